@@ -1,0 +1,97 @@
+//! A batch of up to [`BATCH_SIZE`] packets: the unit every stage works on.
+
+use arrayvec::ArrayVec;
+
+use crate::pool::{Packet, PacketPool};
+
+/// Packets per batch, as in OVS (`NETDEV_MAX_BURST`) and DPDK's usual burst.
+pub const BATCH_SIZE: usize = 32;
+
+/// A fixed-capacity batch of packets. Lives on the stack or inside a
+/// per-thread structure; never allocates.
+#[derive(Debug, Default)]
+pub struct PacketBatch {
+    pkts: ArrayVec<Packet, BATCH_SIZE>,
+}
+
+impl PacketBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        PacketBatch { pkts: ArrayVec::new() }
+    }
+
+    /// Number of packets.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// Whether the batch is empty.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// Whether the batch holds [`BATCH_SIZE`] packets.
+    #[inline]
+    pub fn is_full(&self) -> bool {
+        self.pkts.is_full()
+    }
+
+    /// Room left.
+    #[inline]
+    pub fn remaining(&self) -> usize {
+        BATCH_SIZE - self.pkts.len()
+    }
+
+    /// Appends a packet; gives it back if the batch is full.
+    #[inline]
+    pub fn push(&mut self, pkt: Packet) -> Result<(), Packet> {
+        self.pkts.try_push(pkt).map_err(|e| e.element())
+    }
+
+    /// The packets.
+    #[inline]
+    pub fn as_slice(&self) -> &[Packet] {
+        &self.pkts
+    }
+
+    /// The packets, writable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [Packet] {
+        &mut self.pkts
+    }
+
+    /// Removes and yields every packet, in order.
+    #[inline]
+    pub fn drain(&mut self) -> arrayvec::Drain<'_, Packet, BATCH_SIZE> {
+        self.pkts.drain(..)
+    }
+
+    /// Frees every packet to `pool`.
+    pub fn free_all(&mut self, pool: &mut PacketPool) {
+        for p in self.pkts.drain(..) {
+            pool.free(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn push_until_full_then_reject() {
+        let mut pool = PacketPool::new(40, 256).unwrap();
+        let mut b = PacketBatch::new();
+        for _ in 0..BATCH_SIZE {
+            b.push(pool.alloc().unwrap()).unwrap();
+        }
+        assert!(b.is_full());
+        let extra = pool.alloc().unwrap();
+        let back = b.push(extra).unwrap_err();
+        pool.free(back);
+        b.free_all(&mut pool);
+        assert_eq!(pool.available(), 40);
+    }
+}

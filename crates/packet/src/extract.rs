@@ -1,0 +1,334 @@
+//! Flow key extraction: bytes → [`FlowKey`] + layer offsets.
+//!
+//! Follows Open vSwitch's `miniflow_extract`: parse as far as the headers
+//! are sound; a header that is truncated or inconsistent stops the walk and
+//! leaves the fields behind it zero, so every packet gets a well-defined
+//! key. Only a frame too short for an Ethernet header is refused (OVS drops
+//! those too). Lengths come from the IP header, not the frame, so padding
+//! after the IP payload never changes the key (CVE-2020-35498 class).
+
+use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER};
+use crate::meta::{PacketMeta, NO_OFFSET};
+use crate::wire::arp::ArpPacket;
+use crate::wire::ethernet::{ethertype, is_vlan_tpid, tci, ETH_HEADER_LEN};
+use crate::wire::icmp::{parse_nd, IcmpHeader};
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::{walk_ext_headers, Ipv6Packet, IPV6_HEADER_LEN};
+use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
+use crate::wire::{be16, be32};
+
+/// Most VLAN tags keyed (802.1ad outer + 802.1Q inner), as OVS.
+pub const MAX_VLANS: usize = 2;
+
+/// dl_type of an 802.3 frame without an LLC/SNAP EtherType (OVS's
+/// `FLOW_DL_TYPE_NONE`).
+pub const DL_TYPE_NONE: u16 = 0x05ff;
+
+/// Why a packet has no key at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtractError {
+    /// Shorter than an Ethernet header.
+    Runt,
+}
+
+/// Extracts the key of `data` received on `in_port` into `key`, and the
+/// layer offsets into `meta`. Never reads outside `data`.
+pub fn extract(data: &[u8], in_port: u32, meta: &mut PacketMeta, key: &mut FlowKey) -> Result<(), ExtractError> {
+    *key = FlowKey { in_port, ..FlowKey::default() };
+    meta.in_port = in_port;
+    meta.l3_ofs = NO_OFFSET;
+    meta.l4_ofs = NO_OFFSET;
+    meta.n_vlans = 0;
+    meta.l4_proto = 0;
+    meta.l3_type = 0;
+    if data.len() < ETH_HEADER_LEN {
+        return Err(ExtractError::Runt);
+    }
+    key.dl_dst.copy_from_slice(&data[0..6]);
+    key.dl_src.copy_from_slice(&data[6..12]);
+
+    // VLAN tags: each needs its 4 bytes plus the next EtherType.
+    let mut off = 12;
+    let mut n = 0;
+    while n < MAX_VLANS && is_vlan_tpid(be16(data, off)) && data.len() >= off + 6 {
+        key.vlan_tpid[n] = be16(data, off);
+        key.vlan_tci[n] = be16(data, off + 2) | tci::PRESENT;
+        off += 4;
+        n += 1;
+    }
+    meta.n_vlans = n as u8;
+
+    let mut dl_type = be16(data, off);
+    off += 2;
+    if dl_type < ethertype::MIN {
+        // 802.3: an EtherType only behind LLC/SNAP with a zero OUI.
+        let snap = data.get(off..off + 8);
+        dl_type = match snap {
+            Some(s) if s[0..6] == [0xaa, 0xaa, 0x03, 0, 0, 0] && be16(s, 6) >= ethertype::MIN => {
+                off += 8;
+                be16(s, 6)
+            }
+            _ => DL_TYPE_NONE,
+        };
+    }
+    key.dl_type = dl_type;
+    let l3 = &data[off..];
+
+    match dl_type {
+        ethertype::IPV4 => {
+            meta.l3_ofs = off as u16;
+            meta.l3_type = dl_type;
+            extract_ipv4(l3, off, meta, key);
+        }
+        ethertype::IPV6 => {
+            meta.l3_ofs = off as u16;
+            meta.l3_type = dl_type;
+            extract_ipv6(l3, off, meta, key);
+        }
+        ethertype::ARP | ethertype::RARP => {
+            meta.l3_ofs = off as u16;
+            meta.l3_type = dl_type;
+            if let Ok(arp) = ArpPacket::new_checked(l3) {
+                if arp.op() <= 0xff {
+                    key.nw_proto = arp.op() as u8;
+                }
+                key.nw_src = arp.spa();
+                key.nw_dst = arp.tpa();
+                key.arp_sha = arp.sha();
+                key.arp_tha = arp.tha();
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn extract_ipv4(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowKey) {
+    let Ok(ip) = Ipv4Packet::new_checked(l3) else { return };
+    key.nw_src = ip.src();
+    key.nw_dst = ip.dst();
+    key.nw_tos = ip.tos();
+    key.nw_ttl = ip.ttl();
+    key.nw_proto = ip.protocol();
+    if ip.is_fragment() {
+        key.nw_frag = FRAG_ANY;
+        if ip.is_later_fragment() {
+            key.nw_frag |= FRAG_LATER;
+            return;
+        }
+    }
+    let hl = ip.header_len();
+    meta.l4_ofs = (l3_ofs + hl) as u16;
+    meta.l4_proto = ip.protocol();
+    extract_l4(ip.payload(), ip.protocol(), false, key);
+}
+
+fn extract_ipv6(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowKey) {
+    let Ok(ip) = Ipv6Packet::new_checked(l3) else { return };
+    key.ipv6_src = ip.src();
+    key.ipv6_dst = ip.dst();
+    key.ipv6_label = ip.flow_label();
+    let payload = ip.payload();
+    let Ok(walk) = walk_ext_headers(payload, ip.next_header()) else { return };
+    key.nw_tos = ip.traffic_class();
+    key.nw_ttl = ip.hop_limit();
+    key.nw_proto = walk.proto;
+    if walk.fragment {
+        key.nw_frag = FRAG_ANY;
+        if walk.later_fragment {
+            key.nw_frag |= FRAG_LATER;
+            return;
+        }
+    }
+    meta.l4_ofs = (l3_ofs + IPV6_HEADER_LEN + walk.offset) as u16;
+    meta.l4_proto = walk.proto;
+    extract_l4(&payload[walk.offset..], walk.proto, true, key);
+}
+
+fn extract_l4(l4: &[u8], nw_proto: u8, ipv6: bool, key: &mut FlowKey) {
+    match nw_proto {
+        proto::TCP => {
+            if let Ok(t) = TcpHeader::new_checked(l4) {
+                key.tp_src = t.src_port();
+                key.tp_dst = t.dst_port();
+                key.tcp_flags = t.flags();
+            }
+        }
+        proto::UDP => {
+            if let Ok(u) = UdpHeader::new_checked(l4) {
+                key.tp_src = u.src_port();
+                key.tp_dst = u.dst_port();
+            }
+        }
+        proto::SCTP => {
+            if let Ok(s) = SctpHeader::new_checked(l4) {
+                key.tp_src = s.src_port();
+                key.tp_dst = s.dst_port();
+            }
+        }
+        proto::ICMP if !ipv6 => {
+            if let Ok(i) = IcmpHeader::new_checked(l4) {
+                key.tp_src = i.msg_type() as u16;
+                key.tp_dst = i.code() as u16;
+            }
+        }
+        proto::ICMPV6 if ipv6 => {
+            if let Ok(i) = IcmpHeader::new_checked(l4) {
+                key.tp_src = i.msg_type() as u16;
+                key.tp_dst = i.code() as u16;
+                if let Some(nd) = parse_nd(l4) {
+                    key.nd_target = nd.target;
+                    key.arp_sha = nd.sll;
+                    key.arp_tha = nd.tll;
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Reads the 32-bit word at `at` if present (used by tests and tools).
+pub fn peek32(data: &[u8], at: usize) -> Option<u32> {
+    (data.len() >= at + 4).then(|| be32(data, at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{Frame, L4};
+    use proptest::prelude::*;
+
+    fn key_of(bytes: &[u8]) -> (FlowKey, PacketMeta) {
+        let mut k = FlowKey::default();
+        let mut m = PacketMeta::default();
+        extract(bytes, 7, &mut m, &mut k).unwrap();
+        (k, m)
+    }
+
+    #[test]
+    fn tcp_over_ipv4_with_two_vlans() {
+        let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Tcp { src: 1000, dst: 80, flags: 0x12 })
+            .vlan(0x88a8, 0x2064)
+            .vlan(0x8100, 0x000a)
+            .tos(0xb9)
+            .ttl(9);
+        let (k, m) = key_of(&f.build());
+        assert_eq!(k.in_port, 7);
+        assert_eq!(k.vlan_tpid, [0x88a8, 0x8100]);
+        assert_eq!(k.vlan_tci, [0x2064 | tci::PRESENT, 0x000a | tci::PRESENT]);
+        assert_eq!(k.dl_type, 0x0800);
+        assert_eq!((k.nw_src, k.nw_dst), (0x0a00_0001, 0x0a00_0002));
+        assert_eq!((k.nw_proto, k.nw_tos, k.nw_ttl, k.nw_frag), (6, 0xb9, 9, 0));
+        assert_eq!((k.tp_src, k.tp_dst, k.tcp_flags), (1000, 80, 0x12));
+        assert_eq!((m.l3_ofs, m.l4_ofs, m.n_vlans, m.l4_proto), (22, 42, 2, 6));
+    }
+
+    #[test]
+    fn ipv6_icmpv6_nd() {
+        let target = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let f = Frame::ipv6([1; 16], [2; 16], L4::NeighborSolicit { target, sll: Some([9; 6]) });
+        let (k, _) = key_of(&f.build());
+        assert_eq!(k.dl_type, 0x86dd);
+        assert_eq!(k.nw_proto, 58);
+        assert_eq!((k.tp_src, k.tp_dst), (135, 0));
+        assert_eq!(k.nd_target, target);
+        assert_eq!(k.arp_sha, [9; 6]);
+        assert_eq!(k.ipv6_src, [1; 16]);
+    }
+
+    #[test]
+    fn arp_fields() {
+        let f = Frame::arp(1, [1, 2, 3, 4, 5, 6], [10, 0, 0, 1], [0; 6], [10, 0, 0, 9]);
+        let (k, _) = key_of(&f.build());
+        assert_eq!((k.dl_type, k.nw_proto), (0x0806, 1));
+        assert_eq!((k.nw_src, k.nw_dst), (0x0a00_0001, 0x0a00_0009));
+        assert_eq!(k.arp_sha, [1, 2, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn later_fragment_has_no_ports() {
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 5, dst: 6 }).frag(0x0010);
+        let (k, m) = key_of(&f.build());
+        assert_eq!(k.nw_frag, FRAG_ANY | FRAG_LATER);
+        assert_eq!((k.tp_src, k.tp_dst), (0, 0));
+        assert_eq!(m.l4(), None);
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 5, dst: 6 }).frag(0x2000);
+        let (k, _) = key_of(&f.build());
+        assert_eq!((k.nw_frag, k.tp_src), (FRAG_ANY, 5));
+    }
+
+    #[test]
+    fn truncated_l4_keeps_l3() {
+        let bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Tcp { src: 5, dst: 6, flags: 2 }).build();
+        // Cut the TCP header and fix the IP total length to say so.
+        let mut cut = bytes[..14 + 20 + 10].to_vec();
+        cut[16..18].copy_from_slice(&30u16.to_be_bytes());
+        let (k, _) = key_of(&cut);
+        assert_eq!((k.nw_proto, k.nw_src), (6, 0x0101_0101));
+        assert_eq!((k.tp_src, k.tp_dst, k.tcp_flags), (0, 0, 0));
+    }
+
+    #[test]
+    fn padding_after_ip_payload_does_not_change_key() {
+        let bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 5, dst: 6 }).build();
+        let mut padded = bytes.clone();
+        padded.extend_from_slice(&[0xff; 20]);
+        assert_eq!(key_of(&bytes).0, key_of(&padded).0);
+    }
+
+    #[test]
+    fn ip_total_length_beyond_frame_keys_no_l3() {
+        let mut bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 5, dst: 6 }).build();
+        bytes[16..18].copy_from_slice(&1000u16.to_be_bytes());
+        let (k, _) = key_of(&bytes);
+        assert_eq!(k.dl_type, 0x0800);
+        assert_eq!((k.nw_src, k.nw_proto, k.tp_src), (0, 0, 0));
+    }
+
+    #[test]
+    fn runt_and_llc() {
+        let mut m = PacketMeta::default();
+        let mut k = FlowKey::default();
+        assert_eq!(extract(&[0; 13], 1, &mut m, &mut k), Err(ExtractError::Runt));
+        let mut llc = vec![0u8; 12];
+        llc.extend_from_slice(&[0x00, 0x30, 0x42, 0x42, 0x03]);
+        let (k, _) = key_of(&llc);
+        assert_eq!(k.dl_type, DL_TYPE_NONE);
+        let mut snap = vec![0u8; 12];
+        snap.extend_from_slice(&[0x00, 0x30, 0xaa, 0xaa, 0x03, 0, 0, 0, 0x08, 0x06]);
+        assert_eq!(key_of(&snap).0.dl_type, 0x0806);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), port in any::<u32>()) {
+            let mut m = PacketMeta::default();
+            let mut k = FlowKey::default();
+            if extract(&bytes, port, &mut m, &mut k).is_ok() {
+                prop_assert_eq!(k.in_port, port);
+                prop_assert!(m.l3().is_none_or(|o| o <= bytes.len()));
+                prop_assert!(m.l4().is_none_or(|o| o <= bytes.len()));
+                prop_assert_eq!(k.pad, [0; 4]);
+            } else {
+                prop_assert!(bytes.len() < 14);
+            }
+        }
+
+        #[test]
+        fn mutated_valid_frames_never_panic(seed in any::<u64>(), cut in 0usize..120, flips in proptest::collection::vec((0usize..120, any::<u8>()), 0..6)) {
+            let f = match seed % 4 {
+                0 => Frame::ipv4([1, 2, 3, 4], [5, 6, 7, 8], L4::Tcp { src: 1, dst: 2, flags: 0x10 }),
+                1 => Frame::ipv6([1; 16], [2; 16], L4::Udp { src: 1, dst: 2 }),
+                2 => Frame::ipv4([1, 2, 3, 4], [5, 6, 7, 8], L4::Icmp { ty: 8, code: 0 }).vlan(0x8100, 5),
+                _ => Frame::ipv6([1; 16], [2; 16], L4::NeighborSolicit { target: [3; 16], sll: Some([4; 6]) }),
+            };
+            let mut bytes = f.build();
+            for (at, v) in flips {
+                if at < bytes.len() { bytes[at] = v; }
+            }
+            bytes.truncate(cut.max(14));
+            let (_k, _m) = key_of(&bytes);
+        }
+    }
+}

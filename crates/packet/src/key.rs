@@ -1,0 +1,217 @@
+//! The flow key: one fixed-size, 8-byte-aligned record of every matchable
+//! field of a packet, plus its hash.
+//!
+//! Layout follows the order packets are parsed in and keeps fields that
+//! are masked together in the same 64-bit word, so masking, comparing and
+//! hashing work on 14 words with no per-field branching. Field values are
+//! host-order integers; a field the packet does not carry (or that could
+//! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Number of 64-bit words in a [`FlowKey`].
+pub const KEY_WORDS: usize = 14;
+
+/// `nw_frag`: the packet is a fragment.
+pub const FRAG_ANY: u8 = 1;
+/// `nw_frag`: the packet is a fragment other than the first.
+pub const FRAG_LATER: u8 = 2;
+
+/// Every matchable field of a packet. Also used as a mask (same layout, a
+/// set bit means "this bit matters").
+#[repr(C, align(8))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
+pub struct FlowKey {
+    /// OpenFlow input port.
+    pub in_port: u32,
+    /// EtherType after any VLAN tags (0x05ff for 802.3 frames without SNAP).
+    pub dl_type: u16,
+    /// IP protocol, or the low 8 bits of the ARP opcode.
+    pub nw_proto: u8,
+    /// IP TOS / traffic class byte (DSCP << 2 | ECN).
+    pub nw_tos: u8,
+    /// Ethernet destination.
+    pub dl_dst: [u8; 6],
+    /// Ethernet source.
+    pub dl_src: [u8; 6],
+    /// VLAN TCIs, outermost first; bit 0x1000 marks "tag present".
+    pub vlan_tci: [u16; 2],
+    /// VLAN TPIDs, outermost first.
+    pub vlan_tpid: [u16; 2],
+    /// IP TTL / hop limit.
+    pub nw_ttl: u8,
+    /// Fragment bits: [`FRAG_ANY`], [`FRAG_LATER`].
+    pub nw_frag: u8,
+    /// TCP flags (12 bits).
+    pub tcp_flags: u16,
+    /// IPv4 source, or ARP sender protocol address.
+    pub nw_src: u32,
+    /// IPv4 destination, or ARP target protocol address.
+    pub nw_dst: u32,
+    /// L4 source port, or ICMP type.
+    pub tp_src: u16,
+    /// L4 destination port, or ICMP code.
+    pub tp_dst: u16,
+    /// IPv6 flow label.
+    pub ipv6_label: u32,
+    /// IPv6 source.
+    pub ipv6_src: [u8; 16],
+    /// IPv6 destination.
+    pub ipv6_dst: [u8; 16],
+    /// IPv6 ND target.
+    pub nd_target: [u8; 16],
+    /// ARP sender hardware address, or ND source link-layer address.
+    pub arp_sha: [u8; 6],
+    /// ARP target hardware address, or ND target link-layer address.
+    pub arp_tha: [u8; 6],
+    /// Unused; keeps the key a whole number of words. Always zero.
+    pub pad: [u8; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
+
+impl FlowKey {
+    /// The key as 64-bit words.
+    #[inline]
+    pub fn words(&self) -> &[u64; KEY_WORDS] {
+        bytemuck::cast_ref(self)
+    }
+
+    /// The key as 64-bit words, writable.
+    #[inline]
+    pub fn words_mut(&mut self) -> &mut [u64; KEY_WORDS] {
+        bytemuck::cast_mut(self)
+    }
+
+    /// A key with every bit set: the mask of an exact match.
+    pub fn all_ones() -> Self {
+        let mut k = FlowKey::default();
+        k.words_mut().fill(u64::MAX);
+        k.pad = [0; 4];
+        k
+    }
+
+    /// `self & mask`, word by word.
+    #[inline]
+    pub fn masked(&self, mask: &FlowKey) -> FlowKey {
+        let mut out = *self;
+        for (o, m) in out.words_mut().iter_mut().zip(mask.words()) {
+            *o &= m;
+        }
+        out
+    }
+
+    /// Whether `self & mask == value` (where `value` is already masked).
+    #[inline]
+    pub fn matches(&self, value: &FlowKey, mask: &FlowKey) -> bool {
+        let (k, v, m) = (self.words(), value.words(), mask.words());
+        let mut diff = 0u64;
+        for i in 0..KEY_WORDS {
+            diff |= (k[i] & m[i]) ^ v[i];
+        }
+        diff == 0
+    }
+
+    /// ORs `other` into `self` (used to widen a mask of consulted bits).
+    #[inline]
+    pub fn or_assign(&mut self, other: &FlowKey) {
+        for (a, b) in self.words_mut().iter_mut().zip(other.words()) {
+            *a |= b;
+        }
+    }
+
+    /// Whether every bit is zero.
+    pub fn is_zero(&self) -> bool {
+        self.words().iter().all(|&w| w == 0)
+    }
+
+    /// Whether the packet is IPv4.
+    #[inline]
+    pub fn is_ipv4(&self) -> bool {
+        self.dl_type == crate::wire::ethernet::ethertype::IPV4
+    }
+
+    /// Whether the packet is IPv6.
+    #[inline]
+    pub fn is_ipv6(&self) -> bool {
+        self.dl_type == crate::wire::ethernet::ethertype::IPV6
+    }
+
+    /// Whether the packet is IPv4 or IPv6.
+    #[inline]
+    pub fn is_ip(&self) -> bool {
+        self.is_ipv4() || self.is_ipv6()
+    }
+
+    /// Whether the packet is ARP or RARP.
+    #[inline]
+    pub fn is_arp(&self) -> bool {
+        use crate::wire::ethernet::ethertype::{ARP, RARP};
+        self.dl_type == ARP || self.dl_type == RARP
+    }
+
+    /// The hash of the whole key.
+    #[inline]
+    pub fn hash(&self) -> u32 {
+        crate::hash::hash_words(self.words(), 0)
+    }
+
+    /// The hash of `self & mask`, without building the masked key.
+    #[inline]
+    pub fn hash_masked(&self, mask: &FlowKey) -> u32 {
+        let mut w = [0u64; KEY_WORDS];
+        for (i, o) in w.iter_mut().enumerate() {
+            *o = self.words()[i] & mask.words()[i];
+        }
+        crate::hash::hash_words(&w, 0)
+    }
+}
+
+impl std::fmt::Debug for FlowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowKey")
+            .field("in_port", &self.in_port)
+            .field("dl_src", &crate::wire::ethernet::fmt_mac(&self.dl_src))
+            .field("dl_dst", &crate::wire::ethernet::fmt_mac(&self.dl_dst))
+            .field("dl_type", &format_args!("{:#06x}", self.dl_type))
+            .field("vlan_tci", &self.vlan_tci)
+            .field("nw_src", &crate::wire::ipv4::fmt_ipv4(self.nw_src))
+            .field("nw_dst", &crate::wire::ipv4::fmt_ipv4(self.nw_dst))
+            .field("nw_proto", &self.nw_proto)
+            .field("nw_tos", &self.nw_tos)
+            .field("nw_ttl", &self.nw_ttl)
+            .field("nw_frag", &self.nw_frag)
+            .field("tp_src", &self.tp_src)
+            .field("tp_dst", &self.tp_dst)
+            .field("tcp_flags", &self.tcp_flags)
+            .field("ipv6_src", &crate::wire::ipv6::fmt_ipv6(&self.ipv6_src))
+            .field("ipv6_dst", &crate::wire::ipv6::fmt_ipv6(&self.ipv6_dst))
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mask_and_match() {
+        let mut k = FlowKey { nw_dst: 0x0a00_0105, tp_dst: 80, ..Default::default() };
+        let mask = FlowKey { nw_dst: 0xffff_ff00, ..Default::default() };
+        let value = k.masked(&mask);
+        assert_eq!(value.nw_dst, 0x0a00_0100);
+        assert_eq!(value.tp_dst, 0);
+        assert!(k.matches(&value, &mask));
+        k.nw_dst = 0x0a00_0205;
+        assert!(!k.matches(&value, &mask));
+        assert_eq!(k.hash_masked(&mask), k.masked(&mask).hash());
+    }
+
+    #[test]
+    fn all_ones_keeps_pad_zero() {
+        let m = FlowKey::all_ones();
+        assert_eq!(m.pad, [0; 4]);
+        assert_eq!(m.in_port, u32::MAX);
+        assert_eq!(m.arp_tha, [0xff; 6]);
+    }
+}

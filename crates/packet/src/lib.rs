@@ -1,0 +1,30 @@
+//! Sluice layer 1: the packet.
+//!
+//! Packet buffers live in pre-allocated pools ([`pool`]) and travel in
+//! fixed-capacity batches ([`batch`]); zero-copy header views ([`wire`])
+//! read and write them; [`extract`] turns bytes into a fixed-size
+//! [`FlowKey`](key::FlowKey) and records layer offsets in the packet's
+//! metadata so later stages never parse again; [`rewrite`] applies header
+//! changes with incremental checksum updates.
+//!
+//! Nothing here allocates per packet. This crate imports no other Sluice
+//! crate.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod batch;
+pub mod build;
+pub mod extract;
+pub mod hash;
+pub mod key;
+pub mod meta;
+#[allow(unsafe_code)]
+pub mod pool;
+pub mod rewrite;
+pub mod wire;
+
+pub use batch::{PacketBatch, BATCH_SIZE};
+pub use key::FlowKey;
+pub use meta::PacketMeta;
+pub use pool::{Packet, PacketPool};

@@ -1,0 +1,430 @@
+//! Packet buffers in a pre-allocated pool of fixed-size frames.
+//!
+//! The pool is one contiguous, page-aligned region cut into `frame_size`
+//! frames, the way DPDK mempools and AF_XDP UMEMs are laid out: a frame is
+//! named by its index, so a later AF_XDP port can hand the same region to
+//! the kernel as its UMEM and move frames between rings and the datapath
+//! without a copy.
+//!
+//! A [`Packet`] owns one frame exclusively until it is given back with
+//! [`PacketPool::free`]. Taking and freeing a frame is a push/pop on a free
+//! stack: no allocation and no lock on the packet path. A pool belongs to
+//! one thread (it is `Send`, not `Sync`); packets may travel between threads
+//! but go back to the pool they came from.
+//!
+//! Each frame keeps [`HEADROOM`] bytes in front of the data so that pushing
+//! headers (VLAN tags) moves the start pointer instead of the payload.
+
+use std::alloc::{self, Layout};
+use std::ptr::NonNull;
+
+use crate::meta::PacketMeta;
+
+/// Bytes reserved in front of the data of a fresh frame, for pushed headers.
+pub const HEADROOM: usize = 128;
+
+/// Default frame size: a standard 1518-byte frame plus headroom, rounded up.
+pub const DEFAULT_FRAME_SIZE: usize = 2048;
+
+/// Why a pool could not be created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PoolError {
+    /// Frame size must be a power of two between 256 bytes and 64 KiB.
+    BadFrameSize(usize),
+    /// Zero frames, or more than the region can address.
+    BadFrameCount(usize),
+    /// The region could not be allocated.
+    OutOfMemory,
+}
+
+impl std::fmt::Display for PoolError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolError::BadFrameSize(n) => write!(
+                f,
+                "frame size {n} is not a power of two between 256 and 65536 bytes"
+            ),
+            PoolError::BadFrameCount(n) => write!(f, "frame count {n} is out of range"),
+            PoolError::OutOfMemory => write!(f, "could not allocate the packet pool"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}
+
+static NEXT_POOL_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A fixed set of equal-sized packet frames in one contiguous region.
+pub struct PacketPool {
+    base: NonNull<u8>,
+    layout: Layout,
+    frame_size: u32,
+    n_frames: u32,
+    id: u32,
+    free: Vec<u32>,
+}
+
+// SAFETY: the pool owns its region exclusively; the raw base pointer is not
+// shared with anything but the packets the pool hands out, each of which owns
+// a disjoint frame. Moving the pool to another thread moves that ownership.
+unsafe impl Send for PacketPool {}
+
+impl PacketPool {
+    /// Creates a pool of `n_frames` frames of `frame_size` bytes each.
+    pub fn new(n_frames: usize, frame_size: usize) -> Result<Self, PoolError> {
+        if !frame_size.is_power_of_two() || !(256..=65536).contains(&frame_size) {
+            return Err(PoolError::BadFrameSize(frame_size));
+        }
+        if n_frames == 0 || n_frames > (u32::MAX as usize) / 2 {
+            return Err(PoolError::BadFrameCount(n_frames));
+        }
+        let bytes = n_frames
+            .checked_mul(frame_size)
+            .ok_or(PoolError::BadFrameCount(n_frames))?;
+        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| PoolError::OutOfMemory)?;
+        // SAFETY: the layout has a non-zero size (n_frames >= 1, frame_size >= 256).
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let base = NonNull::new(raw).ok_or(PoolError::OutOfMemory)?;
+        // Hand out low frame numbers first: pop() takes from the end.
+        let free = (0..n_frames as u32).rev().collect();
+        Ok(PacketPool {
+            base,
+            layout,
+            frame_size: frame_size as u32,
+            n_frames: n_frames as u32,
+            id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            free,
+        })
+    }
+
+    /// Size of each frame in bytes (headroom included).
+    pub fn frame_size(&self) -> usize {
+        self.frame_size as usize
+    }
+
+    /// Largest packet a frame of this pool holds with full headroom.
+    pub fn max_packet_len(&self) -> usize {
+        self.frame_size as usize - HEADROOM
+    }
+
+    /// Total number of frames.
+    pub fn capacity(&self) -> usize {
+        self.n_frames as usize
+    }
+
+    /// Frames currently free.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Takes a frame and returns it as an empty packet with full headroom,
+    /// or `None` when every frame is in use.
+    #[inline]
+    pub fn alloc(&mut self) -> Option<Packet> {
+        let frame = self.free.pop()?;
+        // SAFETY: frame < n_frames, so the offset stays inside the region.
+        let ptr = unsafe { self.base.as_ptr().add(frame as usize * self.frame_size as usize) };
+        Some(Packet {
+            // SAFETY: ptr is derived from a non-null base by an in-bounds offset.
+            frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
+            frame_size: self.frame_size,
+            frame,
+            pool_id: self.id,
+            data_off: HEADROOM as u32,
+            len: 0,
+            meta: PacketMeta::default(),
+        })
+    }
+
+    /// Takes a frame and fills it with a copy of `bytes`. `None` when the
+    /// pool is empty or `bytes` does not fit a frame.
+    #[inline]
+    pub fn alloc_from(&mut self, bytes: &[u8]) -> Option<Packet> {
+        if bytes.len() > self.max_packet_len() {
+            return None;
+        }
+        let mut pkt = self.alloc()?;
+        pkt.set_len(bytes.len());
+        pkt.data_mut().copy_from_slice(bytes);
+        Some(pkt)
+    }
+
+    /// Copies a packet (bytes and metadata) into a new frame.
+    #[inline]
+    pub fn clone_packet(&mut self, pkt: &Packet) -> Option<Packet> {
+        let mut copy = self.alloc()?;
+        // Keep the same headroom so later header pushes behave alike.
+        copy.data_off = pkt.data_off.min(self.frame_size - pkt.len);
+        copy.len = pkt.len;
+        copy.data_mut().copy_from_slice(pkt.data());
+        copy.meta = pkt.meta;
+        Some(copy)
+    }
+
+    /// Gives a packet's frame back to the pool.
+    ///
+    /// # Panics
+    /// If the packet belongs to another pool: that is a datapath bug that
+    /// would otherwise corrupt both pools.
+    #[inline]
+    pub fn free(&mut self, pkt: Packet) {
+        assert_eq!(pkt.pool_id, self.id, "packet freed to a pool it does not belong to");
+        self.free.push(pkt.frame);
+        std::mem::forget(pkt);
+    }
+
+    /// Whether `pkt` came from this pool.
+    pub fn owns(&self, pkt: &Packet) -> bool {
+        pkt.pool_id == self.id
+    }
+}
+
+impl Drop for PacketPool {
+    fn drop(&mut self) {
+        if self.free.len() != self.n_frames as usize {
+            // Packets still point into the region: leaking it keeps them valid.
+            // This happens only when a thread exits with packets in flight.
+            return;
+        }
+        // SAFETY: base was allocated with exactly this layout and no packet
+        // refers to the region any more (every frame is back on the free stack).
+        unsafe { alloc::dealloc(self.base.as_ptr(), self.layout) };
+    }
+}
+
+impl std::fmt::Debug for PacketPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PacketPool")
+            .field("id", &self.id)
+            .field("frames", &self.n_frames)
+            .field("frame_size", &self.frame_size)
+            .field("free", &self.free.len())
+            .finish()
+    }
+}
+
+/// One packet: exclusive owner of one pool frame, plus metadata.
+///
+/// Dropping a `Packet` instead of freeing it to its pool loses the frame
+/// (the memory stays valid, the frame is just never reused); the datapath
+/// always frees explicitly, and debug builds catch leaks in tests through
+/// [`PacketPool::available`].
+pub struct Packet {
+    frame_ptr: NonNull<u8>,
+    frame_size: u32,
+    frame: u32,
+    pool_id: u32,
+    data_off: u32,
+    len: u32,
+    /// Metadata carried with the packet through the pipeline.
+    pub meta: PacketMeta,
+}
+
+// SAFETY: a Packet is the only handle to its frame; sending it to another
+// thread moves that exclusive access along with it.
+unsafe impl Send for Packet {}
+
+impl Packet {
+    /// The packet's bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: data_off + len <= frame_size is an invariant kept by every
+        // mutator, the frame lies inside the pool region (which outlives all
+        // packets, see PacketPool::drop), and this packet owns the frame.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.frame_ptr.as_ptr().add(self.data_off as usize),
+                self.len as usize,
+            )
+        }
+    }
+
+    /// The packet's bytes, writable.
+    #[inline]
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in data(); &mut self guarantees no other view is alive.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.frame_ptr.as_ptr().add(self.data_off as usize),
+                self.len as usize,
+            )
+        }
+    }
+
+    /// Length in bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the packet has no bytes.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes free in front of the data.
+    #[inline]
+    pub fn headroom(&self) -> usize {
+        self.data_off as usize
+    }
+
+    /// Bytes free after the data.
+    #[inline]
+    pub fn tailroom(&self) -> usize {
+        (self.frame_size - self.data_off - self.len) as usize
+    }
+
+    /// Index of the frame in its pool (the UMEM frame number for AF_XDP).
+    #[inline]
+    pub fn frame_index(&self) -> u32 {
+        self.frame
+    }
+
+    /// Sets the length, growing or shrinking at the tail.
+    ///
+    /// # Panics
+    /// If the frame has no room for `len` bytes at the current offset.
+    #[inline]
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= (self.frame_size - self.data_off) as usize, "packet longer than its frame");
+        self.len = len as u32;
+    }
+
+    /// Opens `n` bytes at `offset` by moving the bytes before `offset` toward
+    /// the headroom (cheap for headers near the front, like VLAN tags).
+    /// Returns false, changing nothing, when the headroom is too small or
+    /// `offset` is past the end.
+    pub fn insert_gap(&mut self, offset: usize, n: usize) -> bool {
+        if n > self.headroom() || offset > self.len() {
+            return false;
+        }
+        let old_off = self.data_off as usize;
+        let new_off = old_off - n;
+        // SAFETY: both ranges lie within this packet's frame: the source is
+        // [old_off, old_off + offset) and the destination starts n bytes
+        // earlier, which is >= 0 because n <= headroom. copy handles overlap.
+        unsafe {
+            let base = self.frame_ptr.as_ptr();
+            std::ptr::copy(base.add(old_off), base.add(new_off), offset);
+        }
+        self.data_off = new_off as u32;
+        self.len += n as u32;
+        true
+    }
+
+    /// Removes `n` bytes at `offset` by moving the bytes before it forward
+    /// (the reverse of [`insert_gap`](Self::insert_gap)). Returns false,
+    /// changing nothing, when the range is outside the packet.
+    pub fn remove_range(&mut self, offset: usize, n: usize) -> bool {
+        if offset.checked_add(n).is_none_or(|end| end > self.len()) {
+            return false;
+        }
+        let old_off = self.data_off as usize;
+        // SAFETY: source [old_off, old_off + offset) and destination
+        // [old_off + n, old_off + n + offset) lie within the packet's bytes,
+        // because offset + n <= len. copy handles overlap.
+        unsafe {
+            let base = self.frame_ptr.as_ptr();
+            std::ptr::copy(base.add(old_off), base.add(old_off + n), offset);
+        }
+        self.data_off += n as u32;
+        self.len -= n as u32;
+        true
+    }
+}
+
+impl std::fmt::Debug for Packet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packet")
+            .field("frame", &self.frame)
+            .field("len", &self.len)
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_free_cycles_every_frame() {
+        let mut pool = PacketPool::new(4, 256).unwrap();
+        let pkts: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        assert!(pool.alloc().is_none(), "pool of 4 hands out 4");
+        let mut frames: Vec<_> = pkts.iter().map(|p| p.frame_index()).collect();
+        frames.sort();
+        assert_eq!(frames, vec![0, 1, 2, 3]);
+        for p in pkts {
+            pool.free(p);
+        }
+        assert_eq!(pool.available(), 4);
+    }
+
+    #[test]
+    fn frames_are_disjoint() {
+        let mut pool = PacketPool::new(3, 256).unwrap();
+        let mut a = pool.alloc_from(&[1u8; 100]).unwrap();
+        let b = pool.alloc_from(&[2u8; 128]).unwrap();
+        a.data_mut().fill(9);
+        assert!(b.data().iter().all(|&x| x == 2));
+        assert_eq!(a.len(), 100);
+        pool.free(a);
+        pool.free(b);
+    }
+
+    #[test]
+    fn rejects_bad_geometry_and_oversize() {
+        assert!(PacketPool::new(4, 1000).is_err());
+        assert!(PacketPool::new(0, 2048).is_err());
+        let mut pool = PacketPool::new(1, 256).unwrap();
+        assert!(pool.alloc_from(&[0u8; 200]).is_none(), "256 - 128 headroom = 128 max");
+        assert_eq!(pool.available(), 1, "a failed alloc_from returns its frame");
+    }
+
+    #[test]
+    fn insert_and_remove_gap_keep_bytes() {
+        let mut pool = PacketPool::new(1, 256).unwrap();
+        let mut p = pool.alloc_from(&[1, 2, 3, 4, 5, 6]).unwrap();
+        assert!(p.insert_gap(2, 4));
+        assert_eq!(p.len(), 10);
+        assert_eq!(&p.data()[..2], &[1, 2]);
+        assert_eq!(&p.data()[6..], &[3, 4, 5, 6]);
+        assert!(p.remove_range(2, 4));
+        assert_eq!(p.data(), &[1, 2, 3, 4, 5, 6]);
+        assert!(!p.remove_range(4, 3), "past the end");
+        assert!(!p.insert_gap(0, HEADROOM + 10), "more than the headroom");
+        pool.free(p);
+    }
+
+    #[test]
+    fn clone_copies_bytes_and_meta() {
+        let mut pool = PacketPool::new(2, 256).unwrap();
+        let mut p = pool.alloc_from(&[7; 60]).unwrap();
+        p.meta.in_port = 3;
+        let c = pool.clone_packet(&p).unwrap();
+        assert_eq!(c.data(), p.data());
+        assert_eq!(c.meta.in_port, 3);
+        assert_ne!(c.frame_index(), p.frame_index());
+        pool.free(p);
+        pool.free(c);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not belong")]
+    fn free_to_wrong_pool_panics() {
+        let mut a = PacketPool::new(1, 256).unwrap();
+        let mut b = PacketPool::new(1, 256).unwrap();
+        let p = a.alloc().unwrap();
+        b.free(p);
+    }
+
+    #[test]
+    fn pool_dropped_with_packet_outstanding_keeps_it_valid() {
+        let mut pool = PacketPool::new(1, 256).unwrap();
+        let p = pool.alloc_from(&[5; 10]).unwrap();
+        drop(pool);
+        assert_eq!(p.data(), &[5; 10]);
+    }
+}

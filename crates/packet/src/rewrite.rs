@@ -1,0 +1,420 @@
+//! Header rewrites on a parsed packet, keeping checksums valid.
+//!
+//! Every function uses the layer offsets that extraction left in the
+//! packet's metadata, checks that the header it changes is present and
+//! whole, and changes nothing otherwise (returning `false`). Checksums are
+//! updated incrementally (RFC 1624), as Open vSwitch does: a packet that
+//! arrived with a wrong checksum keeps it wrong by the same amount, and a
+//! UDP checksum of zero ("none") stays zero. SCTP's CRC32c is recomputed.
+
+use crate::pool::Packet;
+use crate::wire::checksum::{update16, update32, update_bytes};
+use crate::wire::ethernet::{ethertype, is_vlan_tpid, VLAN_HEADER_LEN};
+use crate::wire::icmp::IcmpHeader;
+use crate::wire::ipv4::Ipv4Packet;
+use crate::wire::ipv6::{Ipv6Packet, IPV6_HEADER_LEN};
+use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
+use crate::wire::{arp::ArpPacket, be16, put16};
+
+/// Sets the Ethernet source.
+pub fn set_eth_src(pkt: &mut Packet, mac: [u8; 6]) -> bool {
+    pkt.len() >= 14 && {
+        pkt.data_mut()[6..12].copy_from_slice(&mac);
+        true
+    }
+}
+
+/// Sets the Ethernet destination.
+pub fn set_eth_dst(pkt: &mut Packet, mac: [u8; 6]) -> bool {
+    pkt.len() >= 14 && {
+        pkt.data_mut()[0..6].copy_from_slice(&mac);
+        true
+    }
+}
+
+fn ipv4(pkt: &mut Packet) -> Option<Ipv4Packet<&mut [u8]>> {
+    let l3 = pkt.meta.l3()?;
+    if pkt.meta.l3_type != ethertype::IPV4 {
+        return None;
+    }
+    Ipv4Packet::new_checked(&mut pkt.data_mut()[l3..]).ok()
+}
+
+fn ipv6(pkt: &mut Packet) -> Option<Ipv6Packet<&mut [u8]>> {
+    let l3 = pkt.meta.l3()?;
+    if pkt.meta.l3_type != ethertype::IPV6 {
+        return None;
+    }
+    Ipv6Packet::new_checked(&mut pkt.data_mut()[l3..]).ok()
+}
+
+/// The L4 bytes, bounded by the IP payload length (padding excluded).
+fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
+    let (l3, l4) = (pkt.meta.l3()?, pkt.meta.l4()?);
+    let data = pkt.data();
+    let end = match pkt.meta.l3_type {
+        ethertype::IPV4 => l3 + be16(data, l3 + 2) as usize,
+        ethertype::IPV6 => l3 + IPV6_HEADER_LEN + be16(data, l3 + 4) as usize,
+        _ => return None,
+    };
+    if l4 > end || end > data.len() {
+        return None;
+    }
+    Some(&mut pkt.data_mut()[l4..end])
+}
+
+/// Applies a pseudo-header change to the L4 checksum (TCP, UDP, ICMPv6).
+fn fix_l4_pseudo(pkt: &mut Packet, fix: impl Fn(u16) -> u16) {
+    let p = pkt.meta.l4_proto;
+    let is_v6 = pkt.meta.l3_type == ethertype::IPV6;
+    let Some(l4) = l4_bytes(pkt) else { return };
+    match p {
+        proto::TCP => {
+            if let Ok(mut t) = TcpHeader::new_checked(l4) {
+                let c = fix(t.checksum());
+                t.set_checksum(c);
+            }
+        }
+        proto::UDP => {
+            if let Ok(mut u) = UdpHeader::new_checked(l4) {
+                if u.checksum() != 0 {
+                    let c = fix(u.checksum());
+                    u.set_checksum(if c == 0 { 0xffff } else { c });
+                }
+            }
+        }
+        proto::ICMPV6 if is_v6 => {
+            if let Ok(mut i) = IcmpHeader::new_checked(l4) {
+                let c = fix(i.checksum());
+                i.set_checksum(c);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Sets the IPv4 source, updating the IP and L4 checksums.
+pub fn set_ipv4_src(pkt: &mut Packet, ip: u32) -> bool {
+    let Some(mut h) = ipv4(pkt) else { return false };
+    let old = h.src();
+    h.set_src(ip);
+    fix_l4_pseudo(pkt, |c| update32(c, old, ip));
+    true
+}
+
+/// Sets the IPv4 destination, updating the IP and L4 checksums.
+pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32) -> bool {
+    let Some(mut h) = ipv4(pkt) else { return false };
+    let old = h.dst();
+    h.set_dst(ip);
+    fix_l4_pseudo(pkt, |c| update32(c, old, ip));
+    true
+}
+
+/// Sets the IPv6 source, updating the L4 checksum.
+pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16]) -> bool {
+    let Some(mut h) = ipv6(pkt) else { return false };
+    let old = h.src();
+    h.set_src(a);
+    fix_l4_pseudo(pkt, |c| update_bytes(c, &old, &a));
+    true
+}
+
+/// Sets the IPv6 destination, updating the L4 checksum.
+pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16]) -> bool {
+    let Some(mut h) = ipv6(pkt) else { return false };
+    let old = h.dst();
+    h.set_dst(a);
+    fix_l4_pseudo(pkt, |c| update_bytes(c, &old, &a));
+    true
+}
+
+/// Sets the IPv6 flow label.
+pub fn set_ipv6_label(pkt: &mut Packet, label: u32) -> bool {
+    ipv6(pkt).map(|mut h| h.set_flow_label(label)).is_some()
+}
+
+/// Sets the TOS byte (IPv4) or traffic class (IPv6).
+pub fn set_ip_tos(pkt: &mut Packet, tos: u8) -> bool {
+    if let Some(mut h) = ipv4(pkt) {
+        h.set_tos(tos);
+        return true;
+    }
+    ipv6(pkt).map(|mut h| h.set_traffic_class(tos)).is_some()
+}
+
+/// Sets the TTL (IPv4) or hop limit (IPv6).
+pub fn set_ip_ttl(pkt: &mut Packet, ttl: u8) -> bool {
+    if let Some(mut h) = ipv4(pkt) {
+        h.set_ttl(ttl);
+        return true;
+    }
+    ipv6(pkt).map(|mut h| h.set_hop_limit(ttl)).is_some()
+}
+
+/// Which L4 port to set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortField {
+    /// Source port.
+    Src,
+    /// Destination port.
+    Dst,
+}
+
+/// Sets a TCP, UDP or SCTP port, keeping the checksum valid.
+pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
+    let p = pkt.meta.l4_proto;
+    let Some(l4) = l4_bytes(pkt) else { return false };
+    let at = if which == PortField::Src { 0 } else { 2 };
+    match p {
+        proto::TCP => {
+            let Ok(mut t) = TcpHeader::new_checked(l4) else { return false };
+            let old = if which == PortField::Src { t.src_port() } else { t.dst_port() };
+            let c = update16(t.checksum(), old, port);
+            t.set_checksum(c);
+            drop(t);
+            put16(l4_bytes(pkt).expect("checked above"), at, port);
+            true
+        }
+        proto::UDP => {
+            let Ok(mut u) = UdpHeader::new_checked(l4) else { return false };
+            let old = if which == PortField::Src { u.src_port() } else { u.dst_port() };
+            if u.checksum() != 0 {
+                let c = update16(u.checksum(), old, port);
+                u.set_checksum(if c == 0 { 0xffff } else { c });
+            }
+            drop(u);
+            put16(l4_bytes(pkt).expect("checked above"), at, port);
+            true
+        }
+        proto::SCTP => {
+            let Ok(mut s) = SctpHeader::new_checked(l4) else { return false };
+            if which == PortField::Src {
+                s.set_src_port_raw(port);
+            } else {
+                s.set_dst_port_raw(port);
+            }
+            s.fill_checksum();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Sets the ICMP / ICMPv6 type or code (`which` = Src for type, Dst for
+/// code, as the flow key stores them), keeping the checksum valid.
+pub fn set_icmp(pkt: &mut Packet, which: PortField, v: u8) -> bool {
+    let p = pkt.meta.l4_proto;
+    if p != proto::ICMP && p != proto::ICMPV6 {
+        return false;
+    }
+    let Some(l4) = l4_bytes(pkt) else { return false };
+    let Ok(mut i) = IcmpHeader::new_checked(l4) else { return false };
+    let old = u16::from_be_bytes([i.msg_type(), i.code()]);
+    if which == PortField::Src {
+        i.set_msg_type_raw(v);
+    } else {
+        i.set_code_raw(v);
+    }
+    let new = u16::from_be_bytes([i.msg_type(), i.code()]);
+    let c = update16(i.checksum(), old, new);
+    i.set_checksum(c);
+    true
+}
+
+fn shift_offsets(pkt: &mut Packet, by: isize) {
+    if let Some(l3) = pkt.meta.l3() {
+        pkt.meta.l3_ofs = (l3 as isize + by) as u16;
+    }
+    if let Some(l4) = pkt.meta.l4() {
+        pkt.meta.l4_ofs = (l4 as isize + by) as u16;
+    }
+}
+
+/// Pushes a VLAN tag (outermost) with `tpid` and `tci`. False when the
+/// packet is a runt or its frame has no headroom left.
+pub fn push_vlan(pkt: &mut Packet, tpid: u16, tci: u16) -> bool {
+    if pkt.len() < 14 || !pkt.insert_gap(12, VLAN_HEADER_LEN) {
+        return false;
+    }
+    let d = pkt.data_mut();
+    put16(d, 12, tpid);
+    put16(d, 14, tci);
+    pkt.meta.n_vlans = pkt.meta.n_vlans.saturating_add(1);
+    shift_offsets(pkt, VLAN_HEADER_LEN as isize);
+    true
+}
+
+/// Removes the outermost VLAN tag. False when there is none.
+pub fn pop_vlan(pkt: &mut Packet) -> bool {
+    if pkt.len() < 18 || !is_vlan_tpid(be16(pkt.data(), 12)) {
+        return false;
+    }
+    if !pkt.remove_range(12, VLAN_HEADER_LEN) {
+        return false;
+    }
+    pkt.meta.n_vlans = pkt.meta.n_vlans.saturating_sub(1);
+    shift_offsets(pkt, -(VLAN_HEADER_LEN as isize));
+    true
+}
+
+/// Replaces the TCI of the outermost VLAN tag. False when there is none.
+pub fn set_vlan_tci(pkt: &mut Packet, tci: u16) -> bool {
+    if pkt.len() < 18 || !is_vlan_tpid(be16(pkt.data(), 12)) {
+        return false;
+    }
+    put16(pkt.data_mut(), 14, tci);
+    true
+}
+
+/// Which ARP field to set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArpField {
+    /// Opcode.
+    Op(u16),
+    /// Sender protocol address.
+    Spa(u32),
+    /// Target protocol address.
+    Tpa(u32),
+    /// Sender hardware address.
+    Sha([u8; 6]),
+    /// Target hardware address.
+    Tha([u8; 6]),
+}
+
+/// Sets one ARP field.
+pub fn set_arp(pkt: &mut Packet, f: ArpField) -> bool {
+    let Some(l3) = pkt.meta.l3() else { return false };
+    if pkt.meta.l3_type != ethertype::ARP && pkt.meta.l3_type != ethertype::RARP {
+        return false;
+    }
+    let Ok(mut a) = ArpPacket::new_checked(&mut pkt.data_mut()[l3..]) else { return false };
+    match f {
+        ArpField::Op(v) => a.set_op(v),
+        ArpField::Spa(v) => a.set_spa(v),
+        ArpField::Tpa(v) => a.set_tpa(v),
+        ArpField::Sha(v) => a.set_sha(v),
+        ArpField::Tha(v) => a.set_tha(v),
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::{Frame, L4};
+    use crate::extract::extract;
+    use crate::key::FlowKey;
+    use crate::pool::PacketPool;
+
+    fn parsed(pool: &mut PacketPool, f: &Frame) -> Packet {
+        let mut p = pool.alloc_from(&f.build()).unwrap();
+        let mut k = FlowKey::default();
+        let mut meta = p.meta;
+        extract(p.data(), 1, &mut meta, &mut k).unwrap();
+        p.meta = meta;
+        p
+    }
+
+    #[test]
+    fn nat_rewrite_equals_rebuilt_frame() {
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        for l4 in [
+            L4::Tcp { src: 1000, dst: 80, flags: 0x18 },
+            L4::Udp { src: 53, dst: 5353 },
+            L4::Sctp { src: 9, dst: 10 },
+        ] {
+            let before = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], l4.clone()).tos(4).ttl(9).payload(b"abc");
+            let mut p = parsed(&mut pool, &before);
+            assert!(set_ipv4_src(&mut p, 0xc0a8_0001));
+            assert!(set_ipv4_dst(&mut p, 0xc0a8_0002));
+            assert!(set_tp_port(&mut p, PortField::Src, 4000));
+            assert!(set_tp_port(&mut p, PortField::Dst, 4001));
+            assert!(set_ip_tos(&mut p, 0xb8));
+            assert!(set_ip_ttl(&mut p, 8));
+            let l4_after = match l4 {
+                L4::Tcp { flags, .. } => L4::Tcp { src: 4000, dst: 4001, flags },
+                L4::Udp { .. } => L4::Udp { src: 4000, dst: 4001 },
+                _ => L4::Sctp { src: 4000, dst: 4001 },
+            };
+            let after = Frame::ipv4([192, 168, 0, 1], [192, 168, 0, 2], l4_after).tos(0xb8).ttl(8).payload(b"abc");
+            assert_eq!(p.data(), &after.build()[..], "{l4:?}");
+            pool.free(p);
+        }
+    }
+
+    #[test]
+    fn ipv6_rewrite_equals_rebuilt_frame() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let mut p = parsed(&mut pool, &Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 }));
+        assert!(set_ipv6_src(&mut p, [3; 16]));
+        assert!(set_ipv6_dst(&mut p, [4; 16]));
+        assert!(set_ipv6_label(&mut p, 0x12345));
+        assert!(set_icmp(&mut p, PortField::Src, 129));
+        let want = Frame::ipv6([3; 16], [4; 16], L4::Icmp { ty: 129, code: 0 }).label(0x12345);
+        assert_eq!(p.data(), &want.build()[..]);
+        pool.free(p);
+    }
+
+    #[test]
+    fn udp_zero_checksum_stays_zero() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 }).udp_without_checksum();
+        let mut p = parsed(&mut pool, &f);
+        set_ipv4_dst(&mut p, 0x0303_0303);
+        set_tp_port(&mut p, PortField::Dst, 9);
+        assert_eq!(&p.data()[40..42], &[0, 0]);
+        pool.free(p);
+    }
+
+    #[test]
+    fn vlan_push_pop_set() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 });
+        let mut p = parsed(&mut pool, &f);
+        assert!(!pop_vlan(&mut p), "no tag to pop");
+        assert!(!set_vlan_tci(&mut p, 5));
+        assert!(push_vlan(&mut p, 0x8100, 0x2005));
+        assert_eq!(p.data(), &f.clone().vlan(0x8100, 0x2005).min_len(64).build()[..]);
+        assert_eq!(p.meta.l3(), Some(18));
+        // The rewrite still finds the IP header after the push.
+        assert!(set_ipv4_dst(&mut p, 0x0909_0909));
+        assert!(set_vlan_tci(&mut p, 7));
+        assert!(pop_vlan(&mut p));
+        let want = Frame::ipv4([1, 1, 1, 1], [9, 9, 9, 9], L4::Udp { src: 1, dst: 2 }).min_len(64);
+        // The original was padded to 60 bytes; push added 4, pop removed 4.
+        assert_eq!(&p.data()[..42], &want.build()[..42]);
+        assert_eq!(p.meta.l3(), Some(14));
+        pool.free(p);
+    }
+
+    #[test]
+    fn arp_fields() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let mut p = parsed(&mut pool, &Frame::arp(1, [1; 6], [1, 1, 1, 1], [0; 6], [2, 2, 2, 2]));
+        assert!(set_arp(&mut p, ArpField::Op(2)));
+        assert!(set_arp(&mut p, ArpField::Sha([7; 6])));
+        assert!(set_arp(&mut p, ArpField::Tha([8; 6])));
+        assert!(set_arp(&mut p, ArpField::Spa(0x0202_0202)));
+        assert!(set_arp(&mut p, ArpField::Tpa(0x0101_0101)));
+        assert_eq!(p.data(), &Frame::arp(2, [7; 6], [2, 2, 2, 2], [8; 6], [1, 1, 1, 1]).build()[..]);
+        assert!(!set_ipv4_src(&mut p, 1), "not IPv4");
+        pool.free(p);
+    }
+
+    #[test]
+    fn truncated_l4_is_left_alone() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let mut bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Tcp { src: 1, dst: 2, flags: 0 }).build();
+        bytes.truncate(14 + 20 + 8);
+        bytes[16..18].copy_from_slice(&28u16.to_be_bytes());
+        let mut p = pool.alloc_from(&bytes).unwrap();
+        let mut k = FlowKey::default();
+        let mut m = p.meta;
+        extract(p.data(), 1, &mut m, &mut k).unwrap();
+        p.meta = m;
+        assert!(!set_tp_port(&mut p, PortField::Dst, 9));
+        assert!(set_ipv4_src(&mut p, 5), "the IP header itself is whole");
+        pool.free(p);
+    }
+}

@@ -1,0 +1,240 @@
+//! IPv6 headers and the extension headers Open vSwitch walks.
+
+use super::{arr, be16, be32, put32, WireError};
+
+/// Fixed IPv6 header length.
+pub const IPV6_HEADER_LEN: usize = 40;
+
+/// IPv6 next-header values for extension headers.
+pub mod ext {
+    /// Hop-by-hop options.
+    pub const HOPOPTS: u8 = 0;
+    /// Routing header.
+    pub const ROUTING: u8 = 43;
+    /// Fragment header.
+    pub const FRAGMENT: u8 = 44;
+    /// Authentication header.
+    pub const AH: u8 = 51;
+    /// Destination options.
+    pub const DSTOPTS: u8 = 60;
+}
+
+/// A view of the fixed IPv6 header. `new_checked` requires the 40 bytes
+/// and a payload length that fits in the bytes given (as OVS does).
+#[derive(Debug, Clone, Copy)]
+pub struct Ipv6Packet<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// Wraps `buf`, validating the lengths.
+    pub fn new_checked(buf: T) -> Result<Self, WireError> {
+        let b = buf.as_ref();
+        if b.len() < IPV6_HEADER_LEN {
+            return Err(WireError::Truncated);
+        }
+        if be16(b, 4) as usize + IPV6_HEADER_LEN > b.len() {
+            return Err(WireError::Truncated);
+        }
+        Ok(Ipv6Packet { buf })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buf.as_ref()
+    }
+
+    /// Version nibble.
+    pub fn version(&self) -> u8 {
+        self.b()[0] >> 4
+    }
+    /// Traffic class (DSCP << 2 | ECN).
+    pub fn traffic_class(&self) -> u8 {
+        ((be16(self.b(), 0) >> 4) & 0xff) as u8
+    }
+    /// Flow label (20 bits).
+    pub fn flow_label(&self) -> u32 {
+        be32(self.b(), 0) & 0x000f_ffff
+    }
+    /// Payload length.
+    pub fn payload_len(&self) -> u16 {
+        be16(self.b(), 4)
+    }
+    /// Next header.
+    pub fn next_header(&self) -> u8 {
+        self.b()[6]
+    }
+    /// Hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.b()[7]
+    }
+    /// Source address.
+    pub fn src(&self) -> [u8; 16] {
+        arr(self.b(), 8)
+    }
+    /// Destination address.
+    pub fn dst(&self) -> [u8; 16] {
+        arr(self.b(), 24)
+    }
+    /// The payload, bounded by the payload length.
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[IPV6_HEADER_LEN..IPV6_HEADER_LEN + self.payload_len() as usize]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Sets the traffic class.
+    pub fn set_traffic_class(&mut self, tc: u8) {
+        let w = be32(self.b(), 0);
+        let w = (w & 0xf00f_ffff) | ((tc as u32) << 20);
+        put32(self.buf.as_mut(), 0, w);
+    }
+    /// Sets the flow label (low 20 bits of `label`).
+    pub fn set_flow_label(&mut self, label: u32) {
+        let w = be32(self.b(), 0);
+        put32(self.buf.as_mut(), 0, (w & 0xfff0_0000) | (label & 0x000f_ffff));
+    }
+    /// Sets the hop limit.
+    pub fn set_hop_limit(&mut self, h: u8) {
+        self.buf.as_mut()[7] = h;
+    }
+    /// Sets the source address.
+    pub fn set_src(&mut self, a: [u8; 16]) {
+        self.buf.as_mut()[8..24].copy_from_slice(&a);
+    }
+    /// Sets the destination address.
+    pub fn set_dst(&mut self, a: [u8; 16]) {
+        self.buf.as_mut()[24..40].copy_from_slice(&a);
+    }
+}
+
+/// What walking the extension headers found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtWalk {
+    /// The upper-layer protocol (or the header where the walk stopped).
+    pub proto: u8,
+    /// Offset of that header from the start of the IPv6 payload.
+    pub offset: usize,
+    /// A fragment header was seen.
+    pub fragment: bool,
+    /// The fragment header had a non-zero offset.
+    pub later_fragment: bool,
+}
+
+/// Walks hop-by-hop, routing, destination-options, AH and fragment headers
+/// in `payload` starting with `next`. A later fragment stops the walk (its
+/// upper-layer header is elsewhere). A truncated extension header is an
+/// error: the caller keys no L4 fields then, as OVS does.
+pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireError> {
+    let mut off = 0usize;
+    let mut fragment = false;
+    let mut later = false;
+    // A packet can chain many headers; bounded by the payload length anyway,
+    // the loop count bound keeps a hostile chain cheap.
+    for _ in 0..16 {
+        match next {
+            ext::HOPOPTS | ext::ROUTING | ext::DSTOPTS | ext::AH => {
+                if payload.len() < off + 8 {
+                    return Err(WireError::Truncated);
+                }
+                let len = if next == ext::AH {
+                    (payload[off + 1] as usize + 2) * 4
+                } else {
+                    (payload[off + 1] as usize + 1) * 8
+                };
+                if payload.len() < off + len {
+                    return Err(WireError::Truncated);
+                }
+                next = payload[off];
+                off += len;
+            }
+            ext::FRAGMENT => {
+                if payload.len() < off + 8 {
+                    return Err(WireError::Truncated);
+                }
+                fragment = true;
+                let frag = be16(payload, off + 2);
+                if frag & 0xfff8 != 0 {
+                    later = true;
+                }
+                next = payload[off];
+                off += 8;
+                if later {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    Ok(ExtWalk { proto: next, offset: off, fragment, later_fragment: later })
+}
+
+/// Formats an IPv6 address.
+pub fn fmt_ipv6(a: &[u8; 16]) -> String {
+    std::net::Ipv6Addr::from(*a).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hdr(next: u8, payload: &[u8]) -> Vec<u8> {
+        let mut h = vec![0x6b, 0x85, 0x43, 0x21];
+        h.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+        h.extend_from_slice(&[next, 64]);
+        h.extend_from_slice(&[0x20, 0x01, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        h.extend_from_slice(&[0x20, 0x01, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        h.extend_from_slice(payload);
+        h
+    }
+
+    #[test]
+    fn getters_and_setters() {
+        let mut h = hdr(17, &[0; 8]);
+        let mut p = Ipv6Packet::new_checked(&mut h[..]).unwrap();
+        assert_eq!(p.version(), 6);
+        assert_eq!(p.traffic_class(), 0xb8);
+        assert_eq!(p.flow_label(), 0x54321);
+        assert_eq!(p.payload_len(), 8);
+        assert_eq!(p.next_header(), 17);
+        assert_eq!(p.hop_limit(), 64);
+        assert_eq!(fmt_ipv6(&p.src()), "2001:db8::1");
+        assert_eq!(fmt_ipv6(&p.dst()), "2001:db8::2");
+        p.set_traffic_class(0x04);
+        p.set_flow_label(0xfffff);
+        p.set_hop_limit(1);
+        p.set_src([1; 16]);
+        p.set_dst([2; 16]);
+        assert_eq!(p.traffic_class(), 0x04);
+        assert_eq!(p.flow_label(), 0xfffff);
+        assert_eq!(p.version(), 6);
+        assert_eq!((p.hop_limit(), p.src(), p.dst()), (1, [1; 16], [2; 16]));
+    }
+
+    #[test]
+    fn payload_len_must_fit() {
+        let mut h = hdr(17, &[0; 8]);
+        h[5] = 9;
+        assert_eq!(Ipv6Packet::new_checked(&h[..]).unwrap_err(), WireError::Truncated);
+        assert!(Ipv6Packet::new_checked(&h[..39]).is_err());
+    }
+
+    #[test]
+    fn ext_header_walk() {
+        // hop-by-hop (8 bytes) -> fragment (first, MF) -> udp
+        let mut p = vec![ext::FRAGMENT, 0, 0, 0, 0, 0, 0, 0];
+        p.extend_from_slice(&[17, 0, 0x00, 0x01, 0, 0, 0, 7]);
+        p.extend_from_slice(&[0; 8]);
+        let w = walk_ext_headers(&p, ext::HOPOPTS).unwrap();
+        assert_eq!(w, ExtWalk { proto: 17, offset: 16, fragment: true, later_fragment: false });
+        // later fragment: offset 8
+        p[10] = 0x00;
+        p[11] = 0x40;
+        let w = walk_ext_headers(&p, ext::HOPOPTS).unwrap();
+        assert!(w.later_fragment);
+        assert_eq!(walk_ext_headers(&p[..12], ext::HOPOPTS).unwrap_err(), WireError::Truncated);
+        // AH length is in 4-byte units minus 2.
+        let ah = [6u8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let w = walk_ext_headers(&ah, ext::AH).unwrap();
+        assert_eq!((w.proto, w.offset), (6, 12));
+    }
+}
