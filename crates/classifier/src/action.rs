@@ -1,0 +1,93 @@
+//! OpenFlow actions, as rules hold them.
+
+use crate::fields::Field;
+
+/// Largest valid OpenFlow port number for `output:N` (OF1.3 `OFPP_MAX`).
+pub const OFPP_MAX: u32 = 0xffff_ff00;
+
+/// An action of a rule's action list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `output:N` — send a copy to port N (skipped when N is the input port).
+    Output(u32),
+    /// `in_port` — send back out of the input port.
+    InPort,
+    /// `all` — every port but the input port.
+    All,
+    /// `flood` — every port but the input port (no port is excluded from
+    /// flooding in Sluice, so this equals `all`).
+    Flood,
+    /// `controller[:max_len]` — a packet-in for the OpenFlow channel.
+    Controller {
+        /// Bytes of the packet to send (65535 = all).
+        max_len: u16,
+    },
+    /// `set_field:V->F`, `mod_dl_src:V`, `mod_nw_dst:V`, ...: write a field.
+    SetField {
+        /// The field written.
+        field: &'static Field,
+        /// The value.
+        value: u128,
+        /// The legacy action name the rule was written with, if any.
+        legacy: Option<&'static str>,
+    },
+    /// `mod_vlan_vid:V` — set the VID, pushing an 802.1Q tag if there is none
+    /// (OpenFlow 1.0 semantics, which `ovs-ofctl` flow files use).
+    ModVlanVid(u16),
+    /// `mod_vlan_pcp:P` — set the PCP, pushing a tag if there is none.
+    ModVlanPcp(u8),
+    /// `push_vlan:TPID` — push a new outermost tag (VID 0, PCP 0, as OVS).
+    PushVlan(u16),
+    /// `strip_vlan` / `pop_vlan` — remove the outermost tag, if any.
+    PopVlan,
+    /// `dec_ttl` — decrement the IP TTL; at TTL <= 1 the packet is not
+    /// forwarded by the rest of the action list (counted as `invalid ttl`).
+    DecTtl,
+    /// `resubmit([port],[table])` — look up again and run that rule's actions.
+    Resubmit {
+        /// In-port to look up with (default: the current one).
+        in_port: Option<u32>,
+        /// Table to look up in (default: the current one).
+        table: Option<u8>,
+    },
+    /// `goto_table:T` — continue in table T (T greater than the current).
+    GotoTable(u8),
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Output(p) => write!(f, "output:{p}"),
+            Action::InPort => f.write_str("IN_PORT"),
+            Action::All => f.write_str("ALL"),
+            Action::Flood => f.write_str("FLOOD"),
+            Action::Controller { max_len: 65535 } => f.write_str("CONTROLLER:65535"),
+            Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
+            Action::SetField { field, value, legacy: Some(name) } => {
+                write!(f, "{name}:{}", field.format_value(*value))
+            }
+            Action::SetField { field, value, legacy: None } => {
+                write!(f, "set_field:{}->{}", field.format_value(*value), field.name)
+            }
+            Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
+            Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
+            Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
+            Action::PopVlan => f.write_str("pop_vlan"),
+            Action::DecTtl => f.write_str("dec_ttl"),
+            Action::Resubmit { in_port, table } => {
+                let p = in_port.map(|p| p.to_string()).unwrap_or_default();
+                let t = table.map(|t| t.to_string()).unwrap_or_default();
+                write!(f, "resubmit({p},{t})")
+            }
+            Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+        }
+    }
+}
+
+/// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).
+pub fn format_actions(actions: &[Action]) -> String {
+    if actions.is_empty() {
+        return "drop".to_string();
+    }
+    actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+}

@@ -1,0 +1,113 @@
+//! Datapath actions: the flat list a translation produces and the
+//! datapath executes (and that caches store), like OVS's ODP actions.
+//! No lookups, no resubmits: every header change is explicit, committed
+//! just before the output that needs it.
+
+use sluice_packet::rewrite::ArpField;
+
+/// Why a packet goes to the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PacketInReason {
+    /// An explicit `controller` action.
+    Action,
+}
+
+/// One datapath action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpAction {
+    /// Send a copy to this OpenFlow port.
+    Output(u32),
+    /// Queue a packet-in for the OpenFlow channel.
+    Controller {
+        /// Why.
+        reason: PacketInReason,
+        /// Bytes to include.
+        max_len: u16,
+    },
+    /// Set the Ethernet source.
+    SetEthSrc([u8; 6]),
+    /// Set the Ethernet destination.
+    SetEthDst([u8; 6]),
+    /// Set the IPv4 source (IP and L4 checksums updated).
+    SetIpv4Src(u32),
+    /// Set the IPv4 destination (IP and L4 checksums updated).
+    SetIpv4Dst(u32),
+    /// Set the IPv6 source (L4 checksum updated).
+    SetIpv6Src([u8; 16]),
+    /// Set the IPv6 destination (L4 checksum updated).
+    SetIpv6Dst([u8; 16]),
+    /// Set the IPv6 flow label.
+    SetIpv6Label(u32),
+    /// Set the TOS / traffic class byte.
+    SetIpTos(u8),
+    /// Set the TTL / hop limit.
+    SetIpTtl(u8),
+    /// Set the TCP/UDP/SCTP source port.
+    SetTpSrc(u16),
+    /// Set the TCP/UDP/SCTP destination port.
+    SetTpDst(u16),
+    /// Set the ICMP type.
+    SetIcmpType(u8),
+    /// Set the ICMP code.
+    SetIcmpCode(u8),
+    /// Set an ARP field.
+    SetArp(ArpField),
+    /// Push a VLAN tag (wire TCI: PCP, DEI=0, VID).
+    PushVlan {
+        /// TPID.
+        tpid: u16,
+        /// TCI as written on the wire.
+        tci: u16,
+    },
+    /// Pop the outermost VLAN tag.
+    PopVlan,
+    /// Replace the outermost tag's TCI (as written on the wire).
+    SetVlanTci(u16),
+}
+
+impl std::fmt::Display for DpAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use sluice_packet::wire::{ethernet::fmt_mac, ipv4::fmt_ipv4, ipv6::fmt_ipv6};
+        match self {
+            DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::Controller { max_len, .. } => write!(f, "controller(max_len={max_len})"),
+            DpAction::SetEthSrc(m) => write!(f, "set(eth(src={}))", fmt_mac(m)),
+            DpAction::SetEthDst(m) => write!(f, "set(eth(dst={}))", fmt_mac(m)),
+            DpAction::SetIpv4Src(a) => write!(f, "set(ipv4(src={}))", fmt_ipv4(*a)),
+            DpAction::SetIpv4Dst(a) => write!(f, "set(ipv4(dst={}))", fmt_ipv4(*a)),
+            DpAction::SetIpv6Src(a) => write!(f, "set(ipv6(src={}))", fmt_ipv6(a)),
+            DpAction::SetIpv6Dst(a) => write!(f, "set(ipv6(dst={}))", fmt_ipv6(a)),
+            DpAction::SetIpv6Label(l) => write!(f, "set(ipv6(label={l:#x}))"),
+            DpAction::SetIpTos(t) => write!(f, "set(ip(tos={t:#x}))"),
+            DpAction::SetIpTtl(t) => write!(f, "set(ip(ttl={t}))"),
+            DpAction::SetTpSrc(p) => write!(f, "set(l4(src={p}))"),
+            DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
+            DpAction::SetIcmpType(t) => write!(f, "set(icmp(type={t}))"),
+            DpAction::SetIcmpCode(c) => write!(f, "set(icmp(code={c}))"),
+            DpAction::SetArp(a) => match a {
+                ArpField::Op(v) => write!(f, "set(arp(op={v}))"),
+                ArpField::Spa(v) => write!(f, "set(arp(sip={}))", fmt_ipv4(*v)),
+                ArpField::Tpa(v) => write!(f, "set(arp(tip={}))", fmt_ipv4(*v)),
+                ArpField::Sha(v) => write!(f, "set(arp(sha={}))", fmt_mac(v)),
+                ArpField::Tha(v) => write!(f, "set(arp(tha={}))", fmt_mac(v)),
+            },
+            DpAction::PushVlan { tpid, tci } => {
+                write!(f, "push_vlan(")?;
+                if *tpid != 0x8100 {
+                    write!(f, "tpid={tpid:#x},")?;
+                }
+                write!(f, "vid={},pcp={})", tci & 0xfff, tci >> 13)
+            }
+            DpAction::PopVlan => f.write_str("pop_vlan"),
+            DpAction::SetVlanTci(t) => write!(f, "set(vlan(vid={},pcp={}))", t & 0xfff, t >> 13),
+        }
+    }
+}
+
+/// Formats a datapath action list as `ofproto/trace` does (`drop` when empty).
+pub fn format_dp_actions(actions: &[DpAction]) -> String {
+    if actions.is_empty() {
+        return "drop".to_string();
+    }
+    actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+}

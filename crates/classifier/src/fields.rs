@@ -1,0 +1,425 @@
+//! The matchable and settable fields, by their `ovs-ofctl` names.
+//!
+//! Each field maps a typed value onto bits of the [`FlowKey`]: `put`
+//! writes only the field's own bits, so the same function fills a match's
+//! value key and its mask key. Prerequisites are those of Open vSwitch
+//! (`tp_dst` needs a TCP, UDP or SCTP match, `nd_target` an ND message...);
+//! the parser rejects a rule that breaks them instead of silently dropping
+//! the field as OVS does when it normalises a match.
+
+use sluice_packet::key::FlowKey;
+use sluice_packet::wire::ethernet::{ethertype, tci};
+use sluice_packet::wire::l4::proto;
+
+/// How a field's value is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueKind {
+    /// An unsigned integer of `bits` bits (decimal or 0x-hex).
+    Int(u8),
+    /// A MAC address.
+    Mac,
+    /// An IPv4 address (prefix or mask allowed).
+    Ipv4,
+    /// An IPv6 address (prefix or mask allowed).
+    Ipv6,
+}
+
+/// What a rule must match for a field to be meaningful.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prereq {
+    /// Always meaningful.
+    None,
+    /// `ip` or `ipv6`.
+    Ip,
+    /// `ip`.
+    Ipv4,
+    /// `ipv6`.
+    Ipv6,
+    /// `ip` or `arp` (nw_src/nw_dst double as arp_spa/arp_tpa).
+    IpOrArp,
+    /// `ip`, `ipv6` or `arp` (nw_proto doubles as the ARP opcode).
+    IpOrArpProto,
+    /// `arp`.
+    Arp,
+    /// `tcp`, `udp` or `sctp` (v4 or v6).
+    L4,
+    /// `tcp` or `tcp6`.
+    Tcp,
+    /// `udp` or `udp6`.
+    Udp,
+    /// `sctp` or `sctp6`.
+    Sctp,
+    /// `icmp` or `icmp6`.
+    IcmpAny,
+    /// `icmp6`.
+    Icmp6,
+    /// `icmp6` with `icmp_type` 135 or 136 and `icmp_code=0`.
+    Nd,
+    /// A VLAN tag (for set_field on VLAN fields).
+    Vlan,
+}
+
+impl Prereq {
+    /// Human-readable form for error messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Prereq::None => "nothing",
+            Prereq::Ip => "an IP match ('ip' or 'ipv6')",
+            Prereq::Ipv4 => "an IPv4 match ('ip')",
+            Prereq::Ipv6 => "an IPv6 match ('ipv6')",
+            Prereq::IpOrArp => "an IPv4 or ARP match ('ip' or 'arp')",
+            Prereq::IpOrArpProto => "an IP or ARP match ('ip', 'ipv6' or 'arp')",
+            Prereq::Arp => "an ARP match ('arp')",
+            Prereq::L4 => "a protocol match with ports ('tcp', 'udp' or 'sctp')",
+            Prereq::Tcp => "a TCP match ('tcp' or 'tcp6')",
+            Prereq::Udp => "a UDP match ('udp' or 'udp6')",
+            Prereq::Sctp => "an SCTP match ('sctp' or 'sctp6')",
+            Prereq::IcmpAny => "an ICMP match ('icmp' or 'icmp6')",
+            Prereq::Icmp6 => "an ICMPv6 match ('icmp6')",
+            Prereq::Nd => "a neighbor discovery match ('icmp6,icmp_type=135' or 136)",
+            Prereq::Vlan => "a VLAN match (e.g. 'dl_vlan=10' or 'vlan_tci=0x1000/0x1000')",
+        }
+    }
+
+    /// Whether a match (value, mask) guarantees the prerequisite.
+    pub fn holds(self, v: &FlowKey, m: &FlowKey) -> bool {
+        let dl = |t: u16| m.dl_type == 0xffff && v.dl_type == t;
+        let ip = || dl(ethertype::IPV4) || dl(ethertype::IPV6);
+        let pr = |p: u8| m.nw_proto == 0xff && v.nw_proto == p;
+        match self {
+            Prereq::None => true,
+            Prereq::Ip => ip(),
+            Prereq::Ipv4 => dl(ethertype::IPV4),
+            Prereq::Ipv6 => dl(ethertype::IPV6),
+            Prereq::IpOrArp => dl(ethertype::IPV4) || dl(ethertype::ARP) || dl(ethertype::RARP),
+            Prereq::IpOrArpProto => ip() || dl(ethertype::ARP) || dl(ethertype::RARP),
+            Prereq::Arp => dl(ethertype::ARP) || dl(ethertype::RARP),
+            Prereq::L4 => ip() && (pr(proto::TCP) || pr(proto::UDP) || pr(proto::SCTP)),
+            Prereq::Tcp => ip() && pr(proto::TCP),
+            Prereq::Udp => ip() && pr(proto::UDP),
+            Prereq::Sctp => ip() && pr(proto::SCTP),
+            Prereq::IcmpAny => (dl(ethertype::IPV4) && pr(proto::ICMP)) || (dl(ethertype::IPV6) && pr(proto::ICMPV6)),
+            Prereq::Icmp6 => dl(ethertype::IPV6) && pr(proto::ICMPV6),
+            Prereq::Nd => {
+                Prereq::Icmp6.holds(v, m)
+                    && m.tp_src & 0xff == 0xff
+                    && (v.tp_src & 0xff == 135 || v.tp_src & 0xff == 136)
+                    && m.tp_dst & 0xff == 0xff
+                    && v.tp_dst & 0xff == 0
+            }
+            Prereq::Vlan => m.vlan_tci[0] & tci::PRESENT != 0 && v.vlan_tci[0] & tci::PRESENT != 0,
+        }
+    }
+
+    /// Whether a concrete packet key satisfies the prerequisite (used when
+    /// an action runs on a packet whose rule could not guarantee it).
+    pub fn holds_for_key(self, k: &FlowKey) -> bool {
+        self.holds(k, &FlowKey::all_ones())
+    }
+}
+
+/// A field definition.
+pub struct Field {
+    /// Canonical name (as `ovs-ofctl` prints it).
+    pub name: &'static str,
+    /// Other accepted names.
+    pub aliases: &'static [&'static str],
+    /// Value syntax.
+    pub kind: ValueKind,
+    /// Whether `value/mask` is accepted in a match.
+    pub maskable: bool,
+    /// What the rule must match for this field.
+    pub prereq: Prereq,
+    /// Whether `set_field` may write it.
+    pub writable: bool,
+    /// Reads the field from a key.
+    pub get: fn(&FlowKey) -> u128,
+    /// Writes the field's bits into a key (other bits untouched).
+    pub put: fn(&mut FlowKey, u128),
+}
+
+impl std::fmt::Debug for Field {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Field {}
+
+impl Field {
+    /// Width in bits.
+    pub fn bits(&self) -> u32 {
+        match self.kind {
+            ValueKind::Int(b) => b as u32,
+            ValueKind::Mac => 48,
+            ValueKind::Ipv4 => 32,
+            ValueKind::Ipv6 => 128,
+        }
+    }
+
+    /// All-ones value of the field's width.
+    pub fn full_mask(&self) -> u128 {
+        if self.bits() == 128 {
+            u128::MAX
+        } else {
+            (1u128 << self.bits()) - 1
+        }
+    }
+
+    /// Formats a value in the field's syntax.
+    pub fn format_value(&self, v: u128) -> String {
+        match self.kind {
+            ValueKind::Int(_) => v.to_string(),
+            ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),
+            ValueKind::Ipv4 => std::net::Ipv4Addr::from(v as u32).to_string(),
+            ValueKind::Ipv6 => std::net::Ipv6Addr::from(v).to_string(),
+        }
+    }
+}
+
+/// A MAC stored in the low 48 bits of a u128.
+pub fn mac_of(v: u128) -> [u8; 6] {
+    let b = (v as u64).to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
+/// The u128 form of a MAC.
+pub fn mac_val(m: &[u8; 6]) -> u128 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]]) as u128
+}
+
+macro_rules! int_field {
+    ($name:literal, [$($alias:literal),*], $bits:expr, $mask:expr, $pre:ident, $w:expr, |$k:ident| $get:expr, |$kk:ident, $v:ident| $put:expr) => {
+        Field {
+            name: $name,
+            aliases: &[$($alias),*],
+            kind: ValueKind::Int($bits),
+            maskable: $mask,
+            prereq: Prereq::$pre,
+            writable: $w,
+            get: |$k: &FlowKey| ($get) as u128,
+            put: |$kk: &mut FlowKey, $v: u128| $put,
+        }
+    };
+}
+
+/// Every field, in the order `ovs-ofctl` prints matches.
+pub static FIELDS: &[Field] = &[
+    int_field!("in_port", [], 32, false, None, true, |k| k.in_port, |k, v| k.in_port = v as u32),
+    Field {
+        name: "dl_src",
+        aliases: &["eth_src"],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::None,
+        writable: true,
+        get: |k| mac_val(&k.dl_src),
+        put: |k, v| k.dl_src = mac_of(v),
+    },
+    Field {
+        name: "dl_dst",
+        aliases: &["eth_dst"],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::None,
+        writable: true,
+        get: |k| mac_val(&k.dl_dst),
+        put: |k, v| k.dl_dst = mac_of(v),
+    },
+    int_field!("dl_type", ["eth_type"], 16, false, None, false, |k| k.dl_type, |k, v| k.dl_type = v as u16),
+    int_field!("vlan_tci", [], 16, true, None, false, |k| k.vlan_tci[0], |k, v| k.vlan_tci[0] = v as u16),
+    // OXM vlan_vid: 0x1000 (OFPVID_PRESENT) | VID.
+    int_field!("vlan_vid", [], 13, true, None, true, |k| k.vlan_tci[0] & 0x1fff,
+        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & !0x1fff) | (v as u16 & 0x1fff)),
+    int_field!("vlan_pcp", [], 3, false, Vlan, true, |k| k.vlan_tci[0] >> 13,
+        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & 0x1fff) | ((v as u16 & 7) << 13)),
+    Field {
+        name: "nw_src",
+        aliases: &["ip_src"],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::IpOrArp,
+        writable: true,
+        get: |k| k.nw_src as u128,
+        put: |k, v| k.nw_src = v as u32,
+    },
+    Field {
+        name: "nw_dst",
+        aliases: &["ip_dst"],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::IpOrArp,
+        writable: true,
+        get: |k| k.nw_dst as u128,
+        put: |k, v| k.nw_dst = v as u32,
+    },
+    Field {
+        name: "ipv6_src",
+        aliases: &[],
+        kind: ValueKind::Ipv6,
+        maskable: true,
+        prereq: Prereq::Ipv6,
+        writable: true,
+        get: |k| u128::from_be_bytes(k.ipv6_src),
+        put: |k, v| k.ipv6_src = v.to_be_bytes(),
+    },
+    Field {
+        name: "ipv6_dst",
+        aliases: &[],
+        kind: ValueKind::Ipv6,
+        maskable: true,
+        prereq: Prereq::Ipv6,
+        writable: true,
+        get: |k| u128::from_be_bytes(k.ipv6_dst),
+        put: |k, v| k.ipv6_dst = v.to_be_bytes(),
+    },
+    int_field!("ipv6_label", [], 20, true, Ipv6, true, |k| k.ipv6_label & 0xfffff, |k, v| k.ipv6_label = (k.ipv6_label & !0xfffff) | (v as u32 & 0xfffff)),
+    int_field!("nw_proto", ["ip_proto"], 8, false, IpOrArpProto, false, |k| k.nw_proto, |k, v| k.nw_proto = v as u8),
+    // nw_tos carries the DSCP bits only (the low two bits must be zero).
+    int_field!("nw_tos", [], 8, false, Ip, true, |k| k.nw_tos & 0xfc,
+        |k, v| k.nw_tos = (k.nw_tos & 0x03) | (v as u8 & 0xfc)),
+    int_field!("ip_dscp", [], 6, false, Ip, true, |k| k.nw_tos >> 2,
+        |k, v| k.nw_tos = (k.nw_tos & 0x03) | ((v as u8 & 0x3f) << 2)),
+    int_field!("ip_ecn", ["nw_ecn"], 2, false, Ip, true, |k| k.nw_tos & 0x03,
+        |k, v| k.nw_tos = (k.nw_tos & 0xfc) | (v as u8 & 0x03)),
+    int_field!("nw_ttl", [], 8, false, Ip, true, |k| k.nw_ttl, |k, v| k.nw_ttl = v as u8),
+    int_field!("nw_frag", [], 2, true, Ip, false, |k| k.nw_frag & 3, |k, v| k.nw_frag = (k.nw_frag & !3) | (v as u8 & 3)),
+    int_field!("tp_src", [], 16, true, L4, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
+    int_field!("tp_dst", [], 16, true, L4, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
+    int_field!("tcp_src", [], 16, true, Tcp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
+    int_field!("tcp_dst", [], 16, true, Tcp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
+    int_field!("udp_src", [], 16, true, Udp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
+    int_field!("udp_dst", [], 16, true, Udp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
+    int_field!("sctp_src", [], 16, true, Sctp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
+    int_field!("sctp_dst", [], 16, true, Sctp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
+    int_field!("tcp_flags", [], 12, true, Tcp, false, |k| k.tcp_flags & 0xfff, |k, v| k.tcp_flags = (k.tcp_flags & !0xfff) | (v as u16 & 0xfff)),
+    int_field!("icmp_type", ["icmpv4_type"], 8, false, IcmpAny, true, |k| k.tp_src & 0xff, |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)),
+    int_field!("icmp_code", ["icmpv4_code"], 8, false, IcmpAny, true, |k| k.tp_dst & 0xff, |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)),
+    int_field!("icmpv6_type", [], 8, false, Icmp6, true, |k| k.tp_src & 0xff, |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)),
+    int_field!("icmpv6_code", [], 8, false, Icmp6, true, |k| k.tp_dst & 0xff, |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)),
+    Field {
+        name: "nd_target",
+        aliases: &[],
+        kind: ValueKind::Ipv6,
+        maskable: true,
+        prereq: Prereq::Nd,
+        writable: false,
+        get: |k| u128::from_be_bytes(k.nd_target),
+        put: |k, v| k.nd_target = v.to_be_bytes(),
+    },
+    Field {
+        name: "nd_sll",
+        aliases: &[],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::Nd,
+        writable: false,
+        get: |k| mac_val(&k.arp_sha),
+        put: |k, v| k.arp_sha = mac_of(v),
+    },
+    Field {
+        name: "nd_tll",
+        aliases: &[],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::Nd,
+        writable: false,
+        get: |k| mac_val(&k.arp_tha),
+        put: |k, v| k.arp_tha = mac_of(v),
+    },
+    int_field!("arp_op", [], 8, false, Arp, true, |k| k.nw_proto, |k, v| k.nw_proto = v as u8),
+    Field {
+        name: "arp_spa",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::Arp,
+        writable: true,
+        get: |k| k.nw_src as u128,
+        put: |k, v| k.nw_src = v as u32,
+    },
+    Field {
+        name: "arp_tpa",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::Arp,
+        writable: true,
+        get: |k| k.nw_dst as u128,
+        put: |k, v| k.nw_dst = v as u32,
+    },
+    Field {
+        name: "arp_sha",
+        aliases: &[],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::Arp,
+        writable: true,
+        get: |k| mac_val(&k.arp_sha),
+        put: |k, v| k.arp_sha = mac_of(v),
+    },
+    Field {
+        name: "arp_tha",
+        aliases: &[],
+        kind: ValueKind::Mac,
+        maskable: true,
+        prereq: Prereq::Arp,
+        writable: true,
+        get: |k| mac_val(&k.arp_tha),
+        put: |k, v| k.arp_tha = mac_of(v),
+    },
+];
+
+/// Looks a field up by name or alias.
+pub fn field_by_name(name: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.name == name || f.aliases.contains(&name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_touches_only_own_bits() {
+        for f in FIELDS {
+            let mut k = FlowKey::all_ones();
+            (f.put)(&mut k, 0);
+            assert_eq!((f.get)(&k), 0, "{}", f.name);
+            let mut z = FlowKey::default();
+            (f.put)(&mut z, f.full_mask());
+            assert_eq!((f.get)(&z), (f.get)(&FlowKey::all_ones()), "{} full mask round trip", f.name);
+            // Clearing then filling again restores all-ones: no other bits moved.
+            (f.put)(&mut k, f.full_mask());
+            let mut expect = FlowKey::all_ones();
+            if f.name == "nw_tos" {
+                // nw_tos owns only the DSCP bits; the ECN bits stay ones.
+                expect.nw_tos = 0xff;
+            }
+            assert_eq!(k, expect, "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn lookup_by_alias() {
+        assert_eq!(field_by_name("eth_src").unwrap().name, "dl_src");
+        assert_eq!(field_by_name("ip_proto").unwrap().name, "nw_proto");
+        assert!(field_by_name("nope").is_none());
+    }
+
+    #[test]
+    fn prereqs() {
+        let m = FlowKey { dl_type: 0xffff, nw_proto: 0xff, ..Default::default() };
+        let v = FlowKey { dl_type: 0x0800, nw_proto: 6, ..Default::default() };
+        assert!(Prereq::Tcp.holds(&v, &m));
+        assert!(Prereq::L4.holds(&v, &m));
+        assert!(!Prereq::Udp.holds(&v, &m));
+        assert!(!Prereq::Ipv6.holds(&v, &m));
+        assert!(!Prereq::Tcp.holds(&v, &FlowKey::default()), "unmasked dl_type proves nothing");
+    }
+}

@@ -1,0 +1,197 @@
+//! A match: a masked flow key, as a rule or a megaflow holds it.
+
+use sluice_packet::key::FlowKey;
+use sluice_packet::wire::ethernet::ethertype;
+use sluice_packet::wire::l4::proto;
+
+use crate::fields::{field_by_name, Field, ValueKind};
+
+/// `value` holds the matched bits (already masked); `mask` says which bits
+/// matter. A packet key `k` matches when `k & mask == value`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Debug)]
+pub struct Match {
+    /// Matched bits (zero wherever `mask` is zero).
+    pub value: FlowKey,
+    /// Bits that matter.
+    pub mask: FlowKey,
+}
+
+impl Match {
+    /// The match-everything match.
+    pub fn catch_all() -> Self {
+        Match::default()
+    }
+
+    /// An exact match of `key` (every field).
+    pub fn exact(key: &FlowKey) -> Self {
+        let mask = FlowKey::all_ones();
+        Match { value: key.masked(&mask), mask }
+    }
+
+    /// Sets `field` to `value` under `mask` (clipped to the field's width).
+    pub fn set(&mut self, field: &Field, value: u128, mask: u128) {
+        let mask = mask & field.full_mask();
+        (field.put)(&mut self.mask, mask);
+        (field.put)(&mut self.value, value & mask);
+        // put() writes whole fields; re-mask in case the field shares a
+        // word's bits with others (e.g. nw_tos and ip_ecn).
+        self.value = self.value.masked(&self.mask);
+    }
+
+    /// Sets `field` to an exact value.
+    pub fn set_exact(&mut self, field: &Field, value: u128) {
+        self.set(field, value, u128::MAX);
+    }
+
+    /// Whether `key` matches.
+    #[inline]
+    pub fn matches(&self, key: &FlowKey) -> bool {
+        key.matches(&self.value, &self.mask)
+    }
+
+    /// The value and mask of `field` in this match.
+    pub fn get(&self, field: &Field) -> (u128, u128) {
+        ((field.get)(&self.value), (field.get)(&self.mask))
+    }
+}
+
+fn f(name: &str) -> &'static Field {
+    field_by_name(name).expect("built-in field")
+}
+
+fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
+    if m == 0 {
+        return None;
+    }
+    let full = field.full_mask();
+    if m == full {
+        return Some(match field.kind {
+            ValueKind::Int(_) if matches!(field.name, "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label") => {
+                format!("{:#x}", v)
+            }
+            _ => field.format_value(v),
+        });
+    }
+    Some(match field.kind {
+        ValueKind::Ipv4 | ValueKind::Ipv6 if is_prefix(m, field.bits()) => {
+            format!("{}/{}", field.format_value(v), m.count_ones())
+        }
+        ValueKind::Int(_) => format!("{:#x}/{:#x}", v, m),
+        _ => format!("{}/{}", field.format_value(v), field.format_value(m)),
+    })
+}
+
+fn is_prefix(m: u128, bits: u32) -> bool {
+    let ones = m.count_ones();
+    ones > 0 && m == (u128::MAX >> (128 - bits)) & !((1u128 << (bits - ones)) - 1)
+}
+
+impl std::fmt::Display for Match {
+    /// Formats the match in `ovs-ofctl` syntax (`tcp,in_port=1,nw_dst=10.0.0.0/8`).
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (v, m) = (&self.value, &self.mask);
+        let mut parts: Vec<String> = Vec::new();
+        let dl_exact = m.dl_type == 0xffff;
+        let proto_exact = m.nw_proto == 0xff;
+        let mut dl_done = false;
+        let mut proto_done = false;
+        if dl_exact {
+            let short = match (v.dl_type, proto_exact.then_some(v.nw_proto)) {
+                (ethertype::IPV4, Some(proto::TCP)) => Some(("tcp", true)),
+                (ethertype::IPV4, Some(proto::UDP)) => Some(("udp", true)),
+                (ethertype::IPV4, Some(proto::SCTP)) => Some(("sctp", true)),
+                (ethertype::IPV4, Some(proto::ICMP)) => Some(("icmp", true)),
+                (ethertype::IPV6, Some(proto::TCP)) => Some(("tcp6", true)),
+                (ethertype::IPV6, Some(proto::UDP)) => Some(("udp6", true)),
+                (ethertype::IPV6, Some(proto::SCTP)) => Some(("sctp6", true)),
+                (ethertype::IPV6, Some(proto::ICMPV6)) => Some(("icmp6", true)),
+                (ethertype::IPV4, _) => Some(("ip", false)),
+                (ethertype::IPV6, _) => Some(("ipv6", false)),
+                (ethertype::ARP, _) => Some(("arp", false)),
+                (ethertype::RARP, _) => Some(("rarp", false)),
+                _ => None,
+            };
+            if let Some((s, with_proto)) = short {
+                parts.push(s.to_string());
+                dl_done = true;
+                proto_done = with_proto;
+            }
+        }
+        let is_arp = dl_exact && (v.dl_type == ethertype::ARP || v.dl_type == ethertype::RARP);
+        let is_icmp = proto_done && (v.nw_proto == proto::ICMP || v.nw_proto == proto::ICMPV6);
+        let mut names: Vec<&str> = vec!["in_port", "dl_src", "dl_dst"];
+        if !dl_done {
+            names.push("dl_type");
+        }
+        names.push("vlan_tci");
+        if is_arp {
+            names.extend(["arp_spa", "arp_tpa"]);
+        } else {
+            names.extend(["nw_src", "nw_dst"]);
+        }
+        names.extend(["ipv6_src", "ipv6_dst", "ipv6_label"]);
+        if !proto_done {
+            names.push(if is_arp { "arp_op" } else { "nw_proto" });
+        }
+        names.extend(["nw_tos", "ip_ecn", "nw_ttl", "nw_frag"]);
+        if is_icmp {
+            names.extend(["icmp_type", "icmp_code"]);
+        } else {
+            names.extend(["tp_src", "tp_dst"]);
+        }
+        names.extend(["tcp_flags", "nd_target"]);
+        if is_arp {
+            names.extend(["arp_sha", "arp_tha"]);
+        } else {
+            names.extend(["nd_sll", "nd_tll"]);
+        }
+        for name in names {
+            let field = f(name);
+            let (fv, fm) = ((field.get)(v), (field.get)(m));
+            if name == "nw_frag" && fm != 0 {
+                let s = match (fv, fm) {
+                    (0, 3) => "no",
+                    (1, 3) => "first",
+                    (3, 3) => "later",
+                    (1, 1) => "yes",
+                    (0, 2) => "not_later",
+                    _ => "",
+                };
+                if !s.is_empty() {
+                    parts.push(format!("nw_frag={s}"));
+                    continue;
+                }
+            }
+            if let Some(s) = fmt_masked(field, fv, fm) {
+                parts.push(format!("{name}={s}"));
+            }
+        }
+        out.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_like_ovs_ofctl() {
+        let mut m = Match::catch_all();
+        m.set_exact(f("dl_type"), 0x0800);
+        m.set_exact(f("nw_proto"), 6);
+        m.set_exact(f("in_port"), 1);
+        m.set(f("nw_dst"), 0x0a00_0000, 0xff00_0000);
+        m.set_exact(f("tp_dst"), 80);
+        assert_eq!(m.to_string(), "tcp,in_port=1,nw_dst=10.0.0.0/8,tp_dst=80");
+        assert_eq!(Match::catch_all().to_string(), "");
+    }
+
+    #[test]
+    fn matches_masked() {
+        let mut m = Match::catch_all();
+        m.set(f("nw_src"), 0x0a01_0203, 0xffff_0000);
+        let k = FlowKey { nw_src: 0x0a01_ffff, ..Default::default() };
+        assert!(m.matches(&k));
+        assert_eq!(m.get(f("nw_src")), (0x0a01_0000, 0xffff_0000));
+    }
+}

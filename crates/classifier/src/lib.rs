@@ -1,0 +1,29 @@
+//! Sluice layer 2: the classifier.
+//!
+//! - [`fields`]: every matchable field by its `ovs-ofctl` name, mapped onto
+//!   the fixed-size flow key, with Open vSwitch's prerequisites.
+//! - [`flow_match`]: a match is a masked key.
+//! - [`parse`]: the `ovs-ofctl` flow language, with positioned errors.
+//! - [`table`]: versioned OpenFlow rule tables and the reference lookup.
+//! - [`xlate`]: translation of a key through the tables into flat
+//!   [`dpaction`]s, rules to credit and the wildcard mask.
+//!
+//! Imports only `sluice-packet`.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod action;
+pub mod dpaction;
+pub mod fields;
+pub mod flow_match;
+pub mod parse;
+pub mod table;
+pub mod xlate;
+
+pub use action::Action;
+pub use dpaction::DpAction;
+pub use flow_match::Match;
+pub use parse::{parse_flow, parse_flow_file, FlowSpec, ParseError, Require};
+pub use table::{Rule, RuleSet};
+pub use xlate::{translate, Translation, XlateDrop, XlateEnv};

@@ -1,0 +1,374 @@
+//! OpenFlow rule tables: rules with priorities in up to 255 tables, the
+//! flow-mod operations that change them, and the reference lookup.
+//!
+//! A [`RuleSet`] is a value: changing rules means building a new set (rules
+//! are shared through `Arc`, so a copy costs a pointer per rule) and
+//! publishing it with a higher version. Datapath threads read a published
+//! set without locks; per-rule counters are atomics added once per batch.
+//!
+//! The lookup here is a plain linear scan over priority-ordered rules. It
+//! is the reference every faster structure is tested against: keep it
+//! obviously correct. Among overlapping rules of equal priority (which
+//! OpenFlow leaves undefined) the one added first wins.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use sluice_packet::key::FlowKey;
+
+use crate::action::Action;
+use crate::flow_match::Match;
+use crate::parse::{FlowSpec, N_TABLES};
+
+/// A rule's identity, unique within a switch's lifetime.
+pub type RuleId = u64;
+
+/// Per-rule counters, updated by datapath threads.
+#[derive(Debug, Default)]
+pub struct RuleStats {
+    /// Packets that hit the rule.
+    pub packets: AtomicU64,
+    /// Bytes of those packets.
+    pub bytes: AtomicU64,
+    /// Last time (µs on the switch clock) a packet hit the rule.
+    pub last_used_us: AtomicU64,
+}
+
+/// One OpenFlow rule.
+#[derive(Debug)]
+pub struct Rule {
+    /// Identity.
+    pub id: RuleId,
+    /// Table.
+    pub table: u8,
+    /// Priority.
+    pub priority: u16,
+    /// Cookie.
+    pub cookie: u64,
+    /// Idle timeout, seconds (0 = none).
+    pub idle_timeout: u16,
+    /// Hard timeout, seconds (0 = none).
+    pub hard_timeout: u16,
+    /// Match.
+    pub matcher: Match,
+    /// Actions (empty = drop).
+    pub actions: Vec<Action>,
+    /// When the rule was added (µs on the switch clock).
+    pub created_us: u64,
+    /// Counters.
+    pub stats: RuleStats,
+}
+
+impl Rule {
+    /// Adds `packets`/`bytes` hits seen at `now_us`.
+    #[inline]
+    pub fn credit(&self, packets: u64, bytes: u64, now_us: u64) {
+        self.stats.packets.fetch_add(packets, Ordering::Relaxed);
+        self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.stats.last_used_us.fetch_max(now_us, Ordering::Relaxed);
+    }
+
+    /// (packets, bytes) so far.
+    pub fn counters(&self) -> (u64, u64) {
+        (self.stats.packets.load(Ordering::Relaxed), self.stats.bytes.load(Ordering::Relaxed))
+    }
+
+    /// Formats the rule as `ovs-ofctl dump-flows` does.
+    pub fn dump(&self, now_us: u64) -> String {
+        let (p, b) = self.counters();
+        let dur = now_us.saturating_sub(self.created_us) as f64 / 1e6;
+        let mut s = format!(" cookie={:#x}, duration={dur:.3}s, table={}, n_packets={p}, n_bytes={b}, ", self.cookie, self.table);
+        if self.idle_timeout != 0 {
+            s += &format!("idle_timeout={}, ", self.idle_timeout);
+        }
+        if self.hard_timeout != 0 {
+            s += &format!("hard_timeout={}, ", self.hard_timeout);
+        }
+        s += &format!("priority={}", self.priority);
+        let m = self.matcher.to_string();
+        if !m.is_empty() {
+            s += ",";
+            s += &m;
+        }
+        s + " actions=" + &crate::action::format_actions(&self.actions)
+    }
+
+    /// Whether the rule has timed out at `now_us`.
+    pub fn expired(&self, now_us: u64) -> bool {
+        let hard = self.hard_timeout != 0 && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
+        let last = self.stats.last_used_us.load(Ordering::Relaxed).max(self.created_us);
+        let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
+        hard || idle
+    }
+}
+
+/// How a flow-mod selects existing rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// Same table (unless all tables), same match and same priority.
+    Strict,
+    /// Every rule at least as specific as the selector's match.
+    Loose,
+}
+
+/// A versioned set of rule tables.
+#[derive(Debug, Clone, Default)]
+pub struct RuleSet {
+    tables: Vec<Vec<Arc<Rule>>>,
+    version: u64,
+    next_id: RuleId,
+}
+
+impl RuleSet {
+    /// An empty set (every lookup misses).
+    pub fn new() -> Self {
+        RuleSet { tables: Vec::new(), version: 1, next_id: 1 }
+    }
+
+    /// A set holding `specs`, added in order (a later identical rule
+    /// replaces an earlier one, as repeated `add-flow` does).
+    pub fn from_specs(specs: &[FlowSpec], now_us: u64) -> Self {
+        let mut set = RuleSet::new();
+        for s in specs {
+            set.add(s, now_us);
+        }
+        set
+    }
+
+    /// The version; every change increments it.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.tables.iter().map(Vec::len).sum()
+    }
+
+    /// Whether there are no rules.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Rules of one table, highest priority first.
+    pub fn table(&self, t: u8) -> &[Arc<Rule>] {
+        self.tables.get(t as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every rule, by table then priority.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        self.tables.iter().flatten()
+    }
+
+    /// Adds a rule (OpenFlow ADD): an existing rule with the same table,
+    /// priority and match is replaced, counters reset.
+    pub fn add(&mut self, spec: &FlowSpec, now_us: u64) -> RuleId {
+        let t = spec.table as usize;
+        if self.tables.len() <= t {
+            self.tables.resize_with(t + 1, Vec::new);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let rule = Arc::new(Rule {
+            id,
+            table: spec.table,
+            priority: spec.priority,
+            cookie: spec.cookie,
+            idle_timeout: spec.idle_timeout,
+            hard_timeout: spec.hard_timeout,
+            matcher: spec.matcher,
+            actions: spec.actions.clone(),
+            created_us: now_us,
+            stats: RuleStats::default(),
+        });
+        let table = &mut self.tables[t];
+        table.retain(|r| !(r.priority == spec.priority && r.matcher == spec.matcher));
+        // Highest priority first; among equals, oldest (lowest id) first.
+        let pos = table.partition_point(|r| r.priority >= spec.priority);
+        table.insert(pos, rule);
+        self.version += 1;
+        id
+    }
+
+    fn selected(rule: &Rule, sel: &FlowSpec, how: Selection, all_tables: bool) -> bool {
+        if !all_tables && rule.table != sel.table {
+            return false;
+        }
+        if rule.cookie & sel.cookie_mask != sel.cookie & sel.cookie_mask {
+            return false;
+        }
+        match how {
+            Selection::Strict => rule.priority == sel.priority && rule.matcher == sel.matcher,
+            Selection::Loose => {
+                let (rv, rm) = (rule.matcher.value.words(), rule.matcher.mask.words());
+                let (sv, sm) = (sel.matcher.value.words(), sel.matcher.mask.words());
+                (0..rv.len()).all(|i| rm[i] & sm[i] == sm[i] && rv[i] & sm[i] == sv[i])
+            }
+        }
+    }
+
+    /// Removes the selected rules (OpenFlow DELETE / DELETE_STRICT) and
+    /// returns them. `all_tables` ignores the selector's table.
+    pub fn delete(&mut self, sel: &FlowSpec, how: Selection, all_tables: bool) -> Vec<Arc<Rule>> {
+        let mut gone = Vec::new();
+        for table in &mut self.tables {
+            table.retain(|r| {
+                let hit = Self::selected(r, sel, how, all_tables);
+                if hit {
+                    gone.push(Arc::clone(r));
+                }
+                !hit
+            });
+        }
+        if !gone.is_empty() {
+            self.version += 1;
+        }
+        gone
+    }
+
+    /// Replaces the actions of the selected rules (OpenFlow MODIFY /
+    /// MODIFY_STRICT), keeping their counters. Returns how many changed.
+    pub fn modify(&mut self, sel: &FlowSpec, how: Selection, all_tables: bool) -> usize {
+        let mut n = 0;
+        for table in &mut self.tables {
+            for r in table.iter_mut() {
+                if Self::selected(r, sel, how, all_tables) {
+                    let new = Rule {
+                        id: r.id,
+                        table: r.table,
+                        priority: r.priority,
+                        cookie: r.cookie,
+                        idle_timeout: r.idle_timeout,
+                        hard_timeout: r.hard_timeout,
+                        matcher: r.matcher,
+                        actions: sel.actions.clone(),
+                        created_us: r.created_us,
+                        stats: RuleStats::default(),
+                    };
+                    let (p, b) = r.counters();
+                    new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
+                    *r = Arc::new(new);
+                    n += 1;
+                }
+            }
+        }
+        if n > 0 {
+            self.version += 1;
+        }
+        n
+    }
+
+    /// Removes rules whose idle or hard timeout has passed at `now_us`.
+    pub fn expire(&mut self, now_us: u64) -> Vec<Arc<Rule>> {
+        let mut gone = Vec::new();
+        for table in &mut self.tables {
+            table.retain(|r| {
+                let e = r.expired(now_us);
+                if e {
+                    gone.push(Arc::clone(r));
+                }
+                !e
+            });
+        }
+        if !gone.is_empty() {
+            self.version += 1;
+        }
+        gone
+    }
+
+    /// Reference lookup: the highest-priority rule of table `t` matching
+    /// `key`. ORs into `wc` the mask of every rule it had to look at — the
+    /// bits that decided the result (a sound, if not the narrowest, set).
+    pub fn lookup(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        for r in self.table(t) {
+            wc.or_assign(&r.matcher.mask);
+            if r.matcher.matches(key) {
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    /// Number of tables that hold rules (the highest used table + 1).
+    pub fn n_tables(&self) -> usize {
+        self.tables.len().min(N_TABLES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::{parse_flow, Require};
+
+    fn spec(s: &str) -> FlowSpec {
+        parse_flow(s, Require::Any).unwrap()
+    }
+
+    #[test]
+    fn priority_then_age_order() {
+        let mut set = RuleSet::new();
+        set.add(&spec("priority=1,actions=output:1"), 0);
+        set.add(&spec("priority=5,ip,actions=output:2"), 0);
+        set.add(&spec("priority=5,in_port=3,actions=output:3"), 0);
+        let key = FlowKey { dl_type: 0x0800, in_port: 3, ..Default::default() };
+        let mut wc = FlowKey::default();
+        let r = set.lookup(0, &key, &mut wc).unwrap();
+        assert_eq!(r.actions, vec![Action::Output(2)], "equal priority: first added wins");
+        assert_eq!(wc.dl_type, 0xffff);
+        assert_eq!(wc.in_port, 0, "rules after the winner were not consulted");
+        let key = FlowKey { in_port: 9, ..Default::default() };
+        let r = set.lookup(0, &key, &mut FlowKey::default()).unwrap();
+        assert_eq!(r.priority, 1);
+        assert!(set.lookup(1, &key, &mut FlowKey::default()).is_none());
+    }
+
+    #[test]
+    fn add_replaces_identical() {
+        let mut set = RuleSet::new();
+        set.add(&spec("ip,actions=output:1"), 0);
+        let v = set.version();
+        set.add(&spec("ip,actions=output:2"), 0);
+        assert_eq!(set.len(), 1);
+        assert!(set.version() > v);
+        assert_eq!(set.table(0)[0].actions, vec![Action::Output(2)]);
+    }
+
+    #[test]
+    fn delete_and_modify_strict_and_loose() {
+        let mut set = RuleSet::new();
+        set.add(&spec("priority=10,tcp,tp_dst=80,actions=output:1"), 0);
+        set.add(&spec("priority=20,tcp,tp_dst=443,actions=output:1"), 0);
+        set.add(&spec("priority=30,udp,actions=output:1"), 0);
+        set.add(&spec("table=1,tcp,actions=output:1"), 0);
+        assert_eq!(set.modify(&spec("tcp,actions=output:9"), Selection::Loose, false), 2);
+        assert_eq!(set.table(0)[1].actions, vec![Action::Output(9)]);
+        assert_eq!(set.delete(&spec("priority=10,tcp,tp_dst=443"), Selection::Strict, false).len(), 0);
+        assert_eq!(set.delete(&spec("priority=20,tcp,tp_dst=443"), Selection::Strict, false).len(), 1);
+        assert_eq!(set.delete(&spec("tcp"), Selection::Loose, true).len(), 2);
+        assert_eq!(set.len(), 1);
+        assert_eq!(set.delete(&spec(""), Selection::Loose, true).len(), 1);
+    }
+
+    #[test]
+    fn timeouts() {
+        let mut set = RuleSet::new();
+        set.add(&spec("hard_timeout=2,actions=drop"), 0);
+        set.add(&spec("idle_timeout=1,ip,actions=drop"), 0);
+        set.table(0)[1].credit(1, 60, 1_500_000);
+        assert!(set.expire(1_900_000).is_empty(), "idle rule was used at 1.5 s");
+        assert_eq!(set.expire(2_000_000).len(), 1, "hard timeout at 2 s");
+        assert_eq!(set.expire(2_600_000).len(), 1, "idle since 1.5 s");
+        assert!(set.is_empty());
+    }
+
+    #[test]
+    fn dump_format() {
+        let mut set = RuleSet::new();
+        set.add(&spec("priority=5,tcp,tp_dst=80,actions=output:2"), 0);
+        set.table(0)[0].credit(3, 180, 0);
+        assert_eq!(
+            set.table(0)[0].dump(1_500_000),
+            " cookie=0x0, duration=1.500s, table=0, n_packets=3, n_bytes=180, priority=5,tcp,tp_dst=80 actions=output:2"
+        );
+    }
+}

@@ -1,0 +1,576 @@
+//! Translation: run a packet's flow key through the OpenFlow tables once
+//! and produce what the datapath needs to forward every packet like it.
+//!
+//! The result is a flat list of [`DpAction`]s (header changes committed
+//! right before the output that needs them, as OVS's `commit_odp_actions`),
+//! the rules to credit, and the wildcard mask: the bits of the key the
+//! decision looked at (rule masks consulted by lookups, and fields the
+//! actions tested). Any packet equal to this one under that mask gets the
+//! same result, which is what makes the result cacheable as a megaflow.
+
+use std::sync::Arc;
+
+use sluice_packet::key::{FlowKey, FRAG_LATER};
+use sluice_packet::rewrite::ArpField;
+use sluice_packet::wire::ethernet::{ethertype, tci};
+use sluice_packet::wire::l4::proto;
+
+use crate::action::{format_actions, Action};
+use crate::dpaction::{DpAction, PacketInReason};
+use crate::fields::{Field, Prereq};
+use crate::table::{Rule, RuleSet};
+
+/// Deepest resubmit / goto_table nesting (as OVS's `MAX_DEPTH`).
+pub const MAX_DEPTH: u32 = 64;
+/// Most resubmits in one translation (as OVS's `MAX_RESUBMITS`).
+pub const MAX_RESUBMITS: u32 = 4096;
+/// Most datapath actions one translation may produce.
+pub const MAX_DP_ACTIONS: usize = 1024;
+
+/// Why a translation forwards the packet nowhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum XlateDrop {
+    /// The rule's actions had no output (`drop`, empty, or only skipped
+    /// outputs).
+    NoOutput,
+    /// No rule matched in the pipeline's table (OpenFlow table miss).
+    TableMiss,
+    /// `dec_ttl` on a packet with TTL <= 1.
+    InvalidTtl,
+    /// The only outputs named the input port (OpenFlow skips those).
+    OutputToInPort,
+    /// Outputs named ports that do not exist.
+    NoSuchPort,
+    /// Resubmit/goto nesting deeper than [`MAX_DEPTH`].
+    RecursionTooDeep,
+    /// More than [`MAX_RESUBMITS`] resubmits.
+    TooManyResubmits,
+    /// More than [`MAX_DP_ACTIONS`] datapath actions.
+    TooManyActions,
+    /// A VLAN push beyond the two tags a key can hold.
+    TooManyVlans,
+}
+
+impl XlateDrop {
+    /// Short counter name.
+    pub fn name(self) -> &'static str {
+        match self {
+            XlateDrop::NoOutput => "action drop",
+            XlateDrop::TableMiss => "table miss",
+            XlateDrop::InvalidTtl => "invalid ttl",
+            XlateDrop::OutputToInPort => "output to input port",
+            XlateDrop::NoSuchPort => "output to missing port",
+            XlateDrop::RecursionTooDeep => "recursion too deep",
+            XlateDrop::TooManyResubmits => "too many resubmits",
+            XlateDrop::TooManyActions => "too many actions",
+            XlateDrop::TooManyVlans => "too many vlans",
+        }
+    }
+
+    fn is_error(self) -> bool {
+        matches!(
+            self,
+            XlateDrop::RecursionTooDeep | XlateDrop::TooManyResubmits | XlateDrop::TooManyActions | XlateDrop::TooManyVlans
+        )
+    }
+}
+
+/// The result of a translation. Reusable: [`translate`] clears it first,
+/// so a thread keeps one and does not allocate once its vectors have grown.
+#[derive(Debug, Default, Clone)]
+pub struct Translation {
+    /// Datapath actions to execute.
+    pub actions: Vec<DpAction>,
+    /// Rules that matched, to credit with the packet.
+    pub rules: Vec<Arc<Rule>>,
+    /// Bits of the key the decision depended on.
+    pub wc: FlowKey,
+    /// The flow key as the last action left it.
+    pub final_flow: FlowKey,
+    /// Outputs (and controller actions) emitted.
+    pub outputs: u32,
+    /// Why the packet goes nowhere, when `outputs == 0`.
+    pub drop: Option<XlateDrop>,
+    /// Human-readable trace, when asked for.
+    pub trace: Option<Vec<String>>,
+}
+
+/// What a translation needs besides the key.
+#[derive(Debug, Clone, Copy)]
+pub struct XlateEnv<'a> {
+    /// The rules.
+    pub rules: &'a RuleSet,
+    /// Every port's OpenFlow number, ascending (for `all`/`flood` and to
+    /// skip outputs to ports that do not exist).
+    pub ports: &'a [u32],
+}
+
+struct Ctx<'a, 'o> {
+    env: XlateEnv<'a>,
+    out: &'o mut Translation,
+    flow: FlowKey,
+    /// Fields written by actions and not yet committed.
+    dirty: FlowKey,
+    depth: u32,
+    resubmits: u32,
+    error: Option<XlateDrop>,
+    reason: Option<XlateDrop>,
+}
+
+/// Translates `key` through the tables, starting at table 0.
+pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_trace: bool) {
+    out.actions.clear();
+    out.rules.clear();
+    out.wc = FlowKey::default();
+    out.outputs = 0;
+    out.drop = None;
+    out.trace = want_trace.then(Vec::new);
+    let mut cx = Ctx { env, out, flow: *key, dirty: FlowKey::default(), depth: 0, resubmits: 0, error: None, reason: None };
+    cx.table(0, true);
+    cx.out.final_flow = cx.flow;
+    if let Some(e) = cx.error {
+        cx.out.actions.clear();
+        cx.out.outputs = 0;
+        cx.out.drop = Some(e);
+        cx.note(0, &format!(">> {}: the packet is dropped", e.name()));
+    } else if cx.out.outputs == 0 {
+        cx.out.drop = Some(cx.reason.unwrap_or(XlateDrop::NoOutput));
+    }
+    // The in_port is always part of the decision (the datapath keys on it).
+    cx.out.wc.in_port = u32::MAX;
+}
+
+impl Ctx<'_, '_> {
+    fn note(&mut self, depth: u32, s: &str) {
+        if let Some(t) = &mut self.out.trace {
+            t.push(format!("{}{}", "    ".repeat(depth as usize + 1), s));
+        }
+    }
+
+    fn table(&mut self, t: u8, pipeline: bool) {
+        if self.error.is_some() {
+            return;
+        }
+        let rules = self.env.rules;
+        let Some(rule) = rules.lookup(t, &self.flow, &mut self.out.wc) else {
+            if let Some(tr) = &mut self.out.trace {
+                tr.push(format!("{}{t}. No match.", "    ".repeat(self.depth as usize)));
+            }
+            if pipeline {
+                self.reason = Some(XlateDrop::TableMiss);
+                self.note(self.depth, "drop");
+            }
+            return;
+        };
+        if self.out.trace.is_some() {
+            let m = rule.matcher.to_string();
+            let mut head = format!("{}{t}. ", "    ".repeat(self.depth as usize));
+            if !m.is_empty() {
+                head += &m;
+                head += ", ";
+            }
+            head += &format!("priority {}", rule.priority);
+            if rule.cookie != 0 {
+                head += &format!(", cookie {:#x}", rule.cookie);
+            }
+            self.out.trace.as_mut().expect("checked").push(head);
+            if rule.actions.is_empty() {
+                self.note(self.depth, &format_actions(&rule.actions));
+            }
+        }
+        self.out.rules.push(Arc::clone(rule));
+        let rule = Arc::clone(rule);
+        self.actions(&rule.actions, t);
+    }
+
+    fn actions(&mut self, actions: &[Action], table: u8) {
+        for a in actions {
+            if self.error.is_some() {
+                return;
+            }
+            if self.out.trace.is_some() {
+                self.note(self.depth, &a.to_string());
+            }
+            match *a {
+                Action::Output(p) => self.output(p),
+                Action::InPort => {
+                    self.out.wc.in_port = u32::MAX;
+                    self.emit_output(self.flow.in_port);
+                }
+                Action::All | Action::Flood => {
+                    self.out.wc.in_port = u32::MAX;
+                    let ports = self.env.ports;
+                    for &p in ports {
+                        if p != self.flow.in_port {
+                            self.emit_output(p);
+                        }
+                    }
+                }
+                Action::Controller { max_len } => {
+                    self.commit();
+                    self.push(DpAction::Controller { reason: PacketInReason::Action, max_len });
+                    self.out.outputs += 1;
+                }
+                Action::SetField { field, value, .. } => self.set_field(field, value),
+                Action::ModVlanVid(vid) => {
+                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
+                        self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::VID_MASK) | vid;
+                        self.out.wc.vlan_tci[0] = 0xffff;
+                        self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
+                    } else {
+                        self.push_vlan(ethertype::VLAN_8021Q, vid);
+                    }
+                }
+                Action::ModVlanPcp(pcp) => {
+                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    let bits = (pcp as u16) << tci::PCP_SHIFT;
+                    if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
+                        self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::PCP_MASK) | bits;
+                        self.out.wc.vlan_tci[0] = 0xffff;
+                        self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
+                    } else {
+                        self.push_vlan(ethertype::VLAN_8021Q, bits);
+                    }
+                }
+                Action::PushVlan(tpid) => {
+                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    self.push_vlan(tpid, 0);
+                }
+                Action::PopVlan => {
+                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
+                        self.flow.vlan_tci = [self.flow.vlan_tci[1], 0];
+                        self.flow.vlan_tpid = [self.flow.vlan_tpid[1], 0];
+                        self.push(DpAction::PopVlan);
+                    }
+                }
+                Action::DecTtl => {
+                    self.out.wc.dl_type = 0xffff;
+                    if self.flow.is_ip() {
+                        self.out.wc.nw_ttl = 0xff;
+                        if self.flow.nw_ttl > 1 {
+                            self.flow.nw_ttl -= 1;
+                            self.dirty.nw_ttl = 0xff;
+                        } else {
+                            self.reason = Some(XlateDrop::InvalidTtl);
+                            self.note(self.depth, ">> IPv4/IPv6 TTL exception: the rest of this action list is skipped");
+                            return;
+                        }
+                    }
+                }
+                Action::Resubmit { in_port, table: t } => {
+                    self.resubmit(in_port, t.unwrap_or(table), false);
+                }
+                Action::GotoTable(t) => self.resubmit(None, t, true),
+            }
+        }
+    }
+
+    fn push(&mut self, a: DpAction) {
+        if self.out.actions.len() >= MAX_DP_ACTIONS {
+            self.error = Some(XlateDrop::TooManyActions);
+            return;
+        }
+        self.out.actions.push(a);
+    }
+
+    fn push_vlan(&mut self, tpid: u16, wire_tci: u16) {
+        self.out.wc.vlan_tci[1] |= tci::PRESENT;
+        if self.flow.vlan_tci[1] & tci::PRESENT != 0 {
+            self.error = Some(XlateDrop::TooManyVlans);
+            return;
+        }
+        self.flow.vlan_tci = [wire_tci | tci::PRESENT, self.flow.vlan_tci[0]];
+        self.flow.vlan_tpid = [tpid, self.flow.vlan_tpid[0]];
+        self.push(DpAction::PushVlan { tpid, tci: wire_tci });
+    }
+
+    fn output(&mut self, p: u32) {
+        self.out.wc.in_port = u32::MAX;
+        if p == self.flow.in_port {
+            self.note(self.depth, ">> skipping output to input port");
+            self.reason = Some(XlateDrop::OutputToInPort);
+            return;
+        }
+        self.emit_output(p);
+    }
+
+    fn emit_output(&mut self, p: u32) {
+        if self.env.ports.binary_search(&p).is_err() {
+            self.note(self.depth, &format!(">> output to nonexistent port {p}"));
+            self.reason = Some(XlateDrop::NoSuchPort);
+            return;
+        }
+        self.commit();
+        self.push(DpAction::Output(p));
+        self.out.outputs += 1;
+    }
+
+    fn resubmit(&mut self, in_port: Option<u32>, t: u8, goto: bool) {
+        if self.depth >= MAX_DEPTH {
+            self.error = Some(XlateDrop::RecursionTooDeep);
+            return;
+        }
+        if !goto {
+            self.resubmits += 1;
+            if self.resubmits > MAX_RESUBMITS {
+                self.error = Some(XlateDrop::TooManyResubmits);
+                return;
+            }
+        }
+        let saved = self.flow.in_port;
+        if let Some(p) = in_port {
+            self.flow.in_port = p;
+        }
+        self.depth += 1;
+        self.table(t, goto);
+        self.depth -= 1;
+        self.flow.in_port = saved;
+    }
+
+    /// Un-wildcards what testing a prerequisite on the flow reads.
+    fn unwildcard_prereq(&mut self, p: Prereq) {
+        match p {
+            Prereq::None => {}
+            Prereq::Vlan => self.out.wc.vlan_tci[0] |= tci::PRESENT,
+            Prereq::Nd => {
+                self.out.wc.dl_type = 0xffff;
+                self.out.wc.nw_proto = 0xff;
+                self.out.wc.tp_src = 0xffff;
+                self.out.wc.tp_dst = 0xffff;
+            }
+            _ => {
+                self.out.wc.dl_type = 0xffff;
+                self.out.wc.nw_proto = 0xff;
+            }
+        }
+    }
+
+    fn set_field(&mut self, field: &'static Field, value: u128) {
+        self.unwildcard_prereq(field.prereq);
+        if !field.prereq.holds_for_key(&self.flow) {
+            self.note(self.depth, &format!(">> {} is not present in this packet: skipped", field.name));
+            return;
+        }
+        if field.name == "vlan_vid" || field.name == "vlan_pcp" {
+            self.out.wc.vlan_tci[0] |= tci::PRESENT;
+            if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
+                self.note(self.depth, ">> no VLAN tag: skipped");
+                return;
+            }
+            self.out.wc.vlan_tci[0] = 0xffff;
+            (field.put)(&mut self.flow, value);
+            self.flow.vlan_tci[0] |= tci::PRESENT;
+            self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
+            return;
+        }
+        (field.put)(&mut self.flow, value);
+        (field.put)(&mut self.dirty, field.full_mask());
+    }
+
+    /// Emits set actions for every written field, so the packet matches
+    /// the flow before an output.
+    fn commit(&mut self) {
+        if self.dirty.is_zero() {
+            return;
+        }
+        let (f, d) = (self.flow, self.dirty);
+        self.dirty = FlowKey::default();
+        if d.dl_src != [0; 6] {
+            self.push(DpAction::SetEthSrc(f.dl_src));
+        }
+        if d.dl_dst != [0; 6] {
+            self.push(DpAction::SetEthDst(f.dl_dst));
+        }
+        if f.is_arp() {
+            if d.nw_proto != 0 {
+                self.push(DpAction::SetArp(ArpField::Op(f.nw_proto as u16)));
+            }
+            if d.nw_src != 0 {
+                self.push(DpAction::SetArp(ArpField::Spa(f.nw_src)));
+            }
+            if d.nw_dst != 0 {
+                self.push(DpAction::SetArp(ArpField::Tpa(f.nw_dst)));
+            }
+            if d.arp_sha != [0; 6] {
+                self.push(DpAction::SetArp(ArpField::Sha(f.arp_sha)));
+            }
+            if d.arp_tha != [0; 6] {
+                self.push(DpAction::SetArp(ArpField::Tha(f.arp_tha)));
+            }
+            return;
+        }
+        if f.is_ipv4() {
+            if d.nw_src != 0 {
+                self.push(DpAction::SetIpv4Src(f.nw_src));
+            }
+            if d.nw_dst != 0 {
+                self.push(DpAction::SetIpv4Dst(f.nw_dst));
+            }
+        }
+        if f.is_ipv6() {
+            if d.ipv6_src != [0; 16] {
+                self.push(DpAction::SetIpv6Src(f.ipv6_src));
+            }
+            if d.ipv6_dst != [0; 16] {
+                self.push(DpAction::SetIpv6Dst(f.ipv6_dst));
+            }
+            if d.ipv6_label != 0 {
+                self.push(DpAction::SetIpv6Label(f.ipv6_label));
+            }
+        }
+        if f.is_ip() {
+            if d.nw_tos != 0 {
+                self.push(DpAction::SetIpTos(f.nw_tos));
+            }
+            if d.nw_ttl != 0 {
+                self.push(DpAction::SetIpTtl(f.nw_ttl));
+            }
+            let icmp = matches!(f.nw_proto, proto::ICMP | proto::ICMPV6);
+            if f.nw_frag & FRAG_LATER == 0 || icmp {
+                match (icmp, d.tp_src != 0, d.tp_dst != 0) {
+                    (true, s, c) => {
+                        if s {
+                            self.push(DpAction::SetIcmpType(f.tp_src as u8));
+                        }
+                        if c {
+                            self.push(DpAction::SetIcmpCode(f.tp_dst as u8));
+                        }
+                    }
+                    (false, s, dd) => {
+                        if s {
+                            self.push(DpAction::SetTpSrc(f.tp_src));
+                        }
+                        if dd {
+                            self.push(DpAction::SetTpDst(f.tp_dst));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a drop reason means the translation itself failed (the whole
+/// action list was discarded), as opposed to an ordinary decision.
+pub fn is_translation_error(d: XlateDrop) -> bool {
+    d.is_error()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::parse::parse_flow_file;
+
+    fn set(text: &str) -> RuleSet {
+        RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
+    }
+
+    fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
+        let mut t = Translation::default();
+        translate(XlateEnv { rules, ports: &[1, 2, 3, 4] }, key, &mut t, true);
+        t
+    }
+
+    fn tcp_key() -> FlowKey {
+        FlowKey {
+            in_port: 1,
+            dl_type: 0x0800,
+            nw_proto: 6,
+            nw_src: 0x0a00_0001,
+            nw_dst: 0x0a00_0002,
+            nw_ttl: 64,
+            tp_src: 1000,
+            tp_dst: 80,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rewrite_then_output_commits_once() {
+        let r = set("tcp,tp_dst=80,actions=mod_nw_dst:10.9.9.9,mod_tp_dst:8080,dec_ttl,output:2,output:3\n");
+        let t = run(&r, &tcp_key());
+        assert_eq!(
+            t.actions,
+            vec![DpAction::SetIpv4Dst(0x0a09_0909), DpAction::SetIpTtl(63), DpAction::SetTpDst(8080), DpAction::Output(2), DpAction::Output(3)]
+        );
+        assert_eq!(t.outputs, 2);
+        assert_eq!(t.drop, None);
+        assert_eq!((t.wc.dl_type, t.wc.nw_proto, t.wc.tp_dst, t.wc.nw_ttl), (0xffff, 0xff, 0xffff, 0xff));
+        assert_eq!(t.wc.nw_src, 0, "nothing looked at nw_src");
+    }
+
+    #[test]
+    fn resubmit_sees_rewritten_fields_and_goto_misses_drop() {
+        let r = set("table=0,ip,actions=mod_nw_dst:1.1.1.1,resubmit(,1),goto_table:2\ntable=1,ip,nw_dst=1.1.1.1,actions=output:4\n");
+        let t = run(&r, &tcp_key());
+        assert_eq!(t.actions, vec![DpAction::SetIpv4Dst(0x0101_0101), DpAction::Output(4)]);
+        assert_eq!(t.rules.len(), 2);
+        let trace = t.trace.unwrap().join("\n");
+        assert!(trace.contains("2. No match."), "{trace}");
+        let t = run(&set("ip,actions=goto_table:1\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::TableMiss));
+        let t = run(&set("ip,actions=resubmit(,1)\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::NoOutput), "a resubmit miss is a no-op");
+    }
+
+    #[test]
+    fn in_port_all_and_skips() {
+        let r = set("actions=output:1,in_port,all\n");
+        let t = run(&r, &tcp_key());
+        assert_eq!(t.actions, vec![DpAction::Output(1), DpAction::Output(2), DpAction::Output(3), DpAction::Output(4)]);
+        let t = run(&set("actions=output:1\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::OutputToInPort));
+        let t = run(&set("actions=output:9\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::NoSuchPort));
+        let t = run(&RuleSet::new(), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::TableMiss));
+    }
+
+    #[test]
+    fn dec_ttl_exception_stops_the_list() {
+        let r = set("ip,actions=output:2,dec_ttl,output:3\n");
+        let mut k = tcp_key();
+        k.nw_ttl = 1;
+        let t = run(&r, &k);
+        assert_eq!(t.actions, vec![DpAction::Output(2)]);
+        let t = run(&set("ip,actions=dec_ttl,output:3\n"), &k);
+        assert_eq!(t.drop, Some(XlateDrop::InvalidTtl));
+    }
+
+    #[test]
+    fn vlan_actions() {
+        let r = set("actions=mod_vlan_vid:10,output:2\n");
+        let t = run(&r, &tcp_key());
+        assert_eq!(t.actions, vec![DpAction::PushVlan { tpid: 0x8100, tci: 10 }, DpAction::Output(2)]);
+        let mut tagged = tcp_key();
+        tagged.vlan_tci[0] = 0x7005; // pcp 3, present, vid 5
+        tagged.vlan_tpid[0] = 0x8100;
+        let t = run(&r, &tagged);
+        assert_eq!(t.actions, vec![DpAction::SetVlanTci(0x600a), DpAction::Output(2)]);
+        let t = run(&set("actions=strip_vlan,output:2\n"), &tagged);
+        assert_eq!(t.actions, vec![DpAction::PopVlan, DpAction::Output(2)]);
+        let t = run(&set("actions=push_vlan:0x88a8,push_vlan:0x8100,push_vlan:0x8100,output:2\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::TooManyVlans));
+        assert!(t.actions.is_empty());
+    }
+
+    #[test]
+    fn resubmit_loop_is_an_error() {
+        let t = run(&set("actions=resubmit(,0)\n"), &tcp_key());
+        assert_eq!(t.drop, Some(XlateDrop::RecursionTooDeep));
+        assert!(t.actions.is_empty());
+    }
+
+    #[test]
+    fn arp_rewrite_uses_arp_fields() {
+        let r = set("arp,actions=set_field:1.2.3.4->nw_dst,mod_dl_src:00:00:00:00:00:09,output:2\n");
+        let k = FlowKey { in_port: 1, dl_type: 0x0806, ..Default::default() };
+        let t = run(&r, &k);
+        assert_eq!(
+            t.actions,
+            vec![DpAction::SetEthSrc([0, 0, 0, 0, 0, 9]), DpAction::SetArp(ArpField::Tpa(0x0102_0304)), DpAction::Output(2)]
+        );
+    }
+}
