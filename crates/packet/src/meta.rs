@@ -26,6 +26,11 @@ pub struct PacketMeta {
     pub l4_proto: u8,
     /// EtherType of the L3 header at `l3_ofs` (0 when none).
     pub l3_type: u16,
+    /// When the packet was received, in ns since the Unix epoch, as the
+    /// port knows it (a capture's own timestamp for pcap input; 0 when the
+    /// port does not say). Output captures reuse it, so replaying a capture
+    /// gives byte-identical output files.
+    pub rx_ts_ns: u64,
 }
 
 impl Default for PacketMeta {
@@ -39,6 +44,7 @@ impl Default for PacketMeta {
             n_vlans: 0,
             l4_proto: 0,
             l3_type: 0,
+            rx_ts_ns: 0,
         }
     }
 }

@@ -1,0 +1,185 @@
+//! Sluice layer 4: ports.
+//!
+//! A port moves packets in bursts: [`Port::rx_burst`] fills a batch with
+//! frames taken from the caller's pool, [`Port::tx_burst`] consumes a whole
+//! batch (every packet is either sent or counted as a drop with a reason)
+//! and gives the frames back. One virtual call per burst, never per packet.
+//! Backends whose send costs a syscall or a doorbell queue inside
+//! `tx_burst` and settle in [`Port::flush`].
+//!
+//! Backends: [`pcap`] files, in-memory [`replay`] (for benchmarks and
+//! `pcap:...,loop`), [`null`] sink, in-memory [`capture`] (for tests).
+//! Imports only `sluice-packet`.
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod capture;
+pub mod null;
+pub mod pcap;
+pub mod pcap_port;
+pub mod replay;
+pub mod spec;
+
+use sluice_packet::{PacketBatch, PacketPool};
+
+pub use spec::{open_port, PortSpec};
+
+/// What an rx burst found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxStatus {
+    /// This many packets were appended to the batch (may be 0 when the
+    /// batch was already full).
+    Received(usize),
+    /// Nothing to receive right now.
+    Idle,
+    /// A finite source is used up: nothing will ever arrive again.
+    Exhausted,
+}
+
+/// Why a port dropped a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortDrop {
+    /// No free frame in the pool to receive into.
+    NoBuffer,
+    /// Frame larger than a pool frame (rx) or than the port takes (tx).
+    TooBig,
+    /// The device queue was full.
+    QueueFull,
+    /// The backend failed (I/O error).
+    Error,
+    /// The port cannot send (receive-only).
+    NotWritable,
+}
+
+impl PortDrop {
+    /// Every reason, for reports.
+    pub const ALL: [PortDrop; 5] = [PortDrop::NoBuffer, PortDrop::TooBig, PortDrop::QueueFull, PortDrop::Error, PortDrop::NotWritable];
+
+    /// Short counter name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PortDrop::NoBuffer => "no buffer",
+            PortDrop::TooBig => "too big",
+            PortDrop::QueueFull => "queue full",
+            PortDrop::Error => "error",
+            PortDrop::NotWritable => "not writable",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counters a port keeps about itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Packets handed to the datapath.
+    pub rx_packets: u64,
+    /// Bytes of those.
+    pub rx_bytes: u64,
+    /// Frames that arrived but could not be handed over, by reason.
+    pub rx_dropped: [u64; 5],
+    /// Packets sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Packets given to `tx_burst` but not sent, by reason.
+    pub tx_dropped: [u64; 5],
+    /// Send calls made to the backend (syscalls, doorbells).
+    pub tx_kicks: u64,
+}
+
+impl PortStats {
+    /// Counts an rx drop.
+    pub fn rx_drop(&mut self, why: PortDrop, n: u64) {
+        self.rx_dropped[why.index()] += n;
+    }
+
+    /// Counts a tx drop.
+    pub fn tx_drop(&mut self, why: PortDrop, n: u64) {
+        self.tx_dropped[why.index()] += n;
+    }
+
+    /// Total rx drops.
+    pub fn rx_dropped_total(&self) -> u64 {
+        self.rx_dropped.iter().sum()
+    }
+
+    /// Total tx drops.
+    pub fn tx_dropped_total(&self) -> u64 {
+        self.tx_dropped.iter().sum()
+    }
+
+    /// rx drops for one reason.
+    pub fn rx_dropped_by(&self, why: PortDrop) -> u64 {
+        self.rx_dropped[why.index()]
+    }
+
+    /// tx drops for one reason.
+    pub fn tx_dropped_by(&self, why: PortDrop) -> u64 {
+        self.tx_dropped[why.index()]
+    }
+}
+
+/// What a port can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PortCaps {
+    /// It can receive.
+    pub rx: bool,
+    /// It can send.
+    pub tx: bool,
+    /// Its receive side ends (a file): the switch can drain it and stop.
+    pub finite_rx: bool,
+    /// It sets `meta.hash` on received packets.
+    pub rx_hash: bool,
+}
+
+/// An error that stops a port.
+#[derive(Debug)]
+pub struct PortError {
+    /// Which port (its spec).
+    pub port: String,
+    /// What failed.
+    pub message: String,
+}
+
+impl std::fmt::Display for PortError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "port {}: {}", self.port, self.message)
+    }
+}
+
+impl std::error::Error for PortError {}
+
+/// A switch port backend.
+pub trait Port: Send {
+    /// A short description (the spec it was opened from).
+    fn name(&self) -> &str;
+
+    /// What it can do.
+    fn caps(&self) -> PortCaps;
+
+    /// Appends up to `batch.remaining()` received packets, their frames
+    /// taken from `pool`. Sets `meta.in_port` to `in_port`.
+    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus;
+
+    /// Sends every packet of `batch` (or counts it dropped), leaving the
+    /// batch empty and every frame back in `pool`. Returns how many were sent.
+    fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize;
+
+    /// Pushes out anything queued inside the backend (files, rings).
+    fn flush(&mut self) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    /// The port's own counters.
+    fn stats(&self) -> PortStats;
+
+    /// A problem the port ran into that did not stop it (e.g. a truncated
+    /// capture), for the final report.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,204 @@
+//! In-memory replay: frames held in one contiguous buffer, copied into
+//! pool frames on receive (the per-packet work of DPDK's `net_pcap` with
+//! `infinite_rx=1`), once or in a loop. Benchmarks and `pcap:...,loop`.
+
+use sluice_packet::{PacketBatch, PacketPool};
+
+use crate::{Port, PortCaps, PortDrop, PortStats, RxStatus};
+
+/// A set of frames to replay.
+#[derive(Debug, Clone, Default)]
+pub struct Frames {
+    bytes: Vec<u8>,
+    /// (offset, length, timestamp) of each frame.
+    index: Vec<(usize, usize, u64)>,
+}
+
+impl Frames {
+    /// Empty.
+    pub fn new() -> Self {
+        Frames::default()
+    }
+
+    /// Appends a frame.
+    pub fn push(&mut self, frame: &[u8], ts_ns: u64) {
+        self.index.push((self.bytes.len(), frame.len(), ts_ns));
+        self.bytes.extend_from_slice(frame);
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    /// Frame `i`.
+    pub fn get(&self, i: usize) -> &[u8] {
+        let (o, l, _) = self.index[i];
+        &self.bytes[o..o + l]
+    }
+}
+
+impl<T: AsRef<[u8]>> FromIterator<T> for Frames {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        let mut f = Frames::new();
+        for x in iter {
+            f.push(x.as_ref(), 0);
+        }
+        f
+    }
+}
+
+/// Replays [`Frames`] as received traffic.
+#[derive(Debug)]
+pub struct ReplayPort {
+    name: String,
+    frames: Frames,
+    next: usize,
+    looping: bool,
+    /// Stop after this many packets in total (None: once through, or
+    /// forever when looping).
+    limit: Option<u64>,
+    stats: PortStats,
+}
+
+impl ReplayPort {
+    /// Replays `frames` once (or forever when `looping`).
+    pub fn new(name: impl Into<String>, frames: Frames, looping: bool) -> Self {
+        ReplayPort { name: name.into(), frames, next: 0, looping, limit: None, stats: PortStats::default() }
+    }
+
+    /// Stops after `n` packets in total.
+    pub fn with_limit(mut self, n: u64) -> Self {
+        self.limit = Some(n);
+        self
+    }
+
+    /// Receive half, shared with the pcap port's loop mode.
+    pub(crate) fn rx_into(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+        if self.frames.is_empty() {
+            return RxStatus::Exhausted;
+        }
+        let mut n = 0;
+        while !batch.is_full() {
+            if self.next == self.frames.len() {
+                if !self.looping {
+                    break;
+                }
+                self.next = 0;
+            }
+            if self.limit.is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l) {
+                break;
+            }
+            let (o, l, ts) = self.frames.index[self.next];
+            if l > pool.max_packet_len() {
+                self.stats.rx_drop(PortDrop::TooBig, 1);
+                self.next += 1;
+                continue;
+            }
+            let Some(mut p) = pool.alloc_from(&self.frames.bytes[o..o + l]) else {
+                // Back-pressure: the frame stays for the next burst.
+                break;
+            };
+            p.meta.in_port = in_port;
+            p.meta.rx_ts_ns = ts;
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += l as u64;
+            let _ = batch.push(p);
+            self.next += 1;
+            n += 1;
+        }
+        let done = (!self.looping && self.next == self.frames.len())
+            || self.limit.is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l);
+        match (n, done) {
+            (0, true) => RxStatus::Exhausted,
+            (0, false) => RxStatus::Idle,
+            (n, _) => RxStatus::Received(n),
+        }
+    }
+
+    pub(crate) fn replay_stats(&self) -> &PortStats {
+        &self.stats
+    }
+}
+
+impl Port for ReplayPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn caps(&self) -> PortCaps {
+        PortCaps { rx: true, tx: false, finite_rx: !self.looping || self.limit.is_some(), rx_hash: false }
+    }
+
+    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+        self.rx_into(pool, batch, in_port)
+    }
+
+    fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
+        self.stats.tx_drop(PortDrop::NotWritable, batch.len() as u64);
+        batch.free_all(pool);
+        0
+    }
+
+    fn stats(&self) -> PortStats {
+        self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_then_exhausted() {
+        let frames: Frames = (0..40u8).map(|i| vec![i; 60]).collect();
+        let mut port = ReplayPort::new("r", frames, false);
+        let mut pool = PacketPool::new(64, 2048).unwrap();
+        let mut b = PacketBatch::new();
+        assert_eq!(port.rx_burst(&mut pool, &mut b, 3), RxStatus::Received(32));
+        assert_eq!(b.as_slice()[5].data()[0], 5);
+        assert_eq!(b.as_slice()[5].meta.in_port, 3);
+        b.free_all(&mut pool);
+        assert_eq!(port.rx_burst(&mut pool, &mut b, 3), RxStatus::Received(8));
+        b.free_all(&mut pool);
+        assert_eq!(port.rx_burst(&mut pool, &mut b, 3), RxStatus::Exhausted);
+        assert_eq!(port.stats().rx_packets, 40);
+    }
+
+    #[test]
+    fn loop_with_limit_and_backpressure() {
+        let frames: Frames = (0..3u8).map(|i| vec![i; 60]).collect();
+        let mut port = ReplayPort::new("r", frames, true).with_limit(10);
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        let mut b = PacketBatch::new();
+        assert_eq!(port.rx_burst(&mut pool, &mut b, 1), RxStatus::Received(4), "pool of 4");
+        assert_eq!(b.as_slice()[3].data()[0], 0, "wrapped around");
+        b.free_all(&mut pool);
+        let mut total = 4;
+        loop {
+            match port.rx_burst(&mut pool, &mut b, 1) {
+                RxStatus::Received(n) => total += n,
+                RxStatus::Exhausted => break,
+                RxStatus::Idle => unreachable!(),
+            }
+            b.free_all(&mut pool);
+        }
+        assert_eq!(total, 10);
+    }
+
+    #[test]
+    fn oversize_frames_are_counted() {
+        let frames: Frames = [vec![0u8; 100], vec![1u8; 3000]].into_iter().collect();
+        let mut port = ReplayPort::new("r", frames, false);
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        let mut b = PacketBatch::new();
+        assert_eq!(port.rx_burst(&mut pool, &mut b, 1), RxStatus::Received(1));
+        assert_eq!(port.stats().rx_dropped_by(PortDrop::TooBig), 1);
+        b.free_all(&mut pool);
+    }
+}
