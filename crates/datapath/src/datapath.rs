@@ -1,0 +1,230 @@
+//! The datapath: ports, a packet pool, the rules, the poll loop.
+//!
+//! Time is passed in (`now_us`), so the whole switch runs inside a test
+//! with a virtual clock; the command line reads a monotonic clock once per
+//! poll iteration.
+
+use std::sync::Arc;
+
+use sluice_classifier::action::OFPP_MAX;
+use sluice_classifier::RuleSet;
+use sluice_packet::pool::{PoolError, DEFAULT_FRAME_SIZE};
+use sluice_packet::{PacketBatch, PacketPool};
+use sluice_port::{Port, PortError, PortStats, RxStatus};
+
+use crate::cycles;
+use crate::output::{OutputStage, PortSlot};
+use crate::pipeline::{PacketIn, Pipeline};
+use crate::stats::DpStats;
+
+/// How often rule timeouts are checked.
+pub const EXPIRE_INTERVAL_US: u64 = 100_000;
+
+/// Datapath sizing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatapathConfig {
+    /// Frames in the packet pool.
+    pub pool_frames: usize,
+    /// Bytes per frame (a power of two; 2048 holds a 1518-byte frame).
+    pub frame_size: usize,
+    /// Packet-ins kept for the controller before new ones are dropped.
+    pub packet_in_queue: usize,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig { pool_frames: 4096, frame_size: DEFAULT_FRAME_SIZE, packet_in_queue: 1024 }
+    }
+}
+
+/// Why a datapath could not be set up.
+#[derive(Debug)]
+pub enum DpError {
+    /// The packet pool.
+    Pool(PoolError),
+    /// Two ports with one number.
+    DuplicatePort(u32),
+    /// A port number outside 1..=0xffffff00.
+    BadPortNumber(u32),
+    /// A port failed.
+    Port(PortError),
+}
+
+impl std::fmt::Display for DpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DpError::Pool(e) => write!(f, "packet pool: {e}"),
+            DpError::DuplicatePort(n) => write!(f, "port number {n} is used twice"),
+            DpError::BadPortNumber(n) => write!(f, "port number {n} is out of range (1 to {OFPP_MAX})"),
+            DpError::Port(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DpError {}
+
+/// A port's numbers for reports.
+#[derive(Debug, Clone)]
+pub struct PortReport {
+    /// OpenFlow port number.
+    pub ofport: u32,
+    /// Spec / name.
+    pub name: String,
+    /// Counters.
+    pub stats: PortStats,
+    /// Problems that did not stop it.
+    pub warnings: Vec<String>,
+}
+
+/// A single-threaded datapath (one PMD's worth).
+pub struct Datapath {
+    pool: PacketPool,
+    out: OutputStage,
+    port_numbers: Vec<u32>,
+    rules: Arc<RuleSet>,
+    rules_have_timeouts: bool,
+    pipeline: Pipeline,
+    stats: DpStats,
+    last_expire_us: u64,
+}
+
+impl Datapath {
+    /// A datapath with no ports.
+    pub fn new(cfg: DatapathConfig, rules: Arc<RuleSet>) -> Result<Self, DpError> {
+        let pool = PacketPool::new(cfg.pool_frames, cfg.frame_size).map_err(DpError::Pool)?;
+        let mut dp = Datapath {
+            pool,
+            out: OutputStage::default(),
+            port_numbers: Vec::new(),
+            rules: Arc::new(RuleSet::new()),
+            rules_have_timeouts: false,
+            pipeline: Pipeline::new(cfg.packet_in_queue),
+            stats: DpStats::default(),
+            last_expire_us: 0,
+        };
+        dp.set_rules(rules);
+        Ok(dp)
+    }
+
+    /// Adds a port under OpenFlow number `ofport`.
+    pub fn add_port(&mut self, ofport: u32, port: Box<dyn Port>) -> Result<(), DpError> {
+        if ofport == 0 || ofport > OFPP_MAX {
+            return Err(DpError::BadPortNumber(ofport));
+        }
+        let pos = match self.out.ports.binary_search_by_key(&ofport, |p| p.ofport) {
+            Ok(_) => return Err(DpError::DuplicatePort(ofport)),
+            Err(pos) => pos,
+        };
+        let caps = port.caps();
+        self.out.ports.insert(pos, PortSlot { ofport, port, caps, txq: PacketBatch::new(), rx_done: !caps.rx });
+        self.port_numbers.insert(pos, ofport);
+        Ok(())
+    }
+
+    /// Installs a new rule set (takes effect for the next batch).
+    pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
+        self.rules_have_timeouts = rules.iter().any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
+        self.rules = rules;
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> &Arc<RuleSet> {
+        &self.rules
+    }
+
+    /// One poll iteration at time `now_us`: one rx burst from every port,
+    /// each processed and its outputs flushed. Returns packets received.
+    pub fn poll_once(&mut self, now_us: u64) -> usize {
+        let start = cycles::now();
+        let mut received = 0;
+        for pi in 0..self.out.ports.len() {
+            let slot = &mut self.out.ports[pi];
+            if slot.rx_done {
+                continue;
+            }
+            let mut batch = PacketBatch::new();
+            match slot.port.rx_burst(&mut self.pool, &mut batch, slot.ofport) {
+                RxStatus::Received(_) => {
+                    received += batch.len();
+                    self.pipeline.process(&mut batch, &self.rules, &self.port_numbers, &mut self.pool, &mut self.out, &mut self.stats, now_us);
+                    // tx-flush-interval 0: flush at the end of every rx burst.
+                    self.out.flush_all(&mut self.pool, &mut self.stats);
+                }
+                RxStatus::Exhausted => slot.rx_done = true,
+                RxStatus::Idle => {}
+            }
+        }
+        self.stats.iterations += 1;
+        let spent = cycles::now().wrapping_sub(start);
+        if received > 0 {
+            self.stats.processing_cycles += spent;
+        } else {
+            self.stats.idle_cycles += spent;
+        }
+        self.housekeeping(now_us);
+        received
+    }
+
+    fn housekeeping(&mut self, now_us: u64) {
+        if self.rules_have_timeouts && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US {
+            self.last_expire_us = now_us;
+            let mut next = (*self.rules).clone();
+            if !next.expire(now_us).is_empty() {
+                self.set_rules(Arc::new(next));
+            }
+        }
+    }
+
+    /// Whether every port that receives has run out of input.
+    pub fn rx_exhausted(&self) -> bool {
+        self.out.ports.iter().all(|p| p.rx_done)
+    }
+
+    /// Whether some port receives forever (a loop or a live device).
+    pub fn has_endless_input(&self) -> bool {
+        self.out.ports.iter().any(|p| p.caps.rx && !p.caps.finite_rx)
+    }
+
+    /// Polls until every finite input is drained (`now` gives the time),
+    /// or until `stop` says so. Then sends everything queued.
+    pub fn run(&mut self, mut now: impl FnMut() -> u64, mut stop: impl FnMut(&DpStats) -> bool) -> Result<(), DpError> {
+        while !self.rx_exhausted() && !stop(&self.stats) {
+            self.poll_once(now());
+        }
+        self.finish()
+    }
+
+    /// Sends every queued packet and flushes every port.
+    pub fn finish(&mut self) -> Result<(), DpError> {
+        self.out.flush_all(&mut self.pool, &mut self.stats);
+        for slot in &mut self.out.ports {
+            slot.port.flush().map_err(DpError::Port)?;
+        }
+        Ok(())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &DpStats {
+        &self.stats
+    }
+
+    /// Every port's counters.
+    pub fn port_reports(&self) -> Vec<PortReport> {
+        self.out
+            .ports
+            .iter()
+            .map(|s| PortReport { ofport: s.ofport, name: s.port.name().to_string(), stats: s.port.stats(), warnings: s.port.warnings() })
+            .collect()
+    }
+
+    /// Packet-ins waiting for an OpenFlow channel.
+    pub fn packet_ins(&self) -> impl Iterator<Item = &PacketIn> {
+        self.pipeline.packet_ins.iter()
+    }
+
+    /// Frames free in the pool (all of them once the datapath is idle and
+    /// flushed: a check that nothing leaked).
+    pub fn pool_available(&self) -> (usize, usize) {
+        (self.pool.available(), self.pool.capacity())
+    }
+}
