@@ -1,0 +1,151 @@
+//! The switch configuration: ports, rules, datapath sizing. Comes from a
+//! TOML file, command-line flags, or both (flags win).
+//!
+//! ```toml
+//! flows = "rules.flows"          # relative to this file
+//!
+//! [datapath]
+//! pool_frames = 4096
+//!
+//! [[ports]]
+//! number = 1
+//! spec = "pcap:rx=in.pcap"
+//!
+//! [[ports]]
+//! number = 2
+//! spec = "pcap:tx=out.pcap"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sluice_datapath::DatapathConfig;
+use sluice_port::PortSpec;
+
+/// A parsed configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// Flow file.
+    pub flows: Option<PathBuf>,
+    /// Ports by number.
+    pub ports: Vec<(u32, PortSpec)>,
+    /// Datapath sizing.
+    pub datapath: DatapathConfig,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    flows: Option<PathBuf>,
+    #[serde(default)]
+    ports: Vec<FilePort>,
+    datapath: Option<FileDatapath>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePort {
+    number: u32,
+    spec: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDatapath {
+    pool_frames: Option<usize>,
+    frame_size: Option<usize>,
+    packet_in_queue: Option<usize>,
+}
+
+/// Parses `N=SPEC` as given to `--port`.
+pub fn parse_port_arg(s: &str) -> Result<(u32, PortSpec), String> {
+    let Some((n, spec)) = s.split_once('=') else {
+        return Err(format!("'{s}': expected N=SPEC, e.g. 1=pcap:rx=in.pcap"));
+    };
+    let n: u32 = n.trim().parse().map_err(|_| format!("'{s}': port number '{n}' is not a number"))?;
+    Ok((n, spec.trim().parse()?))
+}
+
+fn resolve(base: &Path, p: PathBuf) -> PathBuf {
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
+    match spec {
+        PortSpec::Pcap { rx, tx, looping } => {
+            PortSpec::Pcap { rx: rx.map(|p| resolve(base, p)), tx: tx.map(|p| resolve(base, p)), looping }
+        }
+        other => other,
+    }
+}
+
+impl Config {
+    /// Reads a TOML configuration file; paths in it are relative to it.
+    pub fn from_file(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Self::from_toml(&text, path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses TOML text; relative paths are taken from `base`.
+    pub fn from_toml(text: &str, base: &Path) -> Result<Self, String> {
+        let f: FileConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let mut cfg = Config { flows: f.flows.map(|p| resolve(base, p)), ..Config::default() };
+        for p in f.ports {
+            let spec: PortSpec = p.spec.parse()?;
+            cfg.add_port(p.number, resolve_spec(base, spec))?;
+        }
+        if let Some(d) = f.datapath {
+            if let Some(n) = d.pool_frames {
+                cfg.datapath.pool_frames = n;
+            }
+            if let Some(n) = d.frame_size {
+                cfg.datapath.frame_size = n;
+            }
+            if let Some(n) = d.packet_in_queue {
+                cfg.datapath.packet_in_queue = n;
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Adds a port, refusing a number already used.
+    pub fn add_port(&mut self, n: u32, spec: PortSpec) -> Result<(), String> {
+        if self.ports.iter().any(|(m, _)| *m == n) {
+            return Err(format!("port {n} is given twice"));
+        }
+        self.ports.push((n, spec));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_config() {
+        let cfg = Config::from_toml(
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            Path::new("/cfg"),
+        )
+        .unwrap();
+        assert_eq!(cfg.flows, Some(PathBuf::from("/cfg/r.flows")));
+        assert_eq!(cfg.datapath.pool_frames, 1024);
+        assert_eq!(cfg.ports[0], (1, PortSpec::Pcap { rx: Some("/cfg/in.pcap".into()), tx: None, looping: false }));
+        assert!(Config::from_toml("flow = 1", Path::new(".")).unwrap_err().contains("unknown field"));
+        let dup = "[[ports]]\nnumber = 1\nspec = \"null\"\n[[ports]]\nnumber = 1\nspec = \"null\"\n";
+        assert!(Config::from_toml(dup, Path::new(".")).unwrap_err().contains("twice"));
+    }
+
+    #[test]
+    fn port_args() {
+        assert_eq!(parse_port_arg("3=null").unwrap(), (3, PortSpec::Null));
+        assert!(parse_port_arg("x=null").unwrap_err().contains("not a number"));
+        assert!(parse_port_arg("null").unwrap_err().contains("N=SPEC"));
+    }
+}

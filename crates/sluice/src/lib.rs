@@ -1,0 +1,11 @@
+//! Sluice layer 6: configuration, the run loop of the `sluice` command,
+//! traces and reports. The binary (`main.rs`) is a thin clap front end.
+
+#![warn(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod report;
+pub mod runner;
+pub mod trace;
+pub mod workload;

@@ -1,0 +1,242 @@
+//! The `sluice` command.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use sluice::config::{parse_port_arg, Config};
+use sluice::report::{self, RunSummary};
+use sluice::runner::{self, StopAfter};
+use sluice::{trace, workload};
+use sluice_port::spec::SPEC_SYNTAX;
+use sluice_port::PortSpec;
+
+const ABOUT: &str = "Sluice: a userspace software switch. It forwards packets between ports by \
+OpenFlow rules written in the ovs-ofctl flow language, through a batched poll-mode datapath.";
+
+const EXAMPLES: &str = "\
+Examples:
+  sluice
+      Run the built-in workload in memory and show rates and counters.
+  sluice run --flows rules.flows --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap
+      Forward a capture through the rules; exits when the capture is drained.
+  sluice trace --flows rules.flows 'in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80'
+      Show which rules match a packet and what the datapath does with it.
+  sluice check rules.flows
+      Validate a flow file and print the rules as Sluice reads them.";
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = ABOUT, after_help = EXAMPLES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Forward packets between ports by the rules of a flow file.
+    #[command(after_help = RUN_HELP)]
+    Run(RunArgs),
+    /// Show how the rules handle one packet (like ovs-appctl ofproto/trace).
+    Trace(TraceArgs),
+    /// Validate a flow file and print its rules as Sluice reads them.
+    Check {
+        /// The flow file (ovs-ofctl syntax, one rule per line).
+        flows: PathBuf,
+    },
+    /// Run the built-in workload in memory (what `sluice` alone does).
+    Demo {
+        /// Packets each of the two sending ports replays.
+        #[arg(long, default_value_t = workload::PACKETS_PER_PORT)]
+        packets: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+const RUN_HELP: &str = "\
+Port specs:
+  pcap:rx=FILE          receive the frames of a capture (classic pcap, Ethernet)
+  pcap:rx=FILE,loop     load the capture once and replay it forever
+  pcap:tx=FILE          write what the port sends to a capture
+  pcap:rx=A,tx=B        both
+  null                  discard what the port sends
+
+With finite inputs, the run drains them, flushes every output, prints the
+counters and exits 0. Every received packet is reported as forwarded, sent to
+the controller queue, or dropped with a reason; every port drop has a reason.
+
+Configuration file (TOML), instead of or besides flags (flags win):
+  flows = \"rules.flows\"
+  [datapath]
+  pool_frames = 4096
+  [[ports]]
+  number = 1
+  spec = \"pcap:rx=in.pcap\"";
+
+#[derive(Args)]
+struct RunArgs {
+    /// A port: N=SPEC, where N is its OpenFlow port number.
+    #[arg(long = "port", value_name = "N=SPEC", value_parser = parse_port_arg)]
+    ports: Vec<(u32, PortSpec)>,
+    /// Flow file (ovs-ofctl syntax, one rule per line).
+    #[arg(long, value_name = "FILE")]
+    flows: Option<PathBuf>,
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Stop after this many seconds (for endless inputs).
+    #[arg(long, value_name = "SECS")]
+    duration: Option<f64>,
+    /// Stop after receiving this many packets.
+    #[arg(long, value_name = "N")]
+    packets: Option<u64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct TraceArgs {
+    /// Flow file with the rules.
+    #[arg(long, value_name = "FILE")]
+    flows: PathBuf,
+    /// The packet as match fields, e.g. 'in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80'.
+    #[arg(required_unless_present = "packet")]
+    flow: Option<String>,
+    /// The packet as hex bytes of an Ethernet frame instead.
+    #[arg(long, value_name = "HEX", requires = "in_port")]
+    packet: Option<String>,
+    /// The input port, with --packet.
+    #[arg(long, value_name = "N")]
+    in_port: Option<u32>,
+    /// Ports that exist (for all/flood); default: those the rules and the flow name.
+    #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
+    ports: Vec<u32>,
+}
+
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = Arc::clone(&stop);
+    // A second Ctrl-C while stopping ends the process the usual way.
+    let _ = ctrlc::set_handler(move || {
+        if s.swap(true, Ordering::Relaxed) {
+            std::process::exit(130);
+        }
+    });
+    stop
+}
+
+fn print_outcome(out: &runner::RunOutcome, json: bool) {
+    for w in &out.warnings {
+        eprintln!("sluice: warning: {w}");
+    }
+    let summary = RunSummary {
+        elapsed: out.elapsed,
+        stats: &out.stats,
+        ports: &out.ports,
+        rules: &out.rules,
+        now_us: out.now_us,
+        packet_ins: out.packet_ins,
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report::json(&summary)).expect("json"));
+    } else {
+        print!("{}", report::text(&summary));
+    }
+}
+
+fn cmd_run(a: RunArgs) -> Result<(), String> {
+    let mut cfg = match &a.config {
+        Some(p) => Config::from_file(p)?,
+        None => Config::default(),
+    };
+    if let Some(f) = a.flows {
+        cfg.flows = Some(f);
+    }
+    for (n, spec) in a.ports {
+        cfg.ports.retain(|(m, _)| *m != n);
+        cfg.add_port(n, spec)?;
+    }
+    if let Some(d) = a.duration {
+        if !(d > 0.0 && d.is_finite()) {
+            return Err(format!("--duration {d}: give a positive number of seconds"));
+        }
+    }
+    let stop_after = StopAfter { duration: a.duration.map(Duration::from_secs_f64), packets: a.packets };
+    let out = runner::run(&cfg, &stop_after, &stop_flag())?;
+    print_outcome(&out, a.json);
+    Ok(())
+}
+
+fn cmd_trace(a: TraceArgs) -> Result<(), String> {
+    let rules = runner::load_rules(&a.flows)?;
+    let key = match (&a.flow, &a.packet) {
+        (_, Some(hex)) => trace::key_from_packet(hex, a.in_port.unwrap_or(0))?,
+        (Some(desc), None) => {
+            let (key, ttl_assumed) = trace::key_from_description(desc)?;
+            if ttl_assumed {
+                eprintln!("sluice: note: no nw_ttl given; tracing with nw_ttl=64");
+            }
+            key
+        }
+        (None, None) => return Err("give the packet as a flow description or --packet HEX".into()),
+    };
+    let mut ports = if a.ports.is_empty() { runner::ports_named_by(&rules) } else { a.ports };
+    if !ports.contains(&key.in_port) && key.in_port != 0 {
+        ports.push(key.in_port);
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    print!("{}", trace::trace(&rules, &ports, &key));
+    Ok(())
+}
+
+fn cmd_check(flows: PathBuf) -> Result<(), String> {
+    let rules = runner::load_rules(&flows)?;
+    println!("{}: {} rules in {} tables", flows.display(), rules.len(), rules.iter().map(|r| r.table).collect::<std::collections::BTreeSet<_>>().len());
+    for r in rules.iter() {
+        println!("{}", r.dump(0));
+    }
+    Ok(())
+}
+
+fn cmd_demo(packets: u64, json: bool) -> Result<(), String> {
+    if !json {
+        println!("Sluice built-in workload: 2 replay ports x {packets} packets (1024 flows, 64-byte frames)");
+        println!("into 2 null ports, through these rules:\n");
+        for line in workload::RULES.lines() {
+            println!("  {line}");
+        }
+        println!();
+    }
+    let cfg = Config::default();
+    let out = runner::run_ports(&cfg, workload::rules(), workload::ports(packets), &StopAfter::default(), &stop_flag())?;
+    print_outcome(&out, json);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => cmd_demo(workload::PACKETS_PER_PORT, false),
+        Some(Command::Demo { packets, json }) => cmd_demo(packets, json),
+        Some(Command::Run(a)) => cmd_run(a),
+        Some(Command::Trace(a)) => cmd_trace(a),
+        Some(Command::Check { flows }) => cmd_check(flows),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            if e.contains("port spec") {
+                eprintln!("sluice: port specs: {SPEC_SYNTAX}");
+            }
+            ExitCode::from(2)
+        }
+    }
+}

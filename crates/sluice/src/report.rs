@@ -1,0 +1,152 @@
+//! What `sluice run` prints when it is done: per-port counters, the
+//! datapath's fate of every packet with drop reasons, OVS-style PMD
+//! statistics and the rules with their counters (as `dump-flows`).
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use sluice_classifier::RuleSet;
+use sluice_datapath::{DpStats, PortReport, DROP_REASONS};
+use sluice_port::PortDrop;
+
+/// Everything a report shows.
+pub struct RunSummary<'a> {
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Datapath counters.
+    pub stats: &'a DpStats,
+    /// Port counters.
+    pub ports: &'a [PortReport],
+    /// Rules with their counters.
+    pub rules: &'a RuleSet,
+    /// Switch clock at the end (µs), for rule durations.
+    pub now_us: u64,
+    /// Packet-ins waiting for a controller.
+    pub packet_ins: usize,
+}
+
+fn rate(n: u64, d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s <= 0.0 {
+        return "-".into();
+    }
+    let r = n as f64 / s;
+    if r >= 1e6 {
+        format!("{:.2} Mpps", r / 1e6)
+    } else if r >= 1e3 {
+        format!("{:.1} kpps", r / 1e3)
+    } else {
+        format!("{r:.0} pps")
+    }
+}
+
+fn drops_line(drops: &[u64; 5]) -> String {
+    let parts: Vec<String> = PortDrop::ALL.iter().zip(drops).filter(|(_, n)| **n > 0).map(|(r, n)| format!("{}: {n}", r.name())).collect();
+    if parts.is_empty() {
+        "0".into()
+    } else {
+        format!("{} ({})", drops.iter().sum::<u64>(), parts.join(", "))
+    }
+}
+
+/// The human-readable report.
+pub fn text(s: &RunSummary) -> String {
+    let st = s.stats;
+    let mut o = String::new();
+    let _ = writeln!(o, "{} packets in {:.3} s ({})", st.rx_packets, s.elapsed.as_secs_f64(), rate(st.rx_packets, s.elapsed));
+    let _ = writeln!(o, "\nports:");
+    for p in s.ports {
+        let ps = &p.stats;
+        let _ = writeln!(o, "  port {} ({}):", p.ofport, p.name);
+        let _ = writeln!(o, "    rx packets: {}, bytes: {}, dropped: {}", ps.rx_packets, ps.rx_bytes, drops_line(&ps.rx_dropped));
+        let _ = writeln!(o, "    tx packets: {}, bytes: {}, dropped: {}", ps.tx_packets, ps.tx_bytes, drops_line(&ps.tx_dropped));
+        for w in &p.warnings {
+            let _ = writeln!(o, "    warning: {w}");
+        }
+    }
+    let _ = writeln!(o, "\ndatapath:");
+    let _ = writeln!(o, "  packets received: {}", st.rx_packets);
+    let _ = writeln!(o, "    forwarded: {}", st.forwarded);
+    let _ = writeln!(o, "    to controller: {}", st.to_controller);
+    let _ = writeln!(o, "    dropped: {}", st.dropped_total());
+    for r in DROP_REASONS {
+        let n = st.dropped_by(r);
+        if n > 0 {
+            let _ = writeln!(o, "      {}: {n}", r.name());
+        }
+    }
+    let _ = writeln!(o, "  output copies: {} (sent: {}, refused by ports: {}, copies not made: {})", st.output_copies, st.sent_packets, st.tx_dropped, st.copy_failures);
+    if s.packet_ins > 0 || st.packet_ins > 0 {
+        let _ = writeln!(o, "  packet-ins queued: {} (no OpenFlow channel is connected)", s.packet_ins);
+    }
+    let _ = writeln!(o, "  upcalls: {}", st.upcalls);
+    let _ = writeln!(o, "  sent batches: {}", st.sent_batches);
+    let _ = writeln!(o, "  avg. packets per output batch: {:.2}", st.packets_per_batch());
+    let _ = writeln!(o, "  iterations: {}", st.iterations);
+    let total = (st.idle_cycles + st.processing_cycles).max(1) as f64;
+    let _ = writeln!(o, "  idle cycles: {} ({:.2} %)", st.idle_cycles, st.idle_cycles as f64 * 100.0 / total);
+    let _ = writeln!(o, "  processing cycles: {} ({:.2} %)", st.processing_cycles, st.processing_cycles as f64 * 100.0 / total);
+    let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
+    let _ = writeln!(o, "\nrules:");
+    if s.rules.is_empty() {
+        let _ = writeln!(o, "  (none: every packet is a table miss)");
+    }
+    for r in s.rules.iter() {
+        let _ = writeln!(o, "{}", r.dump(s.now_us));
+    }
+    o
+}
+
+/// The same report as JSON, for scripts.
+pub fn json(s: &RunSummary) -> Value {
+    let st = s.stats;
+    let drops: serde_json::Map<String, Value> = DROP_REASONS.iter().map(|r| (r.name().to_string(), json!(st.dropped_by(*r)))).collect();
+    let port_drops = |d: &[u64; 5]| -> Value {
+        PortDrop::ALL.iter().zip(d).map(|(r, n)| (r.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>().into()
+    };
+    json!({
+        "elapsed_s": s.elapsed.as_secs_f64(),
+        "ports": s.ports.iter().map(|p| json!({
+            "number": p.ofport,
+            "spec": p.name,
+            "rx_packets": p.stats.rx_packets,
+            "rx_bytes": p.stats.rx_bytes,
+            "rx_dropped": port_drops(&p.stats.rx_dropped),
+            "tx_packets": p.stats.tx_packets,
+            "tx_bytes": p.stats.tx_bytes,
+            "tx_dropped": port_drops(&p.stats.tx_dropped),
+            "warnings": p.warnings,
+        })).collect::<Vec<_>>(),
+        "datapath": {
+            "packets received": st.rx_packets,
+            "forwarded": st.forwarded,
+            "to controller": st.to_controller,
+            "dropped": drops,
+            "output copies": st.output_copies,
+            "sent packets": st.sent_packets,
+            "refused by ports": st.tx_dropped,
+            "copies not made": st.copy_failures,
+            "packet-ins queued": s.packet_ins,
+            "upcalls": st.upcalls,
+            "sent batches": st.sent_batches,
+            "avg. packets per output batch": st.packets_per_batch(),
+            "iterations": st.iterations,
+            "idle cycles": st.idle_cycles,
+            "processing cycles": st.processing_cycles,
+            "cycles/pkt": st.cycles_per_packet(),
+        },
+        "rules": s.rules.iter().map(|r| {
+            let (p, b) = r.counters();
+            json!({
+                "table": r.table,
+                "priority": r.priority,
+                "cookie": format!("{:#x}", r.cookie),
+                "match": r.matcher.to_string(),
+                "actions": sluice_classifier::action::format_actions(&r.actions),
+                "n_packets": p,
+                "n_bytes": b,
+            })
+        }).collect::<Vec<_>>(),
+    })
+}

@@ -1,0 +1,128 @@
+//! `sluice run`: build a datapath from a configuration, forward until the
+//! inputs are drained (or a stop condition), and hand back the counters.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_classifier::action::Action;
+use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_datapath::{Datapath, DpStats, PortReport};
+use sluice_port::{open_port, Port};
+
+use crate::config::Config;
+
+/// When to stop a run that has endless input.
+#[derive(Debug, Clone, Default)]
+pub struct StopAfter {
+    /// Wall time.
+    pub duration: Option<Duration>,
+    /// Packets received.
+    pub packets: Option<u64>,
+}
+
+/// What a finished run leaves behind.
+pub struct RunOutcome {
+    /// Datapath counters.
+    pub stats: DpStats,
+    /// Port counters.
+    pub ports: Vec<PortReport>,
+    /// Rules with their counters.
+    pub rules: Arc<RuleSet>,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Switch clock at the end (µs).
+    pub now_us: u64,
+    /// Packet-ins left queued.
+    pub packet_ins: usize,
+    /// Warnings to show the user.
+    pub warnings: Vec<String>,
+}
+
+/// Reads and parses a flow file (all-or-nothing).
+pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
+    let specs = parse_flow_file(&text, Some(&path.display().to_string())).map_err(|e| e.to_string())?;
+    Ok(RuleSet::from_specs(&specs, 0))
+}
+
+/// Ports the rules name (in matches and outputs), for warnings and traces.
+pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
+    let mut ports = Vec::new();
+    for r in rules.iter() {
+        if r.matcher.mask.in_port != 0 {
+            ports.push(r.matcher.value.in_port);
+        }
+        for a in &r.actions {
+            match a {
+                Action::Output(p) => ports.push(*p),
+                Action::Resubmit { in_port: Some(p), .. } => ports.push(*p),
+                _ => {}
+            }
+        }
+    }
+    ports.sort_unstable();
+    ports.dedup();
+    ports
+}
+
+/// Runs a datapath over already-opened ports.
+pub fn run_ports(cfg: &Config, rules: RuleSet, ports: Vec<(u32, Box<dyn Port>)>, stop_after: &StopAfter, stop: &AtomicBool) -> Result<RunOutcome, String> {
+    let mut warnings = Vec::new();
+    let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
+    for p in ports_named_by(&rules) {
+        if !numbers.contains(&p) {
+            warnings.push(format!("the rules name port {p}, which is not configured: outputs to it are skipped and counted as 'output to missing port'"));
+        }
+    }
+    let mut dp = Datapath::new(cfg.datapath, Arc::new(rules)).map_err(|e| e.to_string())?;
+    for (n, port) in ports {
+        dp.add_port(n, port).map_err(|e| e.to_string())?;
+    }
+    if dp.has_endless_input() && stop_after.duration.is_none() && stop_after.packets.is_none() {
+        warnings.push("an input loops forever: stop with Ctrl-C, or give --duration or --packets".into());
+    }
+    let start = Instant::now();
+    let now_us = || start.elapsed().as_micros() as u64;
+    let deadline = stop_after.duration.map(|d| start + d);
+    dp.run(now_us, |st| {
+        stop.load(Ordering::Relaxed)
+            || stop_after.packets.is_some_and(|n| st.rx_packets >= n)
+            || deadline.is_some_and(|d| st.iterations % 64 == 0 && Instant::now() >= d)
+    })
+    .map_err(|e| e.to_string())?;
+    let elapsed = start.elapsed();
+    let stats = dp.stats().clone();
+    if !stats.rx_balanced() || !stats.tx_balanced() {
+        return Err(format!("internal error: packet accounting does not balance: {stats:?}"));
+    }
+    for p in dp.port_reports() {
+        warnings.extend(p.warnings.iter().map(|w| format!("port {}: {w}", p.ofport)));
+    }
+    Ok(RunOutcome {
+        stats,
+        ports: dp.port_reports(),
+        rules: Arc::clone(dp.rules()),
+        elapsed,
+        now_us: now_us(),
+        packet_ins: dp.packet_ins().count(),
+        warnings,
+    })
+}
+
+/// `sluice run`: opens the configured ports and runs.
+pub fn run(cfg: &Config, stop_after: &StopAfter, stop: &AtomicBool) -> Result<RunOutcome, String> {
+    let Some(flows) = &cfg.flows else {
+        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config".into());
+    };
+    if cfg.ports.is_empty() {
+        return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
+    }
+    let rules = load_rules(flows)?;
+    let mut ports = Vec::new();
+    for (n, spec) in &cfg.ports {
+        ports.push((*n, open_port(spec).map_err(|e| format!("port {n}: {e}"))?));
+    }
+    run_ports(cfg, rules, ports, stop_after, stop)
+}
