@@ -63,11 +63,24 @@ impl std::fmt::Display for Action {
             Action::Flood => f.write_str("FLOOD"),
             Action::Controller { max_len: 65535 } => f.write_str("CONTROLLER:65535"),
             Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
-            Action::SetField { field, value, legacy: Some(name) } => {
+            Action::SetField {
+                field,
+                value,
+                legacy: Some(name),
+            } => {
                 write!(f, "{name}:{}", field.format_value(*value))
             }
-            Action::SetField { field, value, legacy: None } => {
-                write!(f, "set_field:{}->{}", field.format_value(*value), field.name)
+            Action::SetField {
+                field,
+                value,
+                legacy: None,
+            } => {
+                write!(
+                    f,
+                    "set_field:{}->{}",
+                    field.format_value(*value),
+                    field.name
+                )
             }
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
@@ -89,5 +102,9 @@ pub fn format_actions(actions: &[Action]) -> String {
     if actions.is_empty() {
         return "drop".to_string();
     }
-    actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }

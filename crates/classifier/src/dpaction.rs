@@ -109,5 +109,9 @@ pub fn format_dp_actions(actions: &[DpAction]) -> String {
     if actions.is_empty() {
         return "drop".to_string();
     }
-    actions.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(",")
+    actions
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }

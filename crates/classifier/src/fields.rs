@@ -98,7 +98,10 @@ impl Prereq {
             Prereq::Tcp => ip() && pr(proto::TCP),
             Prereq::Udp => ip() && pr(proto::UDP),
             Prereq::Sctp => ip() && pr(proto::SCTP),
-            Prereq::IcmpAny => (dl(ethertype::IPV4) && pr(proto::ICMP)) || (dl(ethertype::IPV6) && pr(proto::ICMPV6)),
+            Prereq::IcmpAny => {
+                (dl(ethertype::IPV4) && pr(proto::ICMP))
+                    || (dl(ethertype::IPV6) && pr(proto::ICMPV6))
+            }
             Prereq::Icmp6 => dl(ethertype::IPV6) && pr(proto::ICMPV6),
             Prereq::Nd => {
                 Prereq::Icmp6.holds(v, m)
@@ -211,7 +214,16 @@ macro_rules! int_field {
 
 /// Every field, in the order `ovs-ofctl` prints matches.
 pub static FIELDS: &[Field] = &[
-    int_field!("in_port", [], 32, false, None, true, |k| k.in_port, |k, v| k.in_port = v as u32),
+    int_field!(
+        "in_port",
+        [],
+        32,
+        false,
+        None,
+        true,
+        |k| k.in_port,
+        |k, v| k.in_port = v as u32
+    ),
     Field {
         name: "dl_src",
         aliases: &["eth_src"],
@@ -232,13 +244,47 @@ pub static FIELDS: &[Field] = &[
         get: |k| mac_val(&k.dl_dst),
         put: |k, v| k.dl_dst = mac_of(v),
     },
-    int_field!("dl_type", ["eth_type"], 16, false, None, false, |k| k.dl_type, |k, v| k.dl_type = v as u16),
-    int_field!("vlan_tci", [], 16, true, None, false, |k| k.vlan_tci[0], |k, v| k.vlan_tci[0] = v as u16),
+    int_field!(
+        "dl_type",
+        ["eth_type"],
+        16,
+        false,
+        None,
+        false,
+        |k| k.dl_type,
+        |k, v| k.dl_type = v as u16
+    ),
+    int_field!(
+        "vlan_tci",
+        [],
+        16,
+        true,
+        None,
+        false,
+        |k| k.vlan_tci[0],
+        |k, v| k.vlan_tci[0] = v as u16
+    ),
     // OXM vlan_vid: 0x1000 (OFPVID_PRESENT) | VID.
-    int_field!("vlan_vid", [], 13, true, None, true, |k| k.vlan_tci[0] & 0x1fff,
-        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & !0x1fff) | (v as u16 & 0x1fff)),
-    int_field!("vlan_pcp", [], 3, false, Vlan, true, |k| k.vlan_tci[0] >> 13,
-        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & 0x1fff) | ((v as u16 & 7) << 13)),
+    int_field!(
+        "vlan_vid",
+        [],
+        13,
+        true,
+        None,
+        true,
+        |k| k.vlan_tci[0] & 0x1fff,
+        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & !0x1fff) | (v as u16 & 0x1fff)
+    ),
+    int_field!(
+        "vlan_pcp",
+        [],
+        3,
+        false,
+        Vlan,
+        true,
+        |k| k.vlan_tci[0] >> 13,
+        |k, v| k.vlan_tci[0] = (k.vlan_tci[0] & 0x1fff) | ((v as u16 & 7) << 13)
+    ),
     Field {
         name: "nw_src",
         aliases: &["ip_src"],
@@ -279,30 +325,158 @@ pub static FIELDS: &[Field] = &[
         get: |k| u128::from_be_bytes(k.ipv6_dst),
         put: |k, v| k.ipv6_dst = v.to_be_bytes(),
     },
-    int_field!("ipv6_label", [], 20, true, Ipv6, true, |k| k.ipv6_label & 0xfffff, |k, v| k.ipv6_label = (k.ipv6_label & !0xfffff) | (v as u32 & 0xfffff)),
-    int_field!("nw_proto", ["ip_proto"], 8, false, IpOrArpProto, false, |k| k.nw_proto, |k, v| k.nw_proto = v as u8),
+    int_field!(
+        "ipv6_label",
+        [],
+        20,
+        true,
+        Ipv6,
+        true,
+        |k| k.ipv6_label & 0xfffff,
+        |k, v| k.ipv6_label = (k.ipv6_label & !0xfffff) | (v as u32 & 0xfffff)
+    ),
+    int_field!(
+        "nw_proto",
+        ["ip_proto"],
+        8,
+        false,
+        IpOrArpProto,
+        false,
+        |k| k.nw_proto,
+        |k, v| k.nw_proto = v as u8
+    ),
     // nw_tos carries the DSCP bits only (the low two bits must be zero).
-    int_field!("nw_tos", [], 8, false, Ip, true, |k| k.nw_tos & 0xfc,
-        |k, v| k.nw_tos = (k.nw_tos & 0x03) | (v as u8 & 0xfc)),
-    int_field!("ip_dscp", [], 6, false, Ip, true, |k| k.nw_tos >> 2,
-        |k, v| k.nw_tos = (k.nw_tos & 0x03) | ((v as u8 & 0x3f) << 2)),
-    int_field!("ip_ecn", ["nw_ecn"], 2, false, Ip, true, |k| k.nw_tos & 0x03,
-        |k, v| k.nw_tos = (k.nw_tos & 0xfc) | (v as u8 & 0x03)),
-    int_field!("nw_ttl", [], 8, false, Ip, true, |k| k.nw_ttl, |k, v| k.nw_ttl = v as u8),
-    int_field!("nw_frag", [], 2, true, Ip, false, |k| k.nw_frag & 3, |k, v| k.nw_frag = (k.nw_frag & !3) | (v as u8 & 3)),
-    int_field!("tp_src", [], 16, true, L4, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
-    int_field!("tp_dst", [], 16, true, L4, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
-    int_field!("tcp_src", [], 16, true, Tcp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
-    int_field!("tcp_dst", [], 16, true, Tcp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
-    int_field!("udp_src", [], 16, true, Udp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
-    int_field!("udp_dst", [], 16, true, Udp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
-    int_field!("sctp_src", [], 16, true, Sctp, true, |k| k.tp_src, |k, v| k.tp_src = v as u16),
-    int_field!("sctp_dst", [], 16, true, Sctp, true, |k| k.tp_dst, |k, v| k.tp_dst = v as u16),
-    int_field!("tcp_flags", [], 12, true, Tcp, false, |k| k.tcp_flags & 0xfff, |k, v| k.tcp_flags = (k.tcp_flags & !0xfff) | (v as u16 & 0xfff)),
-    int_field!("icmp_type", ["icmpv4_type"], 8, false, IcmpAny, true, |k| k.tp_src & 0xff, |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)),
-    int_field!("icmp_code", ["icmpv4_code"], 8, false, IcmpAny, true, |k| k.tp_dst & 0xff, |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)),
-    int_field!("icmpv6_type", [], 8, false, Icmp6, true, |k| k.tp_src & 0xff, |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)),
-    int_field!("icmpv6_code", [], 8, false, Icmp6, true, |k| k.tp_dst & 0xff, |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)),
+    int_field!(
+        "nw_tos",
+        [],
+        8,
+        false,
+        Ip,
+        true,
+        |k| k.nw_tos & 0xfc,
+        |k, v| k.nw_tos = (k.nw_tos & 0x03) | (v as u8 & 0xfc)
+    ),
+    int_field!(
+        "ip_dscp",
+        [],
+        6,
+        false,
+        Ip,
+        true,
+        |k| k.nw_tos >> 2,
+        |k, v| k.nw_tos = (k.nw_tos & 0x03) | ((v as u8 & 0x3f) << 2)
+    ),
+    int_field!(
+        "ip_ecn",
+        ["nw_ecn"],
+        2,
+        false,
+        Ip,
+        true,
+        |k| k.nw_tos & 0x03,
+        |k, v| k.nw_tos = (k.nw_tos & 0xfc) | (v as u8 & 0x03)
+    ),
+    int_field!("nw_ttl", [], 8, false, Ip, true, |k| k.nw_ttl, |k, v| k
+        .nw_ttl =
+        v as u8),
+    int_field!(
+        "nw_frag",
+        [],
+        2,
+        true,
+        Ip,
+        false,
+        |k| k.nw_frag & 3,
+        |k, v| k.nw_frag = (k.nw_frag & !3) | (v as u8 & 3)
+    ),
+    int_field!("tp_src", [], 16, true, L4, true, |k| k.tp_src, |k, v| k
+        .tp_src =
+        v as u16),
+    int_field!("tp_dst", [], 16, true, L4, true, |k| k.tp_dst, |k, v| k
+        .tp_dst =
+        v as u16),
+    int_field!("tcp_src", [], 16, true, Tcp, true, |k| k.tp_src, |k, v| k
+        .tp_src =
+        v as u16),
+    int_field!("tcp_dst", [], 16, true, Tcp, true, |k| k.tp_dst, |k, v| k
+        .tp_dst =
+        v as u16),
+    int_field!("udp_src", [], 16, true, Udp, true, |k| k.tp_src, |k, v| k
+        .tp_src =
+        v as u16),
+    int_field!("udp_dst", [], 16, true, Udp, true, |k| k.tp_dst, |k, v| k
+        .tp_dst =
+        v as u16),
+    int_field!(
+        "sctp_src",
+        [],
+        16,
+        true,
+        Sctp,
+        true,
+        |k| k.tp_src,
+        |k, v| k.tp_src = v as u16
+    ),
+    int_field!(
+        "sctp_dst",
+        [],
+        16,
+        true,
+        Sctp,
+        true,
+        |k| k.tp_dst,
+        |k, v| k.tp_dst = v as u16
+    ),
+    int_field!(
+        "tcp_flags",
+        [],
+        12,
+        true,
+        Tcp,
+        false,
+        |k| k.tcp_flags & 0xfff,
+        |k, v| k.tcp_flags = (k.tcp_flags & !0xfff) | (v as u16 & 0xfff)
+    ),
+    int_field!(
+        "icmp_type",
+        ["icmpv4_type"],
+        8,
+        false,
+        IcmpAny,
+        true,
+        |k| k.tp_src & 0xff,
+        |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)
+    ),
+    int_field!(
+        "icmp_code",
+        ["icmpv4_code"],
+        8,
+        false,
+        IcmpAny,
+        true,
+        |k| k.tp_dst & 0xff,
+        |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)
+    ),
+    int_field!(
+        "icmpv6_type",
+        [],
+        8,
+        false,
+        Icmp6,
+        true,
+        |k| k.tp_src & 0xff,
+        |k, v| k.tp_src = (k.tp_src & !0xff) | (v as u16 & 0xff)
+    ),
+    int_field!(
+        "icmpv6_code",
+        [],
+        8,
+        false,
+        Icmp6,
+        true,
+        |k| k.tp_dst & 0xff,
+        |k, v| k.tp_dst = (k.tp_dst & !0xff) | (v as u16 & 0xff)
+    ),
     Field {
         name: "nd_target",
         aliases: &[],
@@ -333,7 +507,9 @@ pub static FIELDS: &[Field] = &[
         get: |k| mac_val(&k.arp_tha),
         put: |k, v| k.arp_tha = mac_of(v),
     },
-    int_field!("arp_op", [], 8, false, Arp, true, |k| k.nw_proto, |k, v| k.nw_proto = v as u8),
+    int_field!("arp_op", [], 8, false, Arp, true, |k| k.nw_proto, |k, v| {
+        k.nw_proto = v as u8
+    }),
     Field {
         name: "arp_spa",
         aliases: &[],
@@ -378,7 +554,9 @@ pub static FIELDS: &[Field] = &[
 
 /// Looks a field up by name or alias.
 pub fn field_by_name(name: &str) -> Option<&'static Field> {
-    FIELDS.iter().find(|f| f.name == name || f.aliases.contains(&name))
+    FIELDS
+        .iter()
+        .find(|f| f.name == name || f.aliases.contains(&name))
 }
 
 #[cfg(test)]
@@ -393,7 +571,12 @@ mod tests {
             assert_eq!((f.get)(&k), 0, "{}", f.name);
             let mut z = FlowKey::default();
             (f.put)(&mut z, f.full_mask());
-            assert_eq!((f.get)(&z), (f.get)(&FlowKey::all_ones()), "{} full mask round trip", f.name);
+            assert_eq!(
+                (f.get)(&z),
+                (f.get)(&FlowKey::all_ones()),
+                "{} full mask round trip",
+                f.name
+            );
             // Clearing then filling again restores all-ones: no other bits moved.
             (f.put)(&mut k, f.full_mask());
             let mut expect = FlowKey::all_ones();
@@ -414,12 +597,23 @@ mod tests {
 
     #[test]
     fn prereqs() {
-        let m = FlowKey { dl_type: 0xffff, nw_proto: 0xff, ..Default::default() };
-        let v = FlowKey { dl_type: 0x0800, nw_proto: 6, ..Default::default() };
+        let m = FlowKey {
+            dl_type: 0xffff,
+            nw_proto: 0xff,
+            ..Default::default()
+        };
+        let v = FlowKey {
+            dl_type: 0x0800,
+            nw_proto: 6,
+            ..Default::default()
+        };
         assert!(Prereq::Tcp.holds(&v, &m));
         assert!(Prereq::L4.holds(&v, &m));
         assert!(!Prereq::Udp.holds(&v, &m));
         assert!(!Prereq::Ipv6.holds(&v, &m));
-        assert!(!Prereq::Tcp.holds(&v, &FlowKey::default()), "unmasked dl_type proves nothing");
+        assert!(
+            !Prereq::Tcp.holds(&v, &FlowKey::default()),
+            "unmasked dl_type proves nothing"
+        );
     }
 }

@@ -25,7 +25,10 @@ impl Match {
     /// An exact match of `key` (every field).
     pub fn exact(key: &FlowKey) -> Self {
         let mask = FlowKey::all_ones();
-        Match { value: key.masked(&mask), mask }
+        Match {
+            value: key.masked(&mask),
+            mask,
+        }
     }
 
     /// Sets `field` to `value` under `mask` (clipped to the field's width).
@@ -66,7 +69,12 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
     let full = field.full_mask();
     if m == full {
         return Some(match field.kind {
-            ValueKind::Int(_) if matches!(field.name, "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label") => {
+            ValueKind::Int(_)
+                if matches!(
+                    field.name,
+                    "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label"
+                ) =>
+            {
                 format!("{:#x}", v)
             }
             _ => field.format_value(v),
@@ -190,7 +198,10 @@ mod tests {
     fn matches_masked() {
         let mut m = Match::catch_all();
         m.set(f("nw_src"), 0x0a01_0203, 0xffff_0000);
-        let k = FlowKey { nw_src: 0x0a01_ffff, ..Default::default() };
+        let k = FlowKey {
+            nw_src: 0x0a01_ffff,
+            ..Default::default()
+        };
         assert!(m.matches(&k));
         assert_eq!(m.get(f("nw_src")), (0x0a01_0000, 0xffff_0000));
     }

@@ -160,14 +160,20 @@ fn split_tokens(s: &str, base: usize) -> Vec<Tok<'_>> {
     for (i, c) in s.char_indices() {
         if c == ',' || c.is_whitespace() {
             if let Some(st) = start.take() {
-                toks.push(Tok { text: &s[st..i], at: base + st });
+                toks.push(Tok {
+                    text: &s[st..i],
+                    at: base + st,
+                });
             }
         } else if start.is_none() {
             start = Some(i);
         }
     }
     if let Some(st) = start {
-        toks.push(Tok { text: &s[st..], at: base + st });
+        toks.push(Tok {
+            text: &s[st..],
+            at: base + st,
+        });
     }
     toks
 }
@@ -183,18 +189,27 @@ fn split_actions(s: &str, base: usize) -> Vec<Tok<'_>> {
             '(' => depth += 1,
             ')' => depth -= 1,
             ',' if depth == 0 => {
-                toks.push(Tok { text: &s[start..i], at: base + start });
+                toks.push(Tok {
+                    text: &s[start..i],
+                    at: base + start,
+                });
                 start = i + 1;
             }
             _ => {}
         }
     }
-    toks.push(Tok { text: &s[start..], at: base + start });
+    toks.push(Tok {
+        text: &s[start..],
+        at: base + start,
+    });
     toks.into_iter()
         .map(|t| {
             let trimmed = t.text.trim_start();
             let lead = t.text.len() - trimmed.len();
-            Tok { text: trimmed.trim_end(), at: t.at + lead }
+            Tok {
+                text: trimmed.trim_end(),
+                at: t.at + lead,
+            }
         })
         .collect()
 }
@@ -214,7 +229,15 @@ fn find_actions(line: &str) -> Option<usize> {
     None
 }
 
-const IGNORED_STATS: &[&str] = &["duration", "n_packets", "n_bytes", "idle_age", "hard_age", "packet_count", "byte_count"];
+const IGNORED_STATS: &[&str] = &[
+    "duration",
+    "n_packets",
+    "n_bytes",
+    "idle_age",
+    "hard_age",
+    "packet_count",
+    "byte_count",
+];
 
 fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, ParseError> {
     let cx = LineCtx { line, line_no };
@@ -226,7 +249,11 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
         }
         None => (line, None),
     };
-    let mut mp = MatchParser { cx: &cx, m: Match::catch_all(), named: Vec::new() };
+    let mut mp = MatchParser {
+        cx: &cx,
+        m: Match::catch_all(),
+        named: Vec::new(),
+    };
     for tok in split_tokens(match_part, 0) {
         let (name, value) = match tok.text.split_once('=') {
             Some((n, v)) => (n.trim(), Some(v.trim())),
@@ -250,8 +277,12 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
                     None => u64::MAX,
                 };
             }
-            "idle_timeout" => spec.idle_timeout = parse_int(&cx, need(value)?, vat, 16, "idle_timeout")? as u16,
-            "hard_timeout" => spec.hard_timeout = parse_int(&cx, need(value)?, vat, 16, "hard_timeout")? as u16,
+            "idle_timeout" => {
+                spec.idle_timeout = parse_int(&cx, need(value)?, vat, 16, "idle_timeout")? as u16
+            }
+            "hard_timeout" => {
+                spec.hard_timeout = parse_int(&cx, need(value)?, vat, 16, "hard_timeout")? as u16
+            }
             n if IGNORED_STATS.contains(&n) => {}
             _ => mp.field(name, value, tok.at, vat)?,
         }
@@ -263,7 +294,10 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
             return Err(cx.err(at, "actions are not allowed here: give only match fields"));
         }
         (None, Require::Actions) => {
-            return Err(cx.err(line.len(), "missing 'actions=...' (use 'actions=drop' to drop)"));
+            return Err(cx.err(
+                line.len(),
+                "missing 'actions=...' (use 'actions=drop' to drop)",
+            ));
         }
         (Some((text, base, _)), _) => {
             spec.actions = parse_actions(&cx, text, base, &spec)?;
@@ -274,14 +308,25 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
     Ok(spec)
 }
 
-fn need_value<'a>(cx: &LineCtx, v: Option<&'a str>, name: &str, at: usize) -> Result<&'a str, ParseError> {
+fn need_value<'a>(
+    cx: &LineCtx,
+    v: Option<&'a str>,
+    name: &str,
+    at: usize,
+) -> Result<&'a str, ParseError> {
     v.ok_or_else(|| cx.err(at, format!("'{name}' needs a value ('{name}=...')")))
 }
 
 fn parse_table(cx: &LineCtx, v: &str, at: usize) -> Result<u8, ParseError> {
     let t = parse_int(cx, v, at, 8, "table")?;
     if t as usize >= N_TABLES {
-        return Err(cx.err(at, format!("table {t} is out of range: tables are 0 to {}", N_TABLES - 1)));
+        return Err(cx.err(
+            at,
+            format!(
+                "table {t} is out of range: tables are 0 to {}",
+                N_TABLES - 1
+            ),
+        ));
     }
     Ok(t as u8)
 }
@@ -292,8 +337,17 @@ fn parse_int(cx: &LineCtx, v: &str, at: usize, bits: u32, what: &str) -> Result<
     } else {
         v.parse::<u128>()
     };
-    let n = parsed.map_err(|_| cx.err(at, format!("'{v}' is not a number: {what} takes a decimal or 0x-hex integer")))?;
-    let max = if bits >= 128 { u128::MAX } else { (1u128 << bits) - 1 };
+    let n = parsed.map_err(|_| {
+        cx.err(
+            at,
+            format!("'{v}' is not a number: {what} takes a decimal or 0x-hex integer"),
+        )
+    })?;
+    let max = if bits >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << bits) - 1
+    };
     if n > max {
         return Err(cx.err(at, format!("{n} is too large for {what} (at most {max})")));
     }
@@ -303,17 +357,32 @@ fn parse_int(cx: &LineCtx, v: &str, at: usize, bits: u32, what: &str) -> Result<
 fn parse_ipv4(cx: &LineCtx, v: &str, at: usize, what: &str) -> Result<u128, ParseError> {
     v.parse::<std::net::Ipv4Addr>()
         .map(|a| u32::from(a) as u128)
-        .map_err(|_| cx.err(at, format!("'{v}' is not an IPv4 address (expected e.g. 10.0.0.1) for {what}")))
+        .map_err(|_| {
+            cx.err(
+                at,
+                format!("'{v}' is not an IPv4 address (expected e.g. 10.0.0.1) for {what}"),
+            )
+        })
 }
 
 fn parse_ipv6(cx: &LineCtx, v: &str, at: usize, what: &str) -> Result<u128, ParseError> {
     v.parse::<std::net::Ipv6Addr>()
         .map(u128::from)
-        .map_err(|_| cx.err(at, format!("'{v}' is not an IPv6 address (expected e.g. 2001:db8::1) for {what}")))
+        .map_err(|_| {
+            cx.err(
+                at,
+                format!("'{v}' is not an IPv6 address (expected e.g. 2001:db8::1) for {what}"),
+            )
+        })
 }
 
 fn parse_mac(cx: &LineCtx, v: &str, at: usize, what: &str) -> Result<u128, ParseError> {
-    let bad = || cx.err(at, format!("'{v}' is not a MAC address (expected e.g. 00:11:22:33:44:55) for {what}"));
+    let bad = || {
+        cx.err(
+            at,
+            format!("'{v}' is not a MAC address (expected e.g. 00:11:22:33:44:55) for {what}"),
+        )
+    };
     let parts: Vec<&str> = v.split(':').collect();
     if parts.len() != 6 {
         return Err(bad());
@@ -339,12 +408,20 @@ fn parse_value(cx: &LineCtx, field: &Field, v: &str, at: usize) -> Result<u128, 
 }
 
 /// Parses `value[/mask]` (prefix lengths for addresses).
-fn parse_masked(cx: &LineCtx, field: &Field, v: &str, at: usize) -> Result<(u128, u128), ParseError> {
+fn parse_masked(
+    cx: &LineCtx,
+    field: &Field,
+    v: &str,
+    at: usize,
+) -> Result<(u128, u128), ParseError> {
     let Some((val, mask)) = v.split_once('/') else {
         return Ok((parse_value(cx, field, v, at)?, field.full_mask()));
     };
     if !field.maskable {
-        return Err(cx.err(at, format!("{} cannot be masked: give an exact value", field.name)));
+        return Err(cx.err(
+            at,
+            format!("{} cannot be masked: give an exact value", field.name),
+        ));
     }
     let value = parse_value(cx, field, val, at)?;
     let mat = at + val.len() + 1;
@@ -352,7 +429,10 @@ fn parse_masked(cx: &LineCtx, field: &Field, v: &str, at: usize) -> Result<(u128
     let mask = if is_addr && !mask.is_empty() && mask.bytes().all(|b| b.is_ascii_digit()) {
         let len: u32 = mask.parse().map_err(|_| cx.err(mat, "bad prefix length"))?;
         if len > field.bits() {
-            return Err(cx.err(mat, format!("prefix length {len} is longer than {} bits", field.bits())));
+            return Err(cx.err(
+                mat,
+                format!("prefix length {len} is longer than {} bits", field.bits()),
+            ));
         }
         if len == 0 {
             0
@@ -406,17 +486,32 @@ fn f(name: &str) -> &'static Field {
 
 impl MatchParser<'_> {
     /// Sets a field, refusing to contradict an earlier exact setting.
-    fn set(&mut self, field: &'static Field, v: u128, m: u128, at: usize) -> Result<(), ParseError> {
+    fn set(
+        &mut self,
+        field: &'static Field,
+        v: u128,
+        m: u128,
+        at: usize,
+    ) -> Result<(), ParseError> {
         let (old_v, old_m) = self.m.get(field);
         let overlap = old_m & m & field.full_mask();
         if overlap != 0 && (old_v & overlap) != (v & overlap) {
-            return Err(self.cx.err(at, format!("{} is matched twice with different values", field.name)));
+            return Err(self.cx.err(
+                at,
+                format!("{} is matched twice with different values", field.name),
+            ));
         }
         self.m.set(field, v | old_v, m | old_m);
         Ok(())
     }
 
-    fn field(&mut self, name: &str, value: Option<&str>, at: usize, vat: usize) -> Result<(), ParseError> {
+    fn field(
+        &mut self,
+        name: &str,
+        value: Option<&str>,
+        at: usize,
+        vat: usize,
+    ) -> Result<(), ParseError> {
         let cx = self.cx;
         if let Some(&(_, dl, nw)) = SHORTHANDS.iter().find(|s| s.0 == name) {
             if value.is_some() {
@@ -438,7 +533,10 @@ impl MatchParser<'_> {
                     // OpenFlow 1.0's OFP_VLAN_NONE: no tag.
                     self.set(f("vlan_tci"), 0, 0xffff, at)
                 } else if n > 4095 {
-                    Err(cx.err(vat, format!("dl_vlan {n} is out of range (0 to 4095, or 0xffff for untagged)")))
+                    Err(cx.err(
+                        vat,
+                        format!("dl_vlan {n} is out of range (0 to 4095, or 0xffff for untagged)"),
+                    ))
                 } else {
                     self.set(f("vlan_tci"), n | tci::PRESENT as u128, 0x1fff, at)
                 }
@@ -454,7 +552,14 @@ impl MatchParser<'_> {
                     "first" => (FRAG_ANY, FRAG_ANY | FRAG_LATER),
                     "later" => (FRAG_ANY | FRAG_LATER, FRAG_ANY | FRAG_LATER),
                     "not_later" => (0, FRAG_LATER),
-                    _ => return Err(cx.err(vat, format!("'{v}' is not a fragment type: use no, yes, first, later or not_later"))),
+                    _ => {
+                        return Err(cx.err(
+                            vat,
+                            format!(
+                            "'{v}' is not a fragment type: use no, yes, first, later or not_later"
+                        ),
+                        ))
+                    }
                 };
                 self.named.push((f("nw_frag"), at));
                 self.set(f("nw_frag"), fv as u128, fm as u128, at)
@@ -468,7 +573,10 @@ impl MatchParser<'_> {
                     if sign != b'+' && sign != b'-' {
                         return Err(cx.err(off, "expected '+flag' or '-flag' in tcp_flags"));
                     }
-                    let end = rest[1..].find(['+', '-']).map(|i| i + 1).unwrap_or(rest.len());
+                    let end = rest[1..]
+                        .find(['+', '-'])
+                        .map(|i| i + 1)
+                        .unwrap_or(rest.len());
                     let name = &rest[1..end];
                     let Some(&(_, bit)) = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name) else {
                         return Err(cx.err(off, format!("unknown TCP flag '{name}': use fin, syn, rst, psh, ack, urg, ece, cwr or ns")));
@@ -508,7 +616,10 @@ impl MatchParser<'_> {
     fn check_prereqs(&self) -> Result<(), ParseError> {
         for &(field, at) in &self.named {
             if !field.prereq.holds(&self.m.value, &self.m.mask) && field.prereq != Prereq::Vlan {
-                return Err(self.cx.err(at, format!("{} requires {}", field.name, field.prereq.describe())));
+                return Err(self.cx.err(
+                    at,
+                    format!("{} requires {}", field.name, field.prereq.describe()),
+                ));
             }
         }
         Ok(())
@@ -516,8 +627,20 @@ impl MatchParser<'_> {
 }
 
 fn unknown_field_message(name: &str) -> String {
-    let mut names: Vec<&str> = FIELDS.iter().flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied())).collect();
-    names.extend(["table", "priority", "cookie", "idle_timeout", "hard_timeout", "dl_vlan", "dl_vlan_pcp", "actions"]);
+    let mut names: Vec<&str> = FIELDS
+        .iter()
+        .flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()))
+        .collect();
+    names.extend([
+        "table",
+        "priority",
+        "cookie",
+        "idle_timeout",
+        "hard_timeout",
+        "dl_vlan",
+        "dl_vlan_pcp",
+        "actions",
+    ]);
     names.extend(SHORTHANDS.iter().map(|s| s.0));
     let best = names.iter().map(|n| (edit_distance(n, name), *n)).min();
     let hint = match best {
@@ -547,18 +670,36 @@ fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
         "all" => return Ok(Action::All),
         "flood" => return Ok(Action::Flood),
         "controller" => return Ok(Action::Controller { max_len: 65535 }),
-        "normal" => return Err(cx.err(at, "NORMAL (MAC-learning switch) is not supported: Sluice forwards by explicit rules")),
-        "local" => return Err(cx.err(at, "LOCAL is not supported: Sluice has no bridge-internal port")),
+        "normal" => {
+            return Err(cx.err(
+                at,
+                "NORMAL (MAC-learning switch) is not supported: Sluice forwards by explicit rules",
+            ))
+        }
+        "local" => {
+            return Err(cx.err(
+                at,
+                "LOCAL is not supported: Sluice has no bridge-internal port",
+            ))
+        }
         _ => {}
     }
     let p = parse_int(cx, v, at, 32, "output port")? as u32;
     if p == 0 || p > OFPP_MAX {
-        return Err(cx.err(at, format!("{p} is not a valid output port (1 to {OFPP_MAX})")));
+        return Err(cx.err(
+            at,
+            format!("{p} is not a valid output port (1 to {OFPP_MAX})"),
+        ));
     }
     Ok(Action::Output(p))
 }
 
-fn parse_actions(cx: &LineCtx, text: &str, base: usize, spec: &FlowSpec) -> Result<Vec<Action>, ParseError> {
+fn parse_actions(
+    cx: &LineCtx,
+    text: &str,
+    base: usize,
+    spec: &FlowSpec,
+) -> Result<Vec<Action>, ParseError> {
     let toks = split_actions(text, base);
     if toks.len() == 1 && (toks[0].text.is_empty() || toks[0].text.eq_ignore_ascii_case("drop")) {
         return Ok(Vec::new());
@@ -580,11 +721,20 @@ fn parse_actions(cx: &LineCtx, text: &str, base: usize, spec: &FlowSpec) -> Resu
             return Err(cx.err(tok.at, "goto_table must be the last action"));
         }
         let (name, arg, arg_at) = split_action(t, tok.at);
-        let need = || arg.ok_or_else(|| cx.err(tok.at, format!("'{name}' needs an argument ('{name}:...')")));
-        let setf = |fname: &'static str, legacy: &'static str, parse: &dyn Fn() -> Result<u128, ParseError>| -> Result<Action, ParseError> {
+        let need = || {
+            arg.ok_or_else(|| cx.err(tok.at, format!("'{name}' needs an argument ('{name}:...')")))
+        };
+        let setf = |fname: &'static str,
+                    legacy: &'static str,
+                    parse: &dyn Fn() -> Result<u128, ParseError>|
+         -> Result<Action, ParseError> {
             let field = f(fname);
             check_action_prereq(cx, field, m, tok.at, legacy)?;
-            Ok(Action::SetField { field, value: parse()?, legacy: Some(legacy) })
+            Ok(Action::SetField {
+                field,
+                value: parse()?,
+                legacy: Some(legacy),
+            })
         };
         let a = match name.to_ascii_lowercase().as_str() {
             "output" => parse_port(cx, need()?, arg_at)?,
@@ -691,15 +841,31 @@ fn check_ipv4_action(cx: &LineCtx, m: &Match, at: usize, name: &str) -> Result<(
     if Prereq::Ipv4.holds(&m.value, &m.mask) || Prereq::Arp.holds(&m.value, &m.mask) {
         Ok(())
     } else {
-        Err(cx.err(at, format!("{name} requires the rule to match IPv4 ('ip') or ARP")))
+        Err(cx.err(
+            at,
+            format!("{name} requires the rule to match IPv4 ('ip') or ARP"),
+        ))
     }
 }
 
-fn check_action_prereq(cx: &LineCtx, field: &Field, m: &Match, at: usize, action: &str) -> Result<(), ParseError> {
+fn check_action_prereq(
+    cx: &LineCtx,
+    field: &Field,
+    m: &Match,
+    at: usize,
+    action: &str,
+) -> Result<(), ParseError> {
     if field.prereq.holds(&m.value, &m.mask) {
         Ok(())
     } else {
-        Err(cx.err(at, format!("{action} on {} requires the rule to match {}", field.name, field.prereq.describe())))
+        Err(cx.err(
+            at,
+            format!(
+                "{action} on {} requires the rule to match {}",
+                field.name,
+                field.prereq.describe()
+            ),
+        ))
     }
 }
 
@@ -716,7 +882,12 @@ fn split_action(t: &str, at: usize) -> (&str, Option<&str>, usize) {
     (t, None, at)
 }
 
-fn parse_resubmit(cx: &LineCtx, t: &str, arg: Option<&str>, at: usize) -> Result<Action, ParseError> {
+fn parse_resubmit(
+    cx: &LineCtx,
+    t: &str,
+    arg: Option<&str>,
+    at: usize,
+) -> Result<Action, ParseError> {
     let Some(arg) = arg else {
         return Err(cx.err(at, "resubmit needs a port or table: resubmit:PORT, resubmit(,TABLE) or resubmit(PORT,TABLE)"));
     };
@@ -733,7 +904,11 @@ fn parse_resubmit(cx: &LineCtx, t: &str, arg: Option<&str>, at: usize) -> Result
     } else {
         Some(parse_int(cx, p, at, 32, "resubmit port")? as u32)
     };
-    let table = if tbl.is_empty() { None } else { Some(parse_table(cx, tbl, at + p.len() + 1)?) };
+    let table = if tbl.is_empty() {
+        None
+    } else {
+        Some(parse_table(cx, tbl, at + p.len() + 1)?)
+    };
     if in_port.is_none() && table.is_none() && !p.eq_ignore_ascii_case("in_port") {
         return Err(cx.err(at, "resubmit needs a port or a table"));
     }
@@ -755,11 +930,26 @@ mod tests {
     #[test]
     fn full_line() {
         let s = ok("table=1, priority=100,cookie=0x10,idle_timeout=5,hard_timeout=60,tcp,in_port=3,nw_src=10.0.0.0/8,tp_dst=80 actions=mod_nw_dst:1.2.3.4,output:2");
-        assert_eq!((s.table, s.priority, s.cookie, s.idle_timeout, s.hard_timeout), (1, 100, 0x10, 5, 60));
-        assert_eq!(s.matcher.to_string(), "tcp,in_port=3,nw_src=10.0.0.0/8,tp_dst=80");
+        assert_eq!(
+            (
+                s.table,
+                s.priority,
+                s.cookie,
+                s.idle_timeout,
+                s.hard_timeout
+            ),
+            (1, 100, 0x10, 5, 60)
+        );
+        assert_eq!(
+            s.matcher.to_string(),
+            "tcp,in_port=3,nw_src=10.0.0.0/8,tp_dst=80"
+        );
         assert_eq!(s.actions.len(), 2);
         assert_eq!(s.actions[1], Action::Output(2));
-        assert_eq!(crate::action::format_actions(&s.actions), "mod_nw_dst:1.2.3.4,output:2");
+        assert_eq!(
+            crate::action::format_actions(&s.actions),
+            "mod_nw_dst:1.2.3.4,output:2"
+        );
     }
 
     #[test]
@@ -796,7 +986,13 @@ mod tests {
         let s = ok("ip,dl_vlan=5,actions=output:1,2,in_port,all,flood,controller,controller:64,mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,mod_nw_src:1.1.1.1,mod_nw_dst:2.2.2.2,mod_nw_tos:8,dec_ttl,mod_vlan_vid:7,mod_vlan_pcp:2,push_vlan:0x88a8,strip_vlan,pop_vlan,set_field:9->ip_dscp,resubmit(,3),resubmit:4,resubmit(5,6),goto_table:9");
         assert_eq!(s.actions.len(), 23);
         assert_eq!(s.actions[22], Action::GotoTable(9));
-        assert_eq!(s.actions[19], Action::Resubmit { in_port: None, table: Some(3) });
+        assert_eq!(
+            s.actions[19],
+            Action::Resubmit {
+                in_port: None,
+                table: Some(3)
+            }
+        );
         let s = ok("tcp,actions=mod_tp_src:1,mod_tp_dst:2,set_field:3->tcp_dst");
         assert_eq!(s.actions.len(), 3);
         assert_eq!(ok("actions=drop").actions, vec![]);
@@ -819,17 +1015,35 @@ mod tests {
         let e = err("in_port=1");
         assert!(e.message.contains("missing 'actions="));
         assert!(err("actions=output:2,drop").message.contains("only action"));
-        assert!(err("actions=mod_nw_src:1.2.3.4").message.contains("requires"));
-        assert!(err("ip,actions=mod_nw_tos:5").message.contains("not a valid TOS"));
-        assert!(err("actions=set_field:5->vlan_vid").message.contains("VLAN tag"));
-        assert!(err("table=2,actions=goto_table:1").message.contains("later table"));
-        assert!(err("actions=goto_table:1,output:1").message.contains("last action"));
+        assert!(err("actions=mod_nw_src:1.2.3.4")
+            .message
+            .contains("requires"));
+        assert!(err("ip,actions=mod_nw_tos:5")
+            .message
+            .contains("not a valid TOS"));
+        assert!(err("actions=set_field:5->vlan_vid")
+            .message
+            .contains("VLAN tag"));
+        assert!(err("table=2,actions=goto_table:1")
+            .message
+            .contains("later table"));
+        assert!(err("actions=goto_table:1,output:1")
+            .message
+            .contains("last action"));
         assert!(err("tcp,udp,actions=drop").message.contains("twice"));
-        assert!(err("priority=70000,actions=drop").message.contains("too large"));
+        assert!(err("priority=70000,actions=drop")
+            .message
+            .contains("too large"));
         assert!(err("actions=NORMAL").message.contains("not supported"));
-        assert!(err("table=255,actions=drop").message.contains("out of range"));
-        assert!(err("tcp,in_port=1/1,actions=drop").message.contains("cannot be masked"));
-        assert!(err("actions=output:0").message.contains("valid output port"));
+        assert!(err("table=255,actions=drop")
+            .message
+            .contains("out of range"));
+        assert!(err("tcp,in_port=1/1,actions=drop")
+            .message
+            .contains("cannot be masked"));
+        assert!(err("actions=output:0")
+            .message
+            .contains("valid output port"));
     }
 
     #[test]
@@ -838,14 +1052,18 @@ mod tests {
         let e = parse_flow_file(text, Some("f.flows")).unwrap_err();
         assert_eq!((e.line, e.column), (4, 21));
         assert_eq!(e.to_string().split(':').next(), Some("f.flows"));
-        let specs = parse_flow_file("in_port=1,actions=output:2 # to 2\nactions=drop\n", None).unwrap();
+        let specs =
+            parse_flow_file("in_port=1,actions=output:2 # to 2\nactions=drop\n", None).unwrap();
         assert_eq!(specs.len(), 2);
     }
 
     #[test]
     fn dump_flows_output_reads_back() {
         let s = ok(" cookie=0x0, duration=1.5s, table=0, n_packets=3, n_bytes=180, priority=5,ip actions=output:2");
-        assert_eq!((s.priority, s.actions.clone()), (5, vec![Action::Output(2)]));
+        assert_eq!(
+            (s.priority, s.actions.clone()),
+            (5, vec![Action::Output(2)])
+        );
     }
 
     #[test]

@@ -70,14 +70,20 @@ impl Rule {
 
     /// (packets, bytes) so far.
     pub fn counters(&self) -> (u64, u64) {
-        (self.stats.packets.load(Ordering::Relaxed), self.stats.bytes.load(Ordering::Relaxed))
+        (
+            self.stats.packets.load(Ordering::Relaxed),
+            self.stats.bytes.load(Ordering::Relaxed),
+        )
     }
 
     /// Formats the rule as `ovs-ofctl dump-flows` does.
     pub fn dump(&self, now_us: u64) -> String {
         let (p, b) = self.counters();
         let dur = now_us.saturating_sub(self.created_us) as f64 / 1e6;
-        let mut s = format!(" cookie={:#x}, duration={dur:.3}s, table={}, n_packets={p}, n_bytes={b}, ", self.cookie, self.table);
+        let mut s = format!(
+            " cookie={:#x}, duration={dur:.3}s, table={}, n_packets={p}, n_bytes={b}, ",
+            self.cookie, self.table
+        );
         if self.idle_timeout != 0 {
             s += &format!("idle_timeout={}, ", self.idle_timeout);
         }
@@ -95,8 +101,13 @@ impl Rule {
 
     /// Whether the rule has timed out at `now_us`.
     pub fn expired(&self, now_us: u64) -> bool {
-        let hard = self.hard_timeout != 0 && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
-        let last = self.stats.last_used_us.load(Ordering::Relaxed).max(self.created_us);
+        let hard = self.hard_timeout != 0
+            && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
+        let last = self
+            .stats
+            .last_used_us
+            .load(Ordering::Relaxed)
+            .max(self.created_us);
         let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
         hard || idle
     }
@@ -122,7 +133,11 @@ pub struct RuleSet {
 impl RuleSet {
     /// An empty set (every lookup misses).
     pub fn new() -> Self {
-        RuleSet { tables: Vec::new(), version: 1, next_id: 1 }
+        RuleSet {
+            tables: Vec::new(),
+            version: 1,
+            next_id: 1,
+        }
     }
 
     /// A set holding `specs`, added in order (a later identical rule
@@ -310,13 +325,24 @@ mod tests {
         set.add(&spec("priority=1,actions=output:1"), 0);
         set.add(&spec("priority=5,ip,actions=output:2"), 0);
         set.add(&spec("priority=5,in_port=3,actions=output:3"), 0);
-        let key = FlowKey { dl_type: 0x0800, in_port: 3, ..Default::default() };
+        let key = FlowKey {
+            dl_type: 0x0800,
+            in_port: 3,
+            ..Default::default()
+        };
         let mut wc = FlowKey::default();
         let r = set.lookup(0, &key, &mut wc).unwrap();
-        assert_eq!(r.actions, vec![Action::Output(2)], "equal priority: first added wins");
+        assert_eq!(
+            r.actions,
+            vec![Action::Output(2)],
+            "equal priority: first added wins"
+        );
         assert_eq!(wc.dl_type, 0xffff);
         assert_eq!(wc.in_port, 0, "rules after the winner were not consulted");
-        let key = FlowKey { in_port: 9, ..Default::default() };
+        let key = FlowKey {
+            in_port: 9,
+            ..Default::default()
+        };
         let r = set.lookup(0, &key, &mut FlowKey::default()).unwrap();
         assert_eq!(r.priority, 1);
         assert!(set.lookup(1, &key, &mut FlowKey::default()).is_none());
@@ -340,10 +366,29 @@ mod tests {
         set.add(&spec("priority=20,tcp,tp_dst=443,actions=output:1"), 0);
         set.add(&spec("priority=30,udp,actions=output:1"), 0);
         set.add(&spec("table=1,tcp,actions=output:1"), 0);
-        assert_eq!(set.modify(&spec("tcp,actions=output:9"), Selection::Loose, false), 2);
+        assert_eq!(
+            set.modify(&spec("tcp,actions=output:9"), Selection::Loose, false),
+            2
+        );
         assert_eq!(set.table(0)[1].actions, vec![Action::Output(9)]);
-        assert_eq!(set.delete(&spec("priority=10,tcp,tp_dst=443"), Selection::Strict, false).len(), 0);
-        assert_eq!(set.delete(&spec("priority=20,tcp,tp_dst=443"), Selection::Strict, false).len(), 1);
+        assert_eq!(
+            set.delete(
+                &spec("priority=10,tcp,tp_dst=443"),
+                Selection::Strict,
+                false
+            )
+            .len(),
+            0
+        );
+        assert_eq!(
+            set.delete(
+                &spec("priority=20,tcp,tp_dst=443"),
+                Selection::Strict,
+                false
+            )
+            .len(),
+            1
+        );
         assert_eq!(set.delete(&spec("tcp"), Selection::Loose, true).len(), 2);
         assert_eq!(set.len(), 1);
         assert_eq!(set.delete(&spec(""), Selection::Loose, true).len(), 1);
@@ -355,7 +400,10 @@ mod tests {
         set.add(&spec("hard_timeout=2,actions=drop"), 0);
         set.add(&spec("idle_timeout=1,ip,actions=drop"), 0);
         set.table(0)[1].credit(1, 60, 1_500_000);
-        assert!(set.expire(1_900_000).is_empty(), "idle rule was used at 1.5 s");
+        assert!(
+            set.expire(1_900_000).is_empty(),
+            "idle rule was used at 1.5 s"
+        );
         assert_eq!(set.expire(2_000_000).len(), 1, "hard timeout at 2 s");
         assert_eq!(set.expire(2_600_000).len(), 1, "idle since 1.5 s");
         assert!(set.is_empty());

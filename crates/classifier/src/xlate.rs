@@ -70,7 +70,10 @@ impl XlateDrop {
     fn is_error(self) -> bool {
         matches!(
             self,
-            XlateDrop::RecursionTooDeep | XlateDrop::TooManyResubmits | XlateDrop::TooManyActions | XlateDrop::TooManyVlans
+            XlateDrop::RecursionTooDeep
+                | XlateDrop::TooManyResubmits
+                | XlateDrop::TooManyActions
+                | XlateDrop::TooManyVlans
         )
     }
 }
@@ -125,7 +128,16 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
     out.outputs = 0;
     out.drop = None;
     out.trace = want_trace.then(Vec::new);
-    let mut cx = Ctx { env, out, flow: *key, dirty: FlowKey::default(), depth: 0, resubmits: 0, error: None, reason: None };
+    let mut cx = Ctx {
+        env,
+        out,
+        flow: *key,
+        dirty: FlowKey::default(),
+        depth: 0,
+        resubmits: 0,
+        error: None,
+        reason: None,
+    };
     cx.table(0, true);
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
@@ -154,7 +166,10 @@ impl Ctx<'_, '_> {
         let rules = self.env.rules;
         let Some(rule) = rules.lookup(t, &self.flow, &mut self.out.wc) else {
             if let Some(tr) = &mut self.out.trace {
-                tr.push(format!("{}{t}. No match.", "    ".repeat(self.depth as usize)));
+                tr.push(format!(
+                    "{}{t}. No match.",
+                    "    ".repeat(self.depth as usize)
+                ));
             }
             if pipeline {
                 self.reason = Some(XlateDrop::TableMiss);
@@ -208,7 +223,10 @@ impl Ctx<'_, '_> {
                 }
                 Action::Controller { max_len } => {
                     self.commit();
-                    self.push(DpAction::Controller { reason: PacketInReason::Action, max_len });
+                    self.push(DpAction::Controller {
+                        reason: PacketInReason::Action,
+                        max_len,
+                    });
                     self.out.outputs += 1;
                 }
                 Action::SetField { field, value, .. } => self.set_field(field, value),
@@ -283,7 +301,10 @@ impl Ctx<'_, '_> {
         }
         self.flow.vlan_tci = [wire_tci | tci::PRESENT, self.flow.vlan_tci[0]];
         self.flow.vlan_tpid = [tpid, self.flow.vlan_tpid[0]];
-        self.push(DpAction::PushVlan { tpid, tci: wire_tci });
+        self.push(DpAction::PushVlan {
+            tpid,
+            tci: wire_tci,
+        });
     }
 
     fn output(&mut self, p: u32) {
@@ -350,7 +371,10 @@ impl Ctx<'_, '_> {
     fn set_field(&mut self, field: &'static Field, value: u128) {
         self.unwildcard_prereq(field.prereq);
         if !field.prereq.holds_for_key(&self.flow) {
-            self.note(self.depth, &format!(">> {} is not present in this packet: skipped", field.name));
+            self.note(
+                self.depth,
+                &format!(">> {} is not present in this packet: skipped", field.name),
+            );
             return;
         }
         if field.name == "vlan_vid" || field.name == "vlan_pcp" {
@@ -469,7 +493,15 @@ mod tests {
 
     fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
         let mut t = Translation::default();
-        translate(XlateEnv { rules, ports: &[1, 2, 3, 4] }, key, &mut t, true);
+        translate(
+            XlateEnv {
+                rules,
+                ports: &[1, 2, 3, 4],
+            },
+            key,
+            &mut t,
+            true,
+        );
         t
     }
 
@@ -489,15 +521,26 @@ mod tests {
 
     #[test]
     fn rewrite_then_output_commits_once() {
-        let r = set("tcp,tp_dst=80,actions=mod_nw_dst:10.9.9.9,mod_tp_dst:8080,dec_ttl,output:2,output:3\n");
+        let r = set(
+            "tcp,tp_dst=80,actions=mod_nw_dst:10.9.9.9,mod_tp_dst:8080,dec_ttl,output:2,output:3\n",
+        );
         let t = run(&r, &tcp_key());
         assert_eq!(
             t.actions,
-            vec![DpAction::SetIpv4Dst(0x0a09_0909), DpAction::SetIpTtl(63), DpAction::SetTpDst(8080), DpAction::Output(2), DpAction::Output(3)]
+            vec![
+                DpAction::SetIpv4Dst(0x0a09_0909),
+                DpAction::SetIpTtl(63),
+                DpAction::SetTpDst(8080),
+                DpAction::Output(2),
+                DpAction::Output(3)
+            ]
         );
         assert_eq!(t.outputs, 2);
         assert_eq!(t.drop, None);
-        assert_eq!((t.wc.dl_type, t.wc.nw_proto, t.wc.tp_dst, t.wc.nw_ttl), (0xffff, 0xff, 0xffff, 0xff));
+        assert_eq!(
+            (t.wc.dl_type, t.wc.nw_proto, t.wc.tp_dst, t.wc.nw_ttl),
+            (0xffff, 0xff, 0xffff, 0xff)
+        );
         assert_eq!(t.wc.nw_src, 0, "nothing looked at nw_src");
     }
 
@@ -505,21 +548,36 @@ mod tests {
     fn resubmit_sees_rewritten_fields_and_goto_misses_drop() {
         let r = set("table=0,ip,actions=mod_nw_dst:1.1.1.1,resubmit(,1),goto_table:2\ntable=1,ip,nw_dst=1.1.1.1,actions=output:4\n");
         let t = run(&r, &tcp_key());
-        assert_eq!(t.actions, vec![DpAction::SetIpv4Dst(0x0101_0101), DpAction::Output(4)]);
+        assert_eq!(
+            t.actions,
+            vec![DpAction::SetIpv4Dst(0x0101_0101), DpAction::Output(4)]
+        );
         assert_eq!(t.rules.len(), 2);
         let trace = t.trace.unwrap().join("\n");
         assert!(trace.contains("2. No match."), "{trace}");
         let t = run(&set("ip,actions=goto_table:1\n"), &tcp_key());
         assert_eq!(t.drop, Some(XlateDrop::TableMiss));
         let t = run(&set("ip,actions=resubmit(,1)\n"), &tcp_key());
-        assert_eq!(t.drop, Some(XlateDrop::NoOutput), "a resubmit miss is a no-op");
+        assert_eq!(
+            t.drop,
+            Some(XlateDrop::NoOutput),
+            "a resubmit miss is a no-op"
+        );
     }
 
     #[test]
     fn in_port_all_and_skips() {
         let r = set("actions=output:1,in_port,all\n");
         let t = run(&r, &tcp_key());
-        assert_eq!(t.actions, vec![DpAction::Output(1), DpAction::Output(2), DpAction::Output(3), DpAction::Output(4)]);
+        assert_eq!(
+            t.actions,
+            vec![
+                DpAction::Output(1),
+                DpAction::Output(2),
+                DpAction::Output(3),
+                DpAction::Output(4)
+            ]
+        );
         let t = run(&set("actions=output:1\n"), &tcp_key());
         assert_eq!(t.drop, Some(XlateDrop::OutputToInPort));
         let t = run(&set("actions=output:9\n"), &tcp_key());
@@ -543,15 +601,30 @@ mod tests {
     fn vlan_actions() {
         let r = set("actions=mod_vlan_vid:10,output:2\n");
         let t = run(&r, &tcp_key());
-        assert_eq!(t.actions, vec![DpAction::PushVlan { tpid: 0x8100, tci: 10 }, DpAction::Output(2)]);
+        assert_eq!(
+            t.actions,
+            vec![
+                DpAction::PushVlan {
+                    tpid: 0x8100,
+                    tci: 10
+                },
+                DpAction::Output(2)
+            ]
+        );
         let mut tagged = tcp_key();
         tagged.vlan_tci[0] = 0x7005; // pcp 3, present, vid 5
         tagged.vlan_tpid[0] = 0x8100;
         let t = run(&r, &tagged);
-        assert_eq!(t.actions, vec![DpAction::SetVlanTci(0x600a), DpAction::Output(2)]);
+        assert_eq!(
+            t.actions,
+            vec![DpAction::SetVlanTci(0x600a), DpAction::Output(2)]
+        );
         let t = run(&set("actions=strip_vlan,output:2\n"), &tagged);
         assert_eq!(t.actions, vec![DpAction::PopVlan, DpAction::Output(2)]);
-        let t = run(&set("actions=push_vlan:0x88a8,push_vlan:0x8100,push_vlan:0x8100,output:2\n"), &tcp_key());
+        let t = run(
+            &set("actions=push_vlan:0x88a8,push_vlan:0x8100,push_vlan:0x8100,output:2\n"),
+            &tcp_key(),
+        );
         assert_eq!(t.drop, Some(XlateDrop::TooManyVlans));
         assert!(t.actions.is_empty());
     }
@@ -565,12 +638,21 @@ mod tests {
 
     #[test]
     fn arp_rewrite_uses_arp_fields() {
-        let r = set("arp,actions=set_field:1.2.3.4->nw_dst,mod_dl_src:00:00:00:00:00:09,output:2\n");
-        let k = FlowKey { in_port: 1, dl_type: 0x0806, ..Default::default() };
+        let r =
+            set("arp,actions=set_field:1.2.3.4->nw_dst,mod_dl_src:00:00:00:00:00:09,output:2\n");
+        let k = FlowKey {
+            in_port: 1,
+            dl_type: 0x0806,
+            ..Default::default()
+        };
         let t = run(&r, &k);
         assert_eq!(
             t.actions,
-            vec![DpAction::SetEthSrc([0, 0, 0, 0, 0, 9]), DpAction::SetArp(ArpField::Tpa(0x0102_0304)), DpAction::Output(2)]
+            vec![
+                DpAction::SetEthSrc([0, 0, 0, 0, 0, 9]),
+                DpAction::SetArp(ArpField::Tpa(0x0102_0304)),
+                DpAction::Output(2)
+            ]
         );
     }
 }

@@ -33,7 +33,11 @@ pub struct DatapathConfig {
 
 impl Default for DatapathConfig {
     fn default() -> Self {
-        DatapathConfig { pool_frames: 4096, frame_size: DEFAULT_FRAME_SIZE, packet_in_queue: 1024 }
+        DatapathConfig {
+            pool_frames: 4096,
+            frame_size: DEFAULT_FRAME_SIZE,
+            packet_in_queue: 1024,
+        }
     }
 }
 
@@ -55,7 +59,9 @@ impl std::fmt::Display for DpError {
         match self {
             DpError::Pool(e) => write!(f, "packet pool: {e}"),
             DpError::DuplicatePort(n) => write!(f, "port number {n} is used twice"),
-            DpError::BadPortNumber(n) => write!(f, "port number {n} is out of range (1 to {OFPP_MAX})"),
+            DpError::BadPortNumber(n) => {
+                write!(f, "port number {n} is out of range (1 to {OFPP_MAX})")
+            }
             DpError::Port(e) => write!(f, "{e}"),
         }
     }
@@ -116,14 +122,25 @@ impl Datapath {
             Err(pos) => pos,
         };
         let caps = port.caps();
-        self.out.ports.insert(pos, PortSlot { ofport, port, caps, txq: PacketBatch::new(), rx_done: !caps.rx });
+        self.out.ports.insert(
+            pos,
+            PortSlot {
+                ofport,
+                port,
+                caps,
+                txq: PacketBatch::new(),
+                rx_done: !caps.rx,
+            },
+        );
         self.port_numbers.insert(pos, ofport);
         Ok(())
     }
 
     /// Installs a new rule set (takes effect for the next batch).
     pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
-        self.rules_have_timeouts = rules.iter().any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
+        self.rules_have_timeouts = rules
+            .iter()
+            .any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
         self.rules = rules;
     }
 
@@ -146,7 +163,15 @@ impl Datapath {
             match slot.port.rx_burst(&mut self.pool, &mut batch, slot.ofport) {
                 RxStatus::Received(_) => {
                     received += batch.len();
-                    self.pipeline.process(&mut batch, &self.rules, &self.port_numbers, &mut self.pool, &mut self.out, &mut self.stats, now_us);
+                    self.pipeline.process(
+                        &mut batch,
+                        &self.rules,
+                        &self.port_numbers,
+                        &mut self.pool,
+                        &mut self.out,
+                        &mut self.stats,
+                        now_us,
+                    );
                     // tx-flush-interval 0: flush at the end of every rx burst.
                     self.out.flush_all(&mut self.pool, &mut self.stats);
                 }
@@ -166,7 +191,9 @@ impl Datapath {
     }
 
     fn housekeeping(&mut self, now_us: u64) {
-        if self.rules_have_timeouts && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US {
+        if self.rules_have_timeouts
+            && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US
+        {
             self.last_expire_us = now_us;
             let mut next = (*self.rules).clone();
             if !next.expire(now_us).is_empty() {
@@ -182,12 +209,19 @@ impl Datapath {
 
     /// Whether some port receives forever (a loop or a live device).
     pub fn has_endless_input(&self) -> bool {
-        self.out.ports.iter().any(|p| p.caps.rx && !p.caps.finite_rx)
+        self.out
+            .ports
+            .iter()
+            .any(|p| p.caps.rx && !p.caps.finite_rx)
     }
 
     /// Polls until every finite input is drained (`now` gives the time),
     /// or until `stop` says so. Then sends everything queued.
-    pub fn run(&mut self, mut now: impl FnMut() -> u64, mut stop: impl FnMut(&DpStats) -> bool) -> Result<(), DpError> {
+    pub fn run(
+        &mut self,
+        mut now: impl FnMut() -> u64,
+        mut stop: impl FnMut(&DpStats) -> bool,
+    ) -> Result<(), DpError> {
         while !self.rx_exhausted() && !stop(&self.stats) {
             self.poll_once(now());
         }
@@ -213,7 +247,12 @@ impl Datapath {
         self.out
             .ports
             .iter()
-            .map(|s| PortReport { ofport: s.ofport, name: s.port.name().to_string(), stats: s.port.stats(), warnings: s.port.warnings() })
+            .map(|s| PortReport {
+                ofport: s.ofport,
+                name: s.port.name().to_string(),
+                stats: s.port.stats(),
+                warnings: s.port.warnings(),
+            })
             .collect()
     }
 

@@ -83,7 +83,10 @@ impl Pipeline {
         now_us: u64,
     ) {
         self.n_flows = 0;
-        let env = XlateEnv { rules, ports: port_numbers };
+        let env = XlateEnv {
+            rules,
+            ports: port_numbers,
+        };
         for (i, mut pkt) in batch.drain().enumerate() {
             stats.rx_packets += 1;
             stats.rx_bytes += pkt.len() as u64;
@@ -96,7 +99,9 @@ impl Pipeline {
             pkt.meta = meta;
             let key = &self.keys[i];
             let hash = key.hash();
-            let found = self.flows[..self.n_flows].iter().position(|f| f.hash == hash && f.key == *key);
+            let found = self.flows[..self.n_flows]
+                .iter()
+                .position(|f| f.hash == hash && f.key == *key);
             let fi = match found {
                 Some(fi) => fi,
                 None => {
@@ -118,7 +123,15 @@ impl Pipeline {
         }
         for fi in 0..self.n_flows {
             let flow = &self.flows[fi];
-            execute(flow, &mut self.slots, pool, out, stats, &mut self.packet_ins, self.packet_in_cap);
+            execute(
+                flow,
+                &mut self.slots,
+                pool,
+                out,
+                stats,
+                &mut self.packet_ins,
+                self.packet_in_cap,
+            );
             for r in &flow.xlate.rules {
                 r.credit(flow.pkts.len() as u64, flow.bytes, now_us);
             }
@@ -163,7 +176,9 @@ fn execute(
     packet_in_cap: usize,
 ) {
     let acts = &flow.xlate.actions;
-    let last = acts.iter().rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
+    let last = acts
+        .iter()
+        .rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
     let Some(last) = last else {
         let reason = DropReason::Xlate(flow.xlate.drop.unwrap_or(XlateDrop::NoOutput));
         for &i in &flow.pkts {
@@ -208,7 +223,12 @@ fn execute(
                     if let Some(p) = slot.as_ref() {
                         if packet_ins.len() < packet_in_cap {
                             let n = p.len().min(max_len as usize);
-                            packet_ins.push_back(PacketIn { in_port: p.meta.in_port, reason, data: p.data()[..n].to_vec(), total_len: p.len() });
+                            packet_ins.push_back(PacketIn {
+                                in_port: p.meta.in_port,
+                                reason,
+                                data: p.data()[..n].to_vec(),
+                                total_len: p.len(),
+                            });
                             stats.packet_ins += 1;
                             to_ctl |= bit;
                         } else {

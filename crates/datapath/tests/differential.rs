@@ -49,9 +49,19 @@ impl Port for TestPort {
         "test"
     }
     fn caps(&self) -> PortCaps {
-        PortCaps { rx: true, tx: true, finite_rx: true, rx_hash: false }
+        PortCaps {
+            rx: true,
+            tx: true,
+            finite_rx: true,
+            rx_hash: false,
+        }
     }
-    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
         self.rx.rx_burst(pool, batch, in_port)
     }
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
@@ -143,7 +153,9 @@ fn fix_checksums(b: &mut [u8], udp_had_csum: bool) {
 
 fn udp_has_csum(b: &[u8]) -> bool {
     match key_of(b, 0) {
-        Some((_, m)) if m.l4_proto == 17 => m.l4().is_some_and(|l4| b.len() >= l4 + 8 && b[l4 + 6..l4 + 8] != [0, 0]),
+        Some((_, m)) if m.l4_proto == 17 => m
+            .l4()
+            .is_some_and(|l4| b.len() >= l4 + 8 && b[l4 + 6..l4 + 8] != [0, 0]),
         _ => true,
     }
 }
@@ -161,7 +173,9 @@ struct Ref<'a> {
 
 impl Ref<'_> {
     fn key(&self) -> FlowKey {
-        key_of(&self.bytes, self.in_port).expect("reference runs only on non-runts").0
+        key_of(&self.bytes, self.in_port)
+            .expect("reference runs only on non-runts")
+            .0
     }
 
     fn table(&mut self, t: u8) {
@@ -169,7 +183,15 @@ impl Ref<'_> {
             return;
         }
         let key = self.key();
-        let Some(rule) = self.rules.table(t).iter().find(|r| r.matcher.matches(&key)).cloned() else { return };
+        let Some(rule) = self
+            .rules
+            .table(t)
+            .iter()
+            .find(|r| r.matcher.matches(&key))
+            .cloned()
+        else {
+            return;
+        };
         self.hits.push(rule.id);
         self.actions(&rule.actions, t);
     }
@@ -222,7 +244,9 @@ impl Ref<'_> {
                     // The DEI bit is lost, as in OVS (the key uses it as "tag present").
                     if self.vlan_tagged() {
                         let t = u16::from_be_bytes([self.bytes[14], self.bytes[15]]);
-                        self.bytes[14..16].copy_from_slice(&((t & 0xe000) | (value as u16 & 0x0fff)).to_be_bytes());
+                        self.bytes[14..16].copy_from_slice(
+                            &((t & 0xe000) | (value as u16 & 0x0fff)).to_be_bytes(),
+                        );
                     }
                 }
                 Action::SetField { field, value, .. } => {
@@ -245,7 +269,8 @@ impl Ref<'_> {
                 Action::ModVlanPcp(p) => {
                     if self.vlan_tagged() {
                         let t = u16::from_be_bytes([self.bytes[14], self.bytes[15]]);
-                        self.bytes[14..16].copy_from_slice(&((t & 0x0fff) | ((p as u16) << 13)).to_be_bytes());
+                        self.bytes[14..16]
+                            .copy_from_slice(&((t & 0x0fff) | ((p as u16) << 13)).to_be_bytes());
                     } else {
                         self.push_tag(0x8100, (p as u16) << 13);
                     }
@@ -310,7 +335,11 @@ fn set_field_bytes(b: &mut [u8], name: &str, v: u128) {
     match name {
         "dl_src" => put(b, 6, &mac(v)),
         "dl_dst" => put(b, 0, &mac(v)),
-        "nw_src" | "nw_dst" if k.is_arp() => put(b, l3.unwrap() + if name == "nw_src" { 14 } else { 24 }, &(v as u32).to_be_bytes()),
+        "nw_src" | "nw_dst" if k.is_arp() => put(
+            b,
+            l3.unwrap() + if name == "nw_src" { 14 } else { 24 },
+            &(v as u32).to_be_bytes(),
+        ),
         "nw_src" => put(b, l3.unwrap() + 12, &(v as u32).to_be_bytes()),
         "nw_dst" => put(b, l3.unwrap() + 16, &(v as u32).to_be_bytes()),
         "ip_dscp" | "nw_tos" | "nw_ttl" | "ip_ecn" => {
@@ -385,11 +414,37 @@ fn proto_strategy() -> impl Strategy<Value = Proto> {
     ]
 }
 
-const PREFIXES: [&str; 5] = ["10.0.0.0/8", "10.1.0.0/16", "10.1.1.1", "192.168.0.0/24", "0.0.0.0/0"];
+/// Optional match fields of a generated rule: in_port, nw_src, nw_dst,
+/// tp_dst (indexes into the pools below) and VLAN.
+type MatchChoice = (
+    Option<u32>,
+    Option<usize>,
+    Option<usize>,
+    Option<usize>,
+    Option<u8>,
+);
+
+const PREFIXES: [&str; 5] = [
+    "10.0.0.0/8",
+    "10.1.0.0/16",
+    "10.1.1.1",
+    "192.168.0.0/24",
+    "0.0.0.0/0",
+];
 const TP_PORTS: [u16; 3] = [80, 53, 1000];
 
-fn rule_line(table: u8, prio: u8, proto: Proto, m: (Option<u32>, Option<usize>, Option<usize>, Option<usize>, Option<u8>), acts: Vec<(u8, u8)>, n_tables: u8) -> String {
-    let mut parts = vec![format!("table={table}"), format!("priority={}", prio as u16 * 10)];
+fn rule_line(
+    table: u8,
+    prio: u8,
+    proto: Proto,
+    m: MatchChoice,
+    acts: Vec<(u8, u8)>,
+    n_tables: u8,
+) -> String {
+    let mut parts = vec![
+        format!("table={table}"),
+        format!("priority={}", prio as u16 * 10),
+    ];
     let shorthand = match proto {
         Proto::Any => None,
         Proto::Ip => Some("ip"),
@@ -407,7 +462,10 @@ fn rule_line(table: u8, prio: u8, proto: Proto, m: (Option<u32>, Option<usize>, 
     if let Some(p) = in_port {
         parts.push(format!("in_port={p}"));
     }
-    let v4 = matches!(proto, Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp | Proto::Arp);
+    let v4 = matches!(
+        proto,
+        Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp | Proto::Arp
+    );
     if v4 {
         if let Some(s) = src {
             parts.push(format!("nw_src={}", PREFIXES[s]));
@@ -427,7 +485,10 @@ fn rule_line(table: u8, prio: u8, proto: Proto, m: (Option<u32>, Option<usize>, 
         Some(v) => parts.push(format!("dl_vlan={}", v as u16 * 10)),
         None => {}
     }
-    let ip = matches!(proto, Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp | Proto::Ipv6 | Proto::Tcp6);
+    let ip = matches!(
+        proto,
+        Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp | Proto::Ipv6 | Proto::Tcp6
+    );
     let ipv4 = matches!(proto, Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp);
     let mut actions = Vec::new();
     let mut vlan_known = matches!(vlan, Some(v) if v > 0);
@@ -450,7 +511,10 @@ fn rule_line(table: u8, prio: u8, proto: Proto, m: (Option<u32>, Option<usize>, 
             }
             12 => {
                 vlan_known = true;
-                format!("push_vlan:{}", if arg % 2 == 0 { "0x8100" } else { "0x88a8" })
+                format!(
+                    "push_vlan:{}",
+                    if arg % 2 == 0 { "0x8100" } else { "0x88a8" }
+                )
             }
             13 => format!("resubmit(,{})", arg % n_tables),
             14 if ip => format!("set_field:{}->ip_dscp", arg % 64),
@@ -463,7 +527,11 @@ fn rule_line(table: u8, prio: u8, proto: Proto, m: (Option<u32>, Option<usize>, 
     if table + 1 < n_tables && actions.len() % 3 == 2 {
         actions.push(format!("goto_table:{}", table + 1));
     }
-    let acts = if actions.is_empty() { "drop".to_string() } else { actions.join(",") };
+    let acts = if actions.is_empty() {
+        "drop".to_string()
+    } else {
+        actions.join(",")
+    };
     format!("{},actions={}", parts.join(","), acts)
 }
 
@@ -488,17 +556,48 @@ fn rules_strategy() -> impl Strategy<Value = Vec<String>> {
     )
 }
 
-const ADDRS: [[u8; 4]; 5] = [[10, 1, 1, 1], [10, 1, 2, 3], [10, 2, 0, 1], [192, 168, 0, 7], [8, 8, 8, 8]];
+const ADDRS: [[u8; 4]; 5] = [
+    [10, 1, 1, 1],
+    [10, 1, 2, 3],
+    [10, 2, 0, 1],
+    [192, 168, 0, 7],
+    [8, 8, 8, 8],
+];
 
 fn packet_strategy() -> impl Strategy<Value = (u32, Vec<u8>)> {
-    (1u32..5, 0u8..8, 0usize..5, 0usize..5, 0usize..4, 0usize..4, 0u8..3, 0u8..4, any::<bool>()).prop_map(
-        |(in_port, kind, s, d, sp, dp, vlan, ttl, udp_nocsum)| {
+    (
+        1u32..5,
+        0u8..8,
+        0usize..5,
+        0usize..5,
+        0usize..4,
+        0usize..4,
+        0u8..3,
+        0u8..4,
+        any::<bool>(),
+    )
+        .prop_map(|(in_port, kind, s, d, sp, dp, vlan, ttl, udp_nocsum)| {
             let ports = [80u16, 53, 1000, 4242];
             let (src, dst) = (ADDRS[s], ADDRS[d]);
             let mut f = match kind {
-                0 | 1 => Frame::ipv4(src, dst, L4::Tcp { src: ports[sp], dst: ports[dp], flags: 0x10 }),
+                0 | 1 => Frame::ipv4(
+                    src,
+                    dst,
+                    L4::Tcp {
+                        src: ports[sp],
+                        dst: ports[dp],
+                        flags: 0x10,
+                    },
+                ),
                 2 => {
-                    let f = Frame::ipv4(src, dst, L4::Udp { src: ports[sp], dst: ports[dp] });
+                    let f = Frame::ipv4(
+                        src,
+                        dst,
+                        L4::Udp {
+                            src: ports[sp],
+                            dst: ports[dp],
+                        },
+                    );
                     if udp_nocsum {
                         f.udp_without_checksum()
                     } else {
@@ -506,32 +605,57 @@ fn packet_strategy() -> impl Strategy<Value = (u32, Vec<u8>)> {
                     }
                 }
                 3 => Frame::ipv4(src, dst, L4::Icmp { ty: 8, code: 0 }),
-                4 => Frame::ipv6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, s as u8], [0xfe; 16], L4::Tcp { src: ports[sp], dst: ports[dp], flags: 2 }),
+                4 => Frame::ipv6(
+                    [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, s as u8],
+                    [0xfe; 16],
+                    L4::Tcp {
+                        src: ports[sp],
+                        dst: ports[dp],
+                        flags: 2,
+                    },
+                ),
                 5 => Frame::arp(1, [2, 0, 0, 0, 0, 9], src, [0; 6], dst),
-                6 => Frame::ipv4(src, dst, L4::Udp { src: ports[sp], dst: ports[dp] }).frag(0x0020),
+                6 => Frame::ipv4(
+                    src,
+                    dst,
+                    L4::Udp {
+                        src: ports[sp],
+                        dst: ports[dp],
+                    },
+                )
+                .frag(0x0020),
                 _ => Frame::raw(0x88cc).payload(&[1, 2, 3]),
             };
             f = f.ttl([1, 2, 64, 255][ttl as usize]).payload(b"sluice");
             if vlan > 0 {
-                f = f.vlan(0x8100, vlan as u16 * 10 | 0x2000);
+                f = f.vlan(0x8100, (vlan as u16 * 10) | 0x2000);
             }
             (in_port, f.build())
-        },
-    )
+        })
 }
 
 // ------------------------------------------------------------------ test
 
 fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCaseError> {
     let text = rules_text.join("\n");
-    let specs = parse_flow_file(&text, None).map_err(|e| TestCaseError::fail(format!("generated a bad rule: {e}\n{text}")))?;
+    let specs = parse_flow_file(&text, None)
+        .map_err(|e| TestCaseError::fail(format!("generated a bad rule: {e}\n{text}")))?;
     let rules = Arc::new(RuleSet::from_specs(&specs, 0));
 
     // Reference, packet by packet in arrival order.
     let mut want: Vec<(u32, u64, Vec<u8>)> = Vec::new();
     let mut want_hits: std::collections::HashMap<u64, u64> = Default::default();
     for (idx, (in_port, bytes)) in packets.iter().enumerate() {
-        let mut r = Ref { rules: &rules, bytes: bytes.clone(), in_port: *in_port, outputs: vec![], hits: vec![], depth: 0, resubmits: 0, error: false };
+        let mut r = Ref {
+            rules: &rules,
+            bytes: bytes.clone(),
+            in_port: *in_port,
+            outputs: vec![],
+            hits: vec![],
+            depth: 0,
+            resubmits: 0,
+            error: false,
+        };
         r.table(0);
         for h in r.hits {
             *want_hits.entry(h).or_default() += 1;
@@ -542,7 +666,14 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
     }
 
     // The datapath, with packets spread over the four ports' rx sides.
-    let mut dp = Datapath::new(DatapathConfig { pool_frames: 512, ..Default::default() }, Arc::clone(&rules)).unwrap();
+    let mut dp = Datapath::new(
+        DatapathConfig {
+            pool_frames: 512,
+            ..Default::default()
+        },
+        Arc::clone(&rules),
+    )
+    .unwrap();
     let mut sent: Vec<Sent> = Vec::new();
     for p in PORTS {
         let mut frames = Frames::new();
@@ -553,12 +684,23 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
         }
         let s: Sent = Arc::default();
         sent.push(Arc::clone(&s));
-        dp.add_port(p, Box::new(TestPort { rx: ReplayPort::new("rx", frames, false), sent: s, stats: PortStats::default() })).unwrap();
+        dp.add_port(
+            p,
+            Box::new(TestPort {
+                rx: ReplayPort::new("rx", frames, false),
+                sent: s,
+                stats: PortStats::default(),
+            }),
+        )
+        .unwrap();
     }
     dp.run(|| 0, |_| false).unwrap();
 
     let st = dp.stats();
-    prop_assert!(st.rx_balanced(), "received != forwarded + controller + dropped: {st:?}");
+    prop_assert!(
+        st.rx_balanced(),
+        "received != forwarded + controller + dropped: {st:?}"
+    );
     prop_assert!(st.tx_balanced(), "copies != sent + tx drops: {st:?}");
     prop_assert_eq!(st.rx_packets, packets.len() as u64);
     let (free, cap) = dp.pool_available();
@@ -580,24 +722,54 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
             let (in_port, bytes) = &packets[*idx as usize];
             let k = key_of(bytes, *in_port).unwrap().0;
             let prev = last_by_key.insert(k, *idx);
-            prop_assert!(prev.is_none_or(|prev| prev <= *idx), "per-flow order broken on port {}", p);
+            prop_assert!(
+                prev.is_none_or(|prev| prev <= *idx),
+                "per-flow order broken on port {}",
+                p
+            );
         }
         let mut got = got;
         got.sort_by_key(|(idx, _)| *idx);
-        let expect: Vec<(u64, Vec<u8>)> = want.iter().filter(|(wp, _, _)| wp == p).map(|(_, i, b)| (*i, b.clone())).collect();
-        prop_assert_eq!(got.len(), expect.len(), "port {}: output count\nrules:\n{}", p, text);
+        let expect: Vec<(u64, Vec<u8>)> = want
+            .iter()
+            .filter(|(wp, _, _)| wp == p)
+            .map(|(_, i, b)| (*i, b.clone()))
+            .collect();
+        prop_assert_eq!(
+            got.len(),
+            expect.len(),
+            "port {}: output count\nrules:\n{}",
+            p,
+            text
+        );
         for (g, e) in got.iter().zip(&expect) {
             prop_assert_eq!(g.0, e.0, "port {}: which packet\nrules:\n{}", p, text);
-            prop_assert_eq!(&g.1, &e.1, "port {}: bytes of packet {}\nrules:\n{}", p, g.0, text);
+            prop_assert_eq!(
+                &g.1,
+                &e.1,
+                "port {}: bytes of packet {}\nrules:\n{}",
+                p,
+                g.0,
+                text
+            );
         }
     }
     let mut ctl_got: Vec<Vec<u8>> = dp.packet_ins().map(|p| p.data.clone()).collect();
-    let mut ctl_want: Vec<Vec<u8>> = want.iter().filter(|(p, _, _)| *p == CONTROLLER).map(|(_, _, b)| b.clone()).collect();
+    let mut ctl_want: Vec<Vec<u8>> = want
+        .iter()
+        .filter(|(p, _, _)| *p == CONTROLLER)
+        .map(|(_, _, b)| b.clone())
+        .collect();
     ctl_got.sort();
     ctl_want.sort();
     prop_assert_eq!(ctl_got, ctl_want, "packet-ins\nrules:\n{}", text);
     for r in rules.iter() {
-        prop_assert_eq!(r.counters().0, want_hits.get(&r.id).copied().unwrap_or(0), "n_packets of rule {}", r.dump(0));
+        prop_assert_eq!(
+            r.counters().0,
+            want_hits.get(&r.id).copied().unwrap_or(0),
+            "n_packets of rule {}",
+            r.dump(0)
+        );
     }
     Ok(())
 }
@@ -619,7 +791,10 @@ proptest! {
 fn prereq_helper_agrees_with_reference_assumptions() {
     // The reference skips set_field when the prerequisite fails, like the
     // translation; make sure the helper it uses reads the key as expected.
-    let k = FlowKey { dl_type: 0x0800, ..Default::default() };
+    let k = FlowKey {
+        dl_type: 0x0800,
+        ..Default::default()
+    };
     assert!(Prereq::Ip.holds_for_key(&k));
     assert!(!Prereq::Ipv6.holds_for_key(&k));
 }

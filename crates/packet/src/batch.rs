@@ -17,7 +17,9 @@ pub struct PacketBatch {
 impl PacketBatch {
     /// An empty batch.
     pub fn new() -> Self {
-        PacketBatch { pkts: ArrayVec::new() }
+        PacketBatch {
+            pkts: ArrayVec::new(),
+        }
     }
 
     /// Number of packets.

@@ -53,10 +53,25 @@ pub enum L4 {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum L3 {
-    V4 { src: [u8; 4], dst: [u8; 4] },
-    V6 { src: [u8; 16], dst: [u8; 16], label: u32 },
-    Arp { op: u16, sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4] },
-    Raw { ethertype: u16 },
+    V4 {
+        src: [u8; 4],
+        dst: [u8; 4],
+    },
+    V6 {
+        src: [u8; 16],
+        dst: [u8; 16],
+        label: u32,
+    },
+    Arp {
+        op: u16,
+        sha: [u8; 6],
+        spa: [u8; 4],
+        tha: [u8; 6],
+        tpa: [u8; 4],
+    },
+    Raw {
+        ethertype: u16,
+    },
 }
 
 /// A frame description; [`Frame::build`] renders it.
@@ -104,7 +119,16 @@ impl Frame {
 
     /// An Ethernet/IPv4 ARP frame.
     pub fn arp(op: u16, sha: [u8; 6], spa: [u8; 4], tha: [u8; 6], tpa: [u8; 4]) -> Self {
-        Frame::new(L3::Arp { op, sha, spa, tha, tpa }, L4::Other(0))
+        Frame::new(
+            L3::Arp {
+                op,
+                sha,
+                spa,
+                tha,
+                tpa,
+            },
+            L4::Other(0),
+        )
     }
 
     /// A frame of another EtherType whose body is the payload.
@@ -241,7 +265,12 @@ impl Frame {
                 ip.extend_from_slice(dst);
                 let c = checksum::checksum(&ip);
                 ip[10..12].copy_from_slice(&c.to_be_bytes());
-                let ph = pseudo_v4(u32::from_be_bytes(*src), u32::from_be_bytes(*dst), p, l4.len() as u16);
+                let ph = pseudo_v4(
+                    u32::from_be_bytes(*src),
+                    u32::from_be_bytes(*dst),
+                    p,
+                    l4.len() as u16,
+                );
                 fill_l4_checksum(p, ph, &mut l4, self.udp_no_checksum);
                 f.extend_from_slice(&ip);
                 f.extend_from_slice(&l4);
@@ -259,7 +288,13 @@ impl Frame {
                 fill_l4_checksum(p, ph, &mut l4, false);
                 f.extend_from_slice(&l4);
             }
-            L3::Arp { op, sha, spa, tha, tpa } => {
+            L3::Arp {
+                op,
+                sha,
+                spa,
+                tha,
+                tpa,
+            } => {
                 f.extend_from_slice(&0x0806u16.to_be_bytes());
                 f.extend_from_slice(&[0, 1, 8, 0, 6, 4]);
                 f.extend_from_slice(&op.to_be_bytes());
@@ -317,7 +352,9 @@ mod tests {
 
     #[test]
     fn ipv4_udp_checksums_verify() {
-        let b = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).payload(b"hi").build();
+        let b = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 })
+            .payload(b"hi")
+            .build();
         assert_eq!(b.len(), 60);
         assert_eq!(checksum(&b[14..34]), 0);
         let ph = pseudo_v4(0x0a00_0001, 0x0a00_0002, 17, 10);
@@ -326,7 +363,16 @@ mod tests {
 
     #[test]
     fn ipv6_tcp_checksum_verifies() {
-        let b = Frame::ipv6([1; 16], [2; 16], L4::Tcp { src: 1, dst: 2, flags: 2 }).build();
+        let b = Frame::ipv6(
+            [1; 16],
+            [2; 16],
+            L4::Tcp {
+                src: 1,
+                dst: 2,
+                flags: 2,
+            },
+        )
+        .build();
         let ph = pseudo_v6(&[1; 16], &[2; 16], 6, 20);
         assert_eq!(finish(sum(ph, &b[54..74])), 0);
     }

@@ -33,8 +33,16 @@ pub enum ExtractError {
 
 /// Extracts the key of `data` received on `in_port` into `key`, and the
 /// layer offsets into `meta`. Never reads outside `data`.
-pub fn extract(data: &[u8], in_port: u32, meta: &mut PacketMeta, key: &mut FlowKey) -> Result<(), ExtractError> {
-    *key = FlowKey { in_port, ..FlowKey::default() };
+pub fn extract(
+    data: &[u8],
+    in_port: u32,
+    meta: &mut PacketMeta,
+    key: &mut FlowKey,
+) -> Result<(), ExtractError> {
+    *key = FlowKey {
+        in_port,
+        ..FlowKey::default()
+    };
     meta.in_port = in_port;
     meta.l3_ofs = NO_OFFSET;
     meta.l4_ofs = NO_OFFSET;
@@ -104,7 +112,9 @@ pub fn extract(data: &[u8], in_port: u32, meta: &mut PacketMeta, key: &mut FlowK
 }
 
 fn extract_ipv4(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowKey) {
-    let Ok(ip) = Ipv4Packet::new_checked(l3) else { return };
+    let Ok(ip) = Ipv4Packet::new_checked(l3) else {
+        return;
+    };
     key.nw_src = ip.src();
     key.nw_dst = ip.dst();
     key.nw_tos = ip.tos();
@@ -124,12 +134,16 @@ fn extract_ipv4(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowK
 }
 
 fn extract_ipv6(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowKey) {
-    let Ok(ip) = Ipv6Packet::new_checked(l3) else { return };
+    let Ok(ip) = Ipv6Packet::new_checked(l3) else {
+        return;
+    };
     key.ipv6_src = ip.src();
     key.ipv6_dst = ip.dst();
     key.ipv6_label = ip.flow_label();
     let payload = ip.payload();
-    let Ok(walk) = walk_ext_headers(payload, ip.next_header()) else { return };
+    let Ok(walk) = walk_ext_headers(payload, ip.next_header()) else {
+        return;
+    };
     key.nw_tos = ip.traffic_class();
     key.nw_ttl = ip.hop_limit();
     key.nw_proto = walk.proto;
@@ -207,11 +221,19 @@ mod tests {
 
     #[test]
     fn tcp_over_ipv4_with_two_vlans() {
-        let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Tcp { src: 1000, dst: 80, flags: 0x12 })
-            .vlan(0x88a8, 0x2064)
-            .vlan(0x8100, 0x000a)
-            .tos(0xb9)
-            .ttl(9);
+        let f = Frame::ipv4(
+            [10, 0, 0, 1],
+            [10, 0, 0, 2],
+            L4::Tcp {
+                src: 1000,
+                dst: 80,
+                flags: 0x12,
+            },
+        )
+        .vlan(0x88a8, 0x2064)
+        .vlan(0x8100, 0x000a)
+        .tos(0xb9)
+        .ttl(9);
         let (k, m) = key_of(&f.build());
         assert_eq!(k.in_port, 7);
         assert_eq!(k.vlan_tpid, [0x88a8, 0x8100]);
@@ -226,7 +248,14 @@ mod tests {
     #[test]
     fn ipv6_icmpv6_nd() {
         let target = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-        let f = Frame::ipv6([1; 16], [2; 16], L4::NeighborSolicit { target, sll: Some([9; 6]) });
+        let f = Frame::ipv6(
+            [1; 16],
+            [2; 16],
+            L4::NeighborSolicit {
+                target,
+                sll: Some([9; 6]),
+            },
+        );
         let (k, _) = key_of(&f.build());
         assert_eq!(k.dl_type, 0x86dd);
         assert_eq!(k.nw_proto, 58);
@@ -259,7 +288,16 @@ mod tests {
 
     #[test]
     fn truncated_l4_keeps_l3() {
-        let bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Tcp { src: 5, dst: 6, flags: 2 }).build();
+        let bytes = Frame::ipv4(
+            [1, 1, 1, 1],
+            [2, 2, 2, 2],
+            L4::Tcp {
+                src: 5,
+                dst: 6,
+                flags: 2,
+            },
+        )
+        .build();
         // Cut the TCP header and fix the IP total length to say so.
         let mut cut = bytes[..14 + 20 + 10].to_vec();
         cut[16..18].copy_from_slice(&30u16.to_be_bytes());
@@ -289,7 +327,10 @@ mod tests {
     fn runt_and_llc() {
         let mut m = PacketMeta::default();
         let mut k = FlowKey::default();
-        assert_eq!(extract(&[0; 13], 1, &mut m, &mut k), Err(ExtractError::Runt));
+        assert_eq!(
+            extract(&[0; 13], 1, &mut m, &mut k),
+            Err(ExtractError::Runt)
+        );
         let mut llc = vec![0u8; 12];
         llc.extend_from_slice(&[0x00, 0x30, 0x42, 0x42, 0x03]);
         let (k, _) = key_of(&llc);

@@ -42,6 +42,10 @@ mod tests {
                 low_bits_seen |= h ^ h0;
             }
         }
-        assert_eq!(low_bits_seen & 0xffff, 0xffff, "every low bit flips for some input");
+        assert_eq!(
+            low_bits_seen & 0xffff,
+            0xffff,
+            "every low bit flips for some input"
+        );
     }
 }

@@ -196,8 +196,15 @@ mod tests {
 
     #[test]
     fn mask_and_match() {
-        let mut k = FlowKey { nw_dst: 0x0a00_0105, tp_dst: 80, ..Default::default() };
-        let mask = FlowKey { nw_dst: 0xffff_ff00, ..Default::default() };
+        let mut k = FlowKey {
+            nw_dst: 0x0a00_0105,
+            tp_dst: 80,
+            ..Default::default()
+        };
+        let mask = FlowKey {
+            nw_dst: 0xffff_ff00,
+            ..Default::default()
+        };
         let value = k.masked(&mask);
         assert_eq!(value.nw_dst, 0x0a00_0100);
         assert_eq!(value.tp_dst, 0);

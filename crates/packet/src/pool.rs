@@ -123,7 +123,11 @@ impl PacketPool {
     pub fn alloc(&mut self) -> Option<Packet> {
         let frame = self.free.pop()?;
         // SAFETY: frame < n_frames, so the offset stays inside the region.
-        let ptr = unsafe { self.base.as_ptr().add(frame as usize * self.frame_size as usize) };
+        let ptr = unsafe {
+            self.base
+                .as_ptr()
+                .add(frame as usize * self.frame_size as usize)
+        };
         Some(Packet {
             // SAFETY: ptr is derived from a non-null base by an in-bounds offset.
             frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
@@ -168,9 +172,11 @@ impl PacketPool {
     /// would otherwise corrupt both pools.
     #[inline]
     pub fn free(&mut self, pkt: Packet) {
-        assert_eq!(pkt.pool_id, self.id, "packet freed to a pool it does not belong to");
+        assert_eq!(
+            pkt.pool_id, self.id,
+            "packet freed to a pool it does not belong to"
+        );
         self.free.push(pkt.frame);
-        std::mem::forget(pkt);
     }
 
     /// Whether `pkt` came from this pool.
@@ -287,7 +293,10 @@ impl Packet {
     /// If the frame has no room for `len` bytes at the current offset.
     #[inline]
     pub fn set_len(&mut self, len: usize) {
-        assert!(len <= (self.frame_size - self.data_off) as usize, "packet longer than its frame");
+        assert!(
+            len <= (self.frame_size - self.data_off) as usize,
+            "packet longer than its frame"
+        );
         self.len = len as u32;
     }
 
@@ -379,7 +388,10 @@ mod tests {
         assert!(PacketPool::new(4, 1000).is_err());
         assert!(PacketPool::new(0, 2048).is_err());
         let mut pool = PacketPool::new(1, 256).unwrap();
-        assert!(pool.alloc_from(&[0u8; 200]).is_none(), "256 - 128 headroom = 128 max");
+        assert!(
+            pool.alloc_from(&[0u8; 200]).is_none(),
+            "256 - 128 headroom = 128 max"
+        );
         assert_eq!(pool.available(), 1, "a failed alloc_from returns its frame");
     }
 

@@ -164,31 +164,52 @@ pub enum PortField {
 /// Sets a TCP, UDP or SCTP port, keeping the checksum valid.
 pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
     let p = pkt.meta.l4_proto;
-    let Some(l4) = l4_bytes(pkt) else { return false };
-    let at = if which == PortField::Src { 0 } else { 2 };
+    let Some(l4) = l4_bytes(pkt) else {
+        return false;
+    };
     match p {
         proto::TCP => {
-            let Ok(mut t) = TcpHeader::new_checked(l4) else { return false };
-            let old = if which == PortField::Src { t.src_port() } else { t.dst_port() };
+            let Ok(mut t) = TcpHeader::new_checked(l4) else {
+                return false;
+            };
+            let old = if which == PortField::Src {
+                t.src_port()
+            } else {
+                t.dst_port()
+            };
             let c = update16(t.checksum(), old, port);
             t.set_checksum(c);
-            drop(t);
-            put16(l4_bytes(pkt).expect("checked above"), at, port);
+            if which == PortField::Src {
+                t.set_src_port_raw(port);
+            } else {
+                t.set_dst_port_raw(port);
+            }
             true
         }
         proto::UDP => {
-            let Ok(mut u) = UdpHeader::new_checked(l4) else { return false };
-            let old = if which == PortField::Src { u.src_port() } else { u.dst_port() };
+            let Ok(mut u) = UdpHeader::new_checked(l4) else {
+                return false;
+            };
+            let old = if which == PortField::Src {
+                u.src_port()
+            } else {
+                u.dst_port()
+            };
             if u.checksum() != 0 {
                 let c = update16(u.checksum(), old, port);
                 u.set_checksum(if c == 0 { 0xffff } else { c });
             }
-            drop(u);
-            put16(l4_bytes(pkt).expect("checked above"), at, port);
+            if which == PortField::Src {
+                u.set_src_port_raw(port);
+            } else {
+                u.set_dst_port_raw(port);
+            }
             true
         }
         proto::SCTP => {
-            let Ok(mut s) = SctpHeader::new_checked(l4) else { return false };
+            let Ok(mut s) = SctpHeader::new_checked(l4) else {
+                return false;
+            };
             if which == PortField::Src {
                 s.set_src_port_raw(port);
             } else {
@@ -208,8 +229,12 @@ pub fn set_icmp(pkt: &mut Packet, which: PortField, v: u8) -> bool {
     if p != proto::ICMP && p != proto::ICMPV6 {
         return false;
     }
-    let Some(l4) = l4_bytes(pkt) else { return false };
-    let Ok(mut i) = IcmpHeader::new_checked(l4) else { return false };
+    let Some(l4) = l4_bytes(pkt) else {
+        return false;
+    };
+    let Ok(mut i) = IcmpHeader::new_checked(l4) else {
+        return false;
+    };
     let old = u16::from_be_bytes([i.msg_type(), i.code()]);
     if which == PortField::Src {
         i.set_msg_type_raw(v);
@@ -284,11 +309,15 @@ pub enum ArpField {
 
 /// Sets one ARP field.
 pub fn set_arp(pkt: &mut Packet, f: ArpField) -> bool {
-    let Some(l3) = pkt.meta.l3() else { return false };
+    let Some(l3) = pkt.meta.l3() else {
+        return false;
+    };
     if pkt.meta.l3_type != ethertype::ARP && pkt.meta.l3_type != ethertype::RARP {
         return false;
     }
-    let Ok(mut a) = ArpPacket::new_checked(&mut pkt.data_mut()[l3..]) else { return false };
+    let Ok(mut a) = ArpPacket::new_checked(&mut pkt.data_mut()[l3..]) else {
+        return false;
+    };
     match f {
         ArpField::Op(v) => a.set_op(v),
         ArpField::Spa(v) => a.set_spa(v),
@@ -320,11 +349,18 @@ mod tests {
     fn nat_rewrite_equals_rebuilt_frame() {
         let mut pool = PacketPool::new(4, 2048).unwrap();
         for l4 in [
-            L4::Tcp { src: 1000, dst: 80, flags: 0x18 },
+            L4::Tcp {
+                src: 1000,
+                dst: 80,
+                flags: 0x18,
+            },
             L4::Udp { src: 53, dst: 5353 },
             L4::Sctp { src: 9, dst: 10 },
         ] {
-            let before = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], l4.clone()).tos(4).ttl(9).payload(b"abc");
+            let before = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], l4.clone())
+                .tos(4)
+                .ttl(9)
+                .payload(b"abc");
             let mut p = parsed(&mut pool, &before);
             assert!(set_ipv4_src(&mut p, 0xc0a8_0001));
             assert!(set_ipv4_dst(&mut p, 0xc0a8_0002));
@@ -333,11 +369,24 @@ mod tests {
             assert!(set_ip_tos(&mut p, 0xb8));
             assert!(set_ip_ttl(&mut p, 8));
             let l4_after = match l4 {
-                L4::Tcp { flags, .. } => L4::Tcp { src: 4000, dst: 4001, flags },
-                L4::Udp { .. } => L4::Udp { src: 4000, dst: 4001 },
-                _ => L4::Sctp { src: 4000, dst: 4001 },
+                L4::Tcp { flags, .. } => L4::Tcp {
+                    src: 4000,
+                    dst: 4001,
+                    flags,
+                },
+                L4::Udp { .. } => L4::Udp {
+                    src: 4000,
+                    dst: 4001,
+                },
+                _ => L4::Sctp {
+                    src: 4000,
+                    dst: 4001,
+                },
             };
-            let after = Frame::ipv4([192, 168, 0, 1], [192, 168, 0, 2], l4_after).tos(0xb8).ttl(8).payload(b"abc");
+            let after = Frame::ipv4([192, 168, 0, 1], [192, 168, 0, 2], l4_after)
+                .tos(0xb8)
+                .ttl(8)
+                .payload(b"abc");
             assert_eq!(p.data(), &after.build()[..], "{l4:?}");
             pool.free(p);
         }
@@ -346,7 +395,10 @@ mod tests {
     #[test]
     fn ipv6_rewrite_equals_rebuilt_frame() {
         let mut pool = PacketPool::new(2, 2048).unwrap();
-        let mut p = parsed(&mut pool, &Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 }));
+        let mut p = parsed(
+            &mut pool,
+            &Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 }),
+        );
         assert!(set_ipv6_src(&mut p, [3; 16]));
         assert!(set_ipv6_dst(&mut p, [4; 16]));
         assert!(set_ipv6_label(&mut p, 0x12345));
@@ -359,7 +411,8 @@ mod tests {
     #[test]
     fn udp_zero_checksum_stays_zero() {
         let mut pool = PacketPool::new(2, 2048).unwrap();
-        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 }).udp_without_checksum();
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 })
+            .udp_without_checksum();
         let mut p = parsed(&mut pool, &f);
         set_ipv4_dst(&mut p, 0x0303_0303);
         set_tp_port(&mut p, PortField::Dst, 9);
@@ -375,7 +428,10 @@ mod tests {
         assert!(!pop_vlan(&mut p), "no tag to pop");
         assert!(!set_vlan_tci(&mut p, 5));
         assert!(push_vlan(&mut p, 0x8100, 0x2005));
-        assert_eq!(p.data(), &f.clone().vlan(0x8100, 0x2005).min_len(64).build()[..]);
+        assert_eq!(
+            p.data(),
+            &f.clone().vlan(0x8100, 0x2005).min_len(64).build()[..]
+        );
         assert_eq!(p.meta.l3(), Some(18));
         // The rewrite still finds the IP header after the push.
         assert!(set_ipv4_dst(&mut p, 0x0909_0909));
@@ -391,13 +447,19 @@ mod tests {
     #[test]
     fn arp_fields() {
         let mut pool = PacketPool::new(2, 2048).unwrap();
-        let mut p = parsed(&mut pool, &Frame::arp(1, [1; 6], [1, 1, 1, 1], [0; 6], [2, 2, 2, 2]));
+        let mut p = parsed(
+            &mut pool,
+            &Frame::arp(1, [1; 6], [1, 1, 1, 1], [0; 6], [2, 2, 2, 2]),
+        );
         assert!(set_arp(&mut p, ArpField::Op(2)));
         assert!(set_arp(&mut p, ArpField::Sha([7; 6])));
         assert!(set_arp(&mut p, ArpField::Tha([8; 6])));
         assert!(set_arp(&mut p, ArpField::Spa(0x0202_0202)));
         assert!(set_arp(&mut p, ArpField::Tpa(0x0101_0101)));
-        assert_eq!(p.data(), &Frame::arp(2, [7; 6], [2, 2, 2, 2], [8; 6], [1, 1, 1, 1]).build()[..]);
+        assert_eq!(
+            p.data(),
+            &Frame::arp(2, [7; 6], [2, 2, 2, 2], [8; 6], [1, 1, 1, 1]).build()[..]
+        );
         assert!(!set_ipv4_src(&mut p, 1), "not IPv4");
         pool.free(p);
     }
@@ -405,7 +467,16 @@ mod tests {
     #[test]
     fn truncated_l4_is_left_alone() {
         let mut pool = PacketPool::new(2, 2048).unwrap();
-        let mut bytes = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Tcp { src: 1, dst: 2, flags: 0 }).build();
+        let mut bytes = Frame::ipv4(
+            [1, 1, 1, 1],
+            [2, 2, 2, 2],
+            L4::Tcp {
+                src: 1,
+                dst: 2,
+                flags: 0,
+            },
+        )
+        .build();
         bytes.truncate(14 + 20 + 8);
         bytes[16..18].copy_from_slice(&28u16.to_be_bytes());
         let mut p = pool.alloc_from(&bytes).unwrap();

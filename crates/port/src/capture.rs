@@ -21,7 +21,13 @@ impl CapturePort {
     /// A capture port and the handle to read what it sent.
     pub fn new() -> (Self, Captured) {
         let frames: Captured = Arc::default();
-        (CapturePort { frames: Arc::clone(&frames), stats: PortStats::default() }, frames)
+        (
+            CapturePort {
+                frames: Arc::clone(&frames),
+                stats: PortStats::default(),
+            },
+            frames,
+        )
     }
 }
 
@@ -31,10 +37,20 @@ impl Port for CapturePort {
     }
 
     fn caps(&self) -> PortCaps {
-        PortCaps { rx: false, tx: true, finite_rx: true, rx_hash: false }
+        PortCaps {
+            rx: false,
+            tx: true,
+            finite_rx: true,
+            rx_hash: false,
+        }
     }
 
-    fn rx_burst(&mut self, _pool: &mut PacketPool, _batch: &mut PacketBatch, _in_port: u32) -> RxStatus {
+    fn rx_burst(
+        &mut self,
+        _pool: &mut PacketPool,
+        _batch: &mut PacketBatch,
+        _in_port: u32,
+    ) -> RxStatus {
         RxStatus::Exhausted
     }
 

@@ -54,7 +54,13 @@ pub enum PortDrop {
 
 impl PortDrop {
     /// Every reason, for reports.
-    pub const ALL: [PortDrop; 5] = [PortDrop::NoBuffer, PortDrop::TooBig, PortDrop::QueueFull, PortDrop::Error, PortDrop::NotWritable];
+    pub const ALL: [PortDrop; 5] = [
+        PortDrop::NoBuffer,
+        PortDrop::TooBig,
+        PortDrop::QueueFull,
+        PortDrop::Error,
+        PortDrop::NotWritable,
+    ];
 
     /// Short counter name.
     pub fn name(self) -> &'static str {
@@ -163,7 +169,12 @@ pub trait Port: Send {
 
     /// Appends up to `batch.remaining()` received packets, their frames
     /// taken from `pool`. Sets `meta.in_port` to `in_port`.
-    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus;
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus;
 
     /// Sends every packet of `batch` (or counts it dropped), leaving the
     /// batch empty and every frame back in `pool`. Returns how many were sent.

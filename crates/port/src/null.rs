@@ -23,10 +23,20 @@ impl Port for NullPort {
     }
 
     fn caps(&self) -> PortCaps {
-        PortCaps { rx: false, tx: true, finite_rx: true, rx_hash: false }
+        PortCaps {
+            rx: false,
+            tx: true,
+            finite_rx: true,
+            rx_hash: false,
+        }
     }
 
-    fn rx_burst(&mut self, _pool: &mut PacketPool, _batch: &mut PacketBatch, _in_port: u32) -> RxStatus {
+    fn rx_burst(
+        &mut self,
+        _pool: &mut PacketPool,
+        _batch: &mut PacketBatch,
+        _in_port: u32,
+    ) -> RxStatus {
         RxStatus::Exhausted
     }
 

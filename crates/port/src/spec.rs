@@ -41,7 +41,11 @@ impl std::str::FromStr for PortSpec {
                         Some(("rx", f)) if !f.is_empty() => rx = Some(PathBuf::from(f)),
                         Some(("tx", f)) if !f.is_empty() => tx = Some(PathBuf::from(f)),
                         None if opt == "loop" => looping = true,
-                        _ => return Err(format!("'{s}': unknown pcap option '{opt}'; expected rx=FILE, tx=FILE or loop")),
+                        _ => {
+                            return Err(format!(
+                            "'{s}': unknown pcap option '{opt}'; expected rx=FILE, tx=FILE or loop"
+                        ))
+                        }
                     }
                 }
                 if rx.is_none() && tx.is_none() {
@@ -52,7 +56,9 @@ impl std::str::FromStr for PortSpec {
                 }
                 Ok(PortSpec::Pcap { rx, tx, looping })
             }
-            _ => Err(format!("'{s}': unknown port type '{kind}'; expected {SPEC_SYNTAX}")),
+            _ => Err(format!(
+                "'{s}': unknown port type '{kind}'; expected {SPEC_SYNTAX}"
+            )),
         }
     }
 }
@@ -82,9 +88,12 @@ impl std::fmt::Display for PortSpec {
 pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
     match spec {
         PortSpec::Null => Ok(Box::new(NullPort::new())),
-        PortSpec::Pcap { rx, tx, looping } => {
-            Ok(Box::new(PcapPort::open(&spec.to_string(), rx.as_deref(), tx.as_deref(), *looping)?))
-        }
+        PortSpec::Pcap { rx, tx, looping } => Ok(Box::new(PcapPort::open(
+            &spec.to_string(),
+            rx.as_deref(),
+            tx.as_deref(),
+            *looping,
+        )?)),
     }
 }
 
@@ -94,13 +103,30 @@ mod tests {
 
     #[test]
     fn parse_and_print() {
-        for s in ["null", "pcap:rx=a.pcap", "pcap:tx=b.pcap", "pcap:rx=a.pcap,tx=b.pcap,loop"] {
+        for s in [
+            "null",
+            "pcap:rx=a.pcap",
+            "pcap:tx=b.pcap",
+            "pcap:rx=a.pcap,tx=b.pcap,loop",
+        ] {
             assert_eq!(s.parse::<PortSpec>().unwrap().to_string(), s);
         }
-        assert!("pcap:".parse::<PortSpec>().unwrap_err().contains("needs rx"));
-        assert!("pcap:tx=a,loop".parse::<PortSpec>().unwrap_err().contains("loop needs"));
-        assert!("pcap:rx=a,speed=9".parse::<PortSpec>().unwrap_err().contains("unknown pcap option"));
-        assert!("eth0".parse::<PortSpec>().unwrap_err().contains("unknown port type"));
+        assert!("pcap:"
+            .parse::<PortSpec>()
+            .unwrap_err()
+            .contains("needs rx"));
+        assert!("pcap:tx=a,loop"
+            .parse::<PortSpec>()
+            .unwrap_err()
+            .contains("loop needs"));
+        assert!("pcap:rx=a,speed=9"
+            .parse::<PortSpec>()
+            .unwrap_err()
+            .contains("unknown pcap option"));
+        assert!("eth0"
+            .parse::<PortSpec>()
+            .unwrap_err()
+            .contains("unknown port type"));
         assert!("null:x".parse::<PortSpec>().is_err());
     }
 }

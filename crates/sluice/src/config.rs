@@ -62,7 +62,10 @@ pub fn parse_port_arg(s: &str) -> Result<(u32, PortSpec), String> {
     let Some((n, spec)) = s.split_once('=') else {
         return Err(format!("'{s}': expected N=SPEC, e.g. 1=pcap:rx=in.pcap"));
     };
-    let n: u32 = n.trim().parse().map_err(|_| format!("'{s}': port number '{n}' is not a number"))?;
+    let n: u32 = n
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}': port number '{n}' is not a number"))?;
     Ok((n, spec.trim().parse()?))
 }
 
@@ -76,9 +79,11 @@ fn resolve(base: &Path, p: PathBuf) -> PathBuf {
 
 fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
     match spec {
-        PortSpec::Pcap { rx, tx, looping } => {
-            PortSpec::Pcap { rx: rx.map(|p| resolve(base, p)), tx: tx.map(|p| resolve(base, p)), looping }
-        }
+        PortSpec::Pcap { rx, tx, looping } => PortSpec::Pcap {
+            rx: rx.map(|p| resolve(base, p)),
+            tx: tx.map(|p| resolve(base, p)),
+            looping,
+        },
         other => other,
     }
 }
@@ -86,7 +91,8 @@ fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
 impl Config {
     /// Reads a TOML configuration file; paths in it are relative to it.
     pub fn from_file(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         Self::from_toml(&text, path.parent().unwrap_or(Path::new(".")))
             .map_err(|e| format!("{}: {e}", path.display()))
     }
@@ -94,7 +100,10 @@ impl Config {
     /// Parses TOML text; relative paths are taken from `base`.
     pub fn from_toml(text: &str, base: &Path) -> Result<Self, String> {
         let f: FileConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        let mut cfg = Config { flows: f.flows.map(|p| resolve(base, p)), ..Config::default() };
+        let mut cfg = Config {
+            flows: f.flows.map(|p| resolve(base, p)),
+            ..Config::default()
+        };
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
@@ -136,16 +145,33 @@ mod tests {
         .unwrap();
         assert_eq!(cfg.flows, Some(PathBuf::from("/cfg/r.flows")));
         assert_eq!(cfg.datapath.pool_frames, 1024);
-        assert_eq!(cfg.ports[0], (1, PortSpec::Pcap { rx: Some("/cfg/in.pcap".into()), tx: None, looping: false }));
-        assert!(Config::from_toml("flow = 1", Path::new(".")).unwrap_err().contains("unknown field"));
-        let dup = "[[ports]]\nnumber = 1\nspec = \"null\"\n[[ports]]\nnumber = 1\nspec = \"null\"\n";
-        assert!(Config::from_toml(dup, Path::new(".")).unwrap_err().contains("twice"));
+        assert_eq!(
+            cfg.ports[0],
+            (
+                1,
+                PortSpec::Pcap {
+                    rx: Some("/cfg/in.pcap".into()),
+                    tx: None,
+                    looping: false
+                }
+            )
+        );
+        assert!(Config::from_toml("flow = 1", Path::new("."))
+            .unwrap_err()
+            .contains("unknown field"));
+        let dup =
+            "[[ports]]\nnumber = 1\nspec = \"null\"\n[[ports]]\nnumber = 1\nspec = \"null\"\n";
+        assert!(Config::from_toml(dup, Path::new("."))
+            .unwrap_err()
+            .contains("twice"));
     }
 
     #[test]
     fn port_args() {
         assert_eq!(parse_port_arg("3=null").unwrap(), (3, PortSpec::Null));
-        assert!(parse_port_arg("x=null").unwrap_err().contains("not a number"));
+        assert!(parse_port_arg("x=null")
+            .unwrap_err()
+            .contains("not a number"));
         assert!(parse_port_arg("null").unwrap_err().contains("N=SPEC"));
     }
 }

@@ -144,7 +144,10 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
         packet_ins: out.packet_ins,
     };
     if json {
-        println!("{}", serde_json::to_string_pretty(&report::json(&summary)).expect("json"));
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report::json(&summary)).expect("json")
+        );
     } else {
         print!("{}", report::text(&summary));
     }
@@ -167,7 +170,10 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             return Err(format!("--duration {d}: give a positive number of seconds"));
         }
     }
-    let stop_after = StopAfter { duration: a.duration.map(Duration::from_secs_f64), packets: a.packets };
+    let stop_after = StopAfter {
+        duration: a.duration.map(Duration::from_secs_f64),
+        packets: a.packets,
+    };
     let out = runner::run(&cfg, &stop_after, &stop_flag())?;
     print_outcome(&out, a.json);
     Ok(())
@@ -186,7 +192,11 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
         }
         (None, None) => return Err("give the packet as a flow description or --packet HEX".into()),
     };
-    let mut ports = if a.ports.is_empty() { runner::ports_named_by(&rules) } else { a.ports };
+    let mut ports = if a.ports.is_empty() {
+        runner::ports_named_by(&rules)
+    } else {
+        a.ports
+    };
     if !ports.contains(&key.in_port) && key.in_port != 0 {
         ports.push(key.in_port);
     }
@@ -198,7 +208,16 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
 
 fn cmd_check(flows: PathBuf) -> Result<(), String> {
     let rules = runner::load_rules(&flows)?;
-    println!("{}: {} rules in {} tables", flows.display(), rules.len(), rules.iter().map(|r| r.table).collect::<std::collections::BTreeSet<_>>().len());
+    println!(
+        "{}: {} rules in {} tables",
+        flows.display(),
+        rules.len(),
+        rules
+            .iter()
+            .map(|r| r.table)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    );
     for r in rules.iter() {
         println!("{}", r.dump(0));
     }
@@ -215,7 +234,13 @@ fn cmd_demo(packets: u64, json: bool) -> Result<(), String> {
         println!();
     }
     let cfg = Config::default();
-    let out = runner::run_ports(&cfg, workload::rules(), workload::ports(packets), &StopAfter::default(), &stop_flag())?;
+    let out = runner::run_ports(
+        &cfg,
+        workload::rules(),
+        workload::ports(packets),
+        &StopAfter::default(),
+        &stop_flag(),
+    )?;
     print_outcome(&out, json);
     Ok(())
 }

@@ -42,7 +42,12 @@ fn rate(n: u64, d: Duration) -> String {
 }
 
 fn drops_line(drops: &[u64; 5]) -> String {
-    let parts: Vec<String> = PortDrop::ALL.iter().zip(drops).filter(|(_, n)| **n > 0).map(|(r, n)| format!("{}: {n}", r.name())).collect();
+    let parts: Vec<String> = PortDrop::ALL
+        .iter()
+        .zip(drops)
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| format!("{}: {n}", r.name()))
+        .collect();
     if parts.is_empty() {
         "0".into()
     } else {
@@ -54,13 +59,31 @@ fn drops_line(drops: &[u64; 5]) -> String {
 pub fn text(s: &RunSummary) -> String {
     let st = s.stats;
     let mut o = String::new();
-    let _ = writeln!(o, "{} packets in {:.3} s ({})", st.rx_packets, s.elapsed.as_secs_f64(), rate(st.rx_packets, s.elapsed));
+    let _ = writeln!(
+        o,
+        "{} packets in {:.3} s ({})",
+        st.rx_packets,
+        s.elapsed.as_secs_f64(),
+        rate(st.rx_packets, s.elapsed)
+    );
     let _ = writeln!(o, "\nports:");
     for p in s.ports {
         let ps = &p.stats;
         let _ = writeln!(o, "  port {} ({}):", p.ofport, p.name);
-        let _ = writeln!(o, "    rx packets: {}, bytes: {}, dropped: {}", ps.rx_packets, ps.rx_bytes, drops_line(&ps.rx_dropped));
-        let _ = writeln!(o, "    tx packets: {}, bytes: {}, dropped: {}", ps.tx_packets, ps.tx_bytes, drops_line(&ps.tx_dropped));
+        let _ = writeln!(
+            o,
+            "    rx packets: {}, bytes: {}, dropped: {}",
+            ps.rx_packets,
+            ps.rx_bytes,
+            drops_line(&ps.rx_dropped)
+        );
+        let _ = writeln!(
+            o,
+            "    tx packets: {}, bytes: {}, dropped: {}",
+            ps.tx_packets,
+            ps.tx_bytes,
+            drops_line(&ps.tx_dropped)
+        );
         for w in &p.warnings {
             let _ = writeln!(o, "    warning: {w}");
         }
@@ -76,17 +99,39 @@ pub fn text(s: &RunSummary) -> String {
             let _ = writeln!(o, "      {}: {n}", r.name());
         }
     }
-    let _ = writeln!(o, "  output copies: {} (sent: {}, refused by ports: {}, copies not made: {})", st.output_copies, st.sent_packets, st.tx_dropped, st.copy_failures);
+    let _ = writeln!(
+        o,
+        "  output copies: {} (sent: {}, refused by ports: {}, copies not made: {})",
+        st.output_copies, st.sent_packets, st.tx_dropped, st.copy_failures
+    );
     if s.packet_ins > 0 || st.packet_ins > 0 {
-        let _ = writeln!(o, "  packet-ins queued: {} (no OpenFlow channel is connected)", s.packet_ins);
+        let _ = writeln!(
+            o,
+            "  packet-ins queued: {} (no OpenFlow channel is connected)",
+            s.packet_ins
+        );
     }
     let _ = writeln!(o, "  upcalls: {}", st.upcalls);
     let _ = writeln!(o, "  sent batches: {}", st.sent_batches);
-    let _ = writeln!(o, "  avg. packets per output batch: {:.2}", st.packets_per_batch());
+    let _ = writeln!(
+        o,
+        "  avg. packets per output batch: {:.2}",
+        st.packets_per_batch()
+    );
     let _ = writeln!(o, "  iterations: {}", st.iterations);
     let total = (st.idle_cycles + st.processing_cycles).max(1) as f64;
-    let _ = writeln!(o, "  idle cycles: {} ({:.2} %)", st.idle_cycles, st.idle_cycles as f64 * 100.0 / total);
-    let _ = writeln!(o, "  processing cycles: {} ({:.2} %)", st.processing_cycles, st.processing_cycles as f64 * 100.0 / total);
+    let _ = writeln!(
+        o,
+        "  idle cycles: {} ({:.2} %)",
+        st.idle_cycles,
+        st.idle_cycles as f64 * 100.0 / total
+    );
+    let _ = writeln!(
+        o,
+        "  processing cycles: {} ({:.2} %)",
+        st.processing_cycles,
+        st.processing_cycles as f64 * 100.0 / total
+    );
     let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
     let _ = writeln!(o, "\nrules:");
     if s.rules.is_empty() {
@@ -101,9 +146,17 @@ pub fn text(s: &RunSummary) -> String {
 /// The same report as JSON, for scripts.
 pub fn json(s: &RunSummary) -> Value {
     let st = s.stats;
-    let drops: serde_json::Map<String, Value> = DROP_REASONS.iter().map(|r| (r.name().to_string(), json!(st.dropped_by(*r)))).collect();
+    let drops: serde_json::Map<String, Value> = DROP_REASONS
+        .iter()
+        .map(|r| (r.name().to_string(), json!(st.dropped_by(*r))))
+        .collect();
     let port_drops = |d: &[u64; 5]| -> Value {
-        PortDrop::ALL.iter().zip(d).map(|(r, n)| (r.name().to_string(), json!(n))).collect::<serde_json::Map<_, _>>().into()
+        PortDrop::ALL
+            .iter()
+            .zip(d)
+            .map(|(r, n)| (r.name().to_string(), json!(n)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
     };
     json!({
         "elapsed_s": s.elapsed.as_secs_f64(),

@@ -42,8 +42,10 @@ pub struct RunOutcome {
 
 /// Reads and parses a flow file (all-or-nothing).
 pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
-    let specs = parse_flow_file(&text, Some(&path.display().to_string())).map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
+    let specs =
+        parse_flow_file(&text, Some(&path.display().to_string())).map_err(|e| e.to_string())?;
     Ok(RuleSet::from_specs(&specs, 0))
 }
 
@@ -57,7 +59,9 @@ pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
         for a in &r.actions {
             match a {
                 Action::Output(p) => ports.push(*p),
-                Action::Resubmit { in_port: Some(p), .. } => ports.push(*p),
+                Action::Resubmit {
+                    in_port: Some(p), ..
+                } => ports.push(*p),
                 _ => {}
             }
         }
@@ -68,7 +72,13 @@ pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
 }
 
 /// Runs a datapath over already-opened ports.
-pub fn run_ports(cfg: &Config, rules: RuleSet, ports: Vec<(u32, Box<dyn Port>)>, stop_after: &StopAfter, stop: &AtomicBool) -> Result<RunOutcome, String> {
+pub fn run_ports(
+    cfg: &Config,
+    rules: RuleSet,
+    ports: Vec<(u32, Box<dyn Port>)>,
+    stop_after: &StopAfter,
+    stop: &AtomicBool,
+) -> Result<RunOutcome, String> {
     let mut warnings = Vec::new();
     let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
     for p in ports_named_by(&rules) {
@@ -81,7 +91,9 @@ pub fn run_ports(cfg: &Config, rules: RuleSet, ports: Vec<(u32, Box<dyn Port>)>,
         dp.add_port(n, port).map_err(|e| e.to_string())?;
     }
     if dp.has_endless_input() && stop_after.duration.is_none() && stop_after.packets.is_none() {
-        warnings.push("an input loops forever: stop with Ctrl-C, or give --duration or --packets".into());
+        warnings.push(
+            "an input loops forever: stop with Ctrl-C, or give --duration or --packets".into(),
+        );
     }
     let start = Instant::now();
     let now_us = || start.elapsed().as_micros() as u64;
@@ -95,7 +107,9 @@ pub fn run_ports(cfg: &Config, rules: RuleSet, ports: Vec<(u32, Box<dyn Port>)>,
     let elapsed = start.elapsed();
     let stats = dp.stats().clone();
     if !stats.rx_balanced() || !stats.tx_balanced() {
-        return Err(format!("internal error: packet accounting does not balance: {stats:?}"));
+        return Err(format!(
+            "internal error: packet accounting does not balance: {stats:?}"
+        ));
     }
     for p in dp.port_reports() {
         warnings.extend(p.warnings.iter().map(|w| format!("port {}: {w}", p.ofport)));

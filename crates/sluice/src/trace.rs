@@ -26,13 +26,19 @@ pub fn key_from_description(desc: &str) -> Result<(FlowKey, bool), String> {
 
 /// The flow of a packet given in hex, received on `in_port`.
 pub fn key_from_packet(hex: &str, in_port: u32) -> Result<FlowKey, String> {
-    let clean: String = hex.chars().filter(|c| !c.is_whitespace() && *c != ':').collect();
-    if clean.len() % 2 != 0 {
+    let clean: String = hex
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ':')
+        .collect();
+    if !clean.len().is_multiple_of(2) {
         return Err("packet: odd number of hex digits".into());
     }
     let bytes = (0..clean.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&clean[i..i + 2], 16).map_err(|_| format!("packet: '{}' is not hex", &clean[i..i + 2])))
+        .map(|i| {
+            u8::from_str_radix(&clean[i..i + 2], 16)
+                .map_err(|_| format!("packet: '{}' is not hex", &clean[i..i + 2]))
+        })
         .collect::<Result<Vec<u8>, String>>()?;
     let mut key = FlowKey::default();
     let mut meta = PacketMeta::default();
@@ -56,14 +62,21 @@ pub fn describe(key: &FlowKey) -> String {
         mask.nw_proto = 0xff;
     }
     mask.in_port = u32::MAX;
-    Match { value: key.masked(&mask), mask }.to_string()
+    Match {
+        value: key.masked(&mask),
+        mask,
+    }
+    .to_string()
 }
 
 /// Runs the trace and formats it.
 pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
     let mut t = Translation::default();
     translate(XlateEnv { rules, ports }, key, &mut t, true);
-    let mut o = format!("Flow: {}\n\nbridge(\"sluice\")\n----------------\n", describe(key));
+    let mut o = format!(
+        "Flow: {}\n\nbridge(\"sluice\")\n----------------\n",
+        describe(key)
+    );
     for line in t.trace.as_deref().unwrap_or(&[]) {
         o += " ";
         o += line;
@@ -75,8 +88,15 @@ pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
     } else {
         o += &describe(&t.final_flow);
     }
-    let mega = Match { value: key.masked(&t.wc), mask: t.wc };
-    o += &format!("\nMegaflow: {}\nDatapath actions: {}\n", mega, format_dp_actions(&t.actions));
+    let mega = Match {
+        value: key.masked(&t.wc),
+        mask: t.wc,
+    };
+    o += &format!(
+        "\nMegaflow: {}\nDatapath actions: {}\n",
+        mega,
+        format_dp_actions(&t.actions)
+    );
     if let Some(d) = t.drop {
         o += &format!("Drop reason: {}\n", d.name());
     }
@@ -97,14 +117,30 @@ mod tests {
             &parse_flow_file("priority=100,tcp,nw_dst=10.0.0.0/24,actions=mod_nw_dst:10.1.1.1,resubmit(,1)\ntable=1,ip,nw_dst=10.1.1.1,actions=output:2\n", None).unwrap(),
             0,
         );
-        let (key, assumed) = key_from_description("in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80").unwrap();
+        let (key, assumed) =
+            key_from_description("in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80").unwrap();
         assert!(assumed);
         let out = trace(&rules, &[1, 2], &key);
-        assert!(out.contains("Flow: tcp,in_port=1,nw_dst=10.0.0.1,nw_ttl=64,tp_dst=80"), "{out}");
-        assert!(out.contains(" 0. tcp,nw_dst=10.0.0.0/24, priority 100"), "{out}");
-        assert!(out.contains("     1. ip,nw_dst=10.1.1.1, priority 32768"), "{out}");
-        assert!(out.contains("Datapath actions: set(ipv4(dst=10.1.1.1)),2"), "{out}");
-        assert!(out.contains("Final flow: tcp,in_port=1,nw_dst=10.1.1.1"), "{out}");
+        assert!(
+            out.contains("Flow: tcp,in_port=1,nw_dst=10.0.0.1,nw_ttl=64,tp_dst=80"),
+            "{out}"
+        );
+        assert!(
+            out.contains(" 0. tcp,nw_dst=10.0.0.0/24, priority 100"),
+            "{out}"
+        );
+        assert!(
+            out.contains("     1. ip,nw_dst=10.1.1.1, priority 32768"),
+            "{out}"
+        );
+        assert!(
+            out.contains("Datapath actions: set(ipv4(dst=10.1.1.1)),2"),
+            "{out}"
+        );
+        assert!(
+            out.contains("Final flow: tcp,in_port=1,nw_dst=10.1.1.1"),
+            "{out}"
+        );
     }
 
     #[test]

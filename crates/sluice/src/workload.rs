@@ -29,7 +29,10 @@ pub const PACKETS_PER_PORT: u64 = 1_000_000;
 
 /// The workload's rule set.
 pub fn rules() -> RuleSet {
-    RuleSet::from_specs(&parse_flow_file(RULES, Some("built-in")).expect("built-in rules parse"), 0)
+    RuleSet::from_specs(
+        &parse_flow_file(RULES, Some("built-in")).expect("built-in rules parse"),
+        0,
+    )
 }
 
 /// The traffic mix: 1024 distinct flows, 64-byte frames.
@@ -41,11 +44,49 @@ pub fn frames(seed: u8) -> Frames {
         let src = [192, 168, seed, host];
         let f = match i % 16 {
             0 => Frame::arp(1, [2, 0, 0, 0, seed, host], src, [0; 6], [10, 0, 1, host]),
-            1 => Frame::ipv4(src, [10, 0, 1, host], L4::Tcp { src: sport, dst: 22, flags: 0x02 }),
-            2..=3 => Frame::ipv4(src, [10, 0, 3, 1], L4::Udp { src: sport, dst: 53 }),
-            4..=6 => Frame::ipv4(src, [10, 0, 2, host], L4::Tcp { src: sport, dst: 3260, flags: 0x10 }),
-            7 => Frame::ipv4(src, [172, 16, 0, host], L4::Udp { src: sport, dst: 4789 }),
-            _ => Frame::ipv4(src, [10, 0, 1, host], L4::Tcp { src: sport, dst: 80, flags: 0x10 }),
+            1 => Frame::ipv4(
+                src,
+                [10, 0, 1, host],
+                L4::Tcp {
+                    src: sport,
+                    dst: 22,
+                    flags: 0x02,
+                },
+            ),
+            2..=3 => Frame::ipv4(
+                src,
+                [10, 0, 3, 1],
+                L4::Udp {
+                    src: sport,
+                    dst: 53,
+                },
+            ),
+            4..=6 => Frame::ipv4(
+                src,
+                [10, 0, 2, host],
+                L4::Tcp {
+                    src: sport,
+                    dst: 3260,
+                    flags: 0x10,
+                },
+            ),
+            7 => Frame::ipv4(
+                src,
+                [172, 16, 0, host],
+                L4::Udp {
+                    src: sport,
+                    dst: 4789,
+                },
+            ),
+            _ => Frame::ipv4(
+                src,
+                [10, 0, 1, host],
+                L4::Tcp {
+                    src: sport,
+                    dst: 80,
+                    flags: 0x10,
+                },
+            ),
         };
         frames.push(&f.build(), 0);
     }
@@ -55,8 +96,20 @@ pub fn frames(seed: u8) -> Frames {
 /// The workload's ports: 1 and 2 send, 3 and 4 are sinks.
 pub fn ports(packets_per_port: u64) -> Vec<(u32, Box<dyn Port>)> {
     vec![
-        (1, Box::new(ReplayPort::new("replay (1024 flows)", frames(1), true).with_limit(packets_per_port)) as Box<dyn Port>),
-        (2, Box::new(ReplayPort::new("replay (1024 flows)", frames(2), true).with_limit(packets_per_port))),
+        (
+            1,
+            Box::new(
+                ReplayPort::new("replay (1024 flows)", frames(1), true)
+                    .with_limit(packets_per_port),
+            ) as Box<dyn Port>,
+        ),
+        (
+            2,
+            Box::new(
+                ReplayPort::new("replay (1024 flows)", frames(2), true)
+                    .with_limit(packets_per_port),
+            ),
+        ),
         (3, Box::new(NullPort::new())),
         (4, Box::new(NullPort::new())),
     ]

@@ -94,14 +94,23 @@ mod tests {
         a.set_spa(7);
         a.set_tha([2; 6]);
         a.set_tpa(8);
-        assert_eq!((a.op(), a.sha(), a.spa(), a.tha(), a.tpa()), (2, [1; 6], 7, [2; 6], 8));
+        assert_eq!(
+            (a.op(), a.sha(), a.spa(), a.tha(), a.tpa()),
+            (2, [1; 6], 7, [2; 6], 8)
+        );
     }
 
     #[test]
     fn rejects_other_kinds() {
-        assert_eq!(ArpPacket::new_checked(&REQ[..27]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            ArpPacket::new_checked(&REQ[..27]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut b = REQ;
         b[5] = 16;
-        assert_eq!(ArpPacket::new_checked(&b[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            ArpPacket::new_checked(&b[..]).unwrap_err(),
+            WireError::Malformed
+        );
     }
 }

@@ -76,7 +76,11 @@ const fn crc32c_table() -> [u32; 256] {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 { (c >> 1) ^ 0x82f6_3b78 } else { c >> 1 };
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82f6_3b78
+            } else {
+                c >> 1
+            };
             k += 1;
         }
         t[i] = c;

@@ -112,7 +112,10 @@ impl VlanTag {
         if frame.len() < at + VLAN_HEADER_LEN {
             return Err(WireError::Truncated);
         }
-        Ok(VlanTag { tpid: be16(frame, at), tci: be16(frame, at + 2) })
+        Ok(VlanTag {
+            tpid: be16(frame, at),
+            tci: be16(frame, at + 2),
+        })
     }
 
     /// The VLAN ID.

@@ -83,7 +83,10 @@ pub fn parse_nd(msg: &[u8]) -> Option<NdFields> {
     if t != nd::SOLICIT && t != nd::ADVERT {
         return None;
     }
-    let mut f = NdFields { target: arr(msg, 8), ..Default::default() };
+    let mut f = NdFields {
+        target: arr(msg, 8),
+        ..Default::default()
+    };
     let (mut have_sll, mut have_tll) = (false, false);
     let mut off = 24;
     while off + 8 <= msg.len() {
@@ -147,9 +150,32 @@ mod tests {
 
     #[test]
     fn nd_malformed_options() {
-        assert!(parse_nd(&ns(&[nd::OPT_SLL, 0, 1, 2, 3, 4, 5, 6])).is_none(), "zero length");
-        assert!(parse_nd(&ns(&[nd::OPT_SLL, 2, 1, 2, 3, 4, 5, 6])).is_none(), "overrun");
-        let dup = [nd::OPT_SLL, 1, 1, 2, 3, 4, 5, 6, nd::OPT_SLL, 1, 1, 2, 3, 4, 5, 6];
+        assert!(
+            parse_nd(&ns(&[nd::OPT_SLL, 0, 1, 2, 3, 4, 5, 6])).is_none(),
+            "zero length"
+        );
+        assert!(
+            parse_nd(&ns(&[nd::OPT_SLL, 2, 1, 2, 3, 4, 5, 6])).is_none(),
+            "overrun"
+        );
+        let dup = [
+            nd::OPT_SLL,
+            1,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+            nd::OPT_SLL,
+            1,
+            1,
+            2,
+            3,
+            4,
+            5,
+            6,
+        ];
         assert!(parse_nd(&ns(&dup)).is_none(), "repeated");
         assert!(parse_nd(&ns(&[])[..20]).is_none(), "truncated target");
         let mut m = ns(&[]);

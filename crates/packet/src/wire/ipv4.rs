@@ -206,7 +206,10 @@ mod tests {
         p.set_src(0xc0a8_0101);
         p.set_dst(0x0808_0808);
         assert!(p.verify_checksum());
-        assert_eq!((p.tos(), p.ttl(), p.src(), p.dst()), (0xb8, 3, 0xc0a8_0101, 0x0808_0808));
+        assert_eq!(
+            (p.tos(), p.ttl(), p.src(), p.dst()),
+            (0xb8, 3, 0xc0a8_0101, 0x0808_0808)
+        );
         p.fill_checksum();
         assert!(p.verify_checksum());
     }
@@ -214,16 +217,28 @@ mod tests {
     #[test]
     fn length_checks() {
         let h = hdr();
-        assert_eq!(Ipv4Packet::new_checked(&h[..19]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&h[..19]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut bad = h.clone();
         bad[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&bad[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&bad[..]).unwrap_err(),
+            WireError::Malformed
+        );
         let mut long = h.clone();
         long[3] = 200;
-        assert_eq!(Ipv4Packet::new_checked(&long[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv4Packet::new_checked(&long[..]).unwrap_err(),
+            WireError::Truncated
+        );
         let mut short = h.clone();
         short[3] = 10;
-        assert_eq!(Ipv4Packet::new_checked(&short[..]).unwrap_err(), WireError::Malformed);
+        assert_eq!(
+            Ipv4Packet::new_checked(&short[..]).unwrap_err(),
+            WireError::Malformed
+        );
         // Options: IHL 6 needs 24 bytes.
         let mut opt = h;
         opt[0] = 0x46;

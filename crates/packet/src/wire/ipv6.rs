@@ -91,7 +91,11 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets the flow label (low 20 bits of `label`).
     pub fn set_flow_label(&mut self, label: u32) {
         let w = be32(self.b(), 0);
-        put32(self.buf.as_mut(), 0, (w & 0xfff0_0000) | (label & 0x000f_ffff));
+        put32(
+            self.buf.as_mut(),
+            0,
+            (w & 0xfff0_0000) | (label & 0x000f_ffff),
+        );
     }
     /// Sets the hop limit.
     pub fn set_hop_limit(&mut self, h: u8) {
@@ -165,7 +169,12 @@ pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireErr
             _ => break,
         }
     }
-    Ok(ExtWalk { proto: next, offset: off, fragment, later_fragment: later })
+    Ok(ExtWalk {
+        proto: next,
+        offset: off,
+        fragment,
+        later_fragment: later,
+    })
 }
 
 /// Formats an IPv6 address.
@@ -214,7 +223,10 @@ mod tests {
     fn payload_len_must_fit() {
         let mut h = hdr(17, &[0; 8]);
         h[5] = 9;
-        assert_eq!(Ipv6Packet::new_checked(&h[..]).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            Ipv6Packet::new_checked(&h[..]).unwrap_err(),
+            WireError::Truncated
+        );
         assert!(Ipv6Packet::new_checked(&h[..39]).is_err());
     }
 
@@ -225,13 +237,24 @@ mod tests {
         p.extend_from_slice(&[17, 0, 0x00, 0x01, 0, 0, 0, 7]);
         p.extend_from_slice(&[0; 8]);
         let w = walk_ext_headers(&p, ext::HOPOPTS).unwrap();
-        assert_eq!(w, ExtWalk { proto: 17, offset: 16, fragment: true, later_fragment: false });
+        assert_eq!(
+            w,
+            ExtWalk {
+                proto: 17,
+                offset: 16,
+                fragment: true,
+                later_fragment: false
+            }
+        );
         // later fragment: offset 8
         p[10] = 0x00;
         p[11] = 0x40;
         let w = walk_ext_headers(&p, ext::HOPOPTS).unwrap();
         assert!(w.later_fragment);
-        assert_eq!(walk_ext_headers(&p[..12], ext::HOPOPTS).unwrap_err(), WireError::Truncated);
+        assert_eq!(
+            walk_ext_headers(&p[..12], ext::HOPOPTS).unwrap_err(),
+            WireError::Truncated
+        );
         // AH length is in 4-byte units minus 2.
         let ah = [6u8, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
         let w = walk_ext_headers(&ah, ext::AH).unwrap();

@@ -66,7 +66,11 @@ macro_rules! ports_view {
 
 ports_view!(TcpHeader, TCP_MIN_HEADER_LEN, "(the caller updates it).");
 ports_view!(UdpHeader, UDP_HEADER_LEN, "(the caller updates it).");
-ports_view!(SctpHeader, SCTP_HEADER_LEN, "(the caller recomputes the CRC32c).");
+ports_view!(
+    SctpHeader,
+    SCTP_HEADER_LEN,
+    "(the caller recomputes the CRC32c)."
+);
 
 impl<T: AsRef<[u8]>> TcpHeader<T> {
     /// Sequence number.
@@ -135,7 +139,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SctpHeader<T> {
     }
     /// Whether the CRC32c verifies.
     pub fn verify_checksum(&mut self) -> bool {
-        let stored = [self.buf.as_ref()[8], self.buf.as_ref()[9], self.buf.as_ref()[10], self.buf.as_ref()[11]];
+        let stored = [
+            self.buf.as_ref()[8],
+            self.buf.as_ref()[9],
+            self.buf.as_ref()[10],
+            self.buf.as_ref()[11],
+        ];
         self.fill_checksum();
         let ok = self.buf.as_ref()[8..12] == stored;
         self.buf.as_mut()[8..12].copy_from_slice(&stored);
@@ -172,7 +181,10 @@ mod tests {
     fn udp_fields() {
         let mut h = [0, 53, 0x30, 0x39, 0, 8, 0x12, 0x34];
         let mut u = UdpHeader::new_checked(&mut h[..]).unwrap();
-        assert_eq!((u.src_port(), u.dst_port(), u.length(), u.checksum()), (53, 12345, 8, 0x1234));
+        assert_eq!(
+            (u.src_port(), u.dst_port(), u.length(), u.checksum()),
+            (53, 12345, 8, 0x1234)
+        );
         u.set_checksum(0);
         assert_eq!(u.checksum(), 0);
         assert!(UdpHeader::new_checked(&h[..7]).is_err());
@@ -185,7 +197,10 @@ mod tests {
         h[2..4].copy_from_slice(&6000u16.to_be_bytes());
         h[4..8].copy_from_slice(&0xdeadbeefu32.to_be_bytes());
         let mut s = SctpHeader::new_checked(&mut h[..]).unwrap();
-        assert_eq!((s.src_port(), s.dst_port(), s.vtag()), (5000, 6000, 0xdeadbeef));
+        assert_eq!(
+            (s.src_port(), s.dst_port(), s.vtag()),
+            (5000, 6000, 0xdeadbeef)
+        );
         s.fill_checksum();
         assert!(s.verify_checksum());
         s.set_dst_port_raw(1);

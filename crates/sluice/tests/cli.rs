@@ -1,0 +1,299 @@
+//! The `sluice` command as users run it.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use sluice_packet::build::{Frame, L4};
+use sluice_port::pcap::{read_all, write_all};
+
+fn sluice(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn write_capture(path: &Path, n: usize) {
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            Frame::ipv4(
+                [10, 0, 0, 1],
+                [10, 0, (i % 3) as u8, 9],
+                L4::Udp {
+                    src: 1000 + i as u16,
+                    dst: 53,
+                },
+            )
+            .build()
+        })
+        .collect();
+    std::fs::write(path, write_all(&frames)).unwrap();
+}
+
+#[test]
+fn run_accounts_for_every_packet_and_is_deterministic() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 1000);
+    std::fs::write(
+        d.path().join("r.flows"),
+        "ip,nw_dst=10.0.0.0/24,actions=output:2\nip,nw_dst=10.0.1.0/24,actions=output:2,output:3\n",
+    )
+    .unwrap();
+    let args = |out: &str| {
+        vec![
+            "run".to_string(),
+            "--json".into(),
+            "--flows".into(),
+            p("r.flows"),
+            "--port".into(),
+            format!("1=pcap:rx={}", p("in.pcap")),
+            "--port".into(),
+            format!("2=pcap:tx={}", p(&format!("{out}2.pcap"))),
+            "--port".into(),
+            "3=null".into(),
+        ]
+    };
+    let a: Vec<String> = args("a");
+    let o = sluice(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let dp = &r["datapath"];
+    assert_eq!(dp["packets received"], 1000);
+    // 334 to 10.0.0/24, 333 to 10.0.1/24 (two copies each), 333 miss.
+    assert_eq!(dp["forwarded"], 667);
+    assert_eq!(dp["dropped"]["table miss"], 333);
+    assert_eq!(dp["output copies"], 334 + 2 * 333);
+    assert_eq!(dp["sent packets"], 1000);
+    assert_eq!(r["ports"][1]["tx_packets"], 667);
+    assert_eq!(r["ports"][2]["tx_packets"], 333);
+    assert_eq!(r["rules"][0]["n_packets"], 334);
+    assert_eq!(
+        read_all(&std::fs::read(p("a2.pcap")).unwrap())
+            .unwrap()
+            .len(),
+        667
+    );
+    // The same input through the same rules gives the same output file.
+    let b: Vec<String> = args("b");
+    assert!(sluice(&b.iter().map(String::as_str).collect::<Vec<_>>())
+        .status
+        .success());
+    assert!(
+        std::fs::read(p("a2.pcap")).unwrap() == std::fs::read(p("b2.pcap")).unwrap(),
+        "output files differ"
+    );
+}
+
+#[test]
+fn text_report_names_drop_reasons() {
+    let d = tempfile::tempdir().unwrap();
+    write_capture(&d.path().join("in.pcap"), 30);
+    std::fs::write(
+        d.path().join("r.flows"),
+        "ip,nw_dst=10.0.0.9,actions=drop\n",
+    )
+    .unwrap();
+    let o = sluice(&[
+        "run",
+        "--flows",
+        &d.path().join("r.flows").display().to_string(),
+        "--port",
+        &format!("1=pcap:rx={}", d.path().join("in.pcap").display()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("packets received: 30"), "{out}");
+    assert!(out.contains("action drop: 10"), "{out}");
+    assert!(out.contains("table miss: 20"), "{out}");
+    assert!(out.contains("n_packets=10"), "{out}");
+}
+
+#[test]
+fn bad_flow_file_names_file_line_and_column() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("bad.flows");
+    std::fs::write(
+        &f,
+        "in_port=1,actions=output:2\nin_port=2,tp_dst=80,actions=output:1\n",
+    )
+    .unwrap();
+    let o = sluice(&[
+        "run",
+        "--flows",
+        &f.display().to_string(),
+        "--port",
+        "1=null",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}:2:11: tp_dst requires", f.display())),
+        "{e}"
+    );
+    let o = sluice(&["check", &f.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn clear_errors_for_bad_invocations() {
+    let o = sluice(&["run", "--port", "1=eth0"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown port type"), "{}", stderr(&o));
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.flows");
+    std::fs::write(&f, "actions=drop\n").unwrap();
+    let o = sluice(&["run", "--flows", &f.display().to_string()]);
+    assert!(stderr(&o).contains("no ports"), "{}", stderr(&o));
+    let o = sluice(&[
+        "run",
+        "--flows",
+        &f.display().to_string(),
+        "--port",
+        "1=pcap:rx=/nonexistent.pcap",
+    ]);
+    assert!(stderr(&o).contains("/nonexistent.pcap"), "{}", stderr(&o));
+    let o = sluice(&["run", "--port", "1=null"]);
+    assert!(stderr(&o).contains("no rules"), "{}", stderr(&o));
+    let not_pcap = d.path().join("x.pcap");
+    std::fs::write(&not_pcap, b"hello world, this is not a capture").unwrap();
+    let o = sluice(&[
+        "run",
+        "--flows",
+        &f.display().to_string(),
+        "--port",
+        &format!("1=pcap:rx={}", not_pcap.display()),
+    ]);
+    assert!(stderr(&o).contains("not a pcap file"), "{}", stderr(&o));
+}
+
+#[test]
+fn trace_shows_tables_and_datapath_actions() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.flows");
+    std::fs::write(&f, "priority=100,tcp,nw_dst=10.0.0.0/24,actions=mod_nw_dst:10.1.1.1,goto_table:1\ntable=1,ip,nw_dst=10.1.1.1,actions=output:2\n").unwrap();
+    let o = sluice(&[
+        "trace",
+        "--flows",
+        &f.display().to_string(),
+        "in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("0. tcp,nw_dst=10.0.0.0/24, priority 100"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Datapath actions: set(ipv4(dst=10.1.1.1)),2"),
+        "{out}"
+    );
+    let o = sluice(&[
+        "trace",
+        "--flows",
+        &f.display().to_string(),
+        "in_port=1,udp,nw_dst=9.9.9.9",
+    ]);
+    assert!(
+        stdout(&o).contains("Drop reason: table miss"),
+        "{}",
+        stdout(&o)
+    );
+    let o = sluice(&[
+        "trace",
+        "--flows",
+        &f.display().to_string(),
+        "in_port=1,tcp,bogus=1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown field 'bogus'"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn config_file_and_help() {
+    let d = tempfile::tempdir().unwrap();
+    write_capture(&d.path().join("in.pcap"), 10);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    std::fs::write(
+        d.path().join("s.toml"),
+        "flows = \"r.flows\"\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"pcap:tx=out.pcap\"\n",
+    )
+    .unwrap();
+    let o = sluice(&[
+        "run",
+        "--json",
+        "--config",
+        &d.path().join("s.toml").display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        read_all(&std::fs::read(d.path().join("out.pcap")).unwrap())
+            .unwrap()
+            .len(),
+        10
+    );
+    let h = stdout(&sluice(&["run", "--help"]));
+    assert!(
+        h.contains("pcap:rx=FILE,loop") && h.contains("[[ports]]"),
+        "{h}"
+    );
+    let h = stdout(&sluice(&["--help"]));
+    assert!(h.contains("Examples:"), "{h}");
+}
+
+#[test]
+fn demo_runs_and_balances() {
+    let o = sluice(&["demo", "--packets", "5000", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["datapath"]["packets received"], 10_000);
+    let dropped: u64 = r["datapath"]["dropped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        r["datapath"]["forwarded"].as_u64().unwrap() + dropped,
+        10_000
+    );
+}
+
+#[test]
+fn looping_input_stops_on_packet_count() {
+    let d = tempfile::tempdir().unwrap();
+    write_capture(&d.path().join("in.pcap"), 7);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let o = sluice(&[
+        "run",
+        "--json",
+        "--packets",
+        "1000",
+        "--flows",
+        &d.path().join("r.flows").display().to_string(),
+        "--port",
+        &format!("1=pcap:rx={},loop", d.path().join("in.pcap").display()),
+        "--port",
+        "2=null",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let n = r["datapath"]["packets received"].as_u64().unwrap();
+    assert!(
+        (1000..1000 + 32).contains(&n),
+        "stops within one burst of the limit: {n}"
+    );
+    assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
+}
