@@ -66,7 +66,8 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
     if m == 0 {
         return None;
     }
-    let full = field.full_mask();
+    // A field's own bits, e.g. 0xfc for nw_tos (DSCP only).
+    let full = (field.get)(&FlowKey::all_ones());
     if m == full {
         return Some(match field.kind {
             ValueKind::Int(_)

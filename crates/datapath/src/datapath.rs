@@ -153,6 +153,9 @@ impl Datapath {
     /// each processed and its outputs flushed. Returns packets received.
     pub fn poll_once(&mut self, now_us: u64) -> usize {
         let start = cycles::now();
+        // Rule changes (timeouts now, flow-mods later) take effect at the
+        // top of an iteration, before any packet of it is classified.
+        self.housekeeping(now_us);
         let mut received = 0;
         for pi in 0..self.out.ports.len() {
             let slot = &mut self.out.ports[pi];
@@ -186,7 +189,6 @@ impl Datapath {
         } else {
             self.stats.idle_cycles += spent;
         }
-        self.housekeeping(now_us);
         received
     }
 

@@ -1,0 +1,121 @@
+//! Every packet accounted for, in the corner cases: controller queue
+//! overflow, pool exhaustion while copying, runts, timeouts on a virtual
+//! clock, and per-batch translation counts.
+
+use std::sync::Arc;
+
+use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_datapath::{Datapath, DatapathConfig, DropReason};
+use sluice_packet::build::{Frame, L4};
+use sluice_port::capture::CapturePort;
+use sluice_port::null::NullPort;
+use sluice_port::replay::{Frames, ReplayPort};
+
+fn rules(text: &str) -> Arc<RuleSet> {
+    Arc::new(RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0))
+}
+
+fn udp(i: u16) -> Vec<u8> {
+    Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: i, dst: 53 }).build()
+}
+
+fn dp_with(text: &str, cfg: DatapathConfig, frames: Frames) -> Datapath {
+    let mut dp = Datapath::new(cfg, rules(text)).unwrap();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
+    dp.add_port(2, Box::new(NullPort::new())).unwrap();
+    dp.add_port(3, Box::new(NullPort::new())).unwrap();
+    dp.add_port(4, Box::new(NullPort::new())).unwrap();
+    dp
+}
+
+#[test]
+fn controller_queue_overflow_is_a_named_drop() {
+    let frames: Frames = (0..5).map(udp).collect();
+    let cfg = DatapathConfig { packet_in_queue: 2, ..Default::default() };
+    let mut dp = dp_with("actions=controller", cfg, frames);
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.to_controller, 2);
+    assert_eq!(st.dropped_by(DropReason::ControllerQueueFull), 3);
+    assert!(st.rx_balanced());
+    assert_eq!(dp.packet_ins().count(), 2);
+}
+
+#[test]
+fn pool_exhaustion_while_copying_is_counted() {
+    // 8 frames: 8 packets in one burst leave no frame for copies.
+    let frames: Frames = (0..8).map(udp).collect();
+    let cfg = DatapathConfig { pool_frames: 8, ..Default::default() };
+    let mut dp = dp_with("actions=output:2,output:3,output:4", cfg, frames);
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.rx_packets, 8);
+    assert_eq!(st.forwarded, 8, "the last output takes the packet itself");
+    assert!(st.copy_failures > 0);
+    assert_eq!(st.output_copies + st.copy_failures, 24);
+    assert!(st.rx_balanced() && st.tx_balanced());
+    assert_eq!(dp.pool_available().0, 8, "no frame leaked");
+}
+
+#[test]
+fn runts_are_dropped_and_counted() {
+    let mut frames = Frames::new();
+    frames.push(&[0u8; 10], 0);
+    frames.push(&udp(1), 0);
+    let mut dp = dp_with("actions=output:2", DatapathConfig::default(), frames);
+    dp.run(|| 0, |_| false).unwrap();
+    assert_eq!(dp.stats().dropped_by(DropReason::Runt), 1);
+    assert_eq!(dp.stats().forwarded, 1);
+}
+
+#[test]
+fn one_translation_per_distinct_flow_per_batch() {
+    // 20 identical packets arrive in one burst: one upcall (seed 001).
+    let frames: Frames = (0..20).map(|_| udp(7)).collect();
+    let mut dp = dp_with("actions=output:2", DatapathConfig::default(), frames);
+    dp.run(|| 0, |_| false).unwrap();
+    assert_eq!(dp.stats().upcalls, 1);
+    assert_eq!(dp.stats().sent_packets, 20);
+    assert_eq!(dp.stats().sent_batches, 1, "one output batch for the burst");
+    let r = &dp.rules().table(0)[0];
+    assert_eq!(r.counters(), (20, 20 * 60));
+}
+
+#[test]
+fn hard_timeout_expires_on_the_virtual_clock() {
+    let frames: Frames = (0..64).map(udp).collect();
+    let mut dp = Datapath::new(DatapathConfig::default(), rules("hard_timeout=1,actions=output:2\n")).unwrap();
+    let (cap, sent) = CapturePort::new();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
+    dp.add_port(2, Box::new(cap)).unwrap();
+    assert_eq!(dp.poll_once(0), 32);
+    assert_eq!(sent.lock().unwrap().len(), 32);
+    dp.poll_once(1_000_000); // the rule's second is up: it expires here
+    assert!(dp.rules().is_empty());
+    dp.poll_once(1_000_001);
+    dp.finish().unwrap();
+    let st = dp.stats();
+    assert_eq!(st.dropped_by(DropReason::Xlate(sluice_classifier::XlateDrop::TableMiss)), 32);
+    assert!(st.rx_balanced() && st.tx_balanced());
+}
+
+#[test]
+fn outputs_to_a_receive_only_port_are_refused_and_counted() {
+    let frames: Frames = (0..3).map(udp).collect();
+    let mut dp = Datapath::new(DatapathConfig::default(), rules("in_port=1,actions=output:2\n")).unwrap();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
+    dp.add_port(2, Box::new(ReplayPort::new("rx-only", Frames::new(), false))).unwrap();
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!((st.forwarded, st.sent_packets, st.tx_dropped), (3, 0, 3));
+    let port2 = &dp.port_reports()[1];
+    assert_eq!(port2.stats.tx_dropped_by(sluice_port::PortDrop::NotWritable), 3);
+}
+
+#[test]
+fn bad_port_numbers_are_refused() {
+    let mut dp = Datapath::new(DatapathConfig::default(), rules("actions=drop\n")).unwrap();
+    assert!(dp.add_port(0, Box::new(NullPort::new())).is_err());
+    dp.add_port(5, Box::new(NullPort::new())).unwrap();
+    assert!(dp.add_port(5, Box::new(NullPort::new())).unwrap_err().to_string().contains("twice"));
+}
