@@ -9,16 +9,30 @@ use sluice_classifier::{parse_flow, parse_flow_file, Require};
 fn field() -> impl Strategy<Value = String> {
     prop_oneof![
         (1u32..100).prop_map(|p| format!("in_port={p}")),
-        any::<[u8; 6]>().prop_map(|m| format!("dl_src={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])),
-        any::<[u8; 6]>().prop_map(|m| format!("dl_dst={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}/ff:ff:ff:00:00:00", m[0], m[1], m[2], m[3], m[4], m[5])),
+        any::<[u8; 6]>().prop_map(|m| format!(
+            "dl_src={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )),
+        any::<[u8; 6]>().prop_map(|m| format!(
+            "dl_dst={:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}/ff:ff:ff:00:00:00",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )),
         (0u16..4096).prop_map(|v| format!("dl_vlan={v}")),
         (0u8..8).prop_map(|p| format!("dl_vlan_pcp={p}")),
-        (any::<u32>(), 0u32..33).prop_map(|(a, l)| format!("nw_src={}/{l}", std::net::Ipv4Addr::from(a))),
+        (any::<u32>(), 0u32..33)
+            .prop_map(|(a, l)| format!("nw_src={}/{l}", std::net::Ipv4Addr::from(a))),
         any::<u32>().prop_map(|a| format!("nw_dst={}", std::net::Ipv4Addr::from(a))),
         (0u8..64).prop_map(|d| format!("ip_dscp={d}")),
         (0u8..4).prop_map(|e| format!("ip_ecn={e}")),
         any::<u8>().prop_map(|t| format!("nw_ttl={t}")),
-        prop_oneof![Just("no"), Just("yes"), Just("first"), Just("later"), Just("not_later")].prop_map(|f| format!("nw_frag={f}")),
+        prop_oneof![
+            Just("no"),
+            Just("yes"),
+            Just("first"),
+            Just("later"),
+            Just("not_later")
+        ]
+        .prop_map(|f| format!("nw_frag={f}")),
     ]
 }
 
@@ -40,7 +54,10 @@ fn action() -> impl Strategy<Value = String> {
         Just("strip_vlan".to_string()),
         Just("push_vlan:0x88a8".to_string()),
         Just("dec_ttl".to_string()),
-        any::<[u8; 6]>().prop_map(|m| format!("mod_dl_src:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", m[0], m[1], m[2], m[3], m[4], m[5])),
+        any::<[u8; 6]>().prop_map(|m| format!(
+            "mod_dl_src:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            m[0], m[1], m[2], m[3], m[4], m[5]
+        )),
         (0u8..3).prop_map(|t| format!("resubmit(,{t})")),
         (1u32..9).prop_map(|p| format!("resubmit:{p}")),
     ]
@@ -48,7 +65,13 @@ fn action() -> impl Strategy<Value = String> {
 
 fn rule() -> impl Strategy<Value = String> {
     (
-        prop_oneof![Just(""), Just("ip,"), Just("tcp,"), Just("udp6,"), Just("arp,")],
+        prop_oneof![
+            Just(""),
+            Just("ip,"),
+            Just("tcp,"),
+            Just("udp6,"),
+            Just("arp,")
+        ],
         proptest::collection::vec(field(), 0..4),
         proptest::collection::vec(l4_field(), 0..2),
         proptest::collection::vec(action(), 0..4),
@@ -60,7 +83,8 @@ fn rule() -> impl Strategy<Value = String> {
             let v4 = proto == "ip," || proto == "tcp,";
             let mut parts = vec![format!("table={table},priority={prio},{proto}")];
             for f in fields {
-                let ip_only = f.starts_with("ip_") || f.starts_with("nw_ttl") || f.starts_with("nw_frag");
+                let ip_only =
+                    f.starts_with("ip_") || f.starts_with("nw_ttl") || f.starts_with("nw_frag");
                 let v4_only = f.starts_with("nw_src") || f.starts_with("nw_dst");
                 if (ip_only && !ip) || (v4_only && !v4 && proto != "arp,") {
                     continue;
@@ -72,7 +96,11 @@ fn rule() -> impl Strategy<Value = String> {
                     parts.push(f + ",");
                 }
             }
-            let acts = if acts.is_empty() { "drop".to_string() } else { acts.join(",") };
+            let acts = if acts.is_empty() {
+                "drop".to_string()
+            } else {
+                acts.join(",")
+            };
             format!("{}actions={acts}", parts.concat())
         })
 }

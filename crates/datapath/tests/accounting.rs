@@ -12,7 +12,10 @@ use sluice_port::null::NullPort;
 use sluice_port::replay::{Frames, ReplayPort};
 
 fn rules(text: &str) -> Arc<RuleSet> {
-    Arc::new(RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0))
+    Arc::new(RuleSet::from_specs(
+        &parse_flow_file(text, None).unwrap(),
+        0,
+    ))
 }
 
 fn udp(i: u16) -> Vec<u8> {
@@ -21,7 +24,8 @@ fn udp(i: u16) -> Vec<u8> {
 
 fn dp_with(text: &str, cfg: DatapathConfig, frames: Frames) -> Datapath {
     let mut dp = Datapath::new(cfg, rules(text)).unwrap();
-    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+        .unwrap();
     dp.add_port(2, Box::new(NullPort::new())).unwrap();
     dp.add_port(3, Box::new(NullPort::new())).unwrap();
     dp.add_port(4, Box::new(NullPort::new())).unwrap();
@@ -31,7 +35,10 @@ fn dp_with(text: &str, cfg: DatapathConfig, frames: Frames) -> Datapath {
 #[test]
 fn controller_queue_overflow_is_a_named_drop() {
     let frames: Frames = (0..5).map(udp).collect();
-    let cfg = DatapathConfig { packet_in_queue: 2, ..Default::default() };
+    let cfg = DatapathConfig {
+        packet_in_queue: 2,
+        ..Default::default()
+    };
     let mut dp = dp_with("actions=controller", cfg, frames);
     dp.run(|| 0, |_| false).unwrap();
     let st = dp.stats();
@@ -45,7 +52,10 @@ fn controller_queue_overflow_is_a_named_drop() {
 fn pool_exhaustion_while_copying_is_counted() {
     // 8 frames: 8 packets in one burst leave no frame for copies.
     let frames: Frames = (0..8).map(udp).collect();
-    let cfg = DatapathConfig { pool_frames: 8, ..Default::default() };
+    let cfg = DatapathConfig {
+        pool_frames: 8,
+        ..Default::default()
+    };
     let mut dp = dp_with("actions=output:2,output:3,output:4", cfg, frames);
     dp.run(|| 0, |_| false).unwrap();
     let st = dp.stats();
@@ -84,9 +94,14 @@ fn one_translation_per_distinct_flow_per_batch() {
 #[test]
 fn hard_timeout_expires_on_the_virtual_clock() {
     let frames: Frames = (0..64).map(udp).collect();
-    let mut dp = Datapath::new(DatapathConfig::default(), rules("hard_timeout=1,actions=output:2\n")).unwrap();
+    let mut dp = Datapath::new(
+        DatapathConfig::default(),
+        rules("hard_timeout=1,actions=output:2\n"),
+    )
+    .unwrap();
     let (cap, sent) = CapturePort::new();
-    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+        .unwrap();
     dp.add_port(2, Box::new(cap)).unwrap();
     assert_eq!(dp.poll_once(0), 32);
     assert_eq!(sent.lock().unwrap().len(), 32);
@@ -95,21 +110,38 @@ fn hard_timeout_expires_on_the_virtual_clock() {
     dp.poll_once(1_000_001);
     dp.finish().unwrap();
     let st = dp.stats();
-    assert_eq!(st.dropped_by(DropReason::Xlate(sluice_classifier::XlateDrop::TableMiss)), 32);
+    assert_eq!(
+        st.dropped_by(DropReason::Xlate(sluice_classifier::XlateDrop::TableMiss)),
+        32
+    );
     assert!(st.rx_balanced() && st.tx_balanced());
 }
 
 #[test]
 fn outputs_to_a_receive_only_port_are_refused_and_counted() {
     let frames: Frames = (0..3).map(udp).collect();
-    let mut dp = Datapath::new(DatapathConfig::default(), rules("in_port=1,actions=output:2\n")).unwrap();
-    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false))).unwrap();
-    dp.add_port(2, Box::new(ReplayPort::new("rx-only", Frames::new(), false))).unwrap();
+    let mut dp = Datapath::new(
+        DatapathConfig::default(),
+        rules("in_port=1,actions=output:2\n"),
+    )
+    .unwrap();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+        .unwrap();
+    dp.add_port(
+        2,
+        Box::new(ReplayPort::new("rx-only", Frames::new(), false)),
+    )
+    .unwrap();
     dp.run(|| 0, |_| false).unwrap();
     let st = dp.stats();
     assert_eq!((st.forwarded, st.sent_packets, st.tx_dropped), (3, 0, 3));
     let port2 = &dp.port_reports()[1];
-    assert_eq!(port2.stats.tx_dropped_by(sluice_port::PortDrop::NotWritable), 3);
+    assert_eq!(
+        port2
+            .stats
+            .tx_dropped_by(sluice_port::PortDrop::NotWritable),
+        3
+    );
 }
 
 #[test]
@@ -117,5 +149,9 @@ fn bad_port_numbers_are_refused() {
     let mut dp = Datapath::new(DatapathConfig::default(), rules("actions=drop\n")).unwrap();
     assert!(dp.add_port(0, Box::new(NullPort::new())).is_err());
     dp.add_port(5, Box::new(NullPort::new())).unwrap();
-    assert!(dp.add_port(5, Box::new(NullPort::new())).unwrap_err().to_string().contains("twice"));
+    assert!(dp
+        .add_port(5, Box::new(NullPort::new()))
+        .unwrap_err()
+        .to_string()
+        .contains("twice"));
 }
