@@ -99,10 +99,15 @@ impl std::fmt::Display for Action {
 
 /// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).
 pub fn format_actions(actions: &[Action]) -> String {
-    if actions.is_empty() {
+    format_list(actions)
+}
+
+/// Joins displayable actions with commas, `drop` for none.
+pub fn format_list<T: std::fmt::Display>(items: &[T]) -> String {
+    if items.is_empty() {
         return "drop".to_string();
     }
-    actions
+    items
         .iter()
         .map(|a| a.to_string())
         .collect::<Vec<_>>()

@@ -106,12 +106,5 @@ impl std::fmt::Display for DpAction {
 
 /// Formats a datapath action list as `ofproto/trace` does (`drop` when empty).
 pub fn format_dp_actions(actions: &[DpAction]) -> String {
-    if actions.is_empty() {
-        return "drop".to_string();
-    }
-    actions
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    crate::action::format_list(actions)
 }

@@ -37,6 +37,18 @@ pub enum RxStatus {
     Exhausted,
 }
 
+impl RxStatus {
+    /// The status of a burst that received `n` packets, where `ended` says
+    /// the source can never deliver more.
+    pub fn of_burst(n: usize, ended: bool) -> Self {
+        match (n, ended) {
+            (0, true) => RxStatus::Exhausted,
+            (0, false) => RxStatus::Idle,
+            (n, _) => RxStatus::Received(n),
+        }
+    }
+}
+
 /// Why a port dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PortDrop {

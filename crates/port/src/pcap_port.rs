@@ -187,11 +187,7 @@ impl Port for PcapPort {
             let _ = batch.push(p);
             n += 1;
         }
-        match (n, *done && pending.is_none()) {
-            (0, true) => RxStatus::Exhausted,
-            (0, false) => RxStatus::Idle,
-            (n, _) => RxStatus::Received(n),
-        }
+        RxStatus::of_burst(n, *done && pending.is_none())
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {

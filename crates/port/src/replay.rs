@@ -131,11 +131,7 @@ impl ReplayPort {
             || self
                 .limit
                 .is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l);
-        match (n, done) {
-            (0, true) => RxStatus::Exhausted,
-            (0, false) => RxStatus::Idle,
-            (n, _) => RxStatus::Received(n),
-        }
+        RxStatus::of_burst(n, done)
     }
 
     pub(crate) fn replay_stats(&self) -> &PortStats {
