@@ -9,6 +9,12 @@ use sluice_packet::extract::extract;
 use sluice_packet::rewrite::{self, ArpField, PortField};
 use sluice_packet::{FlowKey, PacketMeta, PacketPool};
 
+thread_local! {
+    // One pool for the whole run, as a datapath thread has: a frame that
+    // is not given back shows up as an allocation failure next time.
+    static POOL: std::cell::RefCell<PacketPool> = std::cell::RefCell::new(PacketPool::new(1, 2048).unwrap());
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut key = FlowKey::default();
     let mut meta = PacketMeta::default();
@@ -20,8 +26,14 @@ fuzz_target!(|data: &[u8]| {
     let mut meta2 = PacketMeta::default();
     extract(data, 1, &mut meta2, &mut again).unwrap();
     assert_eq!(key, again);
-    let mut pool = PacketPool::new(1, 2048).unwrap();
-    let Some(mut p) = pool.alloc_from(data) else { return };
+    POOL.with_borrow_mut(|pool| rewrite_all(pool, data, meta));
+});
+
+fn rewrite_all(pool: &mut PacketPool, data: &[u8], meta: PacketMeta) {
+    if data.len() > pool.max_packet_len() {
+        return;
+    }
+    let mut p = pool.alloc_from(data).expect("the frame was given back last time");
     p.meta = meta;
     rewrite::set_eth_src(&mut p, [1; 6]);
     rewrite::set_ipv4_src(&mut p, 0x0a00_0001);
@@ -40,4 +52,4 @@ fuzz_target!(|data: &[u8]| {
     rewrite::pop_vlan(&mut p);
     rewrite::pop_vlan(&mut p);
     pool.free(p);
-});
+}
