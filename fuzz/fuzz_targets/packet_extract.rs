@@ -41,7 +41,7 @@ fn rewrite_all(pool: &mut PacketPool, data: &[u8], meta: PacketMeta) {
     rewrite::set_ipv6_src(&mut p, [2; 16]);
     rewrite::set_ipv6_dst(&mut p, [3; 16]);
     rewrite::set_ipv6_label(&mut p, 0x12345);
-    rewrite::set_ip_tos(&mut p, 0xb8);
+    rewrite::set_ip_tos(&mut p, 0xb8, 0xfc);
     rewrite::set_ip_ttl(&mut p, 7);
     rewrite::set_tp_port(&mut p, PortField::Src, 1);
     rewrite::set_tp_port(&mut p, PortField::Dst, 2);

@@ -38,8 +38,13 @@ pub enum DpAction {
     SetIpv6Dst([u8; 16]),
     /// Set the IPv6 flow label.
     SetIpv6Label(u32),
-    /// Set the TOS / traffic class byte.
-    SetIpTos(u8),
+    /// Set the `mask` bits of the TOS / traffic class byte.
+    SetIpTos {
+        /// New bits.
+        tos: u8,
+        /// Which bits (0xfc DSCP, 0x03 ECN).
+        mask: u8,
+    },
     /// Set the TTL / hop limit.
     SetIpTtl(u8),
     /// Set the TCP/UDP/SCTP source port.
@@ -78,7 +83,8 @@ impl std::fmt::Display for DpAction {
             DpAction::SetIpv6Src(a) => write!(f, "set(ipv6(src={}))", fmt_ipv6(a)),
             DpAction::SetIpv6Dst(a) => write!(f, "set(ipv6(dst={}))", fmt_ipv6(a)),
             DpAction::SetIpv6Label(l) => write!(f, "set(ipv6(label={l:#x}))"),
-            DpAction::SetIpTos(t) => write!(f, "set(ip(tos={t:#x}))"),
+            DpAction::SetIpTos { tos, mask: 0xff } => write!(f, "set(ip(tos={tos:#x}))"),
+            DpAction::SetIpTos { tos, mask } => write!(f, "set(ip(tos={tos:#x}/{mask:#x}))"),
             DpAction::SetIpTtl(t) => write!(f, "set(ip(ttl={t}))"),
             DpAction::SetTpSrc(p) => write!(f, "set(l4(src={p}))"),
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),

@@ -19,6 +19,7 @@ pub mod fields;
 pub mod flow_match;
 pub mod parse;
 pub mod table;
+pub mod wildcards;
 pub mod xlate;
 
 pub use action::Action;

@@ -19,6 +19,7 @@ use sluice_packet::key::FlowKey;
 use crate::action::Action;
 use crate::flow_match::Match;
 use crate::parse::{FlowSpec, N_TABLES};
+use crate::wildcards::explain_miss;
 
 /// A rule's identity, unique within a switch's lifetime.
 pub type RuleId = u64;
@@ -292,14 +293,16 @@ impl RuleSet {
     }
 
     /// Reference lookup: the highest-priority rule of table `t` matching
-    /// `key`. ORs into `wc` the mask of every rule it had to look at — the
-    /// bits that decided the result (a sound, if not the narrowest, set).
+    /// `key`. ORs into `wc` the bits that decided the result: the whole
+    /// mask of the rule that matched, and for each rule before it just
+    /// enough bits to prove it missed ([`explain_miss`]).
     pub fn lookup(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         for r in self.table(t) {
-            wc.or_assign(&r.matcher.mask);
             if r.matcher.matches(key) {
+                wc.or_assign(&r.matcher.mask);
                 return Some(r);
             }
+            explain_miss(key, &r.matcher, wc);
         }
         None
     }
@@ -339,6 +342,21 @@ mod tests {
         );
         assert_eq!(wc.dl_type, 0xffff);
         assert_eq!(wc.in_port, 0, "rules after the winner were not consulted");
+        let key = FlowKey {
+            dl_type: 0x86dd,
+            in_port: 3,
+            ..Default::default()
+        };
+        let mut wc = FlowKey::default();
+        assert_eq!(
+            set.lookup(0, &key, &mut wc).unwrap().actions,
+            vec![Action::Output(3)]
+        );
+        assert_eq!(
+            (wc.dl_type, wc.in_port),
+            (0xffff, u32::MAX),
+            "ip missed on dl_type, then in_port matched"
+        );
         let key = FlowKey {
             in_port: 9,
             ..Default::default()

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sluice_packet::key::{FlowKey, FRAG_LATER};
+use sluice_packet::key::FlowKey;
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
@@ -118,6 +118,10 @@ struct Ctx<'a, 'o> {
     resubmits: u32,
     error: Option<XlateDrop>,
     reason: Option<XlateDrop>,
+    /// For each VLAN slot of `flow`, which tag of the original packet it
+    /// is (None: pushed by an action, or nothing). Wildcard bits about a
+    /// slot are recorded against that original tag.
+    vlan_origin: [Option<usize>; 2],
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -137,6 +141,7 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
         resubmits: 0,
         error: None,
         reason: None,
+        vlan_origin: [Some(0), Some(1)],
     };
     cx.table(0, true);
     cx.out.final_flow = cx.flow;
@@ -164,7 +169,10 @@ impl Ctx<'_, '_> {
             return;
         }
         let rules = self.env.rules;
-        let Some(rule) = rules.lookup(t, &self.flow, &mut self.out.wc) else {
+        let mut wc = FlowKey::default();
+        let found = rules.lookup(t, &self.flow, &mut wc);
+        self.merge_wc(&wc);
+        let Some(rule) = found else {
             if let Some(tr) = &mut self.out.trace {
                 tr.push(format!(
                     "{}{t}. No match.",
@@ -231,35 +239,33 @@ impl Ctx<'_, '_> {
                 }
                 Action::SetField { field, value, .. } => self.set_field(field, value),
                 Action::ModVlanVid(vid) => {
-                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    self.unwc_vlan(0, tci::PRESENT, 0);
                     if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
                         self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::VID_MASK) | vid;
-                        self.out.wc.vlan_tci[0] = 0xffff;
+                        self.unwc_vlan(0, 0xffff, 0);
                         self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
                     } else {
                         self.push_vlan(ethertype::VLAN_8021Q, vid);
                     }
                 }
                 Action::ModVlanPcp(pcp) => {
-                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    self.unwc_vlan(0, tci::PRESENT, 0);
                     let bits = (pcp as u16) << tci::PCP_SHIFT;
                     if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
                         self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::PCP_MASK) | bits;
-                        self.out.wc.vlan_tci[0] = 0xffff;
+                        self.unwc_vlan(0, 0xffff, 0);
                         self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
                     } else {
                         self.push_vlan(ethertype::VLAN_8021Q, bits);
                     }
                 }
-                Action::PushVlan(tpid) => {
-                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
-                    self.push_vlan(tpid, 0);
-                }
+                Action::PushVlan(tpid) => self.push_vlan(tpid, 0),
                 Action::PopVlan => {
-                    self.out.wc.vlan_tci[0] |= tci::PRESENT;
+                    self.unwc_vlan(0, tci::PRESENT, 0);
                     if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
                         self.flow.vlan_tci = [self.flow.vlan_tci[1], 0];
                         self.flow.vlan_tpid = [self.flow.vlan_tpid[1], 0];
+                        self.vlan_origin = [self.vlan_origin[1], None];
                         self.push(DpAction::PopVlan);
                     }
                 }
@@ -285,6 +291,27 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// Records that the decision looked at `tci`/`tpid` bits of VLAN slot
+    /// `slot` of the current flow.
+    fn unwc_vlan(&mut self, slot: usize, tci: u16, tpid: u16) {
+        if let Some(o) = self.vlan_origin[slot] {
+            self.out.wc.vlan_tci[o] |= tci;
+            self.out.wc.vlan_tpid[o] |= tpid;
+        }
+    }
+
+    /// Adds the bits a lookup on the current flow consulted, mapping VLAN
+    /// slots back to the original packet's tags.
+    fn merge_wc(&mut self, wc: &FlowKey) {
+        let mut rest = *wc;
+        rest.vlan_tci = [0; 2];
+        rest.vlan_tpid = [0; 2];
+        self.out.wc.or_assign(&rest);
+        for slot in 0..2 {
+            self.unwc_vlan(slot, wc.vlan_tci[slot], wc.vlan_tpid[slot]);
+        }
+    }
+
     fn push(&mut self, a: DpAction) {
         if self.out.actions.len() >= MAX_DP_ACTIONS {
             self.error = Some(XlateDrop::TooManyActions);
@@ -294,13 +321,14 @@ impl Ctx<'_, '_> {
     }
 
     fn push_vlan(&mut self, tpid: u16, wire_tci: u16) {
-        self.out.wc.vlan_tci[1] |= tci::PRESENT;
+        self.unwc_vlan(1, tci::PRESENT, 0);
         if self.flow.vlan_tci[1] & tci::PRESENT != 0 {
             self.error = Some(XlateDrop::TooManyVlans);
             return;
         }
         self.flow.vlan_tci = [wire_tci | tci::PRESENT, self.flow.vlan_tci[0]];
         self.flow.vlan_tpid = [tpid, self.flow.vlan_tpid[0]];
+        self.vlan_origin = [None, self.vlan_origin[0]];
         self.push(DpAction::PushVlan {
             tpid,
             tci: wire_tci,
@@ -354,7 +382,7 @@ impl Ctx<'_, '_> {
     fn unwildcard_prereq(&mut self, p: Prereq) {
         match p {
             Prereq::None => {}
-            Prereq::Vlan => self.out.wc.vlan_tci[0] |= tci::PRESENT,
+            Prereq::Vlan => self.unwc_vlan(0, tci::PRESENT, 0),
             Prereq::Nd => {
                 self.out.wc.dl_type = 0xffff;
                 self.out.wc.nw_proto = 0xff;
@@ -378,12 +406,12 @@ impl Ctx<'_, '_> {
             return;
         }
         if field.name == "vlan_vid" || field.name == "vlan_pcp" {
-            self.out.wc.vlan_tci[0] |= tci::PRESENT;
+            self.unwc_vlan(0, tci::PRESENT, 0);
             if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
                 self.note(self.depth, ">> no VLAN tag: skipped");
                 return;
             }
-            self.out.wc.vlan_tci[0] = 0xffff;
+            self.unwc_vlan(0, 0xffff, 0);
             (field.put)(&mut self.flow, value);
             self.flow.vlan_tci[0] |= tci::PRESENT;
             self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
@@ -446,13 +474,21 @@ impl Ctx<'_, '_> {
         }
         if f.is_ip() {
             if d.nw_tos != 0 {
-                self.push(DpAction::SetIpTos(f.nw_tos));
+                // Only the bits actions wrote: the rest stay the packet's own,
+                // so the action does not depend on them.
+                self.push(DpAction::SetIpTos {
+                    tos: f.nw_tos & d.nw_tos,
+                    mask: d.nw_tos,
+                });
             }
             if d.nw_ttl != 0 {
                 self.push(DpAction::SetIpTtl(f.nw_ttl));
             }
+            // Emitted for later fragments too (where the datapath finds no
+            // L4 header and changes nothing): testing nw_frag here would make
+            // the result depend on a bit the mask does not hold.
             let icmp = matches!(f.nw_proto, proto::ICMP | proto::ICMPV6);
-            if f.nw_frag & FRAG_LATER == 0 || icmp {
+            {
                 match (icmp, d.tp_src != 0, d.tp_dst != 0) {
                     (true, s, c) => {
                         if s {

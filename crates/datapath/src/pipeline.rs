@@ -148,7 +148,7 @@ fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::SetIpv6Src(a) => rewrite::set_ipv6_src(pkt, a),
         DpAction::SetIpv6Dst(a) => rewrite::set_ipv6_dst(pkt, a),
         DpAction::SetIpv6Label(l) => rewrite::set_ipv6_label(pkt, l),
-        DpAction::SetIpTos(t) => rewrite::set_ip_tos(pkt, t),
+        DpAction::SetIpTos { tos, mask } => rewrite::set_ip_tos(pkt, tos, mask),
         DpAction::SetIpTtl(t) => rewrite::set_ip_ttl(pkt, t),
         DpAction::SetTpSrc(p) => rewrite::set_tp_port(pkt, PortField::Src, p),
         DpAction::SetTpDst(p) => rewrite::set_tp_port(pkt, PortField::Dst, p),

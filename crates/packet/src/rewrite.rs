@@ -134,13 +134,20 @@ pub fn set_ipv6_label(pkt: &mut Packet, label: u32) -> bool {
     ipv6(pkt).map(|mut h| h.set_flow_label(label)).is_some()
 }
 
-/// Sets the TOS byte (IPv4) or traffic class (IPv6).
-pub fn set_ip_tos(pkt: &mut Packet, tos: u8) -> bool {
+/// Sets the `mask` bits of the TOS byte (IPv4) or traffic class (IPv6)
+/// to those of `tos`, keeping the others (DSCP and ECN are set apart).
+pub fn set_ip_tos(pkt: &mut Packet, tos: u8, mask: u8) -> bool {
     if let Some(mut h) = ipv4(pkt) {
-        h.set_tos(tos);
+        let new = (h.tos() & !mask) | (tos & mask);
+        h.set_tos(new);
         return true;
     }
-    ipv6(pkt).map(|mut h| h.set_traffic_class(tos)).is_some()
+    ipv6(pkt)
+        .map(|mut h| {
+            let new = (h.traffic_class() & !mask) | (tos & mask);
+            h.set_traffic_class(new)
+        })
+        .is_some()
 }
 
 /// Sets the TTL (IPv4) or hop limit (IPv6).
@@ -366,7 +373,7 @@ mod tests {
             assert!(set_ipv4_dst(&mut p, 0xc0a8_0002));
             assert!(set_tp_port(&mut p, PortField::Src, 4000));
             assert!(set_tp_port(&mut p, PortField::Dst, 4001));
-            assert!(set_ip_tos(&mut p, 0xb8));
+            assert!(set_ip_tos(&mut p, 0xb8, 0xff));
             assert!(set_ip_ttl(&mut p, 8));
             let l4_after = match l4 {
                 L4::Tcp { flags, .. } => L4::Tcp {
