@@ -17,6 +17,7 @@ pub mod action;
 pub mod dpaction;
 pub mod fields;
 pub mod flow_match;
+pub mod megaflow;
 pub mod parse;
 pub mod table;
 pub mod wildcards;

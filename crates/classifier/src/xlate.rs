@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sluice_packet::key::FlowKey;
+use sluice_packet::key::{FlowKey, FRAG_LATER};
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
@@ -417,6 +417,15 @@ impl Ctx<'_, '_> {
             self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
             return;
         }
+        if writes_l4(field) {
+            // A later fragment has no L4 header to rewrite: as in OVS, the
+            // action does nothing (and the decision depends on nw_frag).
+            self.out.wc.nw_frag |= FRAG_LATER;
+            if self.flow.nw_frag & FRAG_LATER != 0 {
+                self.note(self.depth, ">> later fragment: no L4 header, skipped");
+                return;
+            }
+        }
         (field.put)(&mut self.flow, value);
         (field.put)(&mut self.dirty, field.full_mask());
     }
@@ -510,6 +519,13 @@ impl Ctx<'_, '_> {
             }
         }
     }
+}
+
+/// Whether `field` lives in the L4 header (ports, ICMP type and code).
+fn writes_l4(field: &Field) -> bool {
+    let mut probe = FlowKey::default();
+    (field.put)(&mut probe, field.full_mask());
+    probe.tp_src != 0 || probe.tp_dst != 0
 }
 
 /// Whether a drop reason means the translation itself failed (the whole

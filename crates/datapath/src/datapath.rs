@@ -7,18 +7,26 @@
 use std::sync::Arc;
 
 use sluice_classifier::action::OFPP_MAX;
-use sluice_classifier::RuleSet;
+use sluice_classifier::dpaction::format_dp_actions;
+use sluice_classifier::{RuleSet, XlateEnv};
 use sluice_packet::pool::{PoolError, DEFAULT_FRAME_SIZE};
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::{Port, PortError, PortStats, RxStatus};
 
+use crate::cascade::CacheConfig;
 use crate::cycles;
+use crate::execute::PacketIn;
 use crate::output::{OutputStage, PortSlot};
-use crate::pipeline::{PacketIn, Pipeline};
+use crate::pipeline::Pipeline;
 use crate::stats::DpStats;
 
 /// How often rule timeouts are checked.
 pub const EXPIRE_INTERVAL_US: u64 = 100_000;
+/// How often caches are maintained (subtable ranking, idle megaflows).
+pub const CACHE_INTERVAL_US: u64 = 1_000_000;
+/// Most megaflows revalidated eagerly per housekeeping run; the rest are
+/// revalidated when next hit.
+pub const REVALIDATE_BUDGET: usize = 16_384;
 
 /// Datapath sizing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +37,8 @@ pub struct DatapathConfig {
     pub frame_size: usize,
     /// Packet-ins kept for the controller before new ones are dropped.
     pub packet_in_queue: usize,
+    /// The flow caches.
+    pub cache: CacheConfig,
 }
 
 impl Default for DatapathConfig {
@@ -37,6 +47,7 @@ impl Default for DatapathConfig {
             pool_frames: 4096,
             frame_size: DEFAULT_FRAME_SIZE,
             packet_in_queue: 1024,
+            cache: CacheConfig::default(),
         }
     }
 }
@@ -89,9 +100,15 @@ pub struct Datapath {
     port_numbers: Vec<u32>,
     rules: Arc<RuleSet>,
     rules_have_timeouts: bool,
+    /// Bumped on every change of rules or ports: megaflows from an older
+    /// epoch are revalidated before use.
+    epoch: u64,
+    /// Epoch the last eager revalidation ran for.
+    revalidated_epoch: u64,
     pipeline: Pipeline,
     stats: DpStats,
     last_expire_us: u64,
+    last_cache_us: u64,
 }
 
 impl Datapath {
@@ -104,9 +121,12 @@ impl Datapath {
             port_numbers: Vec::new(),
             rules: Arc::new(RuleSet::new()),
             rules_have_timeouts: false,
-            pipeline: Pipeline::new(cfg.packet_in_queue),
+            epoch: 0,
+            revalidated_epoch: 0,
+            pipeline: Pipeline::new(cfg.packet_in_queue, cfg.cache),
             stats: DpStats::default(),
             last_expire_us: 0,
+            last_cache_us: 0,
         };
         dp.set_rules(rules);
         Ok(dp)
@@ -133,15 +153,26 @@ impl Datapath {
             },
         );
         self.port_numbers.insert(pos, ofport);
+        // all/flood and outputs to missing ports depend on the port set.
+        self.epoch += 1;
         Ok(())
     }
 
-    /// Installs a new rule set (takes effect for the next batch).
+    /// Installs a new rule set.
+    /// It is in force when this returns: every packet processed afterwards
+    /// is forwarded by the new rules (cached decisions from before are
+    /// revalidated before they serve a packet).
     pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
         self.rules_have_timeouts = rules
             .iter()
             .any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
         self.rules = rules;
+        self.epoch += 1;
+    }
+
+    /// The current epoch (bumped by every rule or port change).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The rules in force.
@@ -166,10 +197,14 @@ impl Datapath {
             match slot.port.rx_burst(&mut self.pool, &mut batch, slot.ofport) {
                 RxStatus::Received(_) => {
                     received += batch.len();
+                    let env = XlateEnv {
+                        rules: &self.rules,
+                        ports: &self.port_numbers,
+                    };
                     self.pipeline.process(
                         &mut batch,
-                        &self.rules,
-                        &self.port_numbers,
+                        env,
+                        self.epoch,
                         &mut self.pool,
                         &mut self.out,
                         &mut self.stats,
@@ -202,6 +237,66 @@ impl Datapath {
                 self.set_rules(Arc::new(next));
             }
         }
+        let changed = self.revalidated_epoch != self.epoch;
+        if changed || now_us.saturating_sub(self.last_cache_us) >= CACHE_INTERVAL_US {
+            self.last_cache_us = now_us;
+            self.revalidated_epoch = self.epoch;
+            let env = XlateEnv {
+                rules: &self.rules,
+                ports: &self.port_numbers,
+            };
+            self.pipeline.caches.housekeeping(
+                env,
+                self.epoch,
+                now_us,
+                REVALIDATE_BUDGET,
+                &mut self.stats,
+            );
+        }
+    }
+
+    /// The installed megaflows, formatted like `ovs-appctl dpctl/dump-flows`.
+    pub fn dump_megaflows(&self, now_us: u64) -> Vec<String> {
+        self.pipeline
+            .caches
+            .megaflows
+            .iter()
+            .map(|(_, f)| {
+                let used = if f.packets == 0 {
+                    "never".to_string()
+                } else {
+                    format!("{:.3}s", now_us.saturating_sub(f.used_us) as f64 / 1e6)
+                };
+                let m = f.matcher.to_string();
+                format!(
+                    "{}, packets:{}, bytes:{}, used:{used}, actions:{}",
+                    if m.is_empty() {
+                        "(match all)".to_string()
+                    } else {
+                        m
+                    },
+                    f.packets,
+                    f.bytes,
+                    format_dp_actions(&f.actions)
+                )
+            })
+            .collect()
+    }
+
+    /// (megaflows, masks, EMC entries in use, SMC entries in use).
+    pub fn cache_occupancy(&self) -> (usize, usize, usize, usize) {
+        let c = &self.pipeline.caches;
+        (
+            c.megaflows.len(),
+            c.megaflows.n_masks(),
+            c.emc.occupancy(),
+            c.smc.occupancy(),
+        )
+    }
+
+    /// Drops every cached decision (the next packets are upcalls).
+    pub fn flush_caches(&mut self) {
+        self.pipeline.caches.clear();
     }
 
     /// Whether every port that receives has run out of input.
@@ -260,7 +355,7 @@ impl Datapath {
 
     /// Packet-ins waiting for an OpenFlow channel.
     pub fn packet_ins(&self) -> impl Iterator<Item = &PacketIn> {
-        self.pipeline.packet_ins.iter()
+        self.pipeline.packet_ins.queue.iter()
     }
 
     /// Frames free in the pool (all of them once the datapath is idle and

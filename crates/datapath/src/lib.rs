@@ -2,20 +2,23 @@
 //!
 //! [`Datapath`] owns a packet pool, ports and the rules; each poll
 //! iteration takes one rx burst per port through the [`pipeline`] (extract,
-//! classify, execute) into per-port output batches. Every packet ends
+//! the [`cascade`] of caches, execute) into per-port output batches. Every packet ends
 //! forwarded, queued for the controller, or dropped for a named
 //! [`DropReason`](stats::DropReason); [`stats::DpStats`] checks the sums.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod cascade;
 #[allow(unsafe_code)]
 pub mod cycles;
 pub mod datapath;
+pub mod execute;
 mod output;
 pub mod pipeline;
 pub mod stats;
 
+pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortReport};
-pub use pipeline::PacketIn;
+pub use execute::PacketIn;
 pub use stats::{DpStats, DropReason, DROP_REASONS};

@@ -1,72 +1,88 @@
 //! One rx batch's way through the datapath.
 //!
-//! Stages, each over the whole batch:
-//! 1. **extract**: key and layer offsets for every packet (runts dropped);
-//! 2. **classify**: group packets by key; translate each distinct key once
-//!    through the rule tables (seed 001: batch the misses, one translation
-//!    per flow). Caches (#3) slot in here, before translation;
-//! 3. **execute**: run each flow's actions on its sub-batch, flows in
-//!    order of first arrival, packets in arrival order, so per-flow order
-//!    holds; outputs go to the per-port output batches;
-//! 4. **credit**: add each flow's packets and bytes to its rules, once.
+//! Stages, each over the whole batch (VPP/OVS style):
+//! 1. **extract**: key, layer offsets and hash for every packet, once
+//!    (a port-given hash is reused); runts are dropped;
+//! 2. **EMC**, then **SMC**, then the **megaflow** classifier (batched,
+//!    subtable by subtable) for the packets still unmatched, each level
+//!    feeding the levels above it on a hit;
+//! 3. **upcall** for the rest, in arrival order: one translation per
+//!    distinct flow (a key already installed by an earlier miss of the
+//!    same batch is found by a second megaflow lookup, seed 001);
+//! 4. **execute**: packets grouped by the flow that matched them, groups
+//!    in order of first arrival, packets in arrival order inside a group —
+//!    so a flow's packets leave in the order they came whatever cache
+//!    level each hit (OVS commit 9b4f08cd fixed this ordering bug);
+//! 5. **credit**: each group's packets and bytes to its megaflow and
+//!    rules, once per batch.
 //!
-//! Uses: `meta.in_port`. Sets: `meta` offsets, packet bytes (rewrites).
-
-use std::collections::VecDeque;
-use std::sync::Arc;
+//! Uses: `meta.in_port`, `meta.hash`. Sets: `meta` offsets, packet bytes.
 
 use arrayvec::ArrayVec;
-use sluice_classifier::dpaction::{DpAction, PacketInReason};
-use sluice_classifier::{translate, RuleSet, Translation, XlateDrop, XlateEnv};
+use sluice_classifier::megaflow::FlowRef;
+use sluice_classifier::{Translation, XlateEnv};
 use sluice_packet::extract::extract;
-use sluice_packet::rewrite::{self, PortField};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
+use crate::cascade::{cref, fref, CacheConfig, Caches};
+use crate::execute::{execute, PacketInQueue};
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
 
-/// A packet queued for the controller (the OpenFlow channel to come).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PacketIn {
-    /// Port the packet came in on.
-    pub in_port: u32,
-    /// Why it was sent.
-    pub reason: PacketInReason,
-    /// The packet, truncated to the action's `max_len`.
-    pub data: Vec<u8>,
-    /// Its length before truncation.
-    pub total_len: usize,
+/// Which flow a packet of the batch follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Not classified (yet), or dropped before classification.
+    None,
+    /// An installed megaflow.
+    Mega(FlowRef),
+    /// A translation that could not be installed (limits), kept for this batch.
+    Temp(u8),
 }
 
-/// One distinct flow of the batch being processed.
+/// A translation not installed as a megaflow, valid for one batch.
 #[derive(Default)]
-struct BatchFlow {
+struct TempFlow {
     key: FlowKey,
-    hash: u32,
     xlate: Translation,
+}
+
+struct Group {
+    target: Target,
     pkts: ArrayVec<u8, BATCH_SIZE>,
     bytes: u64,
 }
 
-/// Per-thread scratch state for batch processing, allocated once.
+/// Per-thread batch-processing state, allocated once.
 pub(crate) struct Pipeline {
     keys: [FlowKey; BATCH_SIZE],
+    hashes: [u32; BATCH_SIZE],
+    targets: [Target; BATCH_SIZE],
+    found: [Option<FlowRef>; BATCH_SIZE],
     slots: [Option<Packet>; BATCH_SIZE],
-    flows: Vec<BatchFlow>,
-    n_flows: usize,
-    pub packet_ins: VecDeque<PacketIn>,
-    pub packet_in_cap: usize,
+    temps: Vec<TempFlow>,
+    n_temps: usize,
+    groups: Vec<Group>,
+    pub caches: Caches,
+    pub packet_ins: PacketInQueue,
 }
 
 impl Pipeline {
-    pub fn new(packet_in_cap: usize) -> Self {
+    pub fn new(packet_in_cap: usize, cache: CacheConfig) -> Self {
         Pipeline {
             keys: [FlowKey::default(); BATCH_SIZE],
+            hashes: [0; BATCH_SIZE],
+            targets: [Target::None; BATCH_SIZE],
+            found: [None; BATCH_SIZE],
             slots: std::array::from_fn(|_| None),
-            flows: (0..BATCH_SIZE).map(|_| BatchFlow::default()).collect(),
-            n_flows: 0,
-            packet_ins: VecDeque::new(),
-            packet_in_cap,
+            temps: (0..BATCH_SIZE).map(|_| TempFlow::default()).collect(),
+            n_temps: 0,
+            groups: Vec::with_capacity(BATCH_SIZE),
+            caches: Caches::new(cache),
+            packet_ins: PacketInQueue {
+                cap: packet_in_cap,
+                ..Default::default()
+            },
         }
     }
 
@@ -75,21 +91,32 @@ impl Pipeline {
     pub fn process(
         &mut self,
         batch: &mut PacketBatch,
-        rules: &Arc<RuleSet>,
-        port_numbers: &[u32],
+        env: XlateEnv<'_>,
+        epoch: u64,
         pool: &mut PacketPool,
         out: &mut OutputStage,
         stats: &mut DpStats,
         now_us: u64,
     ) {
-        self.n_flows = 0;
-        let env = XlateEnv {
-            rules,
-            ports: port_numbers,
-        };
+        let mut todo = self.extract(batch, pool, stats);
+        todo = self.emc_stage(todo, env, epoch, stats);
+        todo = self.smc_stage(todo, env, epoch, stats);
+        todo = self.megaflow_stage(todo, env, epoch, stats);
+        self.upcall_stage(todo, env, epoch, now_us, stats);
+        self.execute_groups(pool, out, stats, now_us);
+    }
+
+    fn extract(
+        &mut self,
+        batch: &mut PacketBatch,
+        pool: &mut PacketPool,
+        stats: &mut DpStats,
+    ) -> u32 {
+        let mut todo = 0u32;
         for (i, mut pkt) in batch.drain().enumerate() {
             stats.rx_packets += 1;
             stats.rx_bytes += pkt.len() as u64;
+            self.targets[i] = Target::None;
             let mut meta = pkt.meta;
             if extract(pkt.data(), meta.in_port, &mut meta, &mut self.keys[i]).is_err() {
                 stats.dropped[DropReason::Runt.index()] += 1;
@@ -97,173 +124,241 @@ impl Pipeline {
                 continue;
             }
             pkt.meta = meta;
-            let key = &self.keys[i];
-            let hash = key.hash();
-            let found = self.flows[..self.n_flows]
-                .iter()
-                .position(|f| f.hash == hash && f.key == *key);
-            let fi = match found {
-                Some(fi) => fi,
-                None => {
-                    let fi = self.n_flows;
-                    self.n_flows += 1;
-                    let f = &mut self.flows[fi];
-                    f.key = *key;
-                    f.hash = hash;
-                    f.pkts.clear();
-                    f.bytes = 0;
-                    translate(env, key, &mut f.xlate, false);
-                    stats.upcalls += 1;
-                    fi
-                }
+            self.hashes[i] = if meta.has_hash {
+                meta.hash
+            } else {
+                self.keys[i].hash()
             };
-            self.flows[fi].pkts.push(i as u8);
-            self.flows[fi].bytes += pkt.len() as u64;
             self.slots[i] = Some(pkt);
+            todo |= 1 << i;
         }
-        for fi in 0..self.n_flows {
-            let flow = &self.flows[fi];
-            execute(
-                flow,
-                &mut self.slots,
-                pool,
-                out,
-                stats,
-                &mut self.packet_ins,
-                self.packet_in_cap,
-            );
-            for r in &flow.xlate.rules {
-                r.credit(flow.pkts.len() as u64, flow.bytes, now_us);
+        todo
+    }
+
+    fn emc_stage(
+        &mut self,
+        mut todo: u32,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        stats: &mut DpStats,
+    ) -> u32 {
+        if !self.caches.emc.enabled() {
+            return todo;
+        }
+        let mut bits = todo;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if let Some(c) = self.caches.emc.lookup(&self.keys[i], self.hashes[i]) {
+                let r = fref(c);
+                if self.caches.fresh(r, env, epoch, stats) {
+                    self.targets[i] = Target::Mega(r);
+                    stats.emc_hits += 1;
+                    todo &= !(1 << i);
+                }
+            }
+        }
+        todo
+    }
+
+    fn smc_stage(
+        &mut self,
+        mut todo: u32,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        stats: &mut DpStats,
+    ) -> u32 {
+        if !self.caches.smc.enabled() {
+            return todo;
+        }
+        let mut bits = todo;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let Some(idx) = self.caches.smc.lookup(self.hashes[i]) else {
+                continue;
+            };
+            // A signature hit is a candidate: verify the key under the mask.
+            let Some((r, f)) = self.caches.megaflows.get_slot(idx) else {
+                continue;
+            };
+            if !self.keys[i].matches(&f.matcher.value, &f.matcher.mask) {
+                continue;
+            }
+            if self.caches.fresh(r, env, epoch, stats) {
+                self.targets[i] = Target::Mega(r);
+                stats.smc_hits += 1;
+                todo &= !(1 << i);
+                self.caches
+                    .emc
+                    .probabilistic_insert(&self.keys[i], self.hashes[i], cref(r));
+            }
+        }
+        todo
+    }
+
+    fn megaflow_stage(
+        &mut self,
+        todo: u32,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        stats: &mut DpStats,
+    ) -> u32 {
+        if todo == 0 || self.caches.megaflows.is_empty() {
+            return todo;
+        }
+        let mut probes = 0;
+        let hits =
+            self.caches
+                .megaflows
+                .lookup_batch(&self.keys, todo, &mut self.found, &mut probes);
+        stats.subtable_lookups += probes;
+        let mut left = todo;
+        let mut bits = hits;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let r = self.found[i].expect("hit bits have refs");
+            if self.caches.fresh(r, env, epoch, stats) {
+                self.targets[i] = Target::Mega(r);
+                stats.megaflow_hits += 1;
+                left &= !(1 << i);
+                self.caches.smc.insert(self.hashes[i], r.idx);
+                self.caches
+                    .emc
+                    .probabilistic_insert(&self.keys[i], self.hashes[i], cref(r));
+            }
+        }
+        left
+    }
+
+    fn upcall_stage(
+        &mut self,
+        todo: u32,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        now_us: u64,
+        stats: &mut DpStats,
+    ) {
+        self.n_temps = 0;
+        let mut installed = false;
+        let mut bits = todo;
+        while bits != 0 {
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let key = self.keys[i];
+            // An earlier miss of this batch may have installed a megaflow
+            // that covers this packet too.
+            if installed {
+                let mut probes = 0;
+                let again = self.caches.megaflows.lookup(&key, &mut probes);
+                stats.subtable_lookups += probes;
+                if let Some(r) = again.filter(|&r| self.caches.fresh(r, env, epoch, stats)) {
+                    self.targets[i] = Target::Mega(r);
+                    stats.megaflow_hits += 1;
+                    continue;
+                }
+            }
+            if let Some(t) = self.temps[..self.n_temps].iter().position(|t| t.key == key) {
+                // A miss forwarded by an uncached translation: counted like
+                // the one that made it.
+                self.targets[i] = Target::Temp(t as u8);
+                stats.failed_upcalls += 1;
+                continue;
+            }
+            match self
+                .caches
+                .upcall(&key, self.hashes[i], env, epoch, now_us, stats)
+            {
+                Ok(r) => {
+                    self.targets[i] = Target::Mega(r);
+                    installed = true;
+                }
+                Err(_) => {
+                    // Forward by the translation without caching it.
+                    let t = &mut self.temps[self.n_temps];
+                    t.key = key;
+                    std::mem::swap(&mut t.xlate, &mut self.caches.xlate);
+                    self.targets[i] = Target::Temp(self.n_temps as u8);
+                    self.n_temps += 1;
+                }
             }
         }
     }
-}
 
-fn apply(pkt: &mut Packet, a: &DpAction) {
-    match *a {
-        DpAction::SetEthSrc(m) => rewrite::set_eth_src(pkt, m),
-        DpAction::SetEthDst(m) => rewrite::set_eth_dst(pkt, m),
-        DpAction::SetIpv4Src(ip) => rewrite::set_ipv4_src(pkt, ip),
-        DpAction::SetIpv4Dst(ip) => rewrite::set_ipv4_dst(pkt, ip),
-        DpAction::SetIpv6Src(a) => rewrite::set_ipv6_src(pkt, a),
-        DpAction::SetIpv6Dst(a) => rewrite::set_ipv6_dst(pkt, a),
-        DpAction::SetIpv6Label(l) => rewrite::set_ipv6_label(pkt, l),
-        DpAction::SetIpTos { tos, mask } => rewrite::set_ip_tos(pkt, tos, mask),
-        DpAction::SetIpTtl(t) => rewrite::set_ip_ttl(pkt, t),
-        DpAction::SetTpSrc(p) => rewrite::set_tp_port(pkt, PortField::Src, p),
-        DpAction::SetTpDst(p) => rewrite::set_tp_port(pkt, PortField::Dst, p),
-        DpAction::SetIcmpType(t) => rewrite::set_icmp(pkt, PortField::Src, t),
-        DpAction::SetIcmpCode(c) => rewrite::set_icmp(pkt, PortField::Dst, c),
-        DpAction::SetArp(f) => rewrite::set_arp(pkt, f),
-        DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
-        DpAction::PopVlan => rewrite::pop_vlan(pkt),
-        DpAction::SetVlanTci(t) => rewrite::set_vlan_tci(pkt, t),
-        DpAction::Output(_) | DpAction::Controller { .. } => true,
-    };
-}
-
-/// Runs a flow's actions on its packets (action by action over the whole
-/// sub-batch). The last output takes the packet itself; earlier outputs
-/// take copies. Every packet ends forwarded, queued for the controller, or
-/// dropped with a reason.
-fn execute(
-    flow: &BatchFlow,
-    slots: &mut [Option<Packet>; BATCH_SIZE],
-    pool: &mut PacketPool,
-    out: &mut OutputStage,
-    stats: &mut DpStats,
-    packet_ins: &mut VecDeque<PacketIn>,
-    packet_in_cap: usize,
-) {
-    let acts = &flow.xlate.actions;
-    let last = acts
-        .iter()
-        .rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
-    let Some(last) = last else {
-        let reason = DropReason::Xlate(flow.xlate.drop.unwrap_or(XlateDrop::NoOutput));
-        for &i in &flow.pkts {
-            if let Some(p) = slots[i as usize].take() {
-                pool.free(p);
-            }
-        }
-        stats.dropped[reason.index()] += flow.pkts.len() as u64;
-        return;
-    };
-    let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
-    for (ai, a) in acts[..=last].iter().enumerate() {
-        let is_last = ai == last;
-        match *a {
-            DpAction::Output(ofport) => {
-                let idx = out.index_of(ofport);
-                for &i in &flow.pkts {
-                    let bit = 1u32 << i;
-                    let slot = &mut slots[i as usize];
-                    let pkt = match (is_last, idx) {
-                        (true, _) => slot.take(),
-                        (false, Some(_)) => slot.as_ref().and_then(|p| pool.clone_packet(p)),
-                        (false, None) => None,
-                    };
-                    match (pkt, idx) {
-                        (Some(p), Some(idx)) => {
-                            out.enqueue(idx, p, pool, stats);
-                            sent |= bit;
-                        }
-                        (Some(p), None) => pool.free(p),
-                        (None, _) => {
-                            stats.copy_failures += 1;
-                            no_buf |= bit;
-                        }
-                    }
+    fn execute_groups(
+        &mut self,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
+        self.groups.clear();
+        for i in 0..BATCH_SIZE {
+            let Some(p) = &self.slots[i] else { continue };
+            let t = self.targets[i];
+            let len = p.len() as u64;
+            match self.groups.iter_mut().find(|g| g.target == t) {
+                Some(g) => {
+                    g.pkts.push(i as u8);
+                    g.bytes += len;
                 }
-            }
-            DpAction::Controller { reason, max_len } => {
-                for &i in &flow.pkts {
-                    let bit = 1u32 << i;
-                    let slot = &mut slots[i as usize];
-                    if let Some(p) = slot.as_ref() {
-                        if packet_ins.len() < packet_in_cap {
-                            let n = p.len().min(max_len as usize);
-                            packet_ins.push_back(PacketIn {
-                                in_port: p.meta.in_port,
-                                reason,
-                                data: p.data()[..n].to_vec(),
-                                total_len: p.len(),
-                            });
-                            stats.packet_ins += 1;
-                            to_ctl |= bit;
-                        } else {
-                            ctl_full |= bit;
-                        }
-                    }
-                    if is_last {
-                        if let Some(p) = slot.take() {
-                            pool.free(p);
-                        }
-                    }
-                }
-            }
-            ref set => {
-                for &i in &flow.pkts {
-                    if let Some(p) = slots[i as usize].as_mut() {
-                        apply(p, set);
-                    }
+                None => {
+                    let mut pkts = ArrayVec::new();
+                    pkts.push(i as u8);
+                    self.groups.push(Group {
+                        target: t,
+                        pkts,
+                        bytes: len,
+                    });
                 }
             }
         }
-    }
-    for &i in &flow.pkts {
-        let bit = 1u32 << i;
-        if sent & bit != 0 {
-            stats.forwarded += 1;
-        } else if to_ctl & bit != 0 {
-            stats.to_controller += 1;
-        } else if ctl_full & bit != 0 {
-            stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
-        } else if no_buf & bit != 0 {
-            stats.dropped[DropReason::NoBuffer.index()] += 1;
-        } else {
-            stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
+        for g in &self.groups {
+            let n = g.pkts.len() as u64;
+            match g.target {
+                Target::Mega(r) => {
+                    let f = self
+                        .caches
+                        .megaflows
+                        .get(r)
+                        .expect("targets are live megaflows");
+                    execute(
+                        &f.actions,
+                        f.drop,
+                        &g.pkts,
+                        &mut self.slots,
+                        pool,
+                        out,
+                        stats,
+                        &mut self.packet_ins,
+                    );
+                    for rule in &f.rules {
+                        rule.credit(n, g.bytes, now_us);
+                    }
+                    let f = self.caches.megaflows.get_mut(r).expect("still live");
+                    f.packets += n;
+                    f.bytes += g.bytes;
+                    f.used_us = now_us;
+                }
+                Target::Temp(t) => {
+                    let x = &self.temps[t as usize].xlate;
+                    execute(
+                        &x.actions,
+                        x.drop,
+                        &g.pkts,
+                        &mut self.slots,
+                        pool,
+                        out,
+                        stats,
+                        &mut self.packet_ins,
+                    );
+                    for rule in &x.rules {
+                        rule.credit(n, g.bytes, now_us);
+                    }
+                }
+                Target::None => unreachable!("every extracted packet is classified"),
+            }
         }
-        debug_assert!(slots[i as usize].is_none(), "every packet leaves the batch");
     }
 }

@@ -79,9 +79,30 @@ pub struct DpStats {
     pub to_controller: u64,
     /// Dropped packets, by [`DropReason::index`].
     pub dropped: [u64; N_DROP_REASONS],
-    /// `upcalls`: translations through the rule tables (one per distinct
-    /// flow key per batch while there are no caches).
+    /// `emc hits`.
+    pub emc_hits: u64,
+    /// `smc hits`.
+    pub smc_hits: u64,
+    /// `megaflow hits`.
+    pub megaflow_hits: u64,
+    /// Subtables probed by megaflow lookups (for `avg. subtable lookups
+    /// per megaflow hit`).
+    pub subtable_lookups: u64,
+    /// `miss with success upcall`: translations installed as megaflows.
     pub upcalls: u64,
+    /// `miss with failed upcall`: translations that could not be installed
+    /// (flow or mask limit); the packets were still forwarded by them.
+    pub failed_upcalls: u64,
+    /// Installs refused at the megaflow limit.
+    pub flow_limit_hits: u64,
+    /// Installs refused at the mask (subtable) limit.
+    pub mask_limit_hits: u64,
+    /// Megaflows revalidated after a rule or port change and kept.
+    pub revalidated: u64,
+    /// Megaflows removed by revalidation (the decision changed).
+    pub invalidated: u64,
+    /// Megaflows removed for being idle.
+    pub idle_expired: u64,
     /// Copies handed to output queues (a flooded packet counts once per port).
     pub output_copies: u64,
     /// Copies that could not be made (pool empty); each is also a lost copy.
@@ -132,6 +153,20 @@ impl DpStats {
         } else {
             (self.sent_packets + self.tx_dropped) as f64 / self.sent_batches as f64
         }
+    }
+
+    /// `avg. subtable lookups per megaflow hit`.
+    pub fn subtable_lookups_per_hit(&self) -> f64 {
+        if self.megaflow_hits == 0 {
+            0.0
+        } else {
+            self.subtable_lookups as f64 / self.megaflow_hits as f64
+        }
+    }
+
+    /// Packets that went through the cache cascade (all but runts).
+    pub fn classified(&self) -> u64 {
+        self.emc_hits + self.smc_hits + self.megaflow_hits + self.upcalls + self.failed_upcalls
     }
 
     /// `cycles/pkt` (processing cycles per received packet).

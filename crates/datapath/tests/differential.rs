@@ -19,8 +19,9 @@ use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 use sluice_classifier::action::Action;
 use sluice_classifier::fields::Prereq;
+use sluice_classifier::megaflow::MegaflowLimits;
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{Datapath, DatapathConfig};
+use sluice_datapath::{CacheConfig, Datapath, DatapathConfig, DropReason};
 use sluice_packet::build::{Frame, L4};
 use sluice_packet::extract::extract;
 use sluice_packet::wire::checksum::{checksum, crc32c, finish, pseudo_v4, pseudo_v6, sum};
@@ -636,18 +637,80 @@ fn packet_strategy() -> impl Strategy<Value = (u32, Vec<u8>)> {
 
 // ------------------------------------------------------------------ test
 
-fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCaseError> {
-    let text = rules_text.join("\n");
-    let specs = parse_flow_file(&text, None)
-        .map_err(|e| TestCaseError::fail(format!("generated a bad rule: {e}\n{text}")))?;
-    let rules = Arc::new(RuleSet::from_specs(&specs, 0));
+/// Cache configurations the datapath is checked under.
+fn cache_config(which: u8) -> CacheConfig {
+    let base = CacheConfig {
+        smc_entries: 1 << 12,
+        ..CacheConfig::default()
+    };
+    match which % 4 {
+        // EMC always inserts, SMC on: most packets hit the EMC.
+        0 => CacheConfig {
+            emc_insert_inv_prob: 1,
+            ..base
+        },
+        // SMC only.
+        1 => CacheConfig {
+            emc_insert_inv_prob: 0,
+            ..base
+        },
+        // Megaflows only.
+        2 => CacheConfig {
+            emc_insert_inv_prob: 0,
+            smc_enabled: false,
+            ..base
+        },
+        // Tiny limits: installs are refused and packets take the slow path.
+        _ => CacheConfig {
+            emc_insert_inv_prob: 1,
+            megaflow: MegaflowLimits {
+                max_flows: 3,
+                max_masks: 2,
+            },
+            ..base
+        },
+    }
+}
+
+/// Runs the packets through the datapath, switching rule sets between
+/// poll iterations by `schedule`, and compares with the reference, which
+/// uses for each packet the rule set in force for its iteration.
+fn check(
+    rule_sets: &[Vec<String>],
+    schedule: &[usize],
+    cache: u8,
+    packets: &[(u32, Vec<u8>)],
+) -> Result<(), TestCaseError> {
+    let mut sets = Vec::new();
+    for rules_text in rule_sets {
+        let text = rules_text.join("\n");
+        let specs = parse_flow_file(&text, None)
+            .map_err(|e| TestCaseError::fail(format!("generated a bad rule: {e}\n{text}")))?;
+        sets.push(Arc::new(RuleSet::from_specs(&specs, 0)));
+    }
+    let text = rule_sets
+        .iter()
+        .map(|r| r.join("\n"))
+        .collect::<Vec<_>>()
+        .join("\n--- then ---\n");
+    let set_for_iteration = |it: usize| schedule[it % schedule.len()];
+
+    // Each poll iteration takes one burst (up to 32) from every port, so a
+    // packet's iteration is its position among its port's packets / 32.
+    let mut pos_in_port = vec![0usize; packets.len()];
+    let mut count = [0usize; 5];
+    for (idx, (p, _)) in packets.iter().enumerate() {
+        pos_in_port[idx] = count[*p as usize];
+        count[*p as usize] += 1;
+    }
 
     // Reference, packet by packet in arrival order.
     let mut want: Vec<(u32, u64, Vec<u8>)> = Vec::new();
-    let mut want_hits: std::collections::HashMap<u64, u64> = Default::default();
+    let mut want_hits: std::collections::HashMap<(usize, u64), u64> = Default::default();
     for (idx, (in_port, bytes)) in packets.iter().enumerate() {
+        let si = set_for_iteration(pos_in_port[idx] / 32);
         let mut r = Ref {
-            rules: &rules,
+            rules: &sets[si],
             bytes: bytes.clone(),
             in_port: *in_port,
             outputs: vec![],
@@ -658,7 +721,7 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
         };
         r.table(0);
         for h in r.hits {
-            *want_hits.entry(h).or_default() += 1;
+            *want_hits.entry((si, h)).or_default() += 1;
         }
         if !r.error {
             want.extend(r.outputs.into_iter().map(|(p, b)| (p, idx as u64, b)));
@@ -666,14 +729,12 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
     }
 
     // The datapath, with packets spread over the four ports' rx sides.
-    let mut dp = Datapath::new(
-        DatapathConfig {
-            pool_frames: 512,
-            ..Default::default()
-        },
-        Arc::clone(&rules),
-    )
-    .unwrap();
+    let cfg = DatapathConfig {
+        pool_frames: 512,
+        cache: cache_config(cache),
+        ..Default::default()
+    };
+    let mut dp = Datapath::new(cfg, Arc::clone(&sets[schedule[0]])).unwrap();
     let mut sent: Vec<Sent> = Vec::new();
     for p in PORTS {
         let mut frames = Frames::new();
@@ -694,7 +755,18 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
         )
         .unwrap();
     }
-    dp.run(|| 0, |_| false).unwrap();
+    let mut it = 0;
+    let mut current = schedule[0];
+    while !dp.rx_exhausted() {
+        let si = set_for_iteration(it);
+        if si != current {
+            dp.set_rules(Arc::clone(&sets[si]));
+            current = si;
+        }
+        dp.poll_once(it as u64 * 1000);
+        it += 1;
+    }
+    dp.finish().unwrap();
 
     let st = dp.stats();
     prop_assert!(
@@ -703,6 +775,12 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
     );
     prop_assert!(st.tx_balanced(), "copies != sent + tx drops: {st:?}");
     prop_assert_eq!(st.rx_packets, packets.len() as u64);
+    prop_assert_eq!(
+        st.classified(),
+        st.rx_packets - st.dropped_by(DropReason::Runt),
+        "every packet classified once: {:?}",
+        st
+    );
     let (free, cap) = dp.pool_available();
     prop_assert_eq!(free, cap, "every frame back in the pool");
 
@@ -738,18 +816,27 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
         prop_assert_eq!(
             got.len(),
             expect.len(),
-            "port {}: output count\nrules:\n{}",
+            "port {}: output count (cache config {})\nrules:\n{}",
             p,
+            cache % 4,
             text
         );
         for (g, e) in got.iter().zip(&expect) {
-            prop_assert_eq!(g.0, e.0, "port {}: which packet\nrules:\n{}", p, text);
+            prop_assert_eq!(
+                g.0,
+                e.0,
+                "port {}: which packet (cache config {})\nrules:\n{}",
+                p,
+                cache % 4,
+                text
+            );
             prop_assert_eq!(
                 &g.1,
                 &e.1,
-                "port {}: bytes of packet {}\nrules:\n{}",
+                "port {}: bytes of packet {} (cache config {})\nrules:\n{}",
                 p,
                 g.0,
+                cache % 4,
                 text
             );
         }
@@ -763,15 +850,29 @@ fn check(rules_text: &[String], packets: &[(u32, Vec<u8>)]) -> Result<(), TestCa
     ctl_got.sort();
     ctl_want.sort();
     prop_assert_eq!(ctl_got, ctl_want, "packet-ins\nrules:\n{}", text);
-    for r in rules.iter() {
-        prop_assert_eq!(
-            r.counters().0,
-            want_hits.get(&r.id).copied().unwrap_or(0),
-            "n_packets of rule {}",
-            r.dump(0)
-        );
+    for (si, set) in sets.iter().enumerate() {
+        for r in set.iter() {
+            prop_assert_eq!(
+                r.counters().0,
+                want_hits.get(&(si, r.id)).copied().unwrap_or(0),
+                "n_packets of rule {} in set {}",
+                r.dump(0),
+                si
+            );
+        }
     }
     Ok(())
+}
+
+/// A second rule set made from the first by removing one rule and adding
+/// another, so most decisions stay and some change.
+fn edited(rules: &[String], extra: &[String], drop_at: usize) -> Vec<String> {
+    let mut out: Vec<String> = rules.to_vec();
+    if out.len() > 1 {
+        out.remove(drop_at % out.len());
+    }
+    out.extend(extra.iter().cloned());
+    out
 }
 
 proptest! {
@@ -782,8 +883,21 @@ proptest! {
     })]
 
     #[test]
-    fn datapath_equals_reference(rules in rules_strategy(), packets in proptest::collection::vec(packet_strategy(), 1..80)) {
-        check(&rules, &packets)?;
+    fn datapath_equals_reference(rules in rules_strategy(), packets in proptest::collection::vec(packet_strategy(), 1..80), cache in 0u8..4) {
+        check(&[rules], &[0], cache, &packets)?;
+    }
+
+    #[test]
+    fn rule_changes_between_batches_are_never_missed(
+        rules in rules_strategy(),
+        extra in rules_strategy(),
+        drop_at in any::<usize>(),
+        schedule in proptest::collection::vec(0usize..3, 1..6),
+        packets in proptest::collection::vec(packet_strategy(), 32..200),
+        cache in 0u8..4,
+    ) {
+        let b = edited(&rules, &extra[..1], drop_at);
+        check(&[rules, b, vec!["actions=drop".to_string()]], &schedule, cache, &packets)?;
     }
 }
 

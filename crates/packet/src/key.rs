@@ -156,6 +156,18 @@ impl FlowKey {
         crate::hash::hash_words(self.words(), 0)
     }
 
+    /// A 64-bit hash of `self & mask` (for hash tables that use the high
+    /// bits as tags).
+    #[inline]
+    pub fn hash64_masked(&self, mask: &FlowKey) -> u64 {
+        let mut h = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..KEY_WORDS {
+            h = (h.rotate_left(23) ^ (self.words()[i] & mask.words()[i]))
+                .wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        crate::hash::fmix64(h)
+    }
+
     /// The hash of `self & mask`, without building the masked key.
     #[inline]
     pub fn hash_masked(&self, mask: &FlowKey) -> u32 {

@@ -63,6 +63,8 @@ pub struct ReplayPort {
     /// Stop after this many packets in total (None: once through, or
     /// forever when looping).
     limit: Option<u64>,
+    /// Most packets per rx burst.
+    burst: usize,
     stats: PortStats,
 }
 
@@ -75,8 +77,15 @@ impl ReplayPort {
             next: 0,
             looping,
             limit: None,
+            burst: sluice_packet::BATCH_SIZE,
             stats: PortStats::default(),
         }
+    }
+
+    /// Receives at most `n` packets per burst (at least 1).
+    pub fn with_burst(mut self, n: usize) -> Self {
+        self.burst = n.max(1);
+        self
     }
 
     /// Stops after `n` packets in total.
@@ -96,7 +105,7 @@ impl ReplayPort {
             return RxStatus::Exhausted;
         }
         let mut n = 0;
-        while !batch.is_full() {
+        while !batch.is_full() && n < self.burst {
             if self.next == self.frames.len() {
                 if !self.looping {
                     break;

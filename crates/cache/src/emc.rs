@@ -1,0 +1,254 @@
+//! The exact-match cache (EMC).
+//!
+//! Open vSwitch's first-level cache: a direct-mapped table of full flow
+//! keys, looked up with the packet's hash at two candidate positions (two
+//! hash segments), each hit confirmed by comparing the whole key. It is
+//! per thread, so no locks. Inserting on every miss would let a stream of
+//! one-packet flows evict the long-lived ones, so insertion happens with
+//! probability 1/`insert_inv_prob` (OVS's `emc-insert-inv-prob`, default
+//! 100; 1 = always, 0 = the EMC is off).
+//!
+//! Geometry: 8192 entries of 128 bytes (key, hash, target) = 1 MiB.
+
+use sluice_packet::FlowKey;
+
+use crate::CacheRef;
+
+/// Default number of entries (OVS's `EM_FLOW_HASH_ENTRIES`).
+pub const DEFAULT_ENTRIES: usize = 8192;
+/// Default inverse insertion probability (OVS's default).
+pub const DEFAULT_INSERT_INV_PROB: u32 = 100;
+/// Bits of the hash used per candidate position.
+const SEG_SHIFT: u32 = 13;
+
+#[derive(Clone, Copy)]
+struct Entry {
+    key: FlowKey,
+    hash: u32,
+    target: CacheRef,
+    live: bool,
+}
+
+/// An exact-match cache.
+pub struct Emc {
+    entries: Vec<Entry>,
+    mask: u32,
+    insert_inv_prob: u32,
+    rng: u32,
+    sweep_pos: usize,
+}
+
+impl std::fmt::Debug for Emc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emc")
+            .field("entries", &self.entries.len())
+            .field("insert_inv_prob", &self.insert_inv_prob)
+            .finish()
+    }
+}
+
+impl Emc {
+    /// A cache of `entries` (rounded up to a power of two) inserting with
+    /// probability 1/`insert_inv_prob` (0: disabled).
+    pub fn new(entries: usize, insert_inv_prob: u32) -> Self {
+        let n = entries.max(2).next_power_of_two();
+        let empty = Entry {
+            key: FlowKey::default(),
+            hash: 0,
+            target: CacheRef::default(),
+            live: false,
+        };
+        Emc {
+            entries: vec![empty; n],
+            mask: (n - 1) as u32,
+            insert_inv_prob,
+            rng: 0x2545_f491,
+            sweep_pos: 0,
+        }
+    }
+
+    /// Whether the cache is in use.
+    #[inline]
+    pub fn enabled(&self) -> bool {
+        self.insert_inv_prob != 0
+    }
+
+    /// Number of entries.
+    pub fn capacity(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Live entries (a scan; for statistics and tests).
+    pub fn occupancy(&self) -> usize {
+        self.entries.iter().filter(|e| e.live).count()
+    }
+
+    #[inline]
+    fn positions(&self, hash: u32) -> [usize; 2] {
+        [
+            (hash & self.mask) as usize,
+            ((hash >> SEG_SHIFT) & self.mask) as usize,
+        ]
+    }
+
+    /// The target cached for exactly `key`.
+    #[inline]
+    pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
+        for p in self.positions(hash) {
+            let e = &self.entries[p];
+            if e.live && e.hash == hash && e.key == *key {
+                return Some(e.target);
+            }
+        }
+        None
+    }
+
+    /// Caches `key` → `target` unconditionally: the same key is updated in
+    /// place; otherwise a dead candidate is used, else the one with the
+    /// lower hash is replaced (a cheap pseudo-random choice, as OVS does).
+    pub fn insert(&mut self, key: &FlowKey, hash: u32, target: CacheRef) {
+        let [a, b] = self.positions(hash);
+        for p in [a, b] {
+            let e = &mut self.entries[p];
+            if e.live && e.hash == hash && e.key == *key {
+                e.target = target;
+                return;
+            }
+        }
+        let (ea, eb) = (&self.entries[a], &self.entries[b]);
+        let victim = if !ea.live {
+            a
+        } else if !eb.live || eb.hash < ea.hash {
+            b
+        } else {
+            a
+        };
+        self.entries[victim] = Entry {
+            key: *key,
+            hash,
+            target,
+            live: true,
+        };
+    }
+
+    /// Inserts with probability 1/`insert_inv_prob`.
+    #[inline]
+    pub fn probabilistic_insert(&mut self, key: &FlowKey, hash: u32, target: CacheRef) {
+        match self.insert_inv_prob {
+            0 => {}
+            1 => self.insert(key, hash, target),
+            n => {
+                // xorshift32: cheap, good enough to spread insertions.
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 17;
+                self.rng ^= self.rng << 5;
+                if self.rng.is_multiple_of(n) {
+                    self.insert(key, hash, target);
+                }
+            }
+        }
+    }
+
+    /// Forgets the entry for `key`, if any.
+    pub fn remove(&mut self, key: &FlowKey, hash: u32) {
+        for p in self.positions(hash) {
+            let e = &mut self.entries[p];
+            if e.live && e.hash == hash && e.key == *key {
+                e.live = false;
+            }
+        }
+    }
+
+    /// Checks the next `n` entries (round robin) and drops those whose
+    /// target `alive` rejects, so dead entries do not linger.
+    pub fn sweep(&mut self, n: usize, mut alive: impl FnMut(CacheRef) -> bool) {
+        for _ in 0..n.min(self.entries.len()) {
+            let e = &mut self.entries[self.sweep_pos];
+            if e.live && !alive(e.target) {
+                e.live = false;
+            }
+            self.sweep_pos = (self.sweep_pos + 1) & self.mask as usize;
+        }
+    }
+
+    /// Drops every entry.
+    pub fn clear(&mut self) {
+        for e in &mut self.entries {
+            e.live = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: u32) -> FlowKey {
+        FlowKey {
+            in_port: 1,
+            nw_src: i,
+            ..Default::default()
+        }
+    }
+
+    fn r(i: u32) -> CacheRef {
+        CacheRef { idx: i, gen: 1 }
+    }
+
+    #[test]
+    fn hit_needs_the_whole_key() {
+        let mut emc = Emc::new(64, 1);
+        let k = key(7);
+        emc.insert(&k, k.hash(), r(3));
+        assert_eq!(emc.lookup(&k, k.hash()), Some(r(3)));
+        // Same hash, different key (forced): no hit.
+        assert_eq!(emc.lookup(&key(8), k.hash()), None);
+        emc.insert(&k, k.hash(), r(4));
+        assert_eq!(emc.lookup(&k, k.hash()), Some(r(4)), "updated in place");
+        assert_eq!(emc.occupancy(), 1);
+        emc.remove(&k, k.hash());
+        assert_eq!(emc.lookup(&k, k.hash()), None);
+    }
+
+    #[test]
+    fn two_candidates_keep_two_colliding_keys() {
+        let mut emc = Emc::new(8192, 1);
+        // Keys with the same first position but different second ones.
+        let (a, b) = (key(1), key(2));
+        let (ha, hb) = (0x0000_1005u32, 0x0004_0005u32);
+        emc.insert(&a, ha, r(1));
+        emc.insert(&b, hb, r(2));
+        assert_eq!(emc.lookup(&a, ha), Some(r(1)));
+        assert_eq!(emc.lookup(&b, hb), Some(r(2)));
+    }
+
+    #[test]
+    fn insertion_probability() {
+        let mut emc = Emc::new(1 << 16, 100);
+        for i in 0..100_000 {
+            let k = key(i);
+            emc.probabilistic_insert(&k, k.hash(), r(i));
+        }
+        let n = emc.occupancy();
+        assert!((500..1500).contains(&n), "about 1 in 100 inserted: {n}");
+        let mut off = Emc::new(64, 0);
+        off.probabilistic_insert(&key(1), key(1).hash(), r(1));
+        assert_eq!(off.occupancy(), 0);
+        assert!(!off.enabled());
+    }
+
+    #[test]
+    fn sweep_drops_dead_targets() {
+        let mut emc = Emc::new(16, 1);
+        for i in 0..8 {
+            let k = key(i);
+            emc.insert(&k, k.hash(), r(i));
+        }
+        let before = emc.occupancy();
+        emc.sweep(16, |t| t.idx % 2 == 0);
+        assert!(emc.occupancy() < before);
+        assert!((0..8).all(|i| emc
+            .lookup(&key(i), key(i).hash())
+            .is_none_or(|t| t.idx % 2 == 0)));
+    }
+}

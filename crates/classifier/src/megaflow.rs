@@ -1,0 +1,584 @@
+//! The megaflow classifier: tuple-space search over cached translations.
+//!
+//! A megaflow is a translation result (datapath actions, rules to credit)
+//! together with the mask of key bits the decision depended on. Megaflows
+//! that share a mask live in one subtable, a hash table keyed by the
+//! masked key; a lookup probes subtables in rank order (most hits first,
+//! re-ranked periodically) until one holds the packet's masked key. As in
+//! OVS's dpcls, the batched lookup runs subtable by subtable over every
+//! packet still unmatched: hash all, then probe all.
+//!
+//! Limits on the number of megaflows and of masks keep a flood of
+//! crafted packets from growing the table or the subtable count without
+//! bound (tuple-space explosion, CVE-2019-25076): an install past a limit
+//! is refused and counted, and the packet is forwarded by its translation
+//! without being cached.
+//!
+//! Entries are addressed by [`FlowRef`] (slot and generation), so the
+//! exact-match and signature caches can point at them and notice when a
+//! slot has been reused.
+
+use std::sync::Arc;
+
+use hashbrown::HashTable;
+use sluice_packet::key::FlowKey;
+
+use crate::dpaction::DpAction;
+use crate::flow_match::Match;
+use crate::table::Rule;
+use crate::xlate::XlateDrop;
+
+/// A cached translation.
+#[derive(Debug, Clone)]
+pub struct Megaflow {
+    /// Masked key and mask.
+    pub matcher: Match,
+    /// What to do with matching packets.
+    pub actions: Vec<DpAction>,
+    /// Why matching packets go nowhere, when `actions` has no output.
+    pub drop: Option<XlateDrop>,
+    /// Rules each matching packet is credited to.
+    pub rules: Vec<Arc<Rule>>,
+    /// Rule-set version the entry was translated or revalidated against.
+    pub version: u64,
+    /// Packets that hit it.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Last hit (µs).
+    pub used_us: u64,
+    /// Installed (µs).
+    pub created_us: u64,
+}
+
+/// Where a megaflow lives: slot and the slot's generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FlowRef {
+    /// Slot index.
+    pub idx: u32,
+    /// Generation of the slot when the reference was taken.
+    pub gen: u32,
+}
+
+/// Why an install was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstallError {
+    /// The table holds `max_flows` megaflows.
+    FlowLimit,
+    /// The table holds `max_masks` distinct masks.
+    MaskLimit,
+}
+
+/// Table limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MegaflowLimits {
+    /// Most megaflows (OVS's default `flow-limit` is 200000).
+    pub max_flows: usize,
+    /// Most distinct masks, i.e. subtables.
+    pub max_masks: usize,
+}
+
+impl Default for MegaflowLimits {
+    fn default() -> Self {
+        MegaflowLimits {
+            max_flows: 200_000,
+            max_masks: 512,
+        }
+    }
+}
+
+struct Slot {
+    gen: u32,
+    subtable: u32,
+    flow: Option<Megaflow>,
+}
+
+struct Subtable {
+    mask: FlowKey,
+    entries: HashTable<u32>,
+    hits: u64,
+}
+
+/// The megaflow table of one datapath thread.
+pub struct MegaflowTable {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    subtables: Vec<Subtable>,
+    /// Live subtable ids, most hits first.
+    order: Vec<u32>,
+    free_subtables: Vec<u32>,
+    limits: MegaflowLimits,
+    n_flows: usize,
+}
+
+impl std::fmt::Debug for MegaflowTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MegaflowTable")
+            .field("flows", &self.n_flows)
+            .field("masks", &self.order.len())
+            .finish()
+    }
+}
+
+impl MegaflowTable {
+    /// An empty table.
+    pub fn new(limits: MegaflowLimits) -> Self {
+        MegaflowTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            subtables: Vec::new(),
+            order: Vec::new(),
+            free_subtables: Vec::new(),
+            limits,
+            n_flows: 0,
+        }
+    }
+
+    /// Number of megaflows.
+    pub fn len(&self) -> usize {
+        self.n_flows
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.n_flows == 0
+    }
+
+    /// Number of distinct masks (subtables).
+    pub fn n_masks(&self) -> usize {
+        self.order.len()
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> MegaflowLimits {
+        self.limits
+    }
+
+    /// The megaflow `r` refers to, if it is still there.
+    #[inline]
+    pub fn get(&self, r: FlowRef) -> Option<&Megaflow> {
+        let s = self.slots.get(r.idx as usize)?;
+        if s.gen == r.gen {
+            s.flow.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Mutable access to the megaflow `r` refers to.
+    #[inline]
+    pub fn get_mut(&mut self, r: FlowRef) -> Option<&mut Megaflow> {
+        let s = self.slots.get_mut(r.idx as usize)?;
+        if s.gen == r.gen {
+            s.flow.as_mut()
+        } else {
+            None
+        }
+    }
+
+    /// The megaflow in slot `idx` (whatever its generation), for callers
+    /// that verify the match themselves (the signature cache).
+    #[inline]
+    pub fn get_slot(&self, idx: u32) -> Option<(FlowRef, &Megaflow)> {
+        let s = self.slots.get(idx as usize)?;
+        s.flow.as_ref().map(|f| (FlowRef { idx, gen: s.gen }, f))
+    }
+
+    fn probe(&self, st: &Subtable, hash: u64, key: &FlowKey) -> Option<u32> {
+        st.entries
+            .find(hash, |&idx| {
+                let f = self.slots[idx as usize]
+                    .flow
+                    .as_ref()
+                    .expect("indexed slots hold flows");
+                key.matches(&f.matcher.value, &f.matcher.mask)
+            })
+            .copied()
+    }
+
+    /// Looks up one key. Adds the number of subtables probed to `probes`.
+    pub fn lookup(&mut self, key: &FlowKey, probes: &mut u64) -> Option<FlowRef> {
+        for oi in 0..self.order.len() {
+            let sid = self.order[oi] as usize;
+            *probes += 1;
+            let st = &self.subtables[sid];
+            let h = key.hash64_masked(&st.mask);
+            if let Some(idx) = self.probe(st, h, key) {
+                self.subtables[sid].hits += 1;
+                return Some(FlowRef {
+                    idx,
+                    gen: self.slots[idx as usize].gen,
+                });
+            }
+        }
+        None
+    }
+
+    /// Looks up `keys[i]` for every bit `i` set in `todo`, subtable by
+    /// subtable. Fills `out[i]` for hits and returns the bitmask of hits.
+    /// Adds the subtable probes made to `probes`.
+    pub fn lookup_batch(
+        &mut self,
+        keys: &[FlowKey],
+        mut todo: u32,
+        out: &mut [Option<FlowRef>],
+        probes: &mut u64,
+    ) -> u32 {
+        let mut hits = 0u32;
+        let mut hashes = [0u64; 32];
+        for oi in 0..self.order.len() {
+            if todo == 0 {
+                break;
+            }
+            let sid = self.order[oi] as usize;
+            let st = &self.subtables[sid];
+            // Phase 1: hash every packet still unmatched under this mask.
+            let mut bits = todo;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                hashes[i] = keys[i].hash64_masked(&st.mask);
+            }
+            // Phase 2: probe.
+            let mut found = 0u32;
+            let mut bits = todo;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                *probes += 1;
+                if let Some(idx) = self.probe(st, hashes[i], &keys[i]) {
+                    out[i] = Some(FlowRef {
+                        idx,
+                        gen: self.slots[idx as usize].gen,
+                    });
+                    found |= 1 << i;
+                }
+            }
+            self.subtables[sid].hits += found.count_ones() as u64;
+            hits |= found;
+            todo &= !found;
+        }
+        hits
+    }
+
+    /// The megaflow with exactly this match, if installed.
+    pub fn find_exact(&self, m: &Match) -> Option<FlowRef> {
+        let sid = *self
+            .order
+            .iter()
+            .find(|&&s| self.subtables[s as usize].mask == m.mask)?;
+        let st = &self.subtables[sid as usize];
+        let h = m.value.hash64_masked(&m.mask);
+        st.entries
+            .find(h, |&idx| {
+                self.slots[idx as usize]
+                    .flow
+                    .as_ref()
+                    .is_some_and(|f| f.matcher == *m)
+            })
+            .map(|&idx| FlowRef {
+                idx,
+                gen: self.slots[idx as usize].gen,
+            })
+    }
+
+    /// Installs a megaflow. An entry with the same match is replaced.
+    pub fn insert(&mut self, flow: Megaflow) -> Result<FlowRef, InstallError> {
+        if let Some(r) = self.find_exact(&flow.matcher) {
+            *self.get_mut(r).expect("just found") = flow;
+            return Ok(r);
+        }
+        if self.n_flows >= self.limits.max_flows {
+            return Err(InstallError::FlowLimit);
+        }
+        let sid = match self
+            .order
+            .iter()
+            .find(|&&s| self.subtables[s as usize].mask == flow.matcher.mask)
+        {
+            Some(&s) => s,
+            None => {
+                if self.order.len() >= self.limits.max_masks {
+                    return Err(InstallError::MaskLimit);
+                }
+                let st = Subtable {
+                    mask: flow.matcher.mask,
+                    entries: HashTable::new(),
+                    hits: 0,
+                };
+                let sid = match self.free_subtables.pop() {
+                    Some(s) => {
+                        self.subtables[s as usize] = st;
+                        s
+                    }
+                    None => {
+                        self.subtables.push(st);
+                        (self.subtables.len() - 1) as u32
+                    }
+                };
+                // New masks go last until ranking says otherwise.
+                self.order.push(sid);
+                sid
+            }
+        };
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot {
+                    gen: 0,
+                    subtable: 0,
+                    flow: None,
+                });
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let h = flow.matcher.value.hash64_masked(&flow.matcher.mask);
+        let slot = &mut self.slots[idx as usize];
+        slot.gen = slot.gen.wrapping_add(1);
+        slot.subtable = sid;
+        slot.flow = Some(flow);
+        let gen = slot.gen;
+        let slots = &self.slots;
+        self.subtables[sid as usize]
+            .entries
+            .insert_unique(h, idx, |&i| {
+                let f = slots[i as usize]
+                    .flow
+                    .as_ref()
+                    .expect("indexed slots hold flows");
+                f.matcher.value.hash64_masked(&f.matcher.mask)
+            });
+        self.n_flows += 1;
+        Ok(FlowRef { idx, gen })
+    }
+
+    /// Removes a megaflow; references to it stop resolving.
+    pub fn remove(&mut self, r: FlowRef) -> Option<Megaflow> {
+        let s = self.slots.get_mut(r.idx as usize)?;
+        if s.gen != r.gen || s.flow.is_none() {
+            return None;
+        }
+        let flow = s.flow.take().expect("checked");
+        s.gen = s.gen.wrapping_add(1);
+        let sid = s.subtable;
+        self.free.push(r.idx);
+        self.n_flows -= 1;
+        let st = &mut self.subtables[sid as usize];
+        let h = flow.matcher.value.hash64_masked(&flow.matcher.mask);
+        if let Ok(e) = st.entries.find_entry(h, |&i| i == r.idx) {
+            e.remove();
+        }
+        if st.entries.is_empty() {
+            self.order.retain(|&o| o != sid);
+            self.free_subtables.push(sid);
+            self.subtables[sid as usize].entries = HashTable::new();
+        }
+        Some(flow)
+    }
+
+    /// Removes every megaflow for which `keep` says false; returns how many.
+    pub fn retain(&mut self, mut keep: impl FnMut(FlowRef, &Megaflow) -> bool) -> usize {
+        let doomed: Vec<FlowRef> = self
+            .iter()
+            .filter(|(r, f)| !keep(*r, f))
+            .map(|(r, _)| r)
+            .collect();
+        for r in &doomed {
+            self.remove(*r);
+        }
+        doomed.len()
+    }
+
+    /// Removes everything.
+    pub fn clear(&mut self) {
+        let all: Vec<FlowRef> = self.iter().map(|(r, _)| r).collect();
+        for r in all {
+            self.remove(r);
+        }
+    }
+
+    /// Re-sorts subtables by hits since the last call (most first) and
+    /// resets the counts.
+    pub fn rank(&mut self) {
+        let subtables = &self.subtables;
+        self.order
+            .sort_by_key(|&s| std::cmp::Reverse(subtables[s as usize].hits));
+        for &s in &self.order {
+            self.subtables[s as usize].hits = 0;
+        }
+    }
+
+    /// Every megaflow.
+    pub fn iter(&self) -> impl Iterator<Item = (FlowRef, &Megaflow)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| {
+            s.flow.as_ref().map(|f| {
+                (
+                    FlowRef {
+                        idx: i as u32,
+                        gen: s.gen,
+                    },
+                    f,
+                )
+            })
+        })
+    }
+
+    /// Masks in probe order.
+    pub fn masks(&self) -> impl Iterator<Item = &FlowKey> {
+        self.order.iter().map(|&s| &self.subtables[s as usize].mask)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fields::field_by_name;
+
+    fn mf(fields: &[(&str, u128, u128)], out: u32) -> Megaflow {
+        let mut m = Match::catch_all();
+        for (n, v, k) in fields {
+            m.set(field_by_name(n).unwrap(), *v, *k);
+        }
+        Megaflow {
+            matcher: m,
+            actions: vec![DpAction::Output(out)],
+            drop: None,
+            rules: vec![],
+            version: 1,
+            packets: 0,
+            bytes: 0,
+            used_us: 0,
+            created_us: 0,
+        }
+    }
+
+    fn key(dst: u32, port: u16) -> FlowKey {
+        FlowKey {
+            in_port: 1,
+            dl_type: 0x0800,
+            nw_proto: 6,
+            nw_dst: dst,
+            tp_dst: port,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn subtable_per_mask_and_lookup() {
+        let mut t = MegaflowTable::new(MegaflowLimits::default());
+        let a = t
+            .insert(mf(
+                &[
+                    ("in_port", 1, u128::MAX),
+                    ("nw_dst", 0x0a00_0000, 0xff00_0000),
+                ],
+                2,
+            ))
+            .unwrap();
+        t.insert(mf(
+            &[
+                ("in_port", 1, u128::MAX),
+                ("nw_dst", 0x0b00_0000, 0xff00_0000),
+            ],
+            3,
+        ))
+        .unwrap();
+        t.insert(mf(&[("in_port", 1, u128::MAX), ("tp_dst", 80, 0xffff)], 4))
+            .unwrap();
+        assert_eq!((t.len(), t.n_masks()), (3, 2));
+        let mut probes = 0;
+        assert_eq!(t.lookup(&key(0x0a01_0101, 1), &mut probes), Some(a));
+        assert!(t.lookup(&key(0x0c00_0001, 1), &mut probes).is_none());
+        let r = t.lookup(&key(0x0c00_0001, 80), &mut probes).unwrap();
+        assert_eq!(t.get(r).unwrap().actions, vec![DpAction::Output(4)]);
+    }
+
+    #[test]
+    fn batch_lookup_matches_single_lookups() {
+        let mut t = MegaflowTable::new(MegaflowLimits::default());
+        for i in 0..20u32 {
+            t.insert(mf(&[("nw_dst", (i as u128) << 24, 0xff00_0000)], i))
+                .unwrap();
+            t.insert(mf(
+                &[
+                    ("tp_dst", 1000 + i as u128, 0xffff),
+                    ("nw_dst", 0xc800_0000, 0xff00_0000),
+                ],
+                100 + i,
+            ))
+            .unwrap();
+        }
+        let keys: Vec<FlowKey> = (0..32u32)
+            .map(|i| {
+                key(
+                    if i % 3 == 0 {
+                        0xc800_0000
+                    } else {
+                        (i % 25) << 24
+                    },
+                    1000 + (i % 22) as u16,
+                )
+            })
+            .collect();
+        let mut out = [None; 32];
+        let mut probes = 0;
+        let hits = t.lookup_batch(&keys, u32::MAX, &mut out, &mut probes);
+        for (i, k) in keys.iter().enumerate() {
+            let single = t.lookup(k, &mut 0);
+            assert_eq!(out[i], single, "packet {i}");
+            assert_eq!(hits & (1 << i) != 0, single.is_some());
+        }
+    }
+
+    #[test]
+    fn limits_are_enforced() {
+        let mut t = MegaflowTable::new(MegaflowLimits {
+            max_flows: 3,
+            max_masks: 2,
+        });
+        t.insert(mf(&[("nw_dst", 1, u128::MAX)], 1)).unwrap();
+        t.insert(mf(&[("tp_dst", 1, u128::MAX)], 1)).unwrap();
+        assert_eq!(
+            t.insert(mf(&[("tp_src", 1, u128::MAX)], 1)).unwrap_err(),
+            InstallError::MaskLimit
+        );
+        t.insert(mf(&[("nw_dst", 2, u128::MAX)], 1)).unwrap();
+        assert_eq!(
+            t.insert(mf(&[("nw_dst", 3, u128::MAX)], 1)).unwrap_err(),
+            InstallError::FlowLimit
+        );
+        // Same match replaces, even at the limit.
+        t.insert(mf(&[("nw_dst", 2, u128::MAX)], 9)).unwrap();
+        assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn removal_invalidates_references_and_empty_subtables_go() {
+        let mut t = MegaflowTable::new(MegaflowLimits::default());
+        let a = t.insert(mf(&[("tp_dst", 80, 0xffff)], 1)).unwrap();
+        assert!(t.remove(a).is_some());
+        assert!(t.get(a).is_none());
+        assert_eq!(t.n_masks(), 0);
+        let b = t.insert(mf(&[("tp_dst", 81, 0xffff)], 2)).unwrap();
+        assert_eq!(b.idx, a.idx, "slot reused");
+        assert_ne!(b.gen, a.gen, "with a new generation");
+        assert!(t.get(a).is_none());
+        assert!(t.lookup(&key(0, 80), &mut 0).is_none());
+    }
+
+    #[test]
+    fn ranking_puts_the_busiest_subtable_first() {
+        let mut t = MegaflowTable::new(MegaflowLimits::default());
+        t.insert(mf(&[("nw_dst", 0x0a00_0000, 0xff00_0000)], 1))
+            .unwrap();
+        t.insert(mf(&[("tp_dst", 80, 0xffff)], 2)).unwrap();
+        for _ in 0..5 {
+            t.lookup(&key(0x0100_0000, 80), &mut 0);
+        }
+        t.rank();
+        assert_eq!(t.masks().next().unwrap().tp_dst, 0xffff);
+        let mut probes = 0;
+        t.lookup(&key(0x0100_0000, 80), &mut probes);
+        assert_eq!(probes, 1);
+    }
+}

@@ -1,0 +1,220 @@
+//! The cache cascade of one datapath thread: EMC → SMC → megaflow
+//! classifier → upcall (translation through the rule tables).
+//!
+//! Never stale: every megaflow records the datapath *epoch* (bumped on
+//! every rule or port change) it was translated or last revalidated
+//! against. A hit on an older megaflow — from any cache level — is
+//! revalidated before use: the megaflow's masked key is translated again
+//! under the current rules; if the new decision depends only on bits the
+//! megaflow already matches, the entry is updated in place (actions,
+//! rules to credit) and used; otherwise it is removed and the packet goes
+//! on as a miss. So no packet processed after a rule change is forwarded
+//! by a decision made under the old rules. Housekeeping also revalidates
+//! eagerly after a change and expires idle megaflows, so dead ones do not
+//! linger in `dump-megaflows`.
+
+use sluice_cache::emc::{self, Emc};
+use sluice_cache::smc::{self, Smc};
+use sluice_cache::CacheRef;
+use sluice_classifier::megaflow::{FlowRef, InstallError, Megaflow, MegaflowLimits, MegaflowTable};
+use sluice_classifier::{translate, Match, Translation, XlateEnv};
+use sluice_packet::FlowKey;
+
+use crate::stats::DpStats;
+
+/// Cache geometry and policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// EMC entries (8192, as OVS).
+    pub emc_entries: usize,
+    /// EMC insertion probability is 1/this (100, as OVS); 0 turns the EMC off.
+    pub emc_insert_inv_prob: u32,
+    /// SMC entries (1M, as OVS).
+    pub smc_entries: usize,
+    /// Whether the SMC is used.
+    pub smc_enabled: bool,
+    /// Megaflow table limits.
+    pub megaflow: MegaflowLimits,
+    /// Megaflows unused for this long are removed (10 s, OVS's `max-idle`).
+    pub max_idle_us: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            emc_entries: emc::DEFAULT_ENTRIES,
+            emc_insert_inv_prob: emc::DEFAULT_INSERT_INV_PROB,
+            smc_entries: smc::DEFAULT_ENTRIES,
+            smc_enabled: true,
+            megaflow: MegaflowLimits::default(),
+            max_idle_us: 10_000_000,
+        }
+    }
+}
+
+#[inline]
+pub(crate) fn cref(r: FlowRef) -> CacheRef {
+    CacheRef {
+        idx: r.idx,
+        gen: r.gen,
+    }
+}
+
+#[inline]
+pub(crate) fn fref(c: CacheRef) -> FlowRef {
+    FlowRef {
+        idx: c.idx,
+        gen: c.gen,
+    }
+}
+
+/// The caches and the miss path's scratch translation.
+pub(crate) struct Caches {
+    pub emc: Emc,
+    pub smc: Smc,
+    pub megaflows: MegaflowTable,
+    /// Scratch for upcalls and revalidation; after a failed install it
+    /// holds the translation the caller forwards with.
+    pub xlate: Translation,
+    pub cfg: CacheConfig,
+}
+
+impl Caches {
+    pub fn new(cfg: CacheConfig) -> Self {
+        Caches {
+            emc: Emc::new(cfg.emc_entries, cfg.emc_insert_inv_prob),
+            smc: Smc::new(cfg.smc_entries, cfg.smc_enabled),
+            megaflows: MegaflowTable::new(cfg.megaflow),
+            xlate: Translation::default(),
+            cfg,
+        }
+    }
+
+    /// Whether megaflow `r` may serve a packet now (revalidating it if it
+    /// predates `epoch`).
+    #[inline]
+    pub fn fresh(
+        &mut self,
+        r: FlowRef,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        stats: &mut DpStats,
+    ) -> bool {
+        match self.megaflows.get(r) {
+            None => false,
+            Some(f) if f.version == epoch => true,
+            Some(_) => self.revalidate(r, env, epoch, stats),
+        }
+    }
+
+    /// Translates megaflow `r`'s key again under the current rules; keeps
+    /// (and updates) it if the new decision needs no bit it does not match.
+    pub fn revalidate(
+        &mut self,
+        r: FlowRef,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        stats: &mut DpStats,
+    ) -> bool {
+        let Some(f) = self.megaflows.get(r) else {
+            return false;
+        };
+        let Match { value, mask } = f.matcher;
+        translate(env, &value, &mut self.xlate, false);
+        let wc = self.xlate.wc;
+        if wc.masked(&mask) == wc {
+            let f = self.megaflows.get_mut(r).expect("checked above");
+            f.actions.clone_from(&self.xlate.actions);
+            f.drop = self.xlate.drop;
+            f.rules.clone_from(&self.xlate.rules);
+            f.version = epoch;
+            stats.revalidated += 1;
+            true
+        } else {
+            self.megaflows.remove(r);
+            stats.invalidated += 1;
+            false
+        }
+    }
+
+    /// Translates a missed key and installs the megaflow. On a refused
+    /// install the translation stays in `self.xlate` for the caller.
+    pub fn upcall(
+        &mut self,
+        key: &FlowKey,
+        hash: u32,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        now_us: u64,
+        stats: &mut DpStats,
+    ) -> Result<FlowRef, InstallError> {
+        translate(env, key, &mut self.xlate, false);
+        let mask = self.xlate.wc;
+        let m = Megaflow {
+            matcher: Match {
+                value: key.masked(&mask),
+                mask,
+            },
+            actions: self.xlate.actions.clone(),
+            drop: self.xlate.drop,
+            rules: self.xlate.rules.clone(),
+            version: epoch,
+            packets: 0,
+            bytes: 0,
+            used_us: now_us,
+            created_us: now_us,
+        };
+        match self.megaflows.insert(m) {
+            Ok(r) => {
+                stats.upcalls += 1;
+                self.smc.insert(hash, r.idx);
+                self.emc.probabilistic_insert(key, hash, cref(r));
+                Ok(r)
+            }
+            Err(e) => {
+                stats.failed_upcalls += 1;
+                match e {
+                    InstallError::FlowLimit => stats.flow_limit_hits += 1,
+                    InstallError::MaskLimit => stats.mask_limit_hits += 1,
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Periodic work: rank subtables, expire idle megaflows, revalidate
+    /// megaflows older than `epoch` (at most `budget`), sweep the EMC.
+    pub fn housekeeping(
+        &mut self,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        now_us: u64,
+        budget: usize,
+        stats: &mut DpStats,
+    ) {
+        self.megaflows.rank();
+        let max_idle = self.cfg.max_idle_us;
+        stats.idle_expired +=
+            self.megaflows
+                .retain(|_, f| now_us.saturating_sub(f.used_us) < max_idle) as u64;
+        let stale: Vec<FlowRef> = self
+            .megaflows
+            .iter()
+            .filter(|(_, f)| f.version != epoch)
+            .map(|(r, _)| r)
+            .take(budget)
+            .collect();
+        for r in stale {
+            self.revalidate(r, env, epoch, stats);
+        }
+        let megaflows = &self.megaflows;
+        self.emc.sweep(1024, |c| megaflows.get(fref(c)).is_some());
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.megaflows.clear();
+        self.emc.clear();
+        self.smc.clear();
+    }
+}

@@ -1,0 +1,167 @@
+//! Running a flow's datapath actions on its packets.
+//!
+//! Action by action over the whole sub-batch: header rewrites through
+//! `sluice_packet::rewrite`, outputs into the per-port output batches.
+//! The last output takes the packet itself, earlier ones take copies.
+//! Every packet ends forwarded, queued for the controller, or dropped
+//! with a reason.
+
+use std::collections::VecDeque;
+
+use sluice_classifier::dpaction::{DpAction, PacketInReason};
+use sluice_classifier::XlateDrop;
+use sluice_packet::rewrite::{self, PortField};
+use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
+
+use crate::output::OutputStage;
+use crate::stats::{DpStats, DropReason};
+
+/// A packet queued for the controller (the OpenFlow channel to come).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    /// Port the packet came in on.
+    pub in_port: u32,
+    /// Why it was sent.
+    pub reason: PacketInReason,
+    /// The packet, truncated to the action's `max_len`.
+    pub data: Vec<u8>,
+    /// Its length before truncation.
+    pub total_len: usize,
+}
+
+/// Packet-ins waiting for the OpenFlow channel, bounded.
+#[derive(Debug, Default)]
+pub(crate) struct PacketInQueue {
+    pub queue: VecDeque<PacketIn>,
+    pub cap: usize,
+}
+
+fn apply(pkt: &mut Packet, a: &DpAction) {
+    match *a {
+        DpAction::SetEthSrc(m) => rewrite::set_eth_src(pkt, m),
+        DpAction::SetEthDst(m) => rewrite::set_eth_dst(pkt, m),
+        DpAction::SetIpv4Src(ip) => rewrite::set_ipv4_src(pkt, ip),
+        DpAction::SetIpv4Dst(ip) => rewrite::set_ipv4_dst(pkt, ip),
+        DpAction::SetIpv6Src(a) => rewrite::set_ipv6_src(pkt, a),
+        DpAction::SetIpv6Dst(a) => rewrite::set_ipv6_dst(pkt, a),
+        DpAction::SetIpv6Label(l) => rewrite::set_ipv6_label(pkt, l),
+        DpAction::SetIpTos { tos, mask } => rewrite::set_ip_tos(pkt, tos, mask),
+        DpAction::SetIpTtl(t) => rewrite::set_ip_ttl(pkt, t),
+        DpAction::SetTpSrc(p) => rewrite::set_tp_port(pkt, PortField::Src, p),
+        DpAction::SetTpDst(p) => rewrite::set_tp_port(pkt, PortField::Dst, p),
+        DpAction::SetIcmpType(t) => rewrite::set_icmp(pkt, PortField::Src, t),
+        DpAction::SetIcmpCode(c) => rewrite::set_icmp(pkt, PortField::Dst, c),
+        DpAction::SetArp(f) => rewrite::set_arp(pkt, f),
+        DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
+        DpAction::PopVlan => rewrite::pop_vlan(pkt),
+        DpAction::SetVlanTci(t) => rewrite::set_vlan_tci(pkt, t),
+        DpAction::Output(_) | DpAction::Controller { .. } => true,
+    };
+}
+
+/// Runs a flow's actions on its packets (action by action over the whole
+/// sub-batch). The last output takes the packet itself; earlier outputs
+/// take copies. Every packet ends forwarded, queued for the controller, or
+/// dropped with a reason.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn execute(
+    acts: &[DpAction],
+    drop: Option<XlateDrop>,
+    pkts: &[u8],
+    slots: &mut [Option<Packet>; BATCH_SIZE],
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    packet_ins: &mut PacketInQueue,
+) {
+    let last = acts
+        .iter()
+        .rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
+    let Some(last) = last else {
+        let reason = DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput));
+        for &i in pkts {
+            if let Some(p) = slots[i as usize].take() {
+                pool.free(p);
+            }
+        }
+        stats.dropped[reason.index()] += pkts.len() as u64;
+        return;
+    };
+    let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
+    for (ai, a) in acts[..=last].iter().enumerate() {
+        let is_last = ai == last;
+        match *a {
+            DpAction::Output(ofport) => {
+                let idx = out.index_of(ofport);
+                for &i in pkts {
+                    let bit = 1u32 << i;
+                    let slot = &mut slots[i as usize];
+                    let pkt = match (is_last, idx) {
+                        (true, _) => slot.take(),
+                        (false, Some(_)) => slot.as_ref().and_then(|p| pool.clone_packet(p)),
+                        (false, None) => None,
+                    };
+                    match (pkt, idx) {
+                        (Some(p), Some(idx)) => {
+                            out.enqueue(idx, p, pool, stats);
+                            sent |= bit;
+                        }
+                        (Some(p), None) => pool.free(p),
+                        (None, _) => {
+                            stats.copy_failures += 1;
+                            no_buf |= bit;
+                        }
+                    }
+                }
+            }
+            DpAction::Controller { reason, max_len } => {
+                for &i in pkts {
+                    let bit = 1u32 << i;
+                    let slot = &mut slots[i as usize];
+                    if let Some(p) = slot.as_ref() {
+                        if packet_ins.queue.len() < packet_ins.cap {
+                            let n = p.len().min(max_len as usize);
+                            packet_ins.queue.push_back(PacketIn {
+                                in_port: p.meta.in_port,
+                                reason,
+                                data: p.data()[..n].to_vec(),
+                                total_len: p.len(),
+                            });
+                            stats.packet_ins += 1;
+                            to_ctl |= bit;
+                        } else {
+                            ctl_full |= bit;
+                        }
+                    }
+                    if is_last {
+                        if let Some(p) = slot.take() {
+                            pool.free(p);
+                        }
+                    }
+                }
+            }
+            ref set => {
+                for &i in pkts {
+                    if let Some(p) = slots[i as usize].as_mut() {
+                        apply(p, set);
+                    }
+                }
+            }
+        }
+    }
+    for &i in pkts {
+        let bit = 1u32 << i;
+        if sent & bit != 0 {
+            stats.forwarded += 1;
+        } else if to_ctl & bit != 0 {
+            stats.to_controller += 1;
+        } else if ctl_full & bit != 0 {
+            stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
+        } else if no_buf & bit != 0 {
+            stats.dropped[DropReason::NoBuffer.index()] += 1;
+        } else {
+            stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
+        }
+        debug_assert!(slots[i as usize].is_none(), "every packet leaves the batch");
+    }
+}
