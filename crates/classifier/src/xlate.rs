@@ -707,4 +707,103 @@ mod tests {
             ]
         );
     }
+
+    fn mask_of(text: &str, key: FlowKey) -> FlowKey {
+        run(&set(text), &key).wc
+    }
+
+    #[test]
+    fn exact_masks_per_field_class() {
+        let base = FlowKey {
+            in_port: 1,
+            ..Default::default()
+        };
+        // Nothing consulted but the input port.
+        assert_eq!(
+            mask_of("actions=output:2\n", base),
+            FlowKey {
+                in_port: u32::MAX,
+                ..Default::default()
+            }
+        );
+        // L2: only the matched field.
+        let k = FlowKey {
+            dl_dst: [2, 0, 0, 0, 0, 9],
+            ..base
+        };
+        let m = mask_of("dl_dst=02:00:00:00:00:09,actions=output:2\n", k);
+        assert_eq!((m.dl_dst, m.dl_src, m.dl_type), ([0xff; 6], [0; 6], 0));
+        // Masked L2 matches keep their mask.
+        let m = mask_of(
+            "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=output:2\n",
+            k,
+        );
+        assert_eq!(m.dl_dst, [1, 0, 0, 0, 0, 0]);
+        // VLAN: dl_vlan matches VID and "present".
+        let mut tagged = base;
+        tagged.vlan_tci[0] = 0x100a;
+        assert_eq!(
+            mask_of("dl_vlan=10,actions=output:2\n", tagged).vlan_tci,
+            [0x1fff, 0]
+        );
+        // IPv4 prefix: prefix plus the EtherType prerequisite.
+        let ip = FlowKey {
+            dl_type: 0x0800,
+            nw_proto: 17,
+            nw_dst: 0x0a01_0203,
+            nw_ttl: 64,
+            tp_dst: 53,
+            ..base
+        };
+        let m = mask_of("ip,nw_dst=10.0.0.0/8,actions=output:2\n", ip);
+        assert_eq!(
+            (m.dl_type, m.nw_dst, m.nw_proto, m.tp_dst),
+            (0xffff, 0xff00_0000, 0, 0)
+        );
+        // L4: a TCP-port rule missed by a UDP packet needs only nw_proto.
+        let m = mask_of(
+            "priority=9,tcp,tp_dst=53,actions=drop\npriority=1,actions=output:2\n",
+            ip,
+        );
+        assert_eq!((m.nw_proto, m.tp_dst), (0xff, 0));
+        // ...and a UDP-port rule it matches needs the port.
+        let m = mask_of("udp,tp_dst=53,actions=output:2\n", ip);
+        assert_eq!(
+            (m.dl_type, m.nw_proto, m.tp_dst, m.tp_src),
+            (0xffff, 0xff, 0xffff, 0)
+        );
+        // dec_ttl looks at the TTL; rewrites alone look at nothing.
+        assert_eq!(mask_of("ip,actions=dec_ttl,output:2\n", ip).nw_ttl, 0xff);
+        assert_eq!(
+            mask_of("ip,actions=mod_nw_dst:1.1.1.1,output:2\n", ip).nw_dst,
+            0
+        );
+        // ARP fields.
+        let arp = FlowKey {
+            dl_type: 0x0806,
+            nw_proto: 1,
+            nw_dst: 0x0a00_0001,
+            ..base
+        };
+        let m = mask_of("arp,arp_tpa=10.0.0.1,actions=output:2\n", arp);
+        assert_eq!((m.dl_type, m.nw_dst, m.nw_src), (0xffff, u32::MAX, 0));
+        // IPv6 prefix.
+        let mut v6 = FlowKey {
+            dl_type: 0x86dd,
+            ..base
+        };
+        v6.ipv6_dst = (0x2001_0db8u128 << 96).to_be_bytes();
+        let m = mask_of("ipv6,ipv6_dst=2001:db8::/32,actions=output:2\n", v6);
+        assert_eq!(u128::from_be_bytes(m.ipv6_dst), u128::MAX << 96);
+        // TCP flags matched with ports: both in the mask.
+        let syn = FlowKey {
+            dl_type: 0x0800,
+            nw_proto: 6,
+            tp_dst: 80,
+            tcp_flags: 0x02,
+            ..base
+        };
+        let m = mask_of("tcp,tp_dst=80,tcp_flags=+syn,actions=drop\n", syn);
+        assert_eq!((m.tp_dst, m.tcp_flags), (0xffff, 0x002));
+    }
 }

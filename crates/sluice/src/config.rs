@@ -6,6 +6,10 @@
 //!
 //! [datapath]
 //! pool_frames = 4096
+//! emc_insert_inv_prob = 100     # 1 = always, 0 = EMC off
+//! smc = true
+//! flow_limit = 200000
+//! mask_limit = 512
 //!
 //! [[ports]]
 //! number = 1
@@ -55,6 +59,10 @@ struct FileDatapath {
     pool_frames: Option<usize>,
     frame_size: Option<usize>,
     packet_in_queue: Option<usize>,
+    emc_insert_inv_prob: Option<u32>,
+    smc: Option<bool>,
+    flow_limit: Option<usize>,
+    mask_limit: Option<usize>,
 }
 
 /// Parses `N=SPEC` as given to `--port`.
@@ -118,6 +126,19 @@ impl Config {
             if let Some(n) = d.packet_in_queue {
                 cfg.datapath.packet_in_queue = n;
             }
+            let c = &mut cfg.datapath.cache;
+            if let Some(n) = d.emc_insert_inv_prob {
+                c.emc_insert_inv_prob = n;
+            }
+            if let Some(b) = d.smc {
+                c.smc_enabled = b;
+            }
+            if let Some(n) = d.flow_limit {
+                c.megaflow.max_flows = n;
+            }
+            if let Some(n) = d.mask_limit {
+                c.megaflow.max_masks = n;
+            }
         }
         Ok(cfg)
     }
@@ -139,12 +160,14 @@ mod tests {
     #[test]
     fn toml_config() {
         let cfg = Config::from_toml(
-            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
             Path::new("/cfg"),
         )
         .unwrap();
         assert_eq!(cfg.flows, Some(PathBuf::from("/cfg/r.flows")));
         assert_eq!(cfg.datapath.pool_frames, 1024);
+        assert!(!cfg.datapath.cache.smc_enabled);
+        assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 1);
         assert_eq!(
             cfg.ports[0],
             (

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{parse_port_arg, Config};
 use sluice::report::{self, RunSummary};
-use sluice::runner::{self, StopAfter};
+use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
 use sluice_port::spec::SPEC_SYNTAX;
 use sluice_port::PortSpec;
@@ -52,10 +52,56 @@ enum Command {
         /// Packets each of the two sending ports replays.
         #[arg(long, default_value_t = workload::PACKETS_PER_PORT)]
         packets: u64,
+        /// Distinct flows in the traffic (round robin over them).
+        #[arg(long, default_value_t = workload::DEFAULT_FLOWS)]
+        flow_count: u32,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        cache: CacheArgs,
     },
+}
+
+/// Flow-cache settings (defaults as Open vSwitch's).
+#[derive(Args, Default)]
+struct CacheArgs {
+    /// Insert into the exact-match cache with probability 1/N (default 100;
+    /// 1 = always; 0 turns the EMC off).
+    #[arg(long, value_name = "N")]
+    emc_insert_inv_prob: Option<u32>,
+    /// Turn the signature match cache off.
+    #[arg(long)]
+    no_smc: bool,
+    /// Most megaflows (default 200000); installs beyond are refused and
+    /// their packets forwarded uncached.
+    #[arg(long, value_name = "N")]
+    flow_limit: Option<usize>,
+    /// Most distinct megaflow masks (default 512), a bound on the
+    /// classifier's subtables.
+    #[arg(long, value_name = "N")]
+    mask_limit: Option<usize>,
+    /// List the megaflows at the end (like ovs-appctl dpctl/dump-flows).
+    #[arg(long)]
+    dump_megaflows: bool,
+}
+
+impl CacheArgs {
+    fn apply(&self, cfg: &mut sluice_datapath::DatapathConfig) {
+        let c = &mut cfg.cache;
+        if let Some(n) = self.emc_insert_inv_prob {
+            c.emc_insert_inv_prob = n;
+        }
+        if self.no_smc {
+            c.smc_enabled = false;
+        }
+        if let Some(n) = self.flow_limit {
+            c.megaflow.max_flows = n;
+        }
+        if let Some(n) = self.mask_limit {
+            c.megaflow.max_masks = n;
+        }
+    }
 }
 
 const RUN_HELP: &str = "\
@@ -98,6 +144,8 @@ struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 #[derive(Args)]
@@ -142,6 +190,8 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
         rules: &out.rules,
         now_us: out.now_us,
         packet_ins: out.packet_ins,
+        cache_occupancy: out.cache_occupancy,
+        megaflows: out.megaflows.as_deref(),
     };
     if json {
         println!(
@@ -170,9 +220,11 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             return Err(format!("--duration {d}: give a positive number of seconds"));
         }
     }
-    let stop_after = StopAfter {
+    a.cache.apply(&mut cfg.datapath);
+    let stop_after = RunOptions {
         duration: a.duration.map(Duration::from_secs_f64),
         packets: a.packets,
+        dump_megaflows: a.cache.dump_megaflows,
     };
     let out = runner::run(&cfg, &stop_after, &stop_flag())?;
     print_outcome(&out, a.json);
@@ -224,21 +276,29 @@ fn cmd_check(flows: PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-fn cmd_demo(packets: u64, json: bool) -> Result<(), String> {
+fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Result<(), String> {
+    if flow_count == 0 {
+        return Err("--flow-count must be at least 1".into());
+    }
     if !json {
-        println!("Sluice built-in workload: 2 replay ports x {packets} packets (1024 flows, 64-byte frames)");
+        println!("Sluice built-in workload: 2 replay ports x {packets} packets ({flow_count} flows, 64-byte frames)");
         println!("into 2 null ports, through these rules:\n");
         for line in workload::RULES.lines() {
             println!("  {line}");
         }
         println!();
     }
-    let cfg = Config::default();
+    let mut cfg = Config::default();
+    cache.apply(&mut cfg.datapath);
+    let opts = RunOptions {
+        dump_megaflows: cache.dump_megaflows,
+        ..RunOptions::default()
+    };
     let out = runner::run_ports(
         &cfg,
         workload::rules(),
-        workload::ports(packets),
-        &StopAfter::default(),
+        workload::ports(packets, flow_count),
+        &opts,
         &stop_flag(),
     )?;
     print_outcome(&out, json);
@@ -248,8 +308,18 @@ fn cmd_demo(packets: u64, json: bool) -> Result<(), String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        None => cmd_demo(workload::PACKETS_PER_PORT, false),
-        Some(Command::Demo { packets, json }) => cmd_demo(packets, json),
+        None => cmd_demo(
+            workload::PACKETS_PER_PORT,
+            workload::DEFAULT_FLOWS,
+            false,
+            &CacheArgs::default(),
+        ),
+        Some(Command::Demo {
+            packets,
+            flow_count,
+            json,
+            cache,
+        }) => cmd_demo(packets, flow_count, json, &cache),
         Some(Command::Run(a)) => cmd_run(a),
         Some(Command::Trace(a)) => cmd_trace(a),
         Some(Command::Check { flows }) => cmd_check(flows),

@@ -24,6 +24,18 @@ pub struct RunSummary<'a> {
     pub now_us: u64,
     /// Packet-ins waiting for a controller.
     pub packet_ins: usize,
+    /// (megaflows, masks, EMC entries, SMC entries) in use.
+    pub cache_occupancy: (usize, usize, usize, usize),
+    /// Megaflows to list, when asked for.
+    pub megaflows: Option<&'a [String]>,
+}
+
+fn pct(n: u64, of: u64) -> String {
+    if of == 0 {
+        "0.00 %".into()
+    } else {
+        format!("{:.2} %", n as f64 * 100.0 / of as f64)
+    }
 }
 
 fn rate(n: u64, d: Duration) -> String {
@@ -111,7 +123,49 @@ pub fn text(s: &RunSummary) -> String {
             s.packet_ins
         );
     }
-    let _ = writeln!(o, "  upcalls: {}", st.upcalls);
+    let c = st.classified();
+    let _ = writeln!(o, "  emc hits: {} ({})", st.emc_hits, pct(st.emc_hits, c));
+    let _ = writeln!(o, "  smc hits: {} ({})", st.smc_hits, pct(st.smc_hits, c));
+    let _ = writeln!(
+        o,
+        "  megaflow hits: {} ({})",
+        st.megaflow_hits,
+        pct(st.megaflow_hits, c)
+    );
+    let _ = writeln!(
+        o,
+        "  avg. subtable lookups per megaflow hit: {:.2}",
+        st.subtable_lookups_per_hit()
+    );
+    let _ = writeln!(
+        o,
+        "  miss with success upcall: {} ({})",
+        st.upcalls,
+        pct(st.upcalls, c)
+    );
+    let _ = writeln!(
+        o,
+        "  miss with failed upcall: {} ({})",
+        st.failed_upcalls,
+        pct(st.failed_upcalls, c)
+    );
+    if st.failed_upcalls > 0 {
+        let _ = writeln!(
+            o,
+            "    refused at the flow limit: {}, at the mask limit: {} (forwarded uncached)",
+            st.flow_limit_hits, st.mask_limit_hits
+        );
+    }
+    let (mf, masks, emc, smc) = s.cache_occupancy;
+    let _ = writeln!(
+        o,
+        "  megaflows: {mf} (masks: {masks}), emc entries: {emc}, smc entries: {smc}"
+    );
+    let _ = writeln!(
+        o,
+        "  megaflows revalidated: {}, invalidated: {}, idle expired: {}",
+        st.revalidated, st.invalidated, st.idle_expired
+    );
     let _ = writeln!(o, "  sent batches: {}", st.sent_batches);
     let _ = writeln!(
         o,
@@ -133,6 +187,12 @@ pub fn text(s: &RunSummary) -> String {
         st.processing_cycles as f64 * 100.0 / total
     );
     let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
+    if let Some(mfs) = s.megaflows {
+        let _ = writeln!(o, "\nmegaflows:");
+        for m in mfs {
+            let _ = writeln!(o, "  {m}");
+        }
+    }
     let _ = writeln!(o, "\nrules:");
     if s.rules.is_empty() {
         let _ = writeln!(o, "  (none: every packet is a table miss)");
@@ -181,7 +241,19 @@ pub fn json(s: &RunSummary) -> Value {
             "refused by ports": st.tx_dropped,
             "copies not made": st.copy_failures,
             "packet-ins queued": s.packet_ins,
-            "upcalls": st.upcalls,
+            "emc hits": st.emc_hits,
+            "smc hits": st.smc_hits,
+            "megaflow hits": st.megaflow_hits,
+            "avg. subtable lookups per megaflow hit": st.subtable_lookups_per_hit(),
+            "miss with success upcall": st.upcalls,
+            "miss with failed upcall": st.failed_upcalls,
+            "megaflows": s.cache_occupancy.0,
+            "masks": s.cache_occupancy.1,
+            "emc entries": s.cache_occupancy.2,
+            "smc entries": s.cache_occupancy.3,
+            "megaflows revalidated": st.revalidated,
+            "megaflows invalidated": st.invalidated,
+            "megaflows idle expired": st.idle_expired,
             "sent batches": st.sent_batches,
             "avg. packets per output batch": st.packets_per_batch(),
             "iterations": st.iterations,
@@ -189,6 +261,7 @@ pub fn json(s: &RunSummary) -> Value {
             "processing cycles": st.processing_cycles,
             "cycles/pkt": st.cycles_per_packet(),
         },
+        "megaflows": s.megaflows,
         "rules": s.rules.iter().map(|r| {
             let (p, b) = r.counters();
             json!({

@@ -13,13 +13,15 @@ use sluice_port::{open_port, Port};
 
 use crate::config::Config;
 
-/// When to stop a run that has endless input.
+/// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
-pub struct StopAfter {
-    /// Wall time.
+pub struct RunOptions {
+    /// Stop after this wall time.
     pub duration: Option<Duration>,
-    /// Packets received.
+    /// Stop after receiving this many packets.
     pub packets: Option<u64>,
+    /// Keep the megaflows for the report (like `dpctl/dump-flows`).
+    pub dump_megaflows: bool,
 }
 
 /// What a finished run leaves behind.
@@ -38,6 +40,10 @@ pub struct RunOutcome {
     pub packet_ins: usize,
     /// Warnings to show the user.
     pub warnings: Vec<String>,
+    /// (megaflows, masks, EMC entries, SMC entries) in use at the end.
+    pub cache_occupancy: (usize, usize, usize, usize),
+    /// The megaflows at the end, when asked for.
+    pub megaflows: Option<Vec<String>>,
 }
 
 /// Reads and parses a flow file (all-or-nothing).
@@ -76,7 +82,7 @@ pub fn run_ports(
     cfg: &Config,
     rules: RuleSet,
     ports: Vec<(u32, Box<dyn Port>)>,
-    stop_after: &StopAfter,
+    stop_after: &RunOptions,
     stop: &AtomicBool,
 ) -> Result<RunOutcome, String> {
     let mut warnings = Vec::new();
@@ -122,11 +128,15 @@ pub fn run_ports(
         now_us: now_us(),
         packet_ins: dp.packet_ins().count(),
         warnings,
+        cache_occupancy: dp.cache_occupancy(),
+        megaflows: stop_after
+            .dump_megaflows
+            .then(|| dp.dump_megaflows(now_us())),
     })
 }
 
 /// `sluice run`: opens the configured ports and runs.
-pub fn run(cfg: &Config, stop_after: &StopAfter, stop: &AtomicBool) -> Result<RunOutcome, String> {
+pub fn run(cfg: &Config, stop_after: &RunOptions, stop: &AtomicBool) -> Result<RunOutcome, String> {
     let Some(flows) = &cfg.flows else {
         return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config".into());
     };

@@ -26,6 +26,8 @@ table=1,priority=100,ip,nw_dst=10.0.1.53,actions=mod_vlan_vid:53,output:3
 
 /// Packets each replay port sends.
 pub const PACKETS_PER_PORT: u64 = 1_000_000;
+/// Distinct flows each replay port cycles through.
+pub const DEFAULT_FLOWS: u32 = 1024;
 
 /// The workload's rule set.
 pub fn rules() -> RuleSet {
@@ -35,13 +37,13 @@ pub fn rules() -> RuleSet {
     )
 }
 
-/// The traffic mix: 1024 distinct flows, 64-byte frames.
-pub fn frames(seed: u8) -> Frames {
+/// The traffic mix: `n` distinct flows (round robin), 64-byte frames.
+pub fn frames(seed: u8, n: u32) -> Frames {
     let mut frames = Frames::new();
-    for i in 0..1024u32 {
+    for i in 0..n {
         let host = (i % 250) as u8 + 1;
-        let sport = 10_000 + i as u16;
-        let src = [192, 168, seed, host];
+        let sport = 10_000u16.wrapping_add(i as u16);
+        let src = [192, 168, seed.wrapping_add((i >> 16) as u8), host];
         let f = match i % 16 {
             0 => Frame::arp(1, [2, 0, 0, 0, seed, host], src, [0; 6], [10, 0, 1, host]),
             1 => Frame::ipv4(
@@ -93,23 +95,16 @@ pub fn frames(seed: u8) -> Frames {
     frames
 }
 
-/// The workload's ports: 1 and 2 send, 3 and 4 are sinks.
-pub fn ports(packets_per_port: u64) -> Vec<(u32, Box<dyn Port>)> {
+/// The workload's ports: 1 and 2 send (`flows` flows each), 3 and 4 are sinks.
+pub fn ports(packets_per_port: u64, flows: u32) -> Vec<(u32, Box<dyn Port>)> {
+    let replay = |seed| {
+        let name = format!("replay ({flows} flows)");
+        Box::new(ReplayPort::new(name, frames(seed, flows), true).with_limit(packets_per_port))
+            as Box<dyn Port>
+    };
     vec![
-        (
-            1,
-            Box::new(
-                ReplayPort::new("replay (1024 flows)", frames(1), true)
-                    .with_limit(packets_per_port),
-            ) as Box<dyn Port>,
-        ),
-        (
-            2,
-            Box::new(
-                ReplayPort::new("replay (1024 flows)", frames(2), true)
-                    .with_limit(packets_per_port),
-            ),
-        ),
+        (1, replay(1)),
+        (2, replay(2)),
         (3, Box::new(NullPort::new())),
         (4, Box::new(NullPort::new())),
     ]
