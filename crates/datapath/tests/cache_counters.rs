@@ -1,7 +1,7 @@
 //! Cache counters in the style of OVS's "PMD - stats" test, and
 //! regressions for the classes of OVS megaflow CVEs.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sluice_classifier::{parse_flow_file, RuleSet};
 use sluice_datapath::{CacheConfig, Datapath, DatapathConfig};
