@@ -21,6 +21,7 @@
 use std::sync::Arc;
 
 use hashbrown::HashTable;
+use sluice_packet::batch::set_bits;
 use sluice_packet::key::FlowKey;
 
 use crate::dpaction::DpAction;
@@ -233,18 +234,12 @@ impl MegaflowTable {
             let sid = self.order[oi] as usize;
             let st = &self.subtables[sid];
             // Phase 1: hash every packet still unmatched under this mask.
-            let mut bits = todo;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in set_bits(todo) {
                 hashes[i] = keys[i].hash64_masked(&st.mask);
             }
             // Phase 2: probe.
             let mut found = 0u32;
-            let mut bits = todo;
-            while bits != 0 {
-                let i = bits.trailing_zeros() as usize;
-                bits &= bits - 1;
+            for i in set_bits(todo) {
                 *probes += 1;
                 if let Some(idx) = self.probe(st, hashes[i], &keys[i]) {
                     out[i] = Some(FlowRef {

@@ -21,6 +21,7 @@
 use arrayvec::ArrayVec;
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateEnv};
+use sluice_packet::batch::set_bits;
 use sluice_packet::extract::extract;
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
@@ -145,10 +146,7 @@ impl Pipeline {
         if !self.caches.emc.enabled() {
             return todo;
         }
-        let mut bits = todo;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(todo) {
             if let Some(c) = self.caches.emc.lookup(&self.keys[i], self.hashes[i]) {
                 let r = fref(c);
                 if self.caches.fresh(r, env, epoch, stats) {
@@ -171,10 +169,7 @@ impl Pipeline {
         if !self.caches.smc.enabled() {
             return todo;
         }
-        let mut bits = todo;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(todo) {
             let Some(idx) = self.caches.smc.lookup(self.hashes[i]) else {
                 continue;
             };
@@ -214,10 +209,7 @@ impl Pipeline {
                 .lookup_batch(&self.keys, todo, &mut self.found, &mut probes);
         stats.subtable_lookups += probes;
         let mut left = todo;
-        let mut bits = hits;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(hits) {
             let r = self.found[i].expect("hit bits have refs");
             if self.caches.fresh(r, env, epoch, stats) {
                 self.targets[i] = Target::Mega(r);
@@ -242,10 +234,7 @@ impl Pipeline {
     ) {
         self.n_temps = 0;
         let mut installed = false;
-        let mut bits = todo;
-        while bits != 0 {
-            let i = bits.trailing_zeros() as usize;
-            bits &= bits - 1;
+        for i in set_bits(todo) {
             let key = self.keys[i];
             // An earlier miss of this batch may have installed a megaflow
             // that covers this packet too.

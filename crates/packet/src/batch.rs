@@ -7,6 +7,19 @@ use crate::pool::{Packet, PacketPool};
 /// Packets per batch, as in OVS (`NETDEV_MAX_BURST`) and DPDK's usual burst.
 pub const BATCH_SIZE: usize = 32;
 
+/// The indexes of the set bits of a batch bitmask, lowest first (stages
+/// pass "which packets are still to do" as such a mask).
+#[inline]
+pub fn set_bits(mut mask: u32) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            i
+        })
+    })
+}
+
 /// A fixed-capacity batch of packets. Lives on the stack or inside a
 /// per-thread structure; never allocates.
 #[derive(Debug, Default)]
@@ -81,6 +94,13 @@ impl PacketBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_bits_lists_indexes() {
+        assert_eq!(set_bits(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
+        assert_eq!(set_bits(0).count(), 0);
+        assert_eq!(set_bits(u32::MAX).count(), 32);
+    }
 
     #[test]
     fn push_until_full_then_reject() {

@@ -1,0 +1,262 @@
+//! The `actions=` part of a rule line.
+
+use sluice_packet::wire::ethernet::ethertype;
+
+use crate::action::{Action, OFPP_MAX};
+use crate::fields::{field_by_name, Field, Prereq};
+use crate::flow_match::Match;
+
+use super::matches::{f, unknown_field_message};
+use super::values::{parse_int, parse_ipv4, parse_mac, parse_table, parse_value};
+use super::{split_actions, FlowSpec, LineCtx, ParseError};
+
+fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
+    match v.to_ascii_lowercase().as_str() {
+        "in_port" => return Ok(Action::InPort),
+        "all" => return Ok(Action::All),
+        "flood" => return Ok(Action::Flood),
+        "controller" => return Ok(Action::Controller { max_len: 65535 }),
+        "normal" => {
+            return Err(cx.err(
+                at,
+                "NORMAL (MAC-learning switch) is not supported: Sluice forwards by explicit rules",
+            ))
+        }
+        "local" => {
+            return Err(cx.err(
+                at,
+                "LOCAL is not supported: Sluice has no bridge-internal port",
+            ))
+        }
+        _ => {}
+    }
+    let p = parse_int(cx, v, at, 32, "output port")? as u32;
+    if p == 0 || p > OFPP_MAX {
+        return Err(cx.err(
+            at,
+            format!("{p} is not a valid output port (1 to {OFPP_MAX})"),
+        ));
+    }
+    Ok(Action::Output(p))
+}
+
+pub(super) fn parse_actions(
+    cx: &LineCtx,
+    text: &str,
+    base: usize,
+    spec: &FlowSpec,
+) -> Result<Vec<Action>, ParseError> {
+    let toks = split_actions(text, base);
+    if toks.len() == 1 && (toks[0].text.is_empty() || toks[0].text.eq_ignore_ascii_case("drop")) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    // Whether the packet is known to carry a VLAN tag at this point of the
+    // action list (for set_field on VLAN fields, as OVS checks).
+    let m = &spec.matcher;
+    let mut vlan_known = Prereq::Vlan.holds(&m.value, &m.mask);
+    for tok in &toks {
+        let t = tok.text;
+        if t.is_empty() {
+            return Err(cx.err(tok.at, "empty action: remove the extra comma"));
+        }
+        if t.eq_ignore_ascii_case("drop") {
+            return Err(cx.err(tok.at, "'drop' must be the only action"));
+        }
+        if let Some(Action::GotoTable(_)) = out.last() {
+            return Err(cx.err(tok.at, "goto_table must be the last action"));
+        }
+        let (name, arg, arg_at) = split_action(t, tok.at);
+        let need = || {
+            arg.ok_or_else(|| cx.err(tok.at, format!("'{name}' needs an argument ('{name}:...')")))
+        };
+        let setf = |fname: &'static str,
+                    legacy: &'static str,
+                    parse: &dyn Fn() -> Result<u128, ParseError>|
+         -> Result<Action, ParseError> {
+            let field = f(fname);
+            check_action_prereq(cx, field, m, tok.at, legacy)?;
+            Ok(Action::SetField {
+                field,
+                value: parse()?,
+                legacy: Some(legacy),
+            })
+        };
+        let a = match name.to_ascii_lowercase().as_str() {
+            "output" => parse_port(cx, need()?, arg_at)?,
+            "in_port" | "all" | "flood" | "normal" | "local" if arg.is_none() => parse_port(cx, name, tok.at)?,
+            "controller" => match arg {
+                None => Action::Controller { max_len: 65535 },
+                Some(a) => {
+                    let a = a.strip_prefix("max_len=").unwrap_or(a);
+                    Action::Controller { max_len: parse_int(cx, a, arg_at, 16, "controller max_len")? as u16 }
+                }
+            },
+            "mod_dl_src" => setf("dl_src", "mod_dl_src", &|| parse_mac(cx, need()?, arg_at, "mod_dl_src"))?,
+            "mod_dl_dst" => setf("dl_dst", "mod_dl_dst", &|| parse_mac(cx, need()?, arg_at, "mod_dl_dst"))?,
+            "mod_nw_src" => {
+                check_ipv4_action(cx, m, tok.at, "mod_nw_src")?;
+                setf("nw_src", "mod_nw_src", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_src"))?
+            }
+            "mod_nw_dst" => {
+                check_ipv4_action(cx, m, tok.at, "mod_nw_dst")?;
+                setf("nw_dst", "mod_nw_dst", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_dst"))?
+            }
+            "mod_nw_tos" => setf("nw_tos", "mod_nw_tos", &|| {
+                let v = parse_int(cx, need()?, arg_at, 8, "mod_nw_tos")?;
+                if v & 3 != 0 {
+                    return Err(cx.err(arg_at, format!("{v} is not a valid TOS: mod_nw_tos sets DSCP bits only (a multiple of 4)")));
+                }
+                Ok(v)
+            })?,
+            "mod_nw_ecn" => setf("ip_ecn", "mod_nw_ecn", &|| parse_int(cx, need()?, arg_at, 2, "mod_nw_ecn"))?,
+            "mod_nw_ttl" => setf("nw_ttl", "mod_nw_ttl", &|| parse_int(cx, need()?, arg_at, 8, "mod_nw_ttl"))?,
+            "mod_tp_src" => setf("tp_src", "mod_tp_src", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_src"))?,
+            "mod_tp_dst" => setf("tp_dst", "mod_tp_dst", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_dst"))?,
+            "dec_ttl" => Action::DecTtl,
+            "mod_vlan_vid" | "set_vlan_vid" => {
+                let v = parse_int(cx, need()?, arg_at, 16, name)?;
+                if v > 4095 {
+                    return Err(cx.err(arg_at, format!("VLAN id {v} is out of range (0 to 4095)")));
+                }
+                vlan_known = true;
+                Action::ModVlanVid(v as u16)
+            }
+            "mod_vlan_pcp" | "set_vlan_pcp" => {
+                vlan_known = true;
+                Action::ModVlanPcp(parse_int(cx, need()?, arg_at, 3, name)? as u8)
+            }
+            "push_vlan" => {
+                let tpid = parse_int(cx, need()?, arg_at, 16, "push_vlan")? as u16;
+                if tpid != ethertype::VLAN_8021Q && tpid != ethertype::VLAN_8021AD {
+                    return Err(cx.err(arg_at, format!("push_vlan takes 0x8100 or 0x88a8, not {tpid:#06x}")));
+                }
+                vlan_known = true;
+                Action::PushVlan(tpid)
+            }
+            "strip_vlan" | "pop_vlan" if arg.is_none() => {
+                vlan_known = false;
+                Action::PopVlan
+            }
+            "set_field" => {
+                let a = need()?;
+                let Some((val, fname)) = a.split_once("->") else {
+                    return Err(cx.err(arg_at, "set_field needs 'VALUE->FIELD', e.g. set_field:10.0.0.1->ip_dst"));
+                };
+                let fat = arg_at + val.len() + 2;
+                let Some(field) = field_by_name(fname.trim()) else {
+                    return Err(cx.err(fat, unknown_field_message(fname.trim())));
+                };
+                if !field.writable {
+                    return Err(cx.err(fat, format!("{} cannot be set", field.name)));
+                }
+                let value = parse_value(cx, field, val.trim(), arg_at)?;
+                if field.prereq == Prereq::Vlan || field.name == "vlan_vid" {
+                    if !vlan_known {
+                        return Err(cx.err(tok.at, format!("set_field on {} needs a VLAN tag: match one (e.g. dl_vlan=10) or push_vlan first", field.name)));
+                    }
+                } else {
+                    check_action_prereq(cx, field, m, tok.at, "set_field")?;
+                }
+                if field.name == "nw_tos" && value & 3 != 0 {
+                    return Err(cx.err(arg_at, format!("{value} is not a valid TOS: nw_tos sets DSCP bits only")));
+                }
+                Action::SetField { field, value, legacy: None }
+            }
+            "resubmit" => parse_resubmit(cx, t, arg, arg_at)?,
+            "goto_table" => {
+                let tid = parse_table(cx, need()?, arg_at)?;
+                if tid <= spec.table {
+                    return Err(cx.err(arg_at, format!("goto_table:{tid} must go to a later table than this rule's table {}", spec.table)));
+                }
+                Action::GotoTable(tid)
+            }
+            _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
+            _ => {
+                return Err(cx.err(tok.at, format!(
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T) or goto_table:T"
+                )))
+            }
+        };
+        out.push(a);
+    }
+    Ok(out)
+}
+
+fn check_ipv4_action(cx: &LineCtx, m: &Match, at: usize, name: &str) -> Result<(), ParseError> {
+    if Prereq::Ipv4.holds(&m.value, &m.mask) || Prereq::Arp.holds(&m.value, &m.mask) {
+        Ok(())
+    } else {
+        Err(cx.err(
+            at,
+            format!("{name} requires the rule to match IPv4 ('ip') or ARP"),
+        ))
+    }
+}
+
+fn check_action_prereq(
+    cx: &LineCtx,
+    field: &Field,
+    m: &Match,
+    at: usize,
+    action: &str,
+) -> Result<(), ParseError> {
+    if field.prereq.holds(&m.value, &m.mask) {
+        Ok(())
+    } else {
+        Err(cx.err(
+            at,
+            format!(
+                "{action} on {} requires the rule to match {}",
+                field.name,
+                field.prereq.describe()
+            ),
+        ))
+    }
+}
+
+/// Splits `name:arg` or `name(arg)`; returns the argument's offset.
+fn split_action(t: &str, at: usize) -> (&str, Option<&str>, usize) {
+    if let Some(i) = t.find(['(', ':']) {
+        let name = &t[..i];
+        if t.as_bytes()[i] == b'(' {
+            let inner = t[i + 1..].strip_suffix(')').unwrap_or(&t[i + 1..]);
+            return (name, Some(inner), at + i + 1);
+        }
+        return (name, Some(&t[i + 1..]), at + i + 1);
+    }
+    (t, None, at)
+}
+
+fn parse_resubmit(
+    cx: &LineCtx,
+    t: &str,
+    arg: Option<&str>,
+    at: usize,
+) -> Result<Action, ParseError> {
+    let Some(arg) = arg else {
+        return Err(cx.err(at, "resubmit needs a port or table: resubmit:PORT, resubmit(,TABLE) or resubmit(PORT,TABLE)"));
+    };
+    let (p, tbl) = if t.contains('(') {
+        match arg.split_once(',') {
+            Some((p, tbl)) => (p.trim(), tbl.trim()),
+            None => (arg.trim(), ""),
+        }
+    } else {
+        (arg.trim(), "")
+    };
+    let in_port = if p.is_empty() || p.eq_ignore_ascii_case("in_port") {
+        None
+    } else {
+        Some(parse_int(cx, p, at, 32, "resubmit port")? as u32)
+    };
+    let table = if tbl.is_empty() {
+        None
+    } else {
+        Some(parse_table(cx, tbl, at + p.len() + 1)?)
+    };
+    if in_port.is_none() && table.is_none() && !p.eq_ignore_ascii_case("in_port") {
+        return Err(cx.err(at, "resubmit needs a port or a table"));
+    }
+    Ok(Action::Resubmit { in_port, table })
+}

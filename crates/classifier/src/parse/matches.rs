@@ -1,0 +1,231 @@
+//! The match part of a rule line: fields, shorthands, prerequisites.
+
+use sluice_packet::key::{FRAG_ANY, FRAG_LATER};
+use sluice_packet::wire::ethernet::{ethertype, tci};
+use sluice_packet::wire::l4::proto;
+
+use crate::action::OFPP_MAX;
+use crate::fields::{field_by_name, Field, Prereq, FIELDS};
+use crate::flow_match::Match;
+
+use super::values::{parse_int, parse_masked};
+use super::{LineCtx, ParseError};
+
+pub(super) struct MatchParser<'a> {
+    pub(super) cx: &'a LineCtx<'a>,
+    pub(super) m: Match,
+    /// Fields the line named, with their offsets, for prerequisite checks.
+    pub(super) named: Vec<(&'static Field, usize)>,
+}
+
+const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
+    ("ip", ethertype::IPV4, None),
+    ("ipv4", ethertype::IPV4, None),
+    ("ipv6", ethertype::IPV6, None),
+    ("arp", ethertype::ARP, None),
+    ("rarp", ethertype::RARP, None),
+    ("tcp", ethertype::IPV4, Some(proto::TCP)),
+    ("udp", ethertype::IPV4, Some(proto::UDP)),
+    ("sctp", ethertype::IPV4, Some(proto::SCTP)),
+    ("icmp", ethertype::IPV4, Some(proto::ICMP)),
+    ("tcp6", ethertype::IPV6, Some(proto::TCP)),
+    ("udp6", ethertype::IPV6, Some(proto::UDP)),
+    ("sctp6", ethertype::IPV6, Some(proto::SCTP)),
+    ("icmp6", ethertype::IPV6, Some(proto::ICMPV6)),
+];
+
+const TCP_FLAG_NAMES: &[(&str, u16)] = &[
+    ("fin", 0x001),
+    ("syn", 0x002),
+    ("rst", 0x004),
+    ("psh", 0x008),
+    ("ack", 0x010),
+    ("urg", 0x020),
+    ("ece", 0x040),
+    ("cwr", 0x080),
+    ("ns", 0x100),
+];
+
+pub(super) fn f(name: &str) -> &'static Field {
+    field_by_name(name).expect("built-in field")
+}
+
+impl MatchParser<'_> {
+    /// Sets a field, refusing to contradict an earlier exact setting.
+    fn set(
+        &mut self,
+        field: &'static Field,
+        v: u128,
+        m: u128,
+        at: usize,
+    ) -> Result<(), ParseError> {
+        let (old_v, old_m) = self.m.get(field);
+        let overlap = old_m & m & field.full_mask();
+        if overlap != 0 && (old_v & overlap) != (v & overlap) {
+            return Err(self.cx.err(
+                at,
+                format!("{} is matched twice with different values", field.name),
+            ));
+        }
+        self.m.set(field, v | old_v, m | old_m);
+        Ok(())
+    }
+
+    pub(super) fn field(
+        &mut self,
+        name: &str,
+        value: Option<&str>,
+        at: usize,
+        vat: usize,
+    ) -> Result<(), ParseError> {
+        let cx = self.cx;
+        if let Some(&(_, dl, nw)) = SHORTHANDS.iter().find(|s| s.0 == name) {
+            if value.is_some() {
+                return Err(cx.err(at, format!("'{name}' is a shorthand and takes no value")));
+            }
+            self.set(f("dl_type"), dl as u128, 0xffff, at)?;
+            if let Some(p) = nw {
+                self.set(f("nw_proto"), p as u128, 0xff, at)?;
+            }
+            return Ok(());
+        }
+        let Some(v) = value else {
+            return Err(cx.err(at, unknown_field_message(name)));
+        };
+        match name {
+            "dl_vlan" => {
+                let n = parse_int(cx, v, vat, 16, "dl_vlan")?;
+                if n == 0xffff {
+                    // OpenFlow 1.0's OFP_VLAN_NONE: no tag.
+                    self.set(f("vlan_tci"), 0, 0xffff, at)
+                } else if n > 4095 {
+                    Err(cx.err(
+                        vat,
+                        format!("dl_vlan {n} is out of range (0 to 4095, or 0xffff for untagged)"),
+                    ))
+                } else {
+                    self.set(f("vlan_tci"), n | tci::PRESENT as u128, 0x1fff, at)
+                }
+            }
+            "dl_vlan_pcp" | "vlan_pcp" => {
+                let p = parse_int(cx, v, vat, 3, name)?;
+                self.set(f("vlan_tci"), (p << 13) | tci::PRESENT as u128, 0xf000, at)
+            }
+            "nw_frag" => {
+                let (fv, fm) = match v {
+                    "no" => (0, FRAG_ANY | FRAG_LATER),
+                    "yes" => (FRAG_ANY, FRAG_ANY),
+                    "first" => (FRAG_ANY, FRAG_ANY | FRAG_LATER),
+                    "later" => (FRAG_ANY | FRAG_LATER, FRAG_ANY | FRAG_LATER),
+                    "not_later" => (0, FRAG_LATER),
+                    _ => {
+                        return Err(cx.err(
+                            vat,
+                            format!(
+                            "'{v}' is not a fragment type: use no, yes, first, later or not_later"
+                        ),
+                        ))
+                    }
+                };
+                self.named.push((f("nw_frag"), at));
+                self.set(f("nw_frag"), fv as u128, fm as u128, at)
+            }
+            "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
+                let (mut fv, mut fm) = (0u128, 0u128);
+                let mut rest = v;
+                let mut off = vat;
+                while !rest.is_empty() {
+                    let sign = rest.as_bytes()[0];
+                    if sign != b'+' && sign != b'-' {
+                        return Err(cx.err(off, "expected '+flag' or '-flag' in tcp_flags"));
+                    }
+                    let end = rest[1..]
+                        .find(['+', '-'])
+                        .map(|i| i + 1)
+                        .unwrap_or(rest.len());
+                    let name = &rest[1..end];
+                    let Some(&(_, bit)) = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name) else {
+                        return Err(cx.err(off, format!("unknown TCP flag '{name}': use fin, syn, rst, psh, ack, urg, ece, cwr or ns")));
+                    };
+                    fm |= bit as u128;
+                    if sign == b'+' {
+                        fv |= bit as u128;
+                    }
+                    off += end;
+                    rest = &rest[end..];
+                }
+                self.named.push((f("tcp_flags"), at));
+                self.set(f("tcp_flags"), fv, fm, at)
+            }
+            _ => {
+                let Some(field) = field_by_name(name) else {
+                    return Err(cx.err(at, unknown_field_message(name)));
+                };
+                let (fv, fm) = parse_masked(cx, field, v, vat)?;
+                if field.name == "nw_tos" && fv & 3 != 0 {
+                    return Err(cx.err(vat, format!("nw_tos {fv} has ECN bits set: nw_tos matches DSCP bits only (a multiple of 4); use ip_ecn for ECN")));
+                }
+                if fv & !field.full_mask() != 0 || fm & !field.full_mask() != 0 {
+                    return Err(cx.err(vat, format!("value too large for {}", field.name)));
+                }
+                self.named.push((field, at));
+                if field.name == "in_port" && fv > OFPP_MAX as u128 {
+                    return Err(cx.err(vat, format!("in_port {fv} is not a valid port number")));
+                }
+                self.set(field, fv, fm, at)
+            }
+        }
+    }
+
+    /// Checks each named field's prerequisite against the whole match, so
+    /// that field order in the line does not matter.
+    pub(super) fn check_prereqs(&self) -> Result<(), ParseError> {
+        for &(field, at) in &self.named {
+            if !field.prereq.holds(&self.m.value, &self.m.mask) && field.prereq != Prereq::Vlan {
+                return Err(self.cx.err(
+                    at,
+                    format!("{} requires {}", field.name, field.prereq.describe()),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn unknown_field_message(name: &str) -> String {
+    let mut names: Vec<&str> = FIELDS
+        .iter()
+        .flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()))
+        .collect();
+    names.extend([
+        "table",
+        "priority",
+        "cookie",
+        "idle_timeout",
+        "hard_timeout",
+        "dl_vlan",
+        "dl_vlan_pcp",
+        "actions",
+    ]);
+    names.extend(SHORTHANDS.iter().map(|s| s.0));
+    let best = names.iter().map(|n| (edit_distance(n, name), *n)).min();
+    let hint = match best {
+        Some((d, n)) if d <= 2 => format!(" (did you mean '{n}'?)"),
+        _ => String::new(),
+    };
+    format!("unknown field '{name}'{hint}: expected a match field such as in_port, dl_dst, nw_dst, tp_dst, a shorthand such as ip or tcp, or table, priority, cookie, idle_timeout, hard_timeout, actions")
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}

@@ -1,0 +1,315 @@
+//! The `ovs-ofctl` flow language: one rule per line.
+//!
+//! ```text
+//! table=0,priority=100,tcp,nw_dst=10.0.0.0/8,tp_dst=80,actions=mod_nw_dst:10.1.1.1,output:2
+//! ```
+//!
+//! Fields are separated by commas or blanks; `actions=` takes the rest of
+//! the line. Errors carry the line and column of the offending token and
+//! say what was expected. A file loads all-or-nothing: the first error
+//! rejects the whole file. The statistics fields that `dump-flows` prints
+//! (`duration`, `n_packets`, ...) are accepted and ignored, so its output
+//! can be fed back in, as with `ovs-ofctl`.
+
+use crate::action::Action;
+use crate::flow_match::Match;
+
+mod actions;
+mod matches;
+mod values;
+
+use actions::parse_actions;
+use matches::MatchParser;
+use values::{need_value, parse_int, parse_table};
+
+/// Default rule priority (OpenFlow's `OFP_DEFAULT_PRIORITY`).
+pub const DEFAULT_PRIORITY: u16 = 32768;
+
+/// Number of OpenFlow tables (0..=254; 255 means "all" in OpenFlow).
+pub const N_TABLES: usize = 255;
+
+/// A parsed rule line (a flow-mod's body).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowSpec {
+    /// Table id.
+    pub table: u8,
+    /// Priority (higher wins).
+    pub priority: u16,
+    /// Opaque cookie.
+    pub cookie: u64,
+    /// Cookie mask, for commands that select rules by cookie (`cookie=V/M`).
+    pub cookie_mask: u64,
+    /// Idle timeout in seconds (0 = none).
+    pub idle_timeout: u16,
+    /// Hard timeout in seconds (0 = none).
+    pub hard_timeout: u16,
+    /// The match.
+    pub matcher: Match,
+    /// The actions (empty = drop).
+    pub actions: Vec<Action>,
+    /// Whether the line had `actions=`.
+    pub has_actions: bool,
+}
+
+impl Default for FlowSpec {
+    fn default() -> Self {
+        FlowSpec {
+            table: 0,
+            priority: DEFAULT_PRIORITY,
+            cookie: 0,
+            cookie_mask: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            matcher: Match::catch_all(),
+            actions: Vec::new(),
+            has_actions: false,
+        }
+    }
+}
+
+/// A flow-language error with its position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// File name, when parsing a file.
+    pub file: Option<String>,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column (in characters) of the offending token.
+    pub column: usize,
+    /// What was wrong and what was expected.
+    pub message: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}:")?;
+        }
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// What a line must contain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Require {
+    /// A rule to add: `actions=` is required.
+    Actions,
+    /// A rule selector (del-flows, a trace flow): `actions=` is not allowed.
+    NoActions,
+    /// Either.
+    Any,
+}
+
+/// A token and its 0-based byte offset in the line.
+#[derive(Debug, Clone, Copy)]
+struct Tok<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+struct LineCtx<'a> {
+    line: &'a str,
+    line_no: usize,
+}
+
+impl LineCtx<'_> {
+    fn err(&self, at: usize, message: impl Into<String>) -> ParseError {
+        ParseError {
+            file: None,
+            line: self.line_no,
+            column: self.line[..at.min(self.line.len())].chars().count() + 1,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses one rule line (line number 1 in errors).
+pub fn parse_flow(line: &str, require: Require) -> Result<FlowSpec, ParseError> {
+    parse_line(line, 1, require)
+}
+
+/// Parses a flow file: one rule per line, `#` comments and blank lines
+/// ignored. The first error rejects the whole file.
+pub fn parse_flow_file(text: &str, file: Option<&str>) -> Result<Vec<FlowSpec>, ParseError> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw);
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line, i + 1, Require::Actions) {
+            Ok(spec) => out.push(spec),
+            Err(mut e) => {
+                e.file = file.map(str::to_string);
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn strip_comment(line: &str) -> &str {
+    match line.find('#') {
+        Some(i) => &line[..i],
+        None => line,
+    }
+}
+
+fn split_tokens(s: &str, base: usize) -> Vec<Tok<'_>> {
+    let mut toks = Vec::new();
+    let mut start = None;
+    for (i, c) in s.char_indices() {
+        if c == ',' || c.is_whitespace() {
+            if let Some(st) = start.take() {
+                toks.push(Tok {
+                    text: &s[st..i],
+                    at: base + st,
+                });
+            }
+        } else if start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(st) = start {
+        toks.push(Tok {
+            text: &s[st..],
+            at: base + st,
+        });
+    }
+    toks
+}
+
+/// Splits an action list at top-level commas (commas inside parentheses
+/// belong to the action).
+fn split_actions(s: &str, base: usize) -> Vec<Tok<'_>> {
+    let mut toks = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                toks.push(Tok {
+                    text: &s[start..i],
+                    at: base + start,
+                });
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    toks.push(Tok {
+        text: &s[start..],
+        at: base + start,
+    });
+    toks.into_iter()
+        .map(|t| {
+            let trimmed = t.text.trim_start();
+            let lead = t.text.len() - trimmed.len();
+            Tok {
+                text: trimmed.trim_end(),
+                at: t.at + lead,
+            }
+        })
+        .collect()
+}
+
+fn find_actions(line: &str) -> Option<usize> {
+    let lower = line.to_ascii_lowercase();
+    let mut from = 0;
+    while let Some(i) = lower[from..].find("actions") {
+        let at = from + i;
+        let before_ok = at == 0 || matches!(line.as_bytes()[at - 1], b',' | b' ' | b'\t');
+        let rest = line[at + 7..].trim_start();
+        if before_ok && (rest.starts_with('=') || rest.starts_with(':')) {
+            return Some(at);
+        }
+        from = at + 7;
+    }
+    None
+}
+
+const IGNORED_STATS: &[&str] = &[
+    "duration",
+    "n_packets",
+    "n_bytes",
+    "idle_age",
+    "hard_age",
+    "packet_count",
+    "byte_count",
+];
+
+fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, ParseError> {
+    let cx = LineCtx { line, line_no };
+    let mut spec = FlowSpec::default();
+    let (match_part, actions) = match find_actions(line) {
+        Some(at) => {
+            let eq = at + 7 + (line[at + 7..].len() - line[at + 7..].trim_start().len());
+            (&line[..at], Some((&line[eq + 1..], eq + 1, at)))
+        }
+        None => (line, None),
+    };
+    let mut mp = MatchParser {
+        cx: &cx,
+        m: Match::catch_all(),
+        named: Vec::new(),
+    };
+    for tok in split_tokens(match_part, 0) {
+        let (name, value) = match tok.text.split_once('=') {
+            Some((n, v)) => (n.trim(), Some(v.trim())),
+            None => (tok.text, None),
+        };
+        let vat = tok.at + name.len() + 1;
+        let need = |v| need_value(&cx, v, name, tok.at);
+        match name {
+            "table" => spec.table = parse_table(&cx, need(value)?, vat)?,
+            "priority" => spec.priority = parse_int(&cx, need(value)?, vat, 16, "priority")? as u16,
+            "cookie" => {
+                let v = need(value)?;
+                let (c, m) = match v.split_once('/') {
+                    Some((c, m)) => (c, Some(m)),
+                    None => (v, None),
+                };
+                spec.cookie = parse_int(&cx, c, vat, 64, "cookie")? as u64;
+                spec.cookie_mask = match m {
+                    Some("-1") => u64::MAX,
+                    Some(m) => parse_int(&cx, m, vat + c.len() + 1, 64, "cookie mask")? as u64,
+                    None => u64::MAX,
+                };
+            }
+            "idle_timeout" => {
+                spec.idle_timeout = parse_int(&cx, need(value)?, vat, 16, "idle_timeout")? as u16
+            }
+            "hard_timeout" => {
+                spec.hard_timeout = parse_int(&cx, need(value)?, vat, 16, "hard_timeout")? as u16
+            }
+            n if IGNORED_STATS.contains(&n) => {}
+            _ => mp.field(name, value, tok.at, vat)?,
+        }
+    }
+    mp.check_prereqs()?;
+    spec.matcher = mp.m;
+    match (actions, require) {
+        (Some((_, _, at)), Require::NoActions) => {
+            return Err(cx.err(at, "actions are not allowed here: give only match fields"));
+        }
+        (None, Require::Actions) => {
+            return Err(cx.err(
+                line.len(),
+                "missing 'actions=...' (use 'actions=drop' to drop)",
+            ));
+        }
+        (Some((text, base, _)), _) => {
+            spec.actions = parse_actions(&cx, text, base, &spec)?;
+            spec.has_actions = true;
+        }
+        (None, _) => {}
+    }
+    Ok(spec)
+}
+
+#[cfg(test)]
+mod tests;

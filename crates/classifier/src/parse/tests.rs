@@ -1,0 +1,156 @@
+//! Tests of the flow-language parser.
+
+use super::*;
+
+fn ok(s: &str) -> FlowSpec {
+    parse_flow(s, Require::Actions).unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+fn err(s: &str) -> ParseError {
+    parse_flow(s, Require::Actions).expect_err(s)
+}
+
+#[test]
+fn full_line() {
+    let s = ok("table=1, priority=100,cookie=0x10,idle_timeout=5,hard_timeout=60,tcp,in_port=3,nw_src=10.0.0.0/8,tp_dst=80 actions=mod_nw_dst:1.2.3.4,output:2");
+    assert_eq!(
+        (
+            s.table,
+            s.priority,
+            s.cookie,
+            s.idle_timeout,
+            s.hard_timeout
+        ),
+        (1, 100, 0x10, 5, 60)
+    );
+    assert_eq!(
+        s.matcher.to_string(),
+        "tcp,in_port=3,nw_src=10.0.0.0/8,tp_dst=80"
+    );
+    assert_eq!(s.actions.len(), 2);
+    assert_eq!(s.actions[1], Action::Output(2));
+    assert_eq!(
+        crate::action::format_actions(&s.actions),
+        "mod_nw_dst:1.2.3.4,output:2"
+    );
+}
+
+#[test]
+fn every_match_field_parses() {
+    for line in [
+        "dl_src=00:11:22:33:44:55,dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=drop",
+        "dl_type=0x88cc,actions=drop",
+        "dl_vlan=10,dl_vlan_pcp=3,actions=drop",
+        "vlan_tci=0x1000/0x1000,actions=drop",
+        "dl_vlan=0xffff,actions=drop",
+        "ip,nw_tos=184,nw_ttl=1,ip_ecn=3,actions=drop",
+        "ip,ip_dscp=46,actions=drop",
+        "ip,nw_frag=later,actions=drop",
+        "ip,nw_proto=0,actions=drop",
+        "tcp,tcp_flags=+syn-ack,actions=drop",
+        "tcp,tcp_flags=0x002/0x012,actions=drop",
+        "udp,tp_src=0x1000/0xf000,actions=drop",
+        "sctp,sctp_dst=9,actions=drop",
+        "ipv6,ipv6_src=2001:db8::/32,ipv6_dst=::1,ipv6_label=0x12345,actions=drop",
+        "icmp,icmp_type=8,icmp_code=0,actions=drop",
+        "icmp6,icmp_type=135,icmp_code=0,nd_target=fe80::1,actions=drop",
+        "arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24,arp_sha=00:00:00:00:00:01,arp_tha=00:00:00:00:00:02,actions=drop",
+        "arp,nw_src=10.0.0.1,actions=drop",
+        "tcp6,tp_dst=443,actions=drop",
+        "udp6,actions=drop",
+        "rarp,actions=drop",
+    ] {
+        ok(line);
+    }
+}
+
+#[test]
+fn every_action_parses() {
+    let s = ok("ip,dl_vlan=5,actions=output:1,2,in_port,all,flood,controller,controller:64,mod_dl_src:00:00:00:00:00:01,mod_dl_dst:00:00:00:00:00:02,mod_nw_src:1.1.1.1,mod_nw_dst:2.2.2.2,mod_nw_tos:8,dec_ttl,mod_vlan_vid:7,mod_vlan_pcp:2,push_vlan:0x88a8,strip_vlan,pop_vlan,set_field:9->ip_dscp,resubmit(,3),resubmit:4,resubmit(5,6),goto_table:9");
+    assert_eq!(s.actions.len(), 23);
+    assert_eq!(s.actions[22], Action::GotoTable(9));
+    assert_eq!(
+        s.actions[19],
+        Action::Resubmit {
+            in_port: None,
+            table: Some(3)
+        }
+    );
+    let s = ok("tcp,actions=mod_tp_src:1,mod_tp_dst:2,set_field:3->tcp_dst");
+    assert_eq!(s.actions.len(), 3);
+    assert_eq!(ok("actions=drop").actions, vec![]);
+    assert_eq!(ok("actions=").actions, vec![]);
+}
+
+#[test]
+fn errors_point_at_the_token() {
+    let e = err("in_port=1,tp_dst=80,actions=drop");
+    assert_eq!(e.column, 11);
+    assert!(e.message.contains("tp_dst requires"), "{}", e.message);
+    let e = err("in_port=1,nw_dts=1.2.3.4,actions=drop");
+    assert_eq!(e.column, 11);
+    assert!(e.message.contains("did you mean 'nw_dst'"), "{}", e.message);
+    let e = err("ip,nw_src=1.2.3,actions=drop");
+    assert_eq!(e.column, 11);
+    assert!(e.message.contains("IPv4 address"));
+    let e = err("actions=output:2,bogus");
+    assert_eq!(e.column, 18);
+    let e = err("in_port=1");
+    assert!(e.message.contains("missing 'actions="));
+    assert!(err("actions=output:2,drop").message.contains("only action"));
+    assert!(err("actions=mod_nw_src:1.2.3.4")
+        .message
+        .contains("requires"));
+    assert!(err("ip,actions=mod_nw_tos:5")
+        .message
+        .contains("not a valid TOS"));
+    assert!(err("actions=set_field:5->vlan_vid")
+        .message
+        .contains("VLAN tag"));
+    assert!(err("table=2,actions=goto_table:1")
+        .message
+        .contains("later table"));
+    assert!(err("actions=goto_table:1,output:1")
+        .message
+        .contains("last action"));
+    assert!(err("tcp,udp,actions=drop").message.contains("twice"));
+    assert!(err("priority=70000,actions=drop")
+        .message
+        .contains("too large"));
+    assert!(err("actions=NORMAL").message.contains("not supported"));
+    assert!(err("table=255,actions=drop")
+        .message
+        .contains("out of range"));
+    assert!(err("tcp,in_port=1/1,actions=drop")
+        .message
+        .contains("cannot be masked"));
+    assert!(err("actions=output:0")
+        .message
+        .contains("valid output port"));
+}
+
+#[test]
+fn file_is_all_or_nothing_with_positions() {
+    let text = "# comment\n\nin_port=1,actions=output:2\n  in_port=2,actions=outptu:1\n";
+    let e = parse_flow_file(text, Some("f.flows")).unwrap_err();
+    assert_eq!((e.line, e.column), (4, 21));
+    assert_eq!(e.to_string().split(':').next(), Some("f.flows"));
+    let specs = parse_flow_file("in_port=1,actions=output:2 # to 2\nactions=drop\n", None).unwrap();
+    assert_eq!(specs.len(), 2);
+}
+
+#[test]
+fn dump_flows_output_reads_back() {
+    let s = ok(" cookie=0x0, duration=1.5s, table=0, n_packets=3, n_bytes=180, priority=5,ip actions=output:2");
+    assert_eq!(
+        (s.priority, s.actions.clone()),
+        (5, vec![Action::Output(2)])
+    );
+}
+
+#[test]
+fn selectors_take_no_actions() {
+    let s = parse_flow("tcp,nw_dst=10.0.0.1,tp_dst=80", Require::NoActions).unwrap();
+    assert_eq!(s.matcher.value.tp_dst, 80);
+    assert!(parse_flow("actions=drop", Require::NoActions).is_err());
+}

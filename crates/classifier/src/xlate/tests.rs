@@ -1,0 +1,271 @@
+//! Translation tests: actions, drops, VLANs, and exact megaflow masks per field class.
+
+use super::*;
+use crate::parse::parse_flow_file;
+
+fn set(text: &str) -> RuleSet {
+    RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
+}
+
+fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
+    let mut t = Translation::default();
+    translate(
+        XlateEnv {
+            rules,
+            ports: &[1, 2, 3, 4],
+        },
+        key,
+        &mut t,
+        true,
+    );
+    t
+}
+
+fn tcp_key() -> FlowKey {
+    FlowKey {
+        in_port: 1,
+        dl_type: 0x0800,
+        nw_proto: 6,
+        nw_src: 0x0a00_0001,
+        nw_dst: 0x0a00_0002,
+        nw_ttl: 64,
+        tp_src: 1000,
+        tp_dst: 80,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn rewrite_then_output_commits_once() {
+    let r = set(
+        "tcp,tp_dst=80,actions=mod_nw_dst:10.9.9.9,mod_tp_dst:8080,dec_ttl,output:2,output:3\n",
+    );
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetIpv4Dst(0x0a09_0909),
+            DpAction::SetIpTtl(63),
+            DpAction::SetTpDst(8080),
+            DpAction::Output(2),
+            DpAction::Output(3)
+        ]
+    );
+    assert_eq!(t.outputs, 2);
+    assert_eq!(t.drop, None);
+    assert_eq!(
+        (t.wc.dl_type, t.wc.nw_proto, t.wc.tp_dst, t.wc.nw_ttl),
+        (0xffff, 0xff, 0xffff, 0xff)
+    );
+    assert_eq!(t.wc.nw_src, 0, "nothing looked at nw_src");
+}
+
+#[test]
+fn resubmit_sees_rewritten_fields_and_goto_misses_drop() {
+    let r = set("table=0,ip,actions=mod_nw_dst:1.1.1.1,resubmit(,1),goto_table:2\ntable=1,ip,nw_dst=1.1.1.1,actions=output:4\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![DpAction::SetIpv4Dst(0x0101_0101), DpAction::Output(4)]
+    );
+    assert_eq!(t.rules.len(), 2);
+    let trace = t.trace.unwrap().join("\n");
+    assert!(trace.contains("2. No match."), "{trace}");
+    let t = run(&set("ip,actions=goto_table:1\n"), &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::TableMiss));
+    let t = run(&set("ip,actions=resubmit(,1)\n"), &tcp_key());
+    assert_eq!(
+        t.drop,
+        Some(XlateDrop::NoOutput),
+        "a resubmit miss is a no-op"
+    );
+}
+
+#[test]
+fn in_port_all_and_skips() {
+    let r = set("actions=output:1,in_port,all\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::Output(1),
+            DpAction::Output(2),
+            DpAction::Output(3),
+            DpAction::Output(4)
+        ]
+    );
+    let t = run(&set("actions=output:1\n"), &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::OutputToInPort));
+    let t = run(&set("actions=output:9\n"), &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::NoSuchPort));
+    let t = run(&RuleSet::new(), &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::TableMiss));
+}
+
+#[test]
+fn dec_ttl_exception_stops_the_list() {
+    let r = set("ip,actions=output:2,dec_ttl,output:3\n");
+    let mut k = tcp_key();
+    k.nw_ttl = 1;
+    let t = run(&r, &k);
+    assert_eq!(t.actions, vec![DpAction::Output(2)]);
+    let t = run(&set("ip,actions=dec_ttl,output:3\n"), &k);
+    assert_eq!(t.drop, Some(XlateDrop::InvalidTtl));
+}
+
+#[test]
+fn vlan_actions() {
+    let r = set("actions=mod_vlan_vid:10,output:2\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 10
+            },
+            DpAction::Output(2)
+        ]
+    );
+    let mut tagged = tcp_key();
+    tagged.vlan_tci[0] = 0x7005; // pcp 3, present, vid 5
+    tagged.vlan_tpid[0] = 0x8100;
+    let t = run(&r, &tagged);
+    assert_eq!(
+        t.actions,
+        vec![DpAction::SetVlanTci(0x600a), DpAction::Output(2)]
+    );
+    let t = run(&set("actions=strip_vlan,output:2\n"), &tagged);
+    assert_eq!(t.actions, vec![DpAction::PopVlan, DpAction::Output(2)]);
+    let t = run(
+        &set("actions=push_vlan:0x88a8,push_vlan:0x8100,push_vlan:0x8100,output:2\n"),
+        &tcp_key(),
+    );
+    assert_eq!(t.drop, Some(XlateDrop::TooManyVlans));
+    assert!(t.actions.is_empty());
+}
+
+#[test]
+fn resubmit_loop_is_an_error() {
+    let t = run(&set("actions=resubmit(,0)\n"), &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::RecursionTooDeep));
+    assert!(t.actions.is_empty());
+}
+
+#[test]
+fn arp_rewrite_uses_arp_fields() {
+    let r = set("arp,actions=set_field:1.2.3.4->nw_dst,mod_dl_src:00:00:00:00:00:09,output:2\n");
+    let k = FlowKey {
+        in_port: 1,
+        dl_type: 0x0806,
+        ..Default::default()
+    };
+    let t = run(&r, &k);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetEthSrc([0, 0, 0, 0, 0, 9]),
+            DpAction::SetArp(ArpField::Tpa(0x0102_0304)),
+            DpAction::Output(2)
+        ]
+    );
+}
+
+fn mask_of(text: &str, key: FlowKey) -> FlowKey {
+    run(&set(text), &key).wc
+}
+
+#[test]
+fn exact_masks_per_field_class() {
+    let base = FlowKey {
+        in_port: 1,
+        ..Default::default()
+    };
+    // Nothing consulted but the input port.
+    assert_eq!(
+        mask_of("actions=output:2\n", base),
+        FlowKey {
+            in_port: u32::MAX,
+            ..Default::default()
+        }
+    );
+    // L2: only the matched field.
+    let k = FlowKey {
+        dl_dst: [2, 0, 0, 0, 0, 9],
+        ..base
+    };
+    let m = mask_of("dl_dst=02:00:00:00:00:09,actions=output:2\n", k);
+    assert_eq!((m.dl_dst, m.dl_src, m.dl_type), ([0xff; 6], [0; 6], 0));
+    // Masked L2 matches keep their mask.
+    let m = mask_of(
+        "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=output:2\n",
+        k,
+    );
+    assert_eq!(m.dl_dst, [1, 0, 0, 0, 0, 0]);
+    // VLAN: dl_vlan matches VID and "present".
+    let mut tagged = base;
+    tagged.vlan_tci[0] = 0x100a;
+    assert_eq!(
+        mask_of("dl_vlan=10,actions=output:2\n", tagged).vlan_tci,
+        [0x1fff, 0]
+    );
+    // IPv4 prefix: prefix plus the EtherType prerequisite.
+    let ip = FlowKey {
+        dl_type: 0x0800,
+        nw_proto: 17,
+        nw_dst: 0x0a01_0203,
+        nw_ttl: 64,
+        tp_dst: 53,
+        ..base
+    };
+    let m = mask_of("ip,nw_dst=10.0.0.0/8,actions=output:2\n", ip);
+    assert_eq!(
+        (m.dl_type, m.nw_dst, m.nw_proto, m.tp_dst),
+        (0xffff, 0xff00_0000, 0, 0)
+    );
+    // L4: a TCP-port rule missed by a UDP packet needs only nw_proto.
+    let m = mask_of(
+        "priority=9,tcp,tp_dst=53,actions=drop\npriority=1,actions=output:2\n",
+        ip,
+    );
+    assert_eq!((m.nw_proto, m.tp_dst), (0xff, 0));
+    // ...and a UDP-port rule it matches needs the port.
+    let m = mask_of("udp,tp_dst=53,actions=output:2\n", ip);
+    assert_eq!(
+        (m.dl_type, m.nw_proto, m.tp_dst, m.tp_src),
+        (0xffff, 0xff, 0xffff, 0)
+    );
+    // dec_ttl looks at the TTL; rewrites alone look at nothing.
+    assert_eq!(mask_of("ip,actions=dec_ttl,output:2\n", ip).nw_ttl, 0xff);
+    assert_eq!(
+        mask_of("ip,actions=mod_nw_dst:1.1.1.1,output:2\n", ip).nw_dst,
+        0
+    );
+    // ARP fields.
+    let arp = FlowKey {
+        dl_type: 0x0806,
+        nw_proto: 1,
+        nw_dst: 0x0a00_0001,
+        ..base
+    };
+    let m = mask_of("arp,arp_tpa=10.0.0.1,actions=output:2\n", arp);
+    assert_eq!((m.dl_type, m.nw_dst, m.nw_src), (0xffff, u32::MAX, 0));
+    // IPv6 prefix.
+    let mut v6 = FlowKey {
+        dl_type: 0x86dd,
+        ..base
+    };
+    v6.ipv6_dst = (0x2001_0db8u128 << 96).to_be_bytes();
+    let m = mask_of("ipv6,ipv6_dst=2001:db8::/32,actions=output:2\n", v6);
+    assert_eq!(u128::from_be_bytes(m.ipv6_dst), u128::MAX << 96);
+    // TCP flags matched with ports: both in the mask.
+    let syn = FlowKey {
+        dl_type: 0x0800,
+        nw_proto: 6,
+        tp_dst: 80,
+        tcp_flags: 0x02,
+        ..base
+    };
+    let m = mask_of("tcp,tp_dst=80,tcp_flags=+syn,actions=drop\n", syn);
+    assert_eq!((m.tp_dst, m.tcp_flags), (0xffff, 0x002));
+}

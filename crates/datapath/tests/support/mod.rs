@@ -1,0 +1,3 @@
+//! Shared pieces of the datapath integration tests.
+
+pub mod reference;

@@ -1,0 +1,320 @@
+//! An independent reference for the differential test: OpenFlow actions
+//! applied to packet bytes one at a time, the key re-extracted before every
+//! lookup, every checksum recomputed from scratch. It shares only the key
+//! extraction and the linear rule lookup with the datapath.
+
+use sluice_classifier::action::Action;
+use sluice_classifier::RuleSet;
+use sluice_packet::extract::extract;
+use sluice_packet::wire::checksum::{checksum, crc32c, finish, pseudo_v4, pseudo_v6, sum};
+use sluice_packet::wire::ethernet::is_vlan_tpid;
+use sluice_packet::{FlowKey, PacketMeta};
+
+/// The ports of the test switch.
+pub const PORTS: [u32; 4] = [1, 2, 3, 4];
+/// Where the reference records controller outputs.
+pub const CONTROLLER: u32 = u32::MAX;
+
+pub fn key_of(bytes: &[u8], in_port: u32) -> Option<(FlowKey, PacketMeta)> {
+    let mut k = FlowKey::default();
+    let mut m = PacketMeta::default();
+    extract(bytes, in_port, &mut m, &mut k).ok()?;
+    Some((k, m))
+}
+
+/// Recomputes the IPv4 header checksum and the L4 checksum from scratch.
+pub fn fix_checksums(b: &mut [u8], udp_had_csum: bool) {
+    let Some((k, m)) = key_of(b, 0) else { return };
+    let Some(l3) = m.l3() else { return };
+    let l4_end;
+    if k.is_ipv4() {
+        let hl = ((b[l3] & 0xf) as usize) * 4;
+        let tot = u16::from_be_bytes([b[l3 + 2], b[l3 + 3]]) as usize;
+        if hl < 20 || l3 + tot > b.len() || tot < hl {
+            return;
+        }
+        b[l3 + 10..l3 + 12].fill(0);
+        let c = checksum(&b[l3..l3 + hl]);
+        b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        l4_end = l3 + tot;
+    } else if k.is_ipv6() {
+        l4_end = l3 + 40 + u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]) as usize;
+    } else {
+        return;
+    }
+    let Some(l4) = m.l4() else { return };
+    let len = l4_end - l4;
+    let ph = if k.is_ipv4() {
+        pseudo_v4(k.nw_src, k.nw_dst, m.l4_proto, len as u16)
+    } else {
+        pseudo_v6(&k.ipv6_src, &k.ipv6_dst, m.l4_proto, len as u32)
+    };
+    let seg = &mut b[l4..l4_end];
+    match m.l4_proto {
+        6 if len >= 20 => {
+            seg[16..18].fill(0);
+            let c = finish(sum(ph, seg));
+            seg[16..18].copy_from_slice(&c.to_be_bytes());
+        }
+        17 if len >= 8 && udp_had_csum => {
+            seg[6..8].fill(0);
+            let mut c = finish(sum(ph, seg));
+            if c == 0 {
+                c = 0xffff;
+            }
+            seg[6..8].copy_from_slice(&c.to_be_bytes());
+        }
+        1 if len >= 8 && k.is_ipv4() => {
+            seg[2..4].fill(0);
+            let c = checksum(seg);
+            seg[2..4].copy_from_slice(&c.to_be_bytes());
+        }
+        58 if len >= 8 && k.is_ipv6() => {
+            seg[2..4].fill(0);
+            let c = finish(sum(ph, seg));
+            seg[2..4].copy_from_slice(&c.to_be_bytes());
+        }
+        132 if len >= 12 => {
+            seg[8..12].fill(0);
+            let crc = crc32c(seg);
+            seg[8..12].copy_from_slice(&crc.to_le_bytes());
+        }
+        _ => {}
+    }
+}
+
+pub fn udp_has_csum(b: &[u8]) -> bool {
+    match key_of(b, 0) {
+        Some((_, m)) if m.l4_proto == 17 => m
+            .l4()
+            .is_some_and(|l4| b.len() >= l4 + 8 && b[l4 + 6..l4 + 8] != [0, 0]),
+        _ => true,
+    }
+}
+
+pub struct Ref<'a> {
+    pub rules: &'a RuleSet,
+    pub bytes: Vec<u8>,
+    pub in_port: u32,
+    pub outputs: Vec<(u32, Vec<u8>)>,
+    pub hits: Vec<u64>,
+    pub depth: u32,
+    pub resubmits: u32,
+    pub error: bool,
+}
+
+impl Ref<'_> {
+    fn key(&self) -> FlowKey {
+        key_of(&self.bytes, self.in_port)
+            .expect("reference runs only on non-runts")
+            .0
+    }
+
+    pub fn table(&mut self, t: u8) {
+        if self.error {
+            return;
+        }
+        let key = self.key();
+        let Some(rule) = self
+            .rules
+            .table(t)
+            .iter()
+            .find(|r| r.matcher.matches(&key))
+            .cloned()
+        else {
+            return;
+        };
+        self.hits.push(rule.id);
+        self.actions(&rule.actions, t);
+    }
+
+    fn out(&mut self, p: u32) {
+        if PORTS.contains(&p) {
+            self.outputs.push((p, self.bytes.clone()));
+        }
+    }
+
+    fn vlan_tagged(&self) -> bool {
+        is_vlan_tpid(u16::from_be_bytes([self.bytes[12], self.bytes[13]]))
+    }
+
+    fn push_tag(&mut self, tpid: u16, tci: u16) {
+        let k = self.key();
+        if k.vlan_tci[1] & 0x1000 != 0 {
+            self.error = true;
+            return;
+        }
+        let mut tag = tpid.to_be_bytes().to_vec();
+        tag.extend_from_slice(&tci.to_be_bytes());
+        self.bytes.splice(12..12, tag);
+    }
+
+    fn actions(&mut self, actions: &[Action], table: u8) {
+        for a in actions {
+            if self.error {
+                return;
+            }
+            match *a {
+                Action::Output(p) => {
+                    if p != self.in_port {
+                        self.out(p)
+                    }
+                }
+                Action::InPort => self.out(self.in_port),
+                Action::All | Action::Flood => {
+                    for p in PORTS {
+                        if p != self.in_port {
+                            self.out(p);
+                        }
+                    }
+                }
+                Action::Controller { max_len } => {
+                    let n = self.bytes.len().min(max_len as usize);
+                    self.outputs.push((CONTROLLER, self.bytes[..n].to_vec()));
+                }
+                Action::SetField { field, value, .. } if field.name == "vlan_vid" => {
+                    // The DEI bit is lost, as in OVS (the key uses it as "tag present").
+                    if self.vlan_tagged() {
+                        let t = u16::from_be_bytes([self.bytes[14], self.bytes[15]]);
+                        self.bytes[14..16].copy_from_slice(
+                            &((t & 0xe000) | (value as u16 & 0x0fff)).to_be_bytes(),
+                        );
+                    }
+                }
+                Action::SetField { field, value, .. } => {
+                    let k = self.key();
+                    if !field.prereq.holds_for_key(&k) {
+                        continue;
+                    }
+                    let udp_csum = udp_has_csum(&self.bytes);
+                    set_field_bytes(&mut self.bytes, field.name, value);
+                    fix_checksums(&mut self.bytes, udp_csum);
+                }
+                Action::ModVlanVid(v) => {
+                    if self.vlan_tagged() {
+                        let t = u16::from_be_bytes([self.bytes[14], self.bytes[15]]);
+                        self.bytes[14..16].copy_from_slice(&((t & 0xf000) | v).to_be_bytes());
+                    } else {
+                        self.push_tag(0x8100, v);
+                    }
+                }
+                Action::ModVlanPcp(p) => {
+                    if self.vlan_tagged() {
+                        let t = u16::from_be_bytes([self.bytes[14], self.bytes[15]]);
+                        self.bytes[14..16]
+                            .copy_from_slice(&((t & 0x0fff) | ((p as u16) << 13)).to_be_bytes());
+                    } else {
+                        self.push_tag(0x8100, (p as u16) << 13);
+                    }
+                }
+                Action::PushVlan(tpid) => self.push_tag(tpid, 0),
+                Action::PopVlan => {
+                    if self.vlan_tagged() {
+                        self.bytes.drain(12..16);
+                    }
+                }
+                Action::DecTtl => {
+                    let k = self.key();
+                    if k.is_ip() {
+                        if k.nw_ttl <= 1 {
+                            return;
+                        }
+                        let udp_csum = udp_has_csum(&self.bytes);
+                        set_field_bytes(&mut self.bytes, "nw_ttl", (k.nw_ttl - 1) as u128);
+                        fix_checksums(&mut self.bytes, udp_csum);
+                    }
+                }
+                Action::Resubmit { in_port, table: t } => {
+                    self.depth += 1;
+                    self.resubmits += 1;
+                    if self.depth > 64 || self.resubmits > 4096 {
+                        self.error = true;
+                        return;
+                    }
+                    let saved = self.in_port;
+                    if let Some(p) = in_port {
+                        self.in_port = p;
+                    }
+                    self.table(t.unwrap_or(table));
+                    self.in_port = saved;
+                    self.depth -= 1;
+                }
+                Action::GotoTable(t) => {
+                    self.depth += 1;
+                    if self.depth > 64 {
+                        self.error = true;
+                        return;
+                    }
+                    self.table(t);
+                    self.depth -= 1;
+                }
+            }
+        }
+    }
+}
+
+/// Writes a field into the packet bytes at the offsets a fresh parse finds.
+pub fn set_field_bytes(b: &mut [u8], name: &str, v: u128) {
+    let (k, m) = key_of(b, 0).unwrap();
+    let l3 = m.l3();
+    let l4 = m.l4();
+    let put = |b: &mut [u8], at: usize, bytes: &[u8]| {
+        if at + bytes.len() <= b.len() {
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+        }
+    };
+    let mac = |v: u128| (v as u64).to_be_bytes()[2..].to_vec();
+    match name {
+        "dl_src" => put(b, 6, &mac(v)),
+        "dl_dst" => put(b, 0, &mac(v)),
+        "nw_src" | "nw_dst" if k.is_arp() => put(
+            b,
+            l3.unwrap() + if name == "nw_src" { 14 } else { 24 },
+            &(v as u32).to_be_bytes(),
+        ),
+        "nw_src" => put(b, l3.unwrap() + 12, &(v as u32).to_be_bytes()),
+        "nw_dst" => put(b, l3.unwrap() + 16, &(v as u32).to_be_bytes()),
+        "ip_dscp" | "nw_tos" | "nw_ttl" | "ip_ecn" => {
+            let l3 = l3.unwrap();
+            let tos = if name == "ip_dscp" {
+                Some((k.nw_tos & 3) | ((v as u8) << 2))
+            } else if name == "nw_tos" {
+                Some((k.nw_tos & 3) | (v as u8 & 0xfc))
+            } else if name == "ip_ecn" {
+                Some((k.nw_tos & 0xfc) | v as u8)
+            } else {
+                None
+            };
+            if k.is_ipv4() {
+                match tos {
+                    Some(t) => b[l3 + 1] = t,
+                    None => b[l3 + 8] = v as u8,
+                }
+            } else {
+                match tos {
+                    Some(t) => {
+                        let w = u32::from_be_bytes([b[l3], b[l3 + 1], b[l3 + 2], b[l3 + 3]]);
+                        let w = (w & 0xf00f_ffff) | ((t as u32) << 20);
+                        b[l3..l3 + 4].copy_from_slice(&w.to_be_bytes());
+                    }
+                    None => b[l3 + 7] = v as u8,
+                }
+            }
+        }
+        "tp_src" | "tcp_src" | "udp_src" => {
+            if let Some(l4) = l4 {
+                if b.len() >= l4 + 8 {
+                    put(b, l4, &(v as u16).to_be_bytes())
+                }
+            }
+        }
+        "tp_dst" | "tcp_dst" | "udp_dst" => {
+            if let Some(l4) = l4 {
+                if b.len() >= l4 + 8 {
+                    put(b, l4 + 2, &(v as u16).to_be_bytes())
+                }
+            }
+        }
+        other => panic!("reference does not model set_field on {other}"),
+    }
+}
