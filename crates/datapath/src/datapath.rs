@@ -39,6 +39,9 @@ pub struct DatapathConfig {
     pub packet_in_queue: usize,
     /// The flow caches.
     pub cache: CacheConfig,
+    /// How long (µs) a port's output batch may wait for more packets; 0
+    /// sends it at the end of each rx burst (OVS's `tx-flush-interval`).
+    pub tx_flush_interval_us: u64,
 }
 
 impl Default for DatapathConfig {
@@ -48,6 +51,7 @@ impl Default for DatapathConfig {
             frame_size: DEFAULT_FRAME_SIZE,
             packet_in_queue: 1024,
             cache: CacheConfig::default(),
+            tx_flush_interval_us: 0,
         }
     }
 }
@@ -63,6 +67,8 @@ pub enum DpError {
     BadPortNumber(u32),
     /// A port failed.
     Port(PortError),
+    /// No port has this number.
+    NoSuchPort(u32),
 }
 
 impl std::fmt::Display for DpError {
@@ -74,6 +80,7 @@ impl std::fmt::Display for DpError {
                 write!(f, "port number {n} is out of range (1 to {OFPP_MAX})")
             }
             DpError::Port(e) => write!(f, "{e}"),
+            DpError::NoSuchPort(n) => write!(f, "no port {n}"),
         }
     }
 }
@@ -117,7 +124,10 @@ impl Datapath {
         let pool = PacketPool::new(cfg.pool_frames, cfg.frame_size).map_err(DpError::Pool)?;
         let mut dp = Datapath {
             pool,
-            out: OutputStage::default(),
+            out: OutputStage {
+                ports: Vec::new(),
+                tx_flush_interval_us: cfg.tx_flush_interval_us,
+            },
             port_numbers: Vec::new(),
             rules: Arc::new(RuleSet::new()),
             rules_have_timeouts: false,
@@ -150,6 +160,8 @@ impl Datapath {
                 caps,
                 txq: PacketBatch::new(),
                 rx_done: !caps.rx,
+                flush_deadline_us: 0,
+                tx_flush_interval_us: None,
             },
         );
         self.port_numbers.insert(pos, ofport);
@@ -168,6 +180,21 @@ impl Datapath {
             .any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
         self.rules = rules;
         self.epoch += 1;
+    }
+
+    /// Sets `tx-flush-interval` (µs) for port `ofport`, or for every port
+    /// without its own setting when `None`. Queued batches are sent first,
+    /// so no packet waits under the old setting.
+    pub fn set_tx_flush_interval(&mut self, ofport: Option<u32>, us: u64) -> Result<(), DpError> {
+        self.out.flush_all(&mut self.pool, &mut self.stats);
+        match ofport {
+            None => self.out.tx_flush_interval_us = us,
+            Some(n) => {
+                let i = self.out.index_of(n).ok_or(DpError::NoSuchPort(n))?;
+                self.out.ports[i].tx_flush_interval_us = Some(us);
+            }
+        }
+        Ok(())
     }
 
     /// The current epoch (bumped by every rule or port change).
@@ -210,12 +237,19 @@ impl Datapath {
                         &mut self.stats,
                         now_us,
                     );
-                    // tx-flush-interval 0: flush at the end of every rx burst.
-                    self.out.flush_all(&mut self.pool, &mut self.stats);
+                    // Batches whose time has come go now (all of them when
+                    // tx-flush-interval is 0: the end of the rx burst).
+                    self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
                 }
                 RxStatus::Exhausted => slot.rx_done = true,
                 RxStatus::Idle => {}
             }
+        }
+        if received == 0 {
+            // Nothing more is coming now: nothing may wait.
+            self.out.flush_all(&mut self.pool, &mut self.stats);
+        } else {
+            self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
         }
         self.stats.iterations += 1;
         let spent = cycles::now().wrapping_sub(start);

@@ -73,6 +73,7 @@ pub(crate) fn execute(
     out: &mut OutputStage,
     stats: &mut DpStats,
     packet_ins: &mut PacketInQueue,
+    now_us: u64,
 ) {
     let last = acts
         .iter()
@@ -103,7 +104,7 @@ pub(crate) fn execute(
                     };
                     match (pkt, idx) {
                         (Some(p), Some(idx)) => {
-                            out.enqueue(idx, p, pool, stats);
+                            out.enqueue(idx, p, pool, stats, now_us);
                             sent |= bit;
                         }
                         (Some(p), None) => pool.free(p),

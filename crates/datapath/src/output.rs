@@ -1,6 +1,9 @@
-//! The output stage: one tx batch per port, collected across a whole rx
-//! burst and handed to the port with one call when full or at the end of
-//! the burst (seed 000, with `tx-flush-interval` = 0).
+//! The output stage (seed 000): one tx batch per port, collected across
+//! rx bursts and handed to the port with one call when it is full, or
+//! when `tx-flush-interval` µs have passed since its first packet (0, the
+//! default: at the end of the rx burst that filled it). Idle iterations,
+//! shutdown and reconfiguration force a flush, so nothing waits when no
+//! more packets come. A port's batch is FIFO, so per-flow order holds.
 
 use sluice_packet::{Packet, PacketBatch, PacketPool};
 use sluice_port::{Port, PortCaps};
@@ -14,12 +17,18 @@ pub(crate) struct PortSlot {
     pub caps: PortCaps,
     pub txq: PacketBatch,
     pub rx_done: bool,
+    /// When the queued batch must go (valid while `txq` is not empty).
+    pub flush_deadline_us: u64,
+    /// This port's own `tx-flush-interval`, if set.
+    pub tx_flush_interval_us: Option<u64>,
 }
 
 /// Ports, by ascending OpenFlow number, with their output batches.
 #[derive(Default)]
 pub(crate) struct OutputStage {
     pub ports: Vec<PortSlot>,
+    /// `tx-flush-interval` for ports without their own.
+    pub tx_flush_interval_us: u64,
 }
 
 impl OutputStage {
@@ -29,14 +38,37 @@ impl OutputStage {
         self.ports.binary_search_by_key(&ofport, |p| p.ofport).ok()
     }
 
-    /// Queues `pkt` for port `idx`, sending the queue first if it is full.
+    /// Queues `pkt` for port `idx` at time `now_us`, sending the queue
+    /// first if it is full.
     #[inline]
-    pub fn enqueue(&mut self, idx: usize, pkt: Packet, pool: &mut PacketPool, stats: &mut DpStats) {
+    pub fn enqueue(
+        &mut self,
+        idx: usize,
+        pkt: Packet,
+        pool: &mut PacketPool,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
         if self.ports[idx].txq.is_full() {
             self.flush_port(idx, pool, stats);
         }
-        let _ = self.ports[idx].txq.push(pkt);
+        let default = self.tx_flush_interval_us;
+        let slot = &mut self.ports[idx];
+        if slot.txq.is_empty() {
+            slot.flush_deadline_us = now_us + slot.tx_flush_interval_us.unwrap_or(default);
+        }
+        let _ = slot.txq.push(pkt);
         stats.output_copies += 1;
+    }
+
+    /// Sends the queues whose flush time has come.
+    pub fn flush_due(&mut self, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
+        for i in 0..self.ports.len() {
+            let slot = &self.ports[i];
+            if !slot.txq.is_empty() && slot.flush_deadline_us <= now_us {
+                self.flush_port(i, pool, stats);
+            }
+        }
     }
 
     /// Sends port `idx`'s queue.

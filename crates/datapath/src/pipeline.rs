@@ -321,6 +321,7 @@ impl Pipeline {
                         out,
                         stats,
                         &mut self.packet_ins,
+                        now_us,
                     );
                     for rule in &f.rules {
                         rule.credit(n, g.bytes, now_us);
@@ -341,6 +342,7 @@ impl Pipeline {
                         out,
                         stats,
                         &mut self.packet_ins,
+                        now_us,
                     );
                     for rule in &x.rules {
                         rule.credit(n, g.bytes, now_us);

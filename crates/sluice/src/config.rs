@@ -11,9 +11,12 @@
 //! flow_limit = 200000
 //! mask_limit = 512
 //!
+//! tx_flush_interval = 0         # µs an output batch may wait
+//!
 //! [[ports]]
 //! number = 1
 //! spec = "pcap:rx=in.pcap"
+//! tx_flush_interval = 50        # this port's own
 //!
 //! [[ports]]
 //! number = 2
@@ -35,6 +38,8 @@ pub struct Config {
     pub ports: Vec<(u32, PortSpec)>,
     /// Datapath sizing.
     pub datapath: DatapathConfig,
+    /// Per-port `tx-flush-interval` (µs) overrides.
+    pub port_tx_flush_us: Vec<(u32, u64)>,
 }
 
 #[derive(Deserialize)]
@@ -51,6 +56,7 @@ struct FileConfig {
 struct FilePort {
     number: u32,
     spec: String,
+    tx_flush_interval: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +69,20 @@ struct FileDatapath {
     smc: Option<bool>,
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
+    tx_flush_interval: Option<u64>,
+}
+
+/// Parses `--tx-flush-interval`: `US` for every port, or `N=US` for port N.
+pub fn parse_flush_arg(s: &str) -> Result<(Option<u32>, u64), String> {
+    let num = |v: &str, what: &str| {
+        v.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("'{s}': {what} '{v}' is not a number"))
+    };
+    match s.split_once('=') {
+        Some((p, us)) => Ok((Some(num(p, "port")? as u32), num(us, "interval")?)),
+        None => Ok((None, num(s, "interval")?)),
+    }
 }
 
 /// Parses `N=SPEC` as given to `--port`.
@@ -115,6 +135,9 @@ impl Config {
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
+            if let Some(us) = p.tx_flush_interval {
+                cfg.port_tx_flush_us.push((p.number, us));
+            }
         }
         if let Some(d) = f.datapath {
             if let Some(n) = d.pool_frames {
@@ -138,6 +161,9 @@ impl Config {
             }
             if let Some(n) = d.mask_limit {
                 c.megaflow.max_masks = n;
+            }
+            if let Some(us) = d.tx_flush_interval {
+                cfg.datapath.tx_flush_interval_us = us;
             }
         }
         Ok(cfg)
@@ -187,6 +213,16 @@ mod tests {
         assert!(Config::from_toml(dup, Path::new("."))
             .unwrap_err()
             .contains("twice"));
+    }
+
+    #[test]
+    fn flush_args() {
+        assert_eq!(parse_flush_arg("50").unwrap(), (None, 50));
+        assert_eq!(parse_flush_arg("2=100").unwrap(), (Some(2), 100));
+        assert!(parse_flush_arg("x").is_err());
+        let cfg = Config::from_toml("[datapath]\ntx_flush_interval = 7\n[[ports]]\nnumber = 2\nspec = \"null\"\ntx_flush_interval = 9\n", Path::new(".")).unwrap();
+        assert_eq!(cfg.datapath.tx_flush_interval_us, 7);
+        assert_eq!(cfg.port_tx_flush_us, vec![(2, 9)]);
     }
 
     #[test]

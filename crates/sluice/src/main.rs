@@ -84,11 +84,22 @@ struct CacheArgs {
     /// List the megaflows at the end (like ovs-appctl dpctl/dump-flows).
     #[arg(long)]
     dump_megaflows: bool,
+    /// How long (µs) an output batch may wait for more packets: US for
+    /// every port, N=US for port N (repeatable). 0, the default, sends at
+    /// the end of each rx burst.
+    #[arg(long, value_name = "[N=]US", value_parser = sluice::config::parse_flush_arg)]
+    tx_flush_interval: Vec<(Option<u32>, u64)>,
 }
 
 impl CacheArgs {
-    fn apply(&self, cfg: &mut sluice_datapath::DatapathConfig) {
-        let c = &mut cfg.cache;
+    fn apply(&self, config: &mut Config) {
+        for &(port, us) in &self.tx_flush_interval {
+            match port {
+                None => config.datapath.tx_flush_interval_us = us,
+                Some(n) => config.port_tx_flush_us.push((n, us)),
+            }
+        }
+        let c = &mut config.datapath.cache;
         if let Some(n) = self.emc_insert_inv_prob {
             c.emc_insert_inv_prob = n;
         }
@@ -220,7 +231,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             return Err(format!("--duration {d}: give a positive number of seconds"));
         }
     }
-    a.cache.apply(&mut cfg.datapath);
+    a.cache.apply(&mut cfg);
     let stop_after = RunOptions {
         duration: a.duration.map(Duration::from_secs_f64),
         packets: a.packets,
@@ -289,7 +300,7 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
         println!();
     }
     let mut cfg = Config::default();
-    cache.apply(&mut cfg.datapath);
+    cache.apply(&mut cfg);
     let opts = RunOptions {
         dump_megaflows: cache.dump_megaflows,
         ..RunOptions::default()

@@ -96,6 +96,10 @@ pub fn run_ports(
     for (n, port) in ports {
         dp.add_port(n, port).map_err(|e| e.to_string())?;
     }
+    for &(n, us) in &cfg.port_tx_flush_us {
+        dp.set_tx_flush_interval(Some(n), us)
+            .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
+    }
     if dp.has_endless_input() && stop_after.duration.is_none() && stop_after.packets.is_none() {
         warnings.push(
             "an input loops forever: stop with Ctrl-C, or give --duration or --packets".into(),

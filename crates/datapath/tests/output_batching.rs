@@ -1,0 +1,251 @@
+//! Output batching with `tx-flush-interval` (seed 000), on a virtual clock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_datapath::{Datapath, DatapathConfig};
+use sluice_packet::build::{Frame, L4};
+use sluice_packet::{PacketBatch, PacketPool};
+use sluice_port::replay::{Frames, ReplayPort};
+use sluice_port::{Port, PortCaps, PortStats, RxStatus};
+
+/// Records, per tx burst, the virtual time and each packet's rx time.
+#[derive(Default)]
+struct Log {
+    bursts: Vec<(u64, Vec<u64>)>,
+}
+
+struct Sink {
+    clock: Arc<AtomicU64>,
+    log: Arc<Mutex<Log>>,
+}
+
+impl Port for Sink {
+    fn name(&self) -> &str {
+        "sink"
+    }
+    fn caps(&self) -> PortCaps {
+        PortCaps {
+            rx: false,
+            tx: true,
+            finite_rx: true,
+            rx_hash: false,
+        }
+    }
+    fn rx_burst(&mut self, _: &mut PacketPool, _: &mut PacketBatch, _: u32) -> RxStatus {
+        RxStatus::Exhausted
+    }
+    fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
+        let now = self.clock.load(Ordering::Relaxed);
+        let rx: Vec<u64> = batch
+            .as_slice()
+            .iter()
+            .map(|p| p.meta.rx_ts_ns / 1000)
+            .collect();
+        let n = rx.len();
+        self.log.lock().unwrap().bursts.push((now, rx));
+        batch.free_all(pool);
+        n
+    }
+    fn stats(&self) -> PortStats {
+        PortStats::default()
+    }
+}
+
+/// `n` packets, one per 10 µs poll iteration (their rx timestamp says
+/// when), forwarded to the sink on port 2 with the given interval.
+fn run(interval_us: u64, n: u64, gap_us: u64) -> (Datapath, Arc<Mutex<Log>>) {
+    let rules = Arc::new(RuleSet::from_specs(
+        &parse_flow_file("actions=output:2", None).unwrap(),
+        0,
+    ));
+    let mut dp = Datapath::new(
+        DatapathConfig {
+            tx_flush_interval_us: interval_us,
+            ..Default::default()
+        },
+        rules,
+    )
+    .unwrap();
+    let mut frames = Frames::new();
+    for i in 0..n {
+        let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
+        frames.push(&f, (1 + i * gap_us) * 1000);
+    }
+    dp.add_port(
+        1,
+        Box::new(ReplayPort::new("in", frames, false).with_burst(1)),
+    )
+    .unwrap();
+    let clock = Arc::new(AtomicU64::new(0));
+    let log = Arc::new(Mutex::new(Log::default()));
+    dp.add_port(
+        2,
+        Box::new(Sink {
+            clock: Arc::clone(&clock),
+            log: Arc::clone(&log),
+        }),
+    )
+    .unwrap();
+    let mut t = 1;
+    while !dp.rx_exhausted() {
+        clock.store(t, Ordering::Relaxed);
+        dp.poll_once(t);
+        t += gap_us;
+    }
+    clock.store(t, Ordering::Relaxed);
+    dp.finish().unwrap();
+    (dp, log)
+}
+
+#[test]
+fn interval_zero_sends_every_burst_at_once() {
+    let (dp, log) = run(0, 20, 10);
+    let log = log.lock().unwrap();
+    assert_eq!(
+        log.bursts.len(),
+        20,
+        "one packet per rx burst, one tx batch each"
+    );
+    assert!(log
+        .bursts
+        .iter()
+        .all(|(now, rx)| rx.iter().all(|r| r == now)));
+    assert_eq!(dp.stats().sent_batches, 20);
+}
+
+#[test]
+fn interval_batches_across_bursts_and_bounds_the_wait() {
+    let (dp, log) = run(50, 100, 10);
+    let log = log.lock().unwrap();
+    let st = dp.stats();
+    // Packets waited for company, but never past the interval.
+    for (now, rx) in &log.bursts {
+        for r in rx {
+            assert!(now - r <= 50, "a packet waited {} µs", now - r);
+        }
+    }
+    assert!(
+        st.sent_batches <= 20,
+        "about six packets per batch: {} batches",
+        st.sent_batches
+    );
+    assert!(st.packets_per_batch() >= 5.0, "{}", st.packets_per_batch());
+    // The counters add up, and order holds.
+    let total: usize = log.bursts.iter().map(|(_, rx)| rx.len()).sum();
+    assert_eq!(total as u64, st.sent_packets);
+    assert_eq!(st.sent_packets, 100);
+    let order: Vec<u64> = log
+        .bursts
+        .iter()
+        .flat_map(|(_, rx)| rx.iter().copied())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "FIFO");
+}
+
+#[test]
+fn a_lone_packet_does_not_wait_for_company() {
+    // A 1 s interval, but the next iteration is idle: the packet goes then.
+    let (_, log) = run(1_000_000, 1, 10);
+    let log = log.lock().unwrap();
+    assert_eq!(log.bursts.len(), 1);
+    let (now, rx) = &log.bursts[0];
+    assert!(
+        now - rx[0] <= 10,
+        "left at the first idle iteration, after {} µs",
+        now - rx[0]
+    );
+}
+
+#[test]
+fn nothing_waits_after_shutdown() {
+    let rules = Arc::new(RuleSet::from_specs(
+        &parse_flow_file("actions=output:2", None).unwrap(),
+        0,
+    ));
+    let cfg = DatapathConfig {
+        tx_flush_interval_us: 1_000_000,
+        ..Default::default()
+    };
+    let mut dp = Datapath::new(cfg, rules).unwrap();
+    let frames: Frames = (0..5)
+        .map(|_| Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 }).build())
+        .collect();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+        .unwrap();
+    let log = Arc::new(Mutex::new(Log::default()));
+    dp.add_port(
+        2,
+        Box::new(Sink {
+            clock: Arc::default(),
+            log: Arc::clone(&log),
+        }),
+    )
+    .unwrap();
+    dp.poll_once(0);
+    assert_eq!(dp.stats().sent_packets, 0, "waiting for the interval");
+    dp.finish().unwrap();
+    assert_eq!(dp.stats().sent_packets, 5);
+    assert!(dp.stats().tx_balanced());
+}
+
+#[test]
+fn per_port_interval_and_runtime_change() {
+    let rules = Arc::new(RuleSet::from_specs(
+        &parse_flow_file("actions=output:2,output:3", None).unwrap(),
+        0,
+    ));
+    let mut dp = Datapath::new(
+        DatapathConfig {
+            tx_flush_interval_us: 1_000_000,
+            ..Default::default()
+        },
+        rules,
+    )
+    .unwrap();
+    let frames: Frames = (0..4)
+        .map(|_| Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 }).build())
+        .collect();
+    dp.add_port(
+        1,
+        Box::new(ReplayPort::new("in", frames, false).with_burst(2)),
+    )
+    .unwrap();
+    let (l2, l3) = (
+        Arc::new(Mutex::new(Log::default())),
+        Arc::new(Mutex::new(Log::default())),
+    );
+    dp.add_port(
+        2,
+        Box::new(Sink {
+            clock: Arc::default(),
+            log: Arc::clone(&l2),
+        }),
+    )
+    .unwrap();
+    dp.add_port(
+        3,
+        Box::new(Sink {
+            clock: Arc::default(),
+            log: Arc::clone(&l3),
+        }),
+    )
+    .unwrap();
+    dp.set_tx_flush_interval(Some(3), 0).unwrap();
+    dp.poll_once(0);
+    assert_eq!(
+        (
+            l2.lock().unwrap().bursts.len(),
+            l3.lock().unwrap().bursts.len()
+        ),
+        (0, 1),
+        "port 3 sends at once, port 2 waits"
+    );
+    // Changing the global interval sends what waited under the old one.
+    dp.set_tx_flush_interval(None, 0).unwrap();
+    assert_eq!(l2.lock().unwrap().bursts.len(), 1);
+    dp.poll_once(1);
+    assert_eq!(l2.lock().unwrap().bursts.len(), 2);
+    assert!(dp.set_tx_flush_interval(Some(9), 0).is_err());
+}
