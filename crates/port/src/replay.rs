@@ -36,6 +36,11 @@ impl Frames {
         self.index.is_empty()
     }
 
+    /// Timestamp (ns) of frame `i`.
+    pub fn timestamp(&self, i: usize) -> u64 {
+        self.index[i].2
+    }
+
     /// Frame `i`.
     pub fn get(&self, i: usize) -> &[u8] {
         let (o, l, _) = self.index[i];

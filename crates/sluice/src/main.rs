@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod bench_cmd;
+
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{parse_port_arg, Config};
 use sluice::report::{self, RunSummary};
@@ -26,7 +28,11 @@ Examples:
   sluice trace --flows rules.flows 'in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80'
       Show which rules match a packet and what the datapath does with it.
   sluice check rules.flows
-      Validate a flow file and print the rules as Sluice reads them.";
+      Validate a flow file and print the rules as Sluice reads them.
+  sluice gen -o zipf10k.pcap --flows 10000 --dist zipf --packets 1000000
+      Write a traffic profile (64-byte UDP, 10k flows, Zipf).
+  sluice bench --rules l3l4 --flows 100,10000 --dist zipf --config default,megaflow-only
+      Measure the datapath on in-memory ports.";
 
 #[derive(Parser)]
 #[command(name = "sluice", version, about = ABOUT, after_help = EXAMPLES)]
@@ -47,6 +53,11 @@ enum Command {
         /// The flow file (ovs-ofctl syntax, one rule per line).
         flows: PathBuf,
     },
+    /// Write a traffic profile (pcap) or a benchmark rule set.
+    Gen(bench_cmd::GenArgs),
+    /// Measure the datapath per rule set, flow count, distribution and
+    /// cache configuration on in-memory ports, with the I/O floor.
+    Bench(bench_cmd::BenchArgs),
     /// Run the built-in workload in memory (what `sluice` alone does).
     Demo {
         /// Packets each of the two sending ports replays.
@@ -334,6 +345,8 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => cmd_run(a),
         Some(Command::Trace(a)) => cmd_trace(a),
         Some(Command::Check { flows }) => cmd_check(flows),
+        Some(Command::Gen(a)) => bench_cmd::gen(a),
+        Some(Command::Bench(a)) => bench_cmd::bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

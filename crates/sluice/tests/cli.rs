@@ -297,3 +297,88 @@ fn looping_input_stops_on_packet_count() {
     );
     assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
 }
+
+#[test]
+fn gen_writes_profiles_and_rule_sets() {
+    let d = tempfile::tempdir().unwrap();
+    let pcap = d.path().join("z.pcap");
+    let o = sluice(&[
+        "gen",
+        "-o",
+        &pcap.display().to_string(),
+        "--flows",
+        "50",
+        "--dist",
+        "zipf",
+        "--packets",
+        "500",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let recs = read_all(&std::fs::read(&pcap).unwrap()).unwrap();
+    assert_eq!(recs.len(), 500);
+    assert!(recs.iter().all(|r| r.data.len() == 64));
+    let distinct: std::collections::HashSet<&Vec<u8>> = recs.iter().map(|r| &r.data).collect();
+    assert!(
+        distinct.len() <= 50 && distinct.len() > 10,
+        "{}",
+        distinct.len()
+    );
+    let rules = d.path().join("r.flows");
+    assert!(
+        sluice(&["gen", "--rules", "l3l4", "-o", &rules.display().to_string()])
+            .status
+            .success()
+    );
+    assert!(sluice(&["check", &rules.display().to_string()])
+        .status
+        .success());
+    // The generated pair runs through `sluice run`.
+    let o = sluice(&[
+        "run",
+        "--json",
+        "--flows",
+        &rules.display().to_string(),
+        "--port",
+        &format!("1=pcap:rx={}", pcap.display()),
+        "--port",
+        "2=null",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = sluice(&["gen", "-o", &pcap.display().to_string(), "--size", "20"]);
+    assert!(stderr(&o).contains("64 to 1518"), "{}", stderr(&o));
+}
+
+#[test]
+fn bench_prints_rows_and_the_io_floor() {
+    let o = sluice(&[
+        "bench",
+        "--rules",
+        "port-forward,l3l4",
+        "--flows",
+        "8",
+        "--dist",
+        "rr",
+        "--packets",
+        "20000",
+        "--miss-storm",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(r["rows"].as_array().unwrap().len(), 4);
+    assert!(r["io_floor_mpps"].as_f64().unwrap() > 0.0);
+    assert_eq!(r["rows"][0]["packets"], 20000);
+    let o = sluice(&[
+        "bench",
+        "--rules",
+        "l3",
+        "--flows",
+        "8",
+        "--dist",
+        "rr",
+        "--packets",
+        "5000",
+    ]);
+    assert!(stdout(&o).contains("I/O floor"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("cycles/pkt"));
+}

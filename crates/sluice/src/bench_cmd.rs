@@ -1,0 +1,221 @@
+//! `sluice gen` and `sluice bench`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+use sluice_bench::harness::{io_floor, run_case, table, BenchResult};
+use sluice_bench::profile::{churn_profile, flows_profile, miss_storm_profile, Distribution};
+use sluice_bench::rules::RuleSetKind;
+use sluice_port::pcap::PcapWriter;
+use sluice_port::replay::Frames;
+
+/// Arguments of `sluice gen`.
+#[derive(Args)]
+pub struct GenArgs {
+    /// Output file: a pcap, or a flow file with --rules.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Write a benchmark rule set instead of traffic: port-forward, l3, l3l4.
+    #[arg(long, value_name = "KIND")]
+    rules: Option<RuleSetKind>,
+    /// Traffic profile: flows (N flows by --dist), churn, miss-storm.
+    #[arg(long, default_value = "flows")]
+    profile: String,
+    /// Distinct flows (for churn: the working set).
+    #[arg(long, default_value_t = 1000)]
+    flows: u64,
+    /// How packets pick flows: rr, uniform, zipf, zipf:EXPONENT.
+    #[arg(long, default_value = "rr")]
+    dist: Distribution,
+    /// Packets to write.
+    #[arg(long, default_value_t = 100_000)]
+    packets: u64,
+    /// Frame size in bytes (64 to 1518).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Churn: new flows per second of traffic.
+    #[arg(long, default_value_t = 200_000)]
+    new_flows_per_sec: u64,
+    /// Churn: packet rate the timestamps assume.
+    #[arg(long, default_value_t = 10_000_000)]
+    pps: u64,
+    /// Random seed (profiles are reproducible).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
+    if !(64..=1518).contains(&a.size) {
+        return Err(format!("--size {}: frames are 64 to 1518 bytes", a.size));
+    }
+    if a.flows == 0 || a.packets == 0 {
+        return Err("--flows and --packets must be at least 1".into());
+    }
+    match a.profile.as_str() {
+        "flows" => Ok(flows_profile(a.flows, a.dist, a.packets, a.size, a.seed)),
+        "churn" => Ok(churn_profile(
+            a.flows,
+            a.new_flows_per_sec,
+            a.pps,
+            a.packets,
+            a.size,
+            a.seed,
+        )),
+        "miss-storm" => Ok(miss_storm_profile(a.packets, a.size)),
+        p => Err(format!(
+            "--profile {p}: expected flows, churn or miss-storm"
+        )),
+    }
+}
+
+/// `sluice gen`.
+pub fn gen(a: GenArgs) -> Result<(), String> {
+    let err = |e: std::io::Error| format!("{}: {e}", a.output.display());
+    if let Some(kind) = a.rules {
+        std::fs::write(&a.output, kind.flows()).map_err(err)?;
+        println!("{}: {} rule set", a.output.display(), kind.name());
+        return Ok(());
+    }
+    let frames = profile_frames(&a)?;
+    let f = std::fs::File::create(&a.output).map_err(err)?;
+    let mut w = PcapWriter::new(std::io::BufWriter::new(f)).map_err(err)?;
+    for i in 0..frames.len() {
+        // Capture timestamps start at 1 s: 0 means "unknown" to the ports.
+        w.write(1_000_000_000 + frames.timestamp(i), frames.get(i))
+            .map_err(err)?;
+    }
+    w.flush().map_err(err)?;
+    println!(
+        "{}: {} packets, profile {}, {} flows, {}, {} bytes",
+        a.output.display(),
+        frames.len(),
+        a.profile,
+        a.flows,
+        a.dist,
+        a.size
+    );
+    Ok(())
+}
+
+/// Arguments of `sluice bench`.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Rule sets to measure.
+    #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
+    rules: Vec<RuleSetKind>,
+    /// Flow counts.
+    #[arg(long, value_delimiter = ',', default_value = "8,100,10000,1000000")]
+    flows: Vec<u64>,
+    /// Distributions.
+    #[arg(long, value_delimiter = ',', default_value = "rr,uniform,zipf")]
+    dist: Vec<Distribution>,
+    /// Cache configurations: default, no-emc, no-smc, megaflow-only, emc-always.
+    #[arg(long, value_delimiter = ',', default_value = "default")]
+    config: Vec<String>,
+    /// Packets per row.
+    #[arg(long, default_value_t = 2_000_000)]
+    packets: u64,
+    /// tx-flush-interval (µs) for every row.
+    #[arg(long, default_value_t = 0)]
+    tx_flush_interval: u64,
+    /// Also run the miss storm (a new flow per packet) per rule set.
+    #[arg(long)]
+    miss_storm: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `sluice bench`.
+pub fn bench(a: BenchArgs) -> Result<(), String> {
+    let total = a.flows.len() * a.dist.len() * a.rules.len() * a.config.len()
+        + if a.miss_storm { a.rules.len() } else { 0 };
+    let mut results: Vec<BenchResult> = Vec::new();
+    let mut floor = 0.0f64;
+    let mut done = 0;
+    let progress = |done: usize, what: &str| {
+        eprint!("\r\x1b[2K[{done}/{total}] {what}");
+        let _ = std::io::stderr().flush();
+    };
+    for &flows in &a.flows {
+        for &dist in &a.dist {
+            // Enough frames to loop over: every flow once (round robin) or a
+            // long random draw.
+            let len = match dist {
+                Distribution::RoundRobin => flows.max(32),
+                _ => flows.clamp(1 << 16, 1 << 20),
+            };
+            progress(done, &format!("generating {flows} flows {dist}"));
+            let frames = flows_profile(flows, dist, len, 64, 1);
+            floor = floor.max(io_floor(&frames, a.packets.min(2_000_000)));
+            for &rules in &a.rules {
+                for config in &a.config {
+                    progress(done, &format!("{} {dist} {flows} {config}", rules.name()));
+                    results.push(run_case(
+                        rules,
+                        &frames,
+                        flows,
+                        &dist.to_string(),
+                        config,
+                        a.packets,
+                        a.tx_flush_interval,
+                    )?);
+                    done += 1;
+                }
+            }
+        }
+    }
+    if a.miss_storm {
+        let frames = miss_storm_profile(a.packets.min(1 << 20), 64);
+        for &rules in &a.rules {
+            progress(done, &format!("{} miss storm", rules.name()));
+            results.push(run_case(
+                rules,
+                &frames,
+                frames.len() as u64,
+                "miss-storm",
+                "default",
+                frames.len() as u64,
+                a.tx_flush_interval,
+            )?);
+            done += 1;
+        }
+    }
+    eprint!("\r\x1b[2K");
+    if a.json {
+        let rows: Vec<_> = results
+            .iter()
+            .map(|r| {
+                json!({
+                    "rules": r.rules.name(), "profile": r.profile, "flows": r.flows, "config": r.config,
+                    "packets": r.packets, "mpps": r.mpps, "cycles/pkt": r.cycles_per_pkt,
+                    "emc hits %": r.emc_pct, "smc hits %": r.smc_pct, "megaflow hits %": r.megaflow_pct,
+                    "upcalls %": r.upcall_pct, "flow setups/s": r.setups_per_sec,
+                    "avg. packets per output batch": r.pkts_per_batch, "megaflows": r.megaflows.0, "masks": r.megaflows.1,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "io_floor_mpps": floor, "rows": rows }))
+                .expect("json")
+        );
+    } else {
+        print!("{}", table(&results));
+        println!("I/O floor (replay port -> null port, no lookup): {floor:.2} Mpps");
+        for r in results.iter().filter(|r| r.profile == "miss-storm") {
+            println!(
+                "{} miss storm: {:.0} flow setups/s",
+                r.rules.name(),
+                r.setups_per_sec
+            );
+        }
+        println!(
+            "(one datapath thread, {} packets per row, 64-byte frames; compare rows of one run)",
+            a.packets
+        );
+    }
+    Ok(())
+}
