@@ -274,6 +274,55 @@ impl RuleSet {
         n
     }
 
+    /// The rule set `specs` describe, as `ovs-ofctl replace-flows` makes it:
+    /// rules identical to one already here (table, priority, match,
+    /// actions, cookie, timeouts) are kept with their counters; the others
+    /// are new. Returns (kept, added, removed).
+    pub fn replace_with(&mut self, specs: &[FlowSpec], now_us: u64) -> (usize, usize, usize) {
+        let old: Vec<Arc<Rule>> = self.iter().cloned().collect();
+        let mut next = RuleSet {
+            tables: Vec::new(),
+            version: self.version + 1,
+            next_id: self.next_id,
+        };
+        let (mut kept, mut added) = (0, 0);
+        for s in specs {
+            let same = old.iter().find(|r| {
+                r.table == s.table
+                    && r.priority == s.priority
+                    && r.matcher == s.matcher
+                    && r.actions == s.actions
+                    && r.cookie == s.cookie
+                    && r.idle_timeout == s.idle_timeout
+                    && r.hard_timeout == s.hard_timeout
+            });
+            match same {
+                Some(r) => {
+                    let t = r.table as usize;
+                    if next.tables.len() <= t {
+                        next.tables.resize_with(t + 1, Vec::new);
+                    }
+                    let table = &mut next.tables[t];
+                    table.retain(|x| !(x.priority == r.priority && x.matcher == r.matcher));
+                    let pos = table.partition_point(|x| {
+                        (x.priority, std::cmp::Reverse(x.id))
+                            >= (r.priority, std::cmp::Reverse(r.id))
+                    });
+                    table.insert(pos, Arc::clone(r));
+                    kept += 1;
+                }
+                None => {
+                    next.add(s, now_us);
+                    added += 1;
+                }
+            }
+        }
+        let removed = old.len() - kept;
+        next.version += 1;
+        *self = next;
+        (kept, added, removed)
+    }
+
     /// Removes rules whose idle or hard timeout has passed at `now_us`.
     pub fn expire(&mut self, now_us: u64) -> Vec<Arc<Rule>> {
         let mut gone = Vec::new();
@@ -410,6 +459,26 @@ mod tests {
         assert_eq!(set.delete(&spec("tcp"), Selection::Loose, true).len(), 2);
         assert_eq!(set.len(), 1);
         assert_eq!(set.delete(&spec(""), Selection::Loose, true).len(), 1);
+    }
+
+    #[test]
+    fn replace_keeps_identical_rules_and_their_counters() {
+        let mut set = RuleSet::new();
+        set.add(&spec("priority=5,ip,actions=output:1"), 0);
+        set.add(&spec("priority=6,arp,actions=output:1"), 0);
+        set.table(0)[1].credit(7, 420, 0);
+        let specs = vec![
+            spec("priority=5,ip,actions=output:1"),
+            spec("priority=9,udp,actions=drop"),
+        ];
+        assert_eq!(set.replace_with(&specs, 0), (1, 1, 1));
+        assert_eq!(set.len(), 2);
+        assert_eq!(set.table(0)[0].priority, 9);
+        assert_eq!(
+            set.table(0)[1].counters(),
+            (7, 420),
+            "kept with its counters"
+        );
     }
 
     #[test]

@@ -373,6 +373,12 @@ impl Datapath {
         &self.stats
     }
 
+    /// Zeroes the datapath counters (`pmd-stats-clear`). Ports and rules
+    /// keep theirs.
+    pub fn clear_stats(&mut self) {
+        self.stats = DpStats::default();
+    }
+
     /// Every port's counters.
     pub fn port_reports(&self) -> Vec<PortReport> {
         self.out

@@ -5,6 +5,8 @@
 #![deny(unsafe_code)]
 
 pub mod config;
+pub mod ctl;
+pub mod pmd;
 pub mod report;
 pub mod runner;
 pub mod trace;

@@ -48,6 +48,9 @@ enum Command {
     Run(RunArgs),
     /// Show how the rules handle one packet (like ovs-appctl ofproto/trace).
     Trace(TraceArgs),
+    /// Talk to a running sluice over its control socket.
+    #[command(after_help = CTL_HELP)]
+    Ctl(CtlArgs),
     /// Validate a flow file and print its rules as Sluice reads them.
     Check {
         /// The flow file (ovs-ofctl syntax, one rule per line).
@@ -166,8 +169,23 @@ struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Serve `sluice ctl` on this unix socket while running.
+    #[arg(long, value_name = "PATH")]
+    ctl: Option<PathBuf>,
     #[command(flatten)]
     cache: CacheArgs,
+}
+
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | dump-megaflows | dump-flows\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n\nRule commands return once the datapath runs the new rules.";
+
+#[derive(Args)]
+struct CtlArgs {
+    /// The control socket (default: $SLUICE_CTL).
+    #[arg(long, value_name = "PATH", env = "SLUICE_CTL")]
+    ctl: PathBuf,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
 }
 
 #[derive(Args)]
@@ -247,8 +265,9 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         duration: a.duration.map(Duration::from_secs_f64),
         packets: a.packets,
         dump_megaflows: a.cache.dump_megaflows,
+        ctl: a.ctl,
     };
-    let out = runner::run(&cfg, &stop_after, &stop_flag())?;
+    let out = runner::run(&cfg, &stop_after, stop_flag())?;
     print_outcome(&out, a.json);
     Ok(())
 }
@@ -278,6 +297,28 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     ports.dedup();
     print!("{}", trace::trace(&rules, &ports, &key));
     Ok(())
+}
+
+fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
+    let mut words = a.command.into_iter();
+    let cmd = words.next().expect("required");
+    let mut args: Vec<String> = words.collect();
+    if cmd == "add-flows" || cmd == "replace-flows" {
+        let [file] = args.as_slice() else {
+            return Err(format!("{cmd} takes one flow file"));
+        };
+        let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
+        args = vec![file.clone(), text];
+    }
+    let resp = sluice::ctl::request(&a.ctl, &sluice::ctl::Request { cmd, args })?;
+    if resp.ok {
+        if !resp.output.is_empty() {
+            println!("{}", resp.output);
+        }
+        Ok(())
+    } else {
+        Err(resp.output)
+    }
 }
 
 fn cmd_check(flows: PathBuf) -> Result<(), String> {
@@ -321,7 +362,7 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
         workload::rules(),
         workload::ports(packets, flow_count),
         &opts,
-        &stop_flag(),
+        stop_flag(),
     )?;
     print_outcome(&out, json);
     Ok(())
@@ -345,6 +386,7 @@ fn main() -> ExitCode {
         Some(Command::Run(a)) => cmd_run(a),
         Some(Command::Trace(a)) => cmd_trace(a),
         Some(Command::Check { flows }) => cmd_check(flows),
+        Some(Command::Ctl(a)) => cmd_ctl(a),
         Some(Command::Gen(a)) => bench_cmd::gen(a),
         Some(Command::Bench(a)) => bench_cmd::bench(a),
     };

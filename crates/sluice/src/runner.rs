@@ -2,7 +2,7 @@
 //! inputs are drained (or a stop condition), and hand back the counters.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,8 @@ use sluice_datapath::{Datapath, DpStats, PortReport};
 use sluice_port::{open_port, Port};
 
 use crate::config::Config;
+use crate::ctl::{self, Control};
+use crate::pmd::{self, PmdCommand};
 
 /// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
@@ -22,6 +24,8 @@ pub struct RunOptions {
     pub packets: Option<u64>,
     /// Keep the megaflows for the report (like `dpctl/dump-flows`).
     pub dump_megaflows: bool,
+    /// Serve `sluice ctl` on this unix socket while running.
+    pub ctl: Option<std::path::PathBuf>,
 }
 
 /// What a finished run leaves behind.
@@ -77,13 +81,14 @@ pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
     ports
 }
 
-/// Runs a datapath over already-opened ports.
+/// Runs a datapath over already-opened ports, on its own thread, with a
+/// control socket when `opts.ctl` names one.
 pub fn run_ports(
     cfg: &Config,
     rules: RuleSet,
     ports: Vec<(u32, Box<dyn Port>)>,
-    stop_after: &RunOptions,
-    stop: &AtomicBool,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
     let mut warnings = Vec::new();
     let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
@@ -92,6 +97,7 @@ pub fn run_ports(
             warnings.push(format!("the rules name port {p}, which is not configured: outputs to it are skipped and counted as 'output to missing port'"));
         }
     }
+    let control_rules = rules.clone();
     let mut dp = Datapath::new(cfg.datapath, Arc::new(rules)).map_err(|e| e.to_string())?;
     for (n, port) in ports {
         dp.add_port(n, port).map_err(|e| e.to_string())?;
@@ -100,47 +106,72 @@ pub fn run_ports(
         dp.set_tx_flush_interval(Some(n), us)
             .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
     }
-    if dp.has_endless_input() && stop_after.duration.is_none() && stop_after.packets.is_none() {
+    if dp.has_endless_input() && opts.duration.is_none() && opts.packets.is_none() {
         warnings.push(
             "an input loops forever: stop with Ctrl-C, or give --duration or --packets".into(),
         );
     }
+    for w in &warnings {
+        eprintln!("sluice: warning: {w}");
+    }
     let start = Instant::now();
-    let now_us = || start.elapsed().as_micros() as u64;
-    let deadline = stop_after.duration.map(|d| start + d);
-    dp.run(now_us, |st| {
-        stop.load(Ordering::Relaxed)
-            || stop_after.packets.is_some_and(|n| st.rx_packets >= n)
-            || deadline.is_some_and(|d| st.iterations % 64 == 0 && Instant::now() >= d)
-    })
-    .map_err(|e| e.to_string())?;
+    let pmd = pmd::spawn(dp, start, opts, stop);
+    let socket = match &opts.ctl {
+        Some(path) => {
+            let control = Arc::new(Control::new(control_rules, pmd.commands.clone(), start));
+            match ctl::serve(path, control) {
+                Ok(p) => {
+                    eprintln!(
+                        "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
+                        p.display(),
+                        p.display()
+                    );
+                    Some(p)
+                }
+                Err(e) => {
+                    let _ = pmd.commands.send(PmdCommand::Stop);
+                    let _ = pmd.join();
+                    return Err(format!("control socket: {e}"));
+                }
+            }
+        }
+        None => None,
+    };
+    let dp = pmd.join()?;
+    if let Some(p) = socket {
+        let _ = std::fs::remove_file(p);
+    }
     let elapsed = start.elapsed();
+    let now_us = start.elapsed().as_micros() as u64;
     let stats = dp.stats().clone();
     if !stats.rx_balanced() || !stats.tx_balanced() {
         return Err(format!(
             "internal error: packet accounting does not balance: {stats:?}"
         ));
     }
+    let mut late = Vec::new();
     for p in dp.port_reports() {
-        warnings.extend(p.warnings.iter().map(|w| format!("port {}: {w}", p.ofport)));
+        late.extend(p.warnings.iter().map(|w| format!("port {}: {w}", p.ofport)));
     }
     Ok(RunOutcome {
         stats,
         ports: dp.port_reports(),
         rules: Arc::clone(dp.rules()),
         elapsed,
-        now_us: now_us(),
+        now_us,
         packet_ins: dp.packet_ins().count(),
-        warnings,
+        warnings: late,
         cache_occupancy: dp.cache_occupancy(),
-        megaflows: stop_after
-            .dump_megaflows
-            .then(|| dp.dump_megaflows(now_us())),
+        megaflows: opts.dump_megaflows.then(|| dp.dump_megaflows(now_us)),
     })
 }
 
 /// `sluice run`: opens the configured ports and runs.
-pub fn run(cfg: &Config, stop_after: &RunOptions, stop: &AtomicBool) -> Result<RunOutcome, String> {
+pub fn run(
+    cfg: &Config,
+    stop_after: &RunOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<RunOutcome, String> {
     let Some(flows) = &cfg.flows else {
         return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config".into());
     };

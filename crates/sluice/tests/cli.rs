@@ -382,3 +382,80 @@ fn bench_prints_rows_and_the_io_floor() {
     assert!(stdout(&o).contains("I/O floor"), "{}", stdout(&o));
     assert!(stdout(&o).contains("cycles/pkt"));
 }
+
+#[test]
+fn ctl_changes_rules_of_a_running_switch() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 50);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "run",
+            "--json",
+            "--duration",
+            "3",
+            "--flows",
+            &p("r.flows"),
+            "--ctl",
+            &sock,
+        ])
+        .args([
+            "--port",
+            &format!("1=pcap:rx={},loop", p("in.pcap")),
+            "--port",
+            "2=null",
+            "--port",
+            "3=null",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !Path::new(&sock).exists() {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "the control socket did not appear"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ctl = |args: &[&str]| {
+        let mut a = vec!["ctl", "--ctl", sock.as_str()];
+        a.extend_from_slice(args);
+        sluice(&a)
+    };
+    let o = ctl(&["pmd-stats"]);
+    assert!(
+        o.status.success() && stdout(&o).contains("packets received"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = ctl(&["add-flow", "priority=40000,actions=output:3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&ctl(&["dump-flows"])).contains("priority=40000 actions=output:3"));
+    let bad = ctl(&["add-flow", "tp_dst=80,actions=drop"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("tp_dst requires"), "{}", stderr(&bad));
+    assert!(ctl(&["set", "tx-flush-interval=20"]).status.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        r["ports"][2]["tx_packets"].as_u64().unwrap() > 0,
+        "port 3 got traffic after the change"
+    );
+    assert!(!Path::new(&sock).exists(), "socket removed at exit");
+    let o = ctl(&["pmd-stats"]);
+    assert!(
+        stderr(&o).contains("is `sluice run --ctl"),
+        "{}",
+        stderr(&o)
+    );
+}

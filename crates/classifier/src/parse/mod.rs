@@ -49,6 +49,9 @@ pub struct FlowSpec {
     pub actions: Vec<Action>,
     /// Whether the line had `actions=`.
     pub has_actions: bool,
+    /// Whether the line named a table (commands that select rules use
+    /// every table when it did not, as `ovs-ofctl del-flows` does).
+    pub table_given: bool,
 }
 
 impl Default for FlowSpec {
@@ -63,6 +66,7 @@ impl Default for FlowSpec {
             matcher: Match::catch_all(),
             actions: Vec::new(),
             has_actions: false,
+            table_given: false,
         }
     }
 }
@@ -265,7 +269,10 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
         let vat = tok.at + name.len() + 1;
         let need = |v| need_value(&cx, v, name, tok.at);
         match name {
-            "table" => spec.table = parse_table(&cx, need(value)?, vat)?,
+            "table" => {
+                spec.table = parse_table(&cx, need(value)?, vat)?;
+                spec.table_given = true;
+            }
             "priority" => spec.priority = parse_int(&cx, need(value)?, vat, 16, "priority")? as u16,
             "cookie" => {
                 let v = need(value)?;

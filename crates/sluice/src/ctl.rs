@@ -1,0 +1,323 @@
+//! The control socket: a unix socket (owner-only) on which a running
+//! `sluice` answers `sluice ctl` — statistics, megaflows, settings, and
+//! the rule commands `ovs-ofctl` users know. A rule command returns only
+//! once the datapath thread runs the new rules (see [`crate::pmd`]).
+//!
+//! Protocol: one JSON object per line each way,
+//! `{"cmd": "add-flow", "args": ["in_port=1,actions=output:2"]}` →
+//! `{"ok": true, "output": "..."}`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sluice_classifier::table::Selection;
+use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
+
+use crate::pmd::{PmdCommand, PmdSnapshot};
+
+/// How long a command waits for the datapath thread.
+const PMD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A request.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// The command.
+    pub cmd: String,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+}
+
+/// A reply.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Response {
+    /// Whether the command succeeded.
+    pub ok: bool,
+    /// What it printed, or the error.
+    pub output: String,
+}
+
+/// The control plane's state: the authoritative rule set and the way to
+/// the datapath thread.
+pub struct Control {
+    rules: Mutex<RuleSet>,
+    pmd: Mutex<Sender<PmdCommand>>,
+    start: Instant,
+}
+
+/// The commands, for `sluice ctl --help` and errors.
+pub const COMMANDS: &str = "\
+  pmd-stats                  datapath counters (like dpif-netdev/pmd-stats-show)
+  pmd-stats-clear            zero them
+  dump-megaflows             the megaflows (like dpctl/dump-flows)
+  set tx-flush-interval=US [port=N]
+  dump-flows                 the rules with their counters
+  add-flow FLOW              add a rule (ovs-ofctl syntax)
+  add-flows FILE             add the rules of a file
+  mod-flows [--strict] FLOW  change the actions of matching rules
+  del-flows [--strict] [FLOW]  delete matching rules (all without FLOW)
+  replace-flows FILE         make the rules those of FILE, keeping the counters of unchanged ones";
+
+impl Control {
+    /// Control state for a datapath thread running `rules`.
+    pub fn new(rules: RuleSet, pmd: Sender<PmdCommand>, start: Instant) -> Self {
+        Control {
+            rules: Mutex::new(rules),
+            pmd: Mutex::new(pmd),
+            start,
+        }
+    }
+
+    fn now_us(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> PmdCommand) -> Result<T, String> {
+        let (tx, rx) = mpsc::channel();
+        self.pmd
+            .lock()
+            .expect("pmd sender")
+            .send(make(tx))
+            .map_err(|_| "the datapath has stopped".to_string())?;
+        rx.recv_timeout(PMD_TIMEOUT)
+            .map_err(|_| "the datapath did not answer".to_string())
+    }
+
+    /// Publishes `rules` and waits until the datapath runs them.
+    fn publish(&self, rules: &RuleSet) -> Result<(), String> {
+        let snapshot = Arc::new(rules.clone());
+        self.ask(|tx| PmdCommand::SetRules(snapshot, tx))
+            .map(|_| ())
+    }
+
+    /// Runs one command.
+    pub fn execute(&self, req: &Request) -> Result<String, String> {
+        let strict = req.args.iter().any(|a| a == "--strict");
+        let rest: Vec<&str> = req
+            .args
+            .iter()
+            .map(String::as_str)
+            .filter(|a| *a != "--strict")
+            .collect();
+        match req.cmd.as_str() {
+            "pmd-stats" => Ok(pmd_stats(&self.ask(PmdCommand::Stats)?)),
+            "pmd-stats-clear" => self.ask(PmdCommand::ClearStats).map(|_| String::new()),
+            "dump-megaflows" => Ok(self.ask(PmdCommand::DumpMegaflows)?.join("\n")),
+            "set" => {
+                let mut interval = None;
+                let mut port = None;
+                for a in &rest {
+                    match a.split_once('=') {
+                        Some(("tx-flush-interval", v)) => {
+                            interval = Some(
+                                v.parse::<u64>()
+                                    .map_err(|_| format!("'{v}' is not a number of µs"))?,
+                            )
+                        }
+                        Some(("port", v)) => {
+                            port = Some(
+                                v.parse::<u32>()
+                                    .map_err(|_| format!("'{v}' is not a port number"))?,
+                            )
+                        }
+                        _ => return Err(format!("'{a}': expected tx-flush-interval=US [port=N]")),
+                    }
+                }
+                let us = interval.ok_or("expected tx-flush-interval=US")?;
+                self.ask(|tx| PmdCommand::SetTxFlush(port, us, tx))??;
+                Ok(String::new())
+            }
+            "dump-flows" => {
+                let rules = self.rules.lock().expect("rules");
+                let now = self.now_us();
+                Ok(rules
+                    .iter()
+                    .map(|r| r.dump(now))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+            }
+            "add-flow" | "add-flows" | "replace-flows" | "mod-flows" | "del-flows" => {
+                self.flow_mod(&req.cmd, &rest, strict)
+            }
+            other => Err(format!("unknown command '{other}'; commands:\n{COMMANDS}")),
+        }
+    }
+
+    fn flow_mod(&self, cmd: &str, args: &[&str], strict: bool) -> Result<String, String> {
+        let how = if strict {
+            Selection::Strict
+        } else {
+            Selection::Loose
+        };
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        let now = self.now_us();
+        let out = match cmd {
+            "add-flow" => {
+                let line = args.join(" ");
+                let spec = parse_flow(&line, Require::Actions).map_err(|e| e.to_string())?;
+                next.add(&spec, now);
+                "added 1 rule".to_string()
+            }
+            "add-flows" | "replace-flows" => {
+                let [name, text] = args else {
+                    return Err(format!("{cmd} needs a file"));
+                };
+                let specs = parse_flow_file(text, Some(name)).map_err(|e| e.to_string())?;
+                if cmd == "add-flows" {
+                    for s in &specs {
+                        next.add(s, now);
+                    }
+                    format!("added {} rules", specs.len())
+                } else {
+                    let (kept, added, removed) = next.replace_with(&specs, now);
+                    format!("kept {kept}, added {added}, removed {removed} rules")
+                }
+            }
+            "mod-flows" => {
+                let spec =
+                    parse_flow(&args.join(" "), Require::Actions).map_err(|e| e.to_string())?;
+                format!(
+                    "modified {} rules",
+                    next.modify(&spec, how, !spec.table_given)
+                )
+            }
+            _ => {
+                let line = args.join(" ");
+                let spec = parse_flow(&line, Require::NoActions).map_err(|e| e.to_string())?;
+                format!(
+                    "deleted {} rules",
+                    next.delete(&spec, how, !spec.table_given).len()
+                )
+            }
+        };
+        self.publish(&next)?;
+        *rules = next;
+        Ok(out)
+    }
+}
+
+fn pmd_stats(s: &PmdSnapshot) -> String {
+    let st = &s.stats;
+    let total = (st.idle_cycles + st.processing_cycles).max(1) as f64;
+    let (mf, masks, emc, smc) = s.occupancy;
+    let mut o = String::from("pmd thread 0:\n");
+    let mut line = |k: &str, v: String| {
+        o += &format!("  {k}: {v}\n");
+    };
+    line("packets received", st.rx_packets.to_string());
+    line("packet recirculations", "0".into());
+    line("avg. datapath passes per packet", "1.00".into());
+    line("emc hits", st.emc_hits.to_string());
+    line("smc hits", st.smc_hits.to_string());
+    line("megaflow hits", st.megaflow_hits.to_string());
+    line(
+        "avg. subtable lookups per megaflow hit",
+        format!("{:.2}", st.subtable_lookups_per_hit()),
+    );
+    line("miss with success upcall", st.upcalls.to_string());
+    line("miss with failed upcall", st.failed_upcalls.to_string());
+    line("sent packets", st.sent_packets.to_string());
+    line("sent batches", st.sent_batches.to_string());
+    line(
+        "avg. packets per output batch",
+        format!("{:.2}", st.packets_per_batch()),
+    );
+    line("iterations", st.iterations.to_string());
+    line(
+        "idle cycles",
+        format!(
+            "{} ({:.2}%)",
+            st.idle_cycles,
+            st.idle_cycles as f64 * 100.0 / total
+        ),
+    );
+    line(
+        "processing cycles",
+        format!(
+            "{} ({:.2}%)",
+            st.processing_cycles,
+            st.processing_cycles as f64 * 100.0 / total
+        ),
+    );
+    line("cycles/pkt", format!("{:.1}", st.cycles_per_packet()));
+    line("dropped", st.dropped_total().to_string());
+    line(
+        "megaflows",
+        format!("{mf} (masks: {masks}), emc entries: {emc}, smc entries: {smc}"),
+    );
+    o
+}
+
+/// Listens on `path` (replacing a stale socket, owner-only permissions)
+/// and answers clients on a thread of its own.
+pub fn serve(path: &Path, control: Arc<Control>) -> Result<PathBuf, String> {
+    if path.exists() {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "{}: another sluice is listening there",
+                path.display()
+            ));
+        }
+        std::fs::remove_file(path)
+            .map_err(|e| format!("{}: cannot remove the stale socket: {e}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    std::thread::Builder::new()
+        .name("ctl".into())
+        .spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let _ = answer(stream, &control);
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(path.to_path_buf())
+}
+
+fn answer(stream: UnixStream, control: &Control) -> std::io::Result<()> {
+    let mut w = stream.try_clone()?;
+    for line in BufReader::new(stream).lines() {
+        let line = line?;
+        let resp = match serde_json::from_str::<Request>(&line) {
+            Ok(req) => match control.execute(&req) {
+                Ok(output) => Response { ok: true, output },
+                Err(output) => Response { ok: false, output },
+            },
+            Err(e) => Response {
+                ok: false,
+                output: format!("bad request: {e}"),
+            },
+        };
+        writeln!(w, "{}", serde_json::to_string(&resp).expect("json"))?;
+    }
+    Ok(())
+}
+
+/// Sends one request to the socket at `path` and returns the reply.
+pub fn request(path: &Path, req: &Request) -> Result<Response, String> {
+    let stream = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "{}: {e} (is `sluice run --ctl {}` running?)",
+            path.display(),
+            path.display()
+        )
+    })?;
+    stream
+        .set_read_timeout(Some(PMD_TIMEOUT * 2))
+        .map_err(|e| e.to_string())?;
+    let mut w = stream.try_clone().map_err(|e| e.to_string())?;
+    writeln!(w, "{}", serde_json::to_string(req).expect("json")).map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    BufReader::new(stream)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&line).map_err(|e| format!("bad reply: {e}"))
+}

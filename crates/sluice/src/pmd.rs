@@ -1,0 +1,195 @@
+//! The poll-mode datapath thread and the commands it takes.
+//!
+//! The datapath is owned by its thread; other threads never touch it.
+//! They send [`PmdCommand`]s over a channel, which the thread reads at the
+//! top of every poll iteration (before any packet of that iteration is
+//! classified) and answers on the reply channel each command carries. So
+//! when a `SetRules` is answered, the new rules are in force: every packet
+//! the thread processes afterwards is forwarded by them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use sluice_classifier::RuleSet;
+use sluice_datapath::{Datapath, DpStats, PortReport};
+
+use crate::runner::RunOptions;
+
+/// A point-in-time copy of a PMD's counters.
+#[derive(Debug, Clone)]
+pub struct PmdSnapshot {
+    /// Datapath counters.
+    pub stats: DpStats,
+    /// (megaflows, masks, EMC entries, SMC entries).
+    pub occupancy: (usize, usize, usize, usize),
+    /// Port counters.
+    pub ports: Vec<PortReport>,
+}
+
+/// What a PMD thread can be asked.
+pub enum PmdCommand {
+    /// Install rules; answered with the epoch once they are in force.
+    SetRules(Arc<RuleSet>, Sender<u64>),
+    /// Report counters.
+    Stats(Sender<PmdSnapshot>),
+    /// Zero the datapath counters.
+    ClearStats(Sender<()>),
+    /// List the megaflows.
+    DumpMegaflows(Sender<Vec<String>>),
+    /// Set `tx-flush-interval` (µs) for a port, or every port.
+    SetTxFlush(Option<u32>, u64, Sender<Result<(), String>>),
+    /// Finish: flush everything and end the thread.
+    Stop,
+}
+
+/// A running PMD thread.
+pub struct PmdHandle {
+    /// Where to send commands.
+    pub commands: Sender<PmdCommand>,
+    join: JoinHandle<Result<Datapath, String>>,
+}
+
+impl PmdHandle {
+    /// Waits for the thread to end and takes its datapath back.
+    pub fn join(self) -> Result<Datapath, String> {
+        self.join
+            .join()
+            .map_err(|_| "the datapath thread panicked".to_string())?
+    }
+}
+
+fn handle(dp: &mut Datapath, cmd: PmdCommand, now_us: u64) -> bool {
+    match cmd {
+        PmdCommand::SetRules(rules, reply) => {
+            dp.set_rules(rules);
+            let _ = reply.send(dp.epoch());
+        }
+        PmdCommand::Stats(reply) => {
+            let _ = reply.send(PmdSnapshot {
+                stats: dp.stats().clone(),
+                occupancy: dp.cache_occupancy(),
+                ports: dp.port_reports(),
+            });
+        }
+        PmdCommand::ClearStats(reply) => {
+            dp.clear_stats();
+            let _ = reply.send(());
+        }
+        PmdCommand::DumpMegaflows(reply) => {
+            let _ = reply.send(dp.dump_megaflows(now_us));
+        }
+        PmdCommand::SetTxFlush(port, us, reply) => {
+            let _ = reply.send(
+                dp.set_tx_flush_interval(port, us)
+                    .map_err(|e| e.to_string()),
+            );
+        }
+        PmdCommand::Stop => return false,
+    }
+    true
+}
+
+/// Starts the datapath's poll loop on its own thread. It ends when every
+/// finite input is drained, at a stop condition of `opts`, when `stop`
+/// is set, or on [`PmdCommand::Stop`]; then it flushes every port.
+pub fn spawn(
+    mut dp: Datapath,
+    start: Instant,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+) -> PmdHandle {
+    let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
+    let deadline = opts.duration.map(|d| start + d);
+    let max_packets = opts.packets;
+    let join = std::thread::Builder::new()
+        .name("pmd0".into())
+        .spawn(move || {
+            let now_us = || start.elapsed().as_micros() as u64;
+            'poll: loop {
+                // Commands first: a change is in force before any packet
+                // of this iteration is looked at.
+                while let Ok(cmd) = rx.try_recv() {
+                    if !handle(&mut dp, cmd, now_us()) {
+                        break 'poll;
+                    }
+                }
+                if dp.rx_exhausted()
+                    || stop.load(Ordering::Relaxed)
+                    || max_packets.is_some_and(|n| dp.stats().rx_packets >= n)
+                {
+                    break;
+                }
+                if deadline.is_some_and(|d| {
+                    dp.stats().iterations.is_multiple_of(64) && Instant::now() >= d
+                }) {
+                    break;
+                }
+                dp.poll_once(now_us());
+            }
+            dp.finish().map_err(|e| e.to_string())?;
+            Ok(dp)
+        })
+        .expect("spawning the datapath thread");
+    PmdHandle { commands: tx, join }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_classifier::parse_flow_file;
+    use sluice_datapath::DatapathConfig;
+    use sluice_packet::build::{Frame, L4};
+    use sluice_port::capture::CapturePort;
+    use sluice_port::replay::{Frames, ReplayPort};
+
+    fn rules(text: &str) -> Arc<RuleSet> {
+        Arc::new(RuleSet::from_specs(
+            &parse_flow_file(text, None).unwrap(),
+            0,
+        ))
+    }
+
+    #[test]
+    fn once_set_rules_is_answered_no_packet_uses_the_old_rules() {
+        let mut dp = Datapath::new(DatapathConfig::default(), rules("actions=output:2")).unwrap();
+        let frames: Frames = (0..64u16)
+            .map(|i| Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: i, dst: 53 }).build())
+            .collect();
+        dp.add_port(1, Box::new(ReplayPort::new("in", frames, true)))
+            .unwrap();
+        let (cap, sent) = CapturePort::new();
+        dp.add_port(2, Box::new(cap)).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let pmd = spawn(
+            dp,
+            Instant::now(),
+            &RunOptions::default(),
+            Arc::clone(&stop),
+        );
+        while sent.lock().unwrap().len() < 10_000 {
+            std::thread::yield_now();
+        }
+        let (tx, rx) = mpsc::channel();
+        pmd.commands
+            .send(PmdCommand::SetRules(rules("actions=drop"), tx))
+            .unwrap();
+        rx.recv().unwrap();
+        let at_change = sent.lock().unwrap().len();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let (tx, rx) = mpsc::channel();
+        pmd.commands.send(PmdCommand::Stats(tx)).unwrap();
+        let snap = rx.recv().unwrap();
+        assert_eq!(
+            sent.lock().unwrap().len(),
+            at_change,
+            "not one packet forwarded after the answer"
+        );
+        assert!(snap.stats.dropped_total() > 0, "and packets kept coming");
+        stop.store(true, Ordering::Relaxed);
+        let dp = pmd.join().unwrap();
+        assert!(dp.stats().rx_balanced() && dp.stats().tx_balanced());
+    }
+}
