@@ -78,6 +78,20 @@ pub(crate) fn execute(
     let last = acts
         .iter()
         .rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
+    // Fast path: a single output (port forwarding, routing without
+    // rewrites), the most common flow: every packet moves straight into
+    // the port's output batch.
+    if let [DpAction::Output(ofport)] = acts {
+        if let Some(idx) = out.index_of(*ofport) {
+            for &i in pkts {
+                if let Some(p) = slots[i as usize].take() {
+                    out.enqueue(idx, p, pool, stats, now_us);
+                }
+            }
+            stats.forwarded += pkts.len() as u64;
+            return;
+        }
+    }
     let Some(last) = last else {
         let reason = DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput));
         for &i in pkts {

@@ -20,7 +20,7 @@ pub const FRAG_LATER: u8 = 2;
 /// Every matchable field of a packet. Also used as a mask (same layout, a
 /// set bit means "this bit matters").
 #[repr(C, align(8))]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Pod, Zeroable)]
+#[derive(Clone, Copy, Eq, Hash, Default, Pod, Zeroable)]
 pub struct FlowKey {
     /// OpenFlow input port.
     pub in_port: u32,
@@ -69,6 +69,20 @@ pub struct FlowKey {
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
+
+impl PartialEq for FlowKey {
+    /// Word by word, without branches (the derived comparison calls
+    /// `memcmp` per array field; this is on every cache hit).
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        let (a, b) = (self.words(), other.words());
+        let mut diff = 0u64;
+        for i in 0..KEY_WORDS {
+            diff |= a[i] ^ b[i];
+        }
+        diff == 0
+    }
+}
 
 impl FlowKey {
     /// The key as 64-bit words.
