@@ -20,7 +20,7 @@ pub const FRAG_LATER: u8 = 2;
 /// Every matchable field of a packet. Also used as a mask (same layout, a
 /// set bit means "this bit matters").
 #[repr(C, align(8))]
-#[derive(Clone, Copy, Eq, Hash, Default, Pod, Zeroable)]
+#[derive(Clone, Copy, Eq, Default, Pod, Zeroable)]
 pub struct FlowKey {
     /// OpenFlow input port.
     pub in_port: u32,
@@ -81,6 +81,13 @@ impl PartialEq for FlowKey {
             diff |= a[i] ^ b[i];
         }
         diff == 0
+    }
+}
+
+impl std::hash::Hash for FlowKey {
+    /// Hashes the words [`PartialEq`] compares.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.words().hash(state);
     }
 }
 
