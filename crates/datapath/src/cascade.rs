@@ -210,11 +210,4 @@ impl Caches {
         let megaflows = &self.megaflows;
         self.emc.sweep(1024, |c| megaflows.get(fref(c)).is_some());
     }
-
-    /// Forgets everything.
-    pub fn clear(&mut self) {
-        self.megaflows.clear();
-        self.emc.clear();
-        self.smc.clear();
-    }
 }

@@ -328,11 +328,6 @@ impl Datapath {
         )
     }
 
-    /// Drops every cached decision (the next packets are upcalls).
-    pub fn flush_caches(&mut self) {
-        self.pipeline.caches.clear();
-    }
-
     /// Whether every port that receives has run out of input.
     pub fn rx_exhausted(&self) -> bool {
         self.out.ports.iter().all(|p| p.rx_done)

@@ -10,12 +10,12 @@
 use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER};
 use crate::meta::{PacketMeta, NO_OFFSET};
 use crate::wire::arp::ArpPacket;
+use crate::wire::be16;
 use crate::wire::ethernet::{ethertype, is_vlan_tpid, tci, ETH_HEADER_LEN};
 use crate::wire::icmp::{parse_nd, IcmpHeader};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{walk_ext_headers, Ipv6Packet, IPV6_HEADER_LEN};
 use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
-use crate::wire::{be16, be32};
 
 /// Most VLAN tags keyed (802.1ad outer + 802.1Q inner), as OVS.
 pub const MAX_VLANS: usize = 2;
@@ -199,11 +199,6 @@ fn extract_l4(l4: &[u8], nw_proto: u8, ipv6: bool, key: &mut FlowKey) {
         }
         _ => {}
     }
-}
-
-/// Reads the 32-bit word at `at` if present (used by tests and tools).
-pub fn peek32(data: &[u8], at: usize) -> Option<u32> {
-    (data.len() >= at + 4).then(|| be32(data, at))
 }
 
 #[cfg(test)]

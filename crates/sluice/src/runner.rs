@@ -149,13 +149,18 @@ pub fn run_ports(
             "internal error: packet accounting does not balance: {stats:?}"
         ));
     }
-    let mut late = Vec::new();
-    for p in dp.port_reports() {
-        late.extend(p.warnings.iter().map(|w| format!("port {}: {w}", p.ofport)));
-    }
+    let ports = dp.port_reports();
+    let late = ports
+        .iter()
+        .flat_map(|p| {
+            p.warnings
+                .iter()
+                .map(move |w| format!("port {}: {w}", p.ofport))
+        })
+        .collect();
     Ok(RunOutcome {
         stats,
-        ports: dp.port_reports(),
+        ports,
         rules: Arc::clone(dp.rules()),
         elapsed,
         now_us,

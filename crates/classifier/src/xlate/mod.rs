@@ -66,16 +66,6 @@ impl XlateDrop {
             XlateDrop::TooManyVlans => "too many vlans",
         }
     }
-
-    fn is_error(self) -> bool {
-        matches!(
-            self,
-            XlateDrop::RecursionTooDeep
-                | XlateDrop::TooManyResubmits
-                | XlateDrop::TooManyActions
-                | XlateDrop::TooManyVlans
-        )
-    }
 }
 
 /// The result of a translation. Reusable: [`translate`] clears it first,
@@ -526,12 +516,6 @@ fn writes_l4(field: &Field) -> bool {
     let mut probe = FlowKey::default();
     (field.put)(&mut probe, field.full_mask());
     probe.tp_src != 0 || probe.tp_dst != 0
-}
-
-/// Whether a drop reason means the translation itself failed (the whole
-/// action list was discarded), as opposed to an ordinary decision.
-pub fn is_translation_error(d: XlateDrop) -> bool {
-    d.is_error()
 }
 
 #[cfg(test)]
