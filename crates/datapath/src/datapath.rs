@@ -116,6 +116,7 @@ pub struct Datapath {
     stats: DpStats,
     last_expire_us: u64,
     last_cache_us: u64,
+    removed_ports: Vec<PortReport>,
 }
 
 impl Datapath {
@@ -137,6 +138,7 @@ impl Datapath {
             stats: DpStats::default(),
             last_expire_us: 0,
             last_cache_us: 0,
+            removed_ports: Vec::new(),
         };
         dp.set_rules(rules);
         Ok(dp)
@@ -251,6 +253,13 @@ impl Datapath {
         } else {
             self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
         }
+        // Packets waiting inside ports (behind a full device ring, or sent
+        // but not yet completed) are moved on every iteration (seed 003).
+        for slot in &mut self.out.ports {
+            if slot.port.tx_pending() > 0 {
+                slot.port.tx_drain(&mut self.pool);
+            }
+        }
         self.stats.iterations += 1;
         let spent = cycles::now().wrapping_sub(start);
         if received > 0 {
@@ -358,9 +367,39 @@ impl Datapath {
     pub fn finish(&mut self) -> Result<(), DpError> {
         self.out.flush_all(&mut self.pool, &mut self.stats);
         for slot in &mut self.out.ports {
-            slot.port.flush().map_err(DpError::Port)?;
+            slot.port.flush(&mut self.pool).map_err(DpError::Port)?;
         }
         Ok(())
+    }
+
+    /// Removes port `ofport` at run time: its queued output is sent first
+    /// and the port flushed (nothing waits, nothing is lost silently), then
+    /// it is closed. Cached decisions that output to it are revalidated
+    /// (the epoch moves). Returns its final report.
+    pub fn remove_port(&mut self, ofport: u32) -> Result<PortReport, DpError> {
+        let i = self
+            .out
+            .index_of(ofport)
+            .ok_or(DpError::NoSuchPort(ofport))?;
+        self.out.flush_port(i, &mut self.pool, &mut self.stats);
+        let mut slot = self.out.ports.remove(i);
+        self.port_numbers.remove(i);
+        self.epoch += 1;
+        let flushed = slot.port.flush(&mut self.pool);
+        self.removed_ports.push(PortReport {
+            ofport,
+            name: slot.port.name().to_string(),
+            stats: slot.port.stats(),
+            warnings: slot.port.warnings(),
+        });
+        flushed.map_err(DpError::Port)?;
+        Ok(self.removed_ports.last().cloned().expect("just pushed"))
+    }
+
+    /// Reports of ports removed at run time (their counters at removal),
+    /// so that a run's accounting still adds up.
+    pub fn removed_ports(&self) -> &[PortReport] {
+        &self.removed_ports
     }
 
     /// Counters.

@@ -249,3 +249,46 @@ fn per_port_interval_and_runtime_change() {
     assert_eq!(l2.lock().unwrap().bursts.len(), 2);
     assert!(dp.set_tx_flush_interval(Some(9), 0).is_err());
 }
+
+#[test]
+fn nothing_waits_after_port_removal() {
+    let rules = Arc::new(RuleSet::from_specs(
+        &parse_flow_file("actions=output:2", None).unwrap(),
+        0,
+    ));
+    let cfg = DatapathConfig {
+        tx_flush_interval_us: 1_000_000,
+        ..Default::default()
+    };
+    let mut dp = Datapath::new(cfg, rules).unwrap();
+    let frames: Frames = (0..5)
+        .map(|_| Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 }).build())
+        .collect();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, true)))
+        .unwrap();
+    let log = Arc::new(Mutex::new(Log::default()));
+    dp.add_port(
+        2,
+        Box::new(Sink {
+            clock: Arc::default(),
+            log: Arc::clone(&log),
+        }),
+    )
+    .unwrap();
+    dp.poll_once(0);
+    assert_eq!(dp.stats().sent_packets, 0, "waiting for the interval");
+    let queued = dp.stats().output_copies;
+    assert!(queued > 0);
+    let report = dp.remove_port(2).unwrap();
+    assert_eq!(report.ofport, 2);
+    assert_eq!(dp.stats().sent_packets, queued, "sent before the port went");
+    assert_eq!(dp.removed_ports().len(), 1);
+    // The rules still output to 2: now a counted drop, not a stale cache hit.
+    let dropped_before = dp.stats().dropped_total();
+    dp.poll_once(10);
+    assert!(dp.stats().dropped_total() > dropped_before);
+    assert_eq!(dp.stats().sent_packets, queued);
+    dp.finish().unwrap();
+    assert!(dp.stats().rx_balanced() && dp.stats().tx_balanced());
+    assert!(dp.remove_port(2).is_err(), "no port 2 any more");
+}

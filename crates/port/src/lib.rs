@@ -8,18 +8,27 @@
 //! `tx_burst` and settle in [`Port::flush`].
 //!
 //! Backends: [`pcap`] files, in-memory [`replay`] (for benchmarks and
-//! `pcap:...,loop`), [`null`] sink, in-memory [`capture`] (for tests).
-//! Imports only `sluice-packet`.
+//! `pcap:...,loop`), [`null`] sink, in-memory [`capture`] (for tests), and
+//! live ports: [`afpacket`] (TPACKET_V3 rings), [`tap`] and [`stream`]
+//! (Open vSwitch's netdev-dummy framing over unix sockets). Ports whose
+//! device ring can fill keep an [`egress`] queue (seed 002).
+//! Imports only `sluice-packet`. `unsafe` appears only at the OS boundary
+//! ([`sys`], [`afpacket`]), each block commented.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod afpacket;
 pub mod capture;
+pub mod egress;
 pub mod null;
 pub mod pcap;
 pub mod pcap_port;
 pub mod replay;
 pub mod spec;
+pub mod stream;
+pub mod sys;
+pub mod tap;
 
 use sluice_packet::{PacketBatch, PacketPool};
 
@@ -49,6 +58,9 @@ impl RxStatus {
     }
 }
 
+/// How many [`PortDrop`] reasons there are.
+pub const N_PORT_DROPS: usize = 7;
+
 /// Why a port dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PortDrop {
@@ -62,16 +74,23 @@ pub enum PortDrop {
     Error,
     /// The port cannot send (receive-only).
     NotWritable,
+    /// The kernel's receive ring was full (AF_PACKET, AF_XDP): counted by
+    /// the kernel, reported here.
+    KernelRingFull,
+    /// Nothing to send to: a stream port with no peer connected.
+    NotConnected,
 }
 
 impl PortDrop {
     /// Every reason, for reports.
-    pub const ALL: [PortDrop; 5] = [
+    pub const ALL: [PortDrop; N_PORT_DROPS] = [
         PortDrop::NoBuffer,
         PortDrop::TooBig,
         PortDrop::QueueFull,
         PortDrop::Error,
         PortDrop::NotWritable,
+        PortDrop::KernelRingFull,
+        PortDrop::NotConnected,
     ];
 
     /// Short counter name.
@@ -82,6 +101,8 @@ impl PortDrop {
             PortDrop::QueueFull => "queue full",
             PortDrop::Error => "error",
             PortDrop::NotWritable => "not writable",
+            PortDrop::KernelRingFull => "kernel ring full",
+            PortDrop::NotConnected => "not connected",
         }
     }
 
@@ -98,15 +119,17 @@ pub struct PortStats {
     /// Bytes of those.
     pub rx_bytes: u64,
     /// Frames that arrived but could not be handed over, by reason.
-    pub rx_dropped: [u64; 5],
+    pub rx_dropped: [u64; N_PORT_DROPS],
     /// Packets sent.
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
     /// Packets given to `tx_burst` but not sent, by reason.
-    pub tx_dropped: [u64; 5],
-    /// Send calls made to the backend (syscalls, doorbells).
+    pub tx_dropped: [u64; N_PORT_DROPS],
+    /// Send calls made to the backend (syscalls, doorbells, wakeups).
     pub tx_kicks: u64,
+    /// Packets that went through the egress queue's priority band.
+    pub tx_high_priority: u64,
 }
 
 impl PortStats {
@@ -188,12 +211,28 @@ pub trait Port: Send {
         in_port: u32,
     ) -> RxStatus;
 
-    /// Sends every packet of `batch` (or counts it dropped), leaving the
-    /// batch empty and every frame back in `pool`. Returns how many were sent.
+    /// Takes every packet of `batch`, leaving the batch empty: each is sent,
+    /// queued inside the port (an egress queue behind a full device ring),
+    /// or refused and counted in the port's drops by reason. Returns how many
+    /// it took (sent or queued); the caller counts the rest as refused.
+    /// Frames go back to `pool` once sent or dropped.
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize;
 
-    /// Pushes out anything queued inside the backend (files, rings).
-    fn flush(&mut self) -> Result<(), PortError> {
+    /// Packets taken by `tx_burst` that still wait inside the port (in an
+    /// egress queue or a device ring not yet completed).
+    fn tx_pending(&self) -> usize {
+        0
+    }
+
+    /// Moves waiting packets on (reclaims completions, refills the device
+    /// ring, kicks). The datapath calls it every poll iteration while
+    /// [`tx_pending`](Self::tx_pending) is not 0, so nothing waits for more
+    /// traffic to come (seed 003's periodic drain).
+    fn tx_drain(&mut self, _pool: &mut PacketPool) {}
+
+    /// Pushes out everything still queued (files, rings), at shutdown or
+    /// removal; what cannot be sent is counted as dropped.
+    fn flush(&mut self, _pool: &mut PacketPool) -> Result<(), PortError> {
         Ok(())
     }
 

@@ -227,7 +227,7 @@ impl Port for PcapPort {
         sent
     }
 
-    fn flush(&mut self) -> Result<(), PortError> {
+    fn flush(&mut self, _pool: &mut PacketPool) -> Result<(), PortError> {
         if let Some(w) = &mut self.tx {
             w.flush().map_err(|e| PortError {
                 port: self.name.clone(),
@@ -276,7 +276,7 @@ mod tests {
             }
             port.tx_burst(&mut pool, &mut b);
         }
-        port.flush().unwrap();
+        port.flush(&mut pool).unwrap();
         assert_eq!(got, 70);
         let back = read_all(&std::fs::read(&out).unwrap()).unwrap();
         assert_eq!(back.len(), 70);

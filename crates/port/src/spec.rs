@@ -1,10 +1,15 @@
 //! Port specifications as users write them: `pcap:rx=in.pcap,tx=out.pcap`,
-//! `pcap:rx=in.pcap,loop`, `null`.
+//! `pcap:rx=in.pcap,loop`, `null`, `afpacket:eth0`, `tap:tap0`,
+//! `stream:unix:/run/sw.sock`, `stream:punix:/run/sw.sock`.
 
 use std::path::PathBuf;
 
+use crate::afpacket::{AfPacketOptions, AfPacketPort};
+use crate::egress::PriorityClass;
 use crate::null::NullPort;
 use crate::pcap_port::PcapPort;
+use crate::stream::StreamPort;
+use crate::tap::TapPort;
 use crate::{Port, PortError};
 
 /// What a port spec says.
@@ -21,10 +26,61 @@ pub enum PortSpec {
     },
     /// Discard everything sent; receive nothing.
     Null,
+    /// A Linux interface through AF_PACKET rings.
+    AfPacket {
+        /// Interface name.
+        ifname: String,
+        /// Queue options.
+        opts: AfPacketOptions,
+    },
+    /// A tap interface, created if absent.
+    Tap {
+        /// Interface name.
+        ifname: String,
+    },
+    /// Open vSwitch netdev-dummy framing over a unix socket.
+    Stream {
+        /// Socket path.
+        path: PathBuf,
+        /// Listen (`punix:`) rather than connect (`unix:`).
+        listen: bool,
+    },
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | tap:NAME | stream:unix:PATH | stream:punix:PATH";
+
+fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
+    let mut parts = args.split(',');
+    let ifname = parts.next().unwrap_or("").to_string();
+    if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':']) {
+        return Err(format!(
+            "'{s}': expected afpacket:IFNAME with an interface name of 1 to 15 bytes"
+        ));
+    }
+    let mut opts = AfPacketOptions::default();
+    for opt in parts {
+        let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
+        let n: u8 = value
+            .parse()
+            .map_err(|_| format!("'{s}': option '{opt}' needs a number, e.g. prio-dscp=46"))?;
+        match key {
+            "prio-dscp" if n <= 64 => opts.priority.min_dscp = n,
+            "prio-pcp" if n <= 8 => opts.priority.min_pcp = n,
+            "prio-dscp" | "prio-pcp" => {
+                return Err(format!(
+                    "'{s}': {key} out of range (DSCP 0-63, PCP 0-7; 64 or 8 turn it off)"
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "'{s}': unknown afpacket option '{key}'; expected prio-dscp=N or prio-pcp=N"
+                ))
+            }
+        }
+    }
+    Ok(PortSpec::AfPacket { ifname, opts })
+}
 
 impl std::str::FromStr for PortSpec {
     type Err = String;
@@ -34,6 +90,28 @@ impl std::str::FromStr for PortSpec {
         match kind {
             "null" if args.is_empty() => Ok(PortSpec::Null),
             "null" => Err(format!("'{s}': null takes no options")),
+            "afpacket" => parse_afpacket(s, args),
+            "tap" if !args.is_empty() && args.len() <= 15 && !args.contains(['/', ',', ' ']) => {
+                Ok(PortSpec::Tap {
+                    ifname: args.to_string(),
+                })
+            }
+            "tap" => Err(format!(
+                "'{s}': expected tap:NAME with an interface name of 1 to 15 bytes"
+            )),
+            "stream" => match args.split_once(':') {
+                Some(("unix", p)) if !p.is_empty() => Ok(PortSpec::Stream {
+                    path: PathBuf::from(p),
+                    listen: false,
+                }),
+                Some(("punix", p)) if !p.is_empty() => Ok(PortSpec::Stream {
+                    path: PathBuf::from(p),
+                    listen: true,
+                }),
+                _ => Err(format!(
+                    "'{s}': expected stream:unix:PATH (connect) or stream:punix:PATH (listen)"
+                )),
+            },
             "pcap" => {
                 let (mut rx, mut tx, mut looping) = (None, None, false);
                 for opt in args.split(',').filter(|o| !o.is_empty()) {
@@ -67,6 +145,24 @@ impl std::fmt::Display for PortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PortSpec::Null => f.write_str("null"),
+            PortSpec::AfPacket { ifname, opts } => {
+                write!(f, "afpacket:{ifname}")?;
+                let d = PriorityClass::default();
+                if opts.priority.min_dscp != d.min_dscp {
+                    write!(f, ",prio-dscp={}", opts.priority.min_dscp)?;
+                }
+                if opts.priority.min_pcp != d.min_pcp {
+                    write!(f, ",prio-pcp={}", opts.priority.min_pcp)?;
+                }
+                Ok(())
+            }
+            PortSpec::Tap { ifname } => write!(f, "tap:{ifname}"),
+            PortSpec::Stream { path, listen } => write!(
+                f,
+                "stream:{}:{}",
+                if *listen { "punix" } else { "unix" },
+                path.display()
+            ),
             PortSpec::Pcap { rx, tx, looping } => {
                 let mut parts = Vec::new();
                 if let Some(r) = rx {
@@ -88,6 +184,17 @@ impl std::fmt::Display for PortSpec {
 pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
     match spec {
         PortSpec::Null => Ok(Box::new(NullPort::new())),
+        PortSpec::AfPacket { ifname, opts } => Ok(Box::new(AfPacketPort::open(
+            &spec.to_string(),
+            ifname,
+            *opts,
+        )?)),
+        PortSpec::Tap { ifname } => Ok(Box::new(TapPort::open(&spec.to_string(), ifname)?)),
+        PortSpec::Stream { path, listen } => Ok(Box::new(StreamPort::open(
+            &spec.to_string(),
+            path,
+            *listen,
+        )?)),
         PortSpec::Pcap { rx, tx, looping } => Ok(Box::new(PcapPort::open(
             &spec.to_string(),
             rx.as_deref(),
@@ -108,6 +215,11 @@ mod tests {
             "pcap:rx=a.pcap",
             "pcap:tx=b.pcap",
             "pcap:rx=a.pcap,tx=b.pcap,loop",
+            "afpacket:eth0",
+            "afpacket:veth1,prio-dscp=40,prio-pcp=8",
+            "tap:tap0",
+            "stream:unix:/tmp/a.sock",
+            "stream:punix:/tmp/a.sock",
         ] {
             assert_eq!(s.parse::<PortSpec>().unwrap().to_string(), s);
         }
@@ -128,5 +240,17 @@ mod tests {
             .unwrap_err()
             .contains("unknown port type"));
         assert!("null:x".parse::<PortSpec>().is_err());
+        for bad in [
+            "afpacket:",
+            "afpacket:a-name-of-16-bytes",
+            "afpacket:eth0,prio-dscp=99",
+            "afpacket:eth0,speed=1",
+            "afpacket:eth0,prio-pcp=x",
+            "tap:",
+            "stream:tcp:1.2.3.4:5",
+            "stream:unix:",
+        ] {
+            assert!(bad.parse::<PortSpec>().is_err(), "{bad}");
+        }
     }
 }

@@ -62,7 +62,10 @@ pub const COMMANDS: &str = "\
   add-flows FILE             add the rules of a file
   mod-flows [--strict] FLOW  change the actions of matching rules
   del-flows [--strict] [FLOW]  delete matching rules (all without FLOW)
-  replace-flows FILE         make the rules those of FILE, keeping the counters of unchanged ones";
+  replace-flows FILE         make the rules those of FILE, keeping the counters of unchanged ones
+  dump-ports                 every port's counters: packets, drops by reason, kicks
+  add-port N=SPEC            open a port and add it as number N (e.g. 3=afpacket:veth3)
+  del-port N                 send what port N has queued, then remove it";
 
 impl Control {
     /// Control state for a datapath thread running `rules`.
@@ -132,6 +135,30 @@ impl Control {
                 let us = interval.ok_or("expected tx-flush-interval=US")?;
                 self.ask(|tx| PmdCommand::SetTxFlush(port, us, tx))??;
                 Ok(String::new())
+            }
+            "dump-ports" => {
+                let snap = self.ask(PmdCommand::Stats)?;
+                Ok(snap.ports.iter().map(crate::report::port_text).collect())
+            }
+            "add-port" => {
+                let arg = rest.join(" ");
+                let (n, spec) = crate::config::parse_port_arg(&arg)?;
+                let port = sluice_port::open_port(&spec).map_err(|e| e.to_string())?;
+                self.ask(|tx| PmdCommand::AddPort(n, port, tx))??;
+                Ok(format!("added port {n} ({spec})"))
+            }
+            "del-port" => {
+                let [n] = rest.as_slice() else {
+                    return Err("del-port needs a port number".into());
+                };
+                let n: u32 = n
+                    .parse()
+                    .map_err(|_| format!("'{n}' is not a port number"))?;
+                let report = self.ask(|tx| PmdCommand::DelPort(n, tx))??;
+                Ok(format!(
+                    "removed port {n}\n{}",
+                    crate::report::port_text(&report)
+                ))
             }
             "dump-flows" => {
                 let rules = self.rules.lock().expect("rules");

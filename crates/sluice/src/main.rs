@@ -136,6 +136,21 @@ Port specs:
   pcap:tx=FILE          write what the port sends to a capture
   pcap:rx=A,tx=B        both
   null                  discard what the port sends
+  afpacket:IFNAME       a Linux interface through AF_PACKET rings (TPACKET_V3);
+                        brought up and made promiscuous; needs root.
+                        Options: ,prio-dscp=N ,prio-pcp=N: packets at or above
+                        this DSCP (default 46) or VLAN PCP (default 5) use the
+                        egress queue's priority band
+  tap:NAME              create tap interface NAME (or attach to it) and bring it up
+  stream:unix:PATH      connect to a unix socket (Open vSwitch netdev-dummy
+                        framing: 2-byte big-endian length, then the frame);
+                        retried every 100 ms while nobody listens
+  stream:punix:PATH     listen on a unix socket for one such peer
+
+Live interfaces (afpacket, tap, stream) never end: stop with Ctrl-C or
+SIGTERM, --duration or --packets. With veth pairs, turn off TX checksum
+offload and TSO on the peer (ethtool -K IF tx off tso off gso off): frames
+handed over with a partial checksum or as 64 KB segments are not fixed up.
 
 With finite inputs, the run drains them, flushes every output, prints the
 counters and exits 0. Every received packet is reported as forwarded, sent to
@@ -176,7 +191,7 @@ struct RunArgs {
     cache: CacheArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | dump-megaflows | dump-flows\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n\nRule commands return once the datapath runs the new rules.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
 
 #[derive(Args)]
 struct CtlArgs {

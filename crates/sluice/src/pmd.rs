@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use sluice_classifier::RuleSet;
 use sluice_datapath::{Datapath, DpStats, PortReport};
+use sluice_port::Port;
 
 use crate::runner::RunOptions;
 
@@ -41,6 +42,11 @@ pub enum PmdCommand {
     DumpMegaflows(Sender<Vec<String>>),
     /// Set `tx-flush-interval` (µs) for a port, or every port.
     SetTxFlush(Option<u32>, u64, Sender<Result<(), String>>),
+    /// Add a port (opened by the caller, off the datapath thread).
+    AddPort(u32, Box<dyn Port>, Sender<Result<(), String>>),
+    /// Remove a port after sending what it has queued; answered with its
+    /// final counters.
+    DelPort(u32, Sender<Result<PortReport, String>>),
     /// Finish: flush everything and end the thread.
     Stop,
 }
@@ -86,6 +92,12 @@ fn handle(dp: &mut Datapath, cmd: PmdCommand, now_us: u64) -> bool {
                 dp.set_tx_flush_interval(port, us)
                     .map_err(|e| e.to_string()),
             );
+        }
+        PmdCommand::AddPort(n, port, reply) => {
+            let _ = reply.send(dp.add_port(n, port).map_err(|e| e.to_string()));
+        }
+        PmdCommand::DelPort(n, reply) => {
+            let _ = reply.send(dp.remove_port(n).map_err(|e| e.to_string()));
         }
         PmdCommand::Stop => return false,
     }

@@ -53,7 +53,7 @@ fn rate(n: u64, d: Duration) -> String {
     }
 }
 
-fn drops_line(drops: &[u64; 5]) -> String {
+fn drops_line(drops: &[u64]) -> String {
     let parts: Vec<String> = PortDrop::ALL
         .iter()
         .zip(drops)
@@ -65,6 +65,41 @@ fn drops_line(drops: &[u64; 5]) -> String {
     } else {
         format!("{} ({})", drops.iter().sum::<u64>(), parts.join(", "))
     }
+}
+
+/// One port's counters as `sluice ctl dump-ports` and the run report show
+/// them: packets, bytes, drops by reason, sends (kicks) and packets per kick.
+pub fn port_text(p: &PortReport) -> String {
+    let ps = &p.stats;
+    let mut o = String::new();
+    let _ = writeln!(o, "  port {} ({}):", p.ofport, p.name);
+    let _ = writeln!(
+        o,
+        "    rx packets: {}, bytes: {}, dropped: {}",
+        ps.rx_packets,
+        ps.rx_bytes,
+        drops_line(&ps.rx_dropped)
+    );
+    let _ = writeln!(
+        o,
+        "    tx packets: {}, bytes: {}, dropped: {}",
+        ps.tx_packets,
+        ps.tx_bytes,
+        drops_line(&ps.tx_dropped)
+    );
+    if ps.tx_kicks > 0 {
+        let _ = writeln!(
+            o,
+            "    tx kicks: {}, packets per kick: {:.2}, priority band: {}",
+            ps.tx_kicks,
+            ps.tx_packets as f64 / ps.tx_kicks as f64,
+            ps.tx_high_priority
+        );
+    }
+    for w in &p.warnings {
+        let _ = writeln!(o, "    warning: {w}");
+    }
+    o
 }
 
 /// The human-readable report.
@@ -80,25 +115,7 @@ pub fn text(s: &RunSummary) -> String {
     );
     let _ = writeln!(o, "\nports:");
     for p in s.ports {
-        let ps = &p.stats;
-        let _ = writeln!(o, "  port {} ({}):", p.ofport, p.name);
-        let _ = writeln!(
-            o,
-            "    rx packets: {}, bytes: {}, dropped: {}",
-            ps.rx_packets,
-            ps.rx_bytes,
-            drops_line(&ps.rx_dropped)
-        );
-        let _ = writeln!(
-            o,
-            "    tx packets: {}, bytes: {}, dropped: {}",
-            ps.tx_packets,
-            ps.tx_bytes,
-            drops_line(&ps.tx_dropped)
-        );
-        for w in &p.warnings {
-            let _ = writeln!(o, "    warning: {w}");
-        }
+        o += &port_text(p);
     }
     let _ = writeln!(o, "\ndatapath:");
     let _ = writeln!(o, "  packets received: {}", st.rx_packets);
@@ -210,7 +227,7 @@ pub fn json(s: &RunSummary) -> Value {
         .iter()
         .map(|r| (r.name().to_string(), json!(st.dropped_by(*r))))
         .collect();
-    let port_drops = |d: &[u64; 5]| -> Value {
+    let port_drops = |d: &[u64]| -> Value {
         PortDrop::ALL
             .iter()
             .zip(d)
@@ -229,6 +246,8 @@ pub fn json(s: &RunSummary) -> Value {
             "tx_packets": p.stats.tx_packets,
             "tx_bytes": p.stats.tx_bytes,
             "tx_dropped": port_drops(&p.stats.tx_dropped),
+            "tx_kicks": p.stats.tx_kicks,
+            "tx_high_priority": p.stats.tx_high_priority,
             "warnings": p.warnings,
         })).collect::<Vec<_>>(),
         "datapath": {

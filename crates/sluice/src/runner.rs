@@ -108,7 +108,7 @@ pub fn run_ports(
     }
     if dp.has_endless_input() && opts.duration.is_none() && opts.packets.is_none() {
         warnings.push(
-            "an input loops forever: stop with Ctrl-C, or give --duration or --packets".into(),
+            "an input never ends (a loop or a live interface): stop with Ctrl-C, or give --duration or --packets".into(),
         );
     }
     for w in &warnings {
@@ -149,7 +149,11 @@ pub fn run_ports(
             "internal error: packet accounting does not balance: {stats:?}"
         ));
     }
-    let ports = dp.port_reports();
+    let mut ports = dp.port_reports();
+    ports.extend(dp.removed_ports().iter().cloned().map(|mut p| {
+        p.name += " (removed)";
+        p
+    }));
     let late = ports
         .iter()
         .flat_map(|p| {

@@ -1,0 +1,511 @@
+//! The AF_PACKET port (`afpacket:IFNAME`): a Linux interface read and
+//! written through memory-mapped packet rings.
+//!
+//! - **rx**: a TPACKET_V3 ring of blocks. The kernel fills a block with many
+//!   frames and hands it over whole (or after 1 ms); a burst copies frames
+//!   into pool frames and gives each block back once it is read. VLAN tags the
+//!   kernel took out of the frame (offload) are put back; the kernel's flow
+//!   hash becomes the packet hash; frames the switch sent itself are skipped.
+//! - **tx**: a TPACKET_V3 tx ring. A flushed batch is written into ring slots
+//!   and the kernel is kicked once (`send` with no data), as seed 003 asks;
+//!   a slot the kernel has finished reads `AVAILABLE` again, which is the
+//!   completion the egress queue (seed 002, [`crate::egress`]) tunes its byte
+//!   limit from. When the ring is full, packets wait in the egress queue.
+//! - **drops**: the kernel's own counter of frames lost to a full rx ring
+//!   (`PACKET_STATISTICS`) is reported as the `kernel ring full` rx drop.
+#![allow(unsafe_code)]
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use sluice_packet::{PacketBatch, PacketPool};
+
+use crate::egress::{EgressQueue, PriorityClass, Push};
+use crate::sys::{self, Mmap};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+
+const SOL_PACKET: i32 = 263;
+const PACKET_ADD_MEMBERSHIP: i32 = 1;
+const PACKET_RX_RING: i32 = 5;
+const PACKET_STATISTICS: i32 = 6;
+const PACKET_VERSION: i32 = 10;
+const PACKET_TX_RING: i32 = 13;
+const PACKET_IGNORE_OUTGOING: i32 = 23;
+const PACKET_MR_PROMISC: u16 = 1;
+const TPACKET_V3: i32 = 2;
+const ETH_P_ALL: u16 = 0x0003;
+const PACKET_OUTGOING: u8 = 4;
+
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_COPY: u32 = 1 << 1;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+const TP_FT_REQ_FILL_RXHASH: u32 = 1;
+
+/// rx ring: 64 blocks of 64 KiB (4 MiB, ~2700 full-size frames).
+const RX_BLOCK_SIZE: usize = 1 << 16;
+const RX_BLOCKS: usize = 64;
+/// A partly filled block is handed over after this many ms.
+const RX_BLOCK_TIMEOUT_MS: u32 = 1;
+/// tx ring: 512 slots of 2 KiB.
+const TX_FRAME_SIZE: usize = 2048;
+const TX_FRAMES: usize = 512;
+/// Where frame data starts in a tx slot: TPACKET_ALIGN(sizeof(tpacket3_hdr)).
+const TX_DATA_OFFSET: usize = 48;
+
+// Offsets in `struct tpacket_block_desc` (version 1 header).
+const BLK_STATUS: usize = 8;
+const BLK_NUM_PKTS: usize = 12;
+const BLK_FIRST_PKT: usize = 16;
+// Offsets in `struct tpacket3_hdr`.
+const PKT_NEXT: usize = 0;
+const PKT_SNAPLEN: usize = 12;
+const PKT_LEN: usize = 16;
+const PKT_STATUS: usize = 20;
+const PKT_MAC: usize = 24;
+const PKT_RXHASH: usize = 28;
+const PKT_VLAN_TCI: usize = 32;
+const PKT_VLAN_TPID: usize = 36;
+/// `sll_pkttype` of the `sockaddr_ll` after the aligned header.
+const PKT_SLL_PKTTYPE: usize = 48 + 10;
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TpacketReq3 {
+    block_size: u32,
+    block_nr: u32,
+    frame_size: u32,
+    frame_nr: u32,
+    retire_blk_tov: u32,
+    sizeof_priv: u32,
+    feature_req_word: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct TpacketStatsV3 {
+    packets: u32,
+    drops: u32,
+    freeze_q_cnt: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct PacketMreq {
+    ifindex: i32,
+    kind: u16,
+    alen: u16,
+    address: [u8; 8],
+}
+
+/// Options of an AF_PACKET port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AfPacketOptions {
+    /// Which packets use the egress queue's priority band.
+    pub priority: PriorityClass,
+}
+
+/// An interface read and written through TPACKET_V3 rings.
+pub struct AfPacketPort {
+    name: String,
+    ifname: String,
+    fd: OwnedFd,
+    map: Mmap,
+    /// Block being read, and the read position inside it.
+    rx_block: usize,
+    rx_left: u32,
+    rx_ofs: usize,
+    /// Next tx slot to fill, oldest slot not yet completed, slots in use.
+    tx_head: usize,
+    tx_tail: usize,
+    tx_used: usize,
+    tx_len: Vec<u32>,
+    egress: EgressQueue,
+    epoch: Instant,
+    stats: PortStats,
+    kernel_drops: Cell<u64>,
+    tx_errors: Vec<String>,
+}
+
+fn read_u32(base: *const u8, ofs: usize) -> u32 {
+    // SAFETY: callers pass offsets inside the ring map (block headers and
+    // frame headers the kernel wrote); the read is unaligned-safe.
+    unsafe { base.add(ofs).cast::<u32>().read_unaligned() }
+}
+
+fn read_u16(base: *const u8, ofs: usize) -> u16 {
+    // SAFETY: as read_u32.
+    unsafe { base.add(ofs).cast::<u16>().read_unaligned() }
+}
+
+/// The status word the kernel and this process hand a block or slot over
+/// with; acquire/release order it against the frame bytes.
+fn status(base: *mut u8, ofs: usize) -> &'static AtomicU32 {
+    // SAFETY: status words are 4-byte aligned (blocks and slots start at
+    // page or 2 KiB boundaries, the words at offsets 8 and 20) and live as
+    // long as the map, which outlives every use (the port owns both).
+    unsafe { &*base.add(ofs).cast::<AtomicU32>() }
+}
+
+impl AfPacketPort {
+    /// Opens `ifname`: binds a packet socket to it, maps its rings, turns on
+    /// promiscuous mode and brings the interface up.
+    pub fn open(name: &str, ifname: &str, opts: AfPacketOptions) -> Result<Self, PortError> {
+        let err = |m: String| PortError {
+            port: name.to_string(),
+            message: m,
+        };
+        let ifindex = sys::if_index(ifname).map_err(err)?;
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, ETH_P_ALL.to_be() as i32).map_err(
+            |e| {
+                err(format!(
+                    "cannot open a packet socket: {e}{}",
+                    if e.raw_os_error() == Some(libc::EPERM) {
+                        " (AF_PACKET needs root or CAP_NET_RAW)"
+                    } else {
+                        ""
+                    }
+                ))
+            },
+        )?;
+        let opt = |what: &str, e: io::Error| err(format!("{what}: {e}"));
+        sys::setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3)
+            .map_err(|e| opt("TPACKET_V3", e))?;
+        // Older kernels lack it; frames we sent are also skipped by type.
+        let _ = sys::setsockopt(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        let rx_req = TpacketReq3 {
+            block_size: RX_BLOCK_SIZE as u32,
+            block_nr: RX_BLOCKS as u32,
+            frame_size: 2048,
+            frame_nr: (RX_BLOCK_SIZE / 2048 * RX_BLOCKS) as u32,
+            retire_blk_tov: RX_BLOCK_TIMEOUT_MS,
+            sizeof_priv: 0,
+            feature_req_word: TP_FT_REQ_FILL_RXHASH,
+        };
+        sys::setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &rx_req).map_err(|e| opt("rx ring", e))?;
+        let tx_req = TpacketReq3 {
+            block_size: (TX_FRAME_SIZE * 32) as u32,
+            block_nr: (TX_FRAMES / 32) as u32,
+            frame_size: TX_FRAME_SIZE as u32,
+            frame_nr: TX_FRAMES as u32,
+            ..TpacketReq3::default()
+        };
+        sys::setsockopt(&fd, SOL_PACKET, PACKET_TX_RING, &tx_req).map_err(|e| opt("tx ring", e))?;
+        let len = RX_BLOCK_SIZE * RX_BLOCKS + TX_FRAME_SIZE * TX_FRAMES;
+        let map = Mmap::new(fd.as_raw_fd(), len, 0).map_err(|e| opt("mapping the rings", e))?;
+        let addr = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: ETH_P_ALL.to_be(),
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
+        };
+        // SAFETY: addr is a valid sockaddr_ll of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(opt("bind", io::Error::last_os_error()));
+        }
+        let mreq = PacketMreq {
+            ifindex: ifindex as i32,
+            kind: PACKET_MR_PROMISC,
+            alen: 0,
+            address: [0; 8],
+        };
+        sys::setsockopt(&fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
+            .map_err(|e| opt("promiscuous mode", e))?;
+        sys::set_if_up(ifname).map_err(|e| opt("bringing the interface up", e))?;
+        Ok(AfPacketPort {
+            name: name.to_string(),
+            ifname: ifname.to_string(),
+            fd,
+            map,
+            rx_block: 0,
+            rx_left: 0,
+            rx_ofs: 0,
+            tx_head: 0,
+            tx_tail: 0,
+            tx_used: 0,
+            tx_len: vec![0; TX_FRAMES],
+            egress: EgressQueue::new(opts.priority),
+            epoch: Instant::now(),
+            stats: PortStats::default(),
+            kernel_drops: Cell::new(0),
+            tx_errors: Vec::new(),
+        })
+    }
+
+    /// The interface name.
+    pub fn ifname(&self) -> &str {
+        &self.ifname
+    }
+
+    fn tx_slot(&self, i: usize) -> usize {
+        RX_BLOCK_SIZE * RX_BLOCKS + i * TX_FRAME_SIZE
+    }
+
+    /// Reads the kernel's rx-ring drop counter (reset by each read).
+    fn poll_kernel_drops(&self) {
+        if let Ok(s) = sys::getsockopt::<TpacketStatsV3>(&self.fd, SOL_PACKET, PACKET_STATISTICS) {
+            self.kernel_drops
+                .set(self.kernel_drops.get() + u64::from(s.drops));
+        }
+    }
+
+    /// Takes back finished tx slots; tells the byte limit what completed.
+    fn reclaim(&mut self) {
+        let base = self.map.as_ptr();
+        let mut bytes = 0u32;
+        while self.tx_used > 0 {
+            let slot = self.tx_slot(self.tx_tail);
+            match status(base, slot + PKT_STATUS).load(Ordering::Acquire) {
+                TP_STATUS_AVAILABLE => {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += u64::from(self.tx_len[self.tx_tail]);
+                }
+                TP_STATUS_WRONG_FORMAT => {
+                    self.stats.tx_drop(PortDrop::Error, 1);
+                    status(base, slot + PKT_STATUS).store(TP_STATUS_AVAILABLE, Ordering::Release);
+                }
+                _ => break,
+            }
+            bytes += self.tx_len[self.tx_tail];
+            self.tx_tail = (self.tx_tail + 1) % TX_FRAMES;
+            self.tx_used -= 1;
+        }
+        if bytes > 0 {
+            let now = self.epoch.elapsed().as_micros() as u64;
+            let backlog = !self.egress.is_empty();
+            self.egress.bql.completed(bytes, backlog, now);
+        }
+    }
+
+    /// Moves waiting packets into free slots within the byte limit, then
+    /// kicks the kernel once if anything was written.
+    fn fill_and_kick(&mut self, pool: &mut PacketPool) {
+        let base = self.map.as_ptr();
+        let mut written = 0;
+        while self.tx_used < TX_FRAMES {
+            let Some(pkt) = self.egress.pop_within_limit() else {
+                break;
+            };
+            let slot = self.tx_slot(self.tx_head);
+            let len = pkt.len();
+            // SAFETY: the slot is ours (status AVAILABLE, counted free by
+            // tx_used) and len <= TX_FRAME_SIZE - TX_DATA_OFFSET, checked
+            // when the packet was accepted.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    pkt.data().as_ptr(),
+                    base.add(slot + TX_DATA_OFFSET),
+                    len,
+                );
+                base.add(slot + PKT_LEN)
+                    .cast::<u32>()
+                    .write_unaligned(len as u32);
+                base.add(slot + PKT_SNAPLEN)
+                    .cast::<u32>()
+                    .write_unaligned(len as u32);
+                base.add(slot + PKT_NEXT).cast::<u32>().write_unaligned(0);
+            }
+            status(base, slot + PKT_STATUS).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.tx_len[self.tx_head] = len as u32;
+            self.egress.bql.queued(len as u32);
+            self.tx_head = (self.tx_head + 1) % TX_FRAMES;
+            self.tx_used += 1;
+            written += 1;
+            pool.free(pkt);
+        }
+        if written > 0 || self.tx_used > 0 {
+            self.kick();
+        }
+    }
+
+    fn kick(&mut self) {
+        self.stats.tx_kicks += 1;
+        // SAFETY: a zero-length send on our own socket: the kernel sends the
+        // slots marked SEND_REQUEST; no user buffer is read.
+        let rc =
+            unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if !sys::would_block(&e) && self.tx_errors.len() < 8 {
+                // The slots stay queued and are retried at the next kick.
+                self.tx_errors.push(format!("send: {e}"));
+            }
+        }
+    }
+}
+
+impl Port for AfPacketPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn caps(&self) -> PortCaps {
+        PortCaps {
+            rx: true,
+            tx: true,
+            finite_rx: false,
+            rx_hash: true,
+        }
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
+        let base = self.map.as_ptr();
+        let mut n = 0;
+        while !batch.is_full() {
+            let block = self.rx_block * RX_BLOCK_SIZE;
+            if self.rx_left == 0 {
+                if status(base, block + BLK_STATUS).load(Ordering::Acquire) & TP_STATUS_USER == 0 {
+                    break;
+                }
+                self.rx_left = read_u32(base, block + BLK_NUM_PKTS);
+                self.rx_ofs = block + read_u32(base, block + BLK_FIRST_PKT) as usize;
+                if self.rx_left == 0 {
+                    self.release_block();
+                    continue;
+                }
+            }
+            let hdr = self.rx_ofs;
+            let st = read_u32(base, hdr + PKT_STATUS);
+            let snap = read_u32(base, hdr + PKT_SNAPLEN) as usize;
+            let wire = read_u32(base, hdr + PKT_LEN) as usize;
+            let mac = read_u16(base, hdr + PKT_MAC) as usize;
+            // SAFETY: the kernel placed snap bytes at hdr + mac inside the
+            // block, which we own until release_block.
+            let frame = unsafe { std::slice::from_raw_parts(base.add(hdr + mac), snap) };
+            // SAFETY: a byte inside the frame header area the kernel wrote.
+            let pkttype = unsafe { *base.add(hdr + PKT_SLL_PKTTYPE) };
+            if pkttype != PACKET_OUTGOING {
+                let vlan = st & TP_STATUS_VLAN_VALID != 0;
+                let extra = if vlan { 4 } else { 0 };
+                if st & TP_STATUS_COPY != 0 || snap < wire || snap + extra > pool.max_packet_len() {
+                    self.stats.rx_drop(PortDrop::TooBig, 1);
+                } else if let Some(mut pkt) = pool.alloc_from(frame) {
+                    if vlan && snap >= 12 {
+                        let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
+                            read_u16(base, hdr + PKT_VLAN_TPID)
+                        } else {
+                            0x8100
+                        };
+                        let tci = read_u32(base, hdr + PKT_VLAN_TCI) as u16;
+                        pkt.insert_gap(12, 4);
+                        pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
+                        pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+                    }
+                    pkt.meta.in_port = in_port;
+                    pkt.meta.hash = read_u32(base, hdr + PKT_RXHASH);
+                    pkt.meta.has_hash = true;
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += pkt.len() as u64;
+                    let _ = batch.push(pkt);
+                    n += 1;
+                } else {
+                    self.stats.rx_drop(PortDrop::NoBuffer, 1);
+                }
+            }
+            self.rx_left -= 1;
+            if self.rx_left == 0 {
+                self.release_block();
+            } else {
+                self.rx_ofs += read_u32(base, hdr + PKT_NEXT) as usize;
+            }
+        }
+        RxStatus::of_burst(n, false)
+    }
+
+    fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
+        self.reclaim();
+        let mut accepted = 0;
+        for pkt in batch.drain() {
+            if pkt.len() > TX_FRAME_SIZE - TX_DATA_OFFSET {
+                self.stats.tx_drop(PortDrop::TooBig, 1);
+                pool.free(pkt);
+                continue;
+            }
+            match self.egress.push(pkt) {
+                Push::Queued => accepted += 1,
+                Push::Displaced(victim) => {
+                    // Taken earlier, dropped now for a priority packet.
+                    self.stats.tx_drop(PortDrop::QueueFull, 1);
+                    pool.free(victim);
+                    accepted += 1;
+                }
+                Push::Refused(pkt) => {
+                    self.stats.tx_drop(PortDrop::QueueFull, 1);
+                    pool.free(pkt);
+                }
+            }
+        }
+        self.fill_and_kick(pool);
+        accepted
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.tx_used + self.egress.len()
+    }
+
+    fn tx_drain(&mut self, pool: &mut PacketPool) {
+        self.reclaim();
+        if self.tx_used > 0 || !self.egress.is_empty() {
+            self.fill_and_kick(pool);
+        }
+    }
+
+    fn flush(&mut self, pool: &mut PacketPool) -> Result<(), PortError> {
+        // Give the kernel up to 100 ms to take what waits; whatever is
+        // still queued after that is counted as dropped, never lost silently.
+        let until = Instant::now() + std::time::Duration::from_millis(100);
+        while self.tx_pending() > 0 && Instant::now() < until {
+            self.tx_drain(pool);
+            if self.tx_pending() > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        }
+        let left = self.egress.clear(pool) + self.tx_used;
+        self.stats.tx_drop(PortDrop::QueueFull, left as u64);
+        self.tx_used = 0;
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        self.poll_kernel_drops();
+        let mut s = self.stats.clone();
+        s.rx_drop(PortDrop::KernelRingFull, self.kernel_drops.get());
+        s.tx_high_priority = self.egress.high_packets;
+        s
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.tx_errors.clone()
+    }
+}
+
+impl AfPacketPort {
+    fn release_block(&mut self) {
+        let block = self.rx_block * RX_BLOCK_SIZE;
+        status(self.map.as_ptr(), block + BLK_STATUS).store(TP_STATUS_KERNEL, Ordering::Release);
+        self.rx_block = (self.rx_block + 1) % RX_BLOCKS;
+        self.rx_left = 0;
+    }
+}

@@ -1,0 +1,257 @@
+//! Small wrappers over the Linux calls the live ports share: interface
+//! indexes, promiscuous mode, socket options, memory maps, errors.
+//!
+//! Every `unsafe` block of the OS boundary that is not ring access lives
+//! here, each with the reason it is sound.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+
+/// The interface index of `name`, with an error that says what is wrong.
+pub fn if_index(name: &str) -> Result<u32, String> {
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return Err(format!(
+            "'{name}' is not a valid interface name (1 to {} bytes)",
+            libc::IFNAMSIZ - 1
+        ));
+    }
+    let c = CString::new(name).map_err(|_| format!("'{name}' contains a NUL byte"))?;
+    // SAFETY: c is a valid NUL-terminated string for the duration of the call.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        return Err(format!(
+            "no network interface '{name}' (in this network namespace): {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(idx)
+}
+
+/// `struct ifreq` with the flags member of its union (40 bytes, as the
+/// kernel's).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IfReqFlags {
+    /// Interface name, NUL-padded.
+    pub name: [u8; libc::IFNAMSIZ],
+    /// `ifr_flags`.
+    pub flags: i16,
+    pad: [u8; 22],
+}
+
+impl IfReqFlags {
+    /// A request for interface `name` (at most 15 bytes) with `flags`.
+    pub fn new(name: &str, flags: i16) -> IfReqFlags {
+        let mut r = IfReqFlags {
+            name: [0; libc::IFNAMSIZ],
+            flags,
+            pad: [0; 22],
+        };
+        let n = name.len().min(libc::IFNAMSIZ - 1);
+        r.name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        r
+    }
+}
+
+/// Brings interface `name` up (like `ip link set NAME up`), as Open vSwitch
+/// does for the interfaces it opens.
+pub fn set_if_up(name: &str) -> io::Result<()> {
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut req = IfReqFlags::new(name, 0);
+    // SAFETY: req is a valid, writable 40-byte ifreq for both ioctls.
+    unsafe {
+        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if req.flags & libc::IFF_UP as i16 == 0 {
+            req.flags |= libc::IFF_UP as i16;
+            if libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFFLAGS, &req) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Attaches a `/dev/net/tun` descriptor to tap interface `name` (created
+/// if absent), without the packet-information prefix.
+pub fn tun_set_iff(fd: &OwnedFd, name: &str) -> io::Result<()> {
+    let req = IfReqFlags::new(name, (libc::IFF_TAP | libc::IFF_NO_PI) as i16);
+    // SAFETY: TUNSETIFF reads (and may write back the name of) a valid
+    // 40-byte ifreq that lives for the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A socket of `domain`/`ty`/`proto`, close-on-exec.
+pub fn socket(domain: i32, ty: i32, proto: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall; the result is checked before use.
+    let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, proto) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `setsockopt` with a plain-data value.
+pub fn setsockopt<T: Copy>(fd: &OwnedFd, level: i32, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: value points to size_of::<T>() readable bytes for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `getsockopt` into a plain-data value (zeroed first).
+pub fn getsockopt<T: Copy + Default>(fd: &OwnedFd, level: i32, name: i32) -> io::Result<T> {
+    let mut value = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: value is writable for len bytes; len is updated by the kernel.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut value as *mut T).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(value)
+}
+
+/// Sets `O_NONBLOCK` on a descriptor.
+pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the caller owns; results are checked.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// A shared memory map of a descriptor (packet rings), unmapped on drop.
+pub struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the map is plain memory; whoever holds the Mmap is its only user.
+unsafe impl Send for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `fd` read-write, shared, at offset `offset`.
+    pub fn new(fd: RawFd, len: usize, offset: i64) -> io::Result<Mmap> {
+        // SAFETY: a fresh mapping chosen by the kernel; checked for failure.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd,
+                offset,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mmap {
+            ptr: NonNull::new(p.cast()).expect("mmap returned NULL without MAP_FAILED"),
+            len,
+        })
+    }
+
+    /// Start of the map.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the map is empty (never, for a successful map).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; nothing uses the
+        // map after its owner drops it.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// Whether an error means "try again later" (a full ring or socket buffer).
+pub fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_index_knows_loopback_and_explains_errors() {
+        assert_eq!(if_index("lo").unwrap(), 1);
+        assert!(if_index("no-such-if0")
+            .unwrap_err()
+            .contains("no network interface"));
+        assert!(if_index("").unwrap_err().contains("not a valid"));
+        assert!(if_index("a-very-long-interface-name").is_err());
+        assert_eq!(std::mem::size_of::<IfReqFlags>(), 40);
+        set_if_up("lo").unwrap();
+        assert!(set_if_up("no-such-if0").is_err());
+    }
+
+    #[test]
+    fn socket_options_and_maps_round_trip() {
+        let fd = socket(libc::AF_UNIX, libc::SOCK_DGRAM, 0).unwrap();
+        setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &65536i32).unwrap();
+        let v: i32 = getsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap();
+        assert!(v >= 65536, "the kernel doubles it: {v}");
+        set_nonblocking(fd.as_raw_fd()).unwrap();
+        let memfd = {
+            let name = CString::new("sluice-test").unwrap();
+            // SAFETY: valid name; result checked below.
+            let raw = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+            assert!(raw >= 0);
+            // SAFETY: fresh descriptor.
+            unsafe { OwnedFd::from_raw_fd(raw) }
+        };
+        // SAFETY: valid descriptor; size checked.
+        assert_eq!(unsafe { libc::ftruncate(memfd.as_raw_fd(), 8192) }, 0);
+        let m = Mmap::new(memfd.as_raw_fd(), 8192, 0).unwrap();
+        // SAFETY: inside the 8192-byte map.
+        unsafe { *m.as_ptr().add(8191) = 7 };
+        assert_eq!(m.len(), 8192);
+    }
+}

@@ -1,0 +1,315 @@
+//! Sluice between real network namespaces: veth pairs, AF_PACKET and tap
+//! ports, real `ping`, `iperf3` and `tcpdump`, and exact packet accounting.
+//! Needs root (CI runs as root) and the tools `scripts/setup` installs.
+
+mod support;
+
+use sluice_packet::build::{Frame, L4};
+use support::*;
+
+const FORWARD: &str = "in_port=1,actions=output:2\nin_port=2,actions=output:1\n";
+
+fn ping(from: &Host, to: &str) {
+    let out = from.exec_status(&format!("ping -c 3 -i 0.2 -W 2 {to}"));
+    assert!(
+        out.status.success(),
+        "ping {to} from {}: {}",
+        from.ns,
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+fn assert_balanced(report: &serde_json::Value) {
+    let dp = &report["datapath"];
+    let rx = dp["packets received"].as_u64().unwrap();
+    let fwd = dp["forwarded"].as_u64().unwrap();
+    let ctl = dp["to controller"].as_u64().unwrap();
+    assert_eq!(rx, fwd + ctl + dp_drops(report), "every packet accounted");
+}
+
+#[test]
+fn afpacket_ping_both_ways_and_an_iperf3_tcp_transfer() {
+    require_root_and(&["ip", "ping", "iperf3", "ethtool"]);
+    let a = Host::new("pa", Some("10.71.0.1/24"));
+    let b = Host::new("pb", Some("10.71.0.2/24"));
+    let sw = Sluice::start(
+        None,
+        FORWARD,
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=afpacket:{}", b.root_if),
+        ],
+    );
+    ping(&a, "10.71.0.2");
+    ping(&b, "10.71.0.1");
+    b.exec("iperf3 -s -1 -D");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = a.exec("iperf3 -c 10.71.0.2 -t 2 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    let dump = sw.ctl(&["dump-ports"]);
+    assert!(dump.contains("packets per kick"), "{dump}");
+    let report = sw.stop();
+    assert_balanced(&report);
+    let p1 = port(&report, 1);
+    assert!(p1["rx_packets"].as_u64().unwrap() > 1000);
+    assert!(p1["tx_kicks"].as_u64().unwrap() > 0);
+}
+
+fn mac_of(host: &Host) -> [u8; 6] {
+    let text = host.exec("cat /sys/class/net/eth0/address");
+    let mut mac = [0u8; 6];
+    for (m, part) in mac.iter_mut().zip(text.trim().split(':')) {
+        *m = u8::from_str_radix(part, 16).unwrap();
+    }
+    mac
+}
+
+/// This kernel may lack 802.1Q interfaces, so the trunk host is a
+/// namespace that captures (tcpdump) and injects (Sluice's pcap sender)
+/// tagged frames; the access host is a real IP stack that must answer the
+/// untagged echo requests Sluice makes of the tagged ones.
+#[test]
+fn afpacket_vlan_push_and_pop_between_access_and_trunk() {
+    require_root_and(&["ip", "ping", "tcpdump", "ethtool"]);
+    let access = Host::new("va", Some("10.72.0.1/24"));
+    let trunk = Host::new("vt", None);
+    let (amac, tmac) = (mac_of(&access), mac_of(&trunk));
+    let tmac_text = trunk.exec("cat /sys/class/net/eth0/address");
+    access.exec(&format!(
+        "ip neigh add 10.72.0.2 lladdr {} dev eth0 nud permanent",
+        tmac_text.trim()
+    ));
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=mod_vlan_vid:100,output:2\n\
+         in_port=2,dl_vlan=100,actions=strip_vlan,output:1\n\
+         priority=0,actions=drop\n",
+        &[
+            &format!("1=afpacket:{}", access.root_if),
+            &format!("2=afpacket:{}", trunk.root_if),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("trunk.pcap");
+    let mut dump = std::process::Command::new("ip")
+        .args(["netns", "exec", &trunk.ns, "timeout", "20"])
+        .args(["tcpdump", "-i", "eth0", "-U", "-n", "-c", "9"])
+        .args(["-w", cap.to_str().unwrap(), "vlan 100 and icmp"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // access -> trunk: three echo requests leave tagged (nobody answers).
+    let _ = access.exec_status("ping -c 3 -i 0.2 -W 1 10.72.0.2");
+    // trunk -> access: three tagged echo requests; the access host answers
+    // only if Sluice took the tag off, and its replies come back tagged.
+    let request = Frame::ipv4([10, 72, 0, 2], [10, 72, 0, 1], L4::Icmp { ty: 8, code: 0 })
+        .macs(tmac, amac)
+        .vlan(0x8100, 100)
+        .build();
+    let pcap = dir.path().join("tagged.pcap");
+    std::fs::write(&pcap, sluice_port::pcap::write_all(&vec![request; 3])).unwrap();
+    run_to_end(
+        Some(&trunk.ns),
+        "in_port=1,actions=output:2\n",
+        &[&format!("1=pcap:rx={}", pcap.display()), "2=afpacket:eth0"],
+        "--packets 3",
+        dir.path(),
+    );
+    assert!(dump.wait().unwrap().success());
+    let recs = sluice_port::pcap::read_all(&std::fs::read(&cap).unwrap()).unwrap();
+    let mut types = Vec::new();
+    for r in &recs {
+        assert_eq!(&r.data[12..14], &[0x81, 0x00], "tagged");
+        assert_eq!(u16::from_be_bytes([r.data[14], r.data[15]]) & 0xfff, 100);
+        types.push(r.data[18 + 20]);
+    }
+    types.sort_unstable();
+    // 3 requests from access, our 3 injected requests (8, seen leaving) and
+    // the 3 replies (0): the replies prove
+    // the pop on the way in and the push on the way out.
+    assert_eq!(
+        types.iter().filter(|t| **t == 0).count(),
+        3,
+        "echo replies came back tagged: {types:?}"
+    );
+    let report = sw.stop();
+    assert_balanced(&report);
+}
+
+#[test]
+fn afpacket_header_rewrite_is_seen_by_tcpdump_on_the_far_side() {
+    require_root_and(&["ip", "ping", "tcpdump", "ethtool"]);
+    let a = Host::new("ra", Some("10.73.0.1/24"));
+    let b = Host::new("rb", Some("10.73.0.2/24"));
+    let sw = Sluice::start(
+        None,
+        "in_port=1,icmp,actions=mod_nw_tos:184,output:2\n\
+         in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=afpacket:{}", b.root_if),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("far.pcap");
+    // tcpdump in b, on its eth0: what arrives after Sluice rewrote it.
+    let mut dump = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &b.ns, "tcpdump", "-i", "eth0", "-U", "-n", "-c", "3",
+        ])
+        .args(["-w", cap.to_str().unwrap(), "icmp[icmptype] == icmp-echo"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    ping(&a, "10.73.0.2");
+    let st = dump.wait().unwrap();
+    assert!(st.success());
+    let recs = sluice_port::pcap::read_all(&std::fs::read(&cap).unwrap()).unwrap();
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        let ip = &r.data[14..34];
+        assert_eq!(ip[1], 184, "DSCP 46 (EF) written by mod_nw_tos");
+        // The IPv4 header checksum still verifies (incremental update).
+        let sum: u32 = ip
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        assert_eq!((folded & 0xffff) + (folded >> 16), 0xffff, "IPv4 checksum");
+    }
+    assert_balanced(&sw.stop());
+}
+
+#[test]
+fn exact_accounting_on_a_replayed_capture() {
+    require_root_and(&["ip", "ethtool"]);
+    let a = Host::new("xa", None);
+    let b = Host::new("xb", None);
+    let dir = tempfile::tempdir().unwrap();
+    // 20,000 UDP packets over 200 flows; one flow in ten goes to port 7,
+    // which the middle switch drops by rule.
+    let n = 20_000u64;
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let f = (i % 200) as u16;
+            let dst = if f.is_multiple_of(10) { 7 } else { 9 };
+            Frame::ipv4(
+                [10, 74, 0, 1],
+                [10, 74, 0, 2],
+                L4::Udp { src: 1000 + f, dst },
+            )
+            .build()
+        })
+        .collect();
+    let by_rule = frames.iter().filter(|f| f[37] == 7).count() as u64;
+    let pcap = dir.path().join("in.pcap");
+    std::fs::write(&pcap, sluice_port::pcap::write_all(&frames)).unwrap();
+    let far_cap = dir.path().join("far.pcap");
+    let far = Sluice::start(
+        Some(&b.ns),
+        "in_port=1,actions=output:2\n",
+        &[
+            "1=afpacket:eth0",
+            &format!("2=pcap:tx={}", far_cap.display()),
+        ],
+    );
+    let middle = Sluice::start(
+        None,
+        "priority=40000,udp,tp_dst=7,actions=drop\nin_port=1,actions=output:2\n",
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=afpacket:{}", b.root_if),
+        ],
+    );
+    // Sluice's own pcap sender, inside a: the capture onto a's eth0.
+    let sent = run_to_end(
+        Some(&a.ns),
+        "in_port=1,actions=output:2\n",
+        &[&format!("1=pcap:rx={}", pcap.display()), "2=afpacket:eth0"],
+        &format!("--packets {n}"),
+        dir.path(),
+    );
+    let sent_n = port(&sent, 2)["tx_packets"].as_u64().unwrap();
+    assert_eq!(sent_n + drops(port(&sent, 2), "tx_dropped"), n);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mid = middle.stop();
+    let far = far.stop();
+    let seen = sluice_port::pcap::read_all(&std::fs::read(&far_cap).unwrap())
+        .unwrap()
+        .len() as u64;
+    let named_drops = drops(port(&mid, 1), "rx_dropped")
+        + dp_drops(&mid)
+        + drops(port(&mid, 2), "tx_dropped")
+        + drops(port(&far, 1), "rx_dropped")
+        + dp_drops(&far);
+    assert_eq!(
+        sent_n,
+        seen + named_drops,
+        "sent {sent_n} = seen {seen} + Sluice's named drops {named_drops}\nmiddle: {mid}\nfar: {far}"
+    );
+    assert_eq!(dp_drops(&mid), by_rule, "the drop rule's packets");
+    assert_balanced(&mid);
+    assert_balanced(&far);
+}
+
+#[test]
+fn tap_port_carries_ping_to_a_namespace() {
+    require_root_and(&["ip", "ping", "ethtool"]);
+    let b = Host::new("tb", Some("10.75.0.2/24"));
+    let tap = format!("t{}tap", std::process::id() % 10000);
+    let sw = Sluice::start(
+        None,
+        FORWARD,
+        &[
+            &format!("1=tap:{tap}"),
+            &format!("2=afpacket:{}", b.root_if),
+        ],
+    );
+    sh(&format!(
+        "sysctl -qw net.ipv6.conf.{tap}.disable_ipv6=1; ip addr add 10.75.0.1/24 dev {tap}"
+    ));
+    let out = sh_status("ping -c 3 -i 0.2 -W 2 10.75.0.2");
+    assert!(
+        out.status.success(),
+        "ping over the tap: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let report = sw.stop();
+    assert_balanced(&report);
+    assert!(port(&report, 1)["rx_packets"].as_u64().unwrap() >= 3);
+    assert!(
+        !sh(&format!("ip -o link show {tap} 2>/dev/null || true")).contains(&tap),
+        "the tap goes away with the port"
+    );
+}
+
+#[test]
+fn ports_added_and_removed_at_run_time() {
+    require_root_and(&["ip", "ping", "ethtool"]);
+    let a = Host::new("da", Some("10.76.0.1/24"));
+    let b = Host::new("db", Some("10.76.0.2/24"));
+    let sw = Sluice::start(None, FORWARD, &[&format!("1=afpacket:{}", a.root_if)]);
+    let lost = a.exec_status("ping -c 1 -W 1 10.76.0.2");
+    assert!(!lost.status.success(), "no port 2 yet");
+    let added = sw.ctl(&["add-port", &format!("2=afpacket:{}", b.root_if)]);
+    assert!(added.contains("added port 2"), "{added}");
+    ping(&a, "10.76.0.2");
+    let removed = sw.ctl(&["del-port", "2"]);
+    assert!(removed.contains("removed port 2"), "{removed}");
+    let lost = a.exec_status("ping -c 1 -W 1 10.76.0.2");
+    assert!(!lost.status.success(), "port 2 is gone");
+    let bad = sw.ctl_status(&["del-port", "2"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no port 2"));
+    let bad = sw.ctl_status(&["add-port", "3=afpacket:no-such-if9"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("no network interface"));
+    let report = sw.stop();
+    assert_balanced(&report);
+    let p2 = port(&report, 2);
+    assert!(p2["spec"].as_str().unwrap().ends_with("(removed)"));
+    assert!(p2["tx_packets"].as_u64().unwrap() >= 3);
+}

@@ -1,0 +1,276 @@
+//! Test hosts for the live-port tests: network namespaces joined to the
+//! root namespace by veth pairs, and `sluice run` as a real process between
+//! them. Everything a test creates is removed when its guard drops.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs a command line through `sh -c`, panicking with its output on failure.
+pub fn sh(cmd: &str) -> String {
+    let out = sh_status(cmd);
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs a command line through `sh -c` and returns what happened.
+pub fn sh_status(cmd: &str) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("running sh")
+}
+
+/// Asserts the test runs as root with the tools it needs, with a clear
+/// message otherwise (`scripts/setup` installs them).
+pub fn require_root_and(tools: &[&str]) {
+    assert_eq!(
+        sh("id -u").trim(),
+        "0",
+        "the live-port tests create namespaces and veth pairs: run them as root"
+    );
+    for t in tools {
+        assert!(
+            sh_status(&format!("command -v {t}")).status.success(),
+            "{t} is missing: run scripts/setup"
+        );
+    }
+}
+
+/// A namespace `ns` with interface `eth0`, whose veth peer `root_if` sits in
+/// the root namespace (where Sluice opens it).
+pub struct Host {
+    /// Namespace name.
+    pub ns: String,
+    /// The veth end in the root namespace.
+    pub root_if: String,
+}
+
+impl Host {
+    /// Creates host `tag` (unique per test) with IPv4 `addr` (CIDR) on eth0,
+    /// IPv6 off (no stray router solicitations), offloads off (Sluice does
+    /// not fix up partial checksums or 64 KB segments).
+    pub fn new(tag: &str, addr: Option<&str>) -> Host {
+        let id = std::process::id() % 10000;
+        let ns = format!("sl{id}{tag}");
+        let root_if = format!("s{id}{tag}");
+        assert!(root_if.len() <= 15, "interface name too long: {root_if}");
+        let _ = sh_status(&format!(
+            "ip netns del {ns} 2>/dev/null; ip link del {root_if} 2>/dev/null"
+        ));
+        sh(&format!("ip netns add {ns}"));
+        let host = Host { ns, root_if };
+        sh(&format!(
+            "ip link add {r} type veth peer name eth0 netns {ns} && \
+             sysctl -qw net.ipv6.conf.{r}.disable_ipv6=1 && \
+             ip netns exec {ns} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 && \
+             ip netns exec {ns} ip link set lo up && \
+             ip netns exec {ns} ethtool -K eth0 tx off tso off gso off >/dev/null && \
+             ethtool -K {r} tx off tso off gso off >/dev/null && \
+             ip netns exec {ns} ip link set eth0 up",
+            r = host.root_if,
+            ns = host.ns
+        ));
+        if let Some(a) = addr {
+            host.exec(&format!("ip addr add {a} dev eth0"));
+        }
+        host
+    }
+
+    /// Runs a command inside the namespace.
+    pub fn exec(&self, cmd: &str) -> String {
+        sh(&format!("ip netns exec {} {cmd}", self.ns))
+    }
+
+    /// Runs a command inside the namespace and returns what happened.
+    pub fn exec_status(&self, cmd: &str) -> Output {
+        sh_status(&format!("ip netns exec {} {cmd}", self.ns))
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = sh_status(&format!(
+            "ip netns del {} 2>/dev/null; ip link del {} 2>/dev/null",
+            self.ns, self.root_if
+        ));
+    }
+}
+
+/// A running `sluice run`, stopped (SIGTERM) when dropped or by `stop`.
+pub struct Sluice {
+    child: Option<Child>,
+    /// Its control socket.
+    pub ctl: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// The path of the built `sluice` binary.
+pub fn sluice_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sluice")
+}
+
+impl Sluice {
+    /// Starts `sluice run --json --ctl SOCK` with `flows` and the port
+    /// specs, in namespace `ns` (or the root namespace), and waits until its
+    /// control socket answers.
+    pub fn start(ns: Option<&str>, flows: &str, ports: &[&str]) -> Sluice {
+        let dir = tempfile::tempdir().unwrap();
+        let flow_file = dir.path().join("rules.flows");
+        std::fs::write(&flow_file, flows).unwrap();
+        let ctl = dir.path().join("ctl.sock");
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, sluice_bin()]);
+                c
+            }
+            None => Command::new(sluice_bin()),
+        };
+        cmd.arg("run")
+            .arg("--json")
+            .arg("--flows")
+            .arg(&flow_file)
+            .arg("--ctl")
+            .arg(&ctl);
+        for p in ports {
+            cmd.arg("--port").arg(p);
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting sluice");
+        let mut s = Sluice {
+            child: Some(child),
+            ctl,
+            _dir: dir,
+        };
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if s.ctl.exists() && s.ctl_status(&["pmd-stats"]).status.success() {
+                return s;
+            }
+            if let Some(st) = s.child.as_mut().unwrap().try_wait().unwrap() {
+                let out = s.child.take().unwrap().wait_with_output().unwrap();
+                panic!(
+                    "sluice exited ({st}) before serving its control socket: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("sluice did not open its control socket");
+    }
+
+    /// `sluice ctl ARGS` against this instance; panics on failure.
+    pub fn ctl(&self, args: &[&str]) -> String {
+        let out = self.ctl_status(args);
+        assert!(
+            out.status.success(),
+            "sluice ctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// `sluice ctl ARGS` and what happened.
+    pub fn ctl_status(&self, args: &[&str]) -> Output {
+        Command::new(sluice_bin())
+            .arg("ctl")
+            .arg("--ctl")
+            .arg(&self.ctl)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Stops it (SIGTERM) and returns its JSON report.
+    pub fn stop(mut self) -> serde_json::Value {
+        let child = self.child.take().unwrap();
+        sh(&format!("kill -TERM {}", child.id()));
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "sluice failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "report is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs `sluice run` to completion (finite inputs) in `ns`; returns the report.
+pub fn run_to_end(
+    ns: Option<&str>,
+    flows: &str,
+    ports: &[&str],
+    extra: &str,
+    dir: &Path,
+) -> serde_json::Value {
+    let flow_file = dir.join("send.flows");
+    std::fs::write(&flow_file, flows).unwrap();
+    let mut line = match ns {
+        Some(ns) => format!("ip netns exec {ns} "),
+        None => String::new(),
+    };
+    line += &format!(
+        "{} run --json --flows {} {extra}",
+        sluice_bin(),
+        flow_file.display()
+    );
+    for p in ports {
+        line += &format!(" --port {p}");
+    }
+    serde_json::from_str(&sh(&line)).unwrap()
+}
+
+/// The counters of port `n` in a JSON report.
+pub fn port(report: &serde_json::Value, n: u64) -> &serde_json::Value {
+    report["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"] == n)
+        .unwrap_or_else(|| panic!("no port {n} in {report}"))
+}
+
+/// Sum of a port's drop counters (`rx_dropped` or `tx_dropped`).
+pub fn drops(port: &serde_json::Value, which: &str) -> u64 {
+    port[which]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
+
+/// Datapath drops in a JSON report (every reason).
+pub fn dp_drops(report: &serde_json::Value) -> u64 {
+    report["datapath"]["dropped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum()
+}
