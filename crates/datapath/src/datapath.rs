@@ -145,7 +145,7 @@ impl Datapath {
     }
 
     /// Adds a port under OpenFlow number `ofport`.
-    pub fn add_port(&mut self, ofport: u32, port: Box<dyn Port>) -> Result<(), DpError> {
+    pub fn add_port(&mut self, ofport: u32, mut port: Box<dyn Port>) -> Result<(), DpError> {
         if ofport == 0 || ofport > OFPP_MAX {
             return Err(DpError::BadPortNumber(ofport));
         }
@@ -153,6 +153,7 @@ impl Datapath {
             Ok(_) => return Err(DpError::DuplicatePort(ofport)),
             Err(pos) => pos,
         };
+        port.attach_pool(&mut self.pool).map_err(DpError::Port)?;
         let caps = port.caps();
         self.out.ports.insert(
             pos,

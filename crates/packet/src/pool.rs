@@ -62,6 +62,7 @@ pub struct PacketPool {
     n_frames: u32,
     id: u32,
     free: Vec<u32>,
+    umem_owner: Option<i32>,
 }
 
 // SAFETY: the pool owns its region exclusively; the raw base pointer is not
@@ -94,7 +95,26 @@ impl PacketPool {
             n_frames: n_frames as u32,
             id: NEXT_POOL_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             free,
+            umem_owner: None,
         })
+    }
+
+    /// The whole frame region (start, length in bytes): what an AF_XDP
+    /// socket registers as its UMEM, so ring descriptors and pool frames are
+    /// the same memory. Page-aligned.
+    pub fn region(&self) -> (*mut u8, usize) {
+        (self.base.as_ptr(), self.layout.size())
+    }
+
+    /// The descriptor of the AF_XDP socket that registered this pool as its
+    /// UMEM, so later sockets share it instead of registering it again.
+    pub fn umem_owner(&self) -> Option<i32> {
+        self.umem_owner
+    }
+
+    /// Records (or clears) the socket that registered this pool as UMEM.
+    pub fn set_umem_owner(&mut self, fd: Option<i32>) {
+        self.umem_owner = fd;
     }
 
     /// Size of each frame in bytes (headroom included).
@@ -279,6 +299,30 @@ impl Packet {
     #[inline]
     pub fn tailroom(&self) -> usize {
         (self.frame_size - self.data_off - self.len) as usize
+    }
+
+    /// Where the data starts inside the frame (the UMEM descriptor address
+    /// is `frame_index * frame_size + data_offset`).
+    #[inline]
+    pub fn data_offset(&self) -> usize {
+        self.data_off as usize
+    }
+
+    /// Makes the packet the `len` bytes at `offset` in its frame (where a
+    /// device wrote them).
+    ///
+    /// # Panics
+    /// If the range does not fit the frame.
+    #[inline]
+    pub fn set_data_range(&mut self, offset: usize, len: usize) {
+        assert!(
+            offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.frame_size as usize),
+            "data range outside the frame"
+        );
+        self.data_off = offset as u32;
+        self.len = len as u32;
     }
 
     /// Index of the frame in its pool (the UMEM frame number for AF_XDP).

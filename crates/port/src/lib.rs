@@ -9,16 +9,18 @@
 //!
 //! Backends: [`pcap`] files, in-memory [`replay`] (for benchmarks and
 //! `pcap:...,loop`), [`null`] sink, in-memory [`capture`] (for tests), and
-//! live ports: [`afpacket`] (TPACKET_V3 rings), [`tap`] and [`stream`]
+//! live ports: [`afpacket`] (TPACKET_V3 rings), [`afxdp`] (XDP sockets
+//! whose UMEM is the packet pool), [`tap`] and [`stream`]
 //! (Open vSwitch's netdev-dummy framing over unix sockets). Ports whose
 //! device ring can fill keep an [`egress`] queue (seed 002).
 //! Imports only `sluice-packet`. `unsafe` appears only at the OS boundary
-//! ([`sys`], [`afpacket`]), each block commented.
+//! ([`sys`], [`afpacket`], [`afxdp`], [`xdp_prog`]), each block commented.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod capture;
 pub mod egress;
 pub mod null;
@@ -29,6 +31,7 @@ pub mod spec;
 pub mod stream;
 pub mod sys;
 pub mod tap;
+pub mod xdp_prog;
 
 use sluice_packet::{PacketBatch, PacketPool};
 
@@ -210,6 +213,12 @@ pub trait Port: Send {
         batch: &mut PacketBatch,
         in_port: u32,
     ) -> RxStatus;
+
+    /// Binds the port to the datapath's packet pool, once, when it joins the
+    /// datapath (AF_XDP registers the pool as its UMEM here).
+    fn attach_pool(&mut self, _pool: &mut PacketPool) -> Result<(), PortError> {
+        Ok(())
+    }
 
     /// Takes every packet of `batch`, leaving the batch empty: each is sent,
     /// queued inside the port (an egress queue behind a full device ring),

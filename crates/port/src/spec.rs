@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use crate::afpacket::{AfPacketOptions, AfPacketPort};
+use crate::afxdp::AfXdpPort;
 use crate::egress::PriorityClass;
 use crate::null::NullPort;
 use crate::pcap_port::PcapPort;
@@ -33,6 +34,13 @@ pub enum PortSpec {
         /// Queue options.
         opts: AfPacketOptions,
     },
+    /// One queue of a Linux interface through an AF_XDP socket.
+    AfXdp {
+        /// Interface name.
+        ifname: String,
+        /// Queue number.
+        queue: u32,
+    },
     /// A tap interface, created if absent.
     Tap {
         /// Interface name.
@@ -48,7 +56,7 @@ pub enum PortSpec {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | tap:NAME | stream:unix:PATH | stream:punix:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | afxdp:IFNAME[:QUEUE] | tap:NAME | stream:unix:PATH | stream:punix:PATH";
 
 fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
     let mut parts = args.split(',');
@@ -91,6 +99,21 @@ impl std::str::FromStr for PortSpec {
             "null" if args.is_empty() => Ok(PortSpec::Null),
             "null" => Err(format!("'{s}': null takes no options")),
             "afpacket" => parse_afpacket(s, args),
+            "afxdp" => {
+                let (ifname, queue) = args.split_once(':').unwrap_or((args, "0"));
+                let queue: u32 = queue
+                    .parse()
+                    .map_err(|_| format!("'{s}': queue '{queue}' is not a number"))?;
+                if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ',']) {
+                    return Err(format!(
+                        "'{s}': expected afxdp:IFNAME[:QUEUE] with an interface name of 1 to 15 bytes"
+                    ));
+                }
+                Ok(PortSpec::AfXdp {
+                    ifname: ifname.to_string(),
+                    queue,
+                })
+            }
             "tap" if !args.is_empty() && args.len() <= 15 && !args.contains(['/', ',', ' ']) => {
                 Ok(PortSpec::Tap {
                     ifname: args.to_string(),
@@ -157,6 +180,7 @@ impl std::fmt::Display for PortSpec {
                 Ok(())
             }
             PortSpec::Tap { ifname } => write!(f, "tap:{ifname}"),
+            PortSpec::AfXdp { ifname, queue } => write!(f, "afxdp:{ifname}:{queue}"),
             PortSpec::Stream { path, listen } => write!(
                 f,
                 "stream:{}:{}",
@@ -190,6 +214,11 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             *opts,
         )?)),
         PortSpec::Tap { ifname } => Ok(Box::new(TapPort::open(&spec.to_string(), ifname)?)),
+        PortSpec::AfXdp { ifname, queue } => Ok(Box::new(AfXdpPort::open(
+            &spec.to_string(),
+            ifname,
+            *queue,
+        )?)),
         PortSpec::Stream { path, listen } => Ok(Box::new(StreamPort::open(
             &spec.to_string(),
             path,
@@ -218,6 +247,7 @@ mod tests {
             "afpacket:eth0",
             "afpacket:veth1,prio-dscp=40,prio-pcp=8",
             "tap:tap0",
+            "afxdp:eth1:3",
             "stream:unix:/tmp/a.sock",
             "stream:punix:/tmp/a.sock",
         ] {
@@ -247,6 +277,8 @@ mod tests {
             "afpacket:eth0,speed=1",
             "afpacket:eth0,prio-pcp=x",
             "tap:",
+            "afxdp::1",
+            "afxdp:eth0:x",
             "stream:tcp:1.2.3.4:5",
             "stream:unix:",
         ] {
