@@ -112,6 +112,10 @@ fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
             tx: tx.map(|p| resolve(base, p)),
             looping,
         },
+        PortSpec::Stream { path, listen } => PortSpec::Stream {
+            path: resolve(base, path),
+            listen,
+        },
         other => other,
     }
 }

@@ -141,13 +141,17 @@ Port specs:
                         Options: ,prio-dscp=N ,prio-pcp=N: packets at or above
                         this DSCP (default 46) or VLAN PCP (default 5) use the
                         egress queue's priority band
+  afxdp:IFNAME[:QUEUE]  one queue (default 0) of a Linux interface through an
+                        AF_XDP socket whose UMEM is the packet pool; loads a
+                        small XDP program (removed on exit); zero-copy where
+                        the driver can, copy mode otherwise; needs root
   tap:NAME              create tap interface NAME (or attach to it) and bring it up
   stream:unix:PATH      connect to a unix socket (Open vSwitch netdev-dummy
                         framing: 2-byte big-endian length, then the frame);
                         retried every 100 ms while nobody listens
   stream:punix:PATH     listen on a unix socket for one such peer
 
-Live interfaces (afpacket, tap, stream) never end: stop with Ctrl-C or
+Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
 SIGTERM, --duration or --packets. With veth pairs, turn off TX checksum
 offload and TSO on the peer (ethtool -K IF tx off tso off gso off): frames
 handed over with a partial checksum or as 64 KB segments are not fixed up.
