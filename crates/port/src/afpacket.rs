@@ -509,3 +509,96 @@ impl AfPacketPort {
         self.rx_left = 0;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_packet::build::{Frame, L4};
+    use std::process::Command;
+
+    /// A veth pair in the root namespace, deleted on drop (needs root).
+    pub(crate) struct Veth(pub String, pub String);
+
+    impl Veth {
+        pub(crate) fn new(tag: &str) -> Veth {
+            let id = std::process::id() % 100_000;
+            let (a, b) = (format!("u{id}{tag}a"), format!("u{id}{tag}b"));
+            let _ = Command::new("ip").args(["link", "del", &a]).output();
+            let out = Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "ip link add {a} type veth peer name {b} && \
+                     sysctl -qw net.ipv6.conf.{a}.disable_ipv6=1 net.ipv6.conf.{b}.disable_ipv6=1"
+                ))
+                .output()
+                .expect("ip");
+            assert!(out.status.success(), "veth (needs root): {out:?}");
+            Veth(a, b)
+        }
+    }
+
+    impl Drop for Veth {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["link", "del", &self.0]).output();
+        }
+    }
+
+    fn frames() -> Vec<Vec<u8>> {
+        (0..100u16)
+            .map(|i| {
+                let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: i, dst: 9 });
+                if i % 4 == 0 {
+                    f.vlan(0x8100, 0x2000 | 100)
+                } else {
+                    f
+                }
+                .build()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn frames_cross_a_veth_pair_through_both_rings_byte_for_byte() {
+        let v = Veth::new("p");
+        let mut tx = AfPacketPort::open("a", &v.0, AfPacketOptions::default()).unwrap();
+        let mut rx = AfPacketPort::open("b", &v.1, AfPacketOptions::default()).unwrap();
+        let mut pool = PacketPool::new(512, 2048).unwrap();
+        let want = frames();
+        for chunk in want.chunks(32) {
+            let mut b = PacketBatch::new();
+            for f in chunk {
+                b.push(pool.alloc_from(f).unwrap()).unwrap();
+            }
+            assert_eq!(tx.tx_burst(&mut pool, &mut b), chunk.len());
+        }
+        let mut got = Vec::new();
+        let until = Instant::now() + std::time::Duration::from_secs(5);
+        while got.len() < want.len() && Instant::now() < until {
+            tx.tx_drain(&mut pool);
+            let mut b = PacketBatch::new();
+            rx.rx_burst(&mut pool, &mut b, 2);
+            for p in b.drain() {
+                assert!(p.meta.has_hash);
+                got.push(p.data().to_vec());
+                pool.free(p);
+            }
+        }
+        assert_eq!(got, want, "every frame, VLAN tags put back, in order");
+        tx.flush(&mut pool).unwrap();
+        assert_eq!(tx.stats().tx_packets, 100);
+        assert!(
+            tx.stats().tx_kicks >= 4 && tx.stats().tx_kicks < 100,
+            "batched kicks"
+        );
+        assert_eq!(rx.stats().rx_packets, 100);
+        assert_eq!(pool.available(), pool.capacity());
+    }
+
+    #[test]
+    fn a_missing_interface_is_a_clear_error() {
+        let e = AfPacketPort::open("x", "no-such-if7", AfPacketOptions::default())
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("no network interface"), "{e}");
+    }
+}
