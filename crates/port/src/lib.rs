@@ -22,6 +22,8 @@
 pub mod afpacket;
 pub mod afxdp;
 pub mod capture;
+#[cfg(feature = "dpdk")]
+pub mod dpdk;
 pub mod egress;
 pub mod null;
 pub mod pcap;

@@ -41,6 +41,11 @@ pub enum PortSpec {
         /// Queue number.
         queue: u32,
     },
+    /// A DPDK ethdev (needs the `dpdk` build feature).
+    Dpdk {
+        /// Device arguments: a vdev with options, or a PCI address.
+        devargs: String,
+    },
     /// A tap interface, created if absent.
     Tap {
         /// Interface name.
@@ -56,7 +61,7 @@ pub enum PortSpec {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | afxdp:IFNAME[:QUEUE] | tap:NAME | stream:unix:PATH | stream:punix:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | afxdp:IFNAME[:QUEUE] | dpdk:DEVARGS | tap:NAME | stream:unix:PATH | stream:punix:PATH";
 
 fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
     let mut parts = args.split(',');
@@ -99,6 +104,12 @@ impl std::str::FromStr for PortSpec {
             "null" if args.is_empty() => Ok(PortSpec::Null),
             "null" => Err(format!("'{s}': null takes no options")),
             "afpacket" => parse_afpacket(s, args),
+            "dpdk" if !args.is_empty() => Ok(PortSpec::Dpdk {
+                devargs: args.to_string(),
+            }),
+            "dpdk" => Err(format!(
+                "'{s}': expected dpdk:DEVARGS, e.g. dpdk:net_null0,no-rx=1 or dpdk:0000:01:00.0"
+            )),
             "afxdp" => {
                 let (ifname, queue) = args.split_once(':').unwrap_or((args, "0"));
                 let queue: u32 = queue
@@ -181,6 +192,7 @@ impl std::fmt::Display for PortSpec {
             }
             PortSpec::Tap { ifname } => write!(f, "tap:{ifname}"),
             PortSpec::AfXdp { ifname, queue } => write!(f, "afxdp:{ifname}:{queue}"),
+            PortSpec::Dpdk { devargs } => write!(f, "dpdk:{devargs}"),
             PortSpec::Stream { path, listen } => write!(
                 f,
                 "stream:{}:{}",
@@ -214,6 +226,16 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             *opts,
         )?)),
         PortSpec::Tap { ifname } => Ok(Box::new(TapPort::open(&spec.to_string(), ifname)?)),
+        #[cfg(feature = "dpdk")]
+        PortSpec::Dpdk { devargs } => Ok(Box::new(crate::dpdk::DpdkPort::open(
+            &spec.to_string(),
+            devargs,
+        )?)),
+        #[cfg(not(feature = "dpdk"))]
+        PortSpec::Dpdk { .. } => Err(PortError {
+            port: spec.to_string(),
+            message: "this sluice was built without DPDK: build with `cargo build --release --features dpdk` (needs libdpdk-dev)".into(),
+        }),
         PortSpec::AfXdp { ifname, queue } => Ok(Box::new(AfXdpPort::open(
             &spec.to_string(),
             ifname,
@@ -248,6 +270,7 @@ mod tests {
             "afpacket:veth1,prio-dscp=40,prio-pcp=8",
             "tap:tap0",
             "afxdp:eth1:3",
+            "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
             "stream:unix:/tmp/a.sock",
             "stream:punix:/tmp/a.sock",
         ] {
