@@ -562,6 +562,16 @@ mod tests {
         let v = Veth::new("p");
         let mut tx = AfPacketPort::open("a", &v.0, AfPacketOptions::default()).unwrap();
         let mut rx = AfPacketPort::open("b", &v.1, AfPacketOptions::default()).unwrap();
+        // Both ends up (carrier on) before the first frame.
+        let until = Instant::now() + std::time::Duration::from_secs(5);
+        while [&v.0, &v.1].iter().any(|i| {
+            std::fs::read_to_string(format!("/sys/class/net/{i}/operstate"))
+                .map(|s| s.trim() != "up")
+                .unwrap_or(true)
+        }) && Instant::now() < until
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let mut pool = PacketPool::new(512, 2048).unwrap();
         let want = frames();
         for chunk in want.chunks(32) {
