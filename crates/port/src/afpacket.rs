@@ -132,6 +132,8 @@ pub struct AfPacketPort {
     stats: PortStats,
     kernel_drops: Cell<u64>,
     tx_errors: Vec<String>,
+    /// The last kick failed: slots still wait for one.
+    kick_again: bool,
 }
 
 fn read_u32(base: *const u8, ofs: usize) -> u32 {
@@ -246,6 +248,7 @@ impl AfPacketPort {
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
             tx_errors: Vec::new(),
+            kick_again: false,
         })
     }
 
@@ -330,7 +333,9 @@ impl AfPacketPort {
             written += 1;
             pool.free(pkt);
         }
-        if written > 0 || self.tx_used > 0 {
+        // Slots the kernel has taken (SENDING) complete by themselves; a kick
+        // is needed only for new SEND_REQUEST slots or after a failed kick.
+        if written > 0 || self.kick_again {
             self.kick();
         }
     }
@@ -341,10 +346,11 @@ impl AfPacketPort {
         // slots marked SEND_REQUEST; no user buffer is read.
         let rc =
             unsafe { libc::send(self.fd.as_raw_fd(), std::ptr::null(), 0, libc::MSG_DONTWAIT) };
+        // On failure the slots stay queued: kick again at the next drain.
+        self.kick_again = rc < 0;
         if rc < 0 {
             let e = io::Error::last_os_error();
             if !sys::would_block(&e) && self.tx_errors.len() < 8 {
-                // The slots stay queued and are retried at the next kick.
                 self.tx_errors.push(format!("send: {e}"));
             }
         }
