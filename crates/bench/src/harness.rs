@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{CacheConfig, Datapath, DatapathConfig};
+use sluice_datapath::{CacheConfig, Datapath, DatapathConfig, DpStats};
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::null::NullPort;
 use sluice_port::replay::{Frames, ReplayPort};
@@ -28,6 +28,8 @@ pub struct BenchResult {
     pub flows: u64,
     /// Cache configuration label.
     pub config: String,
+    /// PMD threads.
+    pub pmds: usize,
     /// Packets received.
     pub packets: u64,
     /// Million packets per second (wall clock).
@@ -80,7 +82,11 @@ pub fn cache_config(name: &str) -> Result<CacheConfig, String> {
     })
 }
 
-/// Runs `packets` packets of `frames` (looped) through the datapath.
+/// Runs `packets` packets of `frames` (looped) through `pmds` datapaths,
+/// one thread each, pinned to the CPUs this process may use in order
+/// (as `sluice run --pmd-cores` does): the frames are dealt over one
+/// replay rx queue per PMD by flow hash (RSS), each PMD with its own
+/// caches and its own null sink queue, and `packets / pmds` packets each.
 #[allow(clippy::too_many_arguments)]
 pub fn run_case(
     rules: RuleSetKind,
@@ -90,38 +96,84 @@ pub fn run_case(
     config: &str,
     packets: u64,
     tx_flush_us: u64,
+    pmds: usize,
 ) -> Result<BenchResult, String> {
+    let pmds = pmds.max(1);
     let specs = parse_flow_file(&rules.flows(), Some(rules.name())).map_err(|e| e.to_string())?;
     let cfg = DatapathConfig {
         cache: cache_config(config)?,
         tx_flush_interval_us: tx_flush_us,
         ..Default::default()
     };
-    let mut dp =
-        Datapath::new(cfg, Arc::new(RuleSet::from_specs(&specs, 0))).map_err(|e| e.to_string())?;
-    dp.add_port(
-        1,
-        Box::new(ReplayPort::new("replay", frames.clone(), true).with_limit(packets)),
-    )
-    .map_err(|e| e.to_string())?;
-    dp.add_port(2, Box::new(NullPort::new()))
+    let ruleset = Arc::new(RuleSet::from_specs(&specs, 0));
+    let cpus = sluice_port::sys::allowed_cpus().map_err(|e| format!("CPU affinity: {e}"))?;
+    let queues = if pmds == 1 {
+        vec![frames.clone()]
+    } else {
+        frames.split_by_flow(pmds)
+    };
+    let mut dps = Vec::with_capacity(pmds);
+    for (i, q) in queues.into_iter().enumerate() {
+        let mut dp = Datapath::new(cfg, Arc::clone(&ruleset)).map_err(|e| e.to_string())?;
+        // An even share each; the first PMDs take the remainder.
+        let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
+        dp.add_port(
+            1,
+            Box::new(ReplayPort::new("replay", q, true).with_limit(share)),
+        )
         .map_err(|e| e.to_string())?;
-    let start = Instant::now();
-    dp.run(|| start.elapsed().as_micros() as u64, |_| false)
-        .map_err(|e| e.to_string())?;
-    let secs = start.elapsed().as_secs_f64();
-    let st = dp.stats();
-    if !st.rx_balanced() || !st.tx_balanced() {
-        return Err(format!("accounting does not balance: {st:?}"));
+        dp.add_port(2, Box::new(NullPort::new()))
+            .map_err(|e| e.to_string())?;
+        dps.push(dp);
     }
+    let start = Instant::now();
+    let finished: Vec<Result<Datapath, String>> = std::thread::scope(|s| {
+        let threads: Vec<_> = dps
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut dp)| {
+                let cpu = cpus[i % cpus.len()];
+                s.spawn(move || {
+                    // Pinning is best effort here: a benchmark still runs
+                    // where affinity cannot be set.
+                    let _ = sluice_port::sys::pin_to_cpu(cpu);
+                    dp.run(|| start.elapsed().as_micros() as u64, |_| false)
+                        .map_err(|e| e.to_string())?;
+                    Ok(dp)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a PMD thread panicked".into()))
+            })
+            .collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut st = DpStats::default();
+    let (mut mf, mut masks) = (0, 0);
+    for dp in finished {
+        let dp = dp?;
+        let one = dp.stats();
+        if !one.rx_balanced() || !one.tx_balanced() {
+            return Err(format!("accounting does not balance: {one:?}"));
+        }
+        st.add(one);
+        let (a, b, _, _) = dp.cache_occupancy();
+        mf += a;
+        masks = masks.max(b);
+    }
+    let st = &st;
     let n = st.rx_packets.max(1) as f64;
     let pct = |x: u64| x as f64 * 100.0 / n;
-    let (mf, masks, _, _) = dp.cache_occupancy();
     Ok(BenchResult {
         rules,
         profile: profile.to_string(),
         flows,
         config: config.to_string(),
+        pmds,
         packets: st.rx_packets,
         mpps: st.rx_packets as f64 / secs / 1e6,
         cycles_per_pkt: st.cycles_per_packet(),
@@ -154,11 +206,12 @@ pub fn io_floor(frames: &Frames, packets: u64) -> f64 {
 /// Formats results as a table like seed 004's.
 pub fn table(results: &[BenchResult]) -> String {
     let mut o = format!(
-        "{:<13} {:<14} {:>8} {:<13} {:>7} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>9}\n",
+        "{:<13} {:<14} {:>8} {:<13} {:>4} {:>7} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>9}\n",
         "rules",
         "profile",
         "flows",
         "config",
+        "pmds",
         "Mpps",
         "cycles/pkt",
         "emc%",
@@ -170,11 +223,12 @@ pub fn table(results: &[BenchResult]) -> String {
     );
     for r in results {
         o += &format!(
-            "{:<13} {:<14} {:>8} {:<13} {:>7.2} {:>10.0} {:>6.1} {:>6.1} {:>6.1} {:>8.2} {:>10.1} {:>9}\n",
+            "{:<13} {:<14} {:>8} {:<13} {:>4} {:>7.2} {:>10.0} {:>6.1} {:>6.1} {:>6.1} {:>8.2} {:>10.1} {:>9}\n",
             r.rules.name(),
             r.profile,
             r.flows,
             r.config,
+            r.pmds,
             r.mpps,
             r.cycles_per_pkt,
             r.emc_pct,
@@ -197,8 +251,10 @@ mod tests {
     fn a_small_case_runs_and_balances() {
         let frames = flows_profile(100, Distribution::Zipf(1.0), 2000, 64, 1);
         for rules in RuleSetKind::ALL {
-            let r = run_case(rules, &frames, 100, "zipf", "default", 5000, 0).unwrap();
+            let r = run_case(rules, &frames, 100, "zipf", "default", 5000, 0, 1).unwrap();
             assert_eq!(r.packets, 5000);
+            let two = run_case(rules, &frames, 100, "zipf", "default", 5001, 0, 2).unwrap();
+            assert_eq!(two.packets, 5001, "shares add up over PMDs");
             assert!((r.emc_pct + r.smc_pct + r.megaflow_pct + r.upcall_pct - 100.0).abs() < 1e-6);
         }
         assert!(io_floor(&frames, 5000) > 0.0);

@@ -98,6 +98,11 @@ pub struct PortReport {
     pub stats: PortStats,
     /// Problems that did not stop it.
     pub warnings: Vec<String>,
+    /// TSC cycles this PMD spent receiving from the port and processing
+    /// what it received (its rx queue's load, as `pmd-rxq-show` shows).
+    pub rx_cycles: u64,
+    /// Whether the port receives (has an rx queue to poll).
+    pub receives: bool,
 }
 
 /// A single-threaded datapath (one PMD's worth).
@@ -165,6 +170,7 @@ impl Datapath {
                 rx_done: !caps.rx,
                 flush_deadline_us: 0,
                 tx_flush_interval_us: None,
+                rx_cycles: 0,
             },
         );
         self.port_numbers.insert(pos, ofport);
@@ -224,6 +230,7 @@ impl Datapath {
                 continue;
             }
             let mut batch = PacketBatch::new();
+            let rx_start = cycles::now();
             match slot.port.rx_burst(&mut self.pool, &mut batch, slot.ofport) {
                 RxStatus::Received(_) => {
                     received += batch.len();
@@ -243,6 +250,7 @@ impl Datapath {
                     // Batches whose time has come go now (all of them when
                     // tx-flush-interval is 0: the end of the rx burst).
                     self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
+                    self.out.ports[pi].rx_cycles += cycles::now().wrapping_sub(rx_start);
                 }
                 RxStatus::Exhausted => slot.rx_done = true,
                 RxStatus::Idle => {}
@@ -392,6 +400,8 @@ impl Datapath {
             name: slot.port.name().to_string(),
             stats: slot.port.stats(),
             warnings: slot.port.warnings(),
+            rx_cycles: slot.rx_cycles,
+            receives: slot.caps.rx,
         });
         flushed.map_err(DpError::Port)?;
         Ok(self.removed_ports.last().cloned().expect("just pushed"))
@@ -408,10 +418,13 @@ impl Datapath {
         &self.stats
     }
 
-    /// Zeroes the datapath counters (`pmd-stats-clear`). Ports and rules
-    /// keep theirs.
+    /// Zeroes the datapath counters and the rx queues' cycle counts
+    /// (`pmd-stats-clear`). Ports and rules keep their counters.
     pub fn clear_stats(&mut self) {
         self.stats = DpStats::default();
+        for slot in &mut self.out.ports {
+            slot.rx_cycles = 0;
+        }
     }
 
     /// Every port's counters.
@@ -424,6 +437,8 @@ impl Datapath {
                 name: s.port.name().to_string(),
                 stats: s.port.stats(),
                 warnings: s.port.warnings(),
+                rx_cycles: s.rx_cycles,
+                receives: s.caps.rx,
             })
             .collect()
     }

@@ -21,6 +21,9 @@ pub(crate) struct PortSlot {
     pub flush_deadline_us: u64,
     /// This port's own `tx-flush-interval`, if set.
     pub tx_flush_interval_us: Option<u64>,
+    /// TSC cycles spent receiving from this port and processing what came
+    /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
+    pub rx_cycles: u64,
 }
 
 /// Ports, by ascending OpenFlow number, with their output batches.

@@ -124,6 +124,64 @@ pub struct DpStats {
 }
 
 impl DpStats {
+    /// Adds another thread's counters to these (for totals over PMDs).
+    pub fn add(&mut self, o: &DpStats) {
+        for (a, b) in self.dropped.iter_mut().zip(&o.dropped) {
+            *a += b;
+        }
+        let DpStats {
+            rx_packets,
+            rx_bytes,
+            forwarded,
+            to_controller,
+            dropped: _,
+            emc_hits,
+            smc_hits,
+            megaflow_hits,
+            subtable_lookups,
+            upcalls,
+            failed_upcalls,
+            flow_limit_hits,
+            mask_limit_hits,
+            revalidated,
+            invalidated,
+            idle_expired,
+            output_copies,
+            copy_failures,
+            sent_packets,
+            tx_dropped,
+            sent_batches,
+            packet_ins,
+            iterations,
+            processing_cycles,
+            idle_cycles,
+        } = o;
+        self.rx_packets += rx_packets;
+        self.rx_bytes += rx_bytes;
+        self.forwarded += forwarded;
+        self.to_controller += to_controller;
+        self.emc_hits += emc_hits;
+        self.smc_hits += smc_hits;
+        self.megaflow_hits += megaflow_hits;
+        self.subtable_lookups += subtable_lookups;
+        self.upcalls += upcalls;
+        self.failed_upcalls += failed_upcalls;
+        self.flow_limit_hits += flow_limit_hits;
+        self.mask_limit_hits += mask_limit_hits;
+        self.revalidated += revalidated;
+        self.invalidated += invalidated;
+        self.idle_expired += idle_expired;
+        self.output_copies += output_copies;
+        self.copy_failures += copy_failures;
+        self.sent_packets += sent_packets;
+        self.tx_dropped += tx_dropped;
+        self.sent_batches += sent_batches;
+        self.packet_ins += packet_ins;
+        self.iterations += iterations;
+        self.processing_cycles += processing_cycles;
+        self.idle_cycles += idle_cycles;
+    }
+
     /// Total drops.
     pub fn dropped_total(&self) -> u64 {
         self.dropped.iter().sum()
@@ -188,5 +246,20 @@ mod tests {
         for (i, r) in DROP_REASONS.iter().enumerate() {
             assert_eq!(r.index(), i, "{}", r.name());
         }
+    }
+
+    #[test]
+    fn totals_over_threads_add_every_counter() {
+        let mut a = DpStats {
+            rx_packets: 3,
+            forwarded: 2,
+            idle_cycles: 7,
+            ..Default::default()
+        };
+        a.dropped[DropReason::NoBuffer.index()] = 1;
+        let b = a.clone();
+        a.add(&b);
+        assert_eq!((a.rx_packets, a.forwarded, a.idle_cycles), (6, 4, 14));
+        assert_eq!(a.dropped_by(DropReason::NoBuffer), 2);
     }
 }

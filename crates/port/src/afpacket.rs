@@ -34,6 +34,9 @@ const PACKET_STATISTICS: i32 = 6;
 const PACKET_VERSION: i32 = 10;
 const PACKET_TX_RING: i32 = 13;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
+const PACKET_FANOUT: i32 = 18;
+const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_MR_PROMISC: u16 = 1;
 const TPACKET_V3: i32 = 2;
 const ETH_P_ALL: u16 = 0x0003;
@@ -110,6 +113,11 @@ struct PacketMreq {
 pub struct AfPacketOptions {
     /// Which packets use the egress queue's priority band.
     pub priority: PriorityClass,
+    /// Join this fanout group (one socket per PMD on one interface): the
+    /// kernel spreads received packets over the group's sockets by flow
+    /// hash, like a NIC's RSS over rx queues. Not a user option: set when a
+    /// port is opened for several PMDs.
+    pub fanout_group: Option<u16>,
 }
 
 /// An interface read and written through TPACKET_V3 rings.
@@ -230,6 +238,13 @@ impl AfPacketPort {
         };
         sys::setsockopt(&fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|e| opt("promiscuous mode", e))?;
+        if let Some(group) = opts.fanout_group {
+            // Fragments are reassembled for hashing so that every piece of
+            // a datagram reaches the same socket (per-flow order).
+            let arg = u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            sys::setsockopt(&fd, SOL_PACKET, PACKET_FANOUT, &arg)
+                .map_err(|e| opt("joining the fanout group", e))?;
+        }
         sys::set_if_up(ifname).map_err(|e| opt("bringing the interface up", e))?;
         Ok(AfPacketPort {
             name: name.to_string(),

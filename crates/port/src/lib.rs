@@ -37,7 +37,7 @@ pub mod xdp_prog;
 
 use sluice_packet::{PacketBatch, PacketPool};
 
-pub use spec::{open_port, PortSpec};
+pub use spec::{open_port, open_port_queues, PortSpec};
 
 /// What an rx burst found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,33 @@ pub struct PortStats {
 }
 
 impl PortStats {
+    /// Adds another queue's counters to these (a port opened for several
+    /// PMD threads reports the sum over its queues).
+    pub fn add(&mut self, o: &PortStats) {
+        let PortStats {
+            rx_packets,
+            rx_bytes,
+            rx_dropped,
+            tx_packets,
+            tx_bytes,
+            tx_dropped,
+            tx_kicks,
+            tx_high_priority,
+        } = o;
+        self.rx_packets += rx_packets;
+        self.rx_bytes += rx_bytes;
+        self.tx_packets += tx_packets;
+        self.tx_bytes += tx_bytes;
+        self.tx_kicks += tx_kicks;
+        self.tx_high_priority += tx_high_priority;
+        for (a, b) in self.rx_dropped.iter_mut().zip(rx_dropped) {
+            *a += b;
+        }
+        for (a, b) in self.tx_dropped.iter_mut().zip(tx_dropped) {
+            *a += b;
+        }
+    }
+
     /// Counts an rx drop.
     pub fn rx_drop(&mut self, why: PortDrop, n: u64) {
         self.rx_dropped[why.index()] += n;

@@ -45,6 +45,25 @@ impl std::fmt::Debug for PcapPort {
     }
 }
 
+/// Reads every frame of a capture into memory (for `loop`), refusing an
+/// empty one.
+pub fn load_frames(path: &Path) -> Result<Frames, String> {
+    let f = File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut reader =
+        PcapReader::new(BufReader::new(f)).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut frames = Frames::new();
+    while let Some(rec) = reader
+        .next_record()
+        .map_err(|e| format!("{}: {e}", path.display()))?
+    {
+        frames.push(&rec.data, rec.ts_ns);
+    }
+    if frames.is_empty() {
+        return Err(format!("{}: no packets to loop over", path.display()));
+    }
+    Ok(frames)
+}
+
 impl PcapPort {
     /// Opens the rx file (if any) and creates the tx file (if any).
     pub fn open(
@@ -60,24 +79,14 @@ impl PcapPort {
         let rx_side = match rx {
             None => RxSide::None,
             Some(path) => {
-                let f = File::open(path)
-                    .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
-                let reader = PcapReader::new(BufReader::new(f))
-                    .map_err(|e| err(format!("{}: {e}", path.display())))?;
                 if looping {
-                    let mut reader = reader;
-                    let mut frames = Frames::new();
-                    while let Some(rec) = reader
-                        .next_record()
-                        .map_err(|e| err(format!("{}: {e}", path.display())))?
-                    {
-                        frames.push(&rec.data, rec.ts_ns);
-                    }
-                    if frames.is_empty() {
-                        return Err(err(format!("{}: no packets to loop over", path.display())));
-                    }
+                    let frames = load_frames(path).map_err(err)?;
                     RxSide::Loop(Box::new(ReplayPort::new(name, frames, true)))
                 } else {
+                    let f = File::open(path)
+                        .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
+                    let reader = PcapReader::new(BufReader::new(f))
+                        .map_err(|e| err(format!("{}: {e}", path.display())))?;
                     RxSide::Stream {
                         reader,
                         pending: None,

@@ -9,6 +9,7 @@ use crate::afxdp::AfXdpPort;
 use crate::egress::PriorityClass;
 use crate::null::NullPort;
 use crate::pcap_port::PcapPort;
+use crate::replay::ReplayPort;
 use crate::stream::StreamPort;
 use crate::tap::TapPort;
 use crate::{Port, PortError};
@@ -252,6 +253,60 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             tx.as_deref(),
             *looping,
         )?)),
+    }
+}
+
+/// Opens the port a spec describes as `n` queue pairs, one per PMD thread:
+/// each handle receives from its own rx queue and sends on its own tx
+/// queue, so PMDs never share a port object (no lock on the hot path).
+/// With `n` = 1 this is [`open_port`]. Ports with several queues:
+/// `null`; `pcap:rx=FILE,loop` (the file's flows dealt over the queues by
+/// an RSS-style hash); `afpacket` (one socket per queue in a fanout group,
+/// spread by the kernel's flow hash). The others have one queue and
+/// refuse `n` > 1 with an error that says so.
+pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>, PortError> {
+    let name = spec.to_string();
+    let err = |message: String| PortError {
+        port: name.clone(),
+        message,
+    };
+    if n <= 1 {
+        return Ok(vec![open_port(spec)?]);
+    }
+    match spec {
+        PortSpec::Null => Ok((0..n)
+            .map(|_| Box::new(NullPort::new()) as Box<dyn Port>)
+            .collect()),
+        PortSpec::Pcap {
+            rx: Some(rx),
+            tx: None,
+            looping: true,
+        } => {
+            let frames = crate::pcap_port::load_frames(rx).map_err(err)?;
+            Ok(frames
+                .split_by_flow(n)
+                .into_iter()
+                .map(|f| Box::new(ReplayPort::new(name.clone(), f, true)) as Box<dyn Port>)
+                .collect())
+        }
+        PortSpec::AfPacket { ifname, opts } => {
+            // One group per port and process: the low 16 bits of a value
+            // that differs between ports and between switches.
+            let ifindex = crate::sys::if_index(ifname).map_err(err)?;
+            let group = (std::process::id() as u16).wrapping_mul(31).wrapping_add(ifindex as u16);
+            (0..n)
+                .map(|_| {
+                    let opts = AfPacketOptions {
+                        fanout_group: Some(group),
+                        ..*opts
+                    };
+                    AfPacketPort::open(&name, ifname, opts).map(|p| Box::new(p) as Box<dyn Port>)
+                })
+                .collect()
+        }
+        _ => Err(err(format!(
+            "this port has one queue and cannot be shared by {n} PMD threads; with several PMDs use null, pcap:rx=FILE,loop (no tx file) or afpacket ports, or run one PMD"
+        ))),
     }
 }
 

@@ -215,6 +215,44 @@ pub fn would_block(e: &io::Error) -> bool {
     )
 }
 
+/// Pins the calling thread to CPU `cpu` (a PMD thread owns its core, as
+/// OVS's `pmd-cpu-mask` threads do).
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is out of range"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET
+    // writes inside it (cpu checked above), and sched_setaffinity reads
+    // exactly size_of::<cpu_set_t>() bytes of it. Pid 0 is this thread.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: as above; sched_getaffinity fills the set it is given, and
+    // CPU_ISSET reads inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +291,21 @@ mod tests {
         // SAFETY: inside the 8192-byte map.
         unsafe { *m.as_ptr().add(8191) = 7 };
         assert_eq!(m.len(), 8192);
+    }
+
+    #[test]
+    fn a_thread_pins_to_an_allowed_cpu_and_refuses_others() {
+        let cpus = allowed_cpus().unwrap();
+        assert!(!cpus.is_empty());
+        let last = *cpus.last().unwrap();
+        std::thread::spawn(move || {
+            pin_to_cpu(last).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), vec![last]);
+        })
+        .join()
+        .unwrap();
+        assert!(pin_to_cpu(100_000).is_err());
+        // Still free to run anywhere: pinning was the other thread's.
+        assert_eq!(allowed_cpus().unwrap(), cpus);
     }
 }

@@ -120,6 +120,12 @@ pub struct BenchArgs {
     /// tx-flush-interval (µs) for every row.
     #[arg(long, default_value_t = 0)]
     tx_flush_interval: u64,
+    /// PMD thread counts to measure each row with (e.g. 1,2): each PMD is
+    /// pinned to its own CPU and polls its own rx queue (flows dealt over
+    /// the queues by hash, as RSS does); the table then shows how the rate
+    /// scales.
+    #[arg(long, value_delimiter = ',', default_value = "1")]
+    pmds: Vec<usize>,
     /// Also run the miss storm (a new flow per packet) per rule set.
     #[arg(long)]
     miss_storm: bool,
@@ -130,7 +136,17 @@ pub struct BenchArgs {
 
 /// `sluice bench`.
 pub fn bench(a: BenchArgs) -> Result<(), String> {
-    let total = a.flows.len() * a.dist.len() * a.rules.len() * a.config.len()
+    if a.pmds.contains(&0) {
+        return Err("--pmds: give PMD counts of 1 or more".into());
+    }
+    let cpus = sluice_port::sys::allowed_cpus().map_err(|e| format!("CPU affinity: {e}"))?;
+    if let Some(&n) = a.pmds.iter().find(|&&n| n > cpus.len()) {
+        eprintln!(
+            "sluice: warning: --pmds {n} on {} CPUs: PMDs will share CPUs and not scale",
+            cpus.len()
+        );
+    }
+    let total = a.flows.len() * a.dist.len() * a.rules.len() * a.config.len() * a.pmds.len()
         + if a.miss_storm { a.rules.len() } else { 0 };
     let mut results: Vec<BenchResult> = Vec::new();
     let mut floor = 0.0f64;
@@ -152,17 +168,23 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             floor = floor.max(io_floor(&frames, a.packets.min(2_000_000)));
             for &rules in &a.rules {
                 for config in &a.config {
-                    progress(done, &format!("{} {dist} {flows} {config}", rules.name()));
-                    results.push(run_case(
-                        rules,
-                        &frames,
-                        flows,
-                        &dist.to_string(),
-                        config,
-                        a.packets,
-                        a.tx_flush_interval,
-                    )?);
-                    done += 1;
+                    for &pmds in &a.pmds {
+                        progress(
+                            done,
+                            &format!("{} {dist} {flows} {config} {pmds} pmd", rules.name()),
+                        );
+                        results.push(run_case(
+                            rules,
+                            &frames,
+                            flows,
+                            &dist.to_string(),
+                            config,
+                            a.packets,
+                            a.tx_flush_interval,
+                            pmds,
+                        )?);
+                        done += 1;
+                    }
                 }
             }
         }
@@ -179,6 +201,7 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
                 "default",
                 frames.len() as u64,
                 a.tx_flush_interval,
+                1,
             )?);
             done += 1;
         }
@@ -189,7 +212,7 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             .iter()
             .map(|r| {
                 json!({
-                    "rules": r.rules.name(), "profile": r.profile, "flows": r.flows, "config": r.config,
+                    "rules": r.rules.name(), "profile": r.profile, "flows": r.flows, "config": r.config, "pmds": r.pmds,
                     "packets": r.packets, "mpps": r.mpps, "cycles/pkt": r.cycles_per_pkt,
                     "emc hits %": r.emc_pct, "smc hits %": r.smc_pct, "megaflow hits %": r.megaflow_pct,
                     "upcalls %": r.upcall_pct, "flow setups/s": r.setups_per_sec,
@@ -212,10 +235,40 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
                 r.setups_per_sec
             );
         }
+        for line in scaling(&results) {
+            println!("{line}");
+        }
         println!(
-            "(one datapath thread, {} packets per row, 64-byte frames; compare rows of one run)",
+            "({} packets per row, 64-byte frames, each PMD thread pinned to its own CPU; compare rows of one run)",
             a.packets
         );
     }
     Ok(())
+}
+
+/// "N PMDs vs 1" for every row measured with several PMD counts.
+fn scaling(results: &[BenchResult]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for one in results.iter().filter(|r| r.pmds == 1) {
+        for more in results.iter().filter(|r| {
+            r.pmds > 1
+                && r.rules == one.rules
+                && r.profile == one.profile
+                && r.flows == one.flows
+                && r.config == one.config
+        }) {
+            lines.push(format!(
+                "{} {} {} flows {}: {} PMDs {:.2} Mpps vs 1 PMD {:.2} Mpps = {:.2}x",
+                one.rules.name(),
+                one.profile,
+                one.flows,
+                one.config,
+                more.pmds,
+                more.mpps,
+                one.mpps,
+                more.mpps / one.mpps.max(1e-9)
+            ));
+        }
+    }
+    lines
 }

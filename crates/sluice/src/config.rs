@@ -3,6 +3,7 @@
 //!
 //! ```toml
 //! flows = "rules.flows"          # relative to this file
+//! pmd_cores = [1]               # one pinned PMD thread per CPU listed
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -40,12 +41,17 @@ pub struct Config {
     pub datapath: DatapathConfig,
     /// Per-port `tx-flush-interval` (µs) overrides.
     pub port_tx_flush_us: Vec<(u32, u64)>,
+    /// One PMD thread per CPU listed, pinned there (`--pmd-cores`); empty:
+    /// one PMD, not pinned.
+    pub pmd_cores: Vec<usize>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     flows: Option<PathBuf>,
+    #[serde(default)]
+    pmd_cores: Vec<usize>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -83,6 +89,29 @@ pub fn parse_flush_arg(s: &str) -> Result<(Option<u32>, u64), String> {
         Some((p, us)) => Ok((Some(num(p, "port")? as u32), num(us, "interval")?)),
         None => Ok((None, num(s, "interval")?)),
     }
+}
+
+/// Parses a CPU list as given to `--pmd-cores`: `0,1`, `2-5`, `0,2-3`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    let num = |v: &str| {
+        v.trim()
+            .parse::<usize>()
+            .map_err(|_| format!("'{s}': '{v}' is not a CPU number (expected e.g. 0,1 or 2-5)"))
+    };
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(format!("'{s}': range {a}-{b} runs backwards"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
+    }
+    Ok(cpus)
 }
 
 /// Parses `N=SPEC` as given to `--port`.
@@ -134,6 +163,7 @@ impl Config {
         let f: FileConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut cfg = Config {
             flows: f.flows.map(|p| resolve(base, p)),
+            pmd_cores: f.pmd_cores,
             ..Config::default()
         };
         for p in f.ports {
@@ -227,6 +257,16 @@ mod tests {
         let cfg = Config::from_toml("[datapath]\ntx_flush_interval = 7\n[[ports]]\nnumber = 2\nspec = \"null\"\ntx_flush_interval = 9\n", Path::new(".")).unwrap();
         assert_eq!(cfg.datapath.tx_flush_interval_us, 7);
         assert_eq!(cfg.port_tx_flush_us, vec![(2, 9)]);
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
+        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU"));
+        let cfg = Config::from_toml("pmd_cores = [0, 1]\n", Path::new(".")).unwrap();
+        assert_eq!(cfg.pmd_cores, vec![0, 1]);
     }
 
     #[test]

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 
-use crate::pmd::{PmdCommand, PmdSnapshot};
+use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
+use crate::report::merge_ports;
 
 /// How long a command waits for the datapath thread.
 const PMD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,17 +45,18 @@ pub struct Response {
 }
 
 /// The control plane's state: the authoritative rule set and the way to
-/// the datapath thread.
+/// the datapath threads.
 pub struct Control {
     rules: Mutex<RuleSet>,
-    pmd: Mutex<Sender<PmdCommand>>,
+    pmds: Mutex<Vec<(Placement, Sender<PmdCommand>)>>,
     start: Instant,
 }
 
 /// The commands, for `sluice ctl --help` and errors.
 pub const COMMANDS: &str = "\
-  pmd-stats                  datapath counters (like dpif-netdev/pmd-stats-show)
+  pmd-stats                  datapath counters per PMD (like dpif-netdev/pmd-stats-show)
   pmd-stats-clear            zero them
+  pmd-rxq-show               which PMD polls which rx queue, and each queue's share of its cycles
   dump-megaflows             the megaflows (like dpctl/dump-flows)
   set tx-flush-interval=US [port=N]
   dump-flows                 the rules with their counters
@@ -68,11 +70,11 @@ pub const COMMANDS: &str = "\
   del-port N                 send what port N has queued, then remove it";
 
 impl Control {
-    /// Control state for a datapath thread running `rules`.
-    pub fn new(rules: RuleSet, pmd: Sender<PmdCommand>, start: Instant) -> Self {
+    /// Control state for datapath threads running `rules`.
+    pub fn new(rules: RuleSet, pmds: Vec<(Placement, Sender<PmdCommand>)>, start: Instant) -> Self {
         Control {
             rules: Mutex::new(rules),
-            pmd: Mutex::new(pmd),
+            pmds: Mutex::new(pmds),
             start,
         }
     }
@@ -81,21 +83,54 @@ impl Control {
         self.start.elapsed().as_micros() as u64
     }
 
-    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> PmdCommand) -> Result<T, String> {
+    /// Sends every PMD the command `make` builds for it (by PMD index) and
+    /// waits for all the answers, in PMD order. The PMDs work on it at
+    /// once, not one after the other.
+    fn ask_each<T>(
+        &self,
+        mut make: impl FnMut(usize, Sender<T>) -> PmdCommand,
+    ) -> Result<Vec<T>, String> {
+        let pmds = self.pmds.lock().expect("pmd senders");
+        let mut waiting = Vec::with_capacity(pmds.len());
+        for (i, (_, pmd)) in pmds.iter().enumerate() {
+            let (tx, rx) = mpsc::channel();
+            pmd.send(make(i, tx))
+                .map_err(|_| "the datapath has stopped".to_string())?;
+            waiting.push(rx);
+        }
+        waiting
+            .into_iter()
+            .map(|rx| {
+                rx.recv_timeout(PMD_TIMEOUT)
+                    .map_err(|_| "the datapath did not answer".to_string())
+            })
+            .collect()
+    }
+
+    /// Asks PMD `i` alone.
+    fn ask_one<T>(
+        &self,
+        i: usize,
+        make: impl FnOnce(Sender<T>) -> PmdCommand,
+    ) -> Result<T, String> {
         let (tx, rx) = mpsc::channel();
-        self.pmd
-            .lock()
-            .expect("pmd sender")
+        self.pmds.lock().expect("pmd senders")[i]
+            .1
             .send(make(tx))
             .map_err(|_| "the datapath has stopped".to_string())?;
         rx.recv_timeout(PMD_TIMEOUT)
             .map_err(|_| "the datapath did not answer".to_string())
     }
 
-    /// Publishes `rules` and waits until the datapath runs them.
+    /// [`ask_each`](Self::ask_each) with the same command for every PMD.
+    fn ask_all<T>(&self, make: impl Fn(Sender<T>) -> PmdCommand) -> Result<Vec<T>, String> {
+        self.ask_each(|_, tx| make(tx))
+    }
+
+    /// Publishes `rules` and waits until every datapath thread runs them.
     fn publish(&self, rules: &RuleSet) -> Result<(), String> {
         let snapshot = Arc::new(rules.clone());
-        self.ask(|tx| PmdCommand::SetRules(snapshot, tx))
+        self.ask_all(|tx| PmdCommand::SetRules(Arc::clone(&snapshot), tx))
             .map(|_| ())
     }
 
@@ -109,9 +144,21 @@ impl Control {
             .filter(|a| *a != "--strict")
             .collect();
         match req.cmd.as_str() {
-            "pmd-stats" => Ok(pmd_stats(&self.ask(PmdCommand::Stats)?)),
-            "pmd-stats-clear" => self.ask(PmdCommand::ClearStats).map(|_| String::new()),
-            "dump-megaflows" => Ok(self.ask(PmdCommand::DumpMegaflows)?.join("\n")),
+            "pmd-stats" => Ok(self
+                .ask_all(PmdCommand::Stats)?
+                .iter()
+                .map(pmd_stats)
+                .collect()),
+            "pmd-stats-clear" => self.ask_all(PmdCommand::ClearStats).map(|_| String::new()),
+            "pmd-rxq-show" => Ok(self
+                .ask_all(PmdCommand::Stats)?
+                .iter()
+                .map(rxq_show)
+                .collect()),
+            "dump-megaflows" => {
+                let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
+                Ok(per_pmd.concat().join("\n"))
+            }
             "set" => {
                 let mut interval = None;
                 let mut port = None;
@@ -133,18 +180,36 @@ impl Control {
                     }
                 }
                 let us = interval.ok_or("expected tx-flush-interval=US")?;
-                self.ask(|tx| PmdCommand::SetTxFlush(port, us, tx))??;
+                for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, us, tx))? {
+                    r?;
+                }
                 Ok(String::new())
             }
             "dump-ports" => {
-                let snap = self.ask(PmdCommand::Stats)?;
-                Ok(snap.ports.iter().map(crate::report::port_text).collect())
+                let snaps = self.ask_all(PmdCommand::Stats)?;
+                let per_pmd: Vec<_> = snaps.into_iter().map(|s| s.ports).collect();
+                Ok(merge_ports(&per_pmd)
+                    .iter()
+                    .map(crate::report::port_text)
+                    .collect())
             }
             "add-port" => {
                 let arg = rest.join(" ");
                 let (n, spec) = crate::config::parse_port_arg(&arg)?;
-                let port = sluice_port::open_port(&spec).map_err(|e| e.to_string())?;
-                self.ask(|tx| PmdCommand::AddPort(n, port, tx))??;
+                let n_pmds = self.pmds.lock().expect("pmd senders").len();
+                let queues =
+                    sluice_port::open_port_queues(&spec, n_pmds).map_err(|e| e.to_string())?;
+                let mut queues = queues.into_iter();
+                let added = self.ask_each(|_, tx| {
+                    PmdCommand::AddPort(n, queues.next().expect("one queue per PMD"), tx)
+                })?;
+                if let Some(Err(e)) = added.iter().find(|r| r.is_err()) {
+                    // All PMDs or none: take it back where it went in.
+                    for (i, _) in added.iter().enumerate().filter(|(_, r)| r.is_ok()) {
+                        let _ = self.ask_one(i, |tx| PmdCommand::DelPort(n, tx));
+                    }
+                    return Err(e.clone());
+                }
                 Ok(format!("added port {n} ({spec})"))
             }
             "del-port" => {
@@ -154,10 +219,18 @@ impl Control {
                 let n: u32 = n
                     .parse()
                     .map_err(|_| format!("'{n}' is not a port number"))?;
-                let report = self.ask(|tx| PmdCommand::DelPort(n, tx))??;
+                let reports = self
+                    .ask_all(|tx| PmdCommand::DelPort(n, tx))?
+                    .into_iter()
+                    .map(|r| r.map(|p| vec![p]))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let merged = merge_ports(&reports);
                 Ok(format!(
                     "removed port {n}\n{}",
-                    crate::report::port_text(&report)
+                    merged
+                        .iter()
+                        .map(crate::report::port_text)
+                        .collect::<String>()
                 ))
             }
             "dump-flows" => {
@@ -234,7 +307,7 @@ fn pmd_stats(s: &PmdSnapshot) -> String {
     let st = &s.stats;
     let total = (st.idle_cycles + st.processing_cycles).max(1) as f64;
     let (mf, masks, emc, smc) = s.occupancy;
-    let mut o = String::from("pmd thread 0:\n");
+    let mut o = format!("{}:\n", s.placement);
     let mut line = |k: &str, v: String| {
         o += &format!("  {k}: {v}\n");
     };
@@ -279,6 +352,32 @@ fn pmd_stats(s: &PmdSnapshot) -> String {
         "megaflows",
         format!("{mf} (masks: {masks}), emc entries: {emc}, smc entries: {smc}"),
     );
+    o
+}
+
+/// One PMD's rx queues and their share of its cycles, like OVS's
+/// `dpif-netdev/pmd-rxq-show` (`pmd usage` is the share of all the PMD's
+/// cycles since the last `pmd-stats-clear` spent receiving from that
+/// queue and processing what came).
+fn rxq_show(s: &PmdSnapshot) -> String {
+    let total = (s.stats.idle_cycles + s.stats.processing_cycles).max(1) as f64;
+    let mut o = format!("{}:\n", s.placement);
+    let mut polled = 0u64;
+    for p in &s.ports {
+        if !p.receives {
+            continue;
+        }
+        polled += p.rx_cycles;
+        o += &format!(
+            "  port: {:<3} {:<32} queue-id: {:>2}  pmd usage: {:>3.0} %\n",
+            p.ofport,
+            p.name,
+            s.placement.index,
+            p.rx_cycles as f64 * 100.0 / total
+        );
+    }
+    let overhead = s.stats.processing_cycles.saturating_sub(polled);
+    o += &format!("  overhead: {:>3.0} %\n", overhead as f64 * 100.0 / total);
     o
 }
 

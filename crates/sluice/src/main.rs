@@ -191,6 +191,12 @@ struct RunArgs {
     /// Serve `sluice ctl` on this unix socket while running.
     #[arg(long, value_name = "PATH")]
     ctl: Option<PathBuf>,
+    /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
+    /// its CPU with its own caches and megaflows; every port then has one
+    /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can).
+    /// Default: one PMD, not pinned.
+    #[arg(long, value_name = "CPUS")]
+    pmd_cores: Option<String>,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -245,6 +251,7 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
     let summary = RunSummary {
         elapsed: out.elapsed,
         stats: &out.stats,
+        per_pmd: &out.per_pmd,
         ports: &out.ports,
         rules: &out.rules,
         now_us: out.now_us,
@@ -278,6 +285,10 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         if !(d > 0.0 && d.is_finite()) {
             return Err(format!("--duration {d}: give a positive number of seconds"));
         }
+    }
+    if let Some(cores) = &a.pmd_cores {
+        cfg.pmd_cores =
+            sluice::config::parse_cpu_list(cores).map_err(|e| format!("--pmd-cores {e}"))?;
     }
     a.cache.apply(&mut cfg);
     let stop_after = RunOptions {
@@ -379,7 +390,10 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
     let out = runner::run_ports(
         &cfg,
         workload::rules(),
-        workload::ports(packets, flow_count),
+        workload::ports(packets, flow_count)
+            .into_iter()
+            .map(|(n, p)| (n, vec![p]))
+            .collect(),
         &opts,
         stop_flag(),
     )?;

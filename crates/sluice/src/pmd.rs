@@ -7,7 +7,7 @@
 //! when a `SetRules` is answered, the new rules are in force: every packet
 //! the thread processes afterwards is forwarded by them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -22,12 +22,47 @@ use crate::runner::RunOptions;
 /// A point-in-time copy of a PMD's counters.
 #[derive(Debug, Clone)]
 pub struct PmdSnapshot {
+    /// Which PMD (0-based) and the core it is pinned to, if any.
+    pub placement: Placement,
     /// Datapath counters.
     pub stats: DpStats,
     /// (megaflows, masks, EMC entries, SMC entries).
     pub occupancy: (usize, usize, usize, usize),
-    /// Port counters.
+    /// Port counters (this PMD's queues of each port).
     pub ports: Vec<PortReport>,
+}
+
+/// Where a PMD thread runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Placement {
+    /// Its number among the PMDs (0-based): it polls queue `index` of
+    /// every port.
+    pub index: usize,
+    /// The CPU it is pinned to (`--pmd-cores`), or none.
+    pub core: Option<usize>,
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.core {
+            Some(c) => write!(f, "pmd thread {} core_id {c}", self.index),
+            None => write!(f, "pmd thread {}", self.index),
+        }
+    }
+}
+
+/// What the PMD threads of one switch share: the stop conditions that
+/// count over all of them.
+#[derive(Debug, Default)]
+pub struct Shared {
+    /// Set to end every PMD (Ctrl-C, `--duration`).
+    pub stop: Arc<AtomicBool>,
+    /// Packets received by all PMDs, kept only when `--packets` is given.
+    pub received: AtomicU64,
+    /// PMDs whose inputs are not all used up. A PMD whose inputs end keeps
+    /// polling (its ports' queues stay served, it answers commands) until
+    /// every PMD's inputs end.
+    pub busy: AtomicUsize,
 }
 
 /// What a PMD thread can be asked.
@@ -53,6 +88,8 @@ pub enum PmdCommand {
 
 /// A running PMD thread.
 pub struct PmdHandle {
+    /// Where it runs.
+    pub placement: Placement,
     /// Where to send commands.
     pub commands: Sender<PmdCommand>,
     join: JoinHandle<Result<Datapath, String>>,
@@ -67,7 +104,7 @@ impl PmdHandle {
     }
 }
 
-fn handle(dp: &mut Datapath, cmd: PmdCommand, now_us: u64) -> bool {
+fn handle(dp: &mut Datapath, cmd: PmdCommand, placement: Placement, now_us: u64) -> bool {
     match cmd {
         PmdCommand::SetRules(rules, reply) => {
             dp.set_rules(rules);
@@ -75,6 +112,7 @@ fn handle(dp: &mut Datapath, cmd: PmdCommand, now_us: u64) -> bool {
         }
         PmdCommand::Stats(reply) => {
             let _ = reply.send(PmdSnapshot {
+                placement,
                 stats: dp.stats().clone(),
                 occupancy: dp.cache_occupancy(),
                 ports: dp.port_reports(),
@@ -104,33 +142,48 @@ fn handle(dp: &mut Datapath, cmd: PmdCommand, now_us: u64) -> bool {
     true
 }
 
-/// Starts the datapath's poll loop on its own thread. It ends when every
-/// finite input is drained, at a stop condition of `opts`, when `stop`
-/// is set, or on [`PmdCommand::Stop`]; then it flushes every port.
+/// Starts a datapath's poll loop on its own thread (pinned to
+/// `placement.core` when given). It ends when every PMD's finite inputs
+/// are drained, at a stop condition of `opts` (counted over all PMDs
+/// through `shared`), when `shared.stop` is set, or on
+/// [`PmdCommand::Stop`]; then it flushes every port. `shared.busy` must
+/// count this PMD before the call.
 pub fn spawn(
     mut dp: Datapath,
+    placement: Placement,
     start: Instant,
     opts: &RunOptions,
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
 ) -> PmdHandle {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
     let deadline = opts.duration.map(|d| start + d);
     let max_packets = opts.packets;
     let join = std::thread::Builder::new()
-        .name("pmd0".into())
+        .name(format!("pmd{}", placement.index))
         .spawn(move || {
+            if let Some(core) = placement.core {
+                if let Err(e) = sluice_port::sys::pin_to_cpu(core) {
+                    shared.busy.fetch_sub(1, Ordering::AcqRel);
+                    return Err(format!("{placement}: cannot pin to CPU {core}: {e}"));
+                }
+            }
             let now_us = || start.elapsed().as_micros() as u64;
+            let mut inputs_left = true;
             'poll: loop {
                 // Commands first: a change is in force before any packet
                 // of this iteration is looked at.
                 while let Ok(cmd) = rx.try_recv() {
-                    if !handle(&mut dp, cmd, now_us()) {
+                    if !handle(&mut dp, cmd, placement, now_us()) {
                         break 'poll;
                     }
                 }
-                if dp.rx_exhausted()
-                    || stop.load(Ordering::Relaxed)
-                    || max_packets.is_some_and(|n| dp.stats().rx_packets >= n)
+                if inputs_left && dp.rx_exhausted() {
+                    inputs_left = false;
+                    shared.busy.fetch_sub(1, Ordering::AcqRel);
+                }
+                if shared.busy.load(Ordering::Acquire) == 0
+                    || shared.stop.load(Ordering::Relaxed)
+                    || max_packets.is_some_and(|n| shared.received.load(Ordering::Relaxed) >= n)
                 {
                     break;
                 }
@@ -139,13 +192,25 @@ pub fn spawn(
                 }) {
                     break;
                 }
-                dp.poll_once(now_us());
+                let n = dp.poll_once(now_us());
+                if max_packets.is_some() && n > 0 {
+                    shared.received.fetch_add(n as u64, Ordering::Relaxed);
+                }
             }
+            if inputs_left {
+                shared.busy.fetch_sub(1, Ordering::AcqRel);
+            }
+            // One PMD stopping by command or condition stops the others.
+            shared.stop.store(true, Ordering::Relaxed);
             dp.finish().map_err(|e| e.to_string())?;
             Ok(dp)
         })
         .expect("spawning the datapath thread");
-    PmdHandle { commands: tx, join }
+    PmdHandle {
+        placement,
+        commands: tx,
+        join,
+    }
 }
 
 #[cfg(test)]
@@ -174,12 +239,16 @@ mod tests {
             .unwrap();
         let (cap, sent) = CapturePort::new();
         dp.add_port(2, Box::new(cap)).unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            busy: AtomicUsize::new(1),
+            ..Shared::default()
+        });
         let pmd = spawn(
             dp,
+            Placement::default(),
             Instant::now(),
             &RunOptions::default(),
-            Arc::clone(&stop),
+            Arc::clone(&shared),
         );
         while sent.lock().unwrap().len() < 10_000 {
             std::thread::yield_now();
@@ -200,7 +269,7 @@ mod tests {
             "not one packet forwarded after the answer"
         );
         assert!(snap.stats.dropped_total() > 0, "and packets kept coming");
-        stop.store(true, Ordering::Relaxed);
+        shared.stop.store(true, Ordering::Relaxed);
         let dp = pmd.join().unwrap();
         assert!(dp.stats().rx_balanced() && dp.stats().tx_balanced());
     }

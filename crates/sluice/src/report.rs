@@ -10,12 +10,16 @@ use sluice_classifier::RuleSet;
 use sluice_datapath::{DpStats, PortReport, DROP_REASONS};
 use sluice_port::PortDrop;
 
+use crate::pmd::Placement;
+
 /// Everything a report shows.
 pub struct RunSummary<'a> {
     /// Wall time of the run.
     pub elapsed: Duration,
-    /// Datapath counters.
+    /// Datapath counters (summed over the PMDs).
     pub stats: &'a DpStats,
+    /// Each PMD's own counters.
+    pub per_pmd: &'a [(Placement, DpStats)],
     /// Port counters.
     pub ports: &'a [PortReport],
     /// Rules with their counters.
@@ -65,6 +69,28 @@ fn drops_line(drops: &[u64]) -> String {
     } else {
         format!("{} ({})", drops.iter().sum::<u64>(), parts.join(", "))
     }
+}
+
+/// A switch's ports from the reports of its PMDs (each PMD holds one
+/// queue of every port): counters summed per port number, in port order.
+pub fn merge_ports(per_pmd: &[Vec<PortReport>]) -> Vec<PortReport> {
+    let mut merged: Vec<PortReport> = Vec::new();
+    for p in per_pmd.iter().flatten() {
+        match merged.binary_search_by_key(&p.ofport, |m| m.ofport) {
+            Ok(i) => {
+                let m = &mut merged[i];
+                m.stats.add(&p.stats);
+                m.rx_cycles += p.rx_cycles;
+                for w in &p.warnings {
+                    if !m.warnings.contains(w) {
+                        m.warnings.push(w.clone());
+                    }
+                }
+            }
+            Err(i) => merged.insert(i, p.clone()),
+        }
+    }
+    merged
 }
 
 /// One port's counters as `sluice ctl dump-ports` and the run report show
@@ -204,6 +230,18 @@ pub fn text(s: &RunSummary) -> String {
         st.processing_cycles as f64 * 100.0 / total
     );
     let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
+    if s.per_pmd.len() > 1 {
+        for (placement, p) in s.per_pmd {
+            let total = (p.idle_cycles + p.processing_cycles).max(1) as f64;
+            let _ = writeln!(
+                o,
+                "  {placement}: packets received: {}, processing cycles: {:.2} %, cycles/pkt: {:.1}",
+                p.rx_packets,
+                p.processing_cycles as f64 * 100.0 / total,
+                p.cycles_per_packet()
+            );
+        }
+    }
     if let Some(mfs) = s.megaflows {
         let _ = writeln!(o, "\nmegaflows:");
         for m in mfs {
@@ -280,6 +318,14 @@ pub fn json(s: &RunSummary) -> Value {
             "processing cycles": st.processing_cycles,
             "cycles/pkt": st.cycles_per_packet(),
         },
+        "pmds": s.per_pmd.iter().map(|(placement, p)| json!({
+            "pmd": placement.index,
+            "core": placement.core,
+            "packets received": p.rx_packets,
+            "idle cycles": p.idle_cycles,
+            "processing cycles": p.processing_cycles,
+            "cycles/pkt": p.cycles_per_packet(),
+        })).collect::<Vec<_>>(),
         "megaflows": s.megaflows,
         "rules": s.rules.iter().map(|r| {
             let (p, b) = r.counters();

@@ -2,18 +2,19 @@
 //! inputs are drained (or a stop condition), and hand back the counters.
 
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_classifier::action::Action;
 use sluice_classifier::{parse_flow_file, RuleSet};
 use sluice_datapath::{Datapath, DpStats, PortReport};
-use sluice_port::{open_port, Port};
+use sluice_port::{open_port_queues, Port};
 
 use crate::config::Config;
 use crate::ctl::{self, Control};
-use crate::pmd::{self, PmdCommand};
+use crate::pmd::{self, Placement, PmdHandle, Shared};
+use crate::report::merge_ports;
 
 /// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
@@ -30,9 +31,11 @@ pub struct RunOptions {
 
 /// What a finished run leaves behind.
 pub struct RunOutcome {
-    /// Datapath counters.
+    /// Datapath counters, summed over the PMDs.
     pub stats: DpStats,
-    /// Port counters.
+    /// Each PMD's own counters.
+    pub per_pmd: Vec<(Placement, DpStats)>,
+    /// Port counters (summed over each port's queues).
     pub ports: Vec<PortReport>,
     /// Rules with their counters.
     pub rules: Arc<RuleSet>,
@@ -81,15 +84,53 @@ pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
     ports
 }
 
-/// Runs a datapath over already-opened ports, on its own thread, with a
-/// control socket when `opts.ctl` names one.
+/// The PMD placements a configuration asks for: one per `pmd_cores`
+/// entry, pinned there, or a single unpinned PMD when none is given.
+pub fn placements(cfg: &Config) -> Result<Vec<Placement>, String> {
+    if cfg.pmd_cores.is_empty() {
+        return Ok(vec![Placement::default()]);
+    }
+    let allowed = sluice_port::sys::allowed_cpus().map_err(|e| format!("CPU affinity: {e}"))?;
+    let mut seen = Vec::new();
+    for &c in &cfg.pmd_cores {
+        if !allowed.contains(&c) {
+            return Err(format!(
+                "--pmd-cores: CPU {c} is not available to this process (available: {})",
+                allowed
+                    .iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if seen.contains(&c) {
+            return Err(format!("--pmd-cores: CPU {c} is given twice"));
+        }
+        seen.push(c);
+    }
+    Ok(cfg
+        .pmd_cores
+        .iter()
+        .enumerate()
+        .map(|(index, &c)| Placement {
+            index,
+            core: Some(c),
+        })
+        .collect())
+}
+
+/// Runs one datapath per PMD over already-opened ports (each port given
+/// as one queue per PMD, see [`sluice_port::open_port_queues`]), each on
+/// its own thread, with a control socket when `opts.ctl` names one.
 pub fn run_ports(
     cfg: &Config,
     rules: RuleSet,
-    ports: Vec<(u32, Box<dyn Port>)>,
+    ports: Vec<(u32, Vec<Box<dyn Port>>)>,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
+    let placements = placements(cfg)?;
+    let n_pmds = placements.len();
     let mut warnings = Vec::new();
     let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
     for p in ports_named_by(&rules) {
@@ -98,15 +139,29 @@ pub fn run_ports(
         }
     }
     let control_rules = rules.clone();
-    let mut dp = Datapath::new(cfg.datapath, Arc::new(rules)).map_err(|e| e.to_string())?;
-    for (n, port) in ports {
-        dp.add_port(n, port).map_err(|e| e.to_string())?;
+    let rules = Arc::new(rules);
+    let mut dps = Vec::with_capacity(n_pmds);
+    for _ in 0..n_pmds {
+        dps.push(Datapath::new(cfg.datapath, Arc::clone(&rules)).map_err(|e| e.to_string())?);
     }
-    for &(n, us) in &cfg.port_tx_flush_us {
-        dp.set_tx_flush_interval(Some(n), us)
-            .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
+    for (n, queues) in ports {
+        if queues.len() != n_pmds {
+            return Err(format!(
+                "port {n}: {} queues for {n_pmds} PMD threads",
+                queues.len()
+            ));
+        }
+        for (dp, q) in dps.iter_mut().zip(queues) {
+            dp.add_port(n, q).map_err(|e| e.to_string())?;
+        }
     }
-    if dp.has_endless_input() && opts.duration.is_none() && opts.packets.is_none() {
+    for dp in &mut dps {
+        for &(n, us) in &cfg.port_tx_flush_us {
+            dp.set_tx_flush_interval(Some(n), us)
+                .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
+        }
+    }
+    if dps[0].has_endless_input() && opts.duration.is_none() && opts.packets.is_none() {
         warnings.push(
             "an input never ends (a loop or a live interface): stop with Ctrl-C, or give --duration or --packets".into(),
         );
@@ -115,10 +170,23 @@ pub fn run_ports(
         eprintln!("sluice: warning: {w}");
     }
     let start = Instant::now();
-    let pmd = pmd::spawn(dp, start, opts, stop);
+    let shared = Arc::new(Shared {
+        stop,
+        busy: AtomicUsize::new(n_pmds),
+        ..Shared::default()
+    });
+    let pmds: Vec<PmdHandle> = dps
+        .into_iter()
+        .zip(&placements)
+        .map(|(dp, &placement)| pmd::spawn(dp, placement, start, opts, Arc::clone(&shared)))
+        .collect();
     let socket = match &opts.ctl {
         Some(path) => {
-            let control = Arc::new(Control::new(control_rules, pmd.commands.clone(), start));
+            let senders = pmds
+                .iter()
+                .map(|p| (p.placement, p.commands.clone()))
+                .collect();
+            let control = Arc::new(Control::new(control_rules, senders, start));
             match ctl::serve(path, control) {
                 Ok(p) => {
                     eprintln!(
@@ -129,28 +197,69 @@ pub fn run_ports(
                     Some(p)
                 }
                 Err(e) => {
-                    let _ = pmd.commands.send(PmdCommand::Stop);
-                    let _ = pmd.join();
+                    shared.stop.store(true, Ordering::Relaxed);
+                    for p in pmds {
+                        let _ = p.join();
+                    }
                     return Err(format!("control socket: {e}"));
                 }
             }
         }
         None => None,
     };
-    let dp = pmd.join()?;
+    let mut finished = Vec::with_capacity(n_pmds);
+    let mut first_error = None;
+    for p in pmds {
+        let placement = p.placement;
+        match p.join() {
+            Ok(dp) => finished.push((placement, dp)),
+            Err(e) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                first_error.get_or_insert(e);
+            }
+        }
+    }
     if let Some(p) = socket {
         let _ = std::fs::remove_file(p);
     }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
     let elapsed = start.elapsed();
     let now_us = start.elapsed().as_micros() as u64;
-    let stats = dp.stats().clone();
-    if !stats.rx_balanced() || !stats.tx_balanced() {
-        return Err(format!(
-            "internal error: packet accounting does not balance: {stats:?}"
-        ));
+    let mut stats = DpStats::default();
+    let mut per_pmd = Vec::with_capacity(n_pmds);
+    let mut occupancy = (0, 0, 0, 0);
+    let mut megaflows = Vec::new();
+    let mut packet_ins = 0;
+    for (placement, dp) in &finished {
+        let st = dp.stats();
+        if !st.rx_balanced() || !st.tx_balanced() {
+            return Err(format!(
+                "internal error: packet accounting does not balance on {placement}: {st:?}"
+            ));
+        }
+        stats.add(st);
+        per_pmd.push((*placement, st.clone()));
+        let (a, b, c, d) = dp.cache_occupancy();
+        occupancy = (
+            occupancy.0 + a,
+            occupancy.1 + b,
+            occupancy.2 + c,
+            occupancy.3 + d,
+        );
+        if opts.dump_megaflows {
+            megaflows.extend(dp.dump_megaflows(now_us));
+        }
+        packet_ins += dp.packet_ins().count();
     }
-    let mut ports = dp.port_reports();
-    ports.extend(dp.removed_ports().iter().cloned().map(|mut p| {
+    let live: Vec<_> = finished.iter().map(|(_, dp)| dp.port_reports()).collect();
+    let removed: Vec<_> = finished
+        .iter()
+        .map(|(_, dp)| dp.removed_ports().to_vec())
+        .collect();
+    let mut ports = merge_ports(&live);
+    ports.extend(merge_ports(&removed).into_iter().map(|mut p| {
         p.name += " (removed)";
         p
     }));
@@ -164,14 +273,15 @@ pub fn run_ports(
         .collect();
     Ok(RunOutcome {
         stats,
+        per_pmd,
         ports,
-        rules: Arc::clone(dp.rules()),
+        rules: Arc::clone(finished[0].1.rules()),
         elapsed,
         now_us,
-        packet_ins: dp.packet_ins().count(),
+        packet_ins,
         warnings: late,
-        cache_occupancy: dp.cache_occupancy(),
-        megaflows: opts.dump_megaflows.then(|| dp.dump_megaflows(now_us)),
+        cache_occupancy: occupancy,
+        megaflows: opts.dump_megaflows.then_some(megaflows),
     })
 }
 
@@ -188,9 +298,11 @@ pub fn run(
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
     }
     let rules = load_rules(flows)?;
+    let n_pmds = placements(cfg)?.len();
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {
-        ports.push((*n, open_port(spec).map_err(|e| format!("port {n}: {e}"))?));
+        let queues = open_port_queues(spec, n_pmds).map_err(|e| format!("port {n}: {e}"))?;
+        ports.push((*n, queues));
     }
     run_ports(cfg, rules, ports, stop_after, stop)
 }

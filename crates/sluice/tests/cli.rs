@@ -349,6 +349,65 @@ fn gen_writes_profiles_and_rule_sets() {
 }
 
 #[test]
+fn several_pmds_share_the_work_and_the_accounting() {
+    let d = tempfile::tempdir().unwrap();
+    write_capture(&d.path().join("in.pcap"), 64);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let flows = d.path().join("r.flows").display().to_string();
+    let input = format!("1=pcap:rx={},loop", d.path().join("in.pcap").display());
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    let two = format!("{},{}", cpus[0], cpus[cpus.len() - 1]);
+    let run = |cores: &str, out: &str| {
+        sluice(&[
+            "run",
+            "--json",
+            "--packets",
+            "100000",
+            "--flows",
+            &flows,
+            "--port",
+            &input,
+            "--port",
+            out,
+            "--pmd-cores",
+            cores,
+        ])
+    };
+    if cpus.len() >= 2 {
+        let o = run(&two, "2=null");
+        assert!(o.status.success(), "{}", stderr(&o));
+        let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let n = r["datapath"]["packets received"].as_u64().unwrap();
+        assert!((100_000..100_000 + 64).contains(&n), "{n}");
+        assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
+        let pmds = r["pmds"].as_array().unwrap();
+        assert_eq!(pmds.len(), 2);
+        let per: Vec<u64> = pmds
+            .iter()
+            .map(|p| p["packets received"].as_u64().unwrap())
+            .collect();
+        assert!(per.iter().all(|&k| k > 0), "both PMDs work: {per:?}");
+        assert_eq!(per.iter().sum::<u64>(), n);
+        assert_eq!(
+            r["ports"][0]["rx_packets"].as_u64().unwrap(),
+            n,
+            "one port, summed over its queues"
+        );
+    }
+    let o = run(&format!("{},{}", cpus[0], cpus[0]), "2=null");
+    assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
+    let o = run("100000", "2=null");
+    assert!(stderr(&o).contains("not available"), "{}", stderr(&o));
+    let o = run("x", "2=null");
+    assert!(stderr(&o).contains("not a CPU"), "{}", stderr(&o));
+    if cpus.len() >= 2 {
+        let out = format!("2=pcap:tx={}", d.path().join("o.pcap").display());
+        let o = run(&two, &out);
+        assert!(stderr(&o).contains("has one queue"), "{}", stderr(&o));
+    }
+}
+
+#[test]
 fn bench_prints_rows_and_the_io_floor() {
     let o = sluice(&[
         "bench",
@@ -378,8 +437,11 @@ fn bench_prints_rows_and_the_io_floor() {
         "rr",
         "--packets",
         "5000",
+        "--pmds",
+        "1,2",
     ]);
     assert!(stdout(&o).contains("I/O floor"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("2 PMDs"), "{}", stdout(&o));
     assert!(stdout(&o).contains("cycles/pkt"));
 }
 

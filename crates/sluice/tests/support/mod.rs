@@ -122,6 +122,11 @@ impl Sluice {
     /// specs, in namespace `ns` (or the root namespace), and waits until its
     /// control socket answers.
     pub fn start(ns: Option<&str>, flows: &str, ports: &[&str]) -> Sluice {
+        Sluice::start_with(ns, flows, ports, &[])
+    }
+
+    /// [`start`](Self::start) with more `sluice run` arguments.
+    pub fn start_with(ns: Option<&str>, flows: &str, ports: &[&str], extra: &[&str]) -> Sluice {
         let dir = tempfile::tempdir().unwrap();
         let flow_file = dir.path().join("rules.flows");
         std::fs::write(&flow_file, flows).unwrap();
@@ -143,6 +148,7 @@ impl Sluice {
         for p in ports {
             cmd.arg("--port").arg(p);
         }
+        cmd.args(extra);
         let child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
