@@ -9,10 +9,12 @@
 //!   L3+L4 set with several masks).
 //! - [`harness`]: runs the real datapath on in-memory replay ports into a
 //!   null sink, per profile and configuration, and the I/O floor.
+//! - [`plot`]: the results as a chart of Mpps against flows (SVG).
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod harness;
+pub mod plot;
 pub mod profile;
 pub mod rules;

@@ -1,7 +1,7 @@
 //! `sluice gen` and `sluice bench`.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::json;
@@ -132,10 +132,54 @@ pub struct BenchArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also draw Mpps against flows, one line per rule set and
+    /// distribution, into FILE.svg or FILE.png (PNG through rsvg-convert,
+    /// which scripts/setup installs).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+/// Writes the chart to `path` (.svg, or .png through `rsvg-convert`).
+fn write_plot(path: &Path, results: &[BenchResult], title: &str) -> Result<(), String> {
+    let svg = sluice_bench::plot::svg(results, title)?;
+    let png = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("png"));
+    if !png {
+        return std::fs::write(path, svg).map_err(|e| format!("{}: {e}", path.display()));
+    }
+    let tmp = path.with_extension("svg.tmp");
+    std::fs::write(&tmp, svg).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let out = std::process::Command::new("rsvg-convert")
+        .arg("-o")
+        .arg(path)
+        .arg(&tmp)
+        .output();
+    let _ = std::fs::remove_file(&tmp);
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "rsvg-convert failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!(
+            "--plot {}: PNG needs rsvg-convert ({e}); install librsvg2-bin (scripts/setup does) or give a .svg file",
+            path.display()
+        )),
+    }
 }
 
 /// `sluice bench`.
 pub fn bench(a: BenchArgs) -> Result<(), String> {
+    if let Some(p) = &a.plot {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !ext.eq_ignore_ascii_case("svg") && !ext.eq_ignore_ascii_case("png") {
+            return Err(format!(
+                "--plot {}: give a file ending in .svg or .png",
+                p.display()
+            ));
+        }
+    }
     if a.pmds.contains(&0) {
         return Err("--pmds: give PMD counts of 1 or more".into());
     }
@@ -207,6 +251,14 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
         }
     }
     eprint!("\r\x1b[2K");
+    if let Some(p) = &a.plot {
+        let title = format!(
+            "sluice bench: 64-byte frames, {} packets per point",
+            a.packets
+        );
+        write_plot(p, &results, &title)?;
+        eprintln!("sluice: chart written to {}", p.display());
+    }
     if a.json {
         let rows: Vec<_> = results
             .iter()

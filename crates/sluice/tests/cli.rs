@@ -443,6 +443,30 @@ fn bench_prints_rows_and_the_io_floor() {
     assert!(stdout(&o).contains("I/O floor"), "{}", stdout(&o));
     assert!(stdout(&o).contains("2 PMDs"), "{}", stdout(&o));
     assert!(stdout(&o).contains("cycles/pkt"));
+    let d = tempfile::tempdir().unwrap();
+    let chart = d.path().join("chart.svg");
+    let o = sluice(&[
+        "bench",
+        "--rules",
+        "port-forward",
+        "--flows",
+        "8,100",
+        "--dist",
+        "rr,zipf",
+        "--packets",
+        "5000",
+        "--plot",
+        &chart.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert_eq!(
+        svg.matches("<polyline").count(),
+        2,
+        "a line per distribution"
+    );
+    let o = sluice(&["bench", "--plot", "chart.gif"]);
+    assert!(stderr(&o).contains(".svg or .png"), "{}", stderr(&o));
 }
 
 #[test]
