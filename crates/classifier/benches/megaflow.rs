@@ -44,6 +44,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 bytes: 0,
                 used_us: 0,
                 created_us: 0,
+                credited: (0, 0),
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

@@ -50,6 +50,26 @@ pub struct Megaflow {
     pub used_us: u64,
     /// Installed (µs).
     pub created_us: u64,
+    /// How much of `packets`/`bytes` the rules have been credited with.
+    /// Rules are credited in bulk, not per batch (as OVS's revalidators
+    /// push megaflow stats), so PMD threads do not fight over the cache
+    /// lines of shared rule counters: see [`Megaflow::credit_rules`].
+    pub credited: (u64, u64),
+}
+
+impl Megaflow {
+    /// Credits `rules` with the hits not credited yet. Runs before the
+    /// megaflow is removed or its rules change, periodically, and before
+    /// anyone reads rule counters.
+    pub fn credit_rules(&mut self) {
+        let (p, b) = (self.packets - self.credited.0, self.bytes - self.credited.1);
+        if p > 0 {
+            for r in &self.rules {
+                r.credit(p, b, self.used_us);
+            }
+            self.credited = (self.packets, self.bytes);
+        }
+    }
 }
 
 /// Where a megaflow lives: slot and the slot's generation.
@@ -353,7 +373,9 @@ impl MegaflowTable {
         if s.gen != r.gen || s.flow.is_none() {
             return None;
         }
-        let flow = s.flow.take().expect("checked");
+        let mut flow = s.flow.take().expect("checked");
+        // Its hits count for its rules even though it goes.
+        flow.credit_rules();
         s.gen = s.gen.wrapping_add(1);
         let sid = s.subtable;
         self.free.push(r.idx);
@@ -382,6 +404,16 @@ impl MegaflowTable {
             self.remove(*r);
         }
         doomed.len()
+    }
+
+    /// Credits every megaflow's rules with its hits so far (see
+    /// [`Megaflow::credit_rules`]).
+    pub fn credit_all_rules(&mut self) {
+        for s in &mut self.slots {
+            if let Some(f) = s.flow.as_mut() {
+                f.credit_rules();
+            }
+        }
     }
 
     /// Removes everything.
@@ -444,6 +476,7 @@ mod tests {
             bytes: 0,
             used_us: 0,
             created_us: 0,
+            credited: (0, 0),
         }
     }
 

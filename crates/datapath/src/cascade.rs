@@ -124,6 +124,8 @@ impl Caches {
         let wc = self.xlate.wc;
         if wc.masked(&mask) == wc {
             let f = self.megaflows.get_mut(r).expect("checked above");
+            // Hits so far were forwarded by the old rules: theirs.
+            f.credit_rules();
             f.actions.clone_from(&self.xlate.actions);
             f.drop = self.xlate.drop;
             f.rules.clone_from(&self.xlate.rules);
@@ -163,6 +165,7 @@ impl Caches {
             bytes: 0,
             used_us: now_us,
             created_us: now_us,
+            credited: (0, 0),
         };
         match self.megaflows.insert(m) {
             Ok(r) => {

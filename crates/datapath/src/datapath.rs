@@ -284,6 +284,8 @@ impl Datapath {
             && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US
         {
             self.last_expire_us = now_us;
+            // Idle timeouts read the rules' last use: bring it up to date.
+            self.credit_rules();
             let mut next = (*self.rules).clone();
             if !next.expire(now_us).is_empty() {
                 self.set_rules(Arc::new(next));
@@ -293,6 +295,7 @@ impl Datapath {
         if changed || now_us.saturating_sub(self.last_cache_us) >= CACHE_INTERVAL_US {
             self.last_cache_us = now_us;
             self.revalidated_epoch = self.epoch;
+            self.credit_rules();
             let env = XlateEnv {
                 rules: &self.rules,
                 ports: &self.port_numbers,
@@ -372,8 +375,17 @@ impl Datapath {
         self.finish()
     }
 
-    /// Sends every queued packet and flushes every port.
+    /// Credits the rules with every megaflow hit not yet credited. Rule
+    /// counters lag the datapath by up to a housekeeping interval (1 s)
+    /// otherwise; call this before reading them (`dump-flows`, reports).
+    pub fn credit_rules(&mut self) {
+        self.pipeline.caches.megaflows.credit_all_rules();
+    }
+
+    /// Sends every queued packet and flushes every port, and credits the
+    /// rules with every hit.
     pub fn finish(&mut self) -> Result<(), DpError> {
+        self.credit_rules();
         self.out.flush_all(&mut self.pool, &mut self.stats);
         for slot in &mut self.out.ports {
             slot.port.flush(&mut self.pool).map_err(DpError::Port)?;

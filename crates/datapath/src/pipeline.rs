@@ -323,9 +323,8 @@ impl Pipeline {
                         &mut self.packet_ins,
                         now_us,
                     );
-                    for rule in &f.rules {
-                        rule.credit(n, g.bytes, now_us);
-                    }
+                    // The rules are credited from the megaflow's counters
+                    // in bulk (Megaflow::credit_rules), not here.
                     let f = self.caches.megaflows.get_mut(r).expect("still live");
                     f.packets += n;
                     f.bytes += g.bytes;

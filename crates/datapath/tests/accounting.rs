@@ -118,6 +118,35 @@ fn hard_timeout_expires_on_the_virtual_clock() {
 }
 
 #[test]
+fn an_idle_timeout_sees_hits_served_by_the_caches() {
+    // Rules are credited from the megaflows in bulk, not per batch; a rule
+    // that keeps matching must still never look idle.
+    let frames: Frames = (0..32).map(udp).collect();
+    let mut dp = Datapath::new(
+        DatapathConfig::default(),
+        rules("idle_timeout=1,actions=output:2\n"),
+    )
+    .unwrap();
+    dp.add_port(
+        1,
+        Box::new(ReplayPort::new("in", frames, true).with_limit(320)),
+    )
+    .unwrap();
+    dp.add_port(2, Box::new(NullPort::new())).unwrap();
+    for i in 0..10u64 {
+        assert_eq!(dp.poll_once(i * 300_000), 32, "poll {i}");
+        assert_eq!(dp.rules().len(), 1, "still in use at poll {i}");
+    }
+    dp.credit_rules();
+    assert_eq!(dp.rules().table(0)[0].counters(), (320, 320 * 60));
+    // Now idle for more than a second: it goes.
+    dp.poll_once(2_700_000 + 1_100_000);
+    assert!(dp.rules().is_empty());
+    dp.finish().unwrap();
+    assert_eq!(dp.stats().sent_packets, 320);
+}
+
+#[test]
 fn outputs_to_a_receive_only_port_are_refused_and_counted() {
     let frames: Frames = (0..3).map(udp).collect();
     let mut dp = Datapath::new(

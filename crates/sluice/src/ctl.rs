@@ -234,6 +234,9 @@ impl Control {
                 ))
             }
             "dump-flows" => {
+                // Rule counters are pushed from the megaflows in bulk:
+                // bring them up to date first.
+                self.ask_all(PmdCommand::CreditRules)?;
                 let rules = self.rules.lock().expect("rules");
                 let now = self.now_us();
                 Ok(rules

@@ -73,6 +73,9 @@ pub enum PmdCommand {
     Stats(Sender<PmdSnapshot>),
     /// Zero the datapath counters.
     ClearStats(Sender<()>),
+    /// Credit the rules with every megaflow hit so far (before reading
+    /// rule counters: they are pushed in bulk, not per batch).
+    CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
     /// Set `tx-flush-interval` (µs) for a port, or every port.
@@ -120,6 +123,10 @@ fn handle(dp: &mut Datapath, cmd: PmdCommand, placement: Placement, now_us: u64)
         }
         PmdCommand::ClearStats(reply) => {
             dp.clear_stats();
+            let _ = reply.send(());
+        }
+        PmdCommand::CreditRules(reply) => {
+            dp.credit_rules();
             let _ = reply.send(());
         }
         PmdCommand::DumpMegaflows(reply) => {
