@@ -1,6 +1,7 @@
-//! The poll-mode datapath thread and the commands it takes.
+//! The poll-mode datapath threads and the commands they take.
 //!
-//! The datapath is owned by its thread; other threads never touch it.
+//! Each PMD thread owns one datapath (its pool, caches, megaflows and one
+//! queue of every port); other threads never touch it.
 //! They send [`PmdCommand`]s over a channel, which the thread reads at the
 //! top of every poll iteration (before any packet of that iteration is
 //! classified) and answers on the reply channel each command carries. So
