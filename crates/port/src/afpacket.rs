@@ -25,7 +25,7 @@ use sluice_packet::{PacketBatch, PacketPool};
 
 use crate::egress::{EgressQueue, PriorityClass, Push};
 use crate::sys::{self, Mmap};
-use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
 const SOL_PACKET: i32 = 263;
 const PACKET_ADD_MEMBERSHIP: i32 = 1;
@@ -139,7 +139,7 @@ pub struct AfPacketPort {
     epoch: Instant,
     stats: PortStats,
     kernel_drops: Cell<u64>,
-    tx_errors: Vec<String>,
+    tx_errors: Warnings,
     /// The last kick failed: slots still wait for one.
     kick_again: bool,
 }
@@ -262,7 +262,7 @@ impl AfPacketPort {
             epoch: Instant::now(),
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
-            tx_errors: Vec::new(),
+            tx_errors: Warnings::new(8),
             kick_again: false,
         })
     }
@@ -365,8 +365,8 @@ impl AfPacketPort {
         self.kick_again = rc < 0;
         if rc < 0 {
             let e = io::Error::last_os_error();
-            if !sys::would_block(&e) && self.tx_errors.len() < 8 {
-                self.tx_errors.push(format!("send: {e}"));
+            if !sys::would_block(&e) {
+                self.tx_errors.note(format!("send: {e}"));
             }
         }
     }
@@ -518,7 +518,7 @@ impl Port for AfPacketPort {
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.tx_errors.clone()
+        self.tx_errors.to_vec()
     }
 }
 

@@ -25,7 +25,7 @@ use sluice_packet::{Packet, PacketBatch, PacketPool};
 use crate::egress::{EgressQueue, Push};
 use crate::sys::{self, Mmap};
 use crate::xdp_prog::{XdpRedirect, MAX_QUEUES};
-use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
 const AF_XDP: i32 = 44;
 const SOL_XDP: i32 = 283;
@@ -235,7 +235,7 @@ pub struct AfXdpPort {
     egress: EgressQueue,
     epoch: Instant,
     stats: PortStats,
-    warnings: Vec<String>,
+    warnings: Warnings,
 }
 
 impl AfXdpPort {
@@ -271,7 +271,7 @@ impl AfXdpPort {
             egress: EgressQueue::new(Default::default()),
             epoch: Instant::now(),
             stats: PortStats::default(),
-            warnings: Vec::new(),
+            warnings: Warnings::new(8),
         })
     }
 
@@ -459,15 +459,9 @@ impl AfXdpPort {
             if rc < 0 {
                 let e = io::Error::last_os_error();
                 if !sys::would_block(&e) && e.raw_os_error() != Some(libc::EBUSY) {
-                    self.note(format!("tx kick: {e}"));
+                    self.warnings.note(format!("tx kick: {e}"));
                 }
             }
-        }
-    }
-
-    fn note(&mut self, w: String) {
-        if self.warnings.len() < 8 {
-            self.warnings.push(w);
         }
     }
 }
@@ -614,7 +608,7 @@ impl Port for AfXdpPort {
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+        self.warnings.to_vec()
     }
 }
 

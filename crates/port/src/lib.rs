@@ -226,6 +226,37 @@ impl std::fmt::Display for PortError {
 
 impl std::error::Error for PortError {}
 
+/// Problems a live port ran into that did not stop it, for the report:
+/// only the first `cap`, so a device failing on every send cannot grow
+/// memory without bound.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Warnings {
+    list: Vec<String>,
+    cap: usize,
+}
+
+impl Warnings {
+    /// Keeps at most `cap` warnings.
+    pub(crate) fn new(cap: usize) -> Self {
+        Warnings {
+            list: Vec::new(),
+            cap,
+        }
+    }
+
+    /// Records `w` unless `cap` are already kept.
+    pub(crate) fn note(&mut self, w: String) {
+        if self.list.len() < self.cap {
+            self.list.push(w);
+        }
+    }
+
+    /// The warnings kept.
+    pub(crate) fn to_vec(&self) -> Vec<String> {
+        self.list.clone()
+    }
+}
+
 /// A switch port backend.
 pub trait Port: Send {
     /// A short description (the spec it was opened from).

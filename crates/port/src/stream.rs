@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use sluice_packet::{PacketBatch, PacketPool};
 
-use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
 /// Bytes of framed packets that may wait for the socket.
 pub const TX_BUFFER_LIMIT: usize = 1 << 20;
@@ -77,7 +77,7 @@ pub struct StreamPort {
     /// frame; whole frames are removed once written).
     tx_written: usize,
     stats: PortStats,
-    warnings: Vec<String>,
+    warnings: Warnings,
 }
 
 impl StreamPort {
@@ -122,7 +122,7 @@ impl StreamPort {
             tx_frames: VecDeque::new(),
             tx_written: 0,
             stats: PortStats::default(),
-            warnings: Vec::new(),
+            warnings: Warnings::new(16),
         };
         port.connect();
         Ok(port)
@@ -131,12 +131,6 @@ impl StreamPort {
     /// Whether a peer is connected now.
     pub fn is_connected(&self) -> bool {
         self.conn.is_some()
-    }
-
-    fn note(&mut self, w: String) {
-        if self.warnings.len() < 16 {
-            self.warnings.push(w);
-        }
     }
 
     /// Accepts a peer or (re)connects, as the mode says.
@@ -174,7 +168,7 @@ impl StreamPort {
         self.tx_frames.clear();
         self.tx_buf.clear();
         self.tx_written = 0;
-        self.note(why);
+        self.warnings.note(why);
     }
 
     /// Writes what waits in the tx buffer; one write call.
@@ -343,7 +337,7 @@ impl Port for StreamPort {
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+        self.warnings.to_vec()
     }
 }
 

@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use sluice_packet::{PacketBatch, PacketPool};
 
 use crate::sys;
-use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
 /// A tap interface.
 pub struct TapPort {
@@ -22,7 +22,7 @@ pub struct TapPort {
     ifname: String,
     dev: File,
     stats: PortStats,
-    warnings: Vec<String>,
+    warnings: Warnings,
 }
 
 impl TapPort {
@@ -62,19 +62,13 @@ impl TapPort {
             ifname: ifname.to_string(),
             dev: File::from(fd),
             stats: PortStats::default(),
-            warnings: Vec::new(),
+            warnings: Warnings::new(8),
         })
     }
 
     /// The interface name.
     pub fn ifname(&self) -> &str {
         &self.ifname
-    }
-
-    fn note(&mut self, w: String) {
-        if self.warnings.len() < 8 {
-            self.warnings.push(w);
-        }
     }
 }
 
@@ -128,7 +122,7 @@ impl Port for TapPort {
                 Err(e) => {
                     pool.free(pkt);
                     if e.kind() != ErrorKind::WouldBlock && e.kind() != ErrorKind::Interrupted {
-                        self.note(format!("read: {e}"));
+                        self.warnings.note(format!("read: {e}"));
                     }
                     break;
                 }
@@ -153,7 +147,7 @@ impl Port for TapPort {
                 Err(e) => {
                     // EIO: the interface is down (nobody can receive).
                     self.stats.tx_drop(PortDrop::Error, 1);
-                    self.note(format!("write: {e}"));
+                    self.warnings.note(format!("write: {e}"));
                 }
             }
             pool.free(pkt);
@@ -166,6 +160,6 @@ impl Port for TapPort {
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.warnings.clone()
+        self.warnings.to_vec()
     }
 }
