@@ -186,6 +186,91 @@ fn header_rewrite_is_seen_by_tcpdump_on_the_far_side(kind: &str) {
     assert_balanced(&sw.stop());
 }
 
+/// What crossed a middle switch: see [`send_across`].
+struct Crossing {
+    /// Frames host a's sender put on the wire.
+    sent: u64,
+    /// Frames the far switch captured in host b.
+    seen: Vec<Vec<u8>>,
+    /// The middle switch's report.
+    mid: serde_json::Value,
+    /// The far switch's report.
+    far: serde_json::Value,
+}
+
+impl Crossing {
+    /// Every drop the two switches named on the way from a to b.
+    fn named_drops(&self) -> u64 {
+        let (mid, far) = (&self.mid, &self.far);
+        drops(port(mid, 1), "rx_dropped")
+            + dp_drops(mid)
+            + drops(port(mid, 2), "tx_dropped")
+            + drops(port(far, 1), "rx_dropped")
+            + dp_drops(far)
+    }
+
+    /// sent = seen on the far side + named drops.
+    fn assert_exact(&self) {
+        let (seen, named) = (self.seen.len() as u64, self.named_drops());
+        assert_eq!(
+            self.sent,
+            seen + named,
+            "sent {} = seen {seen} + Sluice's named drops {named}\nmiddle: {}\nfar: {}",
+            self.sent,
+            self.mid,
+            self.far
+        );
+    }
+}
+
+/// Sends `frames` with Sluice's own pcap sender onto host a's eth0,
+/// through the running `middle` switch, to a Sluice in host b that captures
+/// what its rules `far_flows` pass on; then stops both switches.
+fn send_across(
+    a: &Host,
+    b: &Host,
+    middle: Sluice,
+    far_flows: &str,
+    frames: &[Vec<u8>],
+    dir: &std::path::Path,
+) -> Crossing {
+    let pcap = dir.join("in.pcap");
+    std::fs::write(&pcap, sluice_port::pcap::write_all(frames)).unwrap();
+    let far_cap = dir.join("far.pcap");
+    let far = Sluice::start(
+        Some(&b.ns),
+        far_flows,
+        &[
+            "1=afpacket:eth0",
+            &format!("2=pcap:tx={}", far_cap.display()),
+        ],
+    );
+    let n = frames.len() as u64;
+    let sent = run_to_end(
+        Some(&a.ns),
+        "in_port=1,actions=output:2\n",
+        &[&format!("1=pcap:rx={}", pcap.display()), "2=afpacket:eth0"],
+        &format!("--packets {n}"),
+        dir,
+    );
+    let sent_n = port(&sent, 2)["tx_packets"].as_u64().unwrap();
+    assert_eq!(sent_n + drops(port(&sent, 2), "tx_dropped"), n);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let mid = middle.stop();
+    let far = far.stop();
+    let seen = sluice_port::pcap::read_all(&std::fs::read(&far_cap).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.data)
+        .collect();
+    Crossing {
+        sent: sent_n,
+        seen,
+        mid,
+        far,
+    }
+}
+
 fn exact_accounting_on_a_replayed_capture(kind: &str) {
     require_root_and(&["ip", "ethtool"]);
     let a = Host::new(&tag(kind, "xa"), None);
@@ -207,17 +292,6 @@ fn exact_accounting_on_a_replayed_capture(kind: &str) {
         })
         .collect();
     let by_rule = frames.iter().filter(|f| f[37] == 7).count() as u64;
-    let pcap = dir.path().join("in.pcap");
-    std::fs::write(&pcap, sluice_port::pcap::write_all(&frames)).unwrap();
-    let far_cap = dir.path().join("far.pcap");
-    let far = Sluice::start(
-        Some(&b.ns),
-        "in_port=1,actions=output:2\n",
-        &[
-            "1=afpacket:eth0",
-            &format!("2=pcap:tx={}", far_cap.display()),
-        ],
-    );
     let middle = Sluice::start(
         None,
         "priority=40000,udp,tp_dst=7,actions=drop\nin_port=1,actions=output:2\n",
@@ -226,41 +300,25 @@ fn exact_accounting_on_a_replayed_capture(kind: &str) {
             &format!("2={kind}:{}", b.root_if),
         ],
     );
-    // Sluice's own pcap sender, inside a: the capture onto a's eth0.
-    let sent = run_to_end(
-        Some(&a.ns),
+    let c = send_across(
+        &a,
+        &b,
+        middle,
         "in_port=1,actions=output:2\n",
-        &[&format!("1=pcap:rx={}", pcap.display()), "2=afpacket:eth0"],
-        &format!("--packets {n}"),
+        &frames,
         dir.path(),
     );
-    let sent_n = port(&sent, 2)["tx_packets"].as_u64().unwrap();
-    assert_eq!(sent_n + drops(port(&sent, 2), "tx_dropped"), n);
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let mid = middle.stop();
-    let far = far.stop();
-    let seen = sluice_port::pcap::read_all(&std::fs::read(&far_cap).unwrap())
-        .unwrap()
-        .len() as u64;
-    let named_drops = drops(port(&mid, 1), "rx_dropped")
-        + dp_drops(&mid)
-        + drops(port(&mid, 2), "tx_dropped")
-        + drops(port(&far, 1), "rx_dropped")
-        + dp_drops(&far);
-    assert_eq!(
-        sent_n,
-        seen + named_drops,
-        "sent {sent_n} = seen {seen} + Sluice's named drops {named_drops}\nmiddle: {mid}\nfar: {far}"
-    );
+    c.assert_exact();
+    let (mid, far) = (&c.mid, &c.far);
     // The rule dropped its packets; only those the kernel already dropped
     // for a full ring (counted above) never reached it.
-    let ring_drops = drops(port(&mid, 1), "rx_dropped");
-    assert!(dp_drops(&mid) <= by_rule && dp_drops(&mid) + ring_drops >= by_rule);
+    let ring_drops = drops(port(mid, 1), "rx_dropped");
+    assert!(dp_drops(mid) <= by_rule && dp_drops(mid) + ring_drops >= by_rule);
     if ring_drops == 0 {
-        assert_eq!(dp_drops(&mid), by_rule, "the drop rule's packets");
+        assert_eq!(dp_drops(mid), by_rule, "the drop rule's packets");
     }
-    assert_balanced(&mid);
-    assert_balanced(&far);
+    assert_balanced(mid);
+    assert_balanced(far);
 }
 
 /// Two PMD threads, each with its own AF_PACKET socket on every port (a
@@ -313,39 +371,16 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
             .build()
         })
         .collect();
-    let pcap = dir.path().join("in.pcap");
-    std::fs::write(&pcap, sluice_port::pcap::write_all(&frames)).unwrap();
-    let far_cap = dir.path().join("far.pcap");
-    let far = Sluice::start(
-        Some(&b.ns),
+    let c = send_across(
+        &a,
+        &b,
+        middle,
         "udp,actions=output:2\n",
-        &[
-            "1=afpacket:eth0",
-            &format!("2=pcap:tx={}", far_cap.display()),
-        ],
-    );
-    let sent = run_to_end(
-        Some(&a.ns),
-        "in_port=1,actions=output:2\n",
-        &[&format!("1=pcap:rx={}", pcap.display()), "2=afpacket:eth0"],
-        &format!("--packets {n}"),
+        &frames,
         dir.path(),
     );
-    let sent_n = port(&sent, 2)["tx_packets"].as_u64().unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let mid = middle.stop();
-    let far = far.stop();
-    let seen = sluice_port::pcap::read_all(&std::fs::read(&far_cap).unwrap()).unwrap();
-    let named_drops = drops(port(&mid, 1), "rx_dropped")
-        + dp_drops(&mid)
-        + drops(port(&mid, 2), "tx_dropped")
-        + drops(port(&far, 1), "rx_dropped")
-        + dp_drops(&far);
-    assert_eq!(
-        sent_n,
-        seen.len() as u64 + named_drops,
-        "sent = seen + named drops\nmiddle: {mid}\nfar: {far}"
-    );
+    c.assert_exact();
+    let (mid, far) = (&c.mid, &c.far);
     let pmds = mid["pmds"].as_array().unwrap();
     assert_eq!(pmds.len(), 2);
     for p in pmds {
@@ -355,7 +390,7 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
         );
     }
     let mut last = std::collections::HashMap::new();
-    for f in seen.iter().map(|r| &r.data) {
+    for f in &c.seen {
         let (flow, seq) = (
             u16::from_be_bytes([f[34], f[35]]),
             u32::from_be_bytes([f[42], f[43], f[44], f[45]]),
@@ -364,8 +399,8 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
             assert!(seq > prev, "flow {flow}: {seq} after {prev}");
         }
     }
-    assert_balanced(&mid);
-    assert_balanced(&far);
+    assert_balanced(mid);
+    assert_balanced(far);
 }
 
 #[test]
