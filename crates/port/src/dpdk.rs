@@ -174,11 +174,10 @@ impl DpdkPort {
         }
         let pool_name = CString::new(format!("sl_mp_{port}")).unwrap();
         // net_pcap with infinite_rx keeps every frame of its file in an
-        // mbuf: room for the largest file compare-ovs makes, plus the ring.
-        let mbufs = if devargs.contains("infinite_rx") {
-            65536 + 8192
-        } else {
-            8191
+        // mbuf: room for all of them, plus the ring and bursts in flight.
+        let mbufs = match infinite_pcap_frames(devargs) {
+            Some(frames) => (frames + 8192).max(16384),
+            None => 8191,
         };
         // SAFETY: valid name; result checked.
         let mp = unsafe { sl_pool_create(pool_name.as_ptr(), mbufs) };
@@ -324,10 +323,58 @@ impl Drop for DpdkPort {
     }
 }
 
+/// The number of frames in the file of a `net_pcap` device in infinite-rx
+/// mode (which keeps them all in mbufs), from its devargs; `None` for other
+/// devices. An unreadable file counts as 65536 (DPDK will say what is wrong).
+fn infinite_pcap_frames(devargs: &str) -> Option<u32> {
+    let args: Vec<&str> = devargs.split(',').collect();
+    if !args.iter().any(|a| a.starts_with("infinite_rx=1")) {
+        return None;
+    }
+    let file = args.iter().find_map(|a| a.strip_prefix("rx_pcap="))?;
+    let count = std::fs::File::open(file)
+        .ok()
+        .and_then(|f| crate::pcap::PcapReader::new(std::io::BufReader::new(f)).ok())
+        .map(|mut r| {
+            let mut n = 0u32;
+            while let Ok(Some(_)) = r.next_record() {
+                n += 1;
+            }
+            n
+        });
+    Some(count.unwrap_or(65536))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sluice_packet::build::{Frame, L4};
+
+    #[test]
+    fn an_infinite_pcap_vdev_gets_a_pool_for_its_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("in.pcap");
+        let frames = vec![
+            Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 9 })
+                .build();
+            300
+        ];
+        std::fs::write(&file, crate::pcap::write_all(&frames)).unwrap();
+        let f = file.display();
+        assert_eq!(
+            infinite_pcap_frames(&format!("net_pcap0,rx_pcap={f},infinite_rx=1")),
+            Some(300)
+        );
+        assert_eq!(
+            infinite_pcap_frames(&format!("net_pcap0,rx_pcap={f}")),
+            None
+        );
+        assert_eq!(infinite_pcap_frames("net_null0,no-rx=1"), None);
+        assert_eq!(
+            infinite_pcap_frames("net_pcap0,rx_pcap=/no/such,infinite_rx=1"),
+            Some(65536)
+        );
+    }
 
     #[test]
     fn frames_flow_from_a_pcap_vdev_to_a_null_vdev_with_one_burst_per_batch() {
