@@ -16,7 +16,7 @@ use sluice_port::{Port, PortError, PortStats, RxStatus};
 use crate::cascade::CacheConfig;
 use crate::cycles;
 use crate::execute::PacketIn;
-use crate::output::{OutputStage, PortSlot};
+use crate::output::{OutputStage, PortSlot, RxQueue};
 use crate::pipeline::Pipeline;
 use crate::stats::DpStats;
 
@@ -69,6 +69,9 @@ pub enum DpError {
     Port(PortError),
     /// No port has this number.
     NoSuchPort(u32),
+    /// This PMD does not poll that rx queue of the port (or it is the
+    /// queue it sends on, which stays).
+    NoSuchRxq(u32, u32),
 }
 
 impl std::fmt::Display for DpError {
@@ -81,6 +84,9 @@ impl std::fmt::Display for DpError {
             }
             DpError::Port(e) => write!(f, "{e}"),
             DpError::NoSuchPort(n) => write!(f, "no port {n}"),
+            DpError::NoSuchRxq(n, q) => {
+                write!(f, "this PMD has no movable rx queue {q} of port {n}")
+            }
         }
     }
 }
@@ -103,6 +109,21 @@ pub struct PortReport {
     pub rx_cycles: u64,
     /// Whether the port receives (has an rx queue to poll).
     pub receives: bool,
+    /// The rx queues this PMD polls, each with its cycles (the first is
+    /// the queue it also sends on).
+    pub rxqs: Vec<RxqLoad>,
+}
+
+/// One rx queue's load on a PMD, for `pmd-rxq-show` and rebalancing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxqLoad {
+    /// Queue number among the port's queues.
+    pub qid: u32,
+    /// TSC cycles spent receiving from it and processing what came.
+    pub rx_cycles: u64,
+    /// Whether it is the queue this PMD also sends on (it stays with the
+    /// PMD; the others can move).
+    pub home: bool,
 }
 
 /// A single-threaded datapath (one PMD's worth).
@@ -150,7 +171,18 @@ impl Datapath {
     }
 
     /// Adds a port under OpenFlow number `ofport`.
-    pub fn add_port(&mut self, ofport: u32, mut port: Box<dyn Port>) -> Result<(), DpError> {
+    pub fn add_port(&mut self, ofport: u32, port: Box<dyn Port>) -> Result<(), DpError> {
+        self.add_port_queue(ofport, 0, port)
+    }
+
+    /// Adds queue `qid` of a port under OpenFlow number `ofport`: this PMD
+    /// sends on it and receives from it.
+    pub fn add_port_queue(
+        &mut self,
+        ofport: u32,
+        qid: u32,
+        mut port: Box<dyn Port>,
+    ) -> Result<(), DpError> {
         if ofport == 0 || ofport > OFPP_MAX {
             return Err(DpError::BadPortNumber(ofport));
         }
@@ -165,6 +197,8 @@ impl Datapath {
             PortSlot {
                 ofport,
                 port,
+                qid,
+                extra_rxqs: Vec::new(),
                 caps,
                 txq: PacketBatch::new(),
                 rx_done: !caps.rx,
@@ -177,6 +211,45 @@ impl Datapath {
         // all/flood and outputs to missing ports depend on the port set.
         self.epoch += 1;
         Ok(())
+    }
+
+    /// Adds rx queue `q` of port `ofport` (which this PMD already has): it
+    /// is polled for receiving from the next iteration on, and keeps the
+    /// cycles it brings (measured where it was before). On failure the
+    /// queue comes back with the error.
+    pub fn add_rxq(&mut self, ofport: u32, mut q: RxQueue) -> Result<(), (DpError, RxQueue)> {
+        let Some(i) = self.out.index_of(ofport) else {
+            return Err((DpError::NoSuchPort(ofport), q));
+        };
+        if let Err(e) = q.port.attach_pool(&mut self.pool) {
+            return Err((DpError::Port(e), q));
+        }
+        self.out.ports[i].extra_rxqs.push(q);
+        Ok(())
+    }
+
+    /// Takes rx queue `qid` of port `ofport` away (to hand it to another
+    /// PMD), with its cycles. Everything this PMD has queued for output is
+    /// sent first, so packets of a flow that arrive on the queue's next
+    /// PMD cannot overtake those this one still holds. The queue a PMD
+    /// sends on is not taken.
+    pub fn take_rxq(&mut self, ofport: u32, qid: u32) -> Result<RxQueue, DpError> {
+        let i = self
+            .out
+            .index_of(ofport)
+            .ok_or(DpError::NoSuchPort(ofport))?;
+        let q = self.out.ports[i]
+            .extra_rxqs
+            .iter()
+            .position(|q| q.qid == qid)
+            .ok_or(DpError::NoSuchRxq(ofport, qid))?;
+        self.out.flush_all(&mut self.pool, &mut self.stats);
+        for slot in &mut self.out.ports {
+            if slot.port.tx_pending() > 0 {
+                slot.port.flush(&mut self.pool).map_err(DpError::Port)?;
+            }
+        }
+        Ok(self.out.ports[i].extra_rxqs.remove(q))
     }
 
     /// Installs a new rule set.
@@ -225,35 +298,9 @@ impl Datapath {
         self.housekeeping(now_us);
         let mut received = 0;
         for pi in 0..self.out.ports.len() {
-            let slot = &mut self.out.ports[pi];
-            if slot.rx_done {
-                continue;
-            }
-            let mut batch = PacketBatch::new();
-            let rx_start = cycles::now();
-            match slot.port.rx_burst(&mut self.pool, &mut batch, slot.ofport) {
-                RxStatus::Received(_) => {
-                    received += batch.len();
-                    let env = XlateEnv {
-                        rules: &self.rules,
-                        ports: &self.port_numbers,
-                    };
-                    self.pipeline.process(
-                        &mut batch,
-                        env,
-                        self.epoch,
-                        &mut self.pool,
-                        &mut self.out,
-                        &mut self.stats,
-                        now_us,
-                    );
-                    // Batches whose time has come go now (all of them when
-                    // tx-flush-interval is 0: the end of the rx burst).
-                    self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
-                    self.out.ports[pi].rx_cycles += cycles::now().wrapping_sub(rx_start);
-                }
-                RxStatus::Exhausted => slot.rx_done = true,
-                RxStatus::Idle => {}
+            received += self.poll_rxq(pi, None, now_us);
+            for q in 0..self.out.ports[pi].extra_rxqs.len() {
+                received += self.poll_rxq(pi, Some(q), now_us);
             }
         }
         if received == 0 {
@@ -277,6 +324,58 @@ impl Datapath {
             self.stats.idle_cycles += spent;
         }
         received
+    }
+
+    /// One rx burst from port `pi`'s own queue (`q` = None) or its extra
+    /// rx queue `q`, processed, with the outputs that are due flushed.
+    fn poll_rxq(&mut self, pi: usize, q: Option<usize>, now_us: u64) -> usize {
+        let slot = &mut self.out.ports[pi];
+        let ofport = slot.ofport;
+        let (port, rx_done) = match q {
+            None => (&mut slot.port, &mut slot.rx_done),
+            Some(q) => {
+                let r = &mut slot.extra_rxqs[q];
+                (&mut r.port, &mut r.rx_done)
+            }
+        };
+        if *rx_done {
+            return 0;
+        }
+        let mut batch = PacketBatch::new();
+        let rx_start = cycles::now();
+        match port.rx_burst(&mut self.pool, &mut batch, ofport) {
+            RxStatus::Received(_) => {
+                let received = batch.len();
+                let env = XlateEnv {
+                    rules: &self.rules,
+                    ports: &self.port_numbers,
+                };
+                self.pipeline.process(
+                    &mut batch,
+                    env,
+                    self.epoch,
+                    &mut self.pool,
+                    &mut self.out,
+                    &mut self.stats,
+                    now_us,
+                );
+                // Batches whose time has come go now (all of them when
+                // tx-flush-interval is 0: the end of the rx burst).
+                self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
+                let spent = cycles::now().wrapping_sub(rx_start);
+                let slot = &mut self.out.ports[pi];
+                match q {
+                    None => slot.rx_cycles += spent,
+                    Some(q) => slot.extra_rxqs[q].rx_cycles += spent,
+                }
+                received
+            }
+            RxStatus::Exhausted => {
+                *rx_done = true;
+                0
+            }
+            RxStatus::Idle => 0,
+        }
     }
 
     fn housekeeping(&mut self, now_us: u64) {
@@ -351,7 +450,10 @@ impl Datapath {
 
     /// Whether every port that receives has run out of input.
     pub fn rx_exhausted(&self) -> bool {
-        self.out.ports.iter().all(|p| p.rx_done)
+        self.out
+            .ports
+            .iter()
+            .all(|p| p.rx_done && p.extra_rxqs.iter().all(|q| q.rx_done))
     }
 
     /// Whether some port receives forever (a loop or a live device).
@@ -389,6 +491,9 @@ impl Datapath {
         self.out.flush_all(&mut self.pool, &mut self.stats);
         for slot in &mut self.out.ports {
             slot.port.flush(&mut self.pool).map_err(DpError::Port)?;
+            for q in &mut slot.extra_rxqs {
+                q.port.flush(&mut self.pool).map_err(DpError::Port)?;
+            }
         }
         Ok(())
     }
@@ -406,15 +511,11 @@ impl Datapath {
         let mut slot = self.out.ports.remove(i);
         self.port_numbers.remove(i);
         self.epoch += 1;
-        let flushed = slot.port.flush(&mut self.pool);
-        self.removed_ports.push(PortReport {
-            ofport,
-            name: slot.port.name().to_string(),
-            stats: slot.port.stats(),
-            warnings: slot.port.warnings(),
-            rx_cycles: slot.rx_cycles,
-            receives: slot.caps.rx,
-        });
+        let mut flushed = slot.port.flush(&mut self.pool);
+        for q in &mut slot.extra_rxqs {
+            flushed = flushed.and(q.port.flush(&mut self.pool));
+        }
+        self.removed_ports.push(slot_report(&slot));
         flushed.map_err(DpError::Port)?;
         Ok(self.removed_ports.last().cloned().expect("just pushed"))
     }
@@ -436,23 +537,15 @@ impl Datapath {
         self.stats = DpStats::default();
         for slot in &mut self.out.ports {
             slot.rx_cycles = 0;
+            for q in &mut slot.extra_rxqs {
+                q.rx_cycles = 0;
+            }
         }
     }
 
     /// Every port's counters.
     pub fn port_reports(&self) -> Vec<PortReport> {
-        self.out
-            .ports
-            .iter()
-            .map(|s| PortReport {
-                ofport: s.ofport,
-                name: s.port.name().to_string(),
-                stats: s.port.stats(),
-                warnings: s.port.warnings(),
-                rx_cycles: s.rx_cycles,
-                receives: s.caps.rx,
-            })
-            .collect()
+        self.out.ports.iter().map(slot_report).collect()
     }
 
     /// Packet-ins waiting for an OpenFlow channel.
@@ -464,5 +557,34 @@ impl Datapath {
     /// flushed: a check that nothing leaked).
     pub fn pool_available(&self) -> (usize, usize) {
         (self.pool.available(), self.pool.capacity())
+    }
+}
+
+/// A port's report: its queues' counters summed, each rx queue's cycles.
+fn slot_report(s: &PortSlot) -> PortReport {
+    let mut stats = s.port.stats();
+    let mut warnings = s.port.warnings();
+    let mut rxqs = vec![RxqLoad {
+        qid: s.qid,
+        rx_cycles: s.rx_cycles,
+        home: true,
+    }];
+    for q in &s.extra_rxqs {
+        stats.add(&q.port.stats());
+        warnings.extend(q.port.warnings());
+        rxqs.push(RxqLoad {
+            qid: q.qid,
+            rx_cycles: q.rx_cycles,
+            home: false,
+        });
+    }
+    PortReport {
+        ofport: s.ofport,
+        name: s.port.name().to_string(),
+        stats,
+        warnings,
+        rx_cycles: rxqs.iter().map(|q| q.rx_cycles).sum(),
+        receives: s.caps.rx,
+        rxqs,
     }
 }

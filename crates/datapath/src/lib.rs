@@ -19,6 +19,7 @@ pub mod pipeline;
 pub mod stats;
 
 pub use cascade::CacheConfig;
-pub use datapath::{Datapath, DatapathConfig, DpError, PortReport};
+pub use datapath::{Datapath, DatapathConfig, DpError, PortReport, RxqLoad};
 pub use execute::PacketIn;
+pub use output::RxQueue;
 pub use stats::{DpStats, DropReason, DROP_REASONS};

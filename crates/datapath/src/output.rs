@@ -10,10 +10,16 @@ use sluice_port::{Port, PortCaps};
 
 use crate::stats::DpStats;
 
-/// A port as the datapath holds it.
+/// A port as the datapath holds it: the queue this PMD sends on (and
+/// receives from), and any more rx queues of the port it polls.
 pub(crate) struct PortSlot {
     pub ofport: u32,
     pub port: Box<dyn Port>,
+    /// Queue number of `port` among the port's queues.
+    pub qid: u32,
+    /// More rx queues of this port that this PMD polls (receive only: it
+    /// sends on `port`). These can move between PMDs (rxq rebalancing).
+    pub extra_rxqs: Vec<RxQueue>,
     pub caps: PortCaps,
     pub txq: PacketBatch,
     pub rx_done: bool,
@@ -24,6 +30,31 @@ pub(crate) struct PortSlot {
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
+}
+
+/// An rx queue a PMD polls for receiving only; it can be taken from one
+/// PMD's datapath and given to another's.
+pub struct RxQueue {
+    /// Queue number among the port's queues.
+    pub qid: u32,
+    /// The queue.
+    pub port: Box<dyn Port>,
+    /// Whether its input has ended.
+    pub rx_done: bool,
+    /// TSC cycles spent receiving from it and processing what came.
+    pub rx_cycles: u64,
+}
+
+impl RxQueue {
+    /// A queue not polled yet.
+    pub fn new(qid: u32, port: Box<dyn Port>) -> Self {
+        RxQueue {
+            qid,
+            rx_done: !port.caps().rx,
+            port,
+            rx_cycles: 0,
+        }
+    }
 }
 
 /// Ports, by ascending OpenFlow number, with their output batches.

@@ -292,3 +292,85 @@ fn nothing_waits_after_port_removal() {
     assert!(dp.stats().rx_balanced() && dp.stats().tx_balanced());
     assert!(dp.remove_port(2).is_err(), "no port 2 any more");
 }
+
+/// An rx queue moving from one PMD's datapath to another's: what the first
+/// holds for output goes before the queue does, so the flow's packets leave
+/// in order; the queue a PMD sends on stays; reports count every queue.
+#[test]
+fn a_moving_rx_queue_takes_nothing_out_of_order() {
+    use sluice_datapath::RxQueue;
+    let rules = Arc::new(RuleSet::from_specs(
+        &parse_flow_file("actions=output:2", None).unwrap(),
+        0,
+    ));
+    let cfg = DatapathConfig {
+        tx_flush_interval_us: 1_000_000,
+        ..Default::default()
+    };
+    let log = Arc::new(Mutex::new(Log::default()));
+    let frame = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
+    let mut pmd = |home: u32| {
+        let mut dp = Datapath::new(cfg, Arc::clone(&rules)).unwrap();
+        let mut own = Frames::new();
+        own.push(&frame, 999_000_000);
+        dp.add_port_queue(1, home, Box::new(ReplayPort::new("in", own, false)))
+            .unwrap();
+        dp.add_port(
+            2,
+            Box::new(Sink {
+                clock: Arc::default(),
+                log: Arc::clone(&log),
+            }),
+        )
+        .unwrap();
+        dp
+    };
+    let (mut a, mut b) = (pmd(0), pmd(1));
+    let mut moving = Frames::new();
+    for i in 0..100u64 {
+        moving.push(&frame, (i + 1) * 1000);
+    }
+    let q = ReplayPort::new("in", moving, false).with_burst(8);
+    a.add_rxq(1, RxQueue::new(2, Box::new(q)))
+        .map_err(|(e, _)| e)
+        .unwrap();
+    a.poll_once(0);
+    a.poll_once(1);
+    let reports = a.port_reports();
+    let qids: Vec<(u32, bool)> = reports[0].rxqs.iter().map(|q| (q.qid, q.home)).collect();
+    assert_eq!(qids, vec![(0, true), (2, false)]);
+    assert_eq!(reports[0].stats.rx_packets, 1 + 16, "both queues counted");
+    assert!(
+        log.lock().unwrap().bursts.is_empty(),
+        "held for the interval"
+    );
+    assert!(a.take_rxq(1, 0).is_err(), "the queue a PMD sends on stays");
+    let q = a.take_rxq(1, 2).unwrap();
+    assert!(!q.rx_done);
+    let sent_by_a: usize = log.lock().unwrap().bursts.iter().map(|b| b.1.len()).sum();
+    assert_eq!(
+        sent_by_a, 17,
+        "everything a held went before the queue left"
+    );
+    b.add_rxq(1, q).map_err(|(e, _)| e).unwrap();
+    let mut t = 2;
+    while !b.rx_exhausted() {
+        b.poll_once(t);
+        t += 1;
+    }
+    b.finish().unwrap();
+    a.finish().unwrap();
+    let seen: Vec<u64> = log
+        .lock()
+        .unwrap()
+        .bursts
+        .iter()
+        .flat_map(|b| b.1.clone())
+        .filter(|&us| us < 999_000)
+        .collect();
+    assert_eq!(seen, (1..=100).collect::<Vec<u64>>(), "in order, none lost");
+    for dp in [&a, &b] {
+        assert!(dp.stats().rx_balanced() && dp.stats().tx_balanced());
+    }
+    assert_eq!(b.port_reports()[0].rxqs.len(), 2);
+}

@@ -256,6 +256,22 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
     }
 }
 
+impl PortSpec {
+    /// Whether [`open_port_queues`] can open this port with several queues.
+    pub fn multi_queue(&self) -> bool {
+        matches!(
+            self,
+            PortSpec::Null
+                | PortSpec::AfPacket { .. }
+                | PortSpec::Pcap {
+                    rx: Some(_),
+                    tx: None,
+                    looping: true,
+                }
+        )
+    }
+}
+
 /// Opens the port a spec describes as `n` queue pairs, one per PMD thread:
 /// each handle receives from its own rx queue and sends on its own tx
 /// queue, so PMDs never share a port object (no lock on the hot path).

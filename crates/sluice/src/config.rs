@@ -4,6 +4,7 @@
 //! ```toml
 //! flows = "rules.flows"          # relative to this file
 //! pmd_cores = [1]               # one pinned PMD thread per CPU listed
+//! n_rxq = 4                     # rx queues per multi-queue port (default: one per PMD)
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -44,6 +45,9 @@ pub struct Config {
     /// One PMD thread per CPU listed, pinned there (`--pmd-cores`); empty:
     /// one PMD, not pinned.
     pub pmd_cores: Vec<usize>,
+    /// Rx queues per port that can have several (null, `pcap:rx=F,loop`,
+    /// afpacket), at least one per PMD (`--n-rxq`); `None`: one per PMD.
+    pub n_rxq: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -52,6 +56,7 @@ struct FileConfig {
     flows: Option<PathBuf>,
     #[serde(default)]
     pmd_cores: Vec<usize>,
+    n_rxq: Option<usize>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -164,6 +169,7 @@ impl Config {
         let mut cfg = Config {
             flows: f.flows.map(|p| resolve(base, p)),
             pmd_cores: f.pmd_cores,
+            n_rxq: f.n_rxq,
             ..Config::default()
         };
         for p in f.ports {
@@ -265,8 +271,9 @@ mod tests {
         assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
         assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
         assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU"));
-        let cfg = Config::from_toml("pmd_cores = [0, 1]\n", Path::new(".")).unwrap();
+        let cfg = Config::from_toml("pmd_cores = [0, 1]\nn_rxq = 4\n", Path::new(".")).unwrap();
         assert_eq!(cfg.pmd_cores, vec![0, 1]);
+        assert_eq!(cfg.n_rxq, Some(4));
     }
 
     #[test]

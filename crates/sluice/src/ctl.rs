@@ -7,6 +7,7 @@
 //! `{"cmd": "add-flow", "args": ["in_port=1,actions=output:2"]}` →
 //! `{"ok": true, "output": "..."}`.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -21,6 +22,8 @@ use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 
 use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
 use crate::report::merge_ports;
+use crate::rxq_assign::{assign_by_cycles, initial_pmd, Rxq};
+use sluice_datapath::RxQueue;
 
 /// How long a command waits for the datapath thread.
 const PMD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,6 +53,14 @@ pub struct Control {
     rules: Mutex<RuleSet>,
     pmds: Mutex<Vec<(Placement, Sender<PmdCommand>)>>,
     start: Instant,
+    /// `--n-rxq`, for ports added at run time.
+    n_rxq: Option<usize>,
+    /// Held by port changes and rxq moves, one at a time (a queue in
+    /// flight between two PMDs must not meet its port's removal).
+    reconfig: Mutex<()>,
+    /// Each rx queue's cycles at the last rebalance, by (port, queue): a
+    /// rebalance weighs the load since the one before.
+    rxq_cycles_base: Mutex<HashMap<(u32, u32), u64>>,
 }
 
 /// The commands, for `sluice ctl --help` and errors.
@@ -67,15 +78,24 @@ pub const COMMANDS: &str = "\
   replace-flows FILE         make the rules those of FILE, keeping the counters of unchanged ones
   dump-ports                 every port's counters: packets, drops by reason, kicks
   add-port N=SPEC            open a port and add it as number N (e.g. 3=afpacket:veth3)
-  del-port N                 send what port N has queued, then remove it";
+  del-port N                 send what port N has queued, then remove it
+  pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
-    pub fn new(rules: RuleSet, pmds: Vec<(Placement, Sender<PmdCommand>)>, start: Instant) -> Self {
+    pub fn new(
+        rules: RuleSet,
+        pmds: Vec<(Placement, Sender<PmdCommand>)>,
+        start: Instant,
+        n_rxq: Option<usize>,
+    ) -> Self {
         Control {
             rules: Mutex::new(rules),
             pmds: Mutex::new(pmds),
             start,
+            n_rxq,
+            reconfig: Mutex::new(()),
+            rxq_cycles_base: Mutex::new(HashMap::new()),
         }
     }
 
@@ -194,25 +214,53 @@ impl Control {
                     .collect())
             }
             "add-port" => {
+                let _reconfig = self.reconfig.lock().expect("reconfig");
                 let arg = rest.join(" ");
                 let (n, spec) = crate::config::parse_port_arg(&arg)?;
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
+                let count = crate::runner::queue_count(self.n_rxq, &spec, n_pmds)?;
                 let queues =
-                    sluice_port::open_port_queues(&spec, n_pmds).map_err(|e| e.to_string())?;
-                let mut queues = queues.into_iter();
+                    sluice_port::open_port_queues(&spec, count).map_err(|e| e.to_string())?;
+                let mut queues = queues.into_iter().enumerate();
                 let added = self.ask_each(|_, tx| {
-                    PmdCommand::AddPort(n, queues.next().expect("one queue per PMD"), tx)
+                    let (qid, q) = queues.next().expect("one queue per PMD");
+                    PmdCommand::AddPort(n, qid as u32, q, tx)
                 })?;
-                if let Some(Err(e)) = added.iter().find(|r| r.is_err()) {
+                let mut failed = added.iter().find_map(|r| r.clone().err());
+                if failed.is_none() {
+                    for (qid, q) in queues {
+                        let pmd = initial_pmd(qid, n_pmds);
+                        let r = self.ask_one(pmd, |tx| {
+                            PmdCommand::AddRxq(n, RxQueue::new(qid as u32, q), tx)
+                        })?;
+                        if let Err(e) = r {
+                            failed = Some(e.error);
+                            break;
+                        }
+                    }
+                }
+                if let Some(e) = failed {
                     // All PMDs or none: take it back where it went in.
                     for (i, _) in added.iter().enumerate().filter(|(_, r)| r.is_ok()) {
                         let _ = self.ask_one(i, |tx| PmdCommand::DelPort(n, tx));
                     }
-                    return Err(e.clone());
+                    return Err(e);
                 }
-                Ok(format!("added port {n} ({spec})"))
+                Ok(format!(
+                    "added port {n} ({spec}){}",
+                    if count > n_pmds {
+                        format!(" with {count} rx queues")
+                    } else {
+                        String::new()
+                    }
+                ))
+            }
+            "pmd-rxq-rebalance" => {
+                let _reconfig = self.reconfig.lock().expect("reconfig");
+                self.rebalance()
             }
             "del-port" => {
+                let _reconfig = self.reconfig.lock().expect("reconfig");
                 let [n] = rest.as_slice() else {
                     return Err("del-port needs a port number".into());
                 };
@@ -250,6 +298,83 @@ impl Control {
             }
             other => Err(format!("unknown command '{other}'; commands:\n{COMMANDS}")),
         }
+    }
+
+    /// `pmd-rxq-rebalance`: measures each rx queue's load since the last
+    /// rebalance, plans with [`assign_by_cycles`], and moves the queues
+    /// (each PMD giving one up sends what it has queued first).
+    fn rebalance(&self) -> Result<String, String> {
+        let snaps = self.ask_all(PmdCommand::Stats)?;
+        let n_pmds = snaps.len();
+        let mut base = self.rxq_cycles_base.lock().expect("rxq cycles");
+        let mut rxqs = Vec::new();
+        for (pmd, snap) in snaps.iter().enumerate() {
+            for p in snap.ports.iter().filter(|p| p.receives) {
+                for q in &p.rxqs {
+                    let seen = base.get(&(p.ofport, q.qid)).copied().unwrap_or(0);
+                    // Below the base: the counters were cleared since.
+                    let load = if q.rx_cycles >= seen {
+                        q.rx_cycles - seen
+                    } else {
+                        q.rx_cycles
+                    };
+                    rxqs.push(Rxq {
+                        ofport: p.ofport,
+                        qid: q.qid,
+                        pmd,
+                        load,
+                        movable: !q.home,
+                    });
+                    base.insert((p.ofport, q.qid), q.rx_cycles);
+                }
+            }
+        }
+        let plan = assign_by_cycles(&rxqs, n_pmds);
+        let total = plan.before.iter().sum::<u64>().max(1) as f64;
+        let share = |l: u64| l as f64 * 100.0 / total;
+        let mut out = String::new();
+        for m in &plan.moves {
+            let q = self.ask_one(m.from, |tx| PmdCommand::TakeRxq(m.ofport, m.qid, tx))??;
+            if let Err(refused) = self.ask_one(m.to, |tx| PmdCommand::AddRxq(m.ofport, q, tx))? {
+                // Back where it was, so the queue is still polled.
+                let back =
+                    self.ask_one(m.from, |tx| PmdCommand::AddRxq(m.ofport, refused.queue, tx))?;
+                return Err(format!(
+                    "port {} queue {}: pmd {} refused it ({}){}",
+                    m.ofport,
+                    m.qid,
+                    m.to,
+                    refused.error,
+                    if back.is_ok() {
+                        "; it stays on pmd ".to_string() + &m.from.to_string()
+                    } else {
+                        "; it could not go back and is closed".to_string()
+                    }
+                ));
+            }
+            out += &format!(
+                "port {} queue-id {}: pmd {} -> pmd {} ({:.0} % of the measured load)\n",
+                m.ofport,
+                m.qid,
+                m.from,
+                m.to,
+                share(m.load)
+            );
+        }
+        let loads = |l: &[u64]| {
+            l.iter()
+                .enumerate()
+                .map(|(i, &x)| format!("pmd {i} {:.0} %", share(x)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out += &format!(
+            "moved {} rx queues; load by PMD before: {}; after (estimated): {}",
+            plan.moves.len(),
+            loads(&plan.before),
+            loads(&plan.after)
+        );
+        Ok(out)
     }
 
     fn flow_mod(&self, cmd: &str, args: &[&str], strict: bool) -> Result<String, String> {
@@ -366,18 +491,17 @@ fn rxq_show(s: &PmdSnapshot) -> String {
     let total = (s.stats.idle_cycles + s.stats.processing_cycles).max(1) as f64;
     let mut o = format!("{}:\n", s.placement);
     let mut polled = 0u64;
-    for p in &s.ports {
-        if !p.receives {
-            continue;
+    for p in s.ports.iter().filter(|p| p.receives) {
+        for q in &p.rxqs {
+            polled += q.rx_cycles;
+            o += &format!(
+                "  port: {:<3} {:<32} queue-id: {:>2}  pmd usage: {:>3.0} %\n",
+                p.ofport,
+                p.name,
+                q.qid,
+                q.rx_cycles as f64 * 100.0 / total
+            );
         }
-        polled += p.rx_cycles;
-        o += &format!(
-            "  port: {:<3} {:<32} queue-id: {:>2}  pmd usage: {:>3.0} %\n",
-            p.ofport,
-            p.name,
-            s.placement.index,
-            p.rx_cycles as f64 * 100.0 / total
-        );
     }
     let overhead = s.stats.processing_cycles.saturating_sub(polled);
     o += &format!("  overhead: {:>3.0} %\n", overhead as f64 * 100.0 / total);

@@ -9,5 +9,6 @@ pub mod ctl;
 pub mod pmd;
 pub mod report;
 pub mod runner;
+pub mod rxq_assign;
 pub mod trace;
 pub mod workload;

@@ -197,11 +197,19 @@ struct RunArgs {
     /// Default: one PMD, not pinned.
     #[arg(long, value_name = "CPUS")]
     pmd_cores: Option<String>,
+    /// Rx queues per port that can have several (null, pcap:rx=F,loop,
+    /// afpacket: a fanout group of N sockets), at least one per PMD. Each
+    /// PMD sends on one queue of every port and polls it; the other queues
+    /// are dealt round-robin and can be moved by measured load with
+    /// 'sluice ctl pmd-rxq-rebalance' (OVS's pmd-rxq-assign=cycles).
+    /// Default: one per PMD.
+    #[arg(long, value_name = "N")]
+    n_rxq: Option<usize>,
     #[command(flatten)]
     cache: CacheArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
 
 #[derive(Args)]
 struct CtlArgs {
@@ -289,6 +297,9 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
     if let Some(cores) = &a.pmd_cores {
         cfg.pmd_cores =
             sluice::config::parse_cpu_list(cores).map_err(|e| format!("--pmd-cores {e}"))?;
+    }
+    if let Some(n) = a.n_rxq {
+        cfg.n_rxq = Some(n);
     }
     a.cache.apply(&mut cfg);
     let stop_after = RunOptions {

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use sluice_classifier::RuleSet;
-use sluice_datapath::{Datapath, DpStats, PortReport};
+use sluice_datapath::{Datapath, DpStats, PortReport, RxQueue};
 use sluice_port::Port;
 
 use crate::runner::RunOptions;
@@ -36,8 +36,8 @@ pub struct PmdSnapshot {
 /// Where a PMD thread runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Placement {
-    /// Its number among the PMDs (0-based): it polls queue `index` of
-    /// every port.
+    /// Its number among the PMDs (0-based): it sends on queue `index` of
+    /// every port (and polls it, with any further rx queues dealt to it).
     pub index: usize,
     /// The CPU it is pinned to (`--pmd-cores`), or none.
     pub core: Option<usize>,
@@ -81,13 +81,49 @@ pub enum PmdCommand {
     DumpMegaflows(Sender<Vec<String>>),
     /// Set `tx-flush-interval` (µs) for a port, or every port.
     SetTxFlush(Option<u32>, u64, Sender<Result<(), String>>),
-    /// Add a port (opened by the caller, off the datapath thread).
-    AddPort(u32, Box<dyn Port>, Sender<Result<(), String>>),
+    /// Add queue `.1` of port `.0` (opened by the caller, off the
+    /// datapath thread): the PMD sends on it and polls it.
+    AddPort(u32, u32, Box<dyn Port>, Sender<Result<(), String>>),
     /// Remove a port after sending what it has queued; answered with its
     /// final counters.
     DelPort(u32, Sender<Result<PortReport, String>>),
+    /// Start polling an rx queue of port `.0` (which the PMD has); on
+    /// failure the queue comes back.
+    AddRxq(u32, RxQueue, Sender<Result<(), RxqRefused>>),
+    /// Stop polling rx queue `.1` of port `.0` and hand it over, after
+    /// sending everything queued for output. A queue whose input goes on
+    /// counts in [`Shared::busy`] while in flight, so the run cannot end
+    /// for want of input between two PMDs.
+    TakeRxq(u32, u32, Sender<Result<RxQueue, String>>),
     /// Finish: flush everything and end the thread.
     Stop,
+}
+
+/// An rx queue a PMD would not take, handed back with the reason.
+pub struct RxqRefused {
+    /// Why.
+    pub error: String,
+    /// The queue, to give back where it came from.
+    pub queue: RxQueue,
+}
+
+/// Whether a PMD's inputs go on, as counted in [`Shared::busy`].
+struct Liveness<'a> {
+    shared: &'a Shared,
+    inputs_left: bool,
+}
+
+impl Liveness<'_> {
+    /// Counts this PMD in or out of `busy` as its datapath says.
+    fn update(&mut self, dp: &Datapath) {
+        let live = !dp.rx_exhausted();
+        if live && !self.inputs_left {
+            self.shared.busy.fetch_add(1, Ordering::AcqRel);
+        } else if !live && self.inputs_left {
+            self.shared.busy.fetch_sub(1, Ordering::AcqRel);
+        }
+        self.inputs_left = live;
+    }
 }
 
 /// A running PMD thread.
@@ -108,7 +144,13 @@ impl PmdHandle {
     }
 }
 
-fn handle(dp: &mut Datapath, cmd: PmdCommand, placement: Placement, now_us: u64) -> bool {
+fn handle(
+    dp: &mut Datapath,
+    cmd: PmdCommand,
+    placement: Placement,
+    now_us: u64,
+    live: &mut Liveness,
+) -> bool {
     match cmd {
         PmdCommand::SetRules(rules, reply) => {
             dp.set_rules(rules);
@@ -139,11 +181,31 @@ fn handle(dp: &mut Datapath, cmd: PmdCommand, placement: Placement, now_us: u64)
                     .map_err(|e| e.to_string()),
             );
         }
-        PmdCommand::AddPort(n, port, reply) => {
-            let _ = reply.send(dp.add_port(n, port).map_err(|e| e.to_string()));
+        PmdCommand::AddPort(n, qid, port, reply) => {
+            let _ = reply.send(dp.add_port_queue(n, qid, port).map_err(|e| e.to_string()));
         }
         PmdCommand::DelPort(n, reply) => {
             let _ = reply.send(dp.remove_port(n).map_err(|e| e.to_string()));
+        }
+        PmdCommand::AddRxq(n, q, reply) => {
+            let in_flight = !q.rx_done;
+            let added = dp.add_rxq(n, q).map_err(|(e, queue)| RxqRefused {
+                error: e.to_string(),
+                queue,
+            });
+            if added.is_ok() && in_flight {
+                // Count this PMD in before the queue's own count goes.
+                live.update(dp);
+                live.shared.busy.fetch_sub(1, Ordering::AcqRel);
+            }
+            let _ = reply.send(added);
+        }
+        PmdCommand::TakeRxq(n, qid, reply) => {
+            let taken = dp.take_rxq(n, qid).map_err(|e| e.to_string());
+            if taken.as_ref().is_ok_and(|q| !q.rx_done) {
+                live.shared.busy.fetch_add(1, Ordering::AcqRel);
+            }
+            let _ = reply.send(taken);
         }
         PmdCommand::Stop => return false,
     }
@@ -176,19 +238,19 @@ pub fn spawn(
                 }
             }
             let now_us = || start.elapsed().as_micros() as u64;
-            let mut inputs_left = true;
+            let mut live = Liveness {
+                shared: &shared,
+                inputs_left: true,
+            };
             'poll: loop {
                 // Commands first: a change is in force before any packet
                 // of this iteration is looked at.
                 while let Ok(cmd) = rx.try_recv() {
-                    if !handle(&mut dp, cmd, placement, now_us()) {
+                    if !handle(&mut dp, cmd, placement, now_us(), &mut live) {
                         break 'poll;
                     }
                 }
-                if inputs_left && dp.rx_exhausted() {
-                    inputs_left = false;
-                    shared.busy.fetch_sub(1, Ordering::AcqRel);
-                }
+                live.update(&dp);
                 if shared.busy.load(Ordering::Acquire) == 0
                     || shared.stop.load(Ordering::Relaxed)
                     || max_packets.is_some_and(|n| shared.received.load(Ordering::Relaxed) >= n)
@@ -205,7 +267,7 @@ pub fn spawn(
                     shared.received.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
-            if inputs_left {
+            if live.inputs_left {
                 shared.busy.fetch_sub(1, Ordering::AcqRel);
             }
             // One PMD stopping by command or condition stops the others.

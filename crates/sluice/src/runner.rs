@@ -8,13 +8,14 @@ use std::time::{Duration, Instant};
 
 use sluice_classifier::action::Action;
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{Datapath, DpStats, PortReport};
-use sluice_port::{open_port_queues, Port};
+use sluice_datapath::{Datapath, DpStats, PortReport, RxQueue};
+use sluice_port::{open_port_queues, Port, PortSpec};
 
 use crate::config::Config;
 use crate::ctl::{self, Control};
 use crate::pmd::{self, Placement, PmdHandle, Shared};
 use crate::report::merge_ports;
+use crate::rxq_assign::initial_pmd;
 
 /// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
@@ -119,9 +120,50 @@ pub fn placements(cfg: &Config) -> Result<Vec<Placement>, String> {
         .collect())
 }
 
+/// How many queues to open a port with: `n_rxq` (`--n-rxq`, at least one
+/// per PMD) for ports that can have several, one per PMD otherwise.
+pub fn queue_count(n_rxq: Option<usize>, spec: &PortSpec, n_pmds: usize) -> Result<usize, String> {
+    match n_rxq {
+        Some(n) if n < n_pmds => Err(format!(
+            "--n-rxq {n}: give at least one rx queue per PMD thread ({n_pmds})"
+        )),
+        Some(n) if spec.multi_queue() => Ok(n),
+        _ => Ok(n_pmds),
+    }
+}
+
+/// Gives the queues of port `ofport` to the PMDs: queue i < PMDs is PMD
+/// i's own (it sends on it and polls it), the rest are dealt round-robin
+/// as further rx queues.
+pub fn deal_queues(
+    dps: &mut [Datapath],
+    ofport: u32,
+    queues: Vec<Box<dyn Port>>,
+) -> Result<(), String> {
+    let n_pmds = dps.len();
+    if queues.len() < n_pmds {
+        return Err(format!(
+            "port {ofport}: {} queues for {n_pmds} PMD threads",
+            queues.len()
+        ));
+    }
+    for (qid, q) in queues.into_iter().enumerate() {
+        let dp = &mut dps[initial_pmd(qid, n_pmds)];
+        if qid < n_pmds {
+            dp.add_port_queue(ofport, qid as u32, q)
+                .map_err(|e| e.to_string())?;
+        } else {
+            dp.add_rxq(ofport, RxQueue::new(qid as u32, q))
+                .map_err(|(e, _)| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs one datapath per PMD over already-opened ports (each port given
-/// as one queue per PMD, see [`sluice_port::open_port_queues`]), each on
-/// its own thread, with a control socket when `opts.ctl` names one.
+/// as at least one queue per PMD, see [`sluice_port::open_port_queues`]
+/// and [`deal_queues`]), each on its own thread, with a control socket
+/// when `opts.ctl` names one.
 pub fn run_ports(
     cfg: &Config,
     rules: RuleSet,
@@ -145,15 +187,7 @@ pub fn run_ports(
         dps.push(Datapath::new(cfg.datapath, Arc::clone(&rules)).map_err(|e| e.to_string())?);
     }
     for (n, queues) in ports {
-        if queues.len() != n_pmds {
-            return Err(format!(
-                "port {n}: {} queues for {n_pmds} PMD threads",
-                queues.len()
-            ));
-        }
-        for (dp, q) in dps.iter_mut().zip(queues) {
-            dp.add_port(n, q).map_err(|e| e.to_string())?;
-        }
+        deal_queues(&mut dps, n, queues)?;
     }
     for dp in &mut dps {
         for &(n, us) in &cfg.port_tx_flush_us {
@@ -186,7 +220,7 @@ pub fn run_ports(
                 .iter()
                 .map(|p| (p.placement, p.commands.clone()))
                 .collect();
-            let control = Arc::new(Control::new(control_rules, senders, start));
+            let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
             match ctl::serve(path, control) {
                 Ok(p) => {
                     eprintln!(
@@ -301,7 +335,8 @@ pub fn run(
     let n_pmds = placements(cfg)?.len();
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {
-        let queues = open_port_queues(spec, n_pmds).map_err(|e| format!("port {n}: {e}"))?;
+        let count = queue_count(cfg.n_rxq, spec, n_pmds)?;
+        let queues = open_port_queues(spec, count).map_err(|e| format!("port {n}: {e}"))?;
         ports.push((*n, queues));
     }
     run_ports(cfg, rules, ports, stop_after, stop)

@@ -545,3 +545,126 @@ fn ctl_changes_rules_of_a_running_switch() {
         stderr(&o)
     );
 }
+
+/// `--n-rxq 4` on two PMDs: queues 0 and 1 are the PMDs' own, 2 and 3 are
+/// dealt round-robin. The capture's flows all hash to queues 0 and 2, so
+/// PMD 0 does all the work until `pmd-rxq-rebalance` moves queue 2 to
+/// PMD 1; then both work, and every packet is still accounted for.
+#[test]
+fn rx_queues_move_between_pmds_by_measured_load() {
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    let frames: Vec<Vec<u8>> = (0..2000u16)
+        .map(|i| {
+            Frame::ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                L4::Udp {
+                    src: 1000 + i,
+                    dst: 9,
+                },
+            )
+            .build()
+        })
+        .filter(|f| (sluice_port::replay::rss_hash(f) % 4).is_multiple_of(2))
+        .take(64)
+        .collect();
+    let on = |q: u32| {
+        frames
+            .iter()
+            .filter(|f| sluice_port::replay::rss_hash(f) % 4 == q)
+            .count()
+    };
+    assert!(on(0) > 0 && on(2) > 0);
+    std::fs::write(p("in.pcap"), sluice_port::pcap::write_all(&frames)).unwrap();
+    std::fs::write(p("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", "--json", "--duration", "6", "--flows", &p("r.flows")])
+        .args(["--ctl", &sock, "--n-rxq", "4"])
+        .args(["--pmd-cores", &format!("{},{}", cpus[0], cpus[1])])
+        .args(["--port", &format!("1=pcap:rx={},loop", p("in.pcap"))])
+        .args(["--port", "2=null"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !Path::new(&sock).exists() {
+        assert!(t0.elapsed().as_secs() < 10, "no control socket");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let ctl = |args: &[&str]| {
+        let mut a = vec!["ctl", "--ctl", sock.as_str()];
+        a.extend_from_slice(args);
+        let o = sluice(&a);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // Which PMD section lists port 1's queue `q`.
+    let pmd_of = |show: &str, q: u32| {
+        let mut pmd = None;
+        for line in show.lines() {
+            if let Some(rest) = line.strip_prefix("pmd thread ") {
+                pmd = rest.split_whitespace().next().map(str::to_string);
+            } else if line.contains("port: 1 ") && line.contains(&format!("queue-id: {q:>2} ")) {
+                return pmd.clone();
+            }
+        }
+        None
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let show = ctl(&["pmd-rxq-show"]);
+    for (q, pmd) in [(0, "0"), (1, "1"), (2, "0"), (3, "1")] {
+        assert_eq!(pmd_of(&show, q).as_deref(), Some(pmd), "{show}");
+    }
+    let moved = ctl(&["pmd-rxq-rebalance"]);
+    assert!(
+        moved.contains("port 1 queue-id 2: pmd 0 -> pmd 1"),
+        "{moved}"
+    );
+    assert!(moved.contains("moved 1 rx queues"), "{moved}");
+    let show = ctl(&["pmd-rxq-show"]);
+    assert_eq!(pmd_of(&show, 2).as_deref(), Some("1"), "{show}");
+    // Balanced now: a second rebalance leaves everything where it is.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(ctl(&["pmd-rxq-rebalance"]).contains("moved 0 rx queues"));
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let n = r["datapath"]["packets received"].as_u64().unwrap();
+    assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
+    assert_eq!(r["ports"][0]["rx_packets"].as_u64().unwrap(), n);
+    let per: Vec<u64> = r["pmds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["packets received"].as_u64().unwrap())
+        .collect();
+    assert!(per[1] > 0, "PMD 1 works once queue 2 is its: {per:?}");
+    let o = sluice(&[
+        "run",
+        "--flows",
+        &p("r.flows"),
+        "--n-rxq",
+        "1",
+        "--pmd-cores",
+        &format!("{},{}", cpus[0], cpus[1]),
+        "--port",
+        "2=null",
+    ]);
+    assert!(
+        stderr(&o).contains("at least one rx queue per PMD"),
+        "{}",
+        stderr(&o)
+    );
+}
