@@ -309,7 +309,7 @@ fn a_moving_rx_queue_takes_nothing_out_of_order() {
     };
     let log = Arc::new(Mutex::new(Log::default()));
     let frame = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
-    let mut pmd = |home: u32| {
+    let pmd = |home: u32| {
         let mut dp = Datapath::new(cfg, Arc::clone(&rules)).unwrap();
         let mut own = Frames::new();
         own.push(&frame, 999_000_000);
