@@ -321,9 +321,10 @@ fn exact_accounting_on_a_replayed_capture(kind: &str) {
     assert_balanced(far);
 }
 
-/// Two PMD threads, each with its own AF_PACKET socket on every port (a
-/// fanout group spreads flows over them): ping works, every packet is
-/// accounted for, both PMDs carry traffic, and each flow keeps its order.
+/// Two PMD threads on four AF_PACKET sockets per port (a fanout group
+/// spreads flows over them; each PMD sends on one and polls two, after an
+/// rxq rebalance): ping works, every packet is accounted for, both PMDs
+/// carry traffic, and each flow keeps its order.
 #[test]
 fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
     require_root_and(&["ip", "ping", "ethtool"]);
@@ -343,7 +344,7 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
             &format!("1=afpacket:{}", a.root_if),
             &format!("2=afpacket:{}", b.root_if),
         ],
-        &["--pmd-cores", &cores],
+        &["--pmd-cores", &cores, "--n-rxq", "4"],
     );
     ping(&a, "10.77.0.2");
     ping(&b, "10.77.0.1");
@@ -352,6 +353,10 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
         rxq.contains("pmd thread 0") && rxq.contains("pmd thread 1"),
         "{rxq}"
     );
+    assert_eq!(rxq.matches("queue-id:").count(), 8, "4 per port: {rxq}");
+    // Whatever the pings' load moves, flows keep their order below.
+    let moved = middle.ctl(&["pmd-rxq-rebalance"]);
+    assert!(moved.contains("rx queues; load by PMD"), "{moved}");
     // 20,000 UDP packets over 64 flows, each carrying its sequence number.
     let n = 20_000u32;
     let (mac_a, mac_b) = (mac_of(&a), mac_of(&b));
