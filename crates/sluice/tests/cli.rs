@@ -476,42 +476,23 @@ fn ctl_changes_rules_of_a_running_switch() {
     write_capture(&d.path().join("in.pcap"), 50);
     std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
     let sock = p("s.ctl");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "run",
-            "--json",
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &sock,
+        &[
             "--duration",
             "3",
             "--flows",
             &p("r.flows"),
-            "--ctl",
-            &sock,
-        ])
-        .args([
             "--port",
-            &format!("1=pcap:rx={},loop", p("in.pcap")),
+            &input,
             "--port",
             "2=null",
             "--port",
             "3=null",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !Path::new(&sock).exists() {
-        assert!(
-            t0.elapsed().as_secs() < 10,
-            "the control socket did not appear"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let ctl = |args: &[&str]| {
-        let mut a = vec!["ctl", "--ctl", sock.as_str()];
-        a.extend_from_slice(args);
-        sluice(&a)
-    };
+        ],
+    );
+    let ctl = |args: &[&str]| ctl_at(&sock, args);
     let o = ctl(&["pmd-stats"]);
     assert!(
         o.status.success() && stdout(&o).contains("packets received"),
@@ -526,13 +507,7 @@ fn ctl_changes_rules_of_a_running_switch() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("tp_dst requires"), "{}", stderr(&bad));
     assert!(ctl(&["set", "tx-flush-interval=20"]).status.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = run.finish();
     assert!(
         r["ports"][2]["tx_packets"].as_u64().unwrap() > 0,
         "port 3 got traffic after the change"
@@ -583,26 +558,27 @@ fn rx_queues_move_between_pmds_by_measured_load() {
     assert!(on(0) > 0 && on(2) > 0);
     std::fs::write(p("in.pcap"), sluice_port::pcap::write_all(&frames)).unwrap();
     std::fs::write(p("r.flows"), "actions=output:2\n").unwrap();
-    let sock = p("s.ctl");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["run", "--json", "--duration", "6", "--flows", &p("r.flows")])
-        .args(["--ctl", &sock, "--n-rxq", "4"])
-        .args(["--pmd-cores", &format!("{},{}", cpus[0], cpus[1])])
-        .args(["--port", &format!("1=pcap:rx={},loop", p("in.pcap"))])
-        .args(["--port", "2=null"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !Path::new(&sock).exists() {
-        assert!(t0.elapsed().as_secs() < 10, "no control socket");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let cores = format!("{},{}", cpus[0], cpus[1]);
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &p("s.ctl"),
+        &[
+            "--duration",
+            "6",
+            "--flows",
+            &p("r.flows"),
+            "--n-rxq",
+            "4",
+            "--pmd-cores",
+            &cores,
+            "--port",
+            &input,
+            "--port",
+            "2=null",
+        ],
+    );
     let ctl = |args: &[&str]| {
-        let mut a = vec!["ctl", "--ctl", sock.as_str()];
-        a.extend_from_slice(args);
-        let o = sluice(&a);
+        let o = run.ctl(args);
         assert!(o.status.success(), "{}", stderr(&o));
         stdout(&o)
     };
@@ -634,13 +610,7 @@ fn rx_queues_move_between_pmds_by_measured_load() {
     // Balanced now: a second rebalance leaves everything where it is.
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(ctl(&["pmd-rxq-rebalance"]).contains("moved 0 rx queues"));
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = run.finish();
     let n = r["datapath"]["packets received"].as_u64().unwrap();
     assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
     assert_eq!(r["ports"][0]["rx_packets"].as_u64().unwrap(), n);
@@ -658,7 +628,7 @@ fn rx_queues_move_between_pmds_by_measured_load() {
         "--n-rxq",
         "1",
         "--pmd-cores",
-        &format!("{},{}", cpus[0], cpus[1]),
+        &cores,
         "--port",
         "2=null",
     ]);
@@ -667,4 +637,58 @@ fn rx_queues_move_between_pmds_by_measured_load() {
         "{}",
         stderr(&o)
     );
+}
+
+/// A `sluice run --json --ctl SOCK ARGS` in the background.
+struct RunningSwitch {
+    child: std::process::Child,
+    sock: String,
+}
+
+impl RunningSwitch {
+    /// Starts it and waits for its control socket.
+    fn start(sock: &str, args: &[&str]) -> RunningSwitch {
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--json", "--ctl", sock])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !Path::new(sock).exists() {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the control socket did not appear"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        RunningSwitch {
+            child,
+            sock: sock.to_string(),
+        }
+    }
+
+    /// `sluice ctl --ctl SOCK ARGS`.
+    fn ctl(&self, args: &[&str]) -> Output {
+        ctl_at(&self.sock, args)
+    }
+
+    /// Waits for the end of the run; its JSON report.
+    fn finish(self) -> serde_json::Value {
+        let out = self.child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// `sluice ctl --ctl SOCK ARGS`.
+fn ctl_at(sock: &str, args: &[&str]) -> Output {
+    let mut a = vec!["ctl", "--ctl", sock];
+    a.extend_from_slice(args);
+    sluice(&a)
 }
