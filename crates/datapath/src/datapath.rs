@@ -104,9 +104,6 @@ pub struct PortReport {
     pub stats: PortStats,
     /// Problems that did not stop it.
     pub warnings: Vec<String>,
-    /// TSC cycles this PMD spent receiving from the port and processing
-    /// what it received (its rx queue's load, as `pmd-rxq-show` shows).
-    pub rx_cycles: u64,
     /// Whether the port receives (has an rx queue to poll).
     pub receives: bool,
     /// The rx queues this PMD polls, each with its cycles (the first is
@@ -583,7 +580,6 @@ fn slot_report(s: &PortSlot) -> PortReport {
         name: s.port.name().to_string(),
         stats,
         warnings,
-        rx_cycles: rxqs.iter().map(|q| q.rx_cycles).sum(),
         receives: s.caps.rx,
         rxqs,
     }

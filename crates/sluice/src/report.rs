@@ -80,7 +80,6 @@ pub fn merge_ports(per_pmd: &[Vec<PortReport>]) -> Vec<PortReport> {
             Ok(i) => {
                 let m = &mut merged[i];
                 m.stats.add(&p.stats);
-                m.rx_cycles += p.rx_cycles;
                 m.rxqs.extend_from_slice(&p.rxqs);
                 for w in &p.warnings {
                     if !m.warnings.contains(w) {
