@@ -22,8 +22,7 @@ use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 
 use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
 use crate::report::merge_ports;
-use crate::rxq_assign::{assign_by_cycles, initial_pmd, Rxq};
-use sluice_datapath::RxQueue;
+use crate::rxq_assign::{assign_by_cycles, deal, Rxq};
 
 /// How long a command waits for the datapath thread.
 const PMD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -221,18 +220,15 @@ impl Control {
                 let count = crate::runner::queue_count(self.n_rxq, &spec, n_pmds)?;
                 let queues =
                     sluice_port::open_port_queues(&spec, count).map_err(|e| e.to_string())?;
-                let mut queues = queues.into_iter().enumerate();
-                let added = self.ask_each(|_, tx| {
-                    let (qid, q) = queues.next().expect("one queue per PMD");
-                    PmdCommand::AddPort(n, qid as u32, q, tx)
+                let dealt = deal(queues, n_pmds)?;
+                let mut own = dealt.own.into_iter();
+                let added = self.ask_each(|qid, tx| {
+                    PmdCommand::AddPort(n, qid as u32, own.next().expect("one per PMD"), tx)
                 })?;
                 let mut failed = added.iter().find_map(|r| r.clone().err());
                 if failed.is_none() {
-                    for (qid, q) in queues {
-                        let pmd = initial_pmd(qid, n_pmds);
-                        let r = self.ask_one(pmd, |tx| {
-                            PmdCommand::AddRxq(n, RxQueue::new(qid as u32, q), tx)
-                        })?;
+                    for (pmd, q) in dealt.extra {
+                        let r = self.ask_one(pmd, |tx| PmdCommand::AddRxq(n, q, tx))?;
                         if let Err(e) = r {
                             failed = Some(e.error);
                             break;

@@ -8,14 +8,14 @@ use std::time::{Duration, Instant};
 
 use sluice_classifier::action::Action;
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{Datapath, DpStats, PortReport, RxQueue};
+use sluice_datapath::{Datapath, DpStats, PortReport};
 use sluice_port::{open_port_queues, Port, PortSpec};
 
 use crate::config::Config;
 use crate::ctl::{self, Control};
 use crate::pmd::{self, Placement, PmdHandle, Shared};
 use crate::report::merge_ports;
-use crate::rxq_assign::initial_pmd;
+use crate::rxq_assign::deal;
 
 /// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
@@ -132,30 +132,21 @@ pub fn queue_count(n_rxq: Option<usize>, spec: &PortSpec, n_pmds: usize) -> Resu
     }
 }
 
-/// Gives the queues of port `ofport` to the PMDs: queue i < PMDs is PMD
-/// i's own (it sends on it and polls it), the rest are dealt round-robin
-/// as further rx queues.
+/// Gives the queues of port `ofport` to the PMDs as [`deal`] says.
 pub fn deal_queues(
     dps: &mut [Datapath],
     ofport: u32,
     queues: Vec<Box<dyn Port>>,
 ) -> Result<(), String> {
-    let n_pmds = dps.len();
-    if queues.len() < n_pmds {
-        return Err(format!(
-            "port {ofport}: {} queues for {n_pmds} PMD threads",
-            queues.len()
-        ));
+    let dealt = deal(queues, dps.len()).map_err(|e| format!("port {ofport}: {e}"))?;
+    for (qid, (dp, q)) in dps.iter_mut().zip(dealt.own).enumerate() {
+        dp.add_port_queue(ofport, qid as u32, q)
+            .map_err(|e| e.to_string())?;
     }
-    for (qid, q) in queues.into_iter().enumerate() {
-        let dp = &mut dps[initial_pmd(qid, n_pmds)];
-        if qid < n_pmds {
-            dp.add_port_queue(ofport, qid as u32, q)
-                .map_err(|e| e.to_string())?;
-        } else {
-            dp.add_rxq(ofport, RxQueue::new(qid as u32, q))
-                .map_err(|(e, _)| e.to_string())?;
-        }
+    for (pmd, q) in dealt.extra {
+        dps[pmd]
+            .add_rxq(ofport, q)
+            .map_err(|(e, _)| e.to_string())?;
     }
     Ok(())
 }

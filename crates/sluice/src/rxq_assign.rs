@@ -8,6 +8,9 @@
 //! to the PMD with the least load so far, counting the load of the queues
 //! that stay.
 
+use sluice_datapath::RxQueue;
+use sluice_port::Port;
+
 /// An rx queue as the assignment sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rxq {
@@ -104,10 +107,31 @@ pub fn assign_by_cycles(rxqs: &[Rxq], n_pmds: usize) -> Plan {
     }
 }
 
-/// Initial PMD of queue `qid` when there are `n_pmds`: queue i < n_pmds is
-/// PMD i's own (it sends on it); the rest are dealt round-robin.
-pub fn initial_pmd(qid: usize, n_pmds: usize) -> usize {
-    qid % n_pmds
+/// One port's queues as the PMDs get them when the port opens.
+pub struct Dealt {
+    /// Queue i is PMD i's own: it sends on it and polls it.
+    pub own: Vec<Box<dyn Port>>,
+    /// The rest (queue ids from `own.len()` on), dealt round-robin as rx
+    /// queues that can move: (PMD, queue).
+    pub extra: Vec<(usize, RxQueue)>,
+}
+
+/// Deals a port's queues over `n_pmds` PMDs (see [`Dealt`]); every PMD
+/// needs one of its own.
+pub fn deal(queues: Vec<Box<dyn Port>>, n_pmds: usize) -> Result<Dealt, String> {
+    if queues.len() < n_pmds {
+        return Err(format!("{} queues for {n_pmds} PMD threads", queues.len()));
+    }
+    let mut own = Vec::with_capacity(n_pmds);
+    let mut extra = Vec::new();
+    for (qid, q) in queues.into_iter().enumerate() {
+        if qid < n_pmds {
+            own.push(q);
+        } else {
+            extra.push((qid % n_pmds, RxQueue::new(qid as u32, q)));
+        }
+    }
+    Ok(Dealt { own, extra })
 }
 
 #[cfg(test)]
@@ -191,10 +215,17 @@ mod tests {
 
     #[test]
     fn queues_are_dealt_round_robin_first() {
+        let null = || Box::new(sluice_port::null::NullPort::new()) as Box<dyn Port>;
+        let d = deal((0..6).map(|_| null()).collect(), 2).unwrap();
+        assert_eq!(d.own.len(), 2);
         assert_eq!(
-            (0..6).map(|i| initial_pmd(i, 2)).collect::<Vec<_>>(),
-            vec![0, 1, 0, 1, 0, 1]
+            d.extra
+                .iter()
+                .map(|(pmd, q)| (*pmd, q.qid))
+                .collect::<Vec<_>>(),
+            vec![(0, 2), (1, 3), (0, 4), (1, 5)]
         );
+        assert!(deal(vec![null()], 2).is_err(), "one queue each at least");
     }
 
     proptest! {
