@@ -10,6 +10,7 @@ mod bench_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{parse_port_arg, Config};
+use sluice::pmd::Placement;
 use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
@@ -400,6 +401,7 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
     };
     let out = runner::run_ports(
         &cfg,
+        &[Placement::default()],
         workload::rules(),
         workload::ports(packets, flow_count)
             .into_iter()

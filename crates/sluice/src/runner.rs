@@ -151,18 +151,18 @@ pub fn deal_queues(
     Ok(())
 }
 
-/// Runs one datapath per PMD over already-opened ports (each port given
-/// as at least one queue per PMD, see [`sluice_port::open_port_queues`]
-/// and [`deal_queues`]), each on its own thread, with a control socket
-/// when `opts.ctl` names one.
+/// Runs one datapath per PMD of `placements` (see [`placements`]) over
+/// already-opened ports (each port given as at least one queue per PMD,
+/// see [`sluice_port::open_port_queues`] and [`deal_queues`]), each on its
+/// own thread, with a control socket when `opts.ctl` names one.
 pub fn run_ports(
     cfg: &Config,
+    placements: &[Placement],
     rules: RuleSet,
     ports: Vec<(u32, Vec<Box<dyn Port>>)>,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
-    let placements = placements(cfg)?;
     let n_pmds = placements.len();
     let mut warnings = Vec::new();
     let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
@@ -202,7 +202,7 @@ pub fn run_ports(
     });
     let pmds: Vec<PmdHandle> = dps
         .into_iter()
-        .zip(&placements)
+        .zip(placements)
         .map(|(dp, &placement)| pmd::spawn(dp, placement, start, opts, Arc::clone(&shared)))
         .collect();
     let socket = match &opts.ctl {
@@ -323,12 +323,12 @@ pub fn run(
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
     }
     let rules = load_rules(flows)?;
-    let n_pmds = placements(cfg)?.len();
+    let placements = placements(cfg)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {
-        let count = queue_count(cfg.n_rxq, spec, n_pmds)?;
+        let count = queue_count(cfg.n_rxq, spec, placements.len())?;
         let queues = open_port_queues(spec, count).map_err(|e| format!("port {n}: {e}"))?;
         ports.push((*n, queues));
     }
-    run_ports(cfg, rules, ports, stop_after, stop)
+    run_ports(cfg, &placements, rules, ports, stop_after, stop)
 }
