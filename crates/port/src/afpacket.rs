@@ -36,6 +36,7 @@ const PACKET_TX_RING: i32 = 13;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
 const PACKET_FANOUT: i32 = 18;
 const PACKET_FANOUT_HASH: u32 = 0;
+const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
 const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
 const PACKET_MR_PROMISC: u16 = 1;
 const TPACKET_V3: i32 = 2;
@@ -139,7 +140,7 @@ pub struct AfPacketPort {
     epoch: Instant,
     stats: PortStats,
     kernel_drops: Cell<u64>,
-    tx_errors: Warnings,
+    warnings: Warnings,
     /// The last kick failed: slots still wait for one.
     kick_again: bool,
 }
@@ -238,12 +239,24 @@ impl AfPacketPort {
         };
         sys::setsockopt(&fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|e| opt("promiscuous mode", e))?;
+        let mut warnings = Warnings::new(8);
         if let Some(group) = opts.fanout_group {
             // Fragments are reassembled for hashing so that every piece of
-            // a datagram reaches the same socket (per-flow order).
-            let arg = u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
-            sys::setsockopt(&fd, SOL_PACKET, PACKET_FANOUT, &arg)
-                .map_err(|e| opt("joining the fanout group", e))?;
+            // a datagram reaches the same socket (per-flow order). A fanout
+            // group ignores the sockets' PACKET_IGNORE_OUTGOING: without
+            // the group's own flag, the rings also take copies of what the
+            // port sends, and a full ring counts them as drops.
+            let base = u32::from(group) | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+            let ignoring = base | (PACKET_FANOUT_FLAG_IGNORE_OUTGOING << 16);
+            if sys::setsockopt(&fd, SOL_PACKET, PACKET_FANOUT, &ignoring).is_err() {
+                // Older kernels lack the flag: the copies are skipped
+                // on receive, but may show up as `kernel ring full`.
+                sys::setsockopt(&fd, SOL_PACKET, PACKET_FANOUT, &base)
+                    .map_err(|e| opt("joining the fanout group", e))?;
+                warnings.note(
+                    "this kernel cannot keep sent frames out of a fanout group's rings: 'kernel ring full' may count copies of them".into(),
+                );
+            }
         }
         sys::set_if_up(ifname).map_err(|e| opt("bringing the interface up", e))?;
         Ok(AfPacketPort {
@@ -262,7 +275,7 @@ impl AfPacketPort {
             epoch: Instant::now(),
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
-            tx_errors: Warnings::new(8),
+            warnings,
             kick_again: false,
         })
     }
@@ -366,7 +379,7 @@ impl AfPacketPort {
         if rc < 0 {
             let e = io::Error::last_os_error();
             if !sys::would_block(&e) {
-                self.tx_errors.note(format!("send: {e}"));
+                self.warnings.note(format!("send: {e}"));
             }
         }
     }
@@ -518,7 +531,7 @@ impl Port for AfPacketPort {
     }
 
     fn warnings(&self) -> Vec<String> {
-        self.tx_errors.to_vec()
+        self.warnings.to_vec()
     }
 }
 
