@@ -99,40 +99,30 @@ impl Pipeline {
         stats: &mut DpStats,
         now_us: u64,
     ) {
-        let mut todo = self.extract(batch, pool, stats);
-        todo = self.emc_stage(todo, env, epoch, stats);
+        let classified = self.extract(batch, stats);
+        let mut todo = self.emc_stage(classified, env, epoch, stats);
         todo = self.smc_stage(todo, env, epoch, stats);
         todo = self.megaflow_stage(todo, env, epoch, stats);
         self.upcall_stage(todo, env, epoch, now_us, stats);
-        self.execute_groups(pool, out, stats, now_us);
+        self.execute_groups(batch, classified, pool, out, stats, now_us);
     }
 
-    fn extract(
-        &mut self,
-        batch: &mut PacketBatch,
-        pool: &mut PacketPool,
-        stats: &mut DpStats,
-    ) -> u32 {
+    /// Keys, offsets and hashes for the whole batch, in place. Returns the
+    /// packets to classify; runts are left out (and dropped at execution).
+    fn extract(&mut self, batch: &mut PacketBatch, stats: &mut DpStats) -> u32 {
         let mut todo = 0u32;
-        for (i, mut pkt) in batch.drain().enumerate() {
-            stats.rx_packets += 1;
-            stats.rx_bytes += pkt.len() as u64;
-            self.targets[i] = Target::None;
-            let mut meta = pkt.meta;
-            if extract(pkt.data(), meta.in_port, &mut meta, &mut self.keys[i]).is_err() {
-                stats.dropped[DropReason::Runt.index()] += 1;
-                pool.free(pkt);
-                continue;
+        let mut bytes = 0u64;
+        for (i, pkt) in batch.as_mut_slice().iter_mut().enumerate() {
+            bytes += pkt.len() as u64;
+            let (data, meta) = pkt.data_and_meta_mut();
+            let key = &mut self.keys[i];
+            if extract(data, meta.in_port, meta, key).is_ok() {
+                self.hashes[i] = if meta.has_hash { meta.hash } else { key.hash() };
+                todo |= 1 << i;
             }
-            pkt.meta = meta;
-            self.hashes[i] = if meta.has_hash {
-                meta.hash
-            } else {
-                self.keys[i].hash()
-            };
-            self.slots[i] = Some(pkt);
-            todo |= 1 << i;
         }
+        stats.rx_packets += batch.len() as u64;
+        stats.rx_bytes += bytes;
         todo
     }
 
@@ -275,33 +265,48 @@ impl Pipeline {
         }
     }
 
+    /// Moves the packets to their flows' actions, group by group; frees
+    /// the runts (the packets not in `classified`).
     fn execute_groups(
         &mut self,
+        batch: &mut PacketBatch,
+        classified: u32,
         pool: &mut PacketPool,
         out: &mut OutputStage,
         stats: &mut DpStats,
         now_us: u64,
     ) {
         self.groups.clear();
-        for i in 0..BATCH_SIZE {
-            let Some(p) = &self.slots[i] else { continue };
+        // Consecutive packets usually follow the same flow: try the group
+        // of the one before first.
+        let mut last = usize::MAX;
+        for (i, p) in batch.drain().enumerate() {
+            if classified & (1 << i) == 0 {
+                stats.dropped[DropReason::Runt.index()] += 1;
+                pool.free(p);
+                continue;
+            }
             let t = self.targets[i];
             let len = p.len() as u64;
-            match self.groups.iter_mut().find(|g| g.target == t) {
-                Some(g) => {
-                    g.pkts.push(i as u8);
-                    g.bytes += len;
-                }
-                None => {
-                    let mut pkts = ArrayVec::new();
-                    pkts.push(i as u8);
-                    self.groups.push(Group {
-                        target: t,
-                        pkts,
-                        bytes: len,
-                    });
-                }
-            }
+            self.slots[i] = Some(p);
+            let g = match self.groups.get(last) {
+                Some(g) if g.target == t => last,
+                _ => match self.groups.iter().position(|g| g.target == t) {
+                    Some(g) => g,
+                    None => {
+                        self.groups.push(Group {
+                            target: t,
+                            pkts: ArrayVec::new(),
+                            bytes: 0,
+                        });
+                        self.groups.len() - 1
+                    }
+                },
+            };
+            last = g;
+            let g = &mut self.groups[g];
+            g.pkts.push(i as u8);
+            g.bytes += len;
         }
         for g in &self.groups {
             let n = g.pkts.len() as u64;

@@ -84,10 +84,9 @@ impl PacketBatch {
     }
 
     /// Frees every packet to `pool`.
+    #[inline]
     pub fn free_all(&mut self, pool: &mut PacketPool) {
-        for p in self.pkts.drain(..) {
-            pool.free(p);
-        }
+        pool.free_all(self.pkts.drain(..));
     }
 }
 

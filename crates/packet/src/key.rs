@@ -174,7 +174,7 @@ impl FlowKey {
     /// The hash of the whole key.
     #[inline]
     pub fn hash(&self) -> u32 {
-        crate::hash::hash_words(self.words(), 0)
+        crate::hash::hash_key_words(self.words())
     }
 
     /// A 64-bit hash of `self & mask` (for hash tables that use the high
@@ -196,7 +196,7 @@ impl FlowKey {
         for (i, o) in w.iter_mut().enumerate() {
             *o = self.words()[i] & mask.words()[i];
         }
-        crate::hash::hash_words(&w, 0)
+        crate::hash::hash_key_words(&w)
     }
 }
 

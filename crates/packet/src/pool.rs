@@ -199,6 +199,23 @@ impl PacketPool {
         self.free.push(pkt.frame);
     }
 
+    /// Gives many packets' frames back at once (room on the free stack is
+    /// made once per call).
+    ///
+    /// # Panics
+    /// As [`PacketPool::free`].
+    #[inline]
+    pub fn free_all(&mut self, pkts: impl ExactSizeIterator<Item = Packet>) {
+        self.free.reserve(pkts.len());
+        for pkt in pkts {
+            assert_eq!(
+                pkt.pool_id, self.id,
+                "packet freed to a pool it does not belong to"
+            );
+            self.free.push(pkt.frame);
+        }
+    }
+
     /// Whether `pkt` came from this pool.
     pub fn owns(&self, pkt: &Packet) -> bool {
         pkt.pool_id == self.id
@@ -275,6 +292,21 @@ impl Packet {
                 self.len as usize,
             )
         }
+    }
+
+    /// The packet's bytes and its metadata, writable, together (flow-key
+    /// extraction reads the one and fills in the other).
+    #[inline]
+    pub fn data_and_meta_mut(&mut self) -> (&[u8], &mut PacketMeta) {
+        // SAFETY: as in data(); the bytes live in the frame, not in `self`,
+        // so the slice and the `meta` field do not overlap.
+        let data = unsafe {
+            std::slice::from_raw_parts(
+                self.frame_ptr.as_ptr().add(self.data_off as usize),
+                self.len as usize,
+            )
+        };
+        (data, &mut self.meta)
     }
 
     /// Length in bytes.
@@ -425,6 +457,32 @@ mod tests {
         assert_eq!(a.len(), 100);
         pool.free(a);
         pool.free(b);
+    }
+
+    #[test]
+    fn data_and_meta_are_both_writable_views_of_one_packet() {
+        let mut pool = PacketPool::new(2, 256).unwrap();
+        let mut p = pool.alloc_from(&[5u8; 60]).unwrap();
+        let (data, meta) = p.data_and_meta_mut();
+        assert_eq!(data, &[5u8; 60][..]);
+        meta.l3_ofs = 14;
+        assert_eq!(p.meta.l3_ofs, 14);
+        assert_eq!(p.data(), &[5u8; 60][..], "the bytes are untouched");
+        pool.free(p);
+    }
+
+    #[test]
+    fn free_all_returns_every_frame_and_refuses_strangers() {
+        let mut pool = PacketPool::new(4, 256).unwrap();
+        let pkts: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
+        pool.free_all(pkts.into_iter());
+        assert_eq!(pool.available(), 4);
+        let mut other = PacketPool::new(1, 256).unwrap();
+        let stranger = other.alloc().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            pool.free_all(std::iter::once(stranger))
+        }));
+        assert!(r.is_err(), "a packet of another pool is refused");
     }
 
     #[test]

@@ -163,24 +163,27 @@ impl ReplayPort {
         if self.frames.is_empty() {
             return RxStatus::Exhausted;
         }
-        let mut n = 0;
-        while !batch.is_full() && n < self.burst {
+        // Frames this burst may take (received or dropped), worked out once
+        // instead of per frame.
+        let mut budget = batch.remaining().min(self.burst) as u64;
+        if let Some(l) = self.limit {
+            let taken = self.stats.rx_packets + self.stats.rx_dropped_total();
+            budget = budget.min(l.saturating_sub(taken));
+        }
+        let max_len = pool.max_packet_len();
+        let (mut n, mut bytes) = (0usize, 0u64);
+        while budget > 0 {
             if self.next == self.frames.len() {
                 if !self.looping {
                     break;
                 }
                 self.next = 0;
             }
-            if self
-                .limit
-                .is_some_and(|l| self.stats.rx_packets + self.stats.rx_dropped_total() >= l)
-            {
-                break;
-            }
             let (o, l, ts) = self.frames.index[self.next];
-            if l > pool.max_packet_len() {
+            if l > max_len {
                 self.stats.rx_drop(PortDrop::TooBig, 1);
                 self.next += 1;
+                budget -= 1;
                 continue;
             }
             let Some(mut p) = pool.alloc_from(&self.frames.bytes[o..o + l]) else {
@@ -189,12 +192,14 @@ impl ReplayPort {
             };
             p.meta.in_port = in_port;
             p.meta.rx_ts_ns = ts;
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += l as u64;
+            bytes += l as u64;
             let _ = batch.push(p);
             self.next += 1;
             n += 1;
+            budget -= 1;
         }
+        self.stats.rx_packets += n as u64;
+        self.stats.rx_bytes += bytes;
         let done = (!self.looping && self.next == self.frames.len())
             || self
                 .limit
