@@ -95,6 +95,34 @@ impl OutputStage {
         stats.output_copies += 1;
     }
 
+    /// Queues every packet of `batch` for port `idx`, in order, as
+    /// [`OutputStage::enqueue`] would one by one.
+    #[inline]
+    pub fn enqueue_all(
+        &mut self,
+        idx: usize,
+        batch: &mut PacketBatch,
+        pool: &mut PacketPool,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
+        if self.ports[idx].txq.remaining() < batch.len() {
+            // Rare (a batch queued behind an earlier one with a flush
+            // interval): one by one, flushing when full.
+            for p in batch.drain() {
+                self.enqueue(idx, p, pool, stats, now_us);
+            }
+            return;
+        }
+        let default = self.tx_flush_interval_us;
+        let slot = &mut self.ports[idx];
+        if slot.txq.is_empty() {
+            slot.flush_deadline_us = now_us + slot.tx_flush_interval_us.unwrap_or(default);
+        }
+        stats.output_copies += batch.len() as u64;
+        slot.txq.append(batch);
+    }
+
     /// Sends the queues whose flush time has come.
     pub fn flush_due(&mut self, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
         for i in 0..self.ports.len() {

@@ -19,6 +19,7 @@
 //! Uses: `meta.in_port`, `meta.hash`. Sets: `meta` offsets, packet bytes.
 
 use arrayvec::ArrayVec;
+use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateEnv};
 use sluice_packet::batch::set_bits;
@@ -52,6 +53,8 @@ struct Group {
     target: Target,
     pkts: ArrayVec<u8, BATCH_SIZE>,
     bytes: u64,
+    /// The output port index when the flow's only action is one output.
+    out_port: Option<usize>,
 }
 
 /// Per-thread batch-processing state, allocated once.
@@ -61,6 +64,8 @@ pub(crate) struct Pipeline {
     targets: [Target; BATCH_SIZE],
     found: [Option<FlowRef>; BATCH_SIZE],
     slots: [Option<Packet>; BATCH_SIZE],
+    /// Index into `groups` of each packet.
+    group_of: [u8; BATCH_SIZE],
     temps: Vec<TempFlow>,
     n_temps: usize,
     groups: Vec<Group>,
@@ -76,6 +81,7 @@ impl Pipeline {
             targets: [Target::None; BATCH_SIZE],
             found: [None; BATCH_SIZE],
             slots: std::array::from_fn(|_| None),
+            group_of: [0; BATCH_SIZE],
             temps: (0..BATCH_SIZE).map(|_| TempFlow::default()).collect(),
             n_temps: 0,
             groups: Vec::with_capacity(BATCH_SIZE),
@@ -117,9 +123,19 @@ impl Pipeline {
             let (data, meta) = pkt.data_and_meta_mut();
             let key = &mut self.keys[i];
             if extract(data, meta.in_port, meta, key).is_ok() {
-                self.hashes[i] = if meta.has_hash { meta.hash } else { key.hash() };
                 todo |= 1 << i;
             }
+        }
+        // Hashing in a second pass reads keys whose stores have settled (a
+        // key read right after its field-by-field stores stalls) and lets
+        // the multiplies of many keys overlap.
+        for (i, pkt) in batch.as_slice().iter().enumerate() {
+            let meta = &pkt.meta;
+            self.hashes[i] = if meta.has_hash {
+                meta.hash
+            } else {
+                self.keys[i].hash()
+            };
         }
         stats.rx_packets += batch.len() as u64;
         stats.rx_bytes += bytes;
@@ -265,8 +281,8 @@ impl Pipeline {
         }
     }
 
-    /// Moves the packets to their flows' actions, group by group; frees
-    /// the runts (the packets not in `classified`).
+    /// Moves the packets to their flows' actions and credits the flows;
+    /// frees the runts (the packets not in `classified`).
     fn execute_groups(
         &mut self,
         batch: &mut PacketBatch,
@@ -276,19 +292,72 @@ impl Pipeline {
         stats: &mut DpStats,
         now_us: u64,
     ) {
+        self.group_packets(batch, classified);
+        if !self.output_directly(batch, classified, pool, out, stats, now_us) {
+            for (i, p) in batch.drain().enumerate() {
+                if classified & (1 << i) == 0 {
+                    stats.dropped[DropReason::Runt.index()] += 1;
+                    pool.free(p);
+                } else {
+                    self.slots[i] = Some(p);
+                }
+            }
+            for g in &self.groups {
+                let (actions, drop) = match g.target {
+                    Target::Mega(r) => {
+                        let f = self.caches.megaflows.get(r).expect("targets are live");
+                        (&f.actions, f.drop)
+                    }
+                    Target::Temp(t) => {
+                        let x = &self.temps[t as usize].xlate;
+                        (&x.actions, x.drop)
+                    }
+                    Target::None => unreachable!("every extracted packet is classified"),
+                };
+                execute(
+                    actions,
+                    drop,
+                    &g.pkts,
+                    &mut self.slots,
+                    pool,
+                    out,
+                    stats,
+                    &mut self.packet_ins,
+                    now_us,
+                );
+            }
+        }
+        for g in &self.groups {
+            let n = g.pkts.len() as u64;
+            match g.target {
+                Target::Mega(r) => {
+                    // The rules are credited from the megaflow's counters
+                    // in bulk (Megaflow::credit_rules), not here.
+                    let f = self.caches.megaflows.get_mut(r).expect("still live");
+                    f.packets += n;
+                    f.bytes += g.bytes;
+                    f.used_us = now_us;
+                }
+                Target::Temp(t) => {
+                    for rule in &self.temps[t as usize].xlate.rules {
+                        rule.credit(n, g.bytes, now_us);
+                    }
+                }
+                Target::None => unreachable!("every extracted packet is classified"),
+            }
+        }
+    }
+
+    /// Groups the classified packets by the flow they follow: groups in
+    /// order of first arrival, packets in arrival order inside a group.
+    fn group_packets(&mut self, batch: &PacketBatch, classified: u32) {
         self.groups.clear();
         // Consecutive packets usually follow the same flow: try the group
         // of the one before first.
         let mut last = usize::MAX;
-        for (i, p) in batch.drain().enumerate() {
-            if classified & (1 << i) == 0 {
-                stats.dropped[DropReason::Runt.index()] += 1;
-                pool.free(p);
-                continue;
-            }
+        let pkts = batch.as_slice();
+        for i in set_bits(classified) {
             let t = self.targets[i];
-            let len = p.len() as u64;
-            self.slots[i] = Some(p);
             let g = match self.groups.get(last) {
                 Some(g) if g.target == t => last,
                 _ => match self.groups.iter().position(|g| g.target == t) {
@@ -298,62 +367,73 @@ impl Pipeline {
                             target: t,
                             pkts: ArrayVec::new(),
                             bytes: 0,
+                            out_port: None,
                         });
                         self.groups.len() - 1
                     }
                 },
             };
             last = g;
+            self.group_of[i] = g as u8;
             let g = &mut self.groups[g];
             g.pkts.push(i as u8);
-            g.bytes += len;
+            g.bytes += pkts[i].len() as u64;
         }
-        for g in &self.groups {
-            let n = g.pkts.len() as u64;
-            match g.target {
-                Target::Mega(r) => {
-                    let f = self
-                        .caches
-                        .megaflows
-                        .get(r)
-                        .expect("targets are live megaflows");
-                    execute(
-                        &f.actions,
-                        f.drop,
-                        &g.pkts,
-                        &mut self.slots,
-                        pool,
-                        out,
-                        stats,
-                        &mut self.packet_ins,
-                        now_us,
-                    );
-                    // The rules are credited from the megaflow's counters
-                    // in bulk (Megaflow::credit_rules), not here.
-                    let f = self.caches.megaflows.get_mut(r).expect("still live");
-                    f.packets += n;
-                    f.bytes += g.bytes;
-                    f.used_us = now_us;
-                }
-                Target::Temp(t) => {
-                    let x = &self.temps[t as usize].xlate;
-                    execute(
-                        &x.actions,
-                        x.drop,
-                        &g.pkts,
-                        &mut self.slots,
-                        pool,
-                        out,
-                        stats,
-                        &mut self.packet_ins,
-                        now_us,
-                    );
-                    for rule in &x.rules {
-                        rule.credit(n, g.bytes, now_us);
+    }
+
+    /// The common case: every flow of the batch just sends to one known
+    /// port (forwarding, routing without rewrites). Then each packet moves
+    /// straight from the rx batch to its port's output batch in arrival
+    /// order, which keeps every flow's order, and a batch bound for one
+    /// port moves whole. Returns false, having moved nothing, otherwise.
+    fn output_directly(
+        &mut self,
+        batch: &mut PacketBatch,
+        classified: u32,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) -> bool {
+        let mut one_port = None;
+        for g in self.groups.iter_mut() {
+            let actions = match g.target {
+                Target::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions,
+                Target::Temp(t) => &self.temps[t as usize].xlate.actions,
+                Target::None => unreachable!("every extracted packet is classified"),
+            };
+            let [DpAction::Output(ofport)] = **actions else {
+                return false;
+            };
+            let Some(idx) = out.index_of(ofport) else {
+                return false;
+            };
+            g.out_port = Some(idx);
+            one_port = match one_port {
+                None => Some(idx),
+                Some(p) if p == idx => Some(idx),
+                Some(_) => Some(usize::MAX),
+            };
+        }
+        let n = classified.count_ones() as usize;
+        match one_port {
+            Some(idx) if idx != usize::MAX && n == batch.len() => {
+                out.enqueue_all(idx, batch, pool, stats, now_us);
+            }
+            _ => {
+                for (i, p) in batch.drain().enumerate() {
+                    if classified & (1 << i) == 0 {
+                        stats.dropped[DropReason::Runt.index()] += 1;
+                        pool.free(p);
+                    } else {
+                        let g = &self.groups[self.group_of[i] as usize];
+                        let idx = g.out_port.expect("resolved above");
+                        out.enqueue(idx, p, pool, stats, now_us);
                     }
                 }
-                Target::None => unreachable!("every extracted packet is classified"),
             }
         }
+        stats.forwarded += n as u64;
+        true
     }
 }

@@ -77,6 +77,14 @@ impl PacketBatch {
         &mut self.pkts
     }
 
+    /// Moves every packet of `other` to the end of this batch, in order,
+    /// as far as there is room; what does not fit stays in `other`.
+    #[inline]
+    pub fn append(&mut self, other: &mut PacketBatch) {
+        let n = other.len().min(self.remaining());
+        self.pkts.extend(other.pkts.drain(..n));
+    }
+
     /// Removes and yields every packet, in order.
     #[inline]
     pub fn drain(&mut self) -> arrayvec::Drain<'_, Packet, BATCH_SIZE> {
@@ -99,6 +107,25 @@ mod tests {
         assert_eq!(set_bits(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
         assert_eq!(set_bits(0).count(), 0);
         assert_eq!(set_bits(u32::MAX).count(), 32);
+    }
+
+    #[test]
+    fn append_moves_what_fits_in_order() {
+        let mut pool = PacketPool::new(64, 256).unwrap();
+        let (mut a, mut b) = (PacketBatch::new(), PacketBatch::new());
+        for i in 0..20u8 {
+            a.push(pool.alloc_from(&[i; 20]).unwrap()).unwrap();
+            b.push(pool.alloc_from(&[100 + i; 20]).unwrap()).unwrap();
+        }
+        a.append(&mut b);
+        assert_eq!(a.len(), BATCH_SIZE);
+        assert_eq!(b.len(), 8, "what does not fit stays");
+        assert_eq!(a.as_slice()[20].data()[0], 100);
+        assert_eq!(a.as_slice()[31].data()[0], 111);
+        assert_eq!(b.as_slice()[0].data()[0], 112);
+        a.free_all(&mut pool);
+        b.free_all(&mut pool);
+        assert_eq!(pool.available(), 64);
     }
 
     #[test]
