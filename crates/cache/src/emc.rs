@@ -21,13 +21,18 @@ pub const DEFAULT_INSERT_INV_PROB: u32 = 100;
 /// Bits of the hash used per candidate position.
 const SEG_SHIFT: u32 = 13;
 
+/// One entry; the fields a mismatch is found by come first, so a
+/// lookup that misses reads one cache line.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Entry {
-    key: FlowKey,
     hash: u32,
-    target: CacheRef,
     live: bool,
+    target: CacheRef,
+    key: FlowKey,
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 128);
 
 /// An exact-match cache.
 pub struct Emc {
@@ -89,6 +94,15 @@ impl Emc {
             (hash & self.mask) as usize,
             ((hash >> SEG_SHIFT) & self.mask) as usize,
         ]
+    }
+
+    /// Hints the CPU to fetch the entries `hash` can be at (call a while
+    /// before [`Emc::lookup`], e.g. a batch ahead).
+    #[inline]
+    pub fn prefetch(&self, hash: u32) {
+        for p in self.positions(hash) {
+            sluice_packet::prefetch::read(&self.entries[p]);
+        }
     }
 
     /// The target cached for exactly `key`.

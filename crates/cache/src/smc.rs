@@ -83,6 +83,16 @@ impl Smc {
         ((hash & self.mask) as usize, (hash >> 16) as u16)
     }
 
+    /// Hints the CPU to fetch `hash`'s bucket (call a while before
+    /// [`Smc::lookup`]: a 1M-entry table lives in DRAM).
+    #[inline]
+    pub fn prefetch(&self, hash: u32) {
+        if self.enabled {
+            let (b, _) = self.split(hash);
+            sluice_packet::prefetch::read(&self.buckets[b]);
+        }
+    }
+
     /// The megaflow index cached for `hash`'s signature: a candidate.
     #[inline]
     pub fn lookup(&self, hash: u32) -> Option<u32> {

@@ -197,6 +197,15 @@ impl MegaflowTable {
         }
     }
 
+    /// Hints the CPU to fetch slot `idx`'s megaflow (its generation, match
+    /// and version), e.g. between an SMC lookup and its verification.
+    #[inline]
+    pub fn prefetch_slot(&self, idx: u32) {
+        if let Some(s) = self.slots.get(idx as usize) {
+            sluice_packet::prefetch::read_lines(s, std::mem::size_of::<Slot>().min(320));
+        }
+    }
+
     /// The megaflow in slot `idx` (whatever its generation), for callers
     /// that verify the match themselves (the signature cache).
     #[inline]

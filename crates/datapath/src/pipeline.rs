@@ -63,6 +63,8 @@ pub(crate) struct Pipeline {
     hashes: [u32; BATCH_SIZE],
     targets: [Target; BATCH_SIZE],
     found: [Option<FlowRef>; BATCH_SIZE],
+    /// SMC candidates (megaflow slot indexes) of the packets.
+    smc_idx: [u32; BATCH_SIZE],
     slots: [Option<Packet>; BATCH_SIZE],
     /// Index into `groups` of each packet.
     group_of: [u8; BATCH_SIZE],
@@ -80,6 +82,7 @@ impl Pipeline {
             hashes: [0; BATCH_SIZE],
             targets: [Target::None; BATCH_SIZE],
             found: [None; BATCH_SIZE],
+            smc_idx: [0; BATCH_SIZE],
             slots: std::array::from_fn(|_| None),
             group_of: [0; BATCH_SIZE],
             temps: (0..BATCH_SIZE).map(|_| TempFlow::default()).collect(),
@@ -129,13 +132,18 @@ impl Pipeline {
         // Hashing in a second pass reads keys whose stores have settled (a
         // key read right after its field-by-field stores stalls) and lets
         // the multiplies of many keys overlap.
+        let emc = self.caches.emc.enabled();
         for (i, pkt) in batch.as_slice().iter().enumerate() {
             let meta = &pkt.meta;
-            self.hashes[i] = if meta.has_hash {
+            let hash = if meta.has_hash {
                 meta.hash
             } else {
                 self.keys[i].hash()
             };
+            self.hashes[i] = hash;
+            if emc {
+                self.caches.emc.prefetch(hash);
+            }
         }
         stats.rx_packets += batch.len() as u64;
         stats.rx_bytes += bytes;
@@ -150,6 +158,9 @@ impl Pipeline {
         stats: &mut DpStats,
     ) -> u32 {
         if !self.caches.emc.enabled() {
+            for i in set_bits(todo) {
+                self.caches.smc.prefetch(self.hashes[i]);
+            }
             return todo;
         }
         for i in set_bits(todo) {
@@ -159,8 +170,11 @@ impl Pipeline {
                     self.targets[i] = Target::Mega(r);
                     stats.emc_hits += 1;
                     todo &= !(1 << i);
+                    continue;
                 }
             }
+            // A miss: its SMC bucket is read after this loop.
+            self.caches.smc.prefetch(self.hashes[i]);
         }
         todo
     }
@@ -175,12 +189,18 @@ impl Pipeline {
         if !self.caches.smc.enabled() {
             return todo;
         }
+        // Candidates first, fetching their megaflows, then verification.
+        let mut candidates = 0u32;
         for i in set_bits(todo) {
-            let Some(idx) = self.caches.smc.lookup(self.hashes[i]) else {
-                continue;
-            };
+            if let Some(idx) = self.caches.smc.lookup(self.hashes[i]) {
+                self.caches.megaflows.prefetch_slot(idx);
+                self.smc_idx[i] = idx;
+                candidates |= 1 << i;
+            }
+        }
+        for i in set_bits(candidates) {
             // A signature hit is a candidate: verify the key under the mask.
-            let Some((r, f)) = self.caches.megaflows.get_slot(idx) else {
+            let Some((r, f)) = self.caches.megaflows.get_slot(self.smc_idx[i]) else {
                 continue;
             };
             if !self.keys[i].matches(&f.matcher.value, &f.matcher.mask) {

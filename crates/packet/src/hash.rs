@@ -34,6 +34,21 @@ pub fn hash_key_words(w: &[u64; 14]) -> u32 {
     fmix64(acc) as u32
 }
 
+/// A 64-bit hash of `w & m` word by word, built like [`hash_key_words`]
+/// (all seven pairs: masks rarely leave whole pairs out) and finalised to
+/// 64 bits, for hash tables that take tags from the high bits.
+#[inline]
+pub fn hash64_key_masked(w: &[u64; 14], m: &[u64; 14]) -> u64 {
+    let mut acc = 0u64;
+    for i in (0..14).step_by(2) {
+        acc = acc.wrapping_add(fold_mul(
+            (w[i] & m[i]) ^ SECRET[i],
+            (w[i + 1] & m[i + 1]) ^ SECRET[i + 1],
+        ));
+    }
+    fmix64(acc)
+}
+
 /// Random constants (one per key word) for [`hash_key_words`].
 const SECRET: [u64; 14] = [
     0xbe4b_a423_396c_feb8,

@@ -181,12 +181,7 @@ impl FlowKey {
     /// bits as tags).
     #[inline]
     pub fn hash64_masked(&self, mask: &FlowKey) -> u64 {
-        let mut h = 0x9e37_79b9_7f4a_7c15u64;
-        for i in 0..KEY_WORDS {
-            h = (h.rotate_left(23) ^ (self.words()[i] & mask.words()[i]))
-                .wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-        crate::hash::fmix64(h)
+        crate::hash::hash64_key_masked(self.words(), mask.words())
     }
 
     /// The hash of `self & mask`, without building the masked key.

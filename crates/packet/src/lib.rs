@@ -21,6 +21,8 @@ pub mod key;
 pub mod meta;
 #[allow(unsafe_code)]
 pub mod pool;
+#[allow(unsafe_code)]
+pub mod prefetch;
 pub mod rewrite;
 pub mod wire;
 

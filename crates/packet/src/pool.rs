@@ -216,6 +216,24 @@ impl PacketPool {
         }
     }
 
+    /// Gives the frames of `pkts` back, for a caller that forgets the
+    /// packets right after ([`crate::PacketBatch::free_all`]): no packet
+    /// is moved.
+    ///
+    /// # Panics
+    /// As [`PacketPool::free`].
+    #[inline]
+    pub(crate) fn recycle(&mut self, pkts: &[Packet]) {
+        self.free.reserve(pkts.len());
+        for pkt in pkts {
+            assert_eq!(
+                pkt.pool_id, self.id,
+                "packet freed to a pool it does not belong to"
+            );
+            self.free.push(pkt.frame);
+        }
+    }
+
     /// Whether `pkt` came from this pool.
     pub fn owns(&self, pkt: &Packet) -> bool {
         pkt.pool_id == self.id
