@@ -308,19 +308,32 @@ impl MegaflowTable {
 
     /// Installs a megaflow. An entry with the same match is replaced.
     pub fn insert(&mut self, flow: Megaflow) -> Result<FlowRef, InstallError> {
-        if let Some(r) = self.find_exact(&flow.matcher) {
-            *self.get_mut(r).expect("just found") = flow;
-            return Ok(r);
+        // One hash for both the search for the same match and the insert.
+        let h = flow.matcher.value.hash64_masked(&flow.matcher.mask);
+        let existing = self
+            .order
+            .iter()
+            .copied()
+            .find(|&s| self.subtables[s as usize].mask == flow.matcher.mask);
+        if let Some(sid) = existing {
+            let slots = &self.slots;
+            let same = self.subtables[sid as usize].entries.find(h, |&i| {
+                slots[i as usize]
+                    .flow
+                    .as_ref()
+                    .is_some_and(|f| f.matcher == flow.matcher)
+            });
+            if let Some(&idx) = same {
+                let slot = &mut self.slots[idx as usize];
+                slot.flow = Some(flow);
+                return Ok(FlowRef { idx, gen: slot.gen });
+            }
         }
         if self.n_flows >= self.limits.max_flows {
             return Err(InstallError::FlowLimit);
         }
-        let sid = match self
-            .order
-            .iter()
-            .find(|&&s| self.subtables[s as usize].mask == flow.matcher.mask)
-        {
-            Some(&s) => s,
+        let sid = match existing {
+            Some(s) => s,
             None => {
                 if self.order.len() >= self.limits.max_masks {
                     return Err(InstallError::MaskLimit);
@@ -356,7 +369,6 @@ impl MegaflowTable {
                 (self.slots.len() - 1) as u32
             }
         };
-        let h = flow.matcher.value.hash64_masked(&flow.matcher.mask);
         let slot = &mut self.slots[idx as usize];
         slot.gen = slot.gen.wrapping_add(1);
         slot.subtable = sid;

@@ -37,6 +37,12 @@ pub struct CacheConfig {
     pub megaflow: MegaflowLimits,
     /// Megaflows unused for this long are removed (10 s, OVS's `max-idle`).
     pub max_idle_us: u64,
+    /// Whether megaflows wildcard the bits no rule consulted (true, the
+    /// point of them). False makes every megaflow an exact match of the
+    /// packet's whole key, as OVS's `upcall/disable-megaflows` does: every
+    /// new flow then costs an upcall (for debugging, and for measuring the
+    /// flow-setup rate).
+    pub megaflows: bool,
 }
 
 impl Default for CacheConfig {
@@ -48,6 +54,7 @@ impl Default for CacheConfig {
             smc_enabled: true,
             megaflow: MegaflowLimits::default(),
             max_idle_us: 10_000_000,
+            megaflows: true,
         }
     }
 }
@@ -151,7 +158,11 @@ impl Caches {
         stats: &mut DpStats,
     ) -> Result<FlowRef, InstallError> {
         translate(env, key, &mut self.xlate, false);
-        let mask = self.xlate.wc;
+        let mask = if self.cfg.megaflows {
+            self.xlate.wc
+        } else {
+            FlowKey::all_ones()
+        };
         let m = Megaflow {
             matcher: Match {
                 value: key.masked(&mask),

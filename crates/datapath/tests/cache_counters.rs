@@ -55,7 +55,43 @@ const ALWAYS_EMC: CacheConfig = CacheConfig {
         max_masks: 100,
     },
     max_idle_us: 10_000_000,
+    megaflows: true,
 };
+
+#[test]
+fn disabled_megaflows_set_up_one_exact_flow_per_new_key() {
+    // Ten source ports under a rule that looks only at in_port: one
+    // wildcarded megaflow normally, ten exact ones with megaflows off (as
+    // OVS's upcall/disable-megaflows), each from its own upcall.
+    let frames: Vec<_> = (0..10u16)
+        .flat_map(|p| {
+            let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: p, dst: 2 }).build();
+            [f.clone(), f]
+        })
+        .collect();
+    for (megaflows, want) in [(true, 1), (false, 10)] {
+        let cache = CacheConfig {
+            megaflows,
+            ..ALWAYS_EMC
+        };
+        let (dp, sent) = one_by_one("in_port=1,actions=output:2", cache, frames.clone());
+        let st = dp.stats();
+        assert_eq!(st.upcalls, want, "megaflows {megaflows}");
+        assert_eq!(dp.cache_occupancy().0, want as usize);
+        assert_eq!(sent.lock().unwrap().len(), 20, "all forwarded either way");
+        if !megaflows {
+            let dump = dp.dump_megaflows(0);
+            for p in 0..10 {
+                let src = format!(",tp_src={p},");
+                assert_eq!(
+                    dump.iter().filter(|l| l.contains(&src)).count(),
+                    1,
+                    "{dump:?}"
+                );
+            }
+        }
+    }
+}
 
 #[test]
 fn twenty_packets_nineteen_emc_hits() {

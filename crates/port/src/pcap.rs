@@ -118,14 +118,26 @@ impl<R: Read> PcapReader<R> {
     /// The next record, or `None` at the end of the file (see
     /// `truncated_at` for a file that ended inside a record).
     pub fn next_record(&mut self) -> Result<Option<Record>, PcapError> {
+        let mut rec = Record {
+            ts_ns: 0,
+            orig_len: 0,
+            data: Vec::new(),
+        };
+        Ok(self.read_record(&mut rec)?.then_some(rec))
+    }
+
+    /// Reads the next record into `rec`, reusing its buffer (no allocation
+    /// per record once the buffer has grown). False at the end of the file
+    /// (see `truncated_at`), with `rec` unspecified.
+    pub fn read_record(&mut self, rec: &mut Record) -> Result<bool, PcapError> {
         let mut h = [0u8; 16];
         let n = read_full(&mut self.r, &mut h)?;
         if n == 0 {
-            return Ok(None);
+            return Ok(false);
         }
         if n < 16 {
             self.truncated_at = Some(self.offset);
-            return Ok(None);
+            return Ok(false);
         }
         let (sec, frac, incl, orig) = (
             self.u32_at(&h[0..]),
@@ -139,11 +151,11 @@ impl<R: Read> PcapReader<R> {
                 self.offset
             )));
         }
-        let mut data = vec![0u8; incl as usize];
-        let got = read_full(&mut self.r, &mut data)?;
-        if got < data.len() {
+        rec.data.resize(incl as usize, 0);
+        let got = read_full(&mut self.r, &mut rec.data)?;
+        if got < rec.data.len() {
             self.truncated_at = Some(self.offset);
-            return Ok(None);
+            return Ok(false);
         }
         self.offset += 16 + incl as u64;
         let ns = if self.nanos {
@@ -151,11 +163,9 @@ impl<R: Read> PcapReader<R> {
         } else {
             frac as u64 * 1000
         };
-        Ok(Some(Record {
-            ts_ns: sec as u64 * 1_000_000_000 + ns,
-            orig_len: orig.max(incl),
-            data,
-        }))
+        rec.ts_ns = sec as u64 * 1_000_000_000 + ns;
+        rec.orig_len = orig.max(incl);
+        Ok(true)
     }
 }
 

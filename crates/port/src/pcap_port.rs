@@ -21,7 +21,10 @@ enum RxSide {
     None,
     Stream {
         reader: PcapReader<BufReader<File>>,
-        pending: Option<Record>,
+        /// The record read last, its buffer reused for the next.
+        rec: Record,
+        /// Whether `rec` is read but not yet received (no frame was free).
+        pending: bool,
         done: bool,
     },
     Loop(Box<ReplayPort>),
@@ -89,7 +92,12 @@ impl PcapPort {
                         .map_err(|e| err(format!("{}: {e}", path.display())))?;
                     RxSide::Stream {
                         reader,
-                        pending: None,
+                        rec: Record {
+                            ts_ns: 0,
+                            orig_len: 0,
+                            data: Vec::with_capacity(2048),
+                        },
+                        pending: false,
                         done: false,
                     }
                 }
@@ -144,22 +152,22 @@ impl Port for PcapPort {
         batch: &mut PacketBatch,
         in_port: u32,
     ) -> RxStatus {
-        let (reader, pending, done) = match &mut self.rx {
+        let (reader, rec, pending, done) = match &mut self.rx {
             RxSide::None => return RxStatus::Exhausted,
             RxSide::Loop(r) => return r.rx_into(pool, batch, in_port),
             RxSide::Stream {
                 reader,
+                rec,
                 pending,
                 done,
-            } => (reader, pending, done),
+            } => (reader, rec, pending, done),
         };
         let mut n = 0;
         while !batch.is_full() && !*done {
-            let rec = match pending.take() {
-                Some(r) => r,
-                None => match reader.next_record() {
-                    Ok(Some(r)) => r,
-                    Ok(None) => {
+            if !*pending {
+                match reader.read_record(rec) {
+                    Ok(true) => {}
+                    Ok(false) => {
                         *done = true;
                         if let Some(at) = reader.truncated_at {
                             let path = self
@@ -178,15 +186,16 @@ impl Port for PcapPort {
                             .push(format!("read error, input stopped: {e}"));
                         break;
                     }
-                },
-            };
+                }
+            }
+            *pending = false;
             if rec.data.len() > pool.max_packet_len() {
                 self.stats.rx_drop(PortDrop::TooBig, 1);
                 continue;
             }
             let Some(mut p) = pool.alloc_from(&rec.data) else {
                 // Out of frames: keep the record for the next burst.
-                *pending = Some(rec);
+                *pending = true;
                 break;
             };
             p.meta.in_port = in_port;
@@ -196,7 +205,7 @@ impl Port for PcapPort {
             let _ = batch.push(p);
             n += 1;
         }
-        RxStatus::of_burst(n, *done && pending.is_none())
+        RxStatus::of_burst(n, *done && !*pending)
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {

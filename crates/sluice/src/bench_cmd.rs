@@ -87,13 +87,19 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
             .map_err(err)?;
     }
     w.flush().map_err(err)?;
+    let shape = match a.profile.as_str() {
+        "miss-storm" => "a new flow per packet".to_string(),
+        "churn" => format!(
+            "{} flows live, {} new per second",
+            a.flows, a.new_flows_per_sec
+        ),
+        _ => format!("{} flows, {}", a.flows, a.dist),
+    };
     println!(
-        "{}: {} packets, profile {}, {} flows, {}, {} bytes",
+        "{}: {} packets, profile {}, {shape}, {} bytes",
         a.output.display(),
         frames.len(),
         a.profile,
-        a.flows,
-        a.dist,
         a.size
     );
     Ok(())
@@ -111,7 +117,7 @@ pub struct BenchArgs {
     /// Distributions.
     #[arg(long, value_delimiter = ',', default_value = "rr,uniform,zipf")]
     dist: Vec<Distribution>,
-    /// Cache configurations: default, no-emc, no-smc, megaflow-only, emc-always.
+    /// Cache configurations: default, no-emc, no-smc, megaflow-only, emc-always, exact-megaflows (no wildcards: one upcall per new flow, like ovs-appctl upcall/disable-megaflows).
     #[arg(long, value_delimiter = ',', default_value = "default")]
     config: Vec<String>,
     /// Packets per row.
@@ -191,7 +197,11 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
         );
     }
     let total = a.flows.len() * a.dist.len() * a.rules.len() * a.config.len() * a.pmds.len()
-        + if a.miss_storm { a.rules.len() } else { 0 };
+        + if a.miss_storm {
+            a.rules.len() * a.config.len()
+        } else {
+            0
+        };
     let mut results: Vec<BenchResult> = Vec::new();
     let mut floor = 0.0f64;
     let mut done = 0;
@@ -236,18 +246,20 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
     if a.miss_storm {
         let frames = miss_storm_profile(a.packets.min(1 << 20), 64);
         for &rules in &a.rules {
-            progress(done, &format!("{} miss storm", rules.name()));
-            results.push(run_case(
-                rules,
-                &frames,
-                frames.len() as u64,
-                "miss-storm",
-                "default",
-                frames.len() as u64,
-                a.tx_flush_interval,
-                1,
-            )?);
-            done += 1;
+            for config in &a.config {
+                progress(done, &format!("{} miss storm {config}", rules.name()));
+                results.push(run_case(
+                    rules,
+                    &frames,
+                    frames.len() as u64,
+                    "miss-storm",
+                    config,
+                    frames.len() as u64,
+                    a.tx_flush_interval,
+                    1,
+                )?);
+                done += 1;
+            }
         }
     }
     eprint!("\r\x1b[2K");
@@ -282,8 +294,9 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
         println!("I/O floor (replay port -> null port, no lookup): {floor:.2} Mpps");
         for r in results.iter().filter(|r| r.profile == "miss-storm") {
             println!(
-                "{} miss storm: {:.0} flow setups/s",
+                "{} miss storm ({}): {:.0} flow setups/s",
                 r.rules.name(),
+                r.config,
                 r.setups_per_sec
             );
         }

@@ -10,6 +10,7 @@
 //! pool_frames = 4096
 //! emc_insert_inv_prob = 100     # 1 = always, 0 = EMC off
 //! smc = true
+//! megaflows = true              # false: exact-match megaflows only
 //! flow_limit = 200000
 //! mask_limit = 512
 //!
@@ -78,6 +79,7 @@ struct FileDatapath {
     packet_in_queue: Option<usize>,
     emc_insert_inv_prob: Option<u32>,
     smc: Option<bool>,
+    megaflows: Option<bool>,
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
     tx_flush_interval: Option<u64>,
@@ -196,6 +198,9 @@ impl Config {
             if let Some(b) = d.smc {
                 c.smc_enabled = b;
             }
+            if let Some(b) = d.megaflows {
+                c.megaflows = b;
+            }
             if let Some(n) = d.flow_limit {
                 c.megaflow.max_flows = n;
             }
@@ -226,13 +231,14 @@ mod tests {
     #[test]
     fn toml_config() {
         let cfg = Config::from_toml(
-            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
             Path::new("/cfg"),
         )
         .unwrap();
         assert_eq!(cfg.flows, Some(PathBuf::from("/cfg/r.flows")));
         assert_eq!(cfg.datapath.pool_frames, 1024);
         assert!(!cfg.datapath.cache.smc_enabled);
+        assert!(!cfg.datapath.cache.megaflows);
         assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 1);
         assert_eq!(
             cfg.ports[0],

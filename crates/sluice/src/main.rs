@@ -88,6 +88,10 @@ struct CacheArgs {
     /// Turn the signature match cache off.
     #[arg(long)]
     no_smc: bool,
+    /// Make every megaflow an exact match of its packet (no wildcards), as
+    /// `ovs-appctl upcall/disable-megaflows`: each new flow is an upcall.
+    #[arg(long)]
+    disable_megaflows: bool,
     /// Most megaflows (default 200000); installs beyond are refused and
     /// their packets forwarded uncached.
     #[arg(long, value_name = "N")]
@@ -120,6 +124,9 @@ impl CacheArgs {
         }
         if self.no_smc {
             c.smc_enabled = false;
+        }
+        if self.disable_megaflows {
+            c.megaflows = false;
         }
         if let Some(n) = self.flow_limit {
             c.megaflow.max_flows = n;
