@@ -18,3 +18,4 @@ pub mod harness;
 pub mod plot;
 pub mod profile;
 pub mod rules;
+pub mod storm;

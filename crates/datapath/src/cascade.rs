@@ -43,6 +43,12 @@ pub struct CacheConfig {
     /// new flow then costs an upcall (for debugging, and for measuring the
     /// flow-setup rate).
     pub megaflows: bool,
+    /// Share (%) of the PMD's cycles upcalls may take while cached traffic
+    /// competes (25: a refused miss still costs its cache lookups, and the
+    /// rest must leave established flows most of the PMD); misses beyond
+    /// it are dropped as `upcall budget` so that established flows keep
+    /// their rate in a miss storm. 100: no limit.
+    pub upcall_share_pct: u32,
 }
 
 impl Default for CacheConfig {
@@ -55,6 +61,7 @@ impl Default for CacheConfig {
             megaflow: MegaflowLimits::default(),
             max_idle_us: 10_000_000,
             megaflows: true,
+            upcall_share_pct: 25,
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod execute;
 mod output;
 pub mod pipeline;
 pub mod stats;
+mod upcall_budget;
 
 pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortReport, RxqLoad};

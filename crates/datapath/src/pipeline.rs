@@ -30,6 +30,7 @@ use crate::cascade::{cref, fref, CacheConfig, Caches};
 use crate::execute::{execute, PacketInQueue};
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
+use crate::upcall_budget::UpcallBudget;
 
 /// Which flow a packet of the batch follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +74,9 @@ pub(crate) struct Pipeline {
     groups: Vec<Group>,
     pub caches: Caches,
     pub packet_ins: PacketInQueue,
+    upcall_budget: UpcallBudget,
+    /// Misses of the current batch refused by the upcall budget.
+    refused: u32,
 }
 
 impl Pipeline {
@@ -89,6 +93,8 @@ impl Pipeline {
             n_temps: 0,
             groups: Vec::with_capacity(BATCH_SIZE),
             caches: Caches::new(cache),
+            upcall_budget: UpcallBudget::new(cache.upcall_share_pct),
+            refused: 0,
             packet_ins: PacketInQueue {
                 cap: packet_in_cap,
                 ..Default::default()
@@ -112,8 +118,16 @@ impl Pipeline {
         let mut todo = self.emc_stage(classified, env, epoch, stats);
         todo = self.smc_stage(todo, env, epoch, stats);
         todo = self.megaflow_stage(todo, env, epoch, stats);
-        self.upcall_stage(todo, env, epoch, now_us, stats);
-        self.execute_groups(batch, classified, pool, out, stats, now_us);
+        self.refused = 0;
+        if todo != 0 {
+            if self.upcall_budget.limited() && todo != classified {
+                self.upcall_budget.note_hits(crate::cycles::now());
+            }
+            self.upcall_stage(todo, env, epoch, now_us, stats);
+        } else if self.upcall_budget.limited() {
+            self.upcall_budget.note_hits(crate::cycles::now());
+        }
+        self.execute_groups(batch, classified & !self.refused, pool, out, stats, now_us);
     }
 
     /// Keys, offsets and hashes for the whole batch, in place. Returns the
@@ -260,6 +274,10 @@ impl Pipeline {
     ) {
         self.n_temps = 0;
         let mut installed = false;
+        let limited = self.upcall_budget.limited();
+        if limited {
+            self.upcall_budget.refill(crate::cycles::now());
+        }
         for i in set_bits(todo) {
             let key = self.keys[i];
             // An earlier miss of this batch may have installed a megaflow
@@ -281,10 +299,24 @@ impl Pipeline {
                 stats.failed_upcalls += 1;
                 continue;
             }
-            match self
+            let start = if limited {
+                let now = crate::cycles::now();
+                if !self.upcall_budget.allows(now) {
+                    self.refused |= 1 << i;
+                    continue;
+                }
+                now
+            } else {
+                0
+            };
+            let result = self
                 .caches
-                .upcall(&key, self.hashes[i], env, epoch, now_us, stats)
-            {
+                .upcall(&key, self.hashes[i], env, epoch, now_us, stats);
+            if limited {
+                self.upcall_budget
+                    .charge(crate::cycles::now().wrapping_sub(start));
+            }
+            match result {
                 Ok(r) => {
                     self.targets[i] = Target::Mega(r);
                     installed = true;
@@ -316,7 +348,7 @@ impl Pipeline {
         if !self.output_directly(batch, classified, pool, out, stats, now_us) {
             for (i, p) in batch.drain().enumerate() {
                 if classified & (1 << i) == 0 {
-                    stats.dropped[DropReason::Runt.index()] += 1;
+                    stats.dropped[self.unclassified_reason(i).index()] += 1;
                     pool.free(p);
                 } else {
                     self.slots[i] = Some(p);
@@ -365,6 +397,16 @@ impl Pipeline {
                 }
                 Target::None => unreachable!("every extracted packet is classified"),
             }
+        }
+    }
+
+    /// Why packet `i`, not among the classified, is dropped.
+    #[inline]
+    fn unclassified_reason(&self, i: usize) -> DropReason {
+        if self.refused & (1 << i) != 0 {
+            DropReason::UpcallBudget
+        } else {
+            DropReason::Runt
         }
     }
 
@@ -443,7 +485,7 @@ impl Pipeline {
             _ => {
                 for (i, p) in batch.drain().enumerate() {
                     if classified & (1 << i) == 0 {
-                        stats.dropped[DropReason::Runt.index()] += 1;
+                        stats.dropped[self.unclassified_reason(i).index()] += 1;
                         pool.free(p);
                     } else {
                         let g = &self.groups[self.group_of[i] as usize];

@@ -15,6 +15,9 @@ pub enum DropReason {
     ControllerQueueFull,
     /// No pool frame was free to copy the packet for an output.
     NoBuffer,
+    /// A miss not translated: upcalls had used their share of the PMD's
+    /// cycles while cached traffic was waiting (a miss storm).
+    UpcallBudget,
 }
 
 /// Every drop reason, in report order.
@@ -31,6 +34,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::Xlate(XlateDrop::TooManyVlans),
     DropReason::ControllerQueueFull,
     DropReason::NoBuffer,
+    DropReason::UpcallBudget,
 ];
 
 impl DropReason {
@@ -41,6 +45,7 @@ impl DropReason {
             DropReason::Xlate(x) => x.name(),
             DropReason::ControllerQueueFull => "controller queue full",
             DropReason::NoBuffer => "no buffer for copy",
+            DropReason::UpcallBudget => "upcall budget",
         }
     }
 
@@ -59,12 +64,13 @@ impl DropReason {
             DropReason::Xlate(XlateDrop::TooManyVlans) => 9,
             DropReason::ControllerQueueFull => 10,
             DropReason::NoBuffer => 11,
+            DropReason::UpcallBudget => 12,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 12;
+pub const N_DROP_REASONS: usize = 13;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

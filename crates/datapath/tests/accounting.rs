@@ -248,3 +248,54 @@ fn mixed_flows_and_runts_in_one_burst_keep_order_and_count() {
         assert_eq!(tos4, if rewrite { 9 } else { 0 }, "flow 2 rewritten");
     }
 }
+
+/// A miss storm mixed with established flows: with upcalls held to a small
+/// share of the cycles, storm packets beyond it are dropped as `upcall
+/// budget` (and nothing else is lost, every established packet is
+/// forwarded); with no limit every storm packet is translated.
+#[test]
+fn a_miss_storm_beyond_the_upcall_budget_is_dropped_and_counted() {
+    let storm = 60_000u64;
+    let mut frames = Frames::new();
+    for i in 0..storm {
+        // Established: 8 flows; storm: a new source address and port each.
+        frames.push(&udp((i % 8) as u16), 0);
+        let ip = (0x0b00_0000 + i as u32).to_be_bytes();
+        frames.push(
+            &Frame::ipv4(
+                ip,
+                [10, 0, 0, 2],
+                L4::Udp {
+                    src: (i % 60_000) as u16,
+                    dst: 9,
+                },
+            )
+            .build(),
+            0,
+        );
+    }
+    for (share, refused) in [(1, true), (100, false)] {
+        let cfg = DatapathConfig {
+            cache: sluice_datapath::CacheConfig {
+                megaflows: false,
+                upcall_share_pct: share,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut dp = dp_with("actions=output:2", cfg, frames.clone());
+        dp.run(|| 0, |_| false).unwrap();
+        let st = dp.stats();
+        let dropped = st.dropped_by(DropReason::UpcallBudget);
+        assert!(st.rx_balanced(), "share {share}");
+        assert_eq!(st.rx_packets, 2 * storm);
+        assert_eq!(st.forwarded + dropped, 2 * storm, "no other loss");
+        if refused {
+            assert!(dropped > storm / 2, "most of the storm refused: {dropped}");
+            assert!(st.emc_hits + st.smc_hits + st.megaflow_hits >= storm - 8);
+        } else {
+            assert_eq!(dropped, 0);
+            assert_eq!(st.upcalls, storm + 8);
+        }
+    }
+}

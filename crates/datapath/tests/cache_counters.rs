@@ -56,6 +56,7 @@ const ALWAYS_EMC: CacheConfig = CacheConfig {
     },
     max_idle_us: 10_000_000,
     megaflows: true,
+    upcall_share_pct: 100,
 };
 
 #[test]

@@ -124,7 +124,21 @@ pub struct ReplayPort {
     limit: Option<u64>,
     /// Most packets per rx burst.
     burst: usize,
+    /// Offered at a fixed rate instead of as fast as taken.
+    pace: Option<Pace>,
     stats: PortStats,
+}
+
+/// A fixed offered rate into a device ring of bounded size: frames arrive
+/// on the clock whether or not the switch takes them, and what the ring
+/// cannot hold is lost, counted as `queue full` (a NIC's `imissed`).
+#[derive(Debug)]
+struct Pace {
+    pps: u64,
+    ring: u64,
+    start: Option<std::time::Instant>,
+    /// Frames that left the ring so far: received or lost.
+    consumed: u64,
 }
 
 impl ReplayPort {
@@ -137,8 +151,23 @@ impl ReplayPort {
             looping,
             limit: None,
             burst: sluice_packet::BATCH_SIZE,
+            pace: None,
             stats: PortStats::default(),
         }
+    }
+
+    /// Offers the frames at `pps` packets per second (from the first
+    /// receive on) into a ring of `ring` frames, like traffic on a wire:
+    /// frames the switch does not take in time are lost once the ring is
+    /// full (counted as `queue full`).
+    pub fn with_rate(mut self, pps: u64, ring: u64) -> Self {
+        self.pace = Some(Pace {
+            pps: pps.max(1),
+            ring: ring.max(1),
+            start: None,
+            consumed: 0,
+        });
+        self
     }
 
     /// Receives at most `n` packets per burst (at least 1).
@@ -170,6 +199,27 @@ impl ReplayPort {
             let taken = self.stats.rx_packets + self.stats.rx_dropped_total();
             budget = budget.min(l.saturating_sub(taken));
         }
+        if let Some(p) = &mut self.pace {
+            let start = *p.start.get_or_insert_with(std::time::Instant::now);
+            let due = (start.elapsed().as_nanos() * u128::from(p.pps) / 1_000_000_000) as u64;
+            let waiting = due.saturating_sub(p.consumed);
+            let lost = waiting.saturating_sub(p.ring);
+            if lost > 0 {
+                // The ring overflowed since the last burst: the frames
+                // beyond it were never received.
+                self.stats.rx_drop(PortDrop::QueueFull, lost);
+                p.consumed += lost;
+                let len = self.frames.len() as u64;
+                let next = self.next as u64 + lost;
+                self.next = if self.looping {
+                    next % len
+                } else {
+                    next.min(len)
+                } as usize;
+            }
+            budget = budget.min(waiting - lost);
+        }
+        let paced_budget = budget;
         let max_len = pool.max_packet_len();
         let (mut n, mut bytes) = (0usize, 0u64);
         while budget > 0 {
@@ -197,6 +247,9 @@ impl ReplayPort {
             self.next += 1;
             n += 1;
             budget -= 1;
+        }
+        if let Some(p) = &mut self.pace {
+            p.consumed += paced_budget - budget;
         }
         self.stats.rx_packets += n as u64;
         self.stats.rx_bytes += bytes;
@@ -290,6 +343,34 @@ mod tests {
             b.free_all(&mut pool);
         }
         assert_eq!(total, 10);
+    }
+
+    #[test]
+    fn a_paced_port_offers_its_rate_and_loses_what_its_ring_cannot_hold() {
+        let frames: Frames = (0..10u8).map(|i| vec![i; 60]).collect();
+        let mut port = ReplayPort::new("r", frames, true).with_rate(100_000, 64);
+        let mut pool = PacketPool::new(64, 2048).unwrap();
+        let mut b = PacketBatch::new();
+        // Nothing has arrived at the first look.
+        assert!(matches!(
+            port.rx_burst(&mut pool, &mut b, 1),
+            RxStatus::Idle | RxStatus::Received(_)
+        ));
+        b.free_all(&mut pool);
+        // 20 ms later 2,000 frames have arrived: 64 fit the ring.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut got = 0;
+        while let RxStatus::Received(n) = port.rx_burst(&mut pool, &mut b, 1) {
+            got += n;
+            b.free_all(&mut pool);
+            if got >= 64 {
+                break;
+            }
+        }
+        assert!(got >= 64, "a full ring is received: {got}");
+        let lost = port.stats().rx_dropped_by(PortDrop::QueueFull);
+        assert!(lost >= 1000, "the overflow is counted: {lost}");
+        assert!(got < 2 * 64, "no more than the ring held: {got}");
     }
 
     #[test]

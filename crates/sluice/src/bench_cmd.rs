@@ -8,6 +8,8 @@ use serde_json::json;
 use sluice_bench::harness::{io_floor, run_case, table, BenchResult};
 use sluice_bench::profile::{churn_profile, flows_profile, miss_storm_profile, Distribution};
 use sluice_bench::rules::RuleSetKind;
+use sluice_bench::storm::storm_mix;
+use sluice_datapath::CacheConfig;
 use sluice_port::pcap::PcapWriter;
 use sluice_port::replay::Frames;
 
@@ -132,9 +134,15 @@ pub struct BenchArgs {
     /// scales.
     #[arg(long, value_delimiter = ',', default_value = "1")]
     pmds: Vec<usize>,
-    /// Also run the miss storm (a new flow per packet) per rule set.
+    /// Also run the miss storm (a new flow per packet) per rule set and
+    /// configuration, and measure established flows beside a storm that
+    /// needs an upcall per packet (megaflows off), with upcalls held to
+    /// their default share of the cycles and with no limit.
     #[arg(long)]
     miss_storm: bool,
+    /// Rate (Mpps) the established flows are offered at beside the storm.
+    #[arg(long, value_name = "MPPS", default_value_t = 2.0)]
+    storm_established_mpps: f64,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -262,6 +270,20 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             }
         }
     }
+    let mut mixes = Vec::new();
+    if a.miss_storm {
+        let established = flows_profile(8, Distribution::RoundRobin, 64, 64, 1);
+        let storm = miss_storm_profile(1 << 21, 64);
+        let pps = (a.storm_established_mpps * 1e6) as u64;
+        for share in [CacheConfig::default().upcall_share_pct, 100] {
+            progress(done, &format!("established flows in a storm, upcall share {share}%"));
+            let cache = CacheConfig {
+                upcall_share_pct: share,
+                ..CacheConfig::default()
+            };
+            mixes.push((share, storm_mix(&established, &storm, pps, cache, 1.0, cpus.first().copied())?));
+        }
+    }
     eprint!("\r\x1b[2K");
     if let Some(p) = &a.plot {
         let title = format!(
@@ -284,9 +306,19 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
                 })
             })
             .collect();
+        let storm_rows: Vec<_> = mixes
+            .iter()
+            .map(|(share, m)| {
+                json!({
+                    "upcall share %": share, "established offered pps": m.offered_pps,
+                    "established alone pps": m.alone_pps, "established during pps": m.during_pps,
+                    "flow setups/s": m.setups_per_sec, "refused/s": m.refused_per_sec,
+                })
+            })
+            .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "io_floor_mpps": floor, "rows": rows }))
+            serde_json::to_string_pretty(&json!({ "io_floor_mpps": floor, "rows": rows, "storm": storm_rows }))
                 .expect("json")
         );
     } else {
@@ -298,6 +330,17 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
                 r.rules.name(),
                 r.config,
                 r.setups_per_sec
+            );
+        }
+        for (share, m) in &mixes {
+            println!(
+                "established 8 flows offered {:.2} Mpps beside a miss storm (megaflows off, upcall share {share}%): {:.2} Mpps alone, {:.2} Mpps during ({:.0}%); {:.0} setups/s, {:.0} storm packets/s refused",
+                m.offered_pps / 1e6,
+                m.alone_pps / 1e6,
+                m.during_pps / 1e6,
+                100.0 * m.during_pps / m.alone_pps.max(1.0),
+                m.setups_per_sec,
+                m.refused_per_sec
             );
         }
         for line in scaling(&results) {

@@ -11,6 +11,7 @@
 //! emc_insert_inv_prob = 100     # 1 = always, 0 = EMC off
 //! smc = true
 //! megaflows = true              # false: exact-match megaflows only
+//! upcall_share = 25             # % of PMD cycles upcalls may take under contention
 //! flow_limit = 200000
 //! mask_limit = 512
 //!
@@ -80,6 +81,7 @@ struct FileDatapath {
     emc_insert_inv_prob: Option<u32>,
     smc: Option<bool>,
     megaflows: Option<bool>,
+    upcall_share: Option<u32>,
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
     tx_flush_interval: Option<u64>,
@@ -201,6 +203,14 @@ impl Config {
             if let Some(b) = d.megaflows {
                 c.megaflows = b;
             }
+            if let Some(p) = d.upcall_share {
+                if !(1..=100).contains(&p) {
+                    return Err(format!(
+                        "[datapath] upcall_share = {p}: expected a percentage from 1 to 100"
+                    ));
+                }
+                c.upcall_share_pct = p;
+            }
             if let Some(n) = d.flow_limit {
                 c.megaflow.max_flows = n;
             }
@@ -231,7 +241,7 @@ mod tests {
     #[test]
     fn toml_config() {
         let cfg = Config::from_toml(
-            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nupcall_share = 20\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
             Path::new("/cfg"),
         )
         .unwrap();
@@ -239,6 +249,9 @@ mod tests {
         assert_eq!(cfg.datapath.pool_frames, 1024);
         assert!(!cfg.datapath.cache.smc_enabled);
         assert!(!cfg.datapath.cache.megaflows);
+        assert_eq!(cfg.datapath.cache.upcall_share_pct, 20);
+        let bad = Config::from_toml("[datapath]\nupcall_share = 0\n", Path::new("."));
+        assert!(bad.unwrap_err().contains("upcall_share = 0"));
         assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 1);
         assert_eq!(
             cfg.ports[0],

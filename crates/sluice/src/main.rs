@@ -92,6 +92,12 @@ struct CacheArgs {
     /// `ovs-appctl upcall/disable-megaflows`: each new flow is an upcall.
     #[arg(long)]
     disable_megaflows: bool,
+    /// Share (%) of a PMD's cycles upcalls may take while cached traffic
+    /// competes (default 25; 100 = no limit). In a miss storm the misses
+    /// beyond it are dropped (counted as `upcall budget`) so established
+    /// flows keep their rate; with no cached traffic nothing is refused.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    upcall_share: Option<u32>,
     /// Most megaflows (default 200000); installs beyond are refused and
     /// their packets forwarded uncached.
     #[arg(long, value_name = "N")]
@@ -127,6 +133,9 @@ impl CacheArgs {
         }
         if self.disable_megaflows {
             c.megaflows = false;
+        }
+        if let Some(p) = self.upcall_share {
+            c.upcall_share_pct = p;
         }
         if let Some(n) = self.flow_limit {
             c.megaflow.max_flows = n;
