@@ -52,7 +52,10 @@ pub fn storm_mix(
     let cache = CacheConfig {
         megaflows: false,
         megaflow: sluice_classifier::megaflow::MegaflowLimits {
-            max_flows: cache.megaflow.max_flows.max(storm.len() + established.len()),
+            max_flows: cache
+                .megaflow
+                .max_flows
+                .max(storm.len() + established.len()),
             ..cache.megaflow
         },
         ..cache
@@ -66,7 +69,8 @@ pub fn storm_mix(
         };
         let mut dp = Datapath::new(cfg, Arc::new(RuleSet::from_specs(&specs, 0)))
             .map_err(|e| e.to_string())?;
-        let e = ReplayPort::new("established", established.clone(), true).with_rate(offered_pps, RING);
+        let e =
+            ReplayPort::new("established", established.clone(), true).with_rate(offered_pps, RING);
         dp.add_port(1, Box::new(e)).map_err(|e| e.to_string())?;
         dp.add_port(2, Box::new(NullPort::new()))
             .map_err(|e| e.to_string())?;

@@ -72,6 +72,11 @@ impl Megaflow {
     }
 }
 
+/// Most megaflows a table holds whatever its limit: slot indexes stay
+/// below 2^31 (the datapath packs a reference into one word with a flag
+/// bit; 2^31 megaflows would need hundreds of GB anyway).
+pub const MAX_SLOTS: usize = 1 << 31;
+
 /// Where a megaflow lives: slot and the slot's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FlowRef {
@@ -329,7 +334,7 @@ impl MegaflowTable {
                 return Ok(FlowRef { idx, gen: slot.gen });
             }
         }
-        if self.n_flows >= self.limits.max_flows {
+        if self.n_flows >= self.limits.max_flows.min(MAX_SLOTS) {
             return Err(InstallError::FlowLimit);
         }
         let sid = match existing {

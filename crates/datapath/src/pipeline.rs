@@ -32,15 +32,53 @@ use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
 
-/// Which flow a packet of the batch follows.
+/// Which flow a packet of the batch follows, packed in one word so that
+/// grouping a batch compares integers: a megaflow is `gen << 32 | idx`
+/// (slot indexes stay below 2^31), a per-batch translation sets bit 31.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Target {
+struct Target(u64);
+
+/// [`Target`] unpacked.
+enum TargetKind {
     /// Not classified (yet), or dropped before classification.
     None,
     /// An installed megaflow.
     Mega(FlowRef),
     /// A translation that could not be installed (limits), kept for this batch.
     Temp(u8),
+}
+
+impl Target {
+    const NONE: Target = Target(u64::MAX);
+    const TEMP: u64 = 1 << 31;
+
+    #[inline]
+    fn mega(r: FlowRef) -> Self {
+        debug_assert!(
+            u64::from(r.idx) < Self::TEMP,
+            "megaflow slot index below 2^31"
+        );
+        Target(u64::from(r.gen) << 32 | u64::from(r.idx))
+    }
+
+    #[inline]
+    fn temp(t: u8) -> Self {
+        Target(Self::TEMP | u64::from(t))
+    }
+
+    #[inline]
+    fn kind(self) -> TargetKind {
+        if self == Self::NONE {
+            TargetKind::None
+        } else if self.0 & Self::TEMP != 0 {
+            TargetKind::Temp(self.0 as u8)
+        } else {
+            TargetKind::Mega(FlowRef {
+                idx: self.0 as u32,
+                gen: (self.0 >> 32) as u32,
+            })
+        }
+    }
 }
 
 /// A translation not installed as a megaflow, valid for one batch.
@@ -84,7 +122,7 @@ impl Pipeline {
         Pipeline {
             keys: [FlowKey::default(); BATCH_SIZE],
             hashes: [0; BATCH_SIZE],
-            targets: [Target::None; BATCH_SIZE],
+            targets: [Target::NONE; BATCH_SIZE],
             found: [None; BATCH_SIZE],
             smc_idx: [0; BATCH_SIZE],
             slots: std::array::from_fn(|_| None),
@@ -181,7 +219,7 @@ impl Pipeline {
             if let Some(c) = self.caches.emc.lookup(&self.keys[i], self.hashes[i]) {
                 let r = fref(c);
                 if self.caches.fresh(r, env, epoch, stats) {
-                    self.targets[i] = Target::Mega(r);
+                    self.targets[i] = Target::mega(r);
                     stats.emc_hits += 1;
                     todo &= !(1 << i);
                     continue;
@@ -221,7 +259,7 @@ impl Pipeline {
                 continue;
             }
             if self.caches.fresh(r, env, epoch, stats) {
-                self.targets[i] = Target::Mega(r);
+                self.targets[i] = Target::mega(r);
                 stats.smc_hits += 1;
                 todo &= !(1 << i);
                 self.caches
@@ -252,7 +290,7 @@ impl Pipeline {
         for i in set_bits(hits) {
             let r = self.found[i].expect("hit bits have refs");
             if self.caches.fresh(r, env, epoch, stats) {
-                self.targets[i] = Target::Mega(r);
+                self.targets[i] = Target::mega(r);
                 stats.megaflow_hits += 1;
                 left &= !(1 << i);
                 self.caches.smc.insert(self.hashes[i], r.idx);
@@ -287,7 +325,7 @@ impl Pipeline {
                 let again = self.caches.megaflows.lookup(&key, &mut probes);
                 stats.subtable_lookups += probes;
                 if let Some(r) = again.filter(|&r| self.caches.fresh(r, env, epoch, stats)) {
-                    self.targets[i] = Target::Mega(r);
+                    self.targets[i] = Target::mega(r);
                     stats.megaflow_hits += 1;
                     continue;
                 }
@@ -295,7 +333,7 @@ impl Pipeline {
             if let Some(t) = self.temps[..self.n_temps].iter().position(|t| t.key == key) {
                 // A miss forwarded by an uncached translation: counted like
                 // the one that made it.
-                self.targets[i] = Target::Temp(t as u8);
+                self.targets[i] = Target::temp(t as u8);
                 stats.failed_upcalls += 1;
                 continue;
             }
@@ -318,7 +356,7 @@ impl Pipeline {
             }
             match result {
                 Ok(r) => {
-                    self.targets[i] = Target::Mega(r);
+                    self.targets[i] = Target::mega(r);
                     installed = true;
                 }
                 Err(_) => {
@@ -326,7 +364,7 @@ impl Pipeline {
                     let t = &mut self.temps[self.n_temps];
                     t.key = key;
                     std::mem::swap(&mut t.xlate, &mut self.caches.xlate);
-                    self.targets[i] = Target::Temp(self.n_temps as u8);
+                    self.targets[i] = Target::temp(self.n_temps as u8);
                     self.n_temps += 1;
                 }
             }
@@ -355,16 +393,16 @@ impl Pipeline {
                 }
             }
             for g in &self.groups {
-                let (actions, drop) = match g.target {
-                    Target::Mega(r) => {
+                let (actions, drop) = match g.target.kind() {
+                    TargetKind::Mega(r) => {
                         let f = self.caches.megaflows.get(r).expect("targets are live");
                         (&f.actions, f.drop)
                     }
-                    Target::Temp(t) => {
+                    TargetKind::Temp(t) => {
                         let x = &self.temps[t as usize].xlate;
                         (&x.actions, x.drop)
                     }
-                    Target::None => unreachable!("every extracted packet is classified"),
+                    TargetKind::None => unreachable!("every extracted packet is classified"),
                 };
                 execute(
                     actions,
@@ -381,8 +419,8 @@ impl Pipeline {
         }
         for g in &self.groups {
             let n = g.pkts.len() as u64;
-            match g.target {
-                Target::Mega(r) => {
+            match g.target.kind() {
+                TargetKind::Mega(r) => {
                     // The rules are credited from the megaflow's counters
                     // in bulk (Megaflow::credit_rules), not here.
                     let f = self.caches.megaflows.get_mut(r).expect("still live");
@@ -390,12 +428,12 @@ impl Pipeline {
                     f.bytes += g.bytes;
                     f.used_us = now_us;
                 }
-                Target::Temp(t) => {
+                TargetKind::Temp(t) => {
                     for rule in &self.temps[t as usize].xlate.rules {
                         rule.credit(n, g.bytes, now_us);
                     }
                 }
-                Target::None => unreachable!("every extracted packet is classified"),
+                TargetKind::None => unreachable!("every extracted packet is classified"),
             }
         }
     }
@@ -459,10 +497,10 @@ impl Pipeline {
     ) -> bool {
         let mut one_port = None;
         for g in self.groups.iter_mut() {
-            let actions = match g.target {
-                Target::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions,
-                Target::Temp(t) => &self.temps[t as usize].xlate.actions,
-                Target::None => unreachable!("every extracted packet is classified"),
+            let actions = match g.target.kind() {
+                TargetKind::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions,
+                TargetKind::Temp(t) => &self.temps[t as usize].xlate.actions,
+                TargetKind::None => unreachable!("every extracted packet is classified"),
             };
             let [DpAction::Output(ofport)] = **actions else {
                 return false;
@@ -497,5 +535,26 @@ impl Pipeline {
         }
         stats.forwarded += n as u64;
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_pack_and_unpack() {
+        let r = FlowRef {
+            idx: (1 << 31) - 1,
+            gen: u32::MAX,
+        };
+        assert!(matches!(Target::mega(r).kind(), TargetKind::Mega(x) if x == r));
+        let r0 = FlowRef { idx: 0, gen: 0 };
+        assert!(matches!(Target::mega(r0).kind(), TargetKind::Mega(x) if x == r0));
+        assert!(matches!(Target::temp(31).kind(), TargetKind::Temp(31)));
+        assert!(matches!(Target::NONE.kind(), TargetKind::None));
+        assert_ne!(Target::temp(0), Target::mega(r0));
+        assert_ne!(Target::temp(255), Target::NONE);
+        assert_ne!(Target::mega(r), Target::NONE);
     }
 }

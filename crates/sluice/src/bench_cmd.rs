@@ -276,12 +276,18 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
         let storm = miss_storm_profile(1 << 21, 64);
         let pps = (a.storm_established_mpps * 1e6) as u64;
         for share in [CacheConfig::default().upcall_share_pct, 100] {
-            progress(done, &format!("established flows in a storm, upcall share {share}%"));
+            progress(
+                done,
+                &format!("established flows in a storm, upcall share {share}%"),
+            );
             let cache = CacheConfig {
                 upcall_share_pct: share,
                 ..CacheConfig::default()
             };
-            mixes.push((share, storm_mix(&established, &storm, pps, cache, 1.0, cpus.first().copied())?));
+            mixes.push((
+                share,
+                storm_mix(&established, &storm, pps, cache, 1.0, cpus.first().copied())?,
+            ));
         }
     }
     eprint!("\r\x1b[2K");
@@ -318,8 +324,10 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({ "io_floor_mpps": floor, "rows": rows, "storm": storm_rows }))
-                .expect("json")
+            serde_json::to_string_pretty(
+                &json!({ "io_floor_mpps": floor, "rows": rows, "storm": storm_rows })
+            )
+            .expect("json")
         );
     } else {
         print!("{}", table(&results));
