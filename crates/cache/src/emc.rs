@@ -63,8 +63,9 @@ impl Emc {
             target: CacheRef::default(),
             live: false,
         };
+        let entries = sluice_packet::memory::huge_vec(n, empty);
         Emc {
-            entries: vec![empty; n],
+            entries,
             mask: (n - 1) as u32,
             insert_inv_prob,
             rng: 0x2545_f491,

@@ -46,13 +46,13 @@ impl Smc {
         let n_buckets = (entries / WAYS).max(1).next_power_of_two();
         let n_buckets = if enabled { n_buckets } else { 1 };
         Smc {
-            buckets: vec![
+            buckets: sluice_packet::memory::huge_vec(
+                n_buckets,
                 Bucket {
                     sig: [0; WAYS],
-                    idx: [EMPTY; WAYS]
-                };
-                n_buckets
-            ],
+                    idx: [EMPTY; WAYS],
+                },
+            ),
             mask: (n_buckets - 1) as u32,
             enabled,
             victim: 0,

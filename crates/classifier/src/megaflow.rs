@@ -149,8 +149,13 @@ impl std::fmt::Debug for MegaflowTable {
 impl MegaflowTable {
     /// An empty table.
     pub fn new(limits: MegaflowLimits) -> Self {
+        // Room for the flow limit (up to 256k slots) reserved up front but
+        // not touched, advised for huge pages: a miss storm then fills it
+        // without copying it as it grows or faulting per 4 KiB.
+        let mut slots = Vec::with_capacity(limits.max_flows.min(1 << 18));
+        sluice_packet::memory::advise_huge_pages(slots.spare_capacity_mut());
         MegaflowTable {
-            slots: Vec::new(),
+            slots,
             free: Vec::new(),
             subtables: Vec::new(),
             order: Vec::new(),

@@ -18,6 +18,8 @@ pub mod build;
 pub mod extract;
 pub mod hash;
 pub mod key;
+#[allow(unsafe_code)]
+pub mod memory;
 pub mod meta;
 #[allow(unsafe_code)]
 pub mod pool;
