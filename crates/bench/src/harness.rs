@@ -86,11 +86,19 @@ pub fn cache_config(name: &str) -> Result<CacheConfig, String> {
     })
 }
 
+/// Packets each PMD runs before it starts measuring: 5 % of its share,
+/// between 1,000 and 200,000.
+fn warm_up(share: u64) -> u64 {
+    (share / 20).clamp(1_000, 200_000)
+}
+
 /// Runs `packets` packets of `frames` (looped) through `pmds` datapaths,
 /// one thread each, pinned to the CPUs this process may use in order
 /// (as `sluice run --pmd-cores` does): the frames are dealt over one
 /// replay rx queue per PMD by flow hash (RSS), each PMD with its own
-/// caches and its own null sink queue, and `packets / pmds` packets each.
+/// caches and its own null sink queue, and `packets / pmds` packets each,
+/// measured after a warm-up (as `bench/compare-ovs` lets OVS warm up before
+/// it clears OVS's counters).
 #[allow(clippy::too_many_arguments)]
 pub fn run_case(
     rules: RuleSetKind,
@@ -119,31 +127,46 @@ pub fn run_case(
     let mut dps = Vec::with_capacity(pmds);
     for (i, q) in queues.into_iter().enumerate() {
         let mut dp = Datapath::new(cfg, Arc::clone(&ruleset)).map_err(|e| e.to_string())?;
-        // An even share each; the first PMDs take the remainder.
+        // An even share each; the first PMDs take the remainder; plus the
+        // warm-up, which is not measured.
         let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
         dp.add_port(
             1,
-            Box::new(ReplayPort::new("replay", q, true).with_limit(share)),
+            Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm_up(share))),
         )
         .map_err(|e| e.to_string())?;
         dp.add_port(2, Box::new(NullPort::new()))
             .map_err(|e| e.to_string())?;
         dps.push(dp);
     }
-    let start = Instant::now();
-    let finished: Vec<Result<Datapath, String>> = std::thread::scope(|s| {
+    let clock = Instant::now();
+    let now_us = move || clock.elapsed().as_micros() as u64;
+    // Every PMD warms up (caches filled, CPU clock up, pages touched), then
+    // all start measuring together.
+    let ready = std::sync::Barrier::new(pmds);
+    let finished: Vec<Result<(Datapath, Instant, Instant), String>> = std::thread::scope(|s| {
         let threads: Vec<_> = dps
             .into_iter()
             .enumerate()
             .map(|(i, mut dp)| {
                 let cpu = cpus[i % cpus.len()];
+                let ready = &ready;
                 s.spawn(move || {
                     // Pinning is best effort here: a benchmark still runs
                     // where affinity cannot be set.
                     let _ = sluice_port::sys::pin_to_cpu(cpu);
-                    dp.run(|| start.elapsed().as_micros() as u64, |_| false)
-                        .map_err(|e| e.to_string())?;
-                    Ok(dp)
+                    let share =
+                        packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
+                    let warm = warm_up(share);
+                    while dp.stats().rx_packets < warm && !dp.rx_exhausted() {
+                        dp.poll_once(now_us());
+                    }
+                    dp.finish().map_err(|e| e.to_string())?;
+                    dp.clear_stats();
+                    ready.wait();
+                    let start = Instant::now();
+                    dp.run(now_us, |_| false).map_err(|e| e.to_string())?;
+                    Ok((dp, start, Instant::now()))
                 })
             })
             .collect();
@@ -155,11 +178,21 @@ pub fn run_case(
             })
             .collect()
     });
-    let secs = start.elapsed().as_secs_f64();
+    let finished = finished.into_iter().collect::<Result<Vec<_>, String>>()?;
+    let first = finished
+        .iter()
+        .map(|f| f.1)
+        .min()
+        .expect("one PMD at least");
+    let last = finished
+        .iter()
+        .map(|f| f.2)
+        .max()
+        .expect("one PMD at least");
+    let secs = (last - first).as_secs_f64();
     let mut st = DpStats::default();
     let (mut mf, mut masks) = (0, 0);
-    for dp in finished {
-        let dp = dp?;
+    for (dp, _, _) in finished {
         let one = dp.stats();
         if !one.rx_balanced() || !one.tx_balanced() {
             return Err(format!("accounting does not balance: {one:?}"));

@@ -156,14 +156,13 @@ impl Pipeline {
         let mut todo = self.emc_stage(classified, env, epoch, stats);
         todo = self.smc_stage(todo, env, epoch, stats);
         todo = self.megaflow_stage(todo, env, epoch, stats);
+        // Cached traffic in this batch: upcalls now compete with it.
+        if classified & !todo != 0 && self.upcall_budget.limited() {
+            self.upcall_budget.note_hits(crate::cycles::now());
+        }
         self.refused = 0;
         if todo != 0 {
-            if self.upcall_budget.limited() && todo != classified {
-                self.upcall_budget.note_hits(crate::cycles::now());
-            }
             self.upcall_stage(todo, env, epoch, now_us, stats);
-        } else if self.upcall_budget.limited() {
-            self.upcall_budget.note_hits(crate::cycles::now());
         }
         self.execute_groups(batch, classified & !self.refused, pool, out, stats, now_us);
     }

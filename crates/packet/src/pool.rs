@@ -199,23 +199,6 @@ impl PacketPool {
         self.free.push(pkt.frame);
     }
 
-    /// Gives many packets' frames back at once (room on the free stack is
-    /// made once per call).
-    ///
-    /// # Panics
-    /// As [`PacketPool::free`].
-    #[inline]
-    pub fn free_all(&mut self, pkts: impl ExactSizeIterator<Item = Packet>) {
-        self.free.reserve(pkts.len());
-        for pkt in pkts {
-            assert_eq!(
-                pkt.pool_id, self.id,
-                "packet freed to a pool it does not belong to"
-            );
-            self.free.push(pkt.frame);
-        }
-    }
-
     /// Gives the frames of `pkts` back, for a caller that forgets the
     /// packets right after ([`crate::PacketBatch::free_all`]): no packet
     /// is moved.
@@ -490,16 +473,18 @@ mod tests {
     }
 
     #[test]
-    fn free_all_returns_every_frame_and_refuses_strangers() {
+    fn a_batch_freed_whole_returns_every_frame_and_refuses_strangers() {
         let mut pool = PacketPool::new(4, 256).unwrap();
-        let pkts: Vec<_> = (0..4).map(|_| pool.alloc().unwrap()).collect();
-        pool.free_all(pkts.into_iter());
+        let mut b = crate::PacketBatch::new();
+        for _ in 0..4 {
+            b.push(pool.alloc().unwrap()).unwrap();
+        }
+        b.free_all(&mut pool);
+        assert!(b.is_empty());
         assert_eq!(pool.available(), 4);
         let mut other = PacketPool::new(1, 256).unwrap();
-        let stranger = other.alloc().unwrap();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            pool.free_all(std::iter::once(stranger))
-        }));
+        b.push(other.alloc().unwrap()).unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.free_all(&mut pool)));
         assert!(r.is_err(), "a packet of another pool is refused");
     }
 
