@@ -87,9 +87,11 @@ pub fn cache_config(name: &str) -> Result<CacheConfig, String> {
 }
 
 /// Packets each PMD runs before it starts measuring: 5 % of its share,
-/// between 1,000 and 200,000.
+/// between 1,024 and 200,000, in whole bursts (the replay port fills every
+/// burst, so exactly this many are received before the measured part).
 fn warm_up(share: u64) -> u64 {
-    (share / 20).clamp(1_000, 200_000)
+    let burst = sluice_packet::BATCH_SIZE as u64;
+    (share / 20).clamp(1_024, 200_000) / burst * burst
 }
 
 /// Runs `packets` packets of `frames` (looped) through `pmds` datapaths,
