@@ -76,25 +76,38 @@ fn extract_ipv4_l4_fast(
         }
         _ => return false,
     };
-    let mut dl_dst = [0u8; 6];
-    let mut dl_src = [0u8; 6];
-    dl_dst.copy_from_slice(&d[0..6]);
-    dl_src.copy_from_slice(&d[6..12]);
-    *key = FlowKey {
-        in_port,
-        dl_type: ethertype::IPV4,
-        nw_proto: proto,
-        nw_tos: d[L3 + 1],
-        dl_dst,
-        dl_src,
-        nw_ttl: d[L3 + 8],
-        tcp_flags,
-        nw_src: be32(d, L3 + 12),
-        nw_dst: be32(d, L3 + 16),
-        tp_src,
-        tp_dst,
-        ..FlowKey::default()
+    // The key written as whole words, in FlowKey's layout (the property
+    // test holds it to the field-by-field walk): a later word-wise read
+    // (hash, EMC compare) then never waits on a mix of narrow stores.
+    let word = |b: [u8; 8]| u64::from_ne_bytes(b);
+    let cat = |a: &[u8], b: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..a.len()].copy_from_slice(a);
+        w[a.len()..a.len() + b.len()].copy_from_slice(b);
+        w
     };
+    // in_port, dl_type, nw_proto, nw_tos.
+    let mut w0 = cat(&in_port.to_ne_bytes(), &ethertype::IPV4.to_ne_bytes());
+    w0[6] = proto;
+    w0[7] = d[L3 + 1];
+    // No VLAN TPIDs, nw_ttl, nw_frag 0 (not a fragment), tcp_flags.
+    let mut w3 = [0u8; 8];
+    w3[4] = d[L3 + 8];
+    w3[6..8].copy_from_slice(&tcp_flags.to_ne_bytes());
+    let words = key.words_mut();
+    words[0] = word(w0);
+    // dl_dst and the first two bytes of dl_src are the frame's first 8.
+    words[1] = word(d[0..8].try_into().expect("8 bytes"));
+    // The rest of dl_src; no VLAN TCIs.
+    words[2] = word(cat(&d[8..12], &[]));
+    words[3] = word(w3);
+    // nw_src, nw_dst; then tp_src, tp_dst and no IPv6 label.
+    words[4] = word(cat(
+        &be32(d, L3 + 12).to_ne_bytes(),
+        &be32(d, L3 + 16).to_ne_bytes(),
+    ));
+    words[5] = word(cat(&tp_src.to_ne_bytes(), &tp_dst.to_ne_bytes()));
+    words[6..].fill(0);
     meta.in_port = in_port;
     meta.l3_ofs = L3 as u16;
     meta.l4_ofs = L4 as u16;
