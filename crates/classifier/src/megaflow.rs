@@ -34,12 +34,14 @@ use crate::xlate::XlateDrop;
 pub struct Megaflow {
     /// Masked key and mask.
     pub matcher: Match,
-    /// What to do with matching packets.
-    pub actions: Vec<DpAction>,
+    /// What to do with matching packets. Shared with the other megaflows
+    /// of the same translation (a miss storm's flows mostly have one), so
+    /// installing a megaflow need not allocate.
+    pub actions: Arc<[DpAction]>,
     /// Why matching packets go nowhere, when `actions` has no output.
     pub drop: Option<XlateDrop>,
-    /// Rules each matching packet is credited to.
-    pub rules: Vec<Arc<Rule>>,
+    /// Rules each matching packet is credited to (shared like `actions`).
+    pub rules: Arc<[Arc<Rule>]>,
     /// Rule-set version the entry was translated or revalidated against.
     pub version: u64,
     /// Packets that hit it.
@@ -64,7 +66,7 @@ impl Megaflow {
     pub fn credit_rules(&mut self) {
         let (p, b) = (self.packets - self.credited.0, self.bytes - self.credited.1);
         if p > 0 {
-            for r in &self.rules {
+            for r in self.rules.iter() {
                 r.credit(p, b, self.used_us);
             }
             self.credited = (self.packets, self.bytes);
@@ -499,9 +501,9 @@ mod tests {
         }
         Megaflow {
             matcher: m,
-            actions: vec![DpAction::Output(out)],
+            actions: Arc::from([DpAction::Output(out)]),
             drop: None,
-            rules: vec![],
+            rules: Arc::from([]),
             version: 1,
             packets: 0,
             bytes: 0,
@@ -549,7 +551,7 @@ mod tests {
         assert_eq!(t.lookup(&key(0x0a01_0101, 1), &mut probes), Some(a));
         assert!(t.lookup(&key(0x0c00_0001, 1), &mut probes).is_none());
         let r = t.lookup(&key(0x0c00_0001, 80), &mut probes).unwrap();
-        assert_eq!(t.get(r).unwrap().actions, vec![DpAction::Output(4)]);
+        assert_eq!(*t.get(r).unwrap().actions, [DpAction::Output(4)]);
     }
 
     #[test]

@@ -13,10 +13,14 @@
 //! eagerly after a change and expires idle megaflows, so dead ones do not
 //! linger in `dump-megaflows`.
 
+use std::sync::Arc;
+
 use sluice_cache::emc::{self, Emc};
 use sluice_cache::smc::{self, Smc};
 use sluice_cache::CacheRef;
+use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::{FlowRef, InstallError, Megaflow, MegaflowLimits, MegaflowTable};
+use sluice_classifier::table::Rule;
 use sluice_classifier::{translate, Match, Translation, XlateEnv};
 use sluice_packet::FlowKey;
 
@@ -82,6 +86,9 @@ pub(crate) fn fref(c: CacheRef) -> FlowRef {
     }
 }
 
+/// A megaflow's actions and rules, shareable between megaflows.
+type SharedTranslation = (Arc<[DpAction]>, Arc<[Arc<Rule>]>);
+
 /// The caches and the miss path's scratch translation.
 pub(crate) struct Caches {
     pub emc: Emc,
@@ -91,6 +98,8 @@ pub(crate) struct Caches {
     /// holds the translation the caller forwards with.
     pub xlate: Translation,
     pub cfg: CacheConfig,
+    /// The actions and rules given to the megaflow installed last.
+    last_translation: Option<SharedTranslation>,
 }
 
 impl Caches {
@@ -101,7 +110,25 @@ impl Caches {
             megaflows: MegaflowTable::new(cfg.megaflow),
             xlate: Translation::default(),
             cfg,
+            last_translation: None,
         }
+    }
+
+    /// The actions and rules of the scratch translation, shared with the
+    /// megaflow installed last when they are the same (one allocation per
+    /// distinct translation, not per megaflow).
+    fn shared_translation(&mut self) -> SharedTranslation {
+        let x = &self.xlate;
+        if let Some((a, r)) = &self.last_translation {
+            let same_rules =
+                r.len() == x.rules.len() && r.iter().zip(&x.rules).all(|(p, q)| Arc::ptr_eq(p, q));
+            if same_rules && **a == *x.actions {
+                return (Arc::clone(a), Arc::clone(r));
+            }
+        }
+        let shared: SharedTranslation = (Arc::from(&x.actions[..]), Arc::from(&x.rules[..]));
+        self.last_translation = Some((Arc::clone(&shared.0), Arc::clone(&shared.1)));
+        shared
     }
 
     /// Whether megaflow `r` may serve a packet now (revalidating it if it
@@ -140,9 +167,12 @@ impl Caches {
             let f = self.megaflows.get_mut(r).expect("checked above");
             // Hits so far were forwarded by the old rules: theirs.
             f.credit_rules();
-            f.actions.clone_from(&self.xlate.actions);
-            f.drop = self.xlate.drop;
-            f.rules.clone_from(&self.xlate.rules);
+            let drop = self.xlate.drop;
+            let (actions, rules) = self.shared_translation();
+            let f = self.megaflows.get_mut(r).expect("checked above");
+            f.actions = actions;
+            f.drop = drop;
+            f.rules = rules;
             f.version = epoch;
             stats.revalidated += 1;
             true
@@ -170,14 +200,15 @@ impl Caches {
         } else {
             FlowKey::all_ones()
         };
+        let (actions, rules) = self.shared_translation();
         let m = Megaflow {
             matcher: Match {
                 value: key.masked(&mask),
                 mask,
             },
-            actions: self.xlate.actions.clone(),
+            actions,
             drop: self.xlate.drop,
-            rules: self.xlate.rules.clone(),
+            rules,
             version: epoch,
             packets: 0,
             bytes: 0,
@@ -230,5 +261,24 @@ impl Caches {
         }
         let megaflows = &self.megaflows;
         self.emc.sweep(1024, |c| megaflows.get(fref(c)).is_some());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_translations_share_one_allocation() {
+        let mut c = Caches::new(CacheConfig::default());
+        c.xlate.actions = vec![DpAction::Output(2)];
+        let (a1, r1) = c.shared_translation();
+        let (a2, r2) = c.shared_translation();
+        assert!(Arc::ptr_eq(&a1, &a2) && Arc::ptr_eq(&r1, &r2));
+        c.xlate.actions = vec![DpAction::Output(3)];
+        let (a3, _) = c.shared_translation();
+        assert!(!Arc::ptr_eq(&a1, &a3));
+        assert_eq!(*a3, [DpAction::Output(3)]);
+        assert_eq!(*a1, [DpAction::Output(2)], "the old one is untouched");
     }
 }

@@ -395,11 +395,11 @@ impl Pipeline {
                 let (actions, drop) = match g.target.kind() {
                     TargetKind::Mega(r) => {
                         let f = self.caches.megaflows.get(r).expect("targets are live");
-                        (&f.actions, f.drop)
+                        (&f.actions[..], f.drop)
                     }
                     TargetKind::Temp(t) => {
                         let x = &self.temps[t as usize].xlate;
-                        (&x.actions, x.drop)
+                        (&x.actions[..], x.drop)
                     }
                     TargetKind::None => unreachable!("every extracted packet is classified"),
                 };
@@ -497,11 +497,11 @@ impl Pipeline {
         let mut one_port = None;
         for g in self.groups.iter_mut() {
             let actions = match g.target.kind() {
-                TargetKind::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions,
-                TargetKind::Temp(t) => &self.temps[t as usize].xlate.actions,
+                TargetKind::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions[..],
+                TargetKind::Temp(t) => &self.temps[t as usize].xlate.actions[..],
                 TargetKind::None => unreachable!("every extracted packet is classified"),
             };
-            let [DpAction::Output(ofport)] = **actions else {
+            let [DpAction::Output(ofport)] = *actions else {
                 return false;
             };
             let Some(idx) = out.index_of(ofport) else {
