@@ -299,47 +299,45 @@ impl MegaflowTable {
 
     /// The megaflow with exactly this match, if installed.
     pub fn find_exact(&self, m: &Match) -> Option<FlowRef> {
-        let sid = *self
-            .order
+        let sid = self.subtable_for(&m.mask)?;
+        let idx = self.find_in(sid, m.value.hash64_masked(&m.mask), m)?;
+        Some(FlowRef {
+            idx,
+            gen: self.slots[idx as usize].gen,
+        })
+    }
+
+    /// The live subtable of `mask`.
+    fn subtable_for(&self, mask: &FlowKey) -> Option<u32> {
+        self.order
             .iter()
-            .find(|&&s| self.subtables[s as usize].mask == m.mask)?;
-        let st = &self.subtables[sid as usize];
-        let h = m.value.hash64_masked(&m.mask);
-        st.entries
+            .copied()
+            .find(|&s| self.subtables[s as usize].mask == *mask)
+    }
+
+    /// The slot of the megaflow with exactly match `m` in subtable `sid`,
+    /// `h` being `m`'s hash.
+    fn find_in(&self, sid: u32, h: u64, m: &Match) -> Option<u32> {
+        self.subtables[sid as usize]
+            .entries
             .find(h, |&idx| {
                 self.slots[idx as usize]
                     .flow
                     .as_ref()
                     .is_some_and(|f| f.matcher == *m)
             })
-            .map(|&idx| FlowRef {
-                idx,
-                gen: self.slots[idx as usize].gen,
-            })
+            .copied()
     }
 
     /// Installs a megaflow. An entry with the same match is replaced.
     pub fn insert(&mut self, flow: Megaflow) -> Result<FlowRef, InstallError> {
         // One hash for both the search for the same match and the insert.
         let h = flow.matcher.value.hash64_masked(&flow.matcher.mask);
-        let existing = self
-            .order
-            .iter()
-            .copied()
-            .find(|&s| self.subtables[s as usize].mask == flow.matcher.mask);
-        if let Some(sid) = existing {
-            let slots = &self.slots;
-            let same = self.subtables[sid as usize].entries.find(h, |&i| {
-                slots[i as usize]
-                    .flow
-                    .as_ref()
-                    .is_some_and(|f| f.matcher == flow.matcher)
-            });
-            if let Some(&idx) = same {
-                let slot = &mut self.slots[idx as usize];
-                slot.flow = Some(flow);
-                return Ok(FlowRef { idx, gen: slot.gen });
-            }
+        let existing = self.subtable_for(&flow.matcher.mask);
+        if let Some(idx) = existing.and_then(|sid| self.find_in(sid, h, &flow.matcher)) {
+            let slot = &mut self.slots[idx as usize];
+            slot.flow = Some(flow);
+            return Ok(FlowRef { idx, gen: slot.gen });
         }
         if self.n_flows >= self.limits.max_flows.min(MAX_SLOTS) {
             return Err(InstallError::FlowLimit);
