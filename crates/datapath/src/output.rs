@@ -86,13 +86,20 @@ impl OutputStage {
         if self.ports[idx].txq.is_full() {
             self.flush_port(idx, pool, stats);
         }
+        self.start_deadline(idx, now_us);
+        let _ = self.ports[idx].txq.push(pkt);
+        stats.output_copies += 1;
+    }
+
+    /// Sets port `idx`'s flush time when its queue is empty, i.e. before
+    /// its first packet goes in.
+    #[inline]
+    fn start_deadline(&mut self, idx: usize, now_us: u64) {
         let default = self.tx_flush_interval_us;
         let slot = &mut self.ports[idx];
         if slot.txq.is_empty() {
             slot.flush_deadline_us = now_us + slot.tx_flush_interval_us.unwrap_or(default);
         }
-        let _ = slot.txq.push(pkt);
-        stats.output_copies += 1;
     }
 
     /// Queues every packet of `batch` for port `idx`, in order, as
@@ -114,13 +121,9 @@ impl OutputStage {
             }
             return;
         }
-        let default = self.tx_flush_interval_us;
-        let slot = &mut self.ports[idx];
-        if slot.txq.is_empty() {
-            slot.flush_deadline_us = now_us + slot.tx_flush_interval_us.unwrap_or(default);
-        }
+        self.start_deadline(idx, now_us);
         stats.output_copies += batch.len() as u64;
-        slot.txq.append(batch);
+        self.ports[idx].txq.append(batch);
     }
 
     /// Sends the queues whose flush time has come.
