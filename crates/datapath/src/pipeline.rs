@@ -21,7 +21,7 @@
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
-use sluice_classifier::{Translation, XlateEnv};
+use sluice_classifier::{Translation, XlateDrop, XlateEnv};
 use sluice_packet::batch::set_bits;
 use sluice_packet::extract::extract;
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
@@ -392,17 +392,7 @@ impl Pipeline {
                 }
             }
             for g in &self.groups {
-                let (actions, drop) = match g.target.kind() {
-                    TargetKind::Mega(r) => {
-                        let f = self.caches.megaflows.get(r).expect("targets are live");
-                        (&f.actions[..], f.drop)
-                    }
-                    TargetKind::Temp(t) => {
-                        let x = &self.temps[t as usize].xlate;
-                        (&x.actions[..], x.drop)
-                    }
-                    TargetKind::None => unreachable!("every extracted packet is classified"),
-                };
+                let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
                 execute(
                     actions,
                     drop,
@@ -494,29 +484,21 @@ impl Pipeline {
         stats: &mut DpStats,
         now_us: u64,
     ) -> bool {
-        let mut one_port = None;
         for g in self.groups.iter_mut() {
-            let actions = match g.target.kind() {
-                TargetKind::Mega(r) => &self.caches.megaflows.get(r).expect("live").actions[..],
-                TargetKind::Temp(t) => &self.temps[t as usize].xlate.actions[..],
-                TargetKind::None => unreachable!("every extracted packet is classified"),
-            };
-            let [DpAction::Output(ofport)] = *actions else {
+            let [DpAction::Output(ofport)] = *actions_of(&self.caches, &self.temps, g.target).0
+            else {
                 return false;
             };
             let Some(idx) = out.index_of(ofport) else {
                 return false;
             };
             g.out_port = Some(idx);
-            one_port = match one_port {
-                None => Some(idx),
-                Some(p) if p == idx => Some(idx),
-                Some(_) => Some(usize::MAX),
-            };
         }
         let n = classified.count_ones() as usize;
+        let first = self.groups.first().and_then(|g| g.out_port);
+        let one_port = first.filter(|_| self.groups.iter().all(|g| g.out_port == first));
         match one_port {
-            Some(idx) if idx != usize::MAX && n == batch.len() => {
+            Some(idx) if n == batch.len() => {
                 out.enqueue_all(idx, batch, pool, stats, now_us);
             }
             _ => {
@@ -534,6 +516,25 @@ impl Pipeline {
         }
         stats.forwarded += n as u64;
         true
+    }
+}
+
+/// The actions (and the reason for no output) of the flow `target` names.
+fn actions_of<'a>(
+    caches: &'a Caches,
+    temps: &'a [TempFlow],
+    target: Target,
+) -> (&'a [DpAction], Option<XlateDrop>) {
+    match target.kind() {
+        TargetKind::Mega(r) => {
+            let f = caches.megaflows.get(r).expect("targets are live");
+            (&f.actions, f.drop)
+        }
+        TargetKind::Temp(t) => {
+            let x = &temps[t as usize].xlate;
+            (&x.actions, x.drop)
+        }
+        TargetKind::None => unreachable!("every extracted packet is classified"),
     }
 }
 
