@@ -192,6 +192,13 @@ impl PacketPool {
     /// would otherwise corrupt both pools.
     #[inline]
     pub fn free(&mut self, pkt: Packet) {
+        self.take_back(&pkt);
+    }
+
+    /// Puts `pkt`'s frame back on the free stack, after checking it is
+    /// one of ours.
+    #[inline]
+    fn take_back(&mut self, pkt: &Packet) {
         assert_eq!(
             pkt.pool_id, self.id,
             "packet freed to a pool it does not belong to"
@@ -209,11 +216,7 @@ impl PacketPool {
     pub(crate) fn recycle(&mut self, pkts: &[Packet]) {
         self.free.reserve(pkts.len());
         for pkt in pkts {
-            assert_eq!(
-                pkt.pool_id, self.id,
-                "packet freed to a pool it does not belong to"
-            );
-            self.free.push(pkt.frame);
+            self.take_back(pkt);
         }
     }
 
