@@ -132,14 +132,15 @@ pub fn run_case(
         // An even share each; the first PMDs take the remainder; plus the
         // warm-up, which is not measured.
         let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
+        let warm = warm_up(share);
         dp.add_port(
             1,
-            Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm_up(share))),
+            Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm)),
         )
         .map_err(|e| e.to_string())?;
         dp.add_port(2, Box::new(NullPort::new()))
             .map_err(|e| e.to_string())?;
-        dps.push(dp);
+        dps.push((dp, warm));
     }
     let clock = Instant::now();
     let now_us = move || clock.elapsed().as_micros() as u64;
@@ -150,22 +151,22 @@ pub fn run_case(
         let threads: Vec<_> = dps
             .into_iter()
             .enumerate()
-            .map(|(i, mut dp)| {
+            .map(|(i, (mut dp, warm))| {
                 let cpu = cpus[i % cpus.len()];
                 let ready = &ready;
                 s.spawn(move || {
                     // Pinning is best effort here: a benchmark still runs
                     // where affinity cannot be set.
                     let _ = sluice_port::sys::pin_to_cpu(cpu);
-                    let share =
-                        packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
-                    let warm = warm_up(share);
                     while dp.stats().rx_packets < warm && !dp.rx_exhausted() {
                         dp.poll_once(now_us());
                     }
-                    dp.finish().map_err(|e| e.to_string())?;
+                    let warmed = dp.finish();
                     dp.clear_stats();
+                    // Every thread reaches the barrier, even one that failed,
+                    // so none waits for it forever.
                     ready.wait();
+                    warmed.map_err(|e| e.to_string())?;
                     let start = Instant::now();
                     dp.run(now_us, |_| false).map_err(|e| e.to_string())?;
                     Ok((dp, start, Instant::now()))
