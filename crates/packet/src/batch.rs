@@ -84,9 +84,24 @@ impl PacketBatch {
     /// Moves every packet of `other` to the end of this batch, in order,
     /// as far as there is room; what does not fit stays in `other`.
     #[inline]
+    #[allow(unsafe_code)]
     pub fn append(&mut self, other: &mut PacketBatch) {
         let n = other.len().min(self.remaining());
-        self.pkts.extend(other.pkts.drain(..n));
+        let (len, rest) = (self.pkts.len(), other.pkts.len() - n);
+        let src = other.pkts.as_mut_ptr();
+        // SAFETY: one block copy instead of a move per packet (the moves
+        // through `drain` cost a fifth of the cache-hit path). `len + n` and
+        // `n + rest` stay within both batches' capacity; the `n` packets
+        // copied out of `other` are forgotten there by shrinking its length
+        // before anything can read them again, and its `rest` packets move
+        // down to its start (`copy`, which allows overlap). Every packet is
+        // owned by exactly one batch afterwards; nothing is dropped twice.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.pkts.as_mut_ptr().add(len), n);
+            std::ptr::copy(src.add(n), src, rest);
+            other.pkts.set_len(rest);
+            self.pkts.set_len(len + n);
+        }
     }
 
     /// Removes and yields every packet, in order.
