@@ -110,13 +110,22 @@ impl PacketBatch {
         self.pkts.drain(..)
     }
 
+    /// Frees the packets from index `start` on to `pool`, keeping the
+    /// ones before it.
+    #[inline]
+    pub fn free_from(&mut self, start: usize, pool: &mut PacketPool) {
+        // Read in place, then forget: a Packet has no destructor, and its
+        // frame is back in the pool once `recycle` has seen it.
+        if start < self.pkts.len() {
+            pool.recycle(&self.pkts[start..]);
+            self.pkts.truncate(start);
+        }
+    }
+
     /// Frees every packet to `pool`.
     #[inline]
     pub fn free_all(&mut self, pool: &mut PacketPool) {
-        // Read in place, then forget: a Packet has no destructor, and its
-        // frame is back in the pool once `recycle` has seen it.
-        pool.recycle(&self.pkts);
-        self.pkts.clear();
+        self.free_from(0, pool);
     }
 }
 

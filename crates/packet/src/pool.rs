@@ -184,13 +184,37 @@ impl PacketPool {
     #[inline]
     pub fn alloc(&mut self) -> Option<Packet> {
         let frame = self.free.pop()?;
+        Some(self.fresh_packet(frame))
+    }
+
+    /// Takes up to `n` frames as empty packets appended to `batch`, as far
+    /// as it has room and the pool has frames (DPDK's
+    /// `rte_pktmbuf_alloc_bulk`): one pass over the free stack, each packet
+    /// written straight into the batch. Returns how many were appended.
+    #[inline]
+    pub fn alloc_bulk(&mut self, batch: &mut crate::PacketBatch, n: usize) -> usize {
+        let k = n.min(batch.remaining()).min(self.free.len());
+        let rest = self.free.len() - k;
+        // The frames `alloc` would hand out, in the same order.
+        for i in (rest..rest + k).rev() {
+            let pkt = self.fresh_packet(self.free[i]);
+            let pushed = batch.push(pkt);
+            debug_assert!(pushed.is_ok(), "room was checked");
+        }
+        self.free.truncate(rest);
+        k
+    }
+
+    /// Frame `frame` (just taken off the free stack) as an empty packet.
+    #[inline(always)]
+    fn fresh_packet(&self, frame: u32) -> Packet {
         // SAFETY: frame < n_frames, so the offset stays inside the region.
         let ptr = unsafe {
             self.base
                 .as_ptr()
                 .add(frame as usize * self.frame_size as usize)
         };
-        Some(Packet {
+        Packet {
             // SAFETY: ptr is derived from a non-null base by an in-bounds offset.
             frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
             frame_size: self.frame_size,
@@ -199,7 +223,7 @@ impl PacketPool {
             data_off: self.fresh_data_offset(frame),
             len: 0,
             meta: PacketMeta::default(),
-        })
+        }
     }
 
     /// Takes a frame and fills it with a copy of `bytes`. `None` when the
@@ -210,8 +234,8 @@ impl PacketPool {
             return None;
         }
         let mut pkt = self.alloc()?;
-        pkt.set_len(bytes.len());
-        copy_frame_bytes(pkt.data_mut(), bytes);
+        let filled = pkt.fill_from(bytes);
+        debug_assert!(filled, "max_packet_len fits every fresh frame");
         Some(pkt)
     }
 
@@ -448,6 +472,18 @@ impl Packet {
         self.len = len as u32;
     }
 
+    /// Makes the packet a copy of `bytes` at its current offset. Returns
+    /// false, changing nothing, when they do not fit the frame.
+    #[inline]
+    pub fn fill_from(&mut self, bytes: &[u8]) -> bool {
+        if bytes.len() > (self.frame_size - self.data_off) as usize {
+            return false;
+        }
+        self.len = bytes.len() as u32;
+        copy_frame_bytes(self.data_mut(), bytes);
+        true
+    }
+
     /// Opens `n` bytes at `offset` by moving the bytes before `offset` toward
     /// the headroom (cheap for headers near the front, like VLAN tags).
     /// Returns false, changing nothing, when the headroom is too small or
@@ -538,6 +574,45 @@ mod tests {
                 .max_packet_len()
                 >= 1526
         );
+    }
+
+    #[test]
+    fn bulk_alloc_hands_out_what_alloc_would_as_far_as_room_and_frames_go() {
+        let mut one = PacketPool::new(40, 2048).unwrap();
+        let mut bulk = PacketPool::new(40, 2048).unwrap();
+        let mut b = crate::PacketBatch::new();
+        b.push(bulk.alloc().unwrap()).unwrap();
+        let _first = one.alloc().unwrap();
+        assert_eq!(
+            bulk.alloc_bulk(&mut b, 100),
+            31,
+            "as far as the batch has room"
+        );
+        for p in &b.as_slice()[1..] {
+            let q = one.alloc().unwrap();
+            assert_eq!(p.frame_index(), q.frame_index(), "same frames, same order");
+            assert_eq!(p.headroom(), q.headroom());
+            assert!(p.is_empty());
+            assert_eq!(p.meta, PacketMeta::default());
+        }
+        assert_eq!(bulk.available(), 8);
+        // Keep the first 10; the rest go back.
+        b.free_from(10, &mut bulk);
+        assert_eq!((b.len(), bulk.available()), (10, 30));
+        b.free_from(10, &mut bulk);
+        assert_eq!(
+            (b.len(), bulk.available()),
+            (10, 30),
+            "nothing past the end"
+        );
+        assert_eq!(bulk.alloc_bulk(&mut b, 5), 5);
+        b.free_all(&mut bulk);
+        assert_eq!(bulk.available(), 40);
+        // An empty pool gives what it has.
+        let mut small = PacketPool::new(3, 256).unwrap();
+        assert_eq!(small.alloc_bulk(&mut b, 32), 3);
+        assert_eq!(small.alloc_bulk(&mut b, 32), 0);
+        b.free_all(&mut small);
     }
 
     #[test]

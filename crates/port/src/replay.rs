@@ -221,8 +221,15 @@ impl ReplayPort {
         }
         let paced_budget = budget;
         let max_len = pool.max_packet_len();
+        // Frames for the whole burst at once; the ones a too-big frame
+        // leaves unused go back at the end.
+        let first = batch.len();
+        let got = pool.alloc_bulk(batch, budget as usize);
+        let fresh = &mut batch.as_mut_slice()[first..];
         let (mut n, mut bytes) = (0usize, 0u64);
-        while budget > 0 {
+        // n < got: with no frame left the rest wait for the next burst
+        // (back-pressure).
+        while budget > 0 && n < got {
             if self.next == self.frames.len() {
                 if !self.looping {
                     break;
@@ -236,18 +243,17 @@ impl ReplayPort {
                 budget -= 1;
                 continue;
             }
-            let Some(mut p) = pool.alloc_from(&self.frames.bytes[o..o + l]) else {
-                // Back-pressure: the frame stays for the next burst.
-                break;
-            };
+            let p = &mut fresh[n];
+            let filled = p.fill_from(&self.frames.bytes[o..o + l]);
+            debug_assert!(filled, "max_packet_len fits every fresh frame");
             p.meta.in_port = in_port;
             p.meta.rx_ts_ns = ts;
             bytes += l as u64;
-            let _ = batch.push(p);
             self.next += 1;
             n += 1;
             budget -= 1;
         }
+        batch.free_from(first + n, pool);
         if let Some(p) = &mut self.pace {
             p.consumed += paced_budget - budget;
         }
@@ -381,7 +387,14 @@ mod tests {
         let mut b = PacketBatch::new();
         assert_eq!(port.rx_burst(&mut pool, &mut b, 1), RxStatus::Received(1));
         assert_eq!(port.stats().rx_dropped_by(PortDrop::TooBig), 1);
+        assert_eq!(b.len(), 1);
+        assert_eq!(b.as_slice()[0].data(), &[0u8; 100][..]);
         b.free_all(&mut pool);
+        assert_eq!(
+            pool.available(),
+            4,
+            "frames the burst did not use went back"
+        );
     }
 
     #[test]
