@@ -101,8 +101,10 @@ impl Emc {
     /// before [`Emc::lookup`], e.g. a batch ahead).
     #[inline]
     pub fn prefetch(&self, hash: u32) {
+        // Both lines: a hit compares the whole key, which reaches into the
+        // second.
         for p in self.positions(hash) {
-            sluice_packet::prefetch::read(&self.entries[p]);
+            sluice_packet::prefetch::read_lines(&self.entries[p], std::mem::size_of::<Entry>());
         }
     }
 
