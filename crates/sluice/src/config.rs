@@ -5,6 +5,10 @@
 //! flows = "rules.flows"          # relative to this file
 //! pmd_cores = [1]               # one pinned PMD thread per CPU listed
 //! n_rxq = 4                     # rx queues per multi-queue port (default: one per PMD)
+//! pmd_auto_lb = true            # move rx queues by load on its own (OVS's pmd-auto-lb)
+//! pmd_auto_lb_interval = 60     # seconds between looks at the load
+//! pmd_auto_lb_load_threshold = 95         # % busy that makes a PMD overloaded
+//! pmd_auto_lb_improvement_threshold = 25  # % the busiest PMD's load must drop
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -33,6 +37,8 @@ use serde::Deserialize;
 use sluice_datapath::DatapathConfig;
 use sluice_port::PortSpec;
 
+use crate::auto_lb::AutoLb;
+
 /// A parsed configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Config {
@@ -50,6 +56,8 @@ pub struct Config {
     /// Rx queues per port that can have several (null, `pcap:rx=F,loop`,
     /// afpacket), at least one per PMD (`--n-rxq`); `None`: one per PMD.
     pub n_rxq: Option<usize>,
+    /// Automatic rx-queue rebalancing (`--pmd-auto-lb`), off when `None`.
+    pub auto_lb: Option<AutoLb>,
 }
 
 #[derive(Deserialize)]
@@ -59,6 +67,11 @@ struct FileConfig {
     #[serde(default)]
     pmd_cores: Vec<usize>,
     n_rxq: Option<usize>,
+    #[serde(default)]
+    pmd_auto_lb: bool,
+    pmd_auto_lb_interval: Option<f64>,
+    pmd_auto_lb_load_threshold: Option<u32>,
+    pmd_auto_lb_improvement_threshold: Option<u32>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -85,6 +98,29 @@ struct FileDatapath {
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
     tx_flush_interval: Option<u64>,
+}
+
+/// The `pmd-auto-lb` settings from their separate keys (or flags):
+/// `None` when it is off; an error for a setting given while it is off.
+pub fn auto_lb_settings(
+    on: bool,
+    interval_s: Option<f64>,
+    load_threshold_pct: Option<u32>,
+    improvement_pct: Option<u32>,
+) -> Result<Option<AutoLb>, String> {
+    if !on {
+        if interval_s.is_some() || load_threshold_pct.is_some() || improvement_pct.is_some() {
+            return Err("pmd-auto-lb settings given, but pmd-auto-lb is off (set pmd_auto_lb = true, or --pmd-auto-lb)".into());
+        }
+        return Ok(None);
+    }
+    let d = AutoLb::default();
+    AutoLb::new(
+        interval_s.unwrap_or(d.interval.as_secs_f64()),
+        load_threshold_pct.unwrap_or(d.load_threshold_pct),
+        improvement_pct.unwrap_or(d.improvement_pct),
+    )
+    .map(Some)
 }
 
 /// Parses `--tx-flush-interval`: `US` for every port, or `N=US` for port N.
@@ -174,6 +210,12 @@ impl Config {
             flows: f.flows.map(|p| resolve(base, p)),
             pmd_cores: f.pmd_cores,
             n_rxq: f.n_rxq,
+            auto_lb: auto_lb_settings(
+                f.pmd_auto_lb,
+                f.pmd_auto_lb_interval,
+                f.pmd_auto_lb_load_threshold,
+                f.pmd_auto_lb_improvement_threshold,
+            )?,
             ..Config::default()
         };
         for p in f.ports {
@@ -293,6 +335,25 @@ mod tests {
         let cfg = Config::from_toml("pmd_cores = [0, 1]\nn_rxq = 4\n", Path::new(".")).unwrap();
         assert_eq!(cfg.pmd_cores, vec![0, 1]);
         assert_eq!(cfg.n_rxq, Some(4));
+    }
+
+    #[test]
+    fn auto_lb_from_toml() {
+        let cfg = Config::from_toml(
+            "pmd_auto_lb = true\npmd_auto_lb_interval = 2\npmd_auto_lb_load_threshold = 80\n",
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(cfg.auto_lb, Some(AutoLb::new(2.0, 80, 25).unwrap()));
+        assert_eq!(Config::from_toml("", Path::new(".")).unwrap().auto_lb, None);
+        let e = Config::from_toml("pmd_auto_lb_interval = 2\n", Path::new(".")).unwrap_err();
+        assert!(e.contains("pmd-auto-lb is off"), "{e}");
+        let e = Config::from_toml(
+            "pmd_auto_lb = true\npmd_auto_lb_load_threshold = 0\n",
+            Path::new("."),
+        )
+        .unwrap_err();
+        assert!(e.contains("1 to 100"), "{e}");
     }
 
     #[test]

@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 
+use crate::auto_lb::{AutoLb, Verdict};
 use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
 use crate::report::merge_ports;
-use crate::rxq_assign::{assign_by_cycles, deal, Rxq};
+use crate::rxq_assign::{assign_by_cycles, deal, Plan, Rxq};
 
 /// How long a command waits for the datapath thread.
 const PMD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,6 +61,8 @@ pub struct Control {
     /// Each rx queue's cycles at the last rebalance, by (port, queue): a
     /// rebalance weighs the load since the one before.
     rxq_cycles_base: Mutex<HashMap<(u32, u32), u64>>,
+    /// Each PMD's (processing, idle) cycles at the last measurement.
+    pmd_cycles_base: Mutex<Vec<(u64, u64)>>,
 }
 
 /// The commands, for `sluice ctl --help` and errors.
@@ -95,6 +98,7 @@ impl Control {
             n_rxq,
             reconfig: Mutex::new(()),
             rxq_cycles_base: Mutex::new(HashMap::new()),
+            pmd_cycles_base: Mutex::new(Vec::new()),
         }
     }
 
@@ -300,32 +304,69 @@ impl Control {
     /// rebalance, plans with [`assign_by_cycles`], and moves the queues
     /// (each PMD giving one up sends what it has queued first).
     fn rebalance(&self) -> Result<String, String> {
+        let (rxqs, busy) = self.measure_load()?;
+        let plan = assign_by_cycles(&rxqs, busy.len());
+        self.apply_moves(&plan)
+    }
+
+    /// One look of `pmd-auto-lb` (see [`crate::auto_lb`]): measures, plans
+    /// and moves the queues only if `params` judge it worth it. Returns
+    /// what moved, or `None` when nothing did.
+    pub(crate) fn auto_rebalance(&self, params: &AutoLb) -> Result<Option<String>, String> {
+        let _reconfig = self.reconfig.lock().expect("reconfig");
+        let (rxqs, busy) = self.measure_load()?;
+        let plan = assign_by_cycles(&rxqs, busy.len());
+        match params.judge(&busy, &plan) {
+            Verdict::Rebalance(gain) => {
+                let busy: Vec<String> = busy.iter().map(|b| format!("{b:.0} %")).collect();
+                Ok(Some(format!(
+                    "PMDs busy {}; moving queues lowers the busiest PMD's load by {gain:.0} %\n{}",
+                    busy.join(", "),
+                    self.apply_moves(&plan)?
+                )))
+            }
+            Verdict::NotOverloaded(_) | Verdict::TooLittleGain(_) => Ok(None),
+        }
+    }
+
+    /// Each rx queue's load and each PMD's busy share (% of its cycles
+    /// spent on packets) since the last measurement, which this one
+    /// becomes.
+    fn measure_load(&self) -> Result<(Vec<Rxq>, Vec<f64>), String> {
         let snaps = self.ask_all(PmdCommand::Stats)?;
-        let n_pmds = snaps.len();
+        // Below the base: the counters were cleared since.
+        let since = |now: u64, seen: u64| if now >= seen { now - seen } else { now };
         let mut base = self.rxq_cycles_base.lock().expect("rxq cycles");
+        let mut pmd_base = self.pmd_cycles_base.lock().expect("pmd cycles");
+        pmd_base.resize(snaps.len(), (0, 0));
         let mut rxqs = Vec::new();
+        let mut busy = Vec::with_capacity(snaps.len());
         for (pmd, snap) in snaps.iter().enumerate() {
             for p in snap.ports.iter().filter(|p| p.receives) {
                 for q in &p.rxqs {
                     let seen = base.get(&(p.ofport, q.qid)).copied().unwrap_or(0);
-                    // Below the base: the counters were cleared since.
-                    let load = if q.rx_cycles >= seen {
-                        q.rx_cycles - seen
-                    } else {
-                        q.rx_cycles
-                    };
                     rxqs.push(Rxq {
                         ofport: p.ofport,
                         qid: q.qid,
                         pmd,
-                        load,
+                        load: since(q.rx_cycles, seen),
                         movable: !q.home,
                     });
                     base.insert((p.ofport, q.qid), q.rx_cycles);
                 }
             }
+            let (proc_seen, idle_seen) = pmd_base[pmd];
+            let st = &snap.stats;
+            let processing = since(st.processing_cycles, proc_seen);
+            let idle = since(st.idle_cycles, idle_seen);
+            pmd_base[pmd] = (st.processing_cycles, st.idle_cycles);
+            busy.push(processing as f64 * 100.0 / (processing + idle).max(1) as f64);
         }
-        let plan = assign_by_cycles(&rxqs, n_pmds);
+        Ok((rxqs, busy))
+    }
+
+    /// Moves the queues `plan` names and says what moved.
+    fn apply_moves(&self, plan: &Plan) -> Result<String, String> {
         let total = plan.before.iter().sum::<u64>().max(1) as f64;
         let share = |l: u64| l as f64 * 100.0 / total;
         let mut out = String::new();

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod auto_lb;
 pub mod config;
 pub mod ctl;
 pub mod pmd;

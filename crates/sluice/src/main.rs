@@ -222,6 +222,25 @@ struct RunArgs {
     /// Default: one per PMD.
     #[arg(long, value_name = "N")]
     n_rxq: Option<usize>,
+    /// Move rx queues between PMDs by load on its own, as OVS's
+    /// pmd-auto-lb: every --pmd-auto-lb-interval seconds, when a PMD spent
+    /// at least --pmd-auto-lb-load-threshold % of its cycles on packets and
+    /// moving queues (as 'sluice ctl pmd-rxq-rebalance' would) lowers the
+    /// busiest PMD's load by at least --pmd-auto-lb-improvement-threshold %.
+    /// Each rebalance is logged on stderr. Needs two or more PMDs and
+    /// queues that can move (--n-rxq above the PMD count).
+    #[arg(long)]
+    pmd_auto_lb: bool,
+    /// Seconds between looks at the load (default 60, OVS's one minute;
+    /// at least 0.1).
+    #[arg(long, value_name = "SECS")]
+    pmd_auto_lb_interval: Option<f64>,
+    /// Busy share (%) that makes a PMD overloaded (default 95).
+    #[arg(long, value_name = "PCT")]
+    pmd_auto_lb_load_threshold: Option<u32>,
+    /// How much (%) a rebalance must lower the busiest PMD's load (default 25).
+    #[arg(long, value_name = "PCT")]
+    pmd_auto_lb_improvement_threshold: Option<u32>,
     #[command(flatten)]
     cache: CacheArgs,
 }
@@ -318,6 +337,22 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
     if let Some(n) = a.n_rxq {
         cfg.n_rxq = Some(n);
     }
+    let from_file = cfg.auto_lb;
+    cfg.auto_lb = sluice::config::auto_lb_settings(
+        a.pmd_auto_lb || from_file.is_some(),
+        a.pmd_auto_lb_interval
+            .or(from_file.map(|f| f.interval.as_secs_f64())),
+        a.pmd_auto_lb_load_threshold
+            .or(from_file.map(|f| f.load_threshold_pct)),
+        a.pmd_auto_lb_improvement_threshold
+            .or(from_file.map(|f| f.improvement_pct)),
+    )
+    .map_err(|e| {
+        e.replace(
+            "set pmd_auto_lb = true, or --pmd-auto-lb",
+            "add --pmd-auto-lb",
+        )
+    })?;
     a.cache.apply(&mut cfg);
     let stop_after = RunOptions {
         duration: a.duration.map(Duration::from_secs_f64),

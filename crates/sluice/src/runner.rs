@@ -11,6 +11,7 @@ use sluice_classifier::{parse_flow_file, RuleSet};
 use sluice_datapath::{Datapath, DpStats, PortReport};
 use sluice_port::{open_port_queues, Port, PortSpec};
 
+use crate::auto_lb;
 use crate::config::Config;
 use crate::ctl::{self, Control};
 use crate::pmd::{self, Placement, PmdHandle, Shared};
@@ -205,30 +206,36 @@ pub fn run_ports(
         .zip(placements)
         .map(|(dp, &placement)| pmd::spawn(dp, placement, start, opts, Arc::clone(&shared)))
         .collect();
+    let senders = pmds
+        .iter()
+        .map(|p| (p.placement, p.commands.clone()))
+        .collect();
+    let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
     let socket = match &opts.ctl {
-        Some(path) => {
-            let senders = pmds
-                .iter()
-                .map(|p| (p.placement, p.commands.clone()))
-                .collect();
-            let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
-            match ctl::serve(path, control) {
-                Ok(p) => {
-                    eprintln!(
-                        "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
-                        p.display(),
-                        p.display()
-                    );
-                    Some(p)
-                }
-                Err(e) => {
-                    shared.stop.store(true, Ordering::Relaxed);
-                    for p in pmds {
-                        let _ = p.join();
-                    }
-                    return Err(format!("control socket: {e}"));
-                }
+        Some(path) => match ctl::serve(path, Arc::clone(&control)) {
+            Ok(p) => {
+                eprintln!(
+                    "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
+                    p.display(),
+                    p.display()
+                );
+                Some(p)
             }
+            Err(e) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                for p in pmds {
+                    let _ = p.join();
+                }
+                return Err(format!("control socket: {e}"));
+            }
+        },
+        None => None,
+    };
+    let auto_lb = match cfg.auto_lb {
+        Some(params) if n_pmds > 1 => Some(auto_lb::spawn(control, params, Arc::clone(&shared))),
+        Some(_) => {
+            eprintln!("sluice: warning: pmd-auto-lb with one PMD thread has nothing to balance (give --pmd-cores two or more CPUs); it stays off");
+            None
         }
         None => None,
     };
@@ -246,6 +253,11 @@ pub fn run_ports(
     }
     if let Some(p) = socket {
         let _ = std::fs::remove_file(p);
+    }
+    if let Some(t) = auto_lb {
+        // The PMDs set `stop` as they end, which ends it too.
+        shared.stop.store(true, Ordering::Relaxed);
+        let _ = t.join();
     }
     if let Some(e) = first_error {
         return Err(e);

@@ -521,19 +521,9 @@ fn ctl_changes_rules_of_a_running_switch() {
     );
 }
 
-/// `--n-rxq 4` on two PMDs: queues 0 and 1 are the PMDs' own, 2 and 3 are
-/// dealt round-robin. The capture's flows all hash to queues 0 and 2, so
-/// PMD 0 does all the work until `pmd-rxq-rebalance` moves queue 2 to
-/// PMD 1; then both work, and every packet is still accounted for.
-#[test]
-fn rx_queues_move_between_pmds_by_measured_load() {
-    let cpus = sluice_port::sys::allowed_cpus().unwrap();
-    if cpus.len() < 2 {
-        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
-        return;
-    }
-    let d = tempfile::tempdir().unwrap();
-    let p = |s: &str| d.path().join(s).display().to_string();
+/// Writes `in.pcap` (flows that all hash to rx queues 0 and 2 of 4) and
+/// `r.flows` (everything to port 2) into `dir`.
+fn traffic_for_queues_0_and_2(dir: &Path) {
     let frames: Vec<Vec<u8>> = (0..2000u16)
         .map(|i| {
             Frame::ipv4(
@@ -556,8 +546,37 @@ fn rx_queues_move_between_pmds_by_measured_load() {
             .count()
     };
     assert!(on(0) > 0 && on(2) > 0);
-    std::fs::write(p("in.pcap"), sluice_port::pcap::write_all(&frames)).unwrap();
-    std::fs::write(p("r.flows"), "actions=output:2\n").unwrap();
+    std::fs::write(dir.join("in.pcap"), sluice_port::pcap::write_all(&frames)).unwrap();
+    std::fs::write(dir.join("r.flows"), "actions=output:2\n").unwrap();
+}
+
+/// Which PMD section of `pmd-rxq-show` lists port 1's queue `q`.
+fn pmd_of(show: &str, q: u32) -> Option<String> {
+    let mut pmd = None;
+    for line in show.lines() {
+        if let Some(rest) = line.strip_prefix("pmd thread ") {
+            pmd = rest.split_whitespace().next().map(str::to_string);
+        } else if line.contains("port: 1 ") && line.contains(&format!("queue-id: {q:>2} ")) {
+            return pmd.clone();
+        }
+    }
+    None
+}
+
+/// `--n-rxq 4` on two PMDs: queues 0 and 1 are the PMDs' own, 2 and 3 are
+/// dealt round-robin. The capture's flows all hash to queues 0 and 2, so
+/// PMD 0 does all the work until `pmd-rxq-rebalance` moves queue 2 to
+/// PMD 1; then both work, and every packet is still accounted for.
+#[test]
+fn rx_queues_move_between_pmds_by_measured_load() {
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    traffic_for_queues_0_and_2(d.path());
     let cores = format!("{},{}", cpus[0], cpus[1]);
     let input = format!("1=pcap:rx={},loop", p("in.pcap"));
     let run = RunningSwitch::start(
@@ -581,18 +600,6 @@ fn rx_queues_move_between_pmds_by_measured_load() {
         let o = run.ctl(args);
         assert!(o.status.success(), "{}", stderr(&o));
         stdout(&o)
-    };
-    // Which PMD section lists port 1's queue `q`.
-    let pmd_of = |show: &str, q: u32| {
-        let mut pmd = None;
-        for line in show.lines() {
-            if let Some(rest) = line.strip_prefix("pmd thread ") {
-                pmd = rest.split_whitespace().next().map(str::to_string);
-            } else if line.contains("port: 1 ") && line.contains(&format!("queue-id: {q:>2} ")) {
-                return pmd.clone();
-            }
-        }
-        None
     };
     std::thread::sleep(std::time::Duration::from_millis(500));
     let show = ctl(&["pmd-rxq-show"]);
@@ -639,6 +646,89 @@ fn rx_queues_move_between_pmds_by_measured_load() {
     );
 }
 
+/// The same switch with `--pmd-auto-lb` and no command: PMD 0 is
+/// overloaded while PMD 1 idles, so within an interval or two queue 2
+/// moves to PMD 1 on its own (logged on stderr); from then on both PMDs
+/// are busy and no move would gain enough, so it stays there.
+#[test]
+fn pmd_auto_lb_moves_a_queue_off_an_overloaded_pmd_once() {
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    traffic_for_queues_0_and_2(d.path());
+    let cores = format!("{},{}", cpus[0], cpus[1]);
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &p("s.ctl"),
+        &[
+            "--duration",
+            "5",
+            "--flows",
+            &p("r.flows"),
+            "--n-rxq",
+            "4",
+            "--pmd-cores",
+            &cores,
+            "--pmd-auto-lb",
+            "--pmd-auto-lb-interval",
+            "0.5",
+            "--port",
+            &input,
+            "--port",
+            "2=null",
+        ],
+    );
+    let show = || {
+        let o = run.ctl(&["pmd-rxq-show"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let t0 = std::time::Instant::now();
+    while pmd_of(&show(), 2).as_deref() != Some("1") {
+        assert!(
+            t0.elapsed().as_secs() < 4,
+            "queue 2 never moved:\n{}",
+            show()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (r, err) = run.finish_with_stderr();
+    assert_eq!(
+        err.matches("sluice: pmd-auto-lb: PMDs busy").count(),
+        1,
+        "one rebalance, then none: {err}"
+    );
+    assert!(err.contains("port 1 queue-id 2: pmd 0 -> pmd 1"), "{err}");
+    let n = r["datapath"]["packets received"].as_u64().unwrap();
+    assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
+    let per: Vec<u64> = r["pmds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["packets received"].as_u64().unwrap())
+        .collect();
+    assert!(per[1] > 0, "PMD 1 works once queue 2 is its: {per:?}");
+    // Settings without the switch itself are refused, as are bad values.
+    for (args, want) in [
+        (vec!["--pmd-auto-lb-interval", "5"], "add --pmd-auto-lb"),
+        (
+            vec!["--pmd-auto-lb", "--pmd-auto-lb-load-threshold", "0"],
+            "1 to 100",
+        ),
+    ] {
+        let flows = p("r.flows");
+        let mut a = vec!["run", "--flows", &flows, "--port", "2=null"];
+        a.extend(args);
+        let o = sluice(&a);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
+}
+
 /// A `sluice run --json --ctl SOCK ARGS` in the background.
 struct RunningSwitch {
     child: std::process::Child,
@@ -676,13 +766,15 @@ impl RunningSwitch {
 
     /// Waits for the end of the run; its JSON report.
     fn finish(self) -> serde_json::Value {
+        self.finish_with_stderr().0
+    }
+
+    /// Waits for the end of the run; its JSON report and what it logged.
+    fn finish_with_stderr(self) -> (serde_json::Value, String) {
         let out = self.child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice(&out.stdout).unwrap(), err)
     }
 }
 
