@@ -92,8 +92,18 @@ struct Group {
     target: Target,
     pkts: ArrayVec<u8, BATCH_SIZE>,
     bytes: u64,
-    /// The output port index when the flow's only action is one output.
-    out_port: Option<usize>,
+    /// Where the flow's packets go when that is simple enough for
+    /// [`Pipeline::output_directly`].
+    fate: Option<Fate>,
+}
+
+/// A flow whose packets need no per-flow execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Its only action is one output, to this port index.
+    Port(usize),
+    /// It has no output: dropped for this reason.
+    Drop(DropReason),
 }
 
 /// Per-thread batch-processing state, allocated once.
@@ -456,7 +466,7 @@ impl Pipeline {
                             target: t,
                             pkts: ArrayVec::new(),
                             bytes: 0,
-                            out_port: None,
+                            fate: None,
                         });
                         self.groups.len() - 1
                     }
@@ -471,10 +481,11 @@ impl Pipeline {
     }
 
     /// The common case: every flow of the batch just sends to one known
-    /// port (forwarding, routing without rewrites). Then each packet moves
-    /// straight from the rx batch to its port's output batch in arrival
-    /// order, which keeps every flow's order, and a batch bound for one
-    /// port moves whole. Returns false, having moved nothing, otherwise.
+    /// port (forwarding, routing without rewrites) or drops. Then each
+    /// packet moves straight from the rx batch to its port's output batch
+    /// (or back to the pool) in arrival order, which keeps every flow's
+    /// order, and a batch bound for one port moves whole. Returns false,
+    /// having moved nothing, otherwise.
     fn output_directly(
         &mut self,
         batch: &mut PacketBatch,
@@ -485,36 +496,54 @@ impl Pipeline {
         now_us: u64,
     ) -> bool {
         for g in self.groups.iter_mut() {
-            let [DpAction::Output(ofport)] = *actions_of(&self.caches, &self.temps, g.target).0
-            else {
-                return false;
+            let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
+            g.fate = match *actions {
+                [DpAction::Output(ofport)] => match out.index_of(ofport) {
+                    Some(idx) => Some(Fate::Port(idx)),
+                    None => return false,
+                },
+                _ if !actions
+                    .iter()
+                    .any(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. })) =>
+                {
+                    // As `execute` drops a flow with no output.
+                    Some(Fate::Drop(DropReason::Xlate(
+                        drop.unwrap_or(XlateDrop::NoOutput),
+                    )))
+                }
+                _ => return false,
             };
-            let Some(idx) = out.index_of(ofport) else {
-                return false;
-            };
-            g.out_port = Some(idx);
         }
         let n = classified.count_ones() as usize;
-        let first = self.groups.first().and_then(|g| g.out_port);
-        let one_port = first.filter(|_| self.groups.iter().all(|g| g.out_port == first));
+        let first = self.groups.first().and_then(|g| g.fate);
+        let one_port = first
+            .filter(|f| matches!(f, Fate::Port(_)) && self.groups.iter().all(|g| g.fate == first));
         match one_port {
-            Some(idx) if n == batch.len() => {
+            Some(Fate::Port(idx)) if n == batch.len() => {
                 out.enqueue_all(idx, batch, pool, stats, now_us);
+                stats.forwarded += n as u64;
             }
             _ => {
                 for (i, p) in batch.drain().enumerate() {
                     if classified & (1 << i) == 0 {
                         stats.dropped[self.unclassified_reason(i).index()] += 1;
                         pool.free(p);
-                    } else {
-                        let g = &self.groups[self.group_of[i] as usize];
-                        let idx = g.out_port.expect("resolved above");
-                        out.enqueue(idx, p, pool, stats, now_us);
+                        continue;
+                    }
+                    let g = &self.groups[self.group_of[i] as usize];
+                    match g.fate.expect("resolved above") {
+                        Fate::Port(idx) => {
+                            out.enqueue(idx, p, pool, stats, now_us);
+                            stats.forwarded += 1;
+                        }
+                        Fate::Drop(reason) => {
+                            stats.dropped[reason.index()] += 1;
+                            pool.free(p);
+                        }
                     }
                 }
             }
         }
-        stats.forwarded += n as u64;
         true
     }
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_classifier::{parse_flow_file, RuleSet, XlateDrop};
 use sluice_datapath::{Datapath, DatapathConfig, DropReason};
 use sluice_packet::build::{Frame, L4};
 use sluice_port::capture::CapturePort;
@@ -185,9 +185,10 @@ fn bad_port_numbers_are_refused() {
         .contains("twice"));
 }
 
-/// Frames of three flows to two ports with runts between them, in one
-/// burst: each port gets its flows' packets in arrival order, the runts
-/// are counted, and nothing else is lost, whether every flow just outputs
+/// Frames of four flows, three to two ports and one dropped by its rule,
+/// with runts between them, in one burst: each port gets its flows'
+/// packets in arrival order, the runts and the dropped flow are counted,
+/// and nothing else is lost, whether every flow just outputs or drops
 /// (packets move straight from the rx batch) or one flow rewrites first
 /// (the general path, flow by flow).
 #[test]
@@ -202,7 +203,7 @@ fn mixed_flows_and_runts_in_one_burst_keep_order_and_count() {
                     [10, 0, 0, 1],
                     [10, 0, 0, 2],
                     L4::Udp {
-                        src: i % 3,
+                        src: i % 4,
                         dst: 100 + i,
                     },
                 )
@@ -215,7 +216,9 @@ fn mixed_flows_and_runts_in_one_burst_keep_order_and_count() {
         } else {
             "udp,tp_src=2,actions=output:3\n"
         };
-        let text = format!("udp,tp_src=0,actions=output:2\nudp,tp_src=1,actions=output:3\n{flow2}");
+        let text = format!(
+            "udp,tp_src=0,actions=output:2\nudp,tp_src=1,actions=output:3\n{flow2}udp,tp_src=3,actions=drop\n"
+        );
         let mut dp = Datapath::new(DatapathConfig::default(), rules(&text)).unwrap();
         let (cap2, sent2) = CapturePort::new();
         let (cap3, sent3) = CapturePort::new();
@@ -226,26 +229,32 @@ fn mixed_flows_and_runts_in_one_burst_keep_order_and_count() {
         dp.run(|| 0, |_| false).unwrap();
         let st = dp.stats();
         let runts = (0..30).filter(|i| i % 7 == 3).count() as u64;
+        let dropped = (0..30).filter(|i| i % 7 != 3 && i % 4 == 3).count() as u64;
         assert_eq!(st.dropped_by(DropReason::Runt), runts);
-        assert_eq!(st.forwarded, 30 - runts);
+        assert_eq!(
+            st.dropped_by(DropReason::Xlate(XlateDrop::NoOutput)),
+            dropped
+        );
+        assert_eq!(st.forwarded, 30 - runts - dropped);
         assert!(st.rx_balanced() && st.tx_balanced());
         let dst = |f: &Vec<u8>| u16::from_be_bytes([f[36], f[37]]);
         let src = |f: &Vec<u8>| u16::from_be_bytes([f[34], f[35]]);
         let to2: Vec<_> = sent2.lock().unwrap().clone();
         let to3: Vec<_> = sent3.lock().unwrap().clone();
         assert!(to2.iter().all(|f| src(f) == 0));
-        assert_eq!(to2.len() + to3.len(), (30 - runts) as usize);
+        assert_eq!(to2.len() + to3.len(), (30 - runts - dropped) as usize);
         for flow in [0u16, 1, 2] {
             let port = if flow == 0 { &to2 } else { &to3 };
             let seen: Vec<u16> = port.iter().filter(|f| src(f) == flow).map(dst).collect();
             let want: Vec<u16> = (0..30u16)
-                .filter(|i| i % 7 != 3 && i % 3 == flow)
+                .filter(|i| i % 7 != 3 && i % 4 == flow)
                 .map(|i| 100 + i)
                 .collect();
             assert_eq!(seen, want, "flow {flow} (rewrite {rewrite})");
         }
         let tos4 = to3.iter().filter(|f| f[15] == 4).count();
-        assert_eq!(tos4, if rewrite { 9 } else { 0 }, "flow 2 rewritten");
+        let flow2 = (0..30).filter(|i| i % 7 != 3 && i % 4 == 2).count();
+        assert_eq!(tos4, if rewrite { flow2 } else { 0 }, "flow 2 rewritten");
     }
 }
 
