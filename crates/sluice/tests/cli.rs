@@ -563,39 +563,44 @@ fn pmd_of(show: &str, q: u32) -> Option<String> {
     None
 }
 
+/// A running switch with two PMDs (on the first two CPUs this process may
+/// use) and `--n-rxq 4`, reading [`traffic_for_queues_0_and_2`] in a loop
+/// for `duration` seconds, everything to a null port 2, with `extra`
+/// flags; and its `--pmd-cores` list. `None`, with a note, on a machine
+/// with fewer than two CPUs.
+fn two_pmds_on_queues_0_and_2(
+    dir: &Path,
+    duration: &str,
+    extra: &[&str],
+) -> Option<(RunningSwitch, String)> {
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
+        return None;
+    }
+    traffic_for_queues_0_and_2(dir);
+    let p = |s: &str| dir.join(s).display().to_string();
+    let cores = format!("{},{}", cpus[0], cpus[1]);
+    let (flows, input) = (p("r.flows"), format!("1=pcap:rx={},loop", p("in.pcap")));
+    let mut args = vec!["--duration", duration, "--flows", &flows, "--n-rxq", "4"];
+    args.extend(["--pmd-cores", &cores]);
+    args.extend_from_slice(extra);
+    args.extend(["--port", &input, "--port", "2=null"]);
+    let run = RunningSwitch::start(&p("s.ctl"), &args);
+    Some((run, cores))
+}
+
 /// `--n-rxq 4` on two PMDs: queues 0 and 1 are the PMDs' own, 2 and 3 are
 /// dealt round-robin. The capture's flows all hash to queues 0 and 2, so
 /// PMD 0 does all the work until `pmd-rxq-rebalance` moves queue 2 to
 /// PMD 1; then both work, and every packet is still accounted for.
 #[test]
 fn rx_queues_move_between_pmds_by_measured_load() {
-    let cpus = sluice_port::sys::allowed_cpus().unwrap();
-    if cpus.len() < 2 {
-        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
-        return;
-    }
     let d = tempfile::tempdir().unwrap();
     let p = |s: &str| d.path().join(s).display().to_string();
-    traffic_for_queues_0_and_2(d.path());
-    let cores = format!("{},{}", cpus[0], cpus[1]);
-    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
-    let run = RunningSwitch::start(
-        &p("s.ctl"),
-        &[
-            "--duration",
-            "6",
-            "--flows",
-            &p("r.flows"),
-            "--n-rxq",
-            "4",
-            "--pmd-cores",
-            &cores,
-            "--port",
-            &input,
-            "--port",
-            "2=null",
-        ],
-    );
+    let Some((run, cores)) = two_pmds_on_queues_0_and_2(d.path(), "6", &[]) else {
+        return;
+    };
     let ctl = |args: &[&str]| {
         let o = run.ctl(args);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -652,36 +657,12 @@ fn rx_queues_move_between_pmds_by_measured_load() {
 /// are busy and no move would gain enough, so it stays there.
 #[test]
 fn pmd_auto_lb_moves_a_queue_off_an_overloaded_pmd_once() {
-    let cpus = sluice_port::sys::allowed_cpus().unwrap();
-    if cpus.len() < 2 {
-        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
-        return;
-    }
     let d = tempfile::tempdir().unwrap();
     let p = |s: &str| d.path().join(s).display().to_string();
-    traffic_for_queues_0_and_2(d.path());
-    let cores = format!("{},{}", cpus[0], cpus[1]);
-    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
-    let run = RunningSwitch::start(
-        &p("s.ctl"),
-        &[
-            "--duration",
-            "5",
-            "--flows",
-            &p("r.flows"),
-            "--n-rxq",
-            "4",
-            "--pmd-cores",
-            &cores,
-            "--pmd-auto-lb",
-            "--pmd-auto-lb-interval",
-            "0.5",
-            "--port",
-            &input,
-            "--port",
-            "2=null",
-        ],
-    );
+    let extra = ["--pmd-auto-lb", "--pmd-auto-lb-interval", "0.5"];
+    let Some((run, _)) = two_pmds_on_queues_0_and_2(d.path(), "5", &extra) else {
+        return;
+    };
     let show = || {
         let o = run.ctl(&["pmd-rxq-show"]);
         assert!(o.status.success(), "{}", stderr(&o));
