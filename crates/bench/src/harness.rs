@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_datapath::cycles::TscClock;
 use sluice_datapath::{CacheConfig, Datapath, DatapathConfig, DpStats};
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::null::NullPort;
@@ -142,8 +143,8 @@ pub fn run_case(
             .map_err(|e| e.to_string())?;
         dps.push((dp, warm));
     }
-    let clock = Instant::now();
-    let now_us = move || clock.elapsed().as_micros() as u64;
+    // The clock `sluice run`'s PMD threads use.
+    let origin = Instant::now();
     // Every PMD warms up (caches filled, CPU clock up, pages touched), then
     // all start measuring together.
     let ready = std::sync::Barrier::new(pmds);
@@ -155,11 +156,12 @@ pub fn run_case(
                 let cpu = cpus[i % cpus.len()];
                 let ready = &ready;
                 s.spawn(move || {
+                    let clock = TscClock::new(origin);
                     // Pinning is best effort here: a benchmark still runs
                     // where affinity cannot be set.
                     let _ = sluice_port::sys::pin_to_cpu(cpu);
                     while dp.stats().rx_packets < warm && !dp.rx_exhausted() {
-                        dp.poll_once(now_us());
+                        dp.poll_once_clocked(&clock);
                     }
                     let warmed = dp.finish();
                     dp.clear_stats();
@@ -168,7 +170,10 @@ pub fn run_case(
                     ready.wait();
                     warmed.map_err(|e| e.to_string())?;
                     let start = Instant::now();
-                    dp.run(now_us, |_| false).map_err(|e| e.to_string())?;
+                    while !dp.rx_exhausted() {
+                        dp.poll_once_clocked(&clock);
+                    }
+                    dp.finish().map_err(|e| e.to_string())?;
                     Ok((dp, start, Instant::now()))
                 })
             })

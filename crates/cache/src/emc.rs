@@ -8,7 +8,11 @@
 //! probability 1/`insert_inv_prob` (OVS's `emc-insert-inv-prob`, default
 //! 100; 1 = always, 0 = the EMC is off).
 //!
-//! Geometry: 8192 entries of 128 bytes (key, hash, target) = 1 MiB.
+//! Geometry: 8192 entries of 128 bytes (key, hash, target) = 1 MiB. The
+//! first words of the key share the entry's first cache line with its
+//! hash and target, so a *short* key (IPv4, ARP: every word past L4 zero,
+//! [`FlowKey::is_short`]) is looked up, compared and prefetched on one
+//! line.
 
 use sluice_packet::FlowKey;
 
@@ -28,11 +32,17 @@ const SEG_SHIFT: u32 = 13;
 struct Entry {
     hash: u32,
     live: bool,
+    /// Whether `key` is short: then it equals a short key when their
+    /// first words do.
+    short: bool,
     target: CacheRef,
     key: FlowKey,
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 128);
+// A short key's words lie in the entry's first line.
+const _: () =
+    assert!(std::mem::offset_of!(Entry, key) + sluice_packet::key::SHORT_KEY_WORDS * 8 <= 64);
 
 /// An exact-match cache.
 pub struct Emc {
@@ -62,6 +72,7 @@ impl Emc {
             hash: 0,
             target: CacheRef::default(),
             live: false,
+            short: false,
         };
         let entries = sluice_packet::memory::huge_vec(n, empty);
         Emc {
@@ -108,12 +119,34 @@ impl Emc {
         }
     }
 
+    /// [`Emc::prefetch`] for a short key: its lookup reads only the
+    /// first line of each candidate.
+    #[inline]
+    pub fn prefetch_short(&self, hash: u32) {
+        for p in self.positions(hash) {
+            sluice_packet::prefetch::read_lines(&self.entries[p], 64);
+        }
+    }
+
     /// The target cached for exactly `key`.
     #[inline]
     pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
         for p in self.positions(hash) {
             let e = &self.entries[p];
             if e.live && e.hash == hash && e.key == *key {
+                return Some(e.target);
+            }
+        }
+        None
+    }
+
+    /// [`Emc::lookup`] of a short key ([`FlowKey::is_short`]): only short
+    /// entries can hold it, and they are compared on their first words.
+    #[inline]
+    pub fn lookup_short(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
+        for p in self.positions(hash) {
+            let e = &self.entries[p];
+            if e.live && e.short && e.hash == hash && e.key.eq_short(key) {
                 return Some(e.target);
             }
         }
@@ -145,6 +178,7 @@ impl Emc {
             hash,
             target,
             live: true,
+            short: key.is_short(),
         };
     }
 
@@ -225,6 +259,26 @@ mod tests {
         assert_eq!(emc.occupancy(), 1);
         emc.remove(&k, k.hash());
         assert_eq!(emc.lookup(&k, k.hash()), None);
+    }
+
+    #[test]
+    fn short_lookup_finds_exactly_the_short_key() {
+        let mut emc = Emc::new(64, 1);
+        let k = key(7);
+        assert!(k.is_short());
+        emc.insert(&k, k.hash(), r(3));
+        assert_eq!(emc.lookup_short(&k, k.hash()), Some(r(3)));
+        assert_eq!(emc.lookup_short(&key(8), k.hash()), None);
+        // A long key whose first words are k's, under k's hash: the full
+        // lookup does not take k for it, and k's short lookup does not
+        // take it for k.
+        let mut long = k;
+        long.ipv6_dst[15] = 1;
+        assert_eq!(emc.lookup(&long, k.hash()), None);
+        let mut emc = Emc::new(64, 1);
+        emc.insert(&long, k.hash(), r(5));
+        assert_eq!(emc.lookup_short(&k, k.hash()), None);
+        assert_eq!(emc.lookup(&long, k.hash()), Some(r(5)));
     }
 
     #[test]

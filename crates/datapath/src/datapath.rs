@@ -289,15 +289,30 @@ impl Datapath {
     /// One poll iteration at time `now_us`: one rx burst from every port,
     /// each processed and its outputs flushed. Returns packets received.
     pub fn poll_once(&mut self, now_us: u64) -> usize {
+        self.poll_at(cycles::now(), now_us)
+    }
+
+    /// [`Datapath::poll_once`] with its time taken from `clock`: one
+    /// counter read gives both the iteration's start cycle and its time.
+    pub fn poll_once_clocked(&mut self, clock: &cycles::TscClock) -> usize {
         let start = cycles::now();
+        self.poll_at(start, clock.us_at(start))
+    }
+
+    /// One poll iteration that started at cycle `start`. The counter is
+    /// read once more after each rx burst that brought packets (that
+    /// queue's cycles end there and the next queue's begin) and once at
+    /// the end (as OVS's PMD counts busy and idle cycles per iteration).
+    fn poll_at(&mut self, start: u64, now_us: u64) -> usize {
         // Rule changes (timeouts now, flow-mods later) take effect at the
         // top of an iteration, before any packet of it is classified.
         self.housekeeping(now_us);
         let mut received = 0;
+        let mut mark = start;
         for pi in 0..self.out.ports.len() {
-            received += self.poll_rxq(pi, None, now_us);
+            received += self.poll_rxq(pi, None, now_us, &mut mark);
             for q in 0..self.out.ports[pi].extra_rxqs.len() {
-                received += self.poll_rxq(pi, Some(q), now_us);
+                received += self.poll_rxq(pi, Some(q), now_us, &mut mark);
             }
         }
         if received == 0 {
@@ -325,7 +340,11 @@ impl Datapath {
 
     /// One rx burst from port `pi`'s own queue (`q` = None) or its extra
     /// rx queue `q`, processed, with the outputs that are due flushed.
-    fn poll_rxq(&mut self, pi: usize, q: Option<usize>, now_us: u64) -> usize {
+    /// `mark` is the cycle the burst started at; a burst that brings
+    /// packets is charged the cycles since and moves the mark on (an idle
+    /// burst's few cycles go to the next busy queue, so idle polls cost
+    /// no counter read).
+    fn poll_rxq(&mut self, pi: usize, q: Option<usize>, now_us: u64, mark: &mut u64) -> usize {
         let slot = &mut self.out.ports[pi];
         let ofport = slot.ofport;
         let (port, rx_done) = match q {
@@ -339,7 +358,6 @@ impl Datapath {
             return 0;
         }
         let mut batch = PacketBatch::new();
-        let rx_start = cycles::now();
         match port.rx_burst(&mut self.pool, &mut batch, ofport) {
             RxStatus::Received(_) => {
                 let received = batch.len();
@@ -355,11 +373,14 @@ impl Datapath {
                     &mut self.out,
                     &mut self.stats,
                     now_us,
+                    *mark,
                 );
                 // Batches whose time has come go now (all of them when
                 // tx-flush-interval is 0: the end of the rx burst).
                 self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
-                let spent = cycles::now().wrapping_sub(rx_start);
+                let end = cycles::now();
+                let spent = end.wrapping_sub(*mark);
+                *mark = end;
                 let slot = &mut self.out.ports[pi];
                 match q {
                     None => slot.rx_cycles += spent,

@@ -23,7 +23,7 @@ use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateDrop, XlateEnv};
 use sluice_packet::batch::set_bits;
-use sluice_packet::extract::extract;
+use sluice_packet::extract::{extract_with_shape, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
@@ -110,6 +110,9 @@ enum Fate {
 pub(crate) struct Pipeline {
     keys: [FlowKey; BATCH_SIZE],
     hashes: [u32; BATCH_SIZE],
+    /// Packets whose keys are short ([`FlowKey::is_short`]): hashed and
+    /// looked up in the EMC on their first words.
+    short: u32,
     targets: [Target; BATCH_SIZE],
     found: [Option<FlowRef>; BATCH_SIZE],
     /// SMC candidates (megaflow slot indexes) of the packets.
@@ -132,6 +135,7 @@ impl Pipeline {
         Pipeline {
             keys: [FlowKey::default(); BATCH_SIZE],
             hashes: [0; BATCH_SIZE],
+            short: 0,
             targets: [Target::NONE; BATCH_SIZE],
             found: [None; BATCH_SIZE],
             smc_idx: [0; BATCH_SIZE],
@@ -150,7 +154,8 @@ impl Pipeline {
         }
     }
 
-    /// Processes one rx batch to the output queues.
+    /// Processes one rx batch to the output queues; `now_cycles` is a
+    /// recent cycle-counter reading (the burst's start).
     #[allow(clippy::too_many_arguments)]
     pub fn process(
         &mut self,
@@ -161,6 +166,7 @@ impl Pipeline {
         out: &mut OutputStage,
         stats: &mut DpStats,
         now_us: u64,
+        now_cycles: u64,
     ) {
         let classified = self.extract(batch, stats);
         let mut todo = self.emc_stage(classified, env, epoch, stats);
@@ -168,7 +174,7 @@ impl Pipeline {
         todo = self.megaflow_stage(todo, env, epoch, stats);
         // Cached traffic in this batch: upcalls now compete with it.
         if classified & !todo != 0 && self.upcall_budget.limited() {
-            self.upcall_budget.note_hits(crate::cycles::now());
+            self.upcall_budget.note_hits(now_cycles);
         }
         self.refused = 0;
         if todo != 0 {
@@ -181,29 +187,48 @@ impl Pipeline {
     /// packets to classify; runts are left out (and dropped at execution).
     fn extract(&mut self, batch: &mut PacketBatch, stats: &mut DpStats) -> u32 {
         let mut todo = 0u32;
+        let mut short = 0u32;
         let mut bytes = 0u64;
         for (i, pkt) in batch.as_mut_slice().iter_mut().enumerate() {
             bytes += pkt.len() as u64;
             let (data, meta) = pkt.data_and_meta_mut();
             let key = &mut self.keys[i];
-            if extract(data, meta.in_port, meta, key).is_ok() {
-                todo |= 1 << i;
+            match extract_with_shape(data, meta.in_port, meta, key) {
+                Ok(KeyShape::Short) => {
+                    todo |= 1 << i;
+                    short |= 1 << i;
+                }
+                Ok(KeyShape::Unknown) => {
+                    todo |= 1 << i;
+                    if key.is_short() {
+                        short |= 1 << i;
+                    }
+                }
+                Err(_) => {}
             }
         }
+        self.short = short;
         // Hashing in a second pass reads keys whose stores have settled (a
         // key read right after its field-by-field stores stalls) and lets
         // the multiplies of many keys overlap.
         let emc = self.caches.emc.enabled();
         for (i, pkt) in batch.as_slice().iter().enumerate() {
             let meta = &pkt.meta;
+            let is_short = short & (1 << i) != 0;
             let hash = if meta.has_hash {
                 meta.hash
+            } else if is_short {
+                self.keys[i].hash_short()
             } else {
                 self.keys[i].hash()
             };
             self.hashes[i] = hash;
             if emc {
-                self.caches.emc.prefetch(hash);
+                if is_short {
+                    self.caches.emc.prefetch_short(hash);
+                } else {
+                    self.caches.emc.prefetch(hash);
+                }
             }
         }
         stats.rx_packets += batch.len() as u64;
@@ -225,7 +250,13 @@ impl Pipeline {
             return todo;
         }
         for i in set_bits(todo) {
-            if let Some(c) = self.caches.emc.lookup(&self.keys[i], self.hashes[i]) {
+            let (key, hash) = (&self.keys[i], self.hashes[i]);
+            let hit = if self.short & (1 << i) != 0 {
+                self.caches.emc.lookup_short(key, hash)
+            } else {
+                self.caches.emc.lookup(key, hash)
+            };
+            if let Some(c) = hit {
                 let r = fref(c);
                 if self.caches.fresh(r, env, epoch, stats) {
                     self.targets[i] = Target::mega(r);

@@ -12,6 +12,11 @@ use bytemuck::{Pod, Zeroable};
 /// Number of 64-bit words in a [`FlowKey`].
 pub const KEY_WORDS: usize = 14;
 
+/// Words up to and including L4 ports. The words after them (IPv6
+/// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
+/// *short* key, which compares and hashes on these words alone.
+pub const SHORT_KEY_WORDS: usize = 6;
+
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
 /// `nw_frag`: the packet is a fragment other than the first.
@@ -169,6 +174,37 @@ impl FlowKey {
     pub fn is_arp(&self) -> bool {
         use crate::wire::ethernet::ethertype::{ARP, RARP};
         self.dl_type == ARP || self.dl_type == RARP
+    }
+
+    /// Whether every word past the first [`SHORT_KEY_WORDS`] is zero (as
+    /// in IPv4 and ARP keys).
+    #[inline]
+    pub fn is_short(&self) -> bool {
+        self.words()[SHORT_KEY_WORDS..]
+            .iter()
+            .fold(0, |a, &w| a | w)
+            == 0
+    }
+
+    /// Equality of two short keys (see [`FlowKey::is_short`]): only their
+    /// first [`SHORT_KEY_WORDS`] can differ.
+    #[inline]
+    pub fn eq_short(&self, other: &Self) -> bool {
+        debug_assert!(self.is_short() && other.is_short());
+        let (a, b) = (self.words(), other.words());
+        let mut diff = 0u64;
+        for i in 0..SHORT_KEY_WORDS {
+            diff |= a[i] ^ b[i];
+        }
+        diff == 0
+    }
+
+    /// [`FlowKey::hash`] of a key known to be short, without checking
+    /// the zero words (the same value).
+    #[inline]
+    pub fn hash_short(&self) -> u32 {
+        debug_assert!(self.is_short());
+        crate::hash::hash_short_key_words(self.words())
     }
 
     /// The hash of the whole key.

@@ -237,7 +237,9 @@ pub fn spawn(
                     return Err(format!("{placement}: cannot pin to CPU {core}: {e}"));
                 }
             }
-            let now_us = || start.elapsed().as_micros() as u64;
+            // Time from the cycle counter: one read per poll iteration.
+            let clock = sluice_datapath::cycles::TscClock::new(start);
+            let now_us = || clock.now_us();
             let mut live = Liveness {
                 shared: &shared,
                 inputs_left: true,
@@ -262,7 +264,7 @@ pub fn spawn(
                 }) {
                     break;
                 }
-                let n = dp.poll_once(now_us());
+                let n = dp.poll_once_clocked(&clock);
                 if max_packets.is_some() && n > 0 {
                     shared.received.fetch_add(n as u64, Ordering::Relaxed);
                 }
