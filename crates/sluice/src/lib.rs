@@ -6,6 +6,8 @@
 
 pub mod auto_lb;
 pub mod config;
+#[allow(unsafe_code)]
+pub mod cpu;
 pub mod ctl;
 pub mod pmd;
 pub mod report;

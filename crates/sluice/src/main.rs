@@ -466,6 +466,16 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
 }
 
 fn main() -> ExitCode {
+    let missing = sluice::cpu::missing_features();
+    if !missing.is_empty() {
+        eprintln!(
+            "sluice: this build uses CPU features this CPU lacks ({}): it was built for \
+             x86-64-v3 (.cargo/config.toml). Rebuild on this machine with \
+             RUSTFLAGS=\"-C target-cpu=native\" cargo build --release",
+            missing.join(", ")
+        );
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         None => cmd_demo(
