@@ -26,8 +26,9 @@ pub fn now() -> u64 {
 }
 
 /// The cycle counter's rate in Hz, measured once per process against the
-/// monotonic clock (over 20 ms; the TSC of every x86_64 CPU this runs on
-/// is invariant: constant rate, never stopped).
+/// monotonic clock (over 20 ms). The TSC of the CPUs Sluice is built for
+/// (x86-64-v3) is invariant: one rate, never stopped, in step across
+/// cores (Linux shows `constant_tsc nonstop_tsc`).
 pub fn hz() -> f64 {
     static HZ: OnceLock<f64> = OnceLock::new();
     *HZ.get_or_init(|| {

@@ -1,8 +1,9 @@
 //! The datapath: ports, a packet pool, the rules, the poll loop.
 //!
 //! Time is passed in (`now_us`), so the whole switch runs inside a test
-//! with a virtual clock; the command line reads a monotonic clock once per
-//! poll iteration.
+//! with a virtual clock; the PMD threads of the command line read the cycle
+//! counter once per poll iteration and derive the time from it
+//! (`cycles::TscClock`, [`Datapath::poll_once_clocked`]).
 
 use std::sync::Arc;
 
