@@ -23,41 +23,39 @@ pub fn missing_features() -> Vec<&'static str> {
         let osxsave = l1.ecx & (1 << 27) != 0;
         // The OS must save the YMM registers for AVX code to run.
         let ymm_saved = osxsave && xcr0() & 0b110 == 0b110;
-        let have = |name: &str| match name {
-            "sse3" => l1.ecx & 1 != 0,
-            "ssse3" => l1.ecx & (1 << 9) != 0,
-            "fma" => l1.ecx & (1 << 12) != 0 && ymm_saved,
-            "sse4.1" => l1.ecx & (1 << 19) != 0,
-            "sse4.2" => l1.ecx & (1 << 20) != 0,
-            "movbe" => l1.ecx & (1 << 22) != 0,
-            "popcnt" => l1.ecx & (1 << 23) != 0,
-            "avx" => l1.ecx & (1 << 28) != 0 && ymm_saved,
-            "f16c" => l1.ecx & (1 << 29) != 0,
-            "bmi1" => l7b & (1 << 3) != 0,
-            "avx2" => l7b & (1 << 5) != 0 && ymm_saved,
-            "bmi2" => l7b & (1 << 8) != 0,
-            "lzcnt" => ext.ecx & (1 << 5) != 0,
-            _ => true,
-        };
-        let built: [(&'static str, bool); 13] = [
-            ("sse3", cfg!(target_feature = "sse3")),
-            ("ssse3", cfg!(target_feature = "ssse3")),
-            ("sse4.1", cfg!(target_feature = "sse4.1")),
-            ("sse4.2", cfg!(target_feature = "sse4.2")),
-            ("popcnt", cfg!(target_feature = "popcnt")),
-            ("avx", cfg!(target_feature = "avx")),
-            ("avx2", cfg!(target_feature = "avx2")),
-            ("bmi1", cfg!(target_feature = "bmi1")),
-            ("bmi2", cfg!(target_feature = "bmi2")),
-            ("fma", cfg!(target_feature = "fma")),
-            ("f16c", cfg!(target_feature = "f16c")),
-            ("lzcnt", cfg!(target_feature = "lzcnt")),
-            ("movbe", cfg!(target_feature = "movbe")),
+        let bit = |reg: u32, n: u32| reg & (1 << n) != 0;
+        // (feature, whether this binary uses it, whether the CPU has it)
+        let features: [(&'static str, bool, bool); 13] = [
+            ("sse3", cfg!(target_feature = "sse3"), bit(l1.ecx, 0)),
+            ("ssse3", cfg!(target_feature = "ssse3"), bit(l1.ecx, 9)),
+            (
+                "fma",
+                cfg!(target_feature = "fma"),
+                bit(l1.ecx, 12) && ymm_saved,
+            ),
+            ("sse4.1", cfg!(target_feature = "sse4.1"), bit(l1.ecx, 19)),
+            ("sse4.2", cfg!(target_feature = "sse4.2"), bit(l1.ecx, 20)),
+            ("movbe", cfg!(target_feature = "movbe"), bit(l1.ecx, 22)),
+            ("popcnt", cfg!(target_feature = "popcnt"), bit(l1.ecx, 23)),
+            (
+                "avx",
+                cfg!(target_feature = "avx"),
+                bit(l1.ecx, 28) && ymm_saved,
+            ),
+            ("f16c", cfg!(target_feature = "f16c"), bit(l1.ecx, 29)),
+            ("bmi1", cfg!(target_feature = "bmi1"), bit(l7b, 3)),
+            (
+                "avx2",
+                cfg!(target_feature = "avx2"),
+                bit(l7b, 5) && ymm_saved,
+            ),
+            ("bmi2", cfg!(target_feature = "bmi2"), bit(l7b, 8)),
+            ("lzcnt", cfg!(target_feature = "lzcnt"), bit(ext.ecx, 5)),
         ];
-        built
+        features
             .into_iter()
-            .filter(|&(name, used)| used && !have(name))
-            .map(|(name, _)| name)
+            .filter(|&(_, used, present)| used && !present)
+            .map(|(name, _, _)| name)
             .collect()
     }
     #[cfg(not(target_arch = "x86_64"))]
