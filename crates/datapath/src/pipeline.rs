@@ -81,6 +81,17 @@ impl Target {
     }
 }
 
+/// Entries of [`Pipeline`]'s group index (a power of two, twice a batch).
+const GROUP_INDEX_SIZE: usize = 2 * BATCH_SIZE;
+
+impl Target {
+    /// The target's entry in the group index.
+    #[inline]
+    fn index_slot(self) -> usize {
+        self.0 as usize & (GROUP_INDEX_SIZE - 1)
+    }
+}
+
 /// A translation not installed as a megaflow, valid for one batch.
 #[derive(Default)]
 struct TempFlow {
@@ -123,6 +134,12 @@ pub(crate) struct Pipeline {
     temps: Vec<TempFlow>,
     n_temps: usize,
     groups: Vec<Group>,
+    /// Where the group of a target is, by the low bits of the target (a
+    /// megaflow's slot index: slots are handed out densely, so flows of
+    /// one batch rarely share them). A batch of many flows finds a
+    /// packet's group, or learns that it has none yet, with one probe
+    /// instead of a search through the groups. Empty between batches.
+    group_index: [(Target, u8); GROUP_INDEX_SIZE],
     pub caches: Caches,
     pub packet_ins: PacketInQueue,
     upcall_budget: UpcallBudget,
@@ -144,6 +161,7 @@ impl Pipeline {
             temps: (0..BATCH_SIZE).map(|_| TempFlow::default()).collect(),
             n_temps: 0,
             groups: Vec::with_capacity(BATCH_SIZE),
+            group_index: [(Target::NONE, 0); GROUP_INDEX_SIZE],
             caches: Caches::new(cache),
             upcall_budget: UpcallBudget::new(cache.upcall_share_pct),
             refused: 0,
@@ -482,32 +500,54 @@ impl Pipeline {
     /// order of first arrival, packets in arrival order inside a group.
     fn group_packets(&mut self, batch: &PacketBatch, classified: u32) {
         self.groups.clear();
-        // Consecutive packets usually follow the same flow: try the group
-        // of the one before first.
+        // Consecutive packets often follow the same flow: try the group
+        // of the one before first, then the index.
         let mut last = usize::MAX;
         let pkts = batch.as_slice();
         for i in set_bits(classified) {
             let t = self.targets[i];
             let g = match self.groups.get(last) {
                 Some(g) if g.target == t => last,
-                _ => match self.groups.iter().position(|g| g.target == t) {
-                    Some(g) => g,
-                    None => {
-                        self.groups.push(Group {
-                            target: t,
-                            pkts: ArrayVec::new(),
-                            bytes: 0,
-                            fate: None,
-                        });
-                        self.groups.len() - 1
+                _ => {
+                    let slot = t.index_slot();
+                    let (it, ig) = self.group_index[slot];
+                    let found = if it == t {
+                        Some(ig as usize)
+                    } else if it == Target::NONE {
+                        // Every group is indexed or shares a taken entry:
+                        // a free entry means no group yet.
+                        None
+                    } else {
+                        // The entry is another flow's: search.
+                        self.groups.iter().position(|g| g.target == t)
+                    };
+                    match found {
+                        Some(g) => g,
+                        None => {
+                            self.groups.push(Group {
+                                target: t,
+                                pkts: ArrayVec::new(),
+                                bytes: 0,
+                                fate: None,
+                            });
+                            let g = self.groups.len() - 1;
+                            if it == Target::NONE {
+                                self.group_index[slot] = (t, g as u8);
+                            }
+                            g
+                        }
                     }
-                },
+                }
             };
             last = g;
             self.group_of[i] = g as u8;
             let g = &mut self.groups[g];
             g.pkts.push(i as u8);
             g.bytes += pkts[i].len() as u64;
+        }
+        // Empty the index for the next batch.
+        for g in &self.groups {
+            self.group_index[g.target.index_slot()] = (Target::NONE, 0);
         }
     }
 
@@ -601,6 +641,70 @@ fn actions_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Groups as the plain search makes them: first-arrival order, packets
+    /// in arrival order.
+    fn reference_groups(targets: &[Target]) -> Vec<(Target, Vec<u8>)> {
+        let mut groups: Vec<(Target, Vec<u8>)> = Vec::new();
+        for (i, &t) in targets.iter().enumerate() {
+            match groups.iter_mut().find(|g| g.0 == t) {
+                Some(g) => g.1.push(i as u8),
+                None => groups.push((t, vec![i as u8])),
+            }
+        }
+        groups
+    }
+
+    #[test]
+    fn grouping_through_the_index_matches_a_plain_search() {
+        use sluice_packet::PacketPool;
+        let mut pool = PacketPool::new(64, 256).unwrap();
+        let mut p = Pipeline::new(16, CacheConfig::default());
+        // Slot indexes that share index entries (5, 69, 133 and 197 all
+        // end in the same 6 bits), other generations of one slot, temps,
+        // repeats near and far.
+        let mega = |idx, gen| Target::mega(FlowRef { idx, gen });
+        let pattern = [
+            mega(5, 1),
+            mega(69, 1),
+            mega(5, 1),
+            Target::temp(5),
+            mega(133, 2),
+            mega(5, 2),
+            mega(69, 1),
+            mega(197, 1),
+            mega(7, 1),
+            Target::temp(0),
+            mega(133, 2),
+            mega(197, 1),
+        ];
+        for round in 0..3 {
+            let mut batch = PacketBatch::new();
+            for i in 0..BATCH_SIZE {
+                batch.push(pool.alloc_from(&[0u8; 60]).unwrap()).unwrap();
+                p.targets[i] = pattern[(i * (round + 1)) % pattern.len()];
+            }
+            p.group_packets(&batch, u32::MAX);
+            let want = reference_groups(&p.targets);
+            let got: Vec<(Target, Vec<u8>)> = p
+                .groups
+                .iter()
+                .map(|g| (g.target, g.pkts.to_vec()))
+                .collect();
+            assert_eq!(got.len(), want.len(), "round {round}");
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g, w, "round {round}");
+            }
+            for (i, &g) in p.group_of.iter().enumerate() {
+                assert_eq!(p.groups[g as usize].target, p.targets[i]);
+            }
+            assert!(
+                p.group_index.iter().all(|e| e.0 == Target::NONE),
+                "the index is empty again after the batch"
+            );
+            batch.free_all(&mut pool);
+        }
+    }
 
     #[test]
     fn targets_pack_and_unpack() {
