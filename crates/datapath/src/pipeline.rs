@@ -506,6 +506,7 @@ impl Pipeline {
         let pkts = batch.as_slice();
         for i in set_bits(classified) {
             let t = self.targets[i];
+            debug_assert!(t != Target::NONE, "every classified packet has a flow");
             let g = match self.groups.get(last) {
                 Some(g) if g.target == t => last,
                 _ => {
