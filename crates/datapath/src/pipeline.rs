@@ -32,6 +32,9 @@ use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
 
+/// Entries of [`Pipeline`]'s group index (a power of two, twice a batch).
+const GROUP_INDEX_SIZE: usize = 2 * BATCH_SIZE;
+
 /// Which flow a packet of the batch follows, packed in one word so that
 /// grouping a batch compares integers: a megaflow is `gen << 32 | idx`
 /// (slot indexes stay below 2^31), a per-batch translation sets bit 31.
@@ -66,6 +69,12 @@ impl Target {
         Target(Self::TEMP | u64::from(t))
     }
 
+    /// The target's entry in the group index.
+    #[inline]
+    fn index_slot(self) -> usize {
+        self.0 as usize & (GROUP_INDEX_SIZE - 1)
+    }
+
     #[inline]
     fn kind(self) -> TargetKind {
         if self == Self::NONE {
@@ -78,17 +87,6 @@ impl Target {
                 gen: (self.0 >> 32) as u32,
             })
         }
-    }
-}
-
-/// Entries of [`Pipeline`]'s group index (a power of two, twice a batch).
-const GROUP_INDEX_SIZE: usize = 2 * BATCH_SIZE;
-
-impl Target {
-    /// The target's entry in the group index.
-    #[inline]
-    fn index_slot(self) -> usize {
-        self.0 as usize & (GROUP_INDEX_SIZE - 1)
     }
 }
 
