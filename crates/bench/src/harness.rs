@@ -170,10 +170,8 @@ pub fn run_case(
                     ready.wait();
                     warmed.map_err(|e| e.to_string())?;
                     let start = Instant::now();
-                    while !dp.rx_exhausted() {
-                        dp.poll_once_clocked(&clock);
-                    }
-                    dp.finish().map_err(|e| e.to_string())?;
+                    dp.run_clocked(&clock, |_| false)
+                        .map_err(|e| e.to_string())?;
                     Ok((dp, start, Instant::now()))
                 })
             })

@@ -488,10 +488,30 @@ impl Datapath {
     pub fn run(
         &mut self,
         mut now: impl FnMut() -> u64,
+        stop: impl FnMut(&DpStats) -> bool,
+    ) -> Result<(), DpError> {
+        self.run_with(|dp| dp.poll_once(now()), stop)
+    }
+
+    /// [`Datapath::run`] with each iteration's time taken from `clock`
+    /// ([`Datapath::poll_once_clocked`]), as the PMD threads poll.
+    pub fn run_clocked(
+        &mut self,
+        clock: &cycles::TscClock,
+        stop: impl FnMut(&DpStats) -> bool,
+    ) -> Result<(), DpError> {
+        self.run_with(|dp| dp.poll_once_clocked(clock), stop)
+    }
+
+    /// Calls `poll` until every finite input is drained or `stop` says
+    /// so, then sends everything queued.
+    fn run_with(
+        &mut self,
+        mut poll: impl FnMut(&mut Self) -> usize,
         mut stop: impl FnMut(&DpStats) -> bool,
     ) -> Result<(), DpError> {
         while !self.rx_exhausted() && !stop(&self.stats) {
-            self.poll_once(now());
+            poll(self);
         }
         self.finish()
     }
