@@ -5,7 +5,7 @@
 //! shutdown and reconfiguration force a flush, so nothing waits when no
 //! more packets come. A port's batch is FIFO, so per-flow order holds.
 
-use sluice_packet::{Packet, PacketBatch, PacketPool};
+use sluice_packet::{Packet, PacketBatch, PacketPool, Unload};
 use sluice_port::{Port, PortCaps};
 
 use crate::stats::DpStats;
@@ -88,6 +88,27 @@ impl OutputStage {
         }
         self.start_deadline(idx, now_us);
         let _ = self.ports[idx].txq.push(pkt);
+        stats.output_copies += 1;
+    }
+
+    /// Queues the packet at the front of `src` for port `idx`, as
+    /// [`OutputStage::enqueue`] does, moving it straight from the rx
+    /// batch's memory (see [`Unload`]).
+    #[inline]
+    pub fn enqueue_front(
+        &mut self,
+        idx: usize,
+        src: &mut Unload<'_>,
+        pool: &mut PacketPool,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
+        if self.ports[idx].txq.is_full() {
+            self.flush_port(idx, pool, stats);
+        }
+        self.start_deadline(idx, now_us);
+        let moved = src.move_to(&mut self.ports[idx].txq);
+        debug_assert!(moved, "a packet to move and room for it");
         stats.output_copies += 1;
     }
 

@@ -585,30 +585,32 @@ impl Pipeline {
             };
         }
         let n = classified.count_ones() as usize;
+        let n_rx = batch.len();
         let first = self.groups.first().and_then(|g| g.fate);
         let one_port = first
             .filter(|f| matches!(f, Fate::Port(_)) && self.groups.iter().all(|g| g.fate == first));
         match one_port {
-            Some(Fate::Port(idx)) if n == batch.len() => {
+            Some(Fate::Port(idx)) if n == n_rx => {
                 out.enqueue_all(idx, batch, pool, stats, now_us);
                 stats.forwarded += n as u64;
             }
             _ => {
-                for (i, p) in batch.drain().enumerate() {
+                let mut unload = batch.unload();
+                for i in 0..n_rx {
                     if classified & (1 << i) == 0 {
                         stats.dropped[self.unclassified_reason(i).index()] += 1;
-                        pool.free(p);
+                        unload.free(pool);
                         continue;
                     }
                     let g = &self.groups[self.group_of[i] as usize];
                     match g.fate.expect("resolved above") {
                         Fate::Port(idx) => {
-                            out.enqueue(idx, p, pool, stats, now_us);
+                            out.enqueue_front(idx, &mut unload, pool, stats, now_us);
                             stats.forwarded += 1;
                         }
                         Fate::Drop(reason) => {
                             stats.dropped[reason.index()] += 1;
-                            pool.free(p);
+                            unload.free(pool);
                         }
                     }
                 }

@@ -28,7 +28,7 @@ pub mod prefetch;
 pub mod rewrite;
 pub mod wire;
 
-pub use batch::{PacketBatch, BATCH_SIZE};
+pub use batch::{PacketBatch, Unload, BATCH_SIZE};
 pub use key::FlowKey;
 pub use meta::PacketMeta;
 pub use pool::{Packet, PacketPool};
