@@ -127,46 +127,43 @@ pub fn run_case(
     } else {
         frames.split_by_flow(pmds)
     };
-    let mut dps = Vec::with_capacity(pmds);
-    for (i, q) in queues.into_iter().enumerate() {
-        let mut dp = Datapath::new(cfg, Arc::clone(&ruleset)).map_err(|e| e.to_string())?;
-        // An even share each; the first PMDs take the remainder; plus the
-        // warm-up, which is not measured.
-        let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
-        let warm = warm_up(share);
-        dp.add_port(
-            1,
-            Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm)),
-        )
-        .map_err(|e| e.to_string())?;
-        dp.add_port(2, Box::new(NullPort::new()))
-            .map_err(|e| e.to_string())?;
-        dps.push((dp, warm));
-    }
     // The clock `sluice run`'s PMD threads use.
     let origin = Instant::now();
     // Every PMD warms up (caches filled, CPU clock up, pages touched), then
     // all start measuring together.
     let ready = std::sync::Barrier::new(pmds);
     let finished: Vec<Result<(Datapath, Instant, Instant), String>> = std::thread::scope(|s| {
-        let threads: Vec<_> = dps
+        let threads: Vec<_> = queues
             .into_iter()
             .enumerate()
-            .map(|(i, (mut dp, warm))| {
+            .map(|(i, q)| {
                 let cpu = cpus[i % cpus.len()];
-                let ready = &ready;
+                let (ready, ruleset) = (&ready, &ruleset);
+                // An even share each; the first PMDs take the remainder;
+                // plus the warm-up, which is not measured.
+                let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
                 s.spawn(move || {
-                    let clock = TscClock::new(origin);
                     // Pinning is best effort here: a benchmark still runs
                     // where affinity cannot be set.
                     let _ = sluice_port::sys::pin_to_cpu(cpu);
+                    // Built on its own thread, as `sluice run` builds its
+                    // PMDs': no two PMDs' hot state share a cache line.
+                    let built = build_pmd(cfg, ruleset, q, share);
+                    let (mut dp, warm) = match built {
+                        Ok(b) => b,
+                        Err(e) => {
+                            // Every thread reaches the barrier, even one
+                            // that failed, so none waits for it forever.
+                            ready.wait();
+                            return Err(e);
+                        }
+                    };
+                    let clock = TscClock::new(origin);
                     while dp.stats().rx_packets < warm && !dp.rx_exhausted() {
                         dp.poll_once_clocked(&clock);
                     }
                     let warmed = dp.finish();
                     dp.clear_stats();
-                    // Every thread reaches the barrier, even one that failed,
-                    // so none waits for it forever.
                     ready.wait();
                     warmed.map_err(|e| e.to_string())?;
                     let start = Instant::now();
@@ -228,6 +225,26 @@ pub fn run_case(
         pkts_per_batch: st.packets_per_batch(),
         megaflows: (mf, masks),
     })
+}
+
+/// One PMD's datapath: the replay queue `q` in on port 1, with `share`
+/// measured packets plus the warm-up (returned), and a null sink on port 2.
+fn build_pmd(
+    cfg: DatapathConfig,
+    ruleset: &Arc<RuleSet>,
+    q: Frames,
+    share: u64,
+) -> Result<(Datapath, u64), String> {
+    let mut dp = Datapath::new(cfg, Arc::clone(ruleset)).map_err(|e| e.to_string())?;
+    let warm = warm_up(share);
+    dp.add_port(
+        1,
+        Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm)),
+    )
+    .map_err(|e| e.to_string())?;
+    dp.add_port(2, Box::new(NullPort::new()))
+        .map_err(|e| e.to_string())?;
+    Ok((dp, warm))
 }
 
 /// The I/O floor: the same replay port and null sink with no datapath in

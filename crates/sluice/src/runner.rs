@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sluice_classifier::action::Action;
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{Datapath, DpStats, PortReport};
+use sluice_datapath::{Datapath, DatapathConfig, DpStats, PortReport, RxQueue};
 use sluice_port::{open_port_queues, Port, PortSpec};
 
 use crate::auto_lb;
@@ -133,23 +133,59 @@ pub fn queue_count(n_rxq: Option<usize>, spec: &PortSpec, n_pmds: usize) -> Resu
     }
 }
 
-/// Gives the queues of port `ofport` to the PMDs as [`deal`] says.
-pub fn deal_queues(
-    dps: &mut [Datapath],
-    ofport: u32,
-    queues: Vec<Box<dyn Port>>,
-) -> Result<(), String> {
-    let dealt = deal(queues, dps.len()).map_err(|e| format!("port {ofport}: {e}"))?;
-    for (qid, (dp, q)) in dps.iter_mut().zip(dealt.own).enumerate() {
-        dp.add_port_queue(ofport, qid as u32, q)
-            .map_err(|e| e.to_string())?;
+/// The ports one PMD's datapath starts with: queues it sends on (and
+/// polls), and further rx queues it polls.
+#[derive(Default)]
+pub struct PmdPorts {
+    /// (OpenFlow port, queue id, queue): queue `i` of every port goes to
+    /// PMD `i`.
+    pub own: Vec<(u32, u32, Box<dyn Port>)>,
+    /// (OpenFlow port, rx queue) beyond one per PMD.
+    pub extra: Vec<(u32, RxQueue)>,
+}
+
+impl PmdPorts {
+    /// A datapath with these ports and the per-port tx-flush-intervals
+    /// of `port_tx_flush_us`.
+    pub fn build(
+        self,
+        cfg: DatapathConfig,
+        rules: Arc<RuleSet>,
+        port_tx_flush_us: &[(u32, u64)],
+    ) -> Result<Datapath, String> {
+        let mut dp = Datapath::new(cfg, rules).map_err(|e| e.to_string())?;
+        for (ofport, qid, q) in self.own {
+            dp.add_port_queue(ofport, qid, q)
+                .map_err(|e| format!("port {ofport}: {e}"))?;
+        }
+        for (ofport, q) in self.extra {
+            dp.add_rxq(ofport, q)
+                .map_err(|(e, _)| format!("port {ofport}: {e}"))?;
+        }
+        for &(n, us) in port_tx_flush_us {
+            dp.set_tx_flush_interval(Some(n), us)
+                .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
+        }
+        Ok(dp)
     }
-    for (pmd, q) in dealt.extra {
-        dps[pmd]
-            .add_rxq(ofport, q)
-            .map_err(|(e, _)| e.to_string())?;
+}
+
+/// Deals every port's queues over `n_pmds` PMDs as [`deal`] says.
+pub fn deal_ports(
+    ports: Vec<(u32, Vec<Box<dyn Port>>)>,
+    n_pmds: usize,
+) -> Result<Vec<PmdPorts>, String> {
+    let mut pmds: Vec<PmdPorts> = (0..n_pmds).map(|_| PmdPorts::default()).collect();
+    for (ofport, queues) in ports {
+        let dealt = deal(queues, n_pmds).map_err(|e| format!("port {ofport}: {e}"))?;
+        for (qid, (pmd, q)) in pmds.iter_mut().zip(dealt.own).enumerate() {
+            pmd.own.push((ofport, qid as u32, q));
+        }
+        for (i, q) in dealt.extra {
+            pmds[i].extra.push((ofport, q));
+        }
     }
-    Ok(())
+    Ok(pmds)
 }
 
 /// Runs one datapath per PMD of `placements` (see [`placements`]) over
@@ -174,20 +210,14 @@ pub fn run_ports(
     }
     let control_rules = rules.clone();
     let rules = Arc::new(rules);
-    let mut dps = Vec::with_capacity(n_pmds);
-    for _ in 0..n_pmds {
-        dps.push(Datapath::new(cfg.datapath, Arc::clone(&rules)).map_err(|e| e.to_string())?);
-    }
-    for (n, queues) in ports {
-        deal_queues(&mut dps, n, queues)?;
-    }
-    for dp in &mut dps {
-        for &(n, us) in &cfg.port_tx_flush_us {
-            dp.set_tx_flush_interval(Some(n), us)
-                .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
-        }
-    }
-    if dps[0].has_endless_input() && opts.duration.is_none() && opts.packets.is_none() {
+    let endless = ports.iter().any(|(_, queues)| {
+        queues.iter().any(|q| {
+            let caps = q.caps();
+            caps.rx && !caps.finite_rx
+        })
+    });
+    let dealt = deal_ports(ports, n_pmds)?;
+    if endless && opts.duration.is_none() && opts.packets.is_none() {
         warnings.push(
             "an input never ends (a loop or a live interface): stop with Ctrl-C, or give --duration or --packets".into(),
         );
@@ -201,11 +231,23 @@ pub fn run_ports(
         busy: AtomicUsize::new(n_pmds),
         ..Shared::default()
     });
-    let pmds: Vec<PmdHandle> = dps
-        .into_iter()
-        .zip(placements)
-        .map(|(dp, &placement)| pmd::spawn(dp, placement, start, opts, Arc::clone(&shared)))
-        .collect();
+    // Each PMD builds its own datapath on its own thread (see pmd::spawn).
+    let mut pmds: Vec<PmdHandle> = Vec::with_capacity(n_pmds);
+    for (ports, &placement) in dealt.into_iter().zip(placements) {
+        let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
+        let flush = cfg.port_tx_flush_us.clone();
+        let build = move || ports.build(dp_cfg, rules, &flush);
+        match pmd::spawn(build, placement, start, opts, Arc::clone(&shared)) {
+            Ok(p) => pmds.push(p),
+            Err(e) => {
+                shared.stop.store(true, Ordering::Relaxed);
+                for p in pmds {
+                    let _ = p.join();
+                }
+                return Err(e);
+            }
+        }
+    }
     let senders = pmds
         .iter()
         .map(|p| (p.placement, p.commands.clone()))
