@@ -238,6 +238,19 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Locks all of this process's memory into RAM, present and future
+/// (`mlockall(MCL_CURRENT | MCL_FUTURE)`, as `ovs-vswitchd --mlockall`):
+/// every page is faulted in when it is mapped, never when the datapath
+/// first writes it, and none is paged out.
+pub fn lock_all_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only and touches no memory of ours.
+    let rc = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The CPUs this process may run on.
 pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: as above; sched_getaffinity fills the set it is given, and

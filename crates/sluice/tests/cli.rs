@@ -298,6 +298,54 @@ fn looping_input_stops_on_packet_count() {
     assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
 }
 
+/// `VmLck` of process `pid` (kB), from /proc.
+fn locked_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmLck:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[test]
+fn mlockall_locks_the_switch_memory_while_it_runs() {
+    let d = tempfile::tempdir().unwrap();
+    write_capture(&d.path().join("in.pcap"), 7);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "run",
+            "--mlockall",
+            "--json",
+            "--duration",
+            "3",
+            "--flows",
+            &d.path().join("r.flows").display().to_string(),
+            "--port",
+            &format!("1=pcap:rx={},loop", d.path().join("in.pcap").display()),
+            "--port",
+            "2=null",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut locked = 0;
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        locked = locked.max(locked_kb(pid).unwrap_or(0));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Locked (root has CAP_IPC_LOCK), or else warned about and run anyway.
+    if stderr(&o).contains("mlockall failed") {
+        assert_eq!(locked, 0);
+    } else {
+        assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+        // At least the megaflow table's reservation and the packet pool.
+        assert!(locked > 50_000, "VmLck {locked} kB");
+    }
+}
+
 #[test]
 fn gen_writes_profiles_and_rule_sets() {
     let d = tempfile::tempdir().unwrap();
