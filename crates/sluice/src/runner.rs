@@ -190,7 +190,7 @@ pub fn deal_ports(
 
 /// Runs one datapath per PMD of `placements` (see [`placements`]) over
 /// already-opened ports (each port given as at least one queue per PMD,
-/// see [`sluice_port::open_port_queues`] and [`deal_queues`]), each on its
+/// see [`sluice_port::open_port_queues`] and [`deal_ports`]), each on its
 /// own thread, with a control socket when `opts.ctl` names one.
 pub fn run_ports(
     cfg: &Config,
