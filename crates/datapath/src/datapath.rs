@@ -475,14 +475,6 @@ impl Datapath {
             .all(|p| p.rx_done && p.extra_rxqs.iter().all(|q| q.rx_done))
     }
 
-    /// Whether some port receives forever (a loop or a live device).
-    pub fn has_endless_input(&self) -> bool {
-        self.out
-            .ports
-            .iter()
-            .any(|p| p.caps.rx && !p.caps.finite_rx)
-    }
-
     /// Polls until every finite input is drained (`now` gives the time),
     /// or until `stop` says so. Then sends everything queued.
     pub fn run(

@@ -83,10 +83,7 @@ impl OutputStage {
         stats: &mut DpStats,
         now_us: u64,
     ) {
-        if self.ports[idx].txq.is_full() {
-            self.flush_port(idx, pool, stats);
-        }
-        self.start_deadline(idx, now_us);
+        self.make_room(idx, pool, stats, now_us);
         let _ = self.ports[idx].txq.push(pkt);
         stats.output_copies += 1;
     }
@@ -103,13 +100,20 @@ impl OutputStage {
         stats: &mut DpStats,
         now_us: u64,
     ) {
+        self.make_room(idx, pool, stats, now_us);
+        let moved = src.move_to(&mut self.ports[idx].txq);
+        debug_assert!(moved, "a packet to move and room for it");
+        stats.output_copies += 1;
+    }
+
+    /// Readies port `idx`'s queue for one more packet at `now_us`: sends
+    /// it first if it is full, and starts its flush time if it is empty.
+    #[inline]
+    fn make_room(&mut self, idx: usize, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
         if self.ports[idx].txq.is_full() {
             self.flush_port(idx, pool, stats);
         }
         self.start_deadline(idx, now_us);
-        let moved = src.move_to(&mut self.ports[idx].txq);
-        debug_assert!(moved, "a packet to move and room for it");
-        stats.output_copies += 1;
     }
 
     /// Sets port `idx`'s flush time when its queue is empty, i.e. before

@@ -218,6 +218,14 @@ pub struct PortCaps {
     pub rx_hash: bool,
 }
 
+impl PortCaps {
+    /// It receives forever (a loop or a live device): a run over it ends
+    /// only on a stop condition.
+    pub fn endless_rx(&self) -> bool {
+        self.rx && !self.finite_rx
+    }
+}
+
 /// An error that stops a port.
 #[derive(Debug)]
 pub struct PortError {

@@ -313,9 +313,10 @@ pub fn spawn(
             Err(e)
         }
         // The thread ended without a word: it panicked; join says so.
-        Err(_) => handle.join().map(|_| ()).and(Err(format!(
-            "{placement}: the datapath thread ended while starting"
-        ))),
+        Err(_) => Err(handle
+            .join()
+            .err()
+            .unwrap_or_else(|| format!("{placement}: the datapath thread ended while starting"))),
     }
 }
 

@@ -210,12 +210,9 @@ pub fn run_ports(
     }
     let control_rules = rules.clone();
     let rules = Arc::new(rules);
-    let endless = ports.iter().any(|(_, queues)| {
-        queues.iter().any(|q| {
-            let caps = q.caps();
-            caps.rx && !caps.finite_rx
-        })
-    });
+    let endless = ports
+        .iter()
+        .any(|(_, queues)| queues.iter().any(|q| q.caps().endless_rx()));
     let dealt = deal_ports(ports, n_pmds)?;
     if endless && opts.duration.is_none() && opts.packets.is_none() {
         warnings.push(
