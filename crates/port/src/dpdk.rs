@@ -6,8 +6,8 @@
 //! The EAL starts once per process, with the first DPDK port (without a PCI
 //! scan when that port is a vdev, so list a NIC first), on the first
 //! CPU the process may run on (so `taskset -c 1 sluice ...` pins it there;
-//! the PMD thread inherits the affinity). With no hugepages reserved it runs
-//! with `--no-huge`. Each port has one rx and one tx queue and its own mbuf
+//! the PMD thread inherits the affinity). With no free hugepages it runs
+//! with `--no-huge` (see [`DpdkMemory`]). Each port has one rx and one tx queue and its own mbuf
 //! pool; frames are copied between mbufs and the packet pool (one copy each
 //! way, the same a pcap vdev does). One `rte_eth_tx_burst` per flushed batch.
 #![allow(unsafe_code)]
@@ -85,24 +85,81 @@ fn first_allowed_cpu() -> usize {
     0
 }
 
+/// How the EAL gets its memory, from `SLUICE_DPDK_MEMORY`: `huge`
+/// (hugepages, which must be reserved), `no-huge` (ordinary pages, fine
+/// for vdevs and tests, not for NICs doing DMA) or `auto` (the default:
+/// hugepages when some are free, else ordinary pages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DpdkMemory {
+    /// Hugepages when the machine has free ones, else ordinary pages.
+    Auto,
+    /// Hugepages (`--in-memory`).
+    Huge,
+    /// Ordinary pages (`--no-huge`).
+    NoHuge,
+}
+
+impl DpdkMemory {
+    /// Parses `auto`, `huge` or `no-huge`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" | "" => Ok(DpdkMemory::Auto),
+            "huge" => Ok(DpdkMemory::Huge),
+            "no-huge" => Ok(DpdkMemory::NoHuge),
+            _ => Err(format!(
+                "SLUICE_DPDK_MEMORY={s}: expected 'auto', 'huge' or 'no-huge'"
+            )),
+        }
+    }
+}
+
+/// Free hugepages of the default size (`HugePages_Free` in /proc/meminfo).
+fn free_hugepages() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("HugePages_Free:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The EAL's memory arguments. DPDK turns `--no-huge` into legacy memory,
+/// which it refuses together with `--in-memory`; `--no-shconf` is the part
+/// of `--in-memory` that still applies without hugepages (no files shared
+/// with other DPDK processes).
+fn memory_args(mode: DpdkMemory, free_huge: u64) -> Vec<String> {
+    let huge = match mode {
+        DpdkMemory::Auto => free_huge > 0,
+        DpdkMemory::Huge => true,
+        DpdkMemory::NoHuge => false,
+    };
+    if huge {
+        vec!["--in-memory".into()]
+    } else {
+        ["--no-huge", "--no-shconf", "-m", "512"]
+            .map(String::from)
+            .to_vec()
+    }
+}
+
 fn eal_init(first_devargs: &str) -> Result<(), String> {
     EAL.get_or_init(|| {
-        let huge = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+        let mode = DpdkMemory::parse(
+            std::env::var("SLUICE_DPDK_MEMORY")
+                .unwrap_or_default()
+                .as_str(),
+        )?;
         let mut args = vec![
             "sluice".to_string(),
             "-l".into(),
             first_allowed_cpu().to_string(),
-            "--in-memory".into(),
             "--no-telemetry".into(),
             "--log-level=*:error".into(),
             format!("--file-prefix=sluice{}", std::process::id()),
         ];
-        if huge == 0 {
-            args.extend(["--no-huge".into(), "-m".into(), "512".into()]);
-        }
+        args.extend(memory_args(mode, free_hugepages()));
         // A vdev first (net_pcap0, net_null0, ...): no PCI scan, whose
         // failures on virtual machines are only noise. A PCI address first:
         // scan, so it can be probed.
@@ -121,7 +178,7 @@ fn eal_init(first_devargs: &str) -> Result<(), String> {
         std::mem::forget(cargs);
         if rc < 0 {
             return Err(format!(
-                "DPDK EAL initialisation failed ({rc}) with {args:?}: hugepages or permissions?"
+                "DPDK EAL initialisation failed ({rc}) with {args:?}: with hugepages, are enough reserved and free? (SLUICE_DPDK_MEMORY=no-huge runs without them)"
             ));
         }
         Ok(())
@@ -374,6 +431,81 @@ mod tests {
             infinite_pcap_frames("net_pcap0,rx_pcap=/no/such,infinite_rx=1"),
             Some(65536)
         );
+    }
+
+    #[test]
+    fn memory_arguments_never_mix_no_huge_with_in_memory() {
+        let no_huge = memory_args(DpdkMemory::NoHuge, 100);
+        assert!(no_huge.contains(&"--no-huge".to_string()));
+        assert!(!no_huge.contains(&"--in-memory".to_string()));
+        assert_eq!(memory_args(DpdkMemory::Auto, 0), no_huge);
+        assert_eq!(memory_args(DpdkMemory::Auto, 1), vec!["--in-memory"]);
+        assert_eq!(memory_args(DpdkMemory::Huge, 0), vec!["--in-memory"]);
+        assert_eq!(DpdkMemory::parse("no-huge"), Ok(DpdkMemory::NoHuge));
+        assert!(DpdkMemory::parse("sometimes")
+            .unwrap_err()
+            .contains("no-huge"));
+    }
+
+    /// Runs the vdev test below in a child process (the EAL starts once
+    /// per process) with `SLUICE_DPDK_MEMORY=mode`.
+    fn vdev_test_in_child(mode: &str) -> std::process::Output {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "dpdk::tests::frames_flow_from_a_pcap_vdev_to_a_null_vdev_with_one_burst_per_batch",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("SLUICE_DPDK_MEMORY", mode)
+            .output()
+            .unwrap()
+    }
+
+    fn assert_ran_and_passed(mode: &str, out: &std::process::Output) {
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "SLUICE_DPDK_MEMORY={mode}:\n{text}"
+        );
+    }
+
+    /// Puts `/proc/sys/vm/nr_hugepages` back as it was.
+    struct RestoreHugepages(String);
+
+    impl Drop for RestoreHugepages {
+        fn drop(&mut self) {
+            let _ = std::fs::write("/proc/sys/vm/nr_hugepages", &self.0);
+        }
+    }
+
+    #[test]
+    fn the_port_runs_without_hugepages_whatever_the_machine_has() {
+        let out = vdev_test_in_child("no-huge");
+        assert_ran_and_passed("no-huge", &out);
+    }
+
+    /// With hugepages: reserves 256 of them for the test when the machine
+    /// has fewer free (root only), and gives them back after.
+    #[test]
+    fn the_port_runs_on_hugepages_reserved_for_the_test() {
+        let before = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
+        let _restore = RestoreHugepages(before.clone());
+        if free_hugepages() < 256 {
+            let want = before.trim().parse::<u64>().unwrap_or(0) + 256;
+            if std::fs::write("/proc/sys/vm/nr_hugepages", want.to_string()).is_err()
+                || free_hugepages() < 256
+            {
+                eprintln!("skipped: cannot reserve 256 hugepages (needs root and free memory)");
+                return;
+            }
+        }
+        let out = vdev_test_in_child("huge");
+        assert_ran_and_passed("huge", &out);
     }
 
     #[test]
