@@ -6,6 +6,8 @@
 //!   into pool frames and gives each block back once it is read. VLAN tags the
 //!   kernel took out of the frame (offload) are put back; the kernel's flow
 //!   hash becomes the packet hash; frames the switch sent itself are skipped.
+//!   The socket takes no frame until it is bound to its interface and in its
+//!   fanout group (protocol 0 at creation, a drop-all filter until set up).
 //! - **tx**: a TPACKET_V3 tx ring. A flushed batch is written into ring slots
 //!   and the kernel is kicked once (`send` with no data), as seed 003 asks;
 //!   a slot the kernel has finished reads `AVAILABLE` again, which is the
@@ -52,6 +54,30 @@ const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
 const TP_FT_REQ_FILL_RXHASH: u32 = 1;
+
+/// A classic BPF program of one instruction, `ret #0`: drop every frame.
+struct DropAll([libc::sock_filter; 1]);
+
+static DROP_ALL: DropAll = DropAll([libc::sock_filter {
+    code: 0x06, // BPF_RET | BPF_K
+    jt: 0,
+    jf: 0,
+    k: 0,
+}]);
+
+impl DropAll {
+    fn prog(&'static self) -> libc::sock_fprog {
+        libc::sock_fprog {
+            len: 1,
+            // The kernel copies the program in SO_ATTACH_FILTER and never
+            // writes through this pointer.
+            filter: self.0.as_ptr().cast_mut(),
+        }
+    }
+}
+
+// SAFETY: the program is immutable plain data.
+unsafe impl Sync for DropAll {}
 
 /// rx ring: 64 blocks of 64 KiB (4 MiB, ~2700 full-size frames).
 const RX_BLOCK_SIZE: usize = 1 << 16;
@@ -174,23 +200,37 @@ impl AfPacketPort {
             message: m,
         };
         let ifindex = sys::if_index(ifname).map_err(err)?;
-        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, ETH_P_ALL.to_be() as i32).map_err(
-            |e| {
-                err(format!(
-                    "cannot open a packet socket: {e}{}",
-                    if e.raw_os_error() == Some(libc::EPERM) {
-                        " (AF_PACKET needs root or CAP_NET_RAW)"
-                    } else {
-                        ""
-                    }
-                ))
-            },
-        )?;
+        // Protocol 0: the socket takes no frame until bind() names both the
+        // protocol and this interface. Created with ETH_P_ALL it would take
+        // every frame of every interface of the namespace from here to
+        // bind(), into the ring set up below, and the switch would forward
+        // them once it starts (other hosts' traffic, or what it sends itself
+        // on another port).
+        let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(|e| {
+            err(format!(
+                "cannot open a packet socket: {e}{}",
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    " (AF_PACKET needs root or CAP_NET_RAW)"
+                } else {
+                    ""
+                }
+            ))
+        })?;
         let opt = |what: &str, e: io::Error| err(format!("{what}: {e}"));
         sys::setsockopt(&fd, SOL_PACKET, PACKET_VERSION, &TPACKET_V3)
             .map_err(|e| opt("TPACKET_V3", e))?;
         // Older kernels lack it; frames we sent are also skipped by type.
         let _ = sys::setsockopt(&fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &1i32);
+        // Until the socket is bound and in its fanout group, it drops every
+        // frame: between bind() and the group join it would otherwise take
+        // its own copy of frames the group also delivers (duplicates).
+        sys::setsockopt(
+            &fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &DROP_ALL.prog(),
+        )
+        .map_err(|e| opt("closing the socket until it is set up", e))?;
         let rx_req = TpacketReq3 {
             block_size: RX_BLOCK_SIZE as u32,
             block_nr: RX_BLOCKS as u32,
@@ -258,6 +298,10 @@ impl AfPacketPort {
                 );
             }
         }
+        // Set up: from now on the port receives what its interface (or its
+        // share of the fanout group) receives, and nothing before.
+        sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &0i32)
+            .map_err(|e| opt("opening the socket", e))?;
         sys::set_if_up(ifname).map_err(|e| opt("bringing the interface up", e))?;
         Ok(AfPacketPort {
             name: name.to_string(),

@@ -408,6 +408,112 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
     assert_balanced(far);
 }
 
+/// Keeps every CPU busy until dropped.
+struct BusyCpus {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyCpus {
+    fn start(n: usize) -> BusyCpus {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let threads = (0..n)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+            })
+            .collect();
+        BusyCpus { stop, threads }
+    }
+}
+
+impl Drop for BusyCpus {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A switch starting up receives only what its own interfaces receive:
+/// never a frame of another interface of its namespace, never one it sent
+/// itself. Two PMDs share each port through a fanout group (the start-up
+/// with the most steps: socket, rings, bind, group join), both CPUs are
+/// busy, host a floods port 1 all along, and a foreign host floods an
+/// interface beside the switch's. Host b never sends, so port 2 must
+/// receive nothing; the rule takes only host a's frames, so a foreign frame
+/// would be a table miss.
+#[test]
+fn afpacket_start_up_takes_no_foreign_or_own_frames() {
+    require_root_and(&["ip", "ethtool"]);
+    let cpus = sluice_port::sys::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        eprintln!("skipped: needs 2 CPUs, this process may use {cpus:?}");
+        return;
+    }
+    let cores = format!("{},{}", cpus[0], cpus[1]);
+    let a = Host::new("sa", None);
+    let b = Host::new("sb", None);
+    let c = Host::new("sc", None);
+    sh(&format!("ip link set {} up", c.root_if));
+    let dir = tempfile::tempdir().unwrap();
+    let flood = |host: &Host, net: u8| {
+        let frames: Vec<Vec<u8>> = (0..256u16)
+            .map(|i| {
+                Frame::ipv4([10, net, 0, 1], [10, net, 0, 2], L4::Udp { src: i, dst: 9 }).build()
+            })
+            .collect();
+        let pcap = dir.path().join(format!("flood{net}.pcap"));
+        std::fs::write(&pcap, sluice_port::pcap::write_all(&frames)).unwrap();
+        Sluice::start(
+            Some(&host.ns),
+            "in_port=1,actions=output:2\n",
+            &[
+                &format!("1=pcap:rx={},loop", pcap.display()),
+                "2=afpacket:eth0",
+            ],
+        )
+    };
+    let from_a = flood(&a, 81);
+    let foreign = flood(&c, 82);
+    let _busy = BusyCpus::start(cpus.len());
+    let mut received = 0;
+    for round in 0..8 {
+        let middle = Sluice::start_with(
+            None,
+            "priority=100,ip,nw_src=10.81.0.1,actions=output:2\n",
+            &[
+                &format!("1=afpacket:{}", a.root_if),
+                &format!("2=afpacket:{}", b.root_if),
+            ],
+            &["--pmd-cores", &cores, "--n-rxq", "4"],
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let r = middle.stop();
+        let (p1, p2) = (port(&r, 1), port(&r, 2));
+        assert_eq!(
+            (p2["rx_packets"].as_u64(), drops(p2, "rx_dropped")),
+            (Some(0), 0),
+            "round {round}: port 2's far side never sends: {r}"
+        );
+        assert_eq!(
+            r["datapath"]["dropped"]["table miss"].as_u64(),
+            Some(0),
+            "round {round}: a frame that is not host a's: {r}"
+        );
+        received += p1["rx_packets"].as_u64().unwrap();
+        assert_balanced(&r);
+    }
+    drop(foreign);
+    drop(from_a);
+    assert!(received > 0, "host a's flood reached the switch");
+}
+
 #[test]
 fn tap_port_carries_ping_to_a_namespace() {
     require_root_and(&["ip", "ping", "ethtool"]);
