@@ -758,6 +758,77 @@ fn pmd_auto_lb_moves_a_queue_off_an_overloaded_pmd_once() {
     }
 }
 
+/// Idle or half-sent control connections never hold up another client:
+/// 200 clients connect and send nothing, one sends half a request, one a
+/// line far too long; `sluice ctl pmd-stats` still answers at once.
+#[test]
+fn idle_control_clients_do_not_block_others() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 50);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &sock,
+        &[
+            "--duration",
+            "8",
+            "--flows",
+            &p("r.flows"),
+            "--port",
+            &input,
+            "--port",
+            "2=null",
+        ],
+    );
+    // The socket file appears before the server thread accepts: wait for
+    // a first answer.
+    let t0 = std::time::Instant::now();
+    while !run.ctl(&["pmd-stats"]).status.success() {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "no answer on the control socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut idle: Vec<UnixStream> = (0..200)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let mut half = UnixStream::connect(&sock).unwrap();
+    half.write_all(b"{\"cmd\": \"pmd-st").unwrap();
+    idle.push(half);
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let o = run.ctl(&["pmd-stats"]);
+        let took = t.elapsed();
+        assert!(
+            o.status.success() && stdout(&o).contains("packets received"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            took < std::time::Duration::from_millis(900),
+            "pmd-stats took {took:?}"
+        );
+    }
+    // A request beyond the size limit is refused with a reason.
+    let mut long = UnixStream::connect(&sock).unwrap();
+    let junk = vec![b'x'; (1 << 20) + (64 << 10) + 1];
+    let _ = long.write_all(&junk);
+    let mut answer = String::new();
+    long.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = long.read_to_string(&mut answer);
+    assert!(answer.contains("longer than"), "{answer}");
+    drop(idle);
+    let o = run.ctl(&["pmd-stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    run.finish();
+}
+
 /// A `sluice run --json --ctl SOCK ARGS` in the background.
 struct RunningSwitch {
     child: std::process::Child,
