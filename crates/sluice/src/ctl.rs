@@ -621,7 +621,7 @@ fn reply(w: &mut UnixStream, resp: Response) -> std::io::Result<()> {
 /// slow to arrive.
 fn read_request(
     stream: &mut UnixStream,
-    buf: &mut Vec<u8>,
+    buf: &mut [u8],
     pending: &mut Vec<u8>,
 ) -> Result<Option<Vec<u8>>, String> {
     let mut started: Option<Instant> = (!pending.is_empty()).then(Instant::now);
