@@ -53,7 +53,7 @@ pub enum Prereq {
     IcmpAny,
     /// `icmp6`.
     Icmp6,
-    /// `icmp6` with `icmp_type` 135 or 136 and `icmp_code=0`.
+    /// `icmp6` with `icmp_type` 135 or 136 (and `icmp_code` 0 or unmatched).
     Nd,
     /// A VLAN tag (for set_field on VLAN fields).
     Vlan,
@@ -103,12 +103,14 @@ impl Prereq {
                     || (dl(ethertype::IPV6) && pr(proto::ICMPV6))
             }
             Prereq::Icmp6 => dl(ethertype::IPV6) && pr(proto::ICMPV6),
+            // As OVS's is_nd: the code need not be matched, only not be
+            // matched to anything but 0 (an ND message with another code
+            // keys no ND fields, so the rule cannot match it anyway).
             Prereq::Nd => {
                 Prereq::Icmp6.holds(v, m)
                     && m.tp_src & 0xff == 0xff
                     && (v.tp_src & 0xff == 135 || v.tp_src & 0xff == 136)
-                    && m.tp_dst & 0xff == 0xff
-                    && v.tp_dst & 0xff == 0
+                    && v.tp_dst & m.tp_dst & 0xff == 0
             }
             Prereq::Vlan => m.vlan_tci[0] & tci::PRESENT != 0 && v.vlan_tci[0] & tci::PRESENT != 0,
         }

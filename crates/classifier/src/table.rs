@@ -129,6 +129,7 @@ pub struct RuleSet {
     tables: Vec<Vec<Arc<Rule>>>,
     version: u64,
     next_id: RuleId,
+    frag_handling: crate::FragHandling,
 }
 
 impl RuleSet {
@@ -138,7 +139,19 @@ impl RuleSet {
             tables: Vec::new(),
             version: 1,
             next_id: 1,
+            frag_handling: crate::FragHandling::Normal,
         }
+    }
+
+    /// How the tables see IP fragments.
+    pub fn frag_handling(&self) -> crate::FragHandling {
+        self.frag_handling
+    }
+
+    /// Changes how the tables see IP fragments (a new version).
+    pub fn set_frag_handling(&mut self, mode: crate::FragHandling) {
+        self.frag_handling = mode;
+        self.version += 1;
     }
 
     /// A set holding `specs`, added in order (a later identical rule
@@ -284,6 +297,7 @@ impl RuleSet {
             tables: Vec::new(),
             version: self.version + 1,
             next_id: self.next_id,
+            frag_handling: self.frag_handling,
         };
         let (mut kept, mut added) = (0, 0);
         for s in specs {

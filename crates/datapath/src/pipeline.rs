@@ -23,7 +23,7 @@ use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateDrop, XlateEnv};
 use sluice_packet::batch::set_bits;
-use sluice_packet::extract::{extract_with_shape, KeyShape};
+use sluice_packet::extract::{extract_with_shape, KeyShape, DEFAULT_VLAN_LIMIT};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
@@ -209,7 +209,7 @@ impl Pipeline {
             bytes += pkt.len() as u64;
             let (data, meta) = pkt.data_and_meta_mut();
             let key = &mut self.keys[i];
-            match extract_with_shape(data, meta.in_port, meta, key) {
+            match extract_with_shape(data, meta.in_port, DEFAULT_VLAN_LIMIT, meta, key) {
                 Ok(KeyShape::Short) => {
                     todo |= 1 << i;
                     short |= 1 << i;

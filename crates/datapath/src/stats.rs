@@ -35,6 +35,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::ControllerQueueFull,
     DropReason::NoBuffer,
     DropReason::UpcallBudget,
+    DropReason::Xlate(XlateDrop::Fragment),
 ];
 
 impl DropReason {
@@ -65,12 +66,13 @@ impl DropReason {
             DropReason::ControllerQueueFull => 10,
             DropReason::NoBuffer => 11,
             DropReason::UpcallBudget => 12,
+            DropReason::Xlate(XlateDrop::Fragment) => 13,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 13;
+pub const N_DROP_REASONS: usize = 14;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -408,6 +408,7 @@ fn check(
             depth: 0,
             resubmits: 0,
             error: false,
+            vlans: None,
         };
         r.table(0);
         for h in r.hits {

@@ -17,8 +17,23 @@ use crate::wire::ipv6::{walk_ext_headers, Ipv6Packet, IPV6_HEADER_LEN};
 use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
 use crate::wire::{be16, be32};
 
-/// Most VLAN tags keyed (802.1ad outer + 802.1Q inner), as OVS.
+/// Most VLAN tags a key holds (802.1ad outer + 802.1Q inner), as OVS.
 pub const MAX_VLANS: usize = 2;
+
+/// How many VLAN tags extraction parses by default: one, as Open vSwitch's
+/// `other_config:vlan-limit` (a second tag is then the EtherType, and the
+/// frame has no L3 fields). See [`vlan_limit`].
+pub const DEFAULT_VLAN_LIMIT: usize = 1;
+
+/// The number of tags to parse for a `vlan-limit` setting: 0 means as many
+/// as a key holds ([`MAX_VLANS`]), anything above that is [`MAX_VLANS`].
+pub fn vlan_limit(setting: usize) -> usize {
+    if setting == 0 {
+        MAX_VLANS
+    } else {
+        setting.min(MAX_VLANS)
+    }
+}
 
 /// dl_type of an 802.3 frame without an LLC/SNAP EtherType (OVS's
 /// `FLOW_DL_TYPE_NONE`).
@@ -42,7 +57,8 @@ pub enum KeyShape {
 }
 
 /// Extracts the key of `data` received on `in_port` into `key`, and the
-/// layer offsets into `meta`. Never reads outside `data`.
+/// layer offsets into `meta`, parsing at most [`DEFAULT_VLAN_LIMIT`] VLAN
+/// tags. Never reads outside `data`.
 #[inline]
 pub fn extract(
     data: &[u8],
@@ -50,22 +66,24 @@ pub fn extract(
     meta: &mut PacketMeta,
     key: &mut FlowKey,
 ) -> Result<(), ExtractError> {
-    extract_with_shape(data, in_port, meta, key).map(|_| ())
+    extract_with_shape(data, in_port, DEFAULT_VLAN_LIMIT, meta, key).map(|_| ())
 }
 
-/// [`extract`], also telling what it knows of the key's shape (the
-/// datapath then hashes and compares short keys on their first words).
+/// [`extract`] with `vlans` tags at most (from [`vlan_limit`]), also telling
+/// what it knows of the key's shape (the datapath then hashes and compares
+/// short keys on their first words).
 #[inline]
 pub fn extract_with_shape(
     data: &[u8],
     in_port: u32,
+    vlans: usize,
     meta: &mut PacketMeta,
     key: &mut FlowKey,
 ) -> Result<KeyShape, ExtractError> {
     if extract_ipv4_l4_fast(data, in_port, meta, key) {
         return Ok(KeyShape::Short);
     }
-    extract_any(data, in_port, meta, key).map(|()| KeyShape::Unknown)
+    extract_any(data, in_port, vlans, meta, key).map(|()| KeyShape::Unknown)
 }
 
 /// The common case in one pass of fixed-offset reads: untagged Ethernet,
@@ -93,7 +111,13 @@ fn extract_ipv4_l4_fast(
     let proto = d[L3 + 9];
     let (tp_src, tp_dst, tcp_flags) = match proto {
         proto::UDP if tot >= 20 + 8 && L3 + tot <= data.len() => (be16(d, L4), be16(d, L4 + 2), 0),
-        proto::TCP if tot >= 20 + 20 && L3 + tot <= data.len() => {
+        // The whole TCP header, options included, inside the IP payload
+        // (as OVS: a data offset below 5 or beyond the payload keys no L4).
+        proto::TCP
+            if tot >= 20 + 20
+                && L3 + tot <= data.len()
+                && (5..=(tot - 20) / 4).contains(&(data[L4 + 12] as usize >> 4)) =>
+        {
             (be16(d, L4), be16(d, L4 + 2), be16(data, L4 + 12) & 0x0fff)
         }
         _ => return false,
@@ -143,6 +167,7 @@ fn extract_ipv4_l4_fast(
 fn extract_any(
     data: &[u8],
     in_port: u32,
+    vlans: usize,
     meta: &mut PacketMeta,
     key: &mut FlowKey,
 ) -> Result<(), ExtractError> {
@@ -165,7 +190,7 @@ fn extract_any(
     // VLAN tags: each needs its 4 bytes plus the next EtherType.
     let mut off = 12;
     let mut n = 0;
-    while n < MAX_VLANS && is_vlan_tpid(be16(data, off)) && data.len() >= off + 6 {
+    while n < vlans.min(MAX_VLANS) && is_vlan_tpid(be16(data, off)) && data.len() >= off + 6 {
         key.vlan_tpid[n] = be16(data, off);
         key.vlan_tci[n] = be16(data, off + 2) | tci::PRESENT;
         off += 4;
@@ -246,11 +271,12 @@ fn extract_ipv6(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowK
     };
     key.ipv6_src = ip.src();
     key.ipv6_dst = ip.dst();
-    key.ipv6_label = ip.flow_label();
     let payload = ip.payload();
+    // A broken extension header chain keys the addresses only (as OVS).
     let Ok(walk) = walk_ext_headers(payload, ip.next_header()) else {
         return;
     };
+    key.ipv6_label = ip.flow_label();
     key.nw_tos = ip.traffic_class();
     key.nw_ttl = ip.hop_limit();
     key.nw_proto = walk.proto;
@@ -269,7 +295,7 @@ fn extract_ipv6(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowK
 fn extract_l4(l4: &[u8], nw_proto: u8, ipv6: bool, key: &mut FlowKey) {
     match nw_proto {
         proto::TCP => {
-            if let Ok(t) = TcpHeader::new_checked(l4) {
+            if let Ok(t) = TcpHeader::new_checked(l4).and_then(|t| t.check_len(l4.len())) {
                 key.tp_src = t.src_port();
                 key.tp_dst = t.dst_port();
                 key.tcp_flags = t.flags();
@@ -321,6 +347,103 @@ mod tests {
         (k, m)
     }
 
+    fn key_with_vlans(bytes: &[u8], vlans: usize) -> (FlowKey, PacketMeta) {
+        let mut k = FlowKey::default();
+        let mut m = PacketMeta::default();
+        extract_with_shape(bytes, 7, vlans, &mut m, &mut k).unwrap();
+        (k, m)
+    }
+
+    /// Open vSwitch's vlan-limit 1 (its default): the second tag is the
+    /// EtherType and the frame has no L3 or L4 fields.
+    #[test]
+    fn one_vlan_by_default() {
+        let f = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 })
+            .vlan(0x88a8, 0x2064)
+            .vlan(0x8100, 0x000a)
+            .build();
+        let (k, m) = key_of(&f);
+        assert_eq!(
+            (k.vlan_tpid, k.vlan_tci),
+            ([0x88a8, 0], [0x2064 | tci::PRESENT, 0])
+        );
+        assert_eq!(k.dl_type, 0x8100);
+        assert_eq!((k.nw_src, k.nw_proto, k.tp_src), (0, 0, 0));
+        assert_eq!((m.l3(), m.l4(), m.n_vlans), (None, None, 1));
+        assert_eq!(vlan_limit(0), 2);
+        assert_eq!(vlan_limit(1), 1);
+        assert_eq!(vlan_limit(7), 2);
+    }
+
+    /// TCP data offset below 5, or a header longer than the IP payload: no
+    /// L4 fields (the frame from the OVS comparison: offset 4).
+    #[test]
+    fn tcp_with_a_bad_data_offset_keys_no_ports() {
+        let hex = "02000000a000ffffffffffff080045010033d5f8400020066cc80a0102010a0102011f9003ffaf0e5a850d53ecdf40112932334800007198bafe015ce70100000f";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let (k, _) = key_of(&bytes);
+        assert_eq!((k.nw_proto, k.nw_src), (6, 0x0a01_0201));
+        assert_eq!((k.tp_src, k.tp_dst, k.tcp_flags), (0, 0, 0));
+        let mut long = Frame::ipv4(
+            [1, 1, 1, 1],
+            [2, 2, 2, 2],
+            L4::Tcp {
+                src: 5,
+                dst: 6,
+                flags: 2,
+            },
+        )
+        .build();
+        long[14 + 20 + 12] = 6 << 4; // 24 bytes of header in 20
+        assert_eq!(key_of(&long).0.tp_src, 0);
+        long[14 + 20 + 12] = 5 << 4;
+        assert_eq!(key_of(&long).0.tp_src, 5);
+    }
+
+    /// IPv6 fragments as OVS keys them: a later fragment's protocol is the
+    /// fragment header (44); an atomic fragment (offset 0, M clear) is no
+    /// fragment.
+    #[test]
+    fn ipv6_fragments_as_ovs() {
+        let f = Frame::ipv6(
+            [1; 16],
+            [2; 16],
+            L4::Tcp {
+                src: 5,
+                dst: 6,
+                flags: 2,
+            },
+        )
+        .build();
+        // Insert a fragment header after the IPv6 header.
+        let with_frag = |offlg: u16| {
+            let mut b = f.clone();
+            let l3 = 14;
+            let plen = u16::from_be_bytes([b[l3 + 4], b[l3 + 5]]) + 8;
+            b[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
+            let next = b[l3 + 6];
+            b[l3 + 6] = 44;
+            let mut hdr = vec![next, 0];
+            hdr.extend_from_slice(&offlg.to_be_bytes());
+            hdr.extend_from_slice(&[0, 0, 0, 1]);
+            b.splice(l3 + 40..l3 + 40, hdr);
+            b
+        };
+        let (k, m) = key_of(&with_frag(1 << 3));
+        assert_eq!(
+            (k.nw_proto, k.nw_frag, k.tp_src),
+            (44, FRAG_ANY | FRAG_LATER, 0)
+        );
+        assert_eq!(m.l4(), None);
+        let (k, _) = key_of(&with_frag(0));
+        assert_eq!((k.nw_proto, k.nw_frag, k.tp_src), (6, 0, 5), "atomic");
+        let (k, _) = key_of(&with_frag(1));
+        assert_eq!((k.nw_proto, k.nw_frag, k.tp_src), (6, FRAG_ANY, 5), "first");
+    }
+
     #[test]
     fn tcp_over_ipv4_with_two_vlans() {
         let f = Frame::ipv4(
@@ -336,7 +459,7 @@ mod tests {
         .vlan(0x8100, 0x000a)
         .tos(0xb9)
         .ttl(9);
-        let (k, m) = key_of(&f.build());
+        let (k, m) = key_with_vlans(&f.build(), vlan_limit(2));
         assert_eq!(k.in_port, 7);
         assert_eq!(k.vlan_tpid, [0x88a8, 0x8100]);
         assert_eq!(k.vlan_tci, [0x2064 | tci::PRESENT, 0x000a | tci::PRESENT]);
@@ -474,8 +597,8 @@ mod tests {
             bytes.truncate(cut.max(14));
             let (mut m1, mut m2) = (PacketMeta::default(), PacketMeta::default());
             let (mut k1, mut k2) = (FlowKey::default(), FlowKey::default());
-            let r1 = extract_with_shape(&bytes, port, &mut m1, &mut k1);
-            let r2 = extract_any(&bytes, port, &mut m2, &mut k2);
+            let r1 = extract_with_shape(&bytes, port, 2, &mut m1, &mut k1);
+            let r2 = extract_any(&bytes, port, 2, &mut m2, &mut k2);
             prop_assert_eq!(r1.map(|_| ()), r2);
             prop_assert!(k1 == k2, "keys differ for {:02x?}", bytes);
             prop_assert_eq!(m1, m2);

@@ -75,6 +75,12 @@ fn fix_l4_pseudo(pkt: &mut Packet, fix: impl Fn(u16) -> u16) {
                 t.set_checksum(c);
             }
         }
+        // OVS updates the ICMPv6 checksum whenever its 4-byte header is
+        // there, even in a message too short to key.
+        proto::ICMPV6 if is_v6 && l4.len() >= 4 && l4.len() < 8 => {
+            let c = fix(be16(l4, 2));
+            l4[2..4].copy_from_slice(&c.to_be_bytes());
+        }
         proto::UDP => {
             if let Ok(mut u) = UdpHeader::new_checked(l4) {
                 if u.checksum() != 0 {
@@ -168,15 +174,19 @@ pub enum PortField {
     Dst,
 }
 
-/// Sets a TCP, UDP or SCTP port, keeping the checksum valid.
+/// Sets a TCP, UDP or SCTP port, updating the checksum as Open vSwitch
+/// does (incrementally, only when the port changes; SCTP's CRC keeps any
+/// error it had). A TCP header whose data offset is below 5 or beyond the
+/// segment is left alone, as OVS leaves it.
 pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
     let p = pkt.meta.l4_proto;
     let Some(l4) = l4_bytes(pkt) else {
         return false;
     };
+    let len = l4.len();
     match p {
         proto::TCP => {
-            let Ok(mut t) = TcpHeader::new_checked(l4) else {
+            let Ok(mut t) = TcpHeader::new_checked(l4).and_then(|t| t.check_len(len)) else {
                 return false;
             };
             let old = if which == PortField::Src {
@@ -184,12 +194,14 @@ pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
             } else {
                 t.dst_port()
             };
-            let c = update16(t.checksum(), old, port);
-            t.set_checksum(c);
-            if which == PortField::Src {
-                t.set_src_port_raw(port);
-            } else {
-                t.set_dst_port_raw(port);
+            if old != port {
+                let c = update16(t.checksum(), old, port);
+                t.set_checksum(c);
+                if which == PortField::Src {
+                    t.set_src_port_raw(port);
+                } else {
+                    t.set_dst_port_raw(port);
+                }
             }
             true
         }
@@ -202,14 +214,16 @@ pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
             } else {
                 u.dst_port()
             };
-            if u.checksum() != 0 {
-                let c = update16(u.checksum(), old, port);
-                u.set_checksum(if c == 0 { 0xffff } else { c });
-            }
-            if which == PortField::Src {
-                u.set_src_port_raw(port);
-            } else {
-                u.set_dst_port_raw(port);
+            if old != port {
+                if u.checksum() != 0 {
+                    let c = update16(u.checksum(), old, port);
+                    u.set_checksum(if c == 0 { 0xffff } else { c });
+                }
+                if which == PortField::Src {
+                    u.set_src_port_raw(port);
+                } else {
+                    u.set_dst_port_raw(port);
+                }
             }
             true
         }
@@ -217,12 +231,13 @@ pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
             let Ok(mut s) = SctpHeader::new_checked(l4) else {
                 return false;
             };
-            if which == PortField::Src {
-                s.set_src_port_raw(port);
-            } else {
-                s.set_dst_port_raw(port);
-            }
-            s.fill_checksum();
+            s.update_checksum_around(|s| {
+                if which == PortField::Src {
+                    s.set_src_port_raw(port);
+                } else {
+                    s.set_dst_port_raw(port);
+                }
+            });
             true
         }
         _ => false,
@@ -249,8 +264,10 @@ pub fn set_icmp(pkt: &mut Packet, which: PortField, v: u8) -> bool {
         i.set_code_raw(v);
     }
     let new = u16::from_be_bytes([i.msg_type(), i.code()]);
-    let c = update16(i.checksum(), old, new);
-    i.set_checksum(c);
+    if new != old {
+        let c = update16(i.checksum(), old, new);
+        i.set_checksum(c);
+    }
     true
 }
 
@@ -493,6 +510,74 @@ mod tests {
         p.meta = m;
         assert!(!set_tp_port(&mut p, PortField::Dst, 9));
         assert!(set_ipv4_src(&mut p, 5), "the IP header itself is whole");
+        pool.free(p);
+    }
+
+    /// As Open vSwitch: an SCTP CRC that was wrong stays wrong by the same
+    /// error after a port rewrite; a right one stays right.
+    #[test]
+    fn sctp_port_rewrite_keeps_a_bad_crc_bad() {
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Sctp { src: 5, dst: 6 });
+        let mut good = parsed(&mut pool, &f);
+        assert!(set_tp_port(&mut good, PortField::Dst, 99));
+        let l4 = good.meta.l4().unwrap();
+        let crc_good: [u8; 4] = good.data()[l4 + 8..l4 + 12].try_into().unwrap();
+        let end = 14 + u16::from_be_bytes([good.data()[16], good.data()[17]]) as usize;
+        assert!(SctpHeader::new_checked(&mut good.data_mut()[l4..end])
+            .unwrap()
+            .verify_checksum());
+        let mut bad = parsed(&mut pool, &f);
+        bad.data_mut()[l4 + 8] ^= 0x5a;
+        assert!(set_tp_port(&mut bad, PortField::Dst, 99));
+        let crc_bad: [u8; 4] = bad.data()[l4 + 8..l4 + 12].try_into().unwrap();
+        assert_eq!(crc_bad[0] ^ crc_good[0], 0x5a);
+        assert_eq!(crc_bad[1..], crc_good[1..]);
+        pool.free(good);
+        pool.free(bad);
+    }
+
+    /// As Open vSwitch: a TCP header with a data offset below 5 keeps its
+    /// ports; an ICMPv6 message of 6 bytes still has its checksum updated
+    /// for an address rewrite.
+    #[test]
+    fn short_l4_headers_as_ovs() {
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        let f = Frame::ipv4(
+            [1, 1, 1, 1],
+            [2, 2, 2, 2],
+            L4::Tcp {
+                src: 5,
+                dst: 6,
+                flags: 2,
+            },
+        );
+        let mut p = pool.alloc_from(&f.build()).unwrap();
+        p.data_mut()[14 + 20 + 12] = 4 << 4;
+        let mut k = FlowKey::default();
+        let mut meta = p.meta;
+        extract(p.data(), 1, &mut meta, &mut k).unwrap();
+        p.meta = meta;
+        let before = p.data().to_vec();
+        assert!(!set_tp_port(&mut p, PortField::Src, 80));
+        assert_eq!(p.data(), &before[..]);
+        pool.free(p);
+
+        let f = Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 });
+        let mut bytes = f.build();
+        // Cut the ICMPv6 message to 6 bytes.
+        bytes.truncate(14 + 40 + 6);
+        bytes[18..20].copy_from_slice(&6u16.to_be_bytes());
+        let mut p = pool.alloc_from(&bytes).unwrap();
+        let mut meta = p.meta;
+        extract(p.data(), 1, &mut meta, &mut k).unwrap();
+        p.meta = meta;
+        let old = u16::from_be_bytes([p.data()[56], p.data()[57]]);
+        let mut dst = [2u8; 16];
+        dst[15] = 3;
+        assert!(set_ipv6_dst(&mut p, dst));
+        let new = u16::from_be_bytes([p.data()[56], p.data()[57]]);
+        assert_eq!(new, update_bytes(old, &[2; 16], &dst));
         pool.free(p);
     }
 }

@@ -54,6 +54,10 @@ fn every_match_field_parses() {
         "ipv6,ipv6_src=2001:db8::/32,ipv6_dst=::1,ipv6_label=0x12345,actions=drop",
         "icmp,icmp_type=8,icmp_code=0,actions=drop",
         "icmp6,icmp_type=135,icmp_code=0,nd_target=fe80::1,actions=drop",
+        // As OVS: icmp_code need not be given; icmp_type is icmpv6_type
+        // under icmp6, also spelled out as dl_type and nw_proto.
+        "icmp6,icmp_type=136,nd_target=2001:db8::10,actions=drop",
+        "dl_type=0x86dd,nw_proto=58,icmp_type=136,nd_tll=00:11:22:33:44:55,actions=drop",
         "arp,arp_op=1,arp_spa=10.0.0.1,arp_tpa=10.0.0.0/24,arp_sha=00:00:00:00:00:01,arp_tha=00:00:00:00:00:02,actions=drop",
         "arp,nw_src=10.0.0.1,actions=drop",
         "tcp6,tp_dst=443,actions=drop",

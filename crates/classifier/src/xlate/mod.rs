@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use sluice_packet::key::{FlowKey, FRAG_LATER};
+use sluice_packet::key::{FlowKey, FRAG_ANY, FRAG_LATER};
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
@@ -18,6 +18,7 @@ use sluice_packet::wire::l4::proto;
 use crate::action::{format_actions, Action};
 use crate::dpaction::{DpAction, PacketInReason};
 use crate::fields::{Field, Prereq};
+use crate::frag::FragHandling;
 use crate::table::{Rule, RuleSet};
 
 /// Deepest resubmit / goto_table nesting (as OVS's `MAX_DEPTH`).
@@ -49,6 +50,8 @@ pub enum XlateDrop {
     TooManyActions,
     /// A VLAN push beyond the two tags a key can hold.
     TooManyVlans,
+    /// An IP fragment, with fragment handling `drop`.
+    Fragment,
 }
 
 impl XlateDrop {
@@ -64,6 +67,7 @@ impl XlateDrop {
             XlateDrop::TooManyResubmits => "too many resubmits",
             XlateDrop::TooManyActions => "too many actions",
             XlateDrop::TooManyVlans => "too many vlans",
+            XlateDrop::Fragment => "ip fragment",
         }
     }
 }
@@ -133,7 +137,16 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
         reason: None,
         vlan_origin: [Some(0), Some(1)],
     };
-    cx.table(0, true);
+    if key.is_ip() {
+        // Every IP decision depends on whether the packet is a fragment
+        // (OVS unwildcards nw_frag for all IP traffic likewise).
+        cx.out.wc.nw_frag = 0xff;
+    }
+    if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
+        cx.error = Some(XlateDrop::Fragment);
+    } else {
+        cx.table(0, true);
+    }
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
         cx.out.actions.clear();
@@ -160,7 +173,17 @@ impl Ctx<'_, '_> {
         }
         let rules = self.env.rules;
         let mut wc = FlowKey::default();
-        let found = rules.lookup(t, &self.flow, &mut wc);
+        let found =
+            if self.flow.nw_frag & FRAG_ANY != 0 && rules.frag_handling() == FragHandling::Normal {
+                // OVS's `normal` mode: the tables see no L4 fields in a
+                // fragment (the actions still see the packet as it is).
+                let mut seen = self.flow;
+                seen.tp_src = 0;
+                seen.tp_dst = 0;
+                rules.lookup(t, &seen, &mut wc)
+            } else {
+                rules.lookup(t, &self.flow, &mut wc)
+            };
         self.merge_wc(&wc);
         let Some(rule) = found else {
             if let Some(tr) = &mut self.out.trace {

@@ -5,9 +5,8 @@
 
 use sluice_classifier::action::Action;
 use sluice_classifier::RuleSet;
-use sluice_packet::extract::extract;
+use sluice_packet::extract::{extract, extract_with_shape};
 use sluice_packet::wire::checksum::{checksum, crc32c, finish, pseudo_v4, pseudo_v6, sum};
-use sluice_packet::wire::ethernet::is_vlan_tpid;
 use sluice_packet::{FlowKey, PacketMeta};
 
 /// The ports of the test switch.
@@ -22,9 +21,23 @@ pub fn key_of(bytes: &[u8], in_port: u32) -> Option<(FlowKey, PacketMeta)> {
     Some((k, m))
 }
 
+/// The key of `bytes` parsed past exactly `vlans` VLAN tags at most: what
+/// Open vSwitch's flow holds after its actions pushed or popped tags on a
+/// packet it parsed with vlan-limit 1 (it never re-parses: a pushed tag
+/// keeps the L3 fields, popping the one tag it parsed of a double-tagged
+/// frame leaves the inner tag's TPID as the EtherType).
+pub fn key_with_vlans(bytes: &[u8], in_port: u32, vlans: usize) -> Option<(FlowKey, PacketMeta)> {
+    let mut k = FlowKey::default();
+    let mut m = PacketMeta::default();
+    extract_with_shape(bytes, in_port, vlans, &mut m, &mut k).ok()?;
+    Some((k, m))
+}
+
 /// Recomputes the IPv4 header checksum and the L4 checksum from scratch.
-pub fn fix_checksums(b: &mut [u8], udp_had_csum: bool) {
-    let Some((k, m)) = key_of(b, 0) else { return };
+pub fn fix_checksums(b: &mut [u8], udp_had_csum: bool, vlans: usize) {
+    let Some((k, m)) = key_with_vlans(b, 0, vlans) else {
+        return;
+    };
     let Some(l3) = m.l3() else { return };
     let l4_end;
     if k.is_ipv4() {
@@ -83,8 +96,8 @@ pub fn fix_checksums(b: &mut [u8], udp_had_csum: bool) {
     }
 }
 
-pub fn udp_has_csum(b: &[u8]) -> bool {
-    match key_of(b, 0) {
+pub fn udp_has_csum(b: &[u8], vlans: usize) -> bool {
+    match key_with_vlans(b, 0, vlans) {
         Some((_, m)) if m.l4_proto == 17 => m
             .l4()
             .is_some_and(|l4| b.len() >= l4 + 8 && b[l4 + 6..l4 + 8] != [0, 0]),
@@ -101,11 +114,25 @@ pub struct Ref<'a> {
     pub depth: u32,
     pub resubmits: u32,
     pub error: bool,
+    /// The VLAN tags the flow knows of (see [`key_with_vlans`]); `None`
+    /// until the first look.
+    pub vlans: Option<usize>,
 }
 
 impl Ref<'_> {
-    fn key(&self) -> FlowKey {
-        key_of(&self.bytes, self.in_port)
+    fn vlans(&mut self) -> usize {
+        let bytes = &self.bytes;
+        *self.vlans.get_or_insert_with(|| {
+            let k = key_of(bytes, 0)
+                .expect("reference runs only on non-runts")
+                .0;
+            usize::from(k.vlan_tci[0] & 0x1000 != 0)
+        })
+    }
+
+    fn key(&mut self) -> FlowKey {
+        let vlans = self.vlans();
+        key_with_vlans(&self.bytes, self.in_port, vlans)
             .expect("reference runs only on non-runts")
             .0
     }
@@ -134,8 +161,8 @@ impl Ref<'_> {
         }
     }
 
-    fn vlan_tagged(&self) -> bool {
-        is_vlan_tpid(u16::from_be_bytes([self.bytes[12], self.bytes[13]]))
+    fn vlan_tagged(&mut self) -> bool {
+        self.key().vlan_tci[0] & 0x1000 != 0
     }
 
     fn push_tag(&mut self, tpid: u16, tci: u16) {
@@ -147,6 +174,7 @@ impl Ref<'_> {
         let mut tag = tpid.to_be_bytes().to_vec();
         tag.extend_from_slice(&tci.to_be_bytes());
         self.bytes.splice(12..12, tag);
+        self.vlans = Some(self.vlans() + 1);
     }
 
     fn actions(&mut self, actions: &[Action], table: u8) {
@@ -186,9 +214,10 @@ impl Ref<'_> {
                     if !field.prereq.holds_for_key(&k) {
                         continue;
                     }
-                    let udp_csum = udp_has_csum(&self.bytes);
-                    set_field_bytes(&mut self.bytes, field.name, value);
-                    fix_checksums(&mut self.bytes, udp_csum);
+                    let vlans = self.vlans();
+                    let udp_csum = udp_has_csum(&self.bytes, vlans);
+                    set_field_bytes(&mut self.bytes, field.name, value, vlans);
+                    fix_checksums(&mut self.bytes, udp_csum, vlans);
                 }
                 Action::ModVlanVid(v) => {
                     if self.vlan_tagged() {
@@ -211,6 +240,7 @@ impl Ref<'_> {
                 Action::PopVlan => {
                     if self.vlan_tagged() {
                         self.bytes.drain(12..16);
+                        self.vlans = Some(self.vlans() - 1);
                     }
                 }
                 Action::DecTtl => {
@@ -219,9 +249,10 @@ impl Ref<'_> {
                         if k.nw_ttl <= 1 {
                             return;
                         }
-                        let udp_csum = udp_has_csum(&self.bytes);
-                        set_field_bytes(&mut self.bytes, "nw_ttl", (k.nw_ttl - 1) as u128);
-                        fix_checksums(&mut self.bytes, udp_csum);
+                        let vlans = self.vlans();
+                        let udp_csum = udp_has_csum(&self.bytes, vlans);
+                        set_field_bytes(&mut self.bytes, "nw_ttl", (k.nw_ttl - 1) as u128, vlans);
+                        fix_checksums(&mut self.bytes, udp_csum, vlans);
                     }
                 }
                 Action::Resubmit { in_port, table: t } => {
@@ -254,8 +285,8 @@ impl Ref<'_> {
 }
 
 /// Writes a field into the packet bytes at the offsets a fresh parse finds.
-pub fn set_field_bytes(b: &mut [u8], name: &str, v: u128) {
-    let (k, m) = key_of(b, 0).unwrap();
+pub fn set_field_bytes(b: &mut [u8], name: &str, v: u128, vlans: usize) {
+    let (k, m) = key_with_vlans(b, 0, vlans).unwrap();
     let l3 = m.l3();
     let l4 = m.l4();
     let put = |b: &mut [u8], at: usize, bytes: &[u8]| {

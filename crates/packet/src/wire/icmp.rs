@@ -72,44 +72,42 @@ pub struct NdFields {
 }
 
 /// Parses the ND body of an ICMPv6 message (`msg` starts at the ICMPv6
-/// header). `None` for other types, a non-zero code, a truncated target, or
-/// malformed options (zero length, overrun, or a repeated link-layer
-/// option) — OVS keys no ND fields for those either.
+/// header). `None` for other types or a non-zero code; see the body for
+/// how truncated and malformed options are read (as OVS).
 pub fn parse_nd(msg: &[u8]) -> Option<NdFields> {
-    if msg.len() < 24 || msg[1] != 0 {
+    if msg.len() < 8 || msg[1] != 0 {
         return None;
     }
     let t = msg[0];
     if t != nd::SOLICIT && t != nd::ADVERT {
         return None;
     }
-    let mut f = NdFields {
-        target: arr(msg, 8),
-        ..Default::default()
-    };
-    let (mut have_sll, mut have_tll) = (false, false);
+    // As Open vSwitch's parse_icmpv6: no target, no fields; options are
+    // read while they are whole (what came before a broken one stays);
+    // either link-layer option counts in either message; the same option
+    // twice (a second one while the first is still all zeros is taken)
+    // voids every ND field.
+    let mut f = NdFields::default();
+    if msg.len() < 24 {
+        return Some(f);
+    }
+    f.target = arr(msg, 8);
     let mut off = 24;
     while off + 8 <= msg.len() {
         let opt_len = msg[off + 1] as usize * 8;
         if opt_len == 0 || off + opt_len > msg.len() {
-            return None;
+            break;
         }
-        match msg[off] {
-            nd::OPT_SLL if opt_len == 8 && t == nd::SOLICIT => {
-                if have_sll {
-                    return None;
-                }
-                have_sll = true;
-                f.sll = arr(msg, off + 2);
+        let slot = match msg[off] {
+            nd::OPT_SLL if opt_len == 8 => Some(&mut f.sll),
+            nd::OPT_TLL if opt_len == 8 => Some(&mut f.tll),
+            _ => None,
+        };
+        if let Some(slot) = slot {
+            if *slot != [0; 6] {
+                return Some(NdFields::default());
             }
-            nd::OPT_TLL if opt_len == 8 && t == nd::ADVERT => {
-                if have_tll {
-                    return None;
-                }
-                have_tll = true;
-                f.tll = arr(msg, off + 2);
-            }
-            _ => {}
+            *slot = arr(msg, off + 2);
         }
         off += opt_len;
     }
@@ -148,36 +146,41 @@ mod tests {
         assert_eq!(f.tll, [0; 6]);
     }
 
+    /// Open vSwitch 3.1's parse_icmpv6, case by case.
     #[test]
-    fn nd_malformed_options() {
-        assert!(
-            parse_nd(&ns(&[nd::OPT_SLL, 0, 1, 2, 3, 4, 5, 6])).is_none(),
-            "zero length"
+    fn nd_malformed_options_as_ovs() {
+        let sll = [nd::OPT_SLL, 1, 1, 2, 3, 4, 5, 6];
+        let tll = [nd::OPT_TLL, 1, 7, 7, 7, 7, 7, 7];
+        // A zero-length or overrunning option ends the walk; the target
+        // and the options before it stay.
+        let f = parse_nd(&ns(
+            &[&sll[..], &[nd::OPT_TLL, 0, 9, 9, 9, 9, 9, 9]].concat()
+        ))
+        .unwrap();
+        assert_eq!(
+            (f.target[15], f.sll, f.tll),
+            (9, [1, 2, 3, 4, 5, 6], [0; 6])
         );
-        assert!(
-            parse_nd(&ns(&[nd::OPT_SLL, 2, 1, 2, 3, 4, 5, 6])).is_none(),
-            "overrun"
+        let f = parse_nd(&ns(&[nd::OPT_SLL, 2, 1, 2, 3, 4, 5, 6])).unwrap();
+        assert_eq!((f.target[15], f.sll), (9, [0; 6]));
+        // The same option twice voids every ND field.
+        assert_eq!(
+            parse_nd(&ns(&[sll, sll].concat())),
+            Some(NdFields::default())
         );
-        let dup = [
-            nd::OPT_SLL,
-            1,
-            1,
-            2,
-            3,
-            4,
-            5,
-            6,
-            nd::OPT_SLL,
-            1,
-            1,
-            2,
-            3,
-            4,
-            5,
-            6,
-        ];
-        assert!(parse_nd(&ns(&dup)).is_none(), "repeated");
-        assert!(parse_nd(&ns(&[])[..20]).is_none(), "truncated target");
+        // ... unless the first carried an all-zero address.
+        let zero_sll = [nd::OPT_SLL, 1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(
+            parse_nd(&ns(&[zero_sll, sll].concat())).unwrap().sll,
+            [1, 2, 3, 4, 5, 6]
+        );
+        // Either option in either message.
+        let mut na = ns(&[sll, tll].concat());
+        na[0] = nd::ADVERT;
+        let f = parse_nd(&na).unwrap();
+        assert_eq!((f.sll, f.tll), ([1, 2, 3, 4, 5, 6], [7; 6]));
+        // A truncated target: an ND message without ND fields.
+        assert_eq!(parse_nd(&ns(&[])[..20]), Some(NdFields::default()));
         let mut m = ns(&[]);
         m[1] = 1;
         assert!(parse_nd(&m).is_none(), "non-zero code");

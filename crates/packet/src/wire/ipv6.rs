@@ -132,14 +132,16 @@ pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireErr
     let mut off = 0usize;
     let mut fragment = false;
     let mut later = false;
-    // A packet can chain many headers; bounded by the payload length anyway,
-    // the loop count bound keeps a hostile chain cheap.
-    for _ in 0..16 {
+    // As Open vSwitch's parse_ipv6_ext_hdrs: every header is at least 8
+    // bytes, so the walk ends within payload.len() / 8 steps.
+    loop {
         match next {
+            ext::HOPOPTS | ext::ROUTING | ext::DSTOPTS | ext::AH | ext::FRAGMENT
+                if payload.len() < off + 8 =>
+            {
+                return Err(WireError::Truncated);
+            }
             ext::HOPOPTS | ext::ROUTING | ext::DSTOPTS | ext::AH => {
-                if payload.len() < off + 8 {
-                    return Err(WireError::Truncated);
-                }
                 let len = if next == ext::AH {
                     (payload[off + 1] as usize + 2) * 4
                 } else {
@@ -152,18 +154,20 @@ pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireErr
                 off += len;
             }
             ext::FRAGMENT => {
-                if payload.len() < off + 8 {
-                    return Err(WireError::Truncated);
-                }
-                fragment = true;
-                let frag = be16(payload, off + 2);
-                if frag & 0xfff8 != 0 {
-                    later = true;
-                }
+                // Offset, reserved bits and M flag all zero: an atomic
+                // fragment (RFC 6946), not a fragment at all.
+                let offlg = be16(payload, off + 2);
                 next = payload[off];
                 off += 8;
-                if later {
-                    break;
+                if offlg != 0 {
+                    fragment = true;
+                    if offlg & 0xfff8 != 0 {
+                        // A later fragment keys the fragment header itself
+                        // as its protocol (OVS: nw_proto=44).
+                        later = true;
+                        next = ext::FRAGMENT;
+                        break;
+                    }
                 }
             }
             _ => break,

@@ -81,6 +81,18 @@ impl<T: AsRef<[u8]>> TcpHeader<T> {
     pub fn header_len(&self) -> usize {
         ((self.buf.as_ref()[12] >> 4) as usize) * 4
     }
+    /// Whether the header is sound inside `l4_len` bytes of L4 data, as
+    /// Open vSwitch asks before it keys or rewrites TCP fields: a data
+    /// offset of at least 5 words, and the whole header (options included)
+    /// present. A TCP header that fails this has no ports for matching and
+    /// a port rewrite leaves it alone.
+    pub fn check_len(self, l4_len: usize) -> Result<Self, WireError> {
+        let hl = self.header_len();
+        if hl < TCP_MIN_HEADER_LEN || hl > l4_len {
+            return Err(WireError::Truncated);
+        }
+        Ok(self)
+    }
     /// The 12 flag bits (NS, CWR, ECE, URG, ACK, PSH, RST, SYN, FIN and the
     /// three reserved bits), as OVS keys `tcp_flags`.
     pub fn flags(&self) -> u16 {
@@ -136,6 +148,20 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> SctpHeader<T> {
         put32(self.buf.as_mut(), 8, 0);
         let crc = super::checksum::crc32c(self.buf.as_ref());
         self.buf.as_mut()[8..12].copy_from_slice(&crc.to_le_bytes());
+    }
+    /// Runs `change` on the header and updates the CRC32c so that it is
+    /// as right or as wrong as before (Open vSwitch's
+    /// `old ^ correct_old ^ correct_new`): a packet that arrived corrupted
+    /// stays detectably corrupted.
+    pub fn update_checksum_around(&mut self, change: impl FnOnce(&mut Self)) {
+        let old: [u8; 4] = self.buf.as_ref()[8..12].try_into().expect("4 bytes");
+        self.fill_checksum();
+        let right_before: [u8; 4] = self.buf.as_ref()[8..12].try_into().expect("4 bytes");
+        change(self);
+        self.fill_checksum();
+        for i in 0..4 {
+            self.buf.as_mut()[8 + i] ^= old[i] ^ right_before[i];
+        }
     }
     /// Whether the CRC32c verifies.
     pub fn verify_checksum(&mut self) -> bool {
