@@ -362,11 +362,16 @@ mod tests {
 
     fn parsed(pool: &mut PacketPool, f: &Frame) -> Packet {
         let mut p = pool.alloc_from(&f.build()).unwrap();
+        reparse(&mut p);
+        p
+    }
+
+    /// Sets the packet's offsets from its bytes, as the datapath does.
+    fn reparse(p: &mut Packet) {
         let mut k = FlowKey::default();
         let mut meta = p.meta;
         extract(p.data(), 1, &mut meta, &mut k).unwrap();
         p.meta = meta;
-        p
     }
 
     #[test]
@@ -554,10 +559,7 @@ mod tests {
         );
         let mut p = pool.alloc_from(&f.build()).unwrap();
         p.data_mut()[14 + 20 + 12] = 4 << 4;
-        let mut k = FlowKey::default();
-        let mut meta = p.meta;
-        extract(p.data(), 1, &mut meta, &mut k).unwrap();
-        p.meta = meta;
+        reparse(&mut p);
         let before = p.data().to_vec();
         assert!(!set_tp_port(&mut p, PortField::Src, 80));
         assert_eq!(p.data(), &before[..]);
@@ -569,9 +571,7 @@ mod tests {
         bytes.truncate(14 + 40 + 6);
         bytes[18..20].copy_from_slice(&6u16.to_be_bytes());
         let mut p = pool.alloc_from(&bytes).unwrap();
-        let mut meta = p.meta;
-        extract(p.data(), 1, &mut meta, &mut k).unwrap();
-        p.meta = meta;
+        reparse(&mut p);
         let old = u16::from_be_bytes([p.data()[56], p.data()[57]]);
         let mut dst = [2u8; 16];
         dst[15] = 3;
