@@ -31,10 +31,12 @@ pub enum Action {
         /// The legacy action name the rule was written with, if any.
         legacy: Option<&'static str>,
     },
-    /// `mod_vlan_vid:V` — set the VID, pushing an 802.1Q tag if there is none
-    /// (OpenFlow 1.0 semantics, which `ovs-ofctl` flow files use).
+    /// `mod_vlan_vid:V` — set the VID of the outermost tag. Where the rule
+    /// does not guarantee a tag, the parser puts `push_vlan:0x8100` before
+    /// it, as `ovs-ofctl -O OpenFlow13` encodes the action.
     ModVlanVid(u16),
-    /// `mod_vlan_pcp:P` — set the PCP, pushing a tag if there is none.
+    /// `mod_vlan_pcp:P` — set the PCP of the outermost tag (a push before
+    /// it likewise).
     ModVlanPcp(u8),
     /// `push_vlan:TPID` — push a new outermost tag (VID 0, PCP 0, as OVS).
     PushVlan(u16),

@@ -3,7 +3,7 @@
 //! No lookups, no resubmits: every header change is explicit, committed
 //! just before the output that needs it.
 
-use sluice_packet::rewrite::ArpField;
+use sluice_packet::rewrite::{ArpField, FragChecksums};
 
 /// Why a packet goes to the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,13 +29,13 @@ pub enum DpAction {
     /// Set the Ethernet destination.
     SetEthDst([u8; 6]),
     /// Set the IPv4 source (IP and L4 checksums updated).
-    SetIpv4Src(u32),
+    SetIpv4Src(u32, FragChecksums),
     /// Set the IPv4 destination (IP and L4 checksums updated).
-    SetIpv4Dst(u32),
+    SetIpv4Dst(u32, FragChecksums),
     /// Set the IPv6 source (L4 checksum updated).
-    SetIpv6Src([u8; 16]),
+    SetIpv6Src([u8; 16], FragChecksums),
     /// Set the IPv6 destination (L4 checksum updated).
-    SetIpv6Dst([u8; 16]),
+    SetIpv6Dst([u8; 16], FragChecksums),
     /// Set the IPv6 flow label.
     SetIpv6Label(u32),
     /// Set the `mask` bits of the TOS / traffic class byte.
@@ -78,10 +78,10 @@ impl std::fmt::Display for DpAction {
             DpAction::Controller { max_len, .. } => write!(f, "controller(max_len={max_len})"),
             DpAction::SetEthSrc(m) => write!(f, "set(eth(src={}))", fmt_mac(m)),
             DpAction::SetEthDst(m) => write!(f, "set(eth(dst={}))", fmt_mac(m)),
-            DpAction::SetIpv4Src(a) => write!(f, "set(ipv4(src={}))", fmt_ipv4(*a)),
-            DpAction::SetIpv4Dst(a) => write!(f, "set(ipv4(dst={}))", fmt_ipv4(*a)),
-            DpAction::SetIpv6Src(a) => write!(f, "set(ipv6(src={}))", fmt_ipv6(a)),
-            DpAction::SetIpv6Dst(a) => write!(f, "set(ipv6(dst={}))", fmt_ipv6(a)),
+            DpAction::SetIpv4Src(a, _) => write!(f, "set(ipv4(src={}))", fmt_ipv4(*a)),
+            DpAction::SetIpv4Dst(a, _) => write!(f, "set(ipv4(dst={}))", fmt_ipv4(*a)),
+            DpAction::SetIpv6Src(a, _) => write!(f, "set(ipv6(src={}))", fmt_ipv6(a)),
+            DpAction::SetIpv6Dst(a, _) => write!(f, "set(ipv6(dst={}))", fmt_ipv6(a)),
             DpAction::SetIpv6Label(l) => write!(f, "set(ipv6(label={l:#x}))"),
             DpAction::SetIpTos { tos, mask: 0xff } => write!(f, "set(ip(tos={tos:#x}))"),
             DpAction::SetIpTos { tos, mask } => write!(f, "set(ip(tos={tos:#x}/{mask:#x}))"),

@@ -7,7 +7,7 @@
 //! the parser rejects a rule that breaks them instead of silently dropping
 //! the field as OVS does when it normalises a match.
 
-use sluice_packet::key::FlowKey;
+use sluice_packet::key::{FlowKey, FRAG_LATER};
 use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
 
@@ -51,6 +51,9 @@ pub enum Prereq {
     Sctp,
     /// `icmp` or `icmp6`.
     IcmpAny,
+    /// `icmp` (writing icmp_type/icmp_code: OVS aliases them to the
+    /// ICMPv6 fields in a match only).
+    Icmp4,
     /// `icmp6`.
     Icmp6,
     /// `icmp6` with `icmp_type` 135 or 136 (and `icmp_code` 0 or unmatched).
@@ -70,11 +73,14 @@ impl Prereq {
             Prereq::IpOrArp => "an IPv4 or ARP match ('ip' or 'arp')",
             Prereq::IpOrArpProto => "an IP or ARP match ('ip', 'ipv6' or 'arp')",
             Prereq::Arp => "an ARP match ('arp')",
-            Prereq::L4 => "a protocol match with ports ('tcp', 'udp' or 'sctp')",
-            Prereq::Tcp => "a TCP match ('tcp' or 'tcp6')",
-            Prereq::Udp => "a UDP match ('udp' or 'udp6')",
-            Prereq::Sctp => "an SCTP match ('sctp' or 'sctp6')",
+            Prereq::L4 => {
+                "a protocol match with ports ('tcp', 'udp' or 'sctp') that is not nw_frag=later"
+            }
+            Prereq::Tcp => "a TCP match ('tcp' or 'tcp6') that is not nw_frag=later",
+            Prereq::Udp => "a UDP match ('udp' or 'udp6') that is not nw_frag=later",
+            Prereq::Sctp => "an SCTP match ('sctp' or 'sctp6') that is not nw_frag=later",
             Prereq::IcmpAny => "an ICMP match ('icmp' or 'icmp6')",
+            Prereq::Icmp4 => "an ICMPv4 match ('icmp')",
             Prereq::Icmp6 => "an ICMPv6 match ('icmp6')",
             Prereq::Nd => "a neighbor discovery match ('icmp6,icmp_type=135' or 136)",
             Prereq::Vlan => "a VLAN match (e.g. 'dl_vlan=10' or 'vlan_tci=0x1000/0x1000')",
@@ -86,6 +92,9 @@ impl Prereq {
         let dl = |t: u16| m.dl_type == 0xffff && v.dl_type == t;
         let ip = || dl(ethertype::IPV4) || dl(ethertype::IPV6);
         let pr = |p: u8| m.nw_proto == 0xff && v.nw_proto == p;
+        // A later fragment has no L4 header: as OVS's MFP_TCP/UDP/SCTP, the
+        // value's bit decides (the mask is not looked at).
+        let not_later = v.nw_frag & FRAG_LATER == 0;
         match self {
             Prereq::None => true,
             Prereq::Ip => ip(),
@@ -94,14 +103,17 @@ impl Prereq {
             Prereq::IpOrArp => dl(ethertype::IPV4) || dl(ethertype::ARP) || dl(ethertype::RARP),
             Prereq::IpOrArpProto => ip() || dl(ethertype::ARP) || dl(ethertype::RARP),
             Prereq::Arp => dl(ethertype::ARP) || dl(ethertype::RARP),
-            Prereq::L4 => ip() && (pr(proto::TCP) || pr(proto::UDP) || pr(proto::SCTP)),
-            Prereq::Tcp => ip() && pr(proto::TCP),
-            Prereq::Udp => ip() && pr(proto::UDP),
-            Prereq::Sctp => ip() && pr(proto::SCTP),
+            Prereq::L4 => {
+                ip() && (pr(proto::TCP) || pr(proto::UDP) || pr(proto::SCTP)) && not_later
+            }
+            Prereq::Tcp => ip() && pr(proto::TCP) && not_later,
+            Prereq::Udp => ip() && pr(proto::UDP) && not_later,
+            Prereq::Sctp => ip() && pr(proto::SCTP) && not_later,
             Prereq::IcmpAny => {
                 (dl(ethertype::IPV4) && pr(proto::ICMP))
                     || (dl(ethertype::IPV6) && pr(proto::ICMPV6))
             }
+            Prereq::Icmp4 => dl(ethertype::IPV4) && pr(proto::ICMP),
             Prereq::Icmp6 => dl(ethertype::IPV6) && pr(proto::ICMPV6),
             // As OVS's is_nd: the code need not be matched, only not be
             // matched to anything but 0 (an ND message with another code
@@ -158,6 +170,18 @@ impl PartialEq for Field {
 impl Eq for Field {}
 
 impl Field {
+    /// What a rule must match for `set_field` to write this field. The
+    /// match prerequisite, except that `icmp_type`/`icmp_code` name the
+    /// ICMPv4 fields (OVS reads them as the ICMPv6 ones in an `icmp6`
+    /// match, never in an action: `icmp6,actions=set_field:3->icmp_type`
+    /// is refused, `set_field:3->icmpv6_type` is the way).
+    pub fn write_prereq(&self) -> Prereq {
+        match self.prereq {
+            Prereq::IcmpAny => Prereq::Icmp4,
+            p => p,
+        }
+    }
+
     /// Width in bits.
     pub fn bits(&self) -> u32 {
         match self.kind {

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sluice_packet::key::FlowKey;
+use sluice_packet::rewrite::FragChecksums;
 
 use crate::action::Action;
 use crate::flow_match::Match;
@@ -130,6 +131,7 @@ pub struct RuleSet {
     version: u64,
     next_id: RuleId,
     frag_handling: crate::FragHandling,
+    frag_checksums: FragChecksums,
 }
 
 impl RuleSet {
@@ -140,6 +142,7 @@ impl RuleSet {
             version: 1,
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
+            frag_checksums: FragChecksums::Ovs,
         }
     }
 
@@ -151,6 +154,17 @@ impl RuleSet {
     /// Changes how the tables see IP fragments (a new version).
     pub fn set_frag_handling(&mut self, mode: crate::FragHandling) {
         self.frag_handling = mode;
+        self.version += 1;
+    }
+
+    /// Which L4 checksums IP address rewrites update in fragments.
+    pub fn frag_checksums(&self) -> FragChecksums {
+        self.frag_checksums
+    }
+
+    /// Changes which L4 checksums address rewrites update (a new version).
+    pub fn set_frag_checksums(&mut self, mode: FragChecksums) {
+        self.frag_checksums = mode;
         self.version += 1;
     }
 
@@ -298,6 +312,7 @@ impl RuleSet {
             version: self.version + 1,
             next_id: self.next_id,
             frag_handling: self.frag_handling,
+            frag_checksums: self.frag_checksums,
         };
         let (mut kept, mut added) = (0, 0);
         for s in specs {

@@ -43,6 +43,11 @@ pub struct DatapathConfig {
     /// How long (µs) a port's output batch may wait for more packets; 0
     /// sends it at the end of each rx burst (OVS's `tx-flush-interval`).
     pub tx_flush_interval_us: u64,
+    /// VLAN tags parsed into the flow key, as Open vSwitch's
+    /// `other_config:vlan-limit`: 1 (OVS's default) parses the outer tag
+    /// only, so a second tag's TPID is the EtherType and no L3 field is
+    /// keyed; 2, or 0 (no limit), parses both tags a key holds.
+    pub vlan_limit: usize,
 }
 
 impl Default for DatapathConfig {
@@ -53,6 +58,7 @@ impl Default for DatapathConfig {
             packet_in_queue: 1024,
             cache: CacheConfig::default(),
             tx_flush_interval_us: 0,
+            vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
         }
     }
 }
@@ -158,7 +164,7 @@ impl Datapath {
             rules_have_timeouts: false,
             epoch: 0,
             revalidated_epoch: 0,
-            pipeline: Pipeline::new(cfg.packet_in_queue, cfg.cache),
+            pipeline: Pipeline::new(cfg.packet_in_queue, cfg.cache, cfg.vlan_limit),
             stats: DpStats::default(),
             last_expire_us: 0,
             last_cache_us: 0,

@@ -23,7 +23,7 @@ use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateDrop, XlateEnv};
 use sluice_packet::batch::set_bits;
-use sluice_packet::extract::{extract_with_shape, KeyShape, DEFAULT_VLAN_LIMIT};
+use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
@@ -117,6 +117,8 @@ enum Fate {
 
 /// Per-thread batch-processing state, allocated once.
 pub(crate) struct Pipeline {
+    /// VLAN tags to parse (the vlan-limit setting resolved).
+    vlans: usize,
     keys: [FlowKey; BATCH_SIZE],
     hashes: [u32; BATCH_SIZE],
     /// Packets whose keys are short ([`FlowKey::is_short`]): hashed and
@@ -146,8 +148,9 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(packet_in_cap: usize, cache: CacheConfig) -> Self {
+    pub fn new(packet_in_cap: usize, cache: CacheConfig, vlan_setting: usize) -> Self {
         Pipeline {
+            vlans: vlan_limit(vlan_setting),
             keys: [FlowKey::default(); BATCH_SIZE],
             hashes: [0; BATCH_SIZE],
             short: 0,
@@ -209,7 +212,7 @@ impl Pipeline {
             bytes += pkt.len() as u64;
             let (data, meta) = pkt.data_and_meta_mut();
             let key = &mut self.keys[i];
-            match extract_with_shape(data, meta.in_port, DEFAULT_VLAN_LIMIT, meta, key) {
+            match extract_with_shape(data, meta.in_port, self.vlans, meta, key) {
                 Ok(KeyShape::Short) => {
                     todo |= 1 << i;
                     short |= 1 << i;
@@ -660,7 +663,7 @@ mod tests {
     fn grouping_through_the_index_matches_a_plain_search() {
         use sluice_packet::PacketPool;
         let mut pool = PacketPool::new(64, 256).unwrap();
-        let mut p = Pipeline::new(16, CacheConfig::default());
+        let mut p = Pipeline::new(16, CacheConfig::default(), 1);
         // Slot indexes that share index entries (5, 69, 133 and 197 all
         // end in the same 6 bits), other generations of one slot, temps,
         // repeats near and far.

@@ -31,7 +31,6 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::Xlate(XlateDrop::RecursionTooDeep),
     DropReason::Xlate(XlateDrop::TooManyResubmits),
     DropReason::Xlate(XlateDrop::TooManyActions),
-    DropReason::Xlate(XlateDrop::TooManyVlans),
     DropReason::ControllerQueueFull,
     DropReason::NoBuffer,
     DropReason::UpcallBudget,
@@ -62,17 +61,16 @@ impl DropReason {
             DropReason::Xlate(XlateDrop::RecursionTooDeep) => 6,
             DropReason::Xlate(XlateDrop::TooManyResubmits) => 7,
             DropReason::Xlate(XlateDrop::TooManyActions) => 8,
-            DropReason::Xlate(XlateDrop::TooManyVlans) => 9,
-            DropReason::ControllerQueueFull => 10,
-            DropReason::NoBuffer => 11,
-            DropReason::UpcallBudget => 12,
-            DropReason::Xlate(XlateDrop::Fragment) => 13,
+            DropReason::ControllerQueueFull => 9,
+            DropReason::NoBuffer => 10,
+            DropReason::UpcallBudget => 11,
+            DropReason::Xlate(XlateDrop::Fragment) => 12,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 14;
+pub const N_DROP_REASONS: usize = 13;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

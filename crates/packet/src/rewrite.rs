@@ -5,7 +5,10 @@
 //! whole, and changes nothing otherwise (returning `false`). Checksums are
 //! updated incrementally (RFC 1624), as Open vSwitch does: a packet that
 //! arrived with a wrong checksum keeps it wrong by the same amount, and a
-//! UDP checksum of zero ("none") stays zero. SCTP's CRC32c is recomputed.
+//! UDP checksum of zero ("none") stays zero. SCTP's CRC32c is recomputed
+//! around the change, so a wrong one stays wrong by the same error. Which L4
+//! checksums an address rewrite updates in fragments follows
+//! [`FragChecksums`] (OVS's choice by default).
 
 use crate::pool::Packet;
 use crate::wire::checksum::{update16, update32, update_bytes};
@@ -48,6 +51,106 @@ fn ipv6(pkt: &mut Packet) -> Option<Ipv6Packet<&mut [u8]>> {
     Ipv6Packet::new_checked(&mut pkt.data_mut()[l3..]).ok()
 }
 
+/// Which L4 checksums an IP address rewrite updates in fragments and
+/// behind IPv6 extension headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum FragChecksums {
+    /// As Open vSwitch 3.1 (`packet_set_ipv4_addr`, `packet_rh_present`):
+    /// IPv4: the TCP or UDP checksum field right after the IP header is
+    /// updated in every packet whose payload is long enough, later
+    /// fragments included, where those two bytes are data of the
+    /// datagram's middle, not a checksum. IPv6: only in packets with no
+    /// fragment header or a first fragment (offset 0, M set), so never in
+    /// an atomic fragment; and in neither direction behind a routing
+    /// header with segments left.
+    #[default]
+    Ovs,
+    /// Only where the L4 header is: never in an IPv4 or IPv6 later
+    /// fragment, also in IPv6 atomic fragments (RFC 6946: a whole
+    /// datagram), and for a source rewrite behind a routing header (the
+    /// pseudo-header's destination is the routing header's last address,
+    /// so a destination rewrite changes nothing there).
+    Correct,
+}
+
+impl FragChecksums {
+    /// Parses `ovs` or `correct`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(FragChecksums::Ovs),
+            "correct" => Ok(FragChecksums::Correct),
+            _ => Err(format!(
+                "unknown fragment checksum mode '{s}' (ovs or correct)"
+            )),
+        }
+    }
+
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FragChecksums::Ovs => "ovs",
+            FragChecksums::Correct => "correct",
+        }
+    }
+}
+
+/// Where the L4 checksum an address rewrite updates is: (offset of the
+/// L4 header, end of the IP payload, protocol), or None.
+fn l4_span(pkt: &Packet, mode: FragChecksums, v6_dst: bool) -> Option<(usize, usize, u8)> {
+    let l3 = pkt.meta.l3()?;
+    let data = pkt.data();
+    match pkt.meta.l3_type {
+        ethertype::IPV4 => {
+            let end = l3 + be16(data, l3 + 2) as usize;
+            let l4 = match pkt.meta.l4() {
+                Some(l4) => l4,
+                // A later fragment keys no L4 header; OVS still finds one
+                // right after the IP header.
+                None if mode == FragChecksums::Ovs => l3 + (data[l3] as usize & 0xf) * 4,
+                None => return None,
+            };
+            (l4 <= end && end <= data.len()).then_some((l4, end, data[l3 + 9]))
+        }
+        ethertype::IPV6 => {
+            let l4 = pkt.meta.l4()?;
+            let end = l3 + IPV6_HEADER_LEN + be16(data, l3 + 4) as usize;
+            if l4 > end || end > data.len() {
+                return None;
+            }
+            let (frag, routed) = v6_headers(&data[l3..l4]);
+            let skip = match mode {
+                FragChecksums::Ovs => routed || frag.is_some_and(|offlg| offlg != 1),
+                FragChecksums::Correct => routed && v6_dst,
+            };
+            (!skip).then_some((l4, end, pkt.meta.l4_proto))
+        }
+        _ => None,
+    }
+}
+
+/// The fragment header's offset-and-flags word, if there is one, and
+/// whether a routing header with segments left comes before it, from the
+/// IPv6 header up to the L4 header (a chain extraction already walked).
+fn v6_headers(h: &[u8]) -> (Option<u16>, bool) {
+    let (mut next, mut off, mut frag) = (h[6], IPV6_HEADER_LEN, None);
+    while off + 8 <= h.len() {
+        let len = match next {
+            0 | 60 => (h[off + 1] as usize + 1) * 8,
+            51 => (h[off + 1] as usize + 2) * 4,
+            43 if h[off + 3] > 0 => return (frag, true),
+            43 => (h[off + 1] as usize + 1) * 8,
+            44 => {
+                frag = Some(be16(h, off + 2) & 0xfff9);
+                8
+            }
+            _ => break,
+        };
+        next = h[off];
+        off += len;
+    }
+    (frag, false)
+}
+
 /// The L4 bytes, bounded by the IP payload length (padding excluded).
 fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
     let (l3, l4) = (pkt.meta.l3()?, pkt.meta.l4()?);
@@ -64,10 +167,12 @@ fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
 }
 
 /// Applies a pseudo-header change to the L4 checksum (TCP, UDP, ICMPv6).
-fn fix_l4_pseudo(pkt: &mut Packet, fix: impl Fn(u16) -> u16) {
-    let p = pkt.meta.l4_proto;
+fn fix_l4_pseudo(pkt: &mut Packet, mode: FragChecksums, v6_dst: bool, fix: impl Fn(u16) -> u16) {
     let is_v6 = pkt.meta.l3_type == ethertype::IPV6;
-    let Some(l4) = l4_bytes(pkt) else { return };
+    let Some((l4, end, p)) = l4_span(pkt, mode, v6_dst) else {
+        return;
+    };
+    let l4 = &mut pkt.data_mut()[l4..end];
     match p {
         proto::TCP => {
             if let Ok(mut t) = TcpHeader::new_checked(l4) {
@@ -100,38 +205,38 @@ fn fix_l4_pseudo(pkt: &mut Packet, fix: impl Fn(u16) -> u16) {
 }
 
 /// Sets the IPv4 source, updating the IP and L4 checksums.
-pub fn set_ipv4_src(pkt: &mut Packet, ip: u32) -> bool {
+pub fn set_ipv4_src(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
     let Some(mut h) = ipv4(pkt) else { return false };
     let old = h.src();
     h.set_src(ip);
-    fix_l4_pseudo(pkt, |c| update32(c, old, ip));
+    fix_l4_pseudo(pkt, mode, false, |c| update32(c, old, ip));
     true
 }
 
 /// Sets the IPv4 destination, updating the IP and L4 checksums.
-pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32) -> bool {
+pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
     let Some(mut h) = ipv4(pkt) else { return false };
     let old = h.dst();
     h.set_dst(ip);
-    fix_l4_pseudo(pkt, |c| update32(c, old, ip));
+    fix_l4_pseudo(pkt, mode, false, |c| update32(c, old, ip));
     true
 }
 
 /// Sets the IPv6 source, updating the L4 checksum.
-pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16]) -> bool {
+pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16], mode: FragChecksums) -> bool {
     let Some(mut h) = ipv6(pkt) else { return false };
     let old = h.src();
     h.set_src(a);
-    fix_l4_pseudo(pkt, |c| update_bytes(c, &old, &a));
+    fix_l4_pseudo(pkt, mode, false, |c| update_bytes(c, &old, &a));
     true
 }
 
 /// Sets the IPv6 destination, updating the L4 checksum.
-pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16]) -> bool {
+pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16], mode: FragChecksums) -> bool {
     let Some(mut h) = ipv6(pkt) else { return false };
     let old = h.dst();
     h.set_dst(a);
-    fix_l4_pseudo(pkt, |c| update_bytes(c, &old, &a));
+    fix_l4_pseudo(pkt, mode, true, |c| update_bytes(c, &old, &a));
     true
 }
 
@@ -391,8 +496,8 @@ mod tests {
                 .ttl(9)
                 .payload(b"abc");
             let mut p = parsed(&mut pool, &before);
-            assert!(set_ipv4_src(&mut p, 0xc0a8_0001));
-            assert!(set_ipv4_dst(&mut p, 0xc0a8_0002));
+            assert!(set_ipv4_src(&mut p, 0xc0a8_0001, FragChecksums::Ovs));
+            assert!(set_ipv4_dst(&mut p, 0xc0a8_0002, FragChecksums::Ovs));
             assert!(set_tp_port(&mut p, PortField::Src, 4000));
             assert!(set_tp_port(&mut p, PortField::Dst, 4001));
             assert!(set_ip_tos(&mut p, 0xb8, 0xff));
@@ -428,8 +533,8 @@ mod tests {
             &mut pool,
             &Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 }),
         );
-        assert!(set_ipv6_src(&mut p, [3; 16]));
-        assert!(set_ipv6_dst(&mut p, [4; 16]));
+        assert!(set_ipv6_src(&mut p, [3; 16], FragChecksums::Ovs));
+        assert!(set_ipv6_dst(&mut p, [4; 16], FragChecksums::Ovs));
         assert!(set_ipv6_label(&mut p, 0x12345));
         assert!(set_icmp(&mut p, PortField::Src, 129));
         let want = Frame::ipv6([3; 16], [4; 16], L4::Icmp { ty: 129, code: 0 }).label(0x12345);
@@ -443,7 +548,7 @@ mod tests {
         let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 })
             .udp_without_checksum();
         let mut p = parsed(&mut pool, &f);
-        set_ipv4_dst(&mut p, 0x0303_0303);
+        set_ipv4_dst(&mut p, 0x0303_0303, FragChecksums::Ovs);
         set_tp_port(&mut p, PortField::Dst, 9);
         assert_eq!(&p.data()[40..42], &[0, 0]);
         pool.free(p);
@@ -463,7 +568,7 @@ mod tests {
         );
         assert_eq!(p.meta.l3(), Some(18));
         // The rewrite still finds the IP header after the push.
-        assert!(set_ipv4_dst(&mut p, 0x0909_0909));
+        assert!(set_ipv4_dst(&mut p, 0x0909_0909, FragChecksums::Ovs));
         assert!(set_vlan_tci(&mut p, 7));
         assert!(pop_vlan(&mut p));
         let want = Frame::ipv4([1, 1, 1, 1], [9, 9, 9, 9], L4::Udp { src: 1, dst: 2 }).min_len(64);
@@ -489,7 +594,7 @@ mod tests {
             p.data(),
             &Frame::arp(2, [7; 6], [2, 2, 2, 2], [8; 6], [1, 1, 1, 1]).build()[..]
         );
-        assert!(!set_ipv4_src(&mut p, 1), "not IPv4");
+        assert!(!set_ipv4_src(&mut p, 1, FragChecksums::Ovs), "not IPv4");
         pool.free(p);
     }
 
@@ -514,7 +619,10 @@ mod tests {
         extract(p.data(), 1, &mut m, &mut k).unwrap();
         p.meta = m;
         assert!(!set_tp_port(&mut p, PortField::Dst, 9));
-        assert!(set_ipv4_src(&mut p, 5), "the IP header itself is whole");
+        assert!(
+            set_ipv4_src(&mut p, 5, FragChecksums::Ovs),
+            "the IP header itself is whole"
+        );
         pool.free(p);
     }
 
@@ -575,9 +683,99 @@ mod tests {
         let old = u16::from_be_bytes([p.data()[56], p.data()[57]]);
         let mut dst = [2u8; 16];
         dst[15] = 3;
-        assert!(set_ipv6_dst(&mut p, dst));
+        assert!(set_ipv6_dst(&mut p, dst, FragChecksums::Ovs));
         let new = u16::from_be_bytes([p.data()[56], p.data()[57]]);
         assert_eq!(new, update_bytes(old, &[2; 16], &dst));
         pool.free(p);
+    }
+
+    /// An IPv6 TCP frame with one 8-byte extension header of type `ty`
+    /// before the TCP header.
+    fn v6_with_ext(pool: &mut PacketPool, ty: u8, ext: [u8; 8]) -> Packet {
+        let tcp = L4::Tcp {
+            src: 5,
+            dst: 6,
+            flags: 2,
+        };
+        let mut b = Frame::ipv6([1; 16], [2; 16], tcp).build();
+        b.splice(54..54, ext);
+        b[20] = ty;
+        let plen = u16::from_be_bytes([b[18], b[19]]) + 8;
+        b[18..20].copy_from_slice(&plen.to_be_bytes());
+        let mut p = pool.alloc_from(&b).unwrap();
+        reparse(&mut p);
+        p
+    }
+
+    fn csum_at(p: &Packet, at: usize) -> u16 {
+        u16::from_be_bytes([p.data()[at], p.data()[at + 1]])
+    }
+
+    /// Open vSwitch 3.1 updates the TCP checksum field after the IP header
+    /// of an IPv4 later fragment (payload data there), and none in an
+    /// IPv6 atomic fragment or behind a routing header with segments
+    /// left; `correct` does the opposite of each.
+    #[test]
+    fn fragment_checksums_as_ovs_or_as_the_rfcs() {
+        use FragChecksums::{Correct, Ovs};
+        let mut pool = PacketPool::new(8, 2048).unwrap();
+        let tcp = L4::Tcp {
+            src: 5,
+            dst: 6,
+            flags: 2,
+        };
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], tcp);
+        for (mode, changes) in [(Ovs, true), (Correct, false)] {
+            let mut p = pool.alloc_from(&f.build()).unwrap();
+            p.data_mut()[20..22].copy_from_slice(&11u16.to_be_bytes()); // offset 88
+            reparse(&mut p);
+            assert_eq!(p.meta.l4(), None, "a later fragment keys no L4 header");
+            let old = csum_at(&p, 14 + 20 + 16);
+            assert!(set_ipv4_src(&mut p, 0x0909_0909, mode));
+            let want = if changes {
+                update32(old, 0x0101_0101, 0x0909_0909)
+            } else {
+                old
+            };
+            assert_eq!(csum_at(&p, 14 + 20 + 16), want, "{mode:?}");
+            pool.free(p);
+        }
+        let l4_csum = 14 + 40 + 8 + 16;
+        let atomic = [6, 0, 0, 0, 0, 0, 0x12, 0x34];
+        let routed = [6, 0, 0, 1, 0, 0, 0, 0];
+        for (ty, ext, mode, src_changes, dst_changes) in [
+            (44, atomic, Ovs, false, false),
+            (44, atomic, Correct, true, true),
+            (43, routed, Ovs, false, false),
+            (43, routed, Correct, true, false),
+        ] {
+            let mut p = v6_with_ext(&mut pool, ty, ext);
+            assert!(p.meta.l4().is_some());
+            let old = csum_at(&p, l4_csum);
+            assert!(set_ipv6_src(&mut p, [9; 16], mode));
+            let mid = csum_at(&p, l4_csum);
+            let want = if src_changes {
+                update_bytes(old, &[1; 16], &[9; 16])
+            } else {
+                old
+            };
+            assert_eq!(mid, want, "src {ty} {mode:?}");
+            assert!(set_ipv6_dst(&mut p, [8; 16], mode));
+            let want = if dst_changes {
+                update_bytes(mid, &[2; 16], &[8; 16])
+            } else {
+                mid
+            };
+            assert_eq!(csum_at(&p, l4_csum), want, "dst {ty} {mode:?}");
+            pool.free(p);
+        }
+        // A first fragment (offset 0, M set) and a plain packet: both modes update.
+        for mode in [Ovs, Correct] {
+            let mut p = v6_with_ext(&mut pool, 44, [6, 0, 0, 1, 0, 0, 0, 1]);
+            let old = csum_at(&p, l4_csum);
+            assert!(set_ipv6_src(&mut p, [9; 16], mode));
+            assert_eq!(csum_at(&p, l4_csum), update_bytes(old, &[1; 16], &[9; 16]));
+            pool.free(p);
+        }
     }
 }

@@ -9,6 +9,9 @@
 //! pmd_auto_lb_interval = 60     # seconds between looks at the load
 //! pmd_auto_lb_load_threshold = 95         # % busy that makes a PMD overloaded
 //! pmd_auto_lb_improvement_threshold = 25  # % the busiest PMD's load must drop
+//! vlan_limit = 1                # VLAN tags parsed (OVS's other_config:vlan-limit; 0 = all)
+//! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
+//! frag_checksums = "ovs"        # ovs or correct: L4 checksums in fragments
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -34,7 +37,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
+use sluice_packet::rewrite::FragChecksums;
 use sluice_port::PortSpec;
 
 use crate::auto_lb::AutoLb;
@@ -58,6 +63,11 @@ pub struct Config {
     pub n_rxq: Option<usize>,
     /// Automatic rx-queue rebalancing (`--pmd-auto-lb`), off when `None`.
     pub auto_lb: Option<AutoLb>,
+    /// How the tables see IP fragments (`--frag-handling`).
+    pub frag_handling: FragHandling,
+    /// Which L4 checksums address rewrites update in fragments
+    /// (`--frag-checksums`).
+    pub frag_checksums: FragChecksums,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +82,9 @@ struct FileConfig {
     pmd_auto_lb_interval: Option<f64>,
     pmd_auto_lb_load_threshold: Option<u32>,
     pmd_auto_lb_improvement_threshold: Option<u32>,
+    vlan_limit: Option<usize>,
+    frag_handling: Option<String>,
+    frag_checksums: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -218,6 +231,17 @@ impl Config {
             )?,
             ..Config::default()
         };
+        if let Some(n) = f.vlan_limit {
+            cfg.datapath.vlan_limit = n;
+        }
+        if let Some(m) = &f.frag_handling {
+            cfg.frag_handling =
+                FragHandling::parse(m).map_err(|e| format!("frag_handling: {e}"))?;
+        }
+        if let Some(m) = &f.frag_checksums {
+            cfg.frag_checksums =
+                FragChecksums::parse(m).map_err(|e| format!("frag_checksums: {e}"))?;
+        }
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
@@ -314,6 +338,32 @@ mod tests {
         assert!(Config::from_toml(dup, Path::new("."))
             .unwrap_err()
             .contains("twice"));
+    }
+
+    #[test]
+    fn ovs_behaviour_settings_from_toml() {
+        let d = Config::from_toml("", Path::new(".")).unwrap();
+        assert_eq!(
+            (d.datapath.vlan_limit, d.frag_handling, d.frag_checksums),
+            (1, FragHandling::Normal, FragChecksums::Ovs)
+        );
+        let cfg = Config::from_toml(
+            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_checksums = \"correct\"\n",
+            Path::new("."),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                cfg.datapath.vlan_limit,
+                cfg.frag_handling,
+                cfg.frag_checksums
+            ),
+            (0, FragHandling::NxMatch, FragChecksums::Correct)
+        );
+        let e = Config::from_toml("frag_handling = \"reassemble\"\n", Path::new(".")).unwrap_err();
+        assert!(e.contains("does not reassemble"), "{e}");
+        let e = Config::from_toml("frag_checksums = \"x\"\n", Path::new(".")).unwrap_err();
+        assert!(e.contains("ovs or correct"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,8 @@ use sluice::pmd::Placement;
 use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
+use sluice_classifier::FragHandling;
+use sluice_packet::rewrite::FragChecksums;
 use sluice_port::spec::SPEC_SYNTAX;
 use sluice_port::PortSpec;
 
@@ -114,6 +116,43 @@ struct CacheArgs {
     /// the end of each rx burst.
     #[arg(long, value_name = "[N=]US", value_parser = sluice::config::parse_flush_arg)]
     tx_flush_interval: Vec<(Option<u32>, u64)>,
+}
+
+/// How packets are read and rewritten where Open vSwitch has a setting
+/// (defaults as OVS 3.1's).
+#[derive(Args, Default)]
+struct OvsBehaviourArgs {
+    /// VLAN tags parsed into the flow, as OVS's other_config:vlan-limit
+    /// (default 1: a second tag's TPID is the EtherType, and ip/tcp rules do
+    /// not see inside QinQ frames; 2, or 0 for no limit, parses both tags).
+    #[arg(long, value_name = "N")]
+    vlan_limit: Option<usize>,
+    /// How the tables see IP fragments, as `ovs-ofctl set-frags`: normal
+    /// (default: every fragment's L4 ports and ICMP type/code read as 0),
+    /// nx-match (a first fragment's L4 fields match) or drop (every fragment
+    /// dropped, counted as 'ip fragment'). reassemble is not supported.
+    #[arg(long, value_name = "MODE", value_parser = FragHandling::parse)]
+    frag_handling: Option<FragHandling>,
+    /// Which L4 checksums an IP address rewrite updates: ovs (default, as
+    /// OVS 3.1: also two bytes of an IPv4 later fragment's payload, none in
+    /// an IPv6 atomic fragment) or correct (only real L4 headers; see the
+    /// README).
+    #[arg(long, value_name = "MODE", value_parser = FragChecksums::parse)]
+    frag_checksums: Option<FragChecksums>,
+}
+
+impl OvsBehaviourArgs {
+    fn apply(&self, config: &mut Config) {
+        if let Some(n) = self.vlan_limit {
+            config.datapath.vlan_limit = n;
+        }
+        if let Some(m) = self.frag_handling {
+            config.frag_handling = m;
+        }
+        if let Some(m) = self.frag_checksums {
+            config.frag_checksums = m;
+        }
+    }
 }
 
 impl CacheArgs {
@@ -252,6 +291,8 @@ struct RunArgs {
     mlockall: bool,
     #[command(flatten)]
     cache: CacheArgs,
+    #[command(flatten)]
+    ovs: OvsBehaviourArgs,
 }
 
 const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
@@ -283,6 +324,8 @@ struct TraceArgs {
     /// Ports that exist (for all/flood); default: those the rules and the flow name.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     ports: Vec<u32>,
+    #[command(flatten)]
+    ovs: OvsBehaviourArgs,
 }
 
 fn stop_flag() -> Arc<AtomicBool> {
@@ -363,6 +406,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         )
     })?;
     a.cache.apply(&mut cfg);
+    a.ovs.apply(&mut cfg);
     let stop_after = RunOptions {
         duration: a.duration.map(Duration::from_secs_f64),
         packets: a.packets,
@@ -381,9 +425,15 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
 }
 
 fn cmd_trace(a: TraceArgs) -> Result<(), String> {
-    let rules = runner::load_rules(&a.flows)?;
+    let mut cfg = Config::default();
+    a.ovs.apply(&mut cfg);
+    let mut rules = runner::load_rules(&a.flows)?;
+    rules.set_frag_handling(cfg.frag_handling);
+    rules.set_frag_checksums(cfg.frag_checksums);
     let key = match (&a.flow, &a.packet) {
-        (_, Some(hex)) => trace::key_from_packet(hex, a.in_port.unwrap_or(0))?,
+        (_, Some(hex)) => {
+            trace::key_from_packet(hex, a.in_port.unwrap_or(0), cfg.datapath.vlan_limit)?
+        }
         (Some(desc), None) => {
             let (key, ttl_assumed) = trace::key_from_description(desc)?;
             if ttl_assumed {

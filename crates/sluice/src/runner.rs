@@ -373,7 +373,9 @@ pub fn run(
     if cfg.ports.is_empty() {
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
     }
-    let rules = load_rules(flows)?;
+    let mut rules = load_rules(flows)?;
+    rules.set_frag_handling(cfg.frag_handling);
+    rules.set_frag_checksums(cfg.frag_checksums);
     let placements = placements(cfg)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {

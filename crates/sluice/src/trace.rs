@@ -4,7 +4,7 @@
 use sluice_classifier::dpaction::format_dp_actions;
 use sluice_classifier::fields::FIELDS;
 use sluice_classifier::{parse_flow, translate, Match, Require, RuleSet, Translation, XlateEnv};
-use sluice_packet::extract::extract;
+use sluice_packet::extract::{extract_with_shape, vlan_limit};
 use sluice_packet::{FlowKey, PacketMeta};
 
 /// The flow of a description like `in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80`.
@@ -24,8 +24,9 @@ pub fn key_from_description(desc: &str) -> Result<(FlowKey, bool), String> {
     Ok((key, ttl_assumed))
 }
 
-/// The flow of a packet given in hex, received on `in_port`.
-pub fn key_from_packet(hex: &str, in_port: u32) -> Result<FlowKey, String> {
+/// The flow of a packet given in hex, received on `in_port`, with VLAN
+/// tags parsed up to the `vlan-limit` setting.
+pub fn key_from_packet(hex: &str, in_port: u32, vlan_setting: usize) -> Result<FlowKey, String> {
     let clean: String = hex
         .chars()
         .filter(|c| !c.is_whitespace() && *c != ':')
@@ -42,7 +43,7 @@ pub fn key_from_packet(hex: &str, in_port: u32) -> Result<FlowKey, String> {
         .collect::<Result<Vec<u8>, String>>()?;
     let mut key = FlowKey::default();
     let mut meta = PacketMeta::default();
-    extract(&bytes, in_port, &mut meta, &mut key).map_err(|_| format!("packet: {} bytes is shorter than an Ethernet header; the datapath drops it as a runt frame", bytes.len()))?;
+    extract_with_shape(&bytes, in_port, vlan_limit(vlan_setting), &mut meta, &mut key).map_err(|_| format!("packet: {} bytes is shorter than an Ethernet header; the datapath drops it as a runt frame", bytes.len()))?;
     Ok(key)
 }
 
@@ -145,9 +146,9 @@ mod tests {
 
     #[test]
     fn packet_hex() {
-        let k = key_from_packet("ffffffffffff 020000000001 0806", 3).unwrap();
+        let k = key_from_packet("ffffffffffff 020000000001 0806", 3, 1).unwrap();
         assert_eq!((k.in_port, k.dl_type), (3, 0x0806));
-        assert!(key_from_packet("ff", 1).unwrap_err().contains("runt"));
-        assert!(key_from_packet("zz", 1).is_err());
+        assert!(key_from_packet("ff", 1, 1).unwrap_err().contains("runt"));
+        assert!(key_from_packet("zz", 1, 1).is_err());
     }
 }

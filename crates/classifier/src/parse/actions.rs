@@ -114,17 +114,28 @@ pub(super) fn parse_actions(
             "mod_tp_src" => setf("tp_src", "mod_tp_src", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_src"))?,
             "mod_tp_dst" => setf("tp_dst", "mod_tp_dst", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_dst"))?,
             "dec_ttl" => Action::DecTtl,
+            // OpenFlow 1.3 has no "set the VID, pushing a tag if there is
+            // none": ovs-ofctl -O OpenFlow13 sends push_vlan:0x8100 before
+            // the set where the rule does not guarantee a tag at this point
+            // (so a tagged packet gets a second tag), and so does Sluice.
             "mod_vlan_vid" | "set_vlan_vid" => {
                 let v = parse_int(cx, need()?, arg_at, 16, name)?;
                 if v > 4095 {
                     return Err(cx.err(arg_at, format!("VLAN id {v} is out of range (0 to 4095)")));
                 }
+                if !vlan_known {
+                    out.push(Action::PushVlan(ethertype::VLAN_8021Q));
+                }
                 vlan_known = true;
                 Action::ModVlanVid(v as u16)
             }
             "mod_vlan_pcp" | "set_vlan_pcp" => {
+                let p = parse_int(cx, need()?, arg_at, 3, name)? as u8;
+                if !vlan_known {
+                    out.push(Action::PushVlan(ethertype::VLAN_8021Q));
+                }
                 vlan_known = true;
-                Action::ModVlanPcp(parse_int(cx, need()?, arg_at, 3, name)? as u8)
+                Action::ModVlanPcp(p)
             }
             "push_vlan" => {
                 let tpid = parse_int(cx, need()?, arg_at, 16, "push_vlan")? as u16;
@@ -201,7 +212,7 @@ fn check_action_prereq(
     at: usize,
     action: &str,
 ) -> Result<(), ParseError> {
-    if field.prereq.holds(&m.value, &m.mask) {
+    if field.write_prereq().holds(&m.value, &m.mask) {
         Ok(())
     } else {
         Err(cx.err(
@@ -209,7 +220,7 @@ fn check_action_prereq(
             format!(
                 "{action} on {} requires the rule to match {}",
                 field.name,
-                field.prereq.describe()
+                field.write_prereq().describe()
             ),
         ))
     }

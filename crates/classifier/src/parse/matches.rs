@@ -51,24 +51,15 @@ pub(super) fn f(name: &str) -> &'static Field {
 }
 
 impl MatchParser<'_> {
-    /// Sets a field, refusing to contradict an earlier exact setting.
-    fn set(
-        &mut self,
-        field: &'static Field,
-        v: u128,
-        m: u128,
-        at: usize,
-    ) -> Result<(), ParseError> {
+    /// Sets the bits `bits` of a field (in the field's units) to the value
+    /// `v` under the mask `m` (within `bits`), as OVS's `mf_set` does: a
+    /// field named twice takes its last value (`nw_src=10.0.0.0/8,nw_src=10.1.1.1`
+    /// is `nw_src=10.1.1.1`, `tcp,udp` is `udp`), and fields that share a
+    /// word keep each other's bits (`dl_vlan=10,dl_vlan_pcp=3`).
+    fn set(&mut self, field: &'static Field, v: u128, m: u128, bits: u128) {
         let (old_v, old_m) = self.m.get(field);
-        let overlap = old_m & m & field.full_mask();
-        if overlap != 0 && (old_v & overlap) != (v & overlap) {
-            return Err(self.cx.err(
-                at,
-                format!("{} is matched twice with different values", field.name),
-            ));
-        }
-        self.m.set(field, v | old_v, m | old_m);
-        Ok(())
+        self.m
+            .set(field, (old_v & !bits) | (v & m), (old_m & !bits) | m);
     }
 
     pub(super) fn field(
@@ -83,9 +74,9 @@ impl MatchParser<'_> {
             if value.is_some() {
                 return Err(cx.err(at, format!("'{name}' is a shorthand and takes no value")));
             }
-            self.set(f("dl_type"), dl as u128, 0xffff, at)?;
+            self.set(f("dl_type"), dl as u128, 0xffff, 0xffff);
             if let Some(p) = nw {
-                self.set(f("nw_proto"), p as u128, 0xff, at)?;
+                self.set(f("nw_proto"), p as u128, 0xff, 0xff);
             }
             return Ok(());
         }
@@ -97,19 +88,27 @@ impl MatchParser<'_> {
                 let n = parse_int(cx, v, vat, 16, "dl_vlan")?;
                 if n == 0xffff {
                     // OpenFlow 1.0's OFP_VLAN_NONE: no tag.
-                    self.set(f("vlan_tci"), 0, 0xffff, at)
+                    self.set(f("vlan_tci"), 0, 0xffff, 0xffff);
+                    Ok(())
                 } else if n > 4095 {
                     Err(cx.err(
                         vat,
                         format!("dl_vlan {n} is out of range (0 to 4095, or 0xffff for untagged)"),
                     ))
                 } else {
-                    self.set(f("vlan_tci"), n | tci::PRESENT as u128, 0x1fff, at)
+                    self.set(f("vlan_tci"), n | tci::PRESENT as u128, 0x1fff, 0x1fff);
+                    Ok(())
                 }
             }
             "dl_vlan_pcp" | "vlan_pcp" => {
                 let p = parse_int(cx, v, vat, 3, name)?;
-                self.set(f("vlan_tci"), (p << 13) | tci::PRESENT as u128, 0xf000, at)
+                self.set(
+                    f("vlan_tci"),
+                    (p << 13) | tci::PRESENT as u128,
+                    0xf000,
+                    0xf000,
+                );
+                Ok(())
             }
             "nw_frag" => {
                 let (fv, fm) = match v {
@@ -128,7 +127,8 @@ impl MatchParser<'_> {
                     }
                 };
                 self.named.push((f("nw_frag"), at));
-                self.set(f("nw_frag"), fv as u128, fm as u128, at)
+                self.set(f("nw_frag"), fv as u128, fm as u128, 3);
+                Ok(())
             }
             "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
                 let (mut fv, mut fm) = (0u128, 0u128);
@@ -155,7 +155,8 @@ impl MatchParser<'_> {
                     rest = &rest[end..];
                 }
                 self.named.push((f("tcp_flags"), at));
-                self.set(f("tcp_flags"), fv, fm, at)
+                self.set(f("tcp_flags"), fv, fm, 0xfff);
+                Ok(())
             }
             _ => {
                 let Some(field) = field_by_name(name) else {
@@ -172,7 +173,8 @@ impl MatchParser<'_> {
                 if field.name == "in_port" && fv > OFPP_MAX as u128 {
                     return Err(cx.err(vat, format!("in_port {fv} is not a valid port number")));
                 }
-                self.set(field, fv, fm, at)
+                self.set(field, fv, fm, field.full_mask());
+                Ok(())
             }
         }
     }

@@ -117,7 +117,12 @@ fn errors_point_at_the_token() {
     assert!(err("actions=goto_table:1,output:1")
         .message
         .contains("last action"));
-    assert!(err("tcp,udp,actions=drop").message.contains("twice"));
+    assert!(err("tcp,nw_frag=later,tp_dst=80,actions=drop")
+        .message
+        .contains("not nw_frag=later"));
+    assert!(err("icmp6,actions=set_field:3->icmp_type")
+        .message
+        .contains("ICMPv4"));
     assert!(err("priority=70000,actions=drop")
         .message
         .contains("too large"));
@@ -131,6 +136,37 @@ fn errors_point_at_the_token() {
     assert!(err("actions=output:0")
         .message
         .contains("valid output port"));
+}
+
+/// As `ovs-ofctl` (OVS 3.1's `mf_set`): a field named twice takes its last
+/// value, fields sharing a word keep each other's bits, and an L4 field
+/// needs a match that can have an L4 header.
+#[test]
+fn repeated_fields_take_the_last_value_as_ovs() {
+    let m = |s: &str| ok(s).matcher.to_string();
+    assert_eq!(m("tcp,udp,actions=drop"), "udp");
+    assert_eq!(m("tcp,tp_dst=80,tp_dst=81,actions=drop"), "tcp,tp_dst=81");
+    assert_eq!(
+        m("ip,nw_src=10.0.0.0/8,nw_src=10.1.1.1,actions=drop"),
+        "ip,nw_src=10.1.1.1"
+    );
+    assert_eq!(
+        m("ip,nw_src=10.1.1.1,nw_src=10.0.0.0/8,actions=drop"),
+        "ip,nw_src=10.0.0.0/8"
+    );
+    assert_eq!(
+        m("arp,nw_dst=10.0.0.1/8,arp_tpa=10.1.1.1/24,actions=drop"),
+        "arp,arp_tpa=10.1.1.0/24"
+    );
+    assert_eq!(
+        m("dl_vlan=10,dl_vlan_pcp=3,actions=drop"),
+        m("dl_vlan_pcp=3,dl_vlan=10,actions=drop")
+    );
+    assert_eq!(
+        m("icmp,nw_frag=later,icmp_type=3,actions=drop"),
+        "icmp,nw_frag=later,icmp_type=3"
+    );
+    ok("icmp6,actions=set_field:3->icmpv6_type");
 }
 
 #[test]

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use sluice_packet::key::{FlowKey, FRAG_ANY, FRAG_LATER};
 use sluice_packet::rewrite::ArpField;
-use sluice_packet::wire::ethernet::{ethertype, tci};
+use sluice_packet::wire::ethernet::tci;
 use sluice_packet::wire::l4::proto;
 
 use crate::action::{format_actions, Action};
@@ -48,8 +48,6 @@ pub enum XlateDrop {
     TooManyResubmits,
     /// More than [`MAX_DP_ACTIONS`] datapath actions.
     TooManyActions,
-    /// A VLAN push beyond the two tags a key can hold.
-    TooManyVlans,
     /// An IP fragment, with fragment handling `drop`.
     Fragment,
 }
@@ -66,7 +64,6 @@ impl XlateDrop {
             XlateDrop::RecursionTooDeep => "recursion too deep",
             XlateDrop::TooManyResubmits => "too many resubmits",
             XlateDrop::TooManyActions => "too many actions",
-            XlateDrop::TooManyVlans => "too many vlans",
             XlateDrop::Fragment => "ip fragment",
         }
     }
@@ -116,6 +113,13 @@ struct Ctx<'a, 'o> {
     /// is (None: pushed by an action, or nothing). Wildcard bits about a
     /// slot are recorded against that original tag.
     vlan_origin: [Option<usize>; 2],
+    /// The packet's tags as the datapath actions so far leave them (OVS's
+    /// base flow), with the original tag behind each.
+    base_tci: [u16; 2],
+    base_tpid: [u16; 2],
+    base_origin: [Option<usize>; 2],
+    /// Whether an action changed the flow's tags since the last commit.
+    vlans_touched: bool,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -136,11 +140,20 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
         error: None,
         reason: None,
         vlan_origin: [Some(0), Some(1)],
+        base_tci: key.vlan_tci,
+        base_tpid: key.vlan_tpid,
+        base_origin: [Some(0), Some(1)],
+        vlans_touched: false,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
         // (OVS unwildcards nw_frag for all IP traffic likewise).
         cx.out.wc.nw_frag = 0xff;
+    }
+    if env.rules.frag_handling() == FragHandling::Drop {
+        // The drop decision reads nw_frag for every packet: a megaflow made
+        // by a non-IP packet must not also take IP fragments.
+        cx.out.wc.nw_frag |= FRAG_ANY;
     }
     if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
@@ -251,35 +264,18 @@ impl Ctx<'_, '_> {
                     self.out.outputs += 1;
                 }
                 Action::SetField { field, value, .. } => self.set_field(field, value),
-                Action::ModVlanVid(vid) => {
-                    self.unwc_vlan(0, tci::PRESENT, 0);
-                    if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
-                        self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::VID_MASK) | vid;
-                        self.unwc_vlan(0, 0xffff, 0);
-                        self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
-                    } else {
-                        self.push_vlan(ethertype::VLAN_8021Q, vid);
-                    }
-                }
+                Action::ModVlanVid(vid) => self.set_vlan_bits(tci::VID_MASK, vid),
                 Action::ModVlanPcp(pcp) => {
-                    self.unwc_vlan(0, tci::PRESENT, 0);
-                    let bits = (pcp as u16) << tci::PCP_SHIFT;
-                    if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
-                        self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !tci::PCP_MASK) | bits;
-                        self.unwc_vlan(0, 0xffff, 0);
-                        self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
-                    } else {
-                        self.push_vlan(ethertype::VLAN_8021Q, bits);
-                    }
+                    self.set_vlan_bits(tci::PCP_MASK, (pcp as u16) << tci::PCP_SHIFT)
                 }
-                Action::PushVlan(tpid) => self.push_vlan(tpid, 0),
+                Action::PushVlan(tpid) => self.push_vlan(tpid),
                 Action::PopVlan => {
                     self.unwc_vlan(0, tci::PRESENT, 0);
                     if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
                         self.flow.vlan_tci = [self.flow.vlan_tci[1], 0];
                         self.flow.vlan_tpid = [self.flow.vlan_tpid[1], 0];
                         self.vlan_origin = [self.vlan_origin[1], None];
-                        self.push(DpAction::PopVlan);
+                        self.vlans_touched = true;
                     }
                 }
                 Action::DecTtl => {
@@ -333,19 +329,81 @@ impl Ctx<'_, '_> {
         self.out.actions.push(a);
     }
 
-    fn push_vlan(&mut self, tpid: u16, wire_tci: u16) {
-        self.unwc_vlan(1, tci::PRESENT, 0);
-        if self.flow.vlan_tci[1] & tci::PRESENT != 0 {
-            self.error = Some(XlateDrop::TooManyVlans);
-            return;
-        }
-        self.flow.vlan_tci = [wire_tci | tci::PRESENT, self.flow.vlan_tci[0]];
+    /// `push_vlan`: a new outermost tag (VID 0, PCP 0). The flow tracks two
+    /// tags, as OVS's (FLOW_MAX_VLAN_HEADERS): a third push forgets the
+    /// innermost, and the commit then leaves it out of the packet, as OVS.
+    fn push_vlan(&mut self, tpid: u16) {
+        self.flow.vlan_tci = [tci::PRESENT, self.flow.vlan_tci[0]];
         self.flow.vlan_tpid = [tpid, self.flow.vlan_tpid[0]];
         self.vlan_origin = [None, self.vlan_origin[0]];
-        self.push(DpAction::PushVlan {
-            tpid,
-            tci: wire_tci,
-        });
+        self.vlans_touched = true;
+    }
+
+    /// `mod_vlan_vid` / `mod_vlan_pcp`: the bits `mask` of the outermost
+    /// tag, if there is one (the parser puts a `push_vlan` before these
+    /// where the rule does not guarantee a tag, as OpenFlow 1.3 does).
+    fn set_vlan_bits(&mut self, mask: u16, bits: u16) {
+        self.unwc_vlan(0, mask | tci::PRESENT, 0);
+        if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
+            self.note(self.depth, ">> no VLAN tag: skipped");
+            return;
+        }
+        self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !mask) | bits;
+        self.vlans_touched = true;
+    }
+
+    /// Makes the packet's tags those of the flow, as OVS's
+    /// commit_vlan_action: the tags both have innermost are kept, the
+    /// packet's others popped and the flow's others pushed (one tag
+    /// changed in place is a set). Every original tag compared or popped
+    /// is un-wildcarded in full, its presence too.
+    fn commit_vlans(&mut self) {
+        if !self.vlans_touched {
+            return;
+        }
+        self.vlans_touched = false;
+        // How many tags the packet has decides what is popped.
+        self.out.wc.vlan_tci[0] |= tci::PRESENT;
+        self.out.wc.vlan_tci[1] |= tci::PRESENT;
+        let count = |t: &[u16; 2]| t.iter().take_while(|t| *t & tci::PRESENT != 0).count();
+        let (mut b, mut f) = (count(&self.base_tci), count(&self.flow.vlan_tci));
+        while b > 0 && f > 0 {
+            self.unwc_base(b - 1);
+            self.unwc_vlan(f - 1, 0xffff, 0xffff);
+            let same = self.base_tci[b - 1] == self.flow.vlan_tci[f - 1]
+                && self.base_tpid[b - 1] == self.flow.vlan_tpid[f - 1];
+            if !same {
+                break;
+            }
+            b -= 1;
+            f -= 1;
+        }
+        if b == 1 && f == 1 && self.base_tpid[0] == self.flow.vlan_tpid[0] {
+            self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
+        } else {
+            for slot in 0..b {
+                self.unwc_base(slot);
+                self.push(DpAction::PopVlan);
+            }
+            for slot in (0..f).rev() {
+                self.push(DpAction::PushVlan {
+                    tpid: self.flow.vlan_tpid[slot],
+                    tci: self.flow.vlan_tci[slot] & !tci::PRESENT,
+                });
+            }
+        }
+        self.base_tci = self.flow.vlan_tci;
+        self.base_tpid = self.flow.vlan_tpid;
+        self.base_origin = self.vlan_origin;
+    }
+
+    /// Un-wildcards the original tag behind slot `slot` of the packet as
+    /// the datapath actions so far leave it.
+    fn unwc_base(&mut self, slot: usize) {
+        if let Some(o) = self.base_origin[slot] {
+            self.out.wc.vlan_tci[o] = 0xffff;
+            self.out.wc.vlan_tpid[o] = 0xffff;
+        }
     }
 
     fn output(&mut self, p: u32) {
@@ -402,6 +460,11 @@ impl Ctx<'_, '_> {
                 self.out.wc.tp_src = 0xffff;
                 self.out.wc.tp_dst = 0xffff;
             }
+            Prereq::L4 | Prereq::Tcp | Prereq::Udp | Prereq::Sctp => {
+                self.out.wc.dl_type = 0xffff;
+                self.out.wc.nw_proto = 0xff;
+                self.out.wc.nw_frag |= FRAG_LATER;
+            }
             _ => {
                 self.out.wc.dl_type = 0xffff;
                 self.out.wc.nw_proto = 0xff;
@@ -410,8 +473,9 @@ impl Ctx<'_, '_> {
     }
 
     fn set_field(&mut self, field: &'static Field, value: u128) {
-        self.unwildcard_prereq(field.prereq);
-        if !field.prereq.holds_for_key(&self.flow) {
+        let prereq = field.write_prereq();
+        self.unwildcard_prereq(prereq);
+        if !prereq.holds_for_key(&self.flow) {
             self.note(
                 self.depth,
                 &format!(">> {} is not present in this packet: skipped", field.name),
@@ -424,10 +488,9 @@ impl Ctx<'_, '_> {
                 self.note(self.depth, ">> no VLAN tag: skipped");
                 return;
             }
-            self.unwc_vlan(0, 0xffff, 0);
             (field.put)(&mut self.flow, value);
             self.flow.vlan_tci[0] |= tci::PRESENT;
-            self.push(DpAction::SetVlanTci(self.flow.vlan_tci[0] & !tci::PRESENT));
+            self.vlans_touched = true;
             return;
         }
         if writes_l4(field) {
@@ -446,10 +509,12 @@ impl Ctx<'_, '_> {
     /// Emits set actions for every written field, so the packet matches
     /// the flow before an output.
     fn commit(&mut self) {
+        self.commit_vlans();
         if self.dirty.is_zero() {
             return;
         }
         let (f, d) = (self.flow, self.dirty);
+        let csum = self.env.rules.frag_checksums();
         self.dirty = FlowKey::default();
         if d.dl_src != [0; 6] {
             self.push(DpAction::SetEthSrc(f.dl_src));
@@ -477,18 +542,18 @@ impl Ctx<'_, '_> {
         }
         if f.is_ipv4() {
             if d.nw_src != 0 {
-                self.push(DpAction::SetIpv4Src(f.nw_src));
+                self.push(DpAction::SetIpv4Src(f.nw_src, csum));
             }
             if d.nw_dst != 0 {
-                self.push(DpAction::SetIpv4Dst(f.nw_dst));
+                self.push(DpAction::SetIpv4Dst(f.nw_dst, csum));
             }
         }
         if f.is_ipv6() {
             if d.ipv6_src != [0; 16] {
-                self.push(DpAction::SetIpv6Src(f.ipv6_src));
+                self.push(DpAction::SetIpv6Src(f.ipv6_src, csum));
             }
             if d.ipv6_dst != [0; 16] {
-                self.push(DpAction::SetIpv6Dst(f.ipv6_dst));
+                self.push(DpAction::SetIpv6Dst(f.ipv6_dst, csum));
             }
             if d.ipv6_label != 0 {
                 self.push(DpAction::SetIpv6Label(f.ipv6_label));
