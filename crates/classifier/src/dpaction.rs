@@ -3,7 +3,7 @@
 //! No lookups, no resubmits: every header change is explicit, committed
 //! just before the output that needs it.
 
-use sluice_packet::rewrite::{ArpField, FragChecksums};
+use sluice_packet::rewrite::{ArpField, FragRewrites};
 
 /// Why a packet goes to the controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,13 +29,13 @@ pub enum DpAction {
     /// Set the Ethernet destination.
     SetEthDst([u8; 6]),
     /// Set the IPv4 source (IP and L4 checksums updated).
-    SetIpv4Src(u32, FragChecksums),
+    SetIpv4Src(u32, FragRewrites),
     /// Set the IPv4 destination (IP and L4 checksums updated).
-    SetIpv4Dst(u32, FragChecksums),
+    SetIpv4Dst(u32, FragRewrites),
     /// Set the IPv6 source (L4 checksum updated).
-    SetIpv6Src([u8; 16], FragChecksums),
+    SetIpv6Src([u8; 16], FragRewrites),
     /// Set the IPv6 destination (L4 checksum updated).
-    SetIpv6Dst([u8; 16], FragChecksums),
+    SetIpv6Dst([u8; 16], FragRewrites),
     /// Set the IPv6 flow label.
     SetIpv6Label(u32),
     /// Set the `mask` bits of the TOS / traffic class byte.
@@ -55,6 +55,14 @@ pub enum DpAction {
     SetIcmpType(u8),
     /// Set the ICMP code.
     SetIcmpCode(u8),
+    /// ICMP type and code written into an IPv4 later fragment's first
+    /// payload bytes (Open vSwitch's behaviour; `--frag-rewrites ovs`).
+    SetIcmpInLaterFragment {
+        /// Type.
+        ty: u8,
+        /// Code.
+        code: u8,
+    },
     /// Set an ARP field.
     SetArp(ArpField),
     /// Push a VLAN tag (wire TCI: PCP, DEI=0, VID).
@@ -90,6 +98,9 @@ impl std::fmt::Display for DpAction {
             DpAction::SetTpDst(p) => write!(f, "set(l4(dst={p}))"),
             DpAction::SetIcmpType(t) => write!(f, "set(icmp(type={t}))"),
             DpAction::SetIcmpCode(c) => write!(f, "set(icmp(code={c}))"),
+            DpAction::SetIcmpInLaterFragment { ty, code } => {
+                write!(f, "set(icmp(type={ty},code={code}))")
+            }
             DpAction::SetArp(a) => match a {
                 ArpField::Op(v) => write!(f, "set(arp(op={v}))"),
                 ArpField::Spa(v) => write!(f, "set(arp(sip={}))", fmt_ipv4(*v)),

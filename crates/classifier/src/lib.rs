@@ -4,11 +4,12 @@
 //!   the fixed-size flow key, with Open vSwitch's prerequisites.
 //! - [`flow_match`]: a match is a masked key.
 //! - [`parse`]: the `ovs-ofctl` flow language, with positioned errors.
-//! - [`table`]: versioned OpenFlow rule tables and the reference lookup.
+//! - [`table`]: versioned OpenFlow rule tables, flow-mods and the
+//!   reference lookup; [`tss`]: their classifier (tuple space search).
 //! - [`xlate`]: translation of a key through the tables into flat
 //!   [`dpaction`]s, rules to credit and the wildcard mask.
 //!
-//! Imports only `sluice-packet`.
+//! Imports only `sluice-packet` (and `im` for persistent maps).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -21,6 +22,7 @@ pub mod frag;
 pub mod megaflow;
 pub mod parse;
 pub mod table;
+pub mod tss;
 pub mod wildcards;
 pub mod xlate;
 

@@ -6,20 +6,24 @@
 //! publishing it with a higher version. Datapath threads read a published
 //! set without locks; per-rule counters are atomics added once per batch.
 //!
-//! The lookup here is a plain linear scan over priority-ordered rules. It
-//! is the reference every faster structure is tested against: keep it
-//! obviously correct. Among overlapping rules of equal priority (which
-//! OpenFlow leaves undefined) the one added first wins.
+//! Each table is a [`TableIndex`] (tuple space search over persistent
+//! maps): lookups cost the number of distinct masks, not of rules; adding or
+//! removing a rule costs O(log n); cloning a set costs O(tables), so a
+//! version per batch of changes copies nothing else. [`RuleSet::lookup_linear`]
+//! is the plain scan over priority-ordered rules, the reference the index is
+//! tested against: keep it obviously correct. Among overlapping rules of
+//! equal priority (which OpenFlow leaves undefined) the one added first wins.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sluice_packet::key::FlowKey;
-use sluice_packet::rewrite::FragChecksums;
+use sluice_packet::rewrite::FragRewrites;
 
 use crate::action::Action;
 use crate::flow_match::Match;
 use crate::parse::{FlowSpec, N_TABLES};
+use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
 /// A rule's identity, unique within a switch's lifetime.
@@ -127,11 +131,11 @@ pub enum Selection {
 /// A versioned set of rule tables.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
-    tables: Vec<Vec<Arc<Rule>>>,
+    tables: Vec<TableIndex>,
     version: u64,
     next_id: RuleId,
     frag_handling: crate::FragHandling,
-    frag_checksums: FragChecksums,
+    frag_rewrites: FragRewrites,
 }
 
 impl RuleSet {
@@ -142,7 +146,7 @@ impl RuleSet {
             version: 1,
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
-            frag_checksums: FragChecksums::Ovs,
+            frag_rewrites: FragRewrites::Ovs,
         }
     }
 
@@ -157,14 +161,14 @@ impl RuleSet {
         self.version += 1;
     }
 
-    /// Which L4 checksums IP address rewrites update in fragments.
-    pub fn frag_checksums(&self) -> FragChecksums {
-        self.frag_checksums
+    /// What rewrites do to fragments' L4 bytes.
+    pub fn frag_rewrites(&self) -> FragRewrites {
+        self.frag_rewrites
     }
 
-    /// Changes which L4 checksums address rewrites update (a new version).
-    pub fn set_frag_checksums(&mut self, mode: FragChecksums) {
-        self.frag_checksums = mode;
+    /// Changes what rewrites do to fragments' L4 bytes (a new version).
+    pub fn set_frag_rewrites(&mut self, mode: FragRewrites) {
+        self.frag_rewrites = mode;
         self.version += 1;
     }
 
@@ -185,7 +189,7 @@ impl RuleSet {
 
     /// Number of rules.
     pub fn len(&self) -> usize {
-        self.tables.iter().map(Vec::len).sum()
+        self.tables.iter().map(TableIndex::len).sum()
     }
 
     /// Whether there are no rules.
@@ -193,14 +197,22 @@ impl RuleSet {
         self.len() == 0
     }
 
-    /// Rules of one table, highest priority first.
-    pub fn table(&self, t: u8) -> &[Arc<Rule>] {
-        self.tables.get(t as usize).map_or(&[], Vec::as_slice)
+    /// Rules of one table, highest priority first (oldest first among equals).
+    pub fn table(&self, t: u8) -> impl Iterator<Item = &Arc<Rule>> {
+        self.tables
+            .get(t as usize)
+            .into_iter()
+            .flat_map(TableIndex::iter)
+    }
+
+    /// The index of one table, if it has ever held rules.
+    pub fn table_index(&self, t: u8) -> Option<&TableIndex> {
+        self.tables.get(t as usize)
     }
 
     /// Every rule, by table then priority.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        self.tables.iter().flatten()
+        self.tables.iter().flat_map(TableIndex::iter)
     }
 
     /// Adds a rule (OpenFlow ADD): an existing rule with the same table,
@@ -208,7 +220,7 @@ impl RuleSet {
     pub fn add(&mut self, spec: &FlowSpec, now_us: u64) -> RuleId {
         let t = spec.table as usize;
         if self.tables.len() <= t {
-            self.tables.resize_with(t + 1, Vec::new);
+            self.tables.resize_with(t + 1, TableIndex::default);
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -225,10 +237,10 @@ impl RuleSet {
             stats: RuleStats::default(),
         });
         let table = &mut self.tables[t];
-        table.retain(|r| !(r.priority == spec.priority && r.matcher == spec.matcher));
-        // Highest priority first; among equals, oldest (lowest id) first.
-        let pos = table.partition_point(|r| r.priority >= spec.priority);
-        table.insert(pos, rule);
+        if let Some(old) = table.find(&spec.matcher, spec.priority).cloned() {
+            table.remove(&old);
+        }
+        table.insert(rule);
         self.version += 1;
         id
     }
@@ -250,18 +262,31 @@ impl RuleSet {
         }
     }
 
+    /// The rules a flow-mod selects: one lookup for a strict selection in
+    /// one table, a scan otherwise.
+    fn select(&self, sel: &FlowSpec, how: Selection, all_tables: bool) -> Vec<Arc<Rule>> {
+        if how == Selection::Strict && !all_tables {
+            return self
+                .tables
+                .get(sel.table as usize)
+                .and_then(|t| t.find(&sel.matcher, sel.priority))
+                .filter(|r| Self::selected(r, sel, how, all_tables))
+                .into_iter()
+                .cloned()
+                .collect();
+        }
+        self.iter()
+            .filter(|r| Self::selected(r, sel, how, all_tables))
+            .cloned()
+            .collect()
+    }
+
     /// Removes the selected rules (OpenFlow DELETE / DELETE_STRICT) and
     /// returns them. `all_tables` ignores the selector's table.
     pub fn delete(&mut self, sel: &FlowSpec, how: Selection, all_tables: bool) -> Vec<Arc<Rule>> {
-        let mut gone = Vec::new();
-        for table in &mut self.tables {
-            table.retain(|r| {
-                let hit = Self::selected(r, sel, how, all_tables);
-                if hit {
-                    gone.push(Arc::clone(r));
-                }
-                !hit
-            });
+        let gone = self.select(sel, how, all_tables);
+        for r in &gone {
+            self.tables[r.table as usize].remove(r);
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -272,33 +297,30 @@ impl RuleSet {
     /// Replaces the actions of the selected rules (OpenFlow MODIFY /
     /// MODIFY_STRICT), keeping their counters. Returns how many changed.
     pub fn modify(&mut self, sel: &FlowSpec, how: Selection, all_tables: bool) -> usize {
-        let mut n = 0;
-        for table in &mut self.tables {
-            for r in table.iter_mut() {
-                if Self::selected(r, sel, how, all_tables) {
-                    let new = Rule {
-                        id: r.id,
-                        table: r.table,
-                        priority: r.priority,
-                        cookie: r.cookie,
-                        idle_timeout: r.idle_timeout,
-                        hard_timeout: r.hard_timeout,
-                        matcher: r.matcher,
-                        actions: sel.actions.clone(),
-                        created_us: r.created_us,
-                        stats: RuleStats::default(),
-                    };
-                    let (p, b) = r.counters();
-                    new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
-                    *r = Arc::new(new);
-                    n += 1;
-                }
-            }
+        let chosen = self.select(sel, how, all_tables);
+        for r in &chosen {
+            let new = Rule {
+                id: r.id,
+                table: r.table,
+                priority: r.priority,
+                cookie: r.cookie,
+                idle_timeout: r.idle_timeout,
+                hard_timeout: r.hard_timeout,
+                matcher: r.matcher,
+                actions: sel.actions.clone(),
+                created_us: r.created_us,
+                stats: RuleStats::default(),
+            };
+            let (p, b) = r.counters();
+            new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
+            let table = &mut self.tables[r.table as usize];
+            table.remove(r);
+            table.insert(Arc::new(new));
         }
-        if n > 0 {
+        if !chosen.is_empty() {
             self.version += 1;
         }
-        n
+        chosen.len()
     }
 
     /// The rule set `specs` describe, as `ovs-ofctl replace-flows` makes it:
@@ -306,38 +328,46 @@ impl RuleSet {
     /// actions, cookie, timeouts) are kept with their counters; the others
     /// are new. Returns (kept, added, removed).
     pub fn replace_with(&mut self, specs: &[FlowSpec], now_us: u64) -> (usize, usize, usize) {
-        let old: Vec<Arc<Rule>> = self.iter().cloned().collect();
+        type Identity = (
+            u8,
+            u16,
+            [u64; sluice_packet::key::KEY_WORDS],
+            [u64; sluice_packet::key::KEY_WORDS],
+        );
+        let ident = |t: u8, p: u16, m: &Match| (t, p, *m.value.words(), *m.mask.words());
+        let old: std::collections::HashMap<Identity, Arc<Rule>> = self
+            .iter()
+            .map(|r| (ident(r.table, r.priority, &r.matcher), Arc::clone(r)))
+            .collect();
+        let n_old = old.len();
         let mut next = RuleSet {
             tables: Vec::new(),
             version: self.version + 1,
             next_id: self.next_id,
             frag_handling: self.frag_handling,
-            frag_checksums: self.frag_checksums,
+            frag_rewrites: self.frag_rewrites,
         };
         let (mut kept, mut added) = (0, 0);
         for s in specs {
-            let same = old.iter().find(|r| {
-                r.table == s.table
-                    && r.priority == s.priority
-                    && r.matcher == s.matcher
-                    && r.actions == s.actions
-                    && r.cookie == s.cookie
-                    && r.idle_timeout == s.idle_timeout
-                    && r.hard_timeout == s.hard_timeout
-            });
+            let same = old
+                .get(&ident(s.table, s.priority, &s.matcher))
+                .filter(|r| {
+                    r.actions == s.actions
+                        && r.cookie == s.cookie
+                        && r.idle_timeout == s.idle_timeout
+                        && r.hard_timeout == s.hard_timeout
+                });
             match same {
                 Some(r) => {
                     let t = r.table as usize;
                     if next.tables.len() <= t {
-                        next.tables.resize_with(t + 1, Vec::new);
+                        next.tables.resize_with(t + 1, TableIndex::default);
                     }
                     let table = &mut next.tables[t];
-                    table.retain(|x| !(x.priority == r.priority && x.matcher == r.matcher));
-                    let pos = table.partition_point(|x| {
-                        (x.priority, std::cmp::Reverse(x.id))
-                            >= (r.priority, std::cmp::Reverse(r.id))
-                    });
-                    table.insert(pos, Arc::clone(r));
+                    if let Some(prev) = table.find(&r.matcher, r.priority).cloned() {
+                        table.remove(&prev);
+                    }
+                    table.insert(Arc::clone(r));
                     kept += 1;
                 }
                 None => {
@@ -346,7 +376,7 @@ impl RuleSet {
                 }
             }
         }
-        let removed = old.len() - kept;
+        let removed = n_old - kept;
         next.version += 1;
         *self = next;
         (kept, added, removed)
@@ -354,15 +384,9 @@ impl RuleSet {
 
     /// Removes rules whose idle or hard timeout has passed at `now_us`.
     pub fn expire(&mut self, now_us: u64) -> Vec<Arc<Rule>> {
-        let mut gone = Vec::new();
-        for table in &mut self.tables {
-            table.retain(|r| {
-                let e = r.expired(now_us);
-                if e {
-                    gone.push(Arc::clone(r));
-                }
-                !e
-            });
+        let gone: Vec<Arc<Rule>> = self.iter().filter(|r| r.expired(now_us)).cloned().collect();
+        for r in &gone {
+            self.tables[r.table as usize].remove(r);
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -370,11 +394,18 @@ impl RuleSet {
         gone
     }
 
+    /// The highest-priority rule of table `t` matching `key` (the oldest
+    /// among equals), through the table's index. ORs into `wc` the bits
+    /// that decided the result ([`TableIndex::lookup`]).
+    pub fn lookup(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        self.tables.get(t as usize)?.lookup(key, wc)
+    }
+
     /// Reference lookup: the highest-priority rule of table `t` matching
     /// `key`. ORs into `wc` the bits that decided the result: the whole
     /// mask of the rule that matched, and for each rule before it just
     /// enough bits to prove it missed ([`explain_miss`]).
-    pub fn lookup(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+    pub fn lookup_linear(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         for r in self.table(t) {
             if r.matcher.matches(key) {
                 wc.or_assign(&r.matcher.mask);
@@ -452,7 +483,10 @@ mod tests {
         set.add(&spec("ip,actions=output:2"), 0);
         assert_eq!(set.len(), 1);
         assert!(set.version() > v);
-        assert_eq!(set.table(0)[0].actions, vec![Action::Output(2)]);
+        assert_eq!(
+            set.table(0).next().unwrap().actions,
+            vec![Action::Output(2)]
+        );
     }
 
     #[test]
@@ -466,7 +500,10 @@ mod tests {
             set.modify(&spec("tcp,actions=output:9"), Selection::Loose, false),
             2
         );
-        assert_eq!(set.table(0)[1].actions, vec![Action::Output(9)]);
+        assert_eq!(
+            set.table(0).nth(1).unwrap().actions,
+            vec![Action::Output(9)]
+        );
         assert_eq!(
             set.delete(
                 &spec("priority=10,tcp,tp_dst=443"),
@@ -495,16 +532,16 @@ mod tests {
         let mut set = RuleSet::new();
         set.add(&spec("priority=5,ip,actions=output:1"), 0);
         set.add(&spec("priority=6,arp,actions=output:1"), 0);
-        set.table(0)[1].credit(7, 420, 0);
+        set.table(0).nth(1).unwrap().credit(7, 420, 0);
         let specs = vec![
             spec("priority=5,ip,actions=output:1"),
             spec("priority=9,udp,actions=drop"),
         ];
         assert_eq!(set.replace_with(&specs, 0), (1, 1, 1));
         assert_eq!(set.len(), 2);
-        assert_eq!(set.table(0)[0].priority, 9);
+        assert_eq!(set.table(0).next().unwrap().priority, 9);
         assert_eq!(
-            set.table(0)[1].counters(),
+            set.table(0).nth(1).unwrap().counters(),
             (7, 420),
             "kept with its counters"
         );
@@ -515,7 +552,7 @@ mod tests {
         let mut set = RuleSet::new();
         set.add(&spec("hard_timeout=2,actions=drop"), 0);
         set.add(&spec("idle_timeout=1,ip,actions=drop"), 0);
-        set.table(0)[1].credit(1, 60, 1_500_000);
+        set.table(0).nth(1).unwrap().credit(1, 60, 1_500_000);
         assert!(
             set.expire(1_900_000).is_empty(),
             "idle rule was used at 1.5 s"
@@ -529,9 +566,9 @@ mod tests {
     fn dump_format() {
         let mut set = RuleSet::new();
         set.add(&spec("priority=5,tcp,tp_dst=80,actions=output:2"), 0);
-        set.table(0)[0].credit(3, 180, 0);
+        set.table(0).next().unwrap().credit(3, 180, 0);
         assert_eq!(
-            set.table(0)[0].dump(1_500_000),
+            set.table(0).next().unwrap().dump(1_500_000),
             " cookie=0x0, duration=1.500s, table=0, n_packets=3, n_bytes=180, priority=5,tcp,tp_dst=80 actions=output:2"
         );
     }

@@ -16,8 +16,8 @@ use sluice_packet::key::FlowKey;
 
 use crate::flow_match::Match;
 
-#[derive(Clone, Copy)]
-enum Kind {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
     /// Un-wildcard the rule's mask over the whole region.
     Whole,
     /// A host-order u32 address: prefix down to the first differing bit.
@@ -28,7 +28,7 @@ enum Kind {
 
 /// Key regions in the order misses are explained. Early regions are the
 /// ones most rules share, so explanations reuse the same bits.
-const REGIONS: &[(usize, usize, Kind)] = &[
+pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, in_port), 4, Kind::Whole),
     (offset_of!(FlowKey, dl_type), 2, Kind::Whole),
     (offset_of!(FlowKey, nw_proto), 1, Kind::Whole),
@@ -52,7 +52,7 @@ const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, arp_tha), 6, Kind::Whole),
 ];
 
-fn prefix_through_first_diff(diff: u128, bits: u32) -> u128 {
+pub(crate) fn prefix_through_first_diff(diff: u128, bits: u32) -> u128 {
     // diff != 0; keep the top bits down to and including its highest bit.
     let lz = diff.leading_zeros() - (128 - bits);
     let keep = lz + 1;
@@ -61,7 +61,8 @@ fn prefix_through_first_diff(diff: u128, bits: u32) -> u128 {
     } else {
         (1u128 << bits) - 1
     };
-    full & !(full >> keep)
+    // checked: a difference in the last bit of 128 keeps all 128.
+    full & !full.checked_shr(keep).unwrap_or(0)
 }
 
 /// ORs into `wc` the bits that prove `key` misses `rule` (which it must).

@@ -51,6 +51,9 @@ fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::SetTpDst(p) => rewrite::set_tp_port(pkt, PortField::Dst, p),
         DpAction::SetIcmpType(t) => rewrite::set_icmp(pkt, PortField::Src, t),
         DpAction::SetIcmpCode(c) => rewrite::set_icmp(pkt, PortField::Dst, c),
+        DpAction::SetIcmpInLaterFragment { ty, code } => {
+            rewrite::set_icmp_in_later_fragment(pkt, ty, code)
+        }
         DpAction::SetArp(f) => rewrite::set_arp(pkt, f),
         DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
         DpAction::PopVlan => rewrite::pop_vlan(pkt),

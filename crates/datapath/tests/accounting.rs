@@ -87,7 +87,7 @@ fn one_translation_per_distinct_flow_per_batch() {
     assert_eq!(dp.stats().upcalls, 1);
     assert_eq!(dp.stats().sent_packets, 20);
     assert_eq!(dp.stats().sent_batches, 1, "one output batch for the burst");
-    let r = &dp.rules().table(0)[0];
+    let r = dp.rules().table(0).next().unwrap();
     assert_eq!(r.counters(), (20, 20 * 60));
 }
 
@@ -138,7 +138,10 @@ fn an_idle_timeout_sees_hits_served_by_the_caches() {
         assert_eq!(dp.rules().len(), 1, "still in use at poll {i}");
     }
     dp.credit_rules();
-    assert_eq!(dp.rules().table(0)[0].counters(), (320, 320 * 60));
+    assert_eq!(
+        dp.rules().table(0).next().unwrap().counters(),
+        (320, 320 * 60)
+    );
     // Now idle for more than a second: it goes.
     dp.poll_once(2_700_000 + 1_100_000);
     assert!(dp.rules().is_empty());

@@ -182,7 +182,8 @@ fn rule_line(
     );
     let ipv4 = matches!(proto, Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp);
     let mut actions = Vec::new();
-    let mut vlan_known = matches!(vlan, Some(v) if v > 0);
+    // VLAN tags the rule guarantees at each action (at most two, as OVS).
+    let mut tags = u8::from(matches!(vlan, Some(v) if v > 0));
     for (kind, arg) in acts {
         let a = match kind % 16 {
             0..=3 => format!("output:{}", 1 + arg % 4),
@@ -193,15 +194,15 @@ fn rule_line(
             8 if l4 => format!("mod_tp_dst:{}", TP_PORTS[arg as usize % 3]),
             9 => "dec_ttl".into(),
             10 => {
-                vlan_known = true;
+                tags = tags.max(1);
                 format!("mod_vlan_vid:{}", (arg % 3) * 10)
             }
             11 => {
-                vlan_known = false;
+                tags = tags.saturating_sub(1);
                 "strip_vlan".into()
             }
-            12 => {
-                vlan_known = true;
+            12 if tags < 2 => {
+                tags += 1;
                 format!(
                     "push_vlan:{}",
                     if arg % 2 == 0 { "0x8100" } else { "0x88a8" }
@@ -210,7 +211,7 @@ fn rule_line(
             13 => format!("resubmit(,{})", arg % n_tables),
             14 if ip => format!("set_field:{}->ip_dscp", arg % 64),
             15 if arg % 4 == 0 => "controller:64".into(),
-            15 if vlan_known => format!("set_field:{}->vlan_vid", 4096 + (arg % 3) as u32 * 10),
+            15 if tags > 0 => format!("set_field:{}->vlan_vid", 4096 + (arg % 3) as u32 * 10),
             _ => format!("output:{}", 1 + arg % 4),
         };
         actions.push(a);

@@ -8,7 +8,7 @@
 //! UDP checksum of zero ("none") stays zero. SCTP's CRC32c is recomputed
 //! around the change, so a wrong one stays wrong by the same error. Which L4
 //! checksums an address rewrite updates in fragments follows
-//! [`FragChecksums`] (OVS's choice by default).
+//! [`FragRewrites`] (OVS's choice by default).
 
 use crate::pool::Packet;
 use crate::wire::checksum::{update16, update32, update_bytes};
@@ -51,10 +51,10 @@ fn ipv6(pkt: &mut Packet) -> Option<Ipv6Packet<&mut [u8]>> {
     Ipv6Packet::new_checked(&mut pkt.data_mut()[l3..]).ok()
 }
 
-/// Which L4 checksums an IP address rewrite updates in fragments and
-/// behind IPv6 extension headers.
+/// How rewrites treat the L4 bytes of IP fragments (and L4 checksums
+/// behind IPv6 extension headers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub enum FragChecksums {
+pub enum FragRewrites {
     /// As Open vSwitch 3.1 (`packet_set_ipv4_addr`, `packet_rh_present`):
     /// IPv4: the TCP or UDP checksum field right after the IP header is
     /// updated in every packet whose payload is long enough, later
@@ -62,10 +62,12 @@ pub enum FragChecksums {
     /// datagram's middle, not a checksum. IPv6: only in packets with no
     /// fragment header or a first fragment (offset 0, M set), so never in
     /// an atomic fragment; and in neither direction behind a routing
-    /// header with segments left.
+    /// header with segments left. An ICMP type or code set on an IPv4
+    /// later fragment writes both (the flow's, 0 unless set) into its
+    /// first two payload bytes.
     #[default]
     Ovs,
-    /// Only where the L4 header is: never in an IPv4 or IPv6 later
+    /// Only where the L4 header is: nothing in an IPv4 or IPv6 later
     /// fragment, also in IPv6 atomic fragments (RFC 6946: a whole
     /// datagram), and for a source rewrite behind a routing header (the
     /// pseudo-header's destination is the routing header's last address,
@@ -73,14 +75,14 @@ pub enum FragChecksums {
     Correct,
 }
 
-impl FragChecksums {
+impl FragRewrites {
     /// Parses `ovs` or `correct`.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
-            "ovs" => Ok(FragChecksums::Ovs),
-            "correct" => Ok(FragChecksums::Correct),
+            "ovs" => Ok(FragRewrites::Ovs),
+            "correct" => Ok(FragRewrites::Correct),
             _ => Err(format!(
-                "unknown fragment checksum mode '{s}' (ovs or correct)"
+                "unknown fragment rewrite mode '{s}' (ovs or correct)"
             )),
         }
     }
@@ -88,15 +90,15 @@ impl FragChecksums {
     /// The mode's name.
     pub fn name(self) -> &'static str {
         match self {
-            FragChecksums::Ovs => "ovs",
-            FragChecksums::Correct => "correct",
+            FragRewrites::Ovs => "ovs",
+            FragRewrites::Correct => "correct",
         }
     }
 }
 
 /// Where the L4 checksum an address rewrite updates is: (offset of the
 /// L4 header, end of the IP payload, protocol), or None.
-fn l4_span(pkt: &Packet, mode: FragChecksums, v6_dst: bool) -> Option<(usize, usize, u8)> {
+fn l4_span(pkt: &Packet, mode: FragRewrites, v6_dst: bool) -> Option<(usize, usize, u8)> {
     let l3 = pkt.meta.l3()?;
     let data = pkt.data();
     match pkt.meta.l3_type {
@@ -106,7 +108,7 @@ fn l4_span(pkt: &Packet, mode: FragChecksums, v6_dst: bool) -> Option<(usize, us
                 Some(l4) => l4,
                 // A later fragment keys no L4 header; OVS still finds one
                 // right after the IP header.
-                None if mode == FragChecksums::Ovs => l3 + (data[l3] as usize & 0xf) * 4,
+                None if mode == FragRewrites::Ovs => l3 + (data[l3] as usize & 0xf) * 4,
                 None => return None,
             };
             (l4 <= end && end <= data.len()).then_some((l4, end, data[l3 + 9]))
@@ -119,8 +121,8 @@ fn l4_span(pkt: &Packet, mode: FragChecksums, v6_dst: bool) -> Option<(usize, us
             }
             let (frag, routed) = v6_headers(&data[l3..l4]);
             let skip = match mode {
-                FragChecksums::Ovs => routed || frag.is_some_and(|offlg| offlg != 1),
-                FragChecksums::Correct => routed && v6_dst,
+                FragRewrites::Ovs => routed || frag.is_some_and(|offlg| offlg != 1),
+                FragRewrites::Correct => routed && v6_dst,
             };
             (!skip).then_some((l4, end, pkt.meta.l4_proto))
         }
@@ -167,7 +169,7 @@ fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
 }
 
 /// Applies a pseudo-header change to the L4 checksum (TCP, UDP, ICMPv6).
-fn fix_l4_pseudo(pkt: &mut Packet, mode: FragChecksums, v6_dst: bool, fix: impl Fn(u16) -> u16) {
+fn fix_l4_pseudo(pkt: &mut Packet, mode: FragRewrites, v6_dst: bool, fix: impl Fn(u16) -> u16) {
     let is_v6 = pkt.meta.l3_type == ethertype::IPV6;
     let Some((l4, end, p)) = l4_span(pkt, mode, v6_dst) else {
         return;
@@ -205,7 +207,7 @@ fn fix_l4_pseudo(pkt: &mut Packet, mode: FragChecksums, v6_dst: bool, fix: impl 
 }
 
 /// Sets the IPv4 source, updating the IP and L4 checksums.
-pub fn set_ipv4_src(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
+pub fn set_ipv4_src(pkt: &mut Packet, ip: u32, mode: FragRewrites) -> bool {
     let Some(mut h) = ipv4(pkt) else { return false };
     let old = h.src();
     h.set_src(ip);
@@ -214,7 +216,7 @@ pub fn set_ipv4_src(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
 }
 
 /// Sets the IPv4 destination, updating the IP and L4 checksums.
-pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
+pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32, mode: FragRewrites) -> bool {
     let Some(mut h) = ipv4(pkt) else { return false };
     let old = h.dst();
     h.set_dst(ip);
@@ -223,7 +225,7 @@ pub fn set_ipv4_dst(pkt: &mut Packet, ip: u32, mode: FragChecksums) -> bool {
 }
 
 /// Sets the IPv6 source, updating the L4 checksum.
-pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16], mode: FragChecksums) -> bool {
+pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16], mode: FragRewrites) -> bool {
     let Some(mut h) = ipv6(pkt) else { return false };
     let old = h.src();
     h.set_src(a);
@@ -232,7 +234,7 @@ pub fn set_ipv6_src(pkt: &mut Packet, a: [u8; 16], mode: FragChecksums) -> bool 
 }
 
 /// Sets the IPv6 destination, updating the L4 checksum.
-pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16], mode: FragChecksums) -> bool {
+pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16], mode: FragRewrites) -> bool {
     let Some(mut h) = ipv6(pkt) else { return false };
     let old = h.dst();
     h.set_dst(a);
@@ -376,6 +378,36 @@ pub fn set_icmp(pkt: &mut Packet, which: PortField, v: u8) -> bool {
     true
 }
 
+/// Writes ICMP type and code into the first two payload bytes of an IPv4
+/// later fragment with protocol ICMP and 8 bytes or more of payload, and
+/// updates bytes 2-3 as an ICMP checksum: what Open vSwitch 3.1 does (its
+/// L4 offset points there in a later fragment), kept as its behaviour.
+pub fn set_icmp_in_later_fragment(pkt: &mut Packet, ty: u8, code: u8) -> bool {
+    if pkt.meta.l4().is_some() || pkt.meta.l3_type != ethertype::IPV4 {
+        return false;
+    }
+    let Some(l3) = pkt.meta.l3() else {
+        return false;
+    };
+    if ipv4(pkt).is_none() {
+        return false;
+    }
+    let data = pkt.data();
+    let l4 = l3 + (data[l3] as usize & 0xf) * 4;
+    let end = l3 + be16(data, l3 + 2) as usize;
+    if data[l3 + 9] != proto::ICMP || end > data.len() || end < l4 + 8 {
+        return false;
+    }
+    let d = pkt.data_mut();
+    let (old, new) = (be16(d, l4), u16::from_be_bytes([ty, code]));
+    if old != new {
+        let c = update16(be16(d, l4 + 2), old, new);
+        put16(d, l4, new);
+        put16(d, l4 + 2, c);
+    }
+    true
+}
+
 fn shift_offsets(pkt: &mut Packet, by: isize) {
     if let Some(l3) = pkt.meta.l3() {
         pkt.meta.l3_ofs = (l3 as isize + by) as u16;
@@ -496,8 +528,8 @@ mod tests {
                 .ttl(9)
                 .payload(b"abc");
             let mut p = parsed(&mut pool, &before);
-            assert!(set_ipv4_src(&mut p, 0xc0a8_0001, FragChecksums::Ovs));
-            assert!(set_ipv4_dst(&mut p, 0xc0a8_0002, FragChecksums::Ovs));
+            assert!(set_ipv4_src(&mut p, 0xc0a8_0001, FragRewrites::Ovs));
+            assert!(set_ipv4_dst(&mut p, 0xc0a8_0002, FragRewrites::Ovs));
             assert!(set_tp_port(&mut p, PortField::Src, 4000));
             assert!(set_tp_port(&mut p, PortField::Dst, 4001));
             assert!(set_ip_tos(&mut p, 0xb8, 0xff));
@@ -533,8 +565,8 @@ mod tests {
             &mut pool,
             &Frame::ipv6([1; 16], [2; 16], L4::Icmp { ty: 128, code: 0 }),
         );
-        assert!(set_ipv6_src(&mut p, [3; 16], FragChecksums::Ovs));
-        assert!(set_ipv6_dst(&mut p, [4; 16], FragChecksums::Ovs));
+        assert!(set_ipv6_src(&mut p, [3; 16], FragRewrites::Ovs));
+        assert!(set_ipv6_dst(&mut p, [4; 16], FragRewrites::Ovs));
         assert!(set_ipv6_label(&mut p, 0x12345));
         assert!(set_icmp(&mut p, PortField::Src, 129));
         let want = Frame::ipv6([3; 16], [4; 16], L4::Icmp { ty: 129, code: 0 }).label(0x12345);
@@ -548,7 +580,7 @@ mod tests {
         let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Udp { src: 1, dst: 2 })
             .udp_without_checksum();
         let mut p = parsed(&mut pool, &f);
-        set_ipv4_dst(&mut p, 0x0303_0303, FragChecksums::Ovs);
+        set_ipv4_dst(&mut p, 0x0303_0303, FragRewrites::Ovs);
         set_tp_port(&mut p, PortField::Dst, 9);
         assert_eq!(&p.data()[40..42], &[0, 0]);
         pool.free(p);
@@ -568,7 +600,7 @@ mod tests {
         );
         assert_eq!(p.meta.l3(), Some(18));
         // The rewrite still finds the IP header after the push.
-        assert!(set_ipv4_dst(&mut p, 0x0909_0909, FragChecksums::Ovs));
+        assert!(set_ipv4_dst(&mut p, 0x0909_0909, FragRewrites::Ovs));
         assert!(set_vlan_tci(&mut p, 7));
         assert!(pop_vlan(&mut p));
         let want = Frame::ipv4([1, 1, 1, 1], [9, 9, 9, 9], L4::Udp { src: 1, dst: 2 }).min_len(64);
@@ -594,7 +626,7 @@ mod tests {
             p.data(),
             &Frame::arp(2, [7; 6], [2, 2, 2, 2], [8; 6], [1, 1, 1, 1]).build()[..]
         );
-        assert!(!set_ipv4_src(&mut p, 1, FragChecksums::Ovs), "not IPv4");
+        assert!(!set_ipv4_src(&mut p, 1, FragRewrites::Ovs), "not IPv4");
         pool.free(p);
     }
 
@@ -620,7 +652,7 @@ mod tests {
         p.meta = m;
         assert!(!set_tp_port(&mut p, PortField::Dst, 9));
         assert!(
-            set_ipv4_src(&mut p, 5, FragChecksums::Ovs),
+            set_ipv4_src(&mut p, 5, FragRewrites::Ovs),
             "the IP header itself is whole"
         );
         pool.free(p);
@@ -683,7 +715,7 @@ mod tests {
         let old = u16::from_be_bytes([p.data()[56], p.data()[57]]);
         let mut dst = [2u8; 16];
         dst[15] = 3;
-        assert!(set_ipv6_dst(&mut p, dst, FragChecksums::Ovs));
+        assert!(set_ipv6_dst(&mut p, dst, FragRewrites::Ovs));
         let new = u16::from_be_bytes([p.data()[56], p.data()[57]]);
         assert_eq!(new, update_bytes(old, &[2; 16], &dst));
         pool.free(p);
@@ -717,7 +749,7 @@ mod tests {
     /// left; `correct` does the opposite of each.
     #[test]
     fn fragment_checksums_as_ovs_or_as_the_rfcs() {
-        use FragChecksums::{Correct, Ovs};
+        use FragRewrites::{Correct, Ovs};
         let mut pool = PacketPool::new(8, 2048).unwrap();
         let tcp = L4::Tcp {
             src: 5,
@@ -769,6 +801,21 @@ mod tests {
             assert_eq!(csum_at(&p, l4_csum), want, "dst {ty} {mode:?}");
             pool.free(p);
         }
+        // OVS's ICMP type/code in an IPv4 later fragment's payload.
+        let icmp = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], L4::Icmp { ty: 8, code: 0 });
+        let mut p = pool.alloc_from(&icmp.build()).unwrap();
+        p.data_mut()[20..22].copy_from_slice(&11u16.to_be_bytes());
+        reparse(&mut p);
+        let before = p.data().to_vec();
+        assert!(set_icmp_in_later_fragment(&mut p, 0, 1));
+        assert_eq!(&p.data()[34..36], &[0, 1]);
+        let c = update16(u16::from_be_bytes([before[36], before[37]]), 0x0800, 0x0001);
+        assert_eq!(csum_at(&p, 36), c);
+        assert!(
+            !set_icmp(&mut p, PortField::Src, 3),
+            "no L4 header for the usual rewrite"
+        );
+        pool.free(p);
         // A first fragment (offset 0, M set) and a plain packet: both modes update.
         for mode in [Ovs, Correct] {
             let mut p = v6_with_ext(&mut pool, 44, [6, 0, 0, 1, 0, 0, 0, 1]);

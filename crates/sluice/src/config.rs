@@ -11,7 +11,7 @@
 //! pmd_auto_lb_improvement_threshold = 25  # % the busiest PMD's load must drop
 //! vlan_limit = 1                # VLAN tags parsed (OVS's other_config:vlan-limit; 0 = all)
 //! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
-//! frag_checksums = "ovs"        # ovs or correct: L4 checksums in fragments
+//! frag_rewrites = "ovs"         # ovs or correct: what rewrites do to fragments
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
-use sluice_packet::rewrite::FragChecksums;
+use sluice_packet::rewrite::FragRewrites;
 use sluice_port::PortSpec;
 
 use crate::auto_lb::AutoLb;
@@ -65,9 +65,8 @@ pub struct Config {
     pub auto_lb: Option<AutoLb>,
     /// How the tables see IP fragments (`--frag-handling`).
     pub frag_handling: FragHandling,
-    /// Which L4 checksums address rewrites update in fragments
-    /// (`--frag-checksums`).
-    pub frag_checksums: FragChecksums,
+    /// What rewrites do to fragments' L4 bytes (`--frag-rewrites`).
+    pub frag_rewrites: FragRewrites,
 }
 
 #[derive(Deserialize)]
@@ -84,7 +83,7 @@ struct FileConfig {
     pmd_auto_lb_improvement_threshold: Option<u32>,
     vlan_limit: Option<usize>,
     frag_handling: Option<String>,
-    frag_checksums: Option<String>,
+    frag_rewrites: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -238,9 +237,9 @@ impl Config {
             cfg.frag_handling =
                 FragHandling::parse(m).map_err(|e| format!("frag_handling: {e}"))?;
         }
-        if let Some(m) = &f.frag_checksums {
-            cfg.frag_checksums =
-                FragChecksums::parse(m).map_err(|e| format!("frag_checksums: {e}"))?;
+        if let Some(m) = &f.frag_rewrites {
+            cfg.frag_rewrites =
+                FragRewrites::parse(m).map_err(|e| format!("frag_rewrites: {e}"))?;
         }
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
@@ -344,11 +343,11 @@ mod tests {
     fn ovs_behaviour_settings_from_toml() {
         let d = Config::from_toml("", Path::new(".")).unwrap();
         assert_eq!(
-            (d.datapath.vlan_limit, d.frag_handling, d.frag_checksums),
-            (1, FragHandling::Normal, FragChecksums::Ovs)
+            (d.datapath.vlan_limit, d.frag_handling, d.frag_rewrites),
+            (1, FragHandling::Normal, FragRewrites::Ovs)
         );
         let cfg = Config::from_toml(
-            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_checksums = \"correct\"\n",
+            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\n",
             Path::new("."),
         )
         .unwrap();
@@ -356,13 +355,13 @@ mod tests {
             (
                 cfg.datapath.vlan_limit,
                 cfg.frag_handling,
-                cfg.frag_checksums
+                cfg.frag_rewrites
             ),
-            (0, FragHandling::NxMatch, FragChecksums::Correct)
+            (0, FragHandling::NxMatch, FragRewrites::Correct)
         );
         let e = Config::from_toml("frag_handling = \"reassemble\"\n", Path::new(".")).unwrap_err();
         assert!(e.contains("does not reassemble"), "{e}");
-        let e = Config::from_toml("frag_checksums = \"x\"\n", Path::new(".")).unwrap_err();
+        let e = Config::from_toml("frag_rewrites = \"x\"\n", Path::new(".")).unwrap_err();
         assert!(e.contains("ovs or correct"), "{e}");
     }
 

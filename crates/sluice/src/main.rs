@@ -15,7 +15,7 @@ use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
 use sluice_classifier::FragHandling;
-use sluice_packet::rewrite::FragChecksums;
+use sluice_packet::rewrite::FragRewrites;
 use sluice_port::spec::SPEC_SYNTAX;
 use sluice_port::PortSpec;
 
@@ -133,12 +133,12 @@ struct OvsBehaviourArgs {
     /// dropped, counted as 'ip fragment'). reassemble is not supported.
     #[arg(long, value_name = "MODE", value_parser = FragHandling::parse)]
     frag_handling: Option<FragHandling>,
-    /// Which L4 checksums an IP address rewrite updates: ovs (default, as
-    /// OVS 3.1: also two bytes of an IPv4 later fragment's payload, none in
-    /// an IPv6 atomic fragment) or correct (only real L4 headers; see the
-    /// README).
-    #[arg(long, value_name = "MODE", value_parser = FragChecksums::parse)]
-    frag_checksums: Option<FragChecksums>,
+    /// What rewrites do to fragments: ovs (default, as OVS 3.1: an IPv4
+    /// later fragment's first payload bytes are treated as an L4 header by
+    /// address and ICMP rewrites; an IPv6 atomic fragment's L4 checksum is
+    /// not updated) or correct (only real L4 headers; see the README).
+    #[arg(long, value_name = "MODE", value_parser = FragRewrites::parse)]
+    frag_rewrites: Option<FragRewrites>,
 }
 
 impl OvsBehaviourArgs {
@@ -149,8 +149,8 @@ impl OvsBehaviourArgs {
         if let Some(m) = self.frag_handling {
             config.frag_handling = m;
         }
-        if let Some(m) = self.frag_checksums {
-            config.frag_checksums = m;
+        if let Some(m) = self.frag_rewrites {
+            config.frag_rewrites = m;
         }
     }
 }
@@ -429,7 +429,7 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     a.ovs.apply(&mut cfg);
     let mut rules = runner::load_rules(&a.flows)?;
     rules.set_frag_handling(cfg.frag_handling);
-    rules.set_frag_checksums(cfg.frag_checksums);
+    rules.set_frag_rewrites(cfg.frag_rewrites);
     let key = match (&a.flow, &a.packet) {
         (_, Some(hex)) => {
             trace::key_from_packet(hex, a.in_port.unwrap_or(0), cfg.datapath.vlan_limit)?

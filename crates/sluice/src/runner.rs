@@ -375,7 +375,7 @@ pub fn run(
     }
     let mut rules = load_rules(flows)?;
     rules.set_frag_handling(cfg.frag_handling);
-    rules.set_frag_checksums(cfg.frag_checksums);
+    rules.set_frag_rewrites(cfg.frag_rewrites);
     let placements = placements(cfg)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {

@@ -405,12 +405,15 @@ fn several_pmds_share_the_work_and_the_accounting() {
     let input = format!("1=pcap:rx={},loop", d.path().join("in.pcap").display());
     let cpus = sluice_port::sys::allowed_cpus().unwrap();
     let two = format!("{},{}", cpus[0], cpus[cpus.len() - 1]);
+    // Stopped by time, not by a packet count: with both CPUs busy (other
+    // tests' busy-polling PMDs) one PMD can wait tens of milliseconds to be
+    // scheduled, long enough for the other to take a whole count alone.
     let run = |cores: &str, out: &str| {
         sluice(&[
             "run",
             "--json",
-            "--packets",
-            "100000",
+            "--duration",
+            "1",
             "--flows",
             &flows,
             "--port",
@@ -426,7 +429,7 @@ fn several_pmds_share_the_work_and_the_accounting() {
         assert!(o.status.success(), "{}", stderr(&o));
         let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         let n = r["datapath"]["packets received"].as_u64().unwrap();
-        assert!((100_000..100_000 + 64).contains(&n), "{n}");
+        assert!(n > 0, "{n}");
         assert_eq!(r["datapath"]["sent packets"].as_u64().unwrap(), n);
         let pmds = r["pmds"].as_array().unwrap();
         assert_eq!(pmds.len(), 2);
@@ -885,7 +888,7 @@ fn ctl_at(sock: &str, args: &[&str]) -> Output {
     sluice(&a)
 }
 
-/// `--vlan-limit`, `--frag-handling` and `--frag-checksums` reach the
+/// `--vlan-limit`, `--frag-handling` and `--frag-rewrites` reach the
 /// datapath of `sluice run` (and `trace`), each with OVS's default.
 #[test]
 fn ovs_behaviour_settings_reach_the_datapath() {
@@ -942,7 +945,7 @@ fn ovs_behaviour_settings_reach_the_datapath() {
     assert_ne!(tcp_out[0][l4 + 16..l4 + 18], later[l4 + 16..l4 + 18]);
     // vlan-limit 2 sees TCP inside the QinQ frame; 'correct' leaves the
     // fragment's payload alone.
-    let (_, [tcp_out, _, other]) = run(&["--vlan-limit", "2", "--frag-checksums", "correct"]);
+    let (_, [tcp_out, _, other]) = run(&["--vlan-limit", "2", "--frag-rewrites", "correct"]);
     assert_eq!((tcp_out.len(), other.len()), (2, 0));
     let frag_out = tcp_out.iter().find(|f| f.len() == later.len()).unwrap();
     assert_eq!(frag_out[l4 + 16..l4 + 18], later[l4 + 16..l4 + 18]);

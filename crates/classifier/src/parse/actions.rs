@@ -51,10 +51,16 @@ pub(super) fn parse_actions(
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
-    // Whether the packet is known to carry a VLAN tag at this point of the
-    // action list (for set_field on VLAN fields, as OVS checks).
+    // The VLAN tags the packet is known to carry at this point of the action
+    // list (for set_field on VLAN fields, and at most two, as OVS checks).
     let m = &spec.matcher;
-    let mut vlan_known = Prereq::Vlan.holds(&m.value, &m.mask);
+    let mut tags = u8::from(Prereq::Vlan.holds(&m.value, &m.mask));
+    let third_tag = |at: usize| {
+        cx.err(
+            at,
+            "push_vlan onto the two VLAN tags this rule already guarantees: a flow holds at most two (OVS refuses it too: OFPBAC_BAD_TAG)",
+        )
+    };
     for tok in &toks {
         let t = tok.text;
         if t.is_empty() {
@@ -123,18 +129,18 @@ pub(super) fn parse_actions(
                 if v > 4095 {
                     return Err(cx.err(arg_at, format!("VLAN id {v} is out of range (0 to 4095)")));
                 }
-                if !vlan_known {
+                if tags == 0 {
                     out.push(Action::PushVlan(ethertype::VLAN_8021Q));
+                    tags = 1;
                 }
-                vlan_known = true;
                 Action::ModVlanVid(v as u16)
             }
             "mod_vlan_pcp" | "set_vlan_pcp" => {
                 let p = parse_int(cx, need()?, arg_at, 3, name)? as u8;
-                if !vlan_known {
+                if tags == 0 {
                     out.push(Action::PushVlan(ethertype::VLAN_8021Q));
+                    tags = 1;
                 }
-                vlan_known = true;
                 Action::ModVlanPcp(p)
             }
             "push_vlan" => {
@@ -142,11 +148,14 @@ pub(super) fn parse_actions(
                 if tpid != ethertype::VLAN_8021Q && tpid != ethertype::VLAN_8021AD {
                     return Err(cx.err(arg_at, format!("push_vlan takes 0x8100 or 0x88a8, not {tpid:#06x}")));
                 }
-                vlan_known = true;
+                if tags == 2 {
+                    return Err(third_tag(tok.at));
+                }
+                tags += 1;
                 Action::PushVlan(tpid)
             }
             "strip_vlan" | "pop_vlan" if arg.is_none() => {
-                vlan_known = false;
+                tags = tags.saturating_sub(1);
                 Action::PopVlan
             }
             "set_field" => {
@@ -163,7 +172,7 @@ pub(super) fn parse_actions(
                 }
                 let value = parse_value(cx, field, val.trim(), arg_at)?;
                 if field.prereq == Prereq::Vlan || field.name == "vlan_vid" {
-                    if !vlan_known {
+                    if tags == 0 {
                         return Err(cx.err(tok.at, format!("set_field on {} needs a VLAN tag: match one (e.g. dl_vlan=10) or push_vlan first", field.name)));
                     }
                 } else {

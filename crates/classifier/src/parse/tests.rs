@@ -120,6 +120,12 @@ fn errors_point_at_the_token() {
     assert!(err("tcp,nw_frag=later,tp_dst=80,actions=drop")
         .message
         .contains("not nw_frag=later"));
+    assert!(
+        err("dl_vlan=5,actions=push_vlan:0x8100,output:1,push_vlan:0x88a8")
+            .message
+            .contains("BAD_TAG")
+    );
+    ok("dl_vlan=5,actions=push_vlan:0x8100,strip_vlan,push_vlan:0x88a8");
     assert!(err("icmp6,actions=set_field:3->icmp_type")
         .message
         .contains("ICMPv4"));
@@ -167,6 +173,29 @@ fn repeated_fields_take_the_last_value_as_ovs() {
         "icmp,nw_frag=later,icmp_type=3"
     );
     ok("icmp6,actions=set_field:3->icmpv6_type");
+}
+
+/// Prefix lengths at both ends: a /128 IPv6 prefix is an exact match (it
+/// was parsed as a catch-all in release builds, found by the index's
+/// property test), /0 matches everything.
+#[test]
+fn prefix_lengths_at_the_ends() {
+    let m = |s: &str| ok(s).matcher;
+    assert_eq!(
+        m("ipv6,ipv6_dst=2001:db8::1/128,actions=drop")
+            .mask
+            .ipv6_dst,
+        [0xff; 16]
+    );
+    assert_eq!(
+        m("ipv6,ipv6_dst=2001:db8::1/0,actions=drop").mask.ipv6_dst,
+        [0; 16]
+    );
+    assert_eq!(
+        m("ip,nw_dst=10.0.0.1/32,actions=drop").mask.nw_dst,
+        u32::MAX
+    );
+    assert_eq!(m("ip,nw_dst=10.0.0.1/0,actions=drop").mask.nw_dst, 0);
 }
 
 #[test]

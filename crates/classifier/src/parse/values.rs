@@ -141,11 +141,9 @@ pub(super) fn parse_masked(
                 format!("prefix length {len} is longer than {} bits", field.bits()),
             ));
         }
-        if len == 0 {
-            0
-        } else {
-            field.full_mask() & !(field.full_mask() >> len)
-        }
+        // checked: a /128 shifts a u128 by 128 (which wrapped to a shift
+        // by 0 and so to an empty mask in release builds).
+        field.full_mask() & !field.full_mask().checked_shr(len).unwrap_or(0)
     } else {
         parse_value(cx, field, mask, mat)?
     };

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use sluice_packet::key::{FlowKey, FRAG_ANY, FRAG_LATER};
-use sluice_packet::rewrite::ArpField;
+use sluice_packet::rewrite::{ArpField, FragRewrites};
 use sluice_packet::wire::ethernet::tci;
 use sluice_packet::wire::l4::proto;
 
@@ -493,15 +493,9 @@ impl Ctx<'_, '_> {
             self.vlans_touched = true;
             return;
         }
-        if writes_l4(field) {
-            // A later fragment has no L4 header to rewrite: as in OVS, the
-            // action does nothing (and the decision depends on nw_frag).
-            self.out.wc.nw_frag |= FRAG_LATER;
-            if self.flow.nw_frag & FRAG_LATER != 0 {
-                self.note(self.depth, ">> later fragment: no L4 header, skipped");
-                return;
-            }
-        }
+        // Ports on a later fragment were refused by the prerequisite
+        // (OVS's MFP_TCP/UDP/SCTP); ICMP type and code are not (MFP_ICMPV4),
+        // and the commit decides what reaches the packet.
         (field.put)(&mut self.flow, value);
         (field.put)(&mut self.dirty, field.full_mask());
     }
@@ -514,13 +508,26 @@ impl Ctx<'_, '_> {
             return;
         }
         let (f, d) = (self.flow, self.dirty);
-        let csum = self.env.rules.frag_checksums();
+        let csum = self.env.rules.frag_rewrites();
         self.dirty = FlowKey::default();
         if d.dl_src != [0; 6] {
             self.push(DpAction::SetEthSrc(f.dl_src));
         }
         if d.dl_dst != [0; 6] {
             self.push(DpAction::SetEthDst(f.dl_dst));
+        }
+        let mut l3 = d;
+        (l3.dl_src, l3.dl_dst) = ([0; 6], [0; 6]);
+        if !l3.is_zero() && (f.is_ip() || f.is_arp()) {
+            // As OVS's commit_set_nw_action and commit_set_port_action: a
+            // flow whose nw_proto is 0 (IP protocol 0, an IPv6 extension
+            // chain that does not parse, an ARP opcode of 0 or above 255)
+            // "has no L3 header" and gets no L3 or L4 rewrite.
+            self.out.wc.nw_proto = 0xff;
+            if f.nw_proto == 0 {
+                self.note(self.depth, ">> nw_proto is 0: no L3/L4 rewrite (as OVS)");
+                return;
+            }
         }
         if f.is_arp() {
             if d.nw_proto != 0 {
@@ -576,7 +583,18 @@ impl Ctx<'_, '_> {
             // the result depend on a bit the mask does not hold.
             let icmp = matches!(f.nw_proto, proto::ICMP | proto::ICMPV6);
             {
+                let later = f.nw_frag & FRAG_LATER != 0;
                 match (icmp, d.tp_src != 0, d.tp_dst != 0) {
+                    // OVS commits type and code together (non-masked), and
+                    // a later fragment's flow has 0 for the one not set.
+                    (true, s, c) if later && (s || c) => {
+                        if csum == FragRewrites::Ovs && f.nw_proto == proto::ICMP {
+                            self.push(DpAction::SetIcmpInLaterFragment {
+                                ty: f.tp_src as u8,
+                                code: f.tp_dst as u8,
+                            });
+                        }
+                    }
                     (true, s, c) => {
                         if s {
                             self.push(DpAction::SetIcmpType(f.tp_src as u8));
@@ -597,13 +615,6 @@ impl Ctx<'_, '_> {
             }
         }
     }
-}
-
-/// Whether `field` lives in the L4 header (ports, ICMP type and code).
-fn writes_l4(field: &Field) -> bool {
-    let mut probe = FlowKey::default();
-    (field.put)(&mut probe, field.full_mask());
-    probe.tp_src != 0 || probe.tp_dst != 0
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::parse::parse_flow_file;
-use sluice_packet::rewrite::FragChecksums;
+use sluice_packet::rewrite::FragRewrites;
 
 fn set(text: &str) -> RuleSet {
     RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
@@ -45,7 +45,7 @@ fn rewrite_then_output_commits_once() {
     assert_eq!(
         t.actions,
         vec![
-            DpAction::SetIpv4Dst(0x0a09_0909, FragChecksums::Ovs),
+            DpAction::SetIpv4Dst(0x0a09_0909, FragRewrites::Ovs),
             DpAction::SetIpTtl(63),
             DpAction::SetTpDst(8080),
             DpAction::Output(2),
@@ -68,7 +68,7 @@ fn resubmit_sees_rewritten_fields_and_goto_misses_drop() {
     assert_eq!(
         t.actions,
         vec![
-            DpAction::SetIpv4Dst(0x0101_0101, FragChecksums::Ovs),
+            DpAction::SetIpv4Dst(0x0101_0101, FragRewrites::Ovs),
             DpAction::Output(4)
         ]
     );
@@ -144,17 +144,20 @@ fn vlan_actions() {
     );
     let t = run(&set("actions=strip_vlan,output:2\n"), &tagged);
     assert_eq!(t.actions, vec![DpAction::PopVlan, DpAction::Output(2)]);
-    // OVS's flow tracks two tags: a third push forgets the innermost
-    // (0x88a8 here), and the packet leaves with the two the flow knows.
+    // OVS's flow tracks two tags: two pushes onto a tag the rule did not
+    // match forget that tag, and the packet leaves with the two the flow
+    // knows (its own tag popped). A third push the rule knows of is refused
+    // when the rule is parsed.
     let t = run(
-        &set("actions=push_vlan:0x88a8,push_vlan:0x8100,push_vlan:0x8100,output:2\n"),
-        &tcp_key(),
+        &set("actions=push_vlan:0x88a8,push_vlan:0x8100,output:2\n"),
+        &tagged,
     );
     assert_eq!(
         t.actions,
         vec![
+            DpAction::PopVlan,
             DpAction::PushVlan {
-                tpid: 0x8100,
+                tpid: 0x88a8,
                 tci: 0
             },
             DpAction::PushVlan {
@@ -163,6 +166,10 @@ fn vlan_actions() {
             },
             DpAction::Output(2)
         ]
+    );
+    assert_eq!(
+        t.wc.vlan_tci[0], 0xffff,
+        "the popped tag decided the actions"
     );
     // As ovs-ofctl -O OpenFlow13 encodes it, mod_vlan_vid on a rule that
     // does not match a tag pushes one, even on a tagged packet.
@@ -198,6 +205,7 @@ fn arp_rewrite_uses_arp_fields() {
     let k = FlowKey {
         in_port: 1,
         dl_type: 0x0806,
+        nw_proto: 1,
         ..Default::default()
     };
     let t = run(&r, &k);
@@ -209,6 +217,40 @@ fn arp_rewrite_uses_arp_fields() {
             DpAction::Output(2)
         ]
     );
+}
+
+/// OVS commits no L3 or L4 rewrite to a flow whose nw_proto is 0 (found
+/// by scripts/ovs-compare: an IPv6 packet whose extension chain does not
+/// parse kept its source address in OVS, Sluice rewrote it).
+#[test]
+fn no_l3_rewrite_without_nw_proto_as_ovs() {
+    let arp_op0 = FlowKey {
+        in_port: 1,
+        dl_type: 0x0806,
+        ..Default::default()
+    };
+    let r = set("arp,actions=set_field:1.2.3.4->nw_dst,mod_dl_src:00:00:00:00:00:09,output:2\n");
+    let t = run(&r, &arp_op0);
+    assert_eq!(
+        t.actions,
+        vec![DpAction::SetEthSrc([0, 0, 0, 0, 0, 9]), DpAction::Output(2)]
+    );
+    assert_eq!(t.wc.nw_proto, 0xff, "the choice depends on nw_proto");
+    let ip_proto0 = FlowKey {
+        in_port: 1,
+        dl_type: 0x0800,
+        nw_ttl: 9,
+        ..Default::default()
+    };
+    let r = set("ip,actions=mod_nw_src:1.2.3.4,dec_ttl,output:2\n");
+    assert_eq!(run(&r, &ip_proto0).actions, vec![DpAction::Output(2)]);
+    let v6_broken = FlowKey {
+        in_port: 1,
+        dl_type: 0x86dd,
+        ..Default::default()
+    };
+    let r = set("ipv6,actions=set_field:2001:db8::1->ipv6_src,output:2\n");
+    assert_eq!(run(&r, &v6_broken).actions, vec![DpAction::Output(2)]);
 }
 
 fn mask_of(text: &str, key: FlowKey) -> FlowKey {
@@ -361,4 +403,43 @@ fn fragment_handling_modes_as_ovs() {
     let t = run(&catch_all, &arp);
     assert_eq!(t.actions, vec![DpAction::Output(3)]);
     assert_ne!(t.wc.nw_frag & sluice_packet::key::FRAG_ANY, 0);
+}
+
+/// An ICMP type or code set on an IPv4 later fragment: OVS writes both
+/// (the flow's: 0 for the one not set) into the payload (found by
+/// scripts/ovs-compare); `--frag-rewrites correct` writes nothing.
+#[test]
+fn icmp_set_on_a_later_fragment_as_ovs() {
+    let later = FlowKey {
+        in_port: 1,
+        dl_type: 0x0800,
+        nw_proto: 1,
+        nw_frag: sluice_packet::key::FRAG_ANY | sluice_packet::key::FRAG_LATER,
+        ..Default::default()
+    };
+    let mut r = set("icmp,actions=set_field:1->icmp_code,output:2\n");
+    assert_eq!(
+        run(&r, &later).actions,
+        vec![
+            DpAction::SetIcmpInLaterFragment { ty: 0, code: 1 },
+            DpAction::Output(2)
+        ]
+    );
+    // Nothing set, nothing written (an L3 rewrite alone leaves it alone).
+    let ttl = set("icmp,actions=mod_nw_ttl:9,output:2\n");
+    assert_eq!(
+        run(&ttl, &later).actions,
+        vec![DpAction::SetIpTtl(9), DpAction::Output(2)]
+    );
+    r.set_frag_rewrites(FragRewrites::Correct);
+    assert_eq!(run(&r, &later).actions, vec![DpAction::Output(2)]);
+    let whole = FlowKey {
+        nw_frag: 0,
+        tp_src: 8,
+        ..later
+    };
+    assert_eq!(
+        run(&r, &whole).actions,
+        vec![DpAction::SetIcmpCode(1), DpAction::Output(2)]
+    );
 }

@@ -148,7 +148,6 @@ impl Ref<'_> {
         let Some(rule) = self
             .rules
             .table(t)
-            .iter()
             .find(|r| r.matcher.matches(&key))
             .cloned()
         else {
@@ -220,6 +219,13 @@ impl Ref<'_> {
                     if !field.prereq.holds_for_key(&k) {
                         continue;
                     }
+                    // OVS: a flow with nw_proto 0 "has no L3 header" and
+                    // gets no L3/L4 rewrite (the write is lost for good:
+                    // nw_proto never changes).
+                    let l2 = matches!(field.name, "dl_src" | "dl_dst");
+                    if !l2 && (k.is_ip() || k.is_arp()) && k.nw_proto == 0 {
+                        continue;
+                    }
                     let vlans = self.vlans();
                     let udp_csum = udp_has_csum(&self.bytes, vlans);
                     set_field_bytes(&mut self.bytes, field.name, value, vlans);
@@ -252,6 +258,9 @@ impl Ref<'_> {
                     if k.is_ip() {
                         if k.nw_ttl <= 1 {
                             return;
+                        }
+                        if k.nw_proto == 0 {
+                            continue;
                         }
                         let vlans = self.vlans();
                         let udp_csum = udp_has_csum(&self.bytes, vlans);

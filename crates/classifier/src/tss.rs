@@ -1,0 +1,405 @@
+//! One OpenFlow table's classifier: tuple space search.
+//!
+//! Rules are grouped in subtables by mask; a lookup probes the subtables
+//! in order of their highest priority and stops at the first whose highest
+//! priority is below the best match so far, so its cost is bounded by the
+//! number of distinct masks, not of rules.
+//!
+//! Within a subtable the rules are also indexed by prefixes of their
+//! values: level `j` groups them by their values in the mask's first `j+1`
+//! key regions (in the order of [`crate::wildcards`]), with a count. A
+//! lookup walks the levels with the packet's values; a region where the
+//! count drops is one where some rules differ from the packet, and its
+//! bits go into the megaflow mask; a region where no rule drops out is
+//! left wildcarded. For address regions each level also keeps the rules'
+//! distinct values, so that only the prefix down to the first bit where the
+//! closest one differs is un-wildcarded. The mask is the one the linear
+//! scan ([`crate::wildcards::explain_miss`] for each rule passed over) gives
+//! for the rules probed, so megaflows stay as wide.
+//!
+//! Every map is persistent (`im`): cloning a table is O(1) and a change
+//! copies O(log n) nodes, so a new version of a rule set of any size costs
+//! the changes it holds, and readers of the old one are untouched.
+
+use std::cmp::Reverse;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use arrayvec::ArrayVec;
+use im::{HashMap as PMap, OrdMap};
+use sluice_packet::key::{FlowKey, KEY_WORDS};
+
+use crate::flow_match::Match;
+use crate::table::{Rule, RuleId};
+use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
+
+const KEY_BYTES: usize = KEY_WORDS * 8;
+
+type MaskId = [u64; KEY_WORDS];
+/// A level's key, built on the stack for lookups.
+type LevelKey = ArrayVec<u8, KEY_BYTES>;
+
+/// A key region a subtable's mask covers.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    off: usize,
+    len: usize,
+    kind: Kind,
+}
+
+impl Region {
+    fn is_prefix(&self) -> bool {
+        self.kind != Kind::Whole
+    }
+
+    /// The region of `bytes` as a number (address regions only).
+    fn value(&self, bytes: &[u8]) -> u128 {
+        let b = &bytes[self.off..self.off + self.len];
+        match self.kind {
+            Kind::PrefixU32 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u128,
+            _ => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(b);
+                u128::from_be_bytes(a)
+            }
+        }
+    }
+
+    fn bits(&self) -> u32 {
+        self.len as u32 * 8
+    }
+
+    /// Writes `v` (a number as [`Region::value`] reads it) OR'ed into `bytes`.
+    fn or_value(&self, bytes: &mut [u8], v: u128) {
+        let old = self.value(bytes);
+        let b = &mut bytes[self.off..self.off + self.len];
+        match self.kind {
+            Kind::PrefixU32 => b.copy_from_slice(&((old | v) as u32).to_ne_bytes()),
+            _ => b.copy_from_slice(&(old | v).to_be_bytes()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Group {
+    /// Rules whose values agree with this group's key.
+    count: u32,
+    /// When the next region is an address: its distinct values among
+    /// these rules, with counts.
+    next: Option<OrdMap<u128, u32>>,
+    /// At the last level: the rules, best first (priority, then age).
+    rules: Vec<Arc<Rule>>,
+}
+
+#[derive(Debug, Clone)]
+struct Subtable {
+    mask: FlowKey,
+    regions: Arc<[Region]>,
+    root: Group,
+    /// Level `j`: groups by the values of the first `j+1` regions. B-trees
+    /// (nodes at least half full) rather than hash tries, whose sparse
+    /// nodes cost kilobytes per handful of entries.
+    levels: Vec<OrdMap<Box<[u8]>, Group>>,
+    prios: OrdMap<u16, u32>,
+}
+
+fn order_key(r: &Rule) -> (Reverse<u16>, RuleId) {
+    (Reverse(r.priority), r.id)
+}
+
+impl Subtable {
+    fn new(mask: &FlowKey) -> Self {
+        let m = bytemuck::bytes_of(mask);
+        let regions: Vec<Region> = REGIONS
+            .iter()
+            .filter(|&&(off, len, _)| m[off..off + len].iter().any(|&b| b != 0))
+            .map(|&(off, len, kind)| Region { off, len, kind })
+            .collect();
+        let mut levels = Vec::with_capacity(regions.len());
+        levels.resize_with(regions.len(), OrdMap::new);
+        let root = Group {
+            next: regions
+                .first()
+                .filter(|r| r.is_prefix())
+                .map(|_| OrdMap::new()),
+            ..Group::default()
+        };
+        Subtable {
+            mask: *mask,
+            regions: regions.into(),
+            root,
+            levels,
+            prios: OrdMap::new(),
+        }
+    }
+
+    fn max_priority(&self) -> Option<u16> {
+        self.prios.get_max().map(|(p, _)| *p)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.root.count == 0
+    }
+
+    /// The rule's masked value bytes.
+    fn values(&self, m: &Match) -> FlowKey {
+        m.value.masked(&self.mask)
+    }
+
+    fn bump(next: &mut Option<OrdMap<u128, u32>>, v: u128, up: bool) {
+        if let Some(n) = next {
+            let c = n.entry(v).or_insert(0);
+            if up {
+                *c += 1;
+            } else {
+                *c -= 1;
+                if *c == 0 {
+                    n.remove(&v);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, rule: Arc<Rule>) {
+        let v = self.values(&rule.matcher);
+        let vb = bytemuck::bytes_of(&v);
+        *self.prios.entry(rule.priority).or_insert(0) += 1;
+        let regions = Arc::clone(&self.regions);
+        self.root.count += 1;
+        if let Some(r0) = regions.first().filter(|r| r.is_prefix()) {
+            Self::bump(&mut self.root.next, r0.value(vb), true);
+        }
+        let mut key = LevelKey::new();
+        for (j, r) in regions.iter().enumerate() {
+            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
+                .expect("regions fit in a key");
+            let g = self.levels[j]
+                .entry(Box::from(&key[..]))
+                .or_insert_with(|| Group {
+                    next: regions
+                        .get(j + 1)
+                        .filter(|n| n.is_prefix())
+                        .map(|_| OrdMap::new()),
+                    ..Group::default()
+                });
+            g.count += 1;
+            if let Some(n) = regions.get(j + 1).filter(|r| r.is_prefix()) {
+                Self::bump(&mut g.next, n.value(vb), true);
+            }
+        }
+        let last = match regions.len() {
+            0 => &mut self.root,
+            m => self.levels[m - 1].get_mut(&key[..]).expect("just inserted"),
+        };
+        let pos = last
+            .rules
+            .partition_point(|x| order_key(x) < order_key(&rule));
+        last.rules.insert(pos, rule);
+    }
+
+    /// Removes the rule with this id (whose match is `m`), if present.
+    fn remove(&mut self, m: &Match, id: RuleId) -> Option<Arc<Rule>> {
+        let v = self.values(m);
+        let vb = bytemuck::bytes_of(&v);
+        let regions = Arc::clone(&self.regions);
+        let mut keys: ArrayVec<LevelKey, 24> = ArrayVec::new();
+        let mut key = LevelKey::new();
+        for r in regions.iter() {
+            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
+                .expect("regions fit in a key");
+            keys.push(key.clone());
+        }
+        let last = match keys.last() {
+            Some(k) => self.levels[regions.len() - 1].get_mut(&k[..])?,
+            None => &mut self.root,
+        };
+        let pos = last.rules.iter().position(|r| r.id == id)?;
+        let rule = last.rules.remove(pos);
+        self.root.count -= 1;
+        if let Some(r0) = regions.first().filter(|r| r.is_prefix()) {
+            Self::bump(&mut self.root.next, r0.value(vb), false);
+        }
+        for (j, k) in keys.iter().enumerate() {
+            let g = self.levels[j]
+                .get_mut(&k[..])
+                .expect("every level holds the rule");
+            g.count -= 1;
+            if g.count == 0 {
+                self.levels[j].remove(&k[..]);
+            } else if let Some(n) = regions.get(j + 1).filter(|r| r.is_prefix()) {
+                Self::bump(&mut g.next, n.value(vb), false);
+            }
+        }
+        let c = self
+            .prios
+            .get_mut(&rule.priority)
+            .expect("priority counted");
+        *c -= 1;
+        if *c == 0 {
+            self.prios.remove(&rule.priority);
+        }
+        Some(rule)
+    }
+
+    /// The rule of this subtable with exactly this match and priority.
+    fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        let v = self.values(m);
+        let vb = bytemuck::bytes_of(&v);
+        let last = match self.regions.last() {
+            Some(_) => {
+                let mut key = LevelKey::new();
+                for r in self.regions.iter() {
+                    key.try_extend_from_slice(&vb[r.off..r.off + r.len])
+                        .expect("regions fit in a key");
+                }
+                self.levels[self.regions.len() - 1].get(&key[..])?
+            }
+            None => &self.root,
+        };
+        last.rules.iter().find(|r| r.priority == priority)
+    }
+
+    /// The best rule matching `key` here, OR-ing into `wc` the bits that
+    /// show which of this subtable's rules the key misses.
+    fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        let k = key.masked(&self.mask);
+        let kb = bytemuck::bytes_of(&k);
+        let mb = bytemuck::bytes_of(&self.mask);
+        let mut prev = &self.root;
+        let mut lk = LevelKey::new();
+        for (j, r) in self.regions.iter().enumerate() {
+            lk.try_extend_from_slice(&kb[r.off..r.off + r.len])
+                .expect("regions fit in a key");
+            let g = self.levels[j].get(&lk[..]);
+            if g.map_or(0, |g| g.count) < prev.count {
+                Self::explain(r, prev, kb, mb, wc);
+            }
+            prev = g?;
+        }
+        prev.rules.first()
+    }
+
+    /// Un-wildcards what proves the rules of `prev` that differ from the
+    /// key in region `r` miss it.
+    fn explain(r: &Region, prev: &Group, kb: &[u8], mb: &[u8], wc: &mut FlowKey) {
+        let w = bytemuck::bytes_of_mut(wc);
+        let Some(next) = prev.next.as_ref().filter(|_| r.is_prefix()) else {
+            for i in r.off..r.off + r.len {
+                w[i] |= mb[i];
+            }
+            return;
+        };
+        let x = r.value(kb);
+        let below = next.range(..x).next_back().map(|(v, _)| *v);
+        let above = next
+            .range((Bound::Excluded(x), Bound::Unbounded))
+            .next()
+            .map(|(v, _)| *v);
+        let mut bits = 0u128;
+        for v in [below, above].into_iter().flatten() {
+            bits |= prefix_through_first_diff(x ^ v, r.bits());
+        }
+        r.or_value(w, bits & r.value(mb));
+    }
+}
+
+/// The rules of one table, indexed for lookup and for flow-mods.
+#[derive(Debug, Clone, Default)]
+pub struct TableIndex {
+    order: OrdMap<(Reverse<u16>, RuleId), Arc<Rule>>,
+    subtables: PMap<MaskId, Subtable>,
+    /// (highest priority, mask) of every subtable, highest first.
+    probe: Arc<Vec<(u16, MaskId)>>,
+}
+
+impl TableIndex {
+    /// Number of rules.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether the table has no rules.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Number of distinct masks (subtables).
+    pub fn n_subtables(&self) -> usize {
+        self.subtables.len()
+    }
+
+    /// The rules, highest priority first; among equals, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        self.order.values()
+    }
+
+    fn reprobe(&mut self) {
+        let mut p: Vec<(u16, MaskId)> = self
+            .subtables
+            .iter()
+            .filter_map(|(m, s)| s.max_priority().map(|p| (p, *m)))
+            .collect();
+        p.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        self.probe = Arc::new(p);
+    }
+
+    /// Adds a rule (the caller has removed any rule it replaces).
+    pub fn insert(&mut self, rule: Arc<Rule>) {
+        let mid = *rule.matcher.mask.words();
+        self.order.insert(order_key(&rule), Arc::clone(&rule));
+        let st = self
+            .subtables
+            .entry(mid)
+            .or_insert_with(|| Subtable::new(&rule.matcher.mask));
+        let before = st.max_priority();
+        st.insert(rule);
+        if st.max_priority() != before {
+            self.reprobe();
+        }
+    }
+
+    /// Removes a rule of this table.
+    pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
+        let mid = *rule.matcher.mask.words();
+        let st = self.subtables.get_mut(&mid)?;
+        let before = st.max_priority();
+        let gone = st.remove(&rule.matcher, rule.id)?;
+        let changed = st.max_priority() != before;
+        if st.is_empty() {
+            self.subtables.remove(&mid);
+        }
+        if changed {
+            self.reprobe();
+        }
+        self.order.remove(&order_key(&gone));
+        Some(gone)
+    }
+
+    /// The rule with exactly this match and priority (OpenFlow's "identical").
+    pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        self.subtables.get(m.mask.words())?.find(m, priority)
+    }
+
+    /// The highest-priority rule matching `key` (the oldest among equals),
+    /// OR-ing into `wc` the bits that decided it: the whole mask of the
+    /// rule found, and for every subtable probed the bits that prove the
+    /// rules it passed over miss.
+    pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        let mut best: Option<&Arc<Rule>> = None;
+        for (maxp, mid) in self.probe.iter() {
+            if best.is_some_and(|b| *maxp < b.priority) {
+                break;
+            }
+            let Some(r) = self.subtables.get(mid).and_then(|s| s.lookup(key, wc)) else {
+                continue;
+            };
+            if best.is_none_or(|b| order_key(r) < order_key(b)) {
+                best = Some(r);
+            }
+        }
+        if let Some(b) = best {
+            wc.or_assign(&b.matcher.mask);
+        }
+        best
+    }
+}
