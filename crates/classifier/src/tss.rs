@@ -22,7 +22,6 @@
 //! the changes it holds, and readers of the old one are untouched.
 
 use std::cmp::Reverse;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
@@ -38,6 +37,26 @@ const KEY_BYTES: usize = KEY_WORDS * 8;
 type MaskId = [u64; KEY_WORDS];
 /// A level's key, built on the stack for lookups.
 type LevelKey = ArrayVec<u8, KEY_BYTES>;
+
+/// A level key as the B-trees hold it: the first 16 bytes inline, so that
+/// most comparisons in a node touch no other memory (a boxed key costs a
+/// cache miss per comparison), and the rest, if any, boxed. Keys of one
+/// level all have one length, so this orders as the bytes do.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct SplitKey {
+    head: [u8; 16],
+    rest: Option<Box<[u8]>>,
+}
+
+impl SplitKey {
+    fn new(bytes: &[u8]) -> Self {
+        let n = bytes.len().min(16);
+        let mut head = [0u8; 16];
+        head[..n].copy_from_slice(&bytes[..n]);
+        let rest = (bytes.len() > 16).then(|| Box::from(&bytes[16..]));
+        SplitKey { head, rest }
+    }
+}
 
 /// A key region a subtable's mask covers.
 #[derive(Debug, Clone, Copy)]
@@ -99,7 +118,7 @@ struct Subtable {
     /// Level `j`: groups by the values of the first `j+1` regions. B-trees
     /// (nodes at least half full) rather than hash tries, whose sparse
     /// nodes cost kilobytes per handful of entries.
-    levels: Vec<OrdMap<Box<[u8]>, Group>>,
+    levels: Vec<OrdMap<SplitKey, Group>>,
     prios: OrdMap<u16, u32>,
 }
 
@@ -174,7 +193,7 @@ impl Subtable {
             key.try_extend_from_slice(&vb[r.off..r.off + r.len])
                 .expect("regions fit in a key");
             let g = self.levels[j]
-                .entry(Box::from(&key[..]))
+                .entry(SplitKey::new(&key))
                 .or_insert_with(|| Group {
                     next: regions
                         .get(j + 1)
@@ -189,7 +208,9 @@ impl Subtable {
         }
         let last = match regions.len() {
             0 => &mut self.root,
-            m => self.levels[m - 1].get_mut(&key[..]).expect("just inserted"),
+            m => self.levels[m - 1]
+                .get_mut(&SplitKey::new(&key))
+                .expect("just inserted"),
         };
         let pos = last
             .rules
@@ -210,7 +231,7 @@ impl Subtable {
             keys.push(key.clone());
         }
         let last = match keys.last() {
-            Some(k) => self.levels[regions.len() - 1].get_mut(&k[..])?,
+            Some(k) => self.levels[regions.len() - 1].get_mut(&SplitKey::new(k))?,
             None => &mut self.root,
         };
         let pos = last.rules.iter().position(|r| r.id == id)?;
@@ -221,11 +242,11 @@ impl Subtable {
         }
         for (j, k) in keys.iter().enumerate() {
             let g = self.levels[j]
-                .get_mut(&k[..])
+                .get_mut(&SplitKey::new(k))
                 .expect("every level holds the rule");
             g.count -= 1;
             if g.count == 0 {
-                self.levels[j].remove(&k[..]);
+                self.levels[j].remove(&SplitKey::new(k));
             } else if let Some(n) = regions.get(j + 1).filter(|r| r.is_prefix()) {
                 Self::bump(&mut g.next, n.value(vb), false);
             }
@@ -252,7 +273,7 @@ impl Subtable {
                     key.try_extend_from_slice(&vb[r.off..r.off + r.len])
                         .expect("regions fit in a key");
                 }
-                self.levels[self.regions.len() - 1].get(&key[..])?
+                self.levels[self.regions.len() - 1].get(&SplitKey::new(&key))?
             }
             None => &self.root,
         };
@@ -270,7 +291,7 @@ impl Subtable {
         for (j, r) in self.regions.iter().enumerate() {
             lk.try_extend_from_slice(&kb[r.off..r.off + r.len])
                 .expect("regions fit in a key");
-            let g = self.levels[j].get(&lk[..]);
+            let g = self.levels[j].get(&SplitKey::new(&lk));
             if g.map_or(0, |g| g.count) < prev.count {
                 Self::explain(r, prev, kb, mb, wc);
             }
@@ -289,11 +310,16 @@ impl Subtable {
             }
             return;
         };
+        // The closest values below and above (get_prev/get_next walk the
+        // tree without the allocation a range iterator makes).
         let x = r.value(kb);
-        let below = next.range(..x).next_back().map(|(v, _)| *v);
-        let above = next
-            .range((Bound::Excluded(x), Bound::Unbounded))
-            .next()
+        let below = x
+            .checked_sub(1)
+            .and_then(|b| next.get_prev(&b))
+            .map(|(v, _)| *v);
+        let above = x
+            .checked_add(1)
+            .and_then(|a| next.get_next(&a))
             .map(|(v, _)| *v);
         let mut bits = 0u128;
         for v in [below, above].into_iter().flatten() {

@@ -17,7 +17,7 @@ use crate::wire::icmp::IcmpHeader;
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{Ipv6Packet, IPV6_HEADER_LEN};
 use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
-use crate::wire::{arp::ArpPacket, be16, put16};
+use crate::wire::{be16, put16};
 
 /// Sets the Ethernet source.
 pub fn set_eth_src(pkt: &mut Packet, mac: [u8; 6]) -> bool {
@@ -468,7 +468,11 @@ pub enum ArpField {
     Tha([u8; 6]),
 }
 
-/// Sets one ARP field.
+/// Sets one ARP field at its offset for Ethernet/IPv4 ARP, as Open
+/// vSwitch does: whatever the header's types and lengths say, and in a
+/// truncated header the part of the field inside the frame (OVS writes the
+/// whole 28-byte header, past the frame's end into its buffer; what shows
+/// is the part inside).
 pub fn set_arp(pkt: &mut Packet, f: ArpField) -> bool {
     let Some(l3) = pkt.meta.l3() else {
         return false;
@@ -476,17 +480,34 @@ pub fn set_arp(pkt: &mut Packet, f: ArpField) -> bool {
     if pkt.meta.l3_type != ethertype::ARP && pkt.meta.l3_type != ethertype::RARP {
         return false;
     }
-    let Ok(mut a) = ArpPacket::new_checked(&mut pkt.data_mut()[l3..]) else {
-        return false;
+    let mut buf = [0u8; 6];
+    let (at, bytes): (usize, &[u8]) = match f {
+        ArpField::Op(v) => {
+            buf[..2].copy_from_slice(&v.to_be_bytes());
+            (6, &buf[..2])
+        }
+        ArpField::Sha(m) => {
+            buf = m;
+            (8, &buf[..])
+        }
+        ArpField::Spa(v) => {
+            buf[..4].copy_from_slice(&v.to_be_bytes());
+            (14, &buf[..4])
+        }
+        ArpField::Tha(m) => {
+            buf = m;
+            (18, &buf[..])
+        }
+        ArpField::Tpa(v) => {
+            buf[..4].copy_from_slice(&v.to_be_bytes());
+            (24, &buf[..4])
+        }
     };
-    match f {
-        ArpField::Op(v) => a.set_op(v),
-        ArpField::Spa(v) => a.set_spa(v),
-        ArpField::Tpa(v) => a.set_tpa(v),
-        ArpField::Sha(v) => a.set_sha(v),
-        ArpField::Tha(v) => a.set_tha(v),
-    }
-    true
+    let data = pkt.data_mut();
+    let start = (l3 + at).min(data.len());
+    let end = (l3 + at + bytes.len()).min(data.len());
+    data[start..end].copy_from_slice(&bytes[..end - start]);
+    end > start
 }
 
 #[cfg(test)]
@@ -824,5 +845,29 @@ mod tests {
             assert_eq!(csum_at(&p, l4_csum), update_bytes(old, &[1; 16], &[9; 16]));
             pool.free(p);
         }
+    }
+
+    /// A truncated ARP header (20 of 28 bytes) gets the parts of the
+    /// fields inside the frame, as OVS shows (found by scripts/ovs-compare).
+    #[test]
+    fn truncated_arp_gets_what_fits() {
+        let mut pool = PacketPool::new(2, 2048).unwrap();
+        let mut b = vec![2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 0x08, 0x06];
+        b.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 1, 1, 1, 1, 1, 1, 10, 0, 0, 1, 9, 9]);
+        let mut p = pool.alloc_from(&b).unwrap();
+        reparse(&mut p);
+        assert!(set_arp(&mut p, ArpField::Op(2)));
+        assert!(set_arp(&mut p, ArpField::Sha([0xff; 6])));
+        assert!(
+            set_arp(&mut p, ArpField::Tha([7; 6])),
+            "two of six bytes fit"
+        );
+        assert!(!set_arp(&mut p, ArpField::Tpa(5)), "nothing fits");
+        assert_eq!(p.len(), b.len());
+        assert_eq!(
+            &p.data()[14 + 6..],
+            &[0, 2, 255, 255, 255, 255, 255, 255, 10, 0, 0, 1, 7, 7]
+        );
+        pool.free(p);
     }
 }

@@ -120,6 +120,8 @@ struct Ctx<'a, 'o> {
     base_origin: [Option<usize>; 2],
     /// Whether an action changed the flow's tags since the last commit.
     vlans_touched: bool,
+    /// The ARP fields as the packet has them after the last commit.
+    arp_base: FlowKey,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -144,6 +146,7 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
         base_tpid: key.vlan_tpid,
         base_origin: [Some(0), Some(1)],
         vlans_touched: false,
+        arp_base: *key,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -530,21 +533,43 @@ impl Ctx<'_, '_> {
             }
         }
         if f.is_arp() {
+            // OVS sets only the ARP fields that differ from what the packet
+            // had (a masked set): which depends on the packet's value, so
+            // each field written is un-wildcarded.
+            let b = self.arp_base;
+            let w = &mut self.out.wc;
             if d.nw_proto != 0 {
-                self.push(DpAction::SetArp(ArpField::Op(f.nw_proto as u16)));
+                w.nw_proto = 0xff;
+                if f.nw_proto != b.nw_proto {
+                    self.push(DpAction::SetArp(ArpField::Op(f.nw_proto as u16)));
+                }
             }
+            let w = &mut self.out.wc;
             if d.nw_src != 0 {
-                self.push(DpAction::SetArp(ArpField::Spa(f.nw_src)));
+                w.nw_src = u32::MAX;
             }
             if d.nw_dst != 0 {
-                self.push(DpAction::SetArp(ArpField::Tpa(f.nw_dst)));
+                w.nw_dst = u32::MAX;
             }
             if d.arp_sha != [0; 6] {
-                self.push(DpAction::SetArp(ArpField::Sha(f.arp_sha)));
+                w.arp_sha = [0xff; 6];
             }
             if d.arp_tha != [0; 6] {
+                w.arp_tha = [0xff; 6];
+            }
+            if d.nw_src != 0 && f.nw_src != b.nw_src {
+                self.push(DpAction::SetArp(ArpField::Spa(f.nw_src)));
+            }
+            if d.nw_dst != 0 && f.nw_dst != b.nw_dst {
+                self.push(DpAction::SetArp(ArpField::Tpa(f.nw_dst)));
+            }
+            if d.arp_sha != [0; 6] && f.arp_sha != b.arp_sha {
+                self.push(DpAction::SetArp(ArpField::Sha(f.arp_sha)));
+            }
+            if d.arp_tha != [0; 6] && f.arp_tha != b.arp_tha {
                 self.push(DpAction::SetArp(ArpField::Tha(f.arp_tha)));
             }
+            self.arp_base = f;
             return;
         }
         if f.is_ipv4() {

@@ -219,6 +219,30 @@ fn arp_rewrite_uses_arp_fields() {
     );
 }
 
+/// ARP fields are set only where they differ from the packet's (OVS's
+/// masked set), and the field is then part of the megaflow.
+#[test]
+fn arp_sets_only_what_changes() {
+    let r = set("arp,actions=set_field:10.0.0.1->arp_spa,set_field:10.0.0.9->arp_tpa,output:2\n");
+    let k = FlowKey {
+        in_port: 1,
+        dl_type: 0x0806,
+        nw_proto: 1,
+        nw_src: 0x0a00_0001,
+        nw_dst: 0x0a00_0002,
+        ..Default::default()
+    };
+    let t = run(&r, &k);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetArp(ArpField::Tpa(0x0a00_0009)),
+            DpAction::Output(2)
+        ]
+    );
+    assert_eq!((t.wc.nw_src, t.wc.nw_dst), (u32::MAX, u32::MAX));
+}
+
 /// OVS commits no L3 or L4 rewrite to a flow whose nw_proto is 0 (found
 /// by scripts/ovs-compare: an IPv6 packet whose extension chain does not
 /// parse kept its source address in OVS, Sluice rewrote it).
