@@ -549,8 +549,9 @@ fn rxq_show(s: &PmdSnapshot) -> String {
 /// Most control connections served at once; one more is told so and
 /// closed.
 pub const MAX_CONNECTIONS: usize = 256;
-/// Longest request line.
-pub const MAX_REQUEST: usize = 1 << 20;
+/// Longest request line: room for a flow file of about a million rules
+/// (`add-flows`, `replace-flows` send the file's text).
+pub const MAX_REQUEST: usize = 64 << 20;
 /// How long a request may take to arrive once its first byte has.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 /// How long a connection may wait between requests before it is closed.
@@ -713,11 +714,23 @@ pub fn request(path: &Path, req: &Request) -> Result<Response, String> {
     stream
         .set_read_timeout(Some(PMD_TIMEOUT * 2))
         .map_err(|e| e.to_string())?;
+    let text = serde_json::to_string(req).expect("json");
+    if text.len() > MAX_REQUEST {
+        return Err(format!(
+            "request of {} bytes is longer than the {} MiB a control request may be: split the flow file",
+            text.len(),
+            MAX_REQUEST >> 20
+        ));
+    }
     let mut w = stream.try_clone().map_err(|e| e.to_string())?;
-    writeln!(w, "{}", serde_json::to_string(req).expect("json")).map_err(|e| e.to_string())?;
+    let sent = writeln!(w, "{text}");
+    // A server that refused the request has said why before closing.
     let mut line = String::new();
-    BufReader::new(stream)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    serde_json::from_str(&line).map_err(|e| format!("bad reply: {e}"))
+    let read = BufReader::new(stream).read_line(&mut line);
+    match (sent, read) {
+        (_, Ok(n)) if n > 0 => serde_json::from_str(&line).map_err(|e| format!("bad reply: {e}")),
+        (Err(e), _) => Err(format!("sending the request: {e}")),
+        (Ok(()), Err(e)) => Err(e.to_string()),
+        (Ok(()), Ok(_)) => Err("the switch closed the connection without a reply".into()),
+    }
 }

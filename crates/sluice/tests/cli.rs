@@ -819,7 +819,7 @@ fn idle_control_clients_do_not_block_others() {
     }
     // A request beyond the size limit is refused with a reason.
     let mut long = UnixStream::connect(&sock).unwrap();
-    let junk = vec![b'x'; (1 << 20) + (64 << 10) + 1];
+    let junk = vec![b'x'; (64 << 20) + (64 << 10) + 1];
     let _ = long.write_all(&junk);
     let mut answer = String::new();
     long.set_read_timeout(Some(std::time::Duration::from_secs(5)))
