@@ -627,12 +627,18 @@ fn read_request(
 ) -> Result<Option<Vec<u8>>, String> {
     let mut started: Option<Instant> = (!pending.is_empty()).then(Instant::now);
     let idle_since = Instant::now();
+    // Bytes already searched for the newline: each byte is looked at once
+    // (searching all of a many-megabyte request after every read was
+    // quadratic).
+    let mut scanned = 0;
     loop {
-        if let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+        if let Some(nl) = pending[scanned..].iter().position(|&b| b == b'\n') {
+            let nl = scanned + nl;
             let line = pending[..nl].to_vec();
             pending.drain(..=nl);
             return Ok(Some(line));
         }
+        scanned = pending.len();
         if pending.len() > MAX_REQUEST {
             return Err(format!("request longer than {MAX_REQUEST} bytes"));
         }
@@ -672,7 +678,7 @@ fn read_request(
 
 fn answer(mut stream: UnixStream, control: &Control) -> std::io::Result<()> {
     stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
-    let mut buf = vec![0u8; 64 << 10];
+    let mut buf = vec![0u8; 1 << 20];
     let mut pending = Vec::new();
     loop {
         let line = match read_request(&mut stream, &mut buf, &mut pending) {
