@@ -54,6 +54,9 @@ pub enum Prereq {
     /// `icmp` (writing icmp_type/icmp_code: OVS aliases them to the
     /// ICMPv6 fields in a match only).
     Icmp4,
+    /// IP that is not a later fragment (where OpenFlow 1.0's `mod_tp_src`
+    /// and `mod_tp_dst` act, whatever the protocol).
+    IpNotLater,
     /// `icmp6`.
     Icmp6,
     /// `icmp6` with `icmp_type` 135 or 136 (and `icmp_code` 0 or unmatched).
@@ -81,6 +84,7 @@ impl Prereq {
             Prereq::Sctp => "an SCTP match ('sctp' or 'sctp6') that is not nw_frag=later",
             Prereq::IcmpAny => "an ICMP match ('icmp' or 'icmp6')",
             Prereq::Icmp4 => "an ICMPv4 match ('icmp')",
+            Prereq::IpNotLater => "an IP match that is not nw_frag=later",
             Prereq::Icmp6 => "an ICMPv6 match ('icmp6')",
             Prereq::Nd => "a neighbor discovery match ('icmp6,icmp_type=135' or 136)",
             Prereq::Vlan => "a VLAN match (e.g. 'dl_vlan=10' or 'vlan_tci=0x1000/0x1000')",
@@ -114,6 +118,7 @@ impl Prereq {
                     || (dl(ethertype::IPV6) && pr(proto::ICMPV6))
             }
             Prereq::Icmp4 => dl(ethertype::IPV4) && pr(proto::ICMP),
+            Prereq::IpNotLater => ip() && not_later,
             Prereq::Icmp6 => dl(ethertype::IPV6) && pr(proto::ICMPV6),
             // As OVS's is_nd: the code need not be matched, only not be
             // matched to anything but 0 (an ND message with another code
@@ -178,6 +183,21 @@ impl Field {
     pub fn write_prereq(&self) -> Prereq {
         match self.prereq {
             Prereq::IcmpAny => Prereq::Icmp4,
+            p => p,
+        }
+    }
+
+    /// Where an OpenFlow 1.0 action (`mod_nw_src`, `mod_tp_dst`, ...) on
+    /// this field acts, checked per packet as OVS's translation does: such a
+    /// rule loads whatever it matches (ovs-ofctl takes it, in OpenFlow 1.0),
+    /// and the action does nothing to a packet outside this.
+    /// `mod_nw_src`/`mod_nw_dst` act on IPv4 only (not on ARP), the port
+    /// actions on any IP packet but a later fragment (on ICMP they set the
+    /// type or code, which share the port fields).
+    pub fn legacy_prereq(&self) -> Prereq {
+        match self.prereq {
+            Prereq::IpOrArp => Prereq::Ipv4,
+            Prereq::L4 => Prereq::IpNotLater,
             p => p,
         }
     }

@@ -81,7 +81,8 @@ pub(super) fn parse_actions(
                     parse: &dyn Fn() -> Result<u128, ParseError>|
          -> Result<Action, ParseError> {
             let field = f(fname);
-            check_action_prereq(cx, field, m, tok.at, legacy)?;
+            // OpenFlow 1.0 actions load whatever the match says and act
+            // per packet (Field::legacy_prereq), as ovs-ofctl takes them.
             Ok(Action::SetField {
                 field,
                 value: parse()?,
@@ -100,14 +101,8 @@ pub(super) fn parse_actions(
             },
             "mod_dl_src" => setf("dl_src", "mod_dl_src", &|| parse_mac(cx, need()?, arg_at, "mod_dl_src"))?,
             "mod_dl_dst" => setf("dl_dst", "mod_dl_dst", &|| parse_mac(cx, need()?, arg_at, "mod_dl_dst"))?,
-            "mod_nw_src" => {
-                check_ipv4_action(cx, m, tok.at, "mod_nw_src")?;
-                setf("nw_src", "mod_nw_src", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_src"))?
-            }
-            "mod_nw_dst" => {
-                check_ipv4_action(cx, m, tok.at, "mod_nw_dst")?;
-                setf("nw_dst", "mod_nw_dst", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_dst"))?
-            }
+            "mod_nw_src" => setf("nw_src", "mod_nw_src", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_src"))?,
+            "mod_nw_dst" => setf("nw_dst", "mod_nw_dst", &|| parse_ipv4(cx, need()?, arg_at, "mod_nw_dst"))?,
             "mod_nw_tos" => setf("nw_tos", "mod_nw_tos", &|| {
                 let v = parse_int(cx, need()?, arg_at, 8, "mod_nw_tos")?;
                 if v & 3 != 0 {
@@ -201,17 +196,6 @@ pub(super) fn parse_actions(
         out.push(a);
     }
     Ok(out)
-}
-
-fn check_ipv4_action(cx: &LineCtx, m: &Match, at: usize, name: &str) -> Result<(), ParseError> {
-    if Prereq::Ipv4.holds(&m.value, &m.mask) || Prereq::Arp.holds(&m.value, &m.mask) {
-        Ok(())
-    } else {
-        Err(cx.err(
-            at,
-            format!("{name} requires the rule to match IPv4 ('ip') or ARP"),
-        ))
-    }
 }
 
 fn check_action_prereq(

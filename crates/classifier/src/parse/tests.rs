@@ -102,7 +102,10 @@ fn errors_point_at_the_token() {
     let e = err("in_port=1");
     assert!(e.message.contains("missing 'actions="));
     assert!(err("actions=output:2,drop").message.contains("only action"));
-    assert!(err("actions=mod_nw_src:1.2.3.4")
+    // OpenFlow 1.0 actions load without their prerequisite (ovs-ofctl
+    // takes them) and act per packet; set_field does not.
+    ok("actions=mod_nw_src:1.2.3.4,mod_tp_dst:80,mod_nw_tos:8");
+    assert!(err("ip,actions=set_field:80->tcp_dst")
         .message
         .contains("requires"));
     assert!(err("ip,actions=mod_nw_tos:5")

@@ -266,7 +266,11 @@ impl Ctx<'_, '_> {
                     });
                     self.out.outputs += 1;
                 }
-                Action::SetField { field, value, .. } => self.set_field(field, value),
+                Action::SetField {
+                    field,
+                    value,
+                    legacy,
+                } => self.set_field(field, value, legacy.is_some()),
                 Action::ModVlanVid(vid) => self.set_vlan_bits(tci::VID_MASK, vid),
                 Action::ModVlanPcp(pcp) => {
                     self.set_vlan_bits(tci::PCP_MASK, (pcp as u16) << tci::PCP_SHIFT)
@@ -463,7 +467,7 @@ impl Ctx<'_, '_> {
                 self.out.wc.tp_src = 0xffff;
                 self.out.wc.tp_dst = 0xffff;
             }
-            Prereq::L4 | Prereq::Tcp | Prereq::Udp | Prereq::Sctp => {
+            Prereq::L4 | Prereq::Tcp | Prereq::Udp | Prereq::Sctp | Prereq::IpNotLater => {
                 self.out.wc.dl_type = 0xffff;
                 self.out.wc.nw_proto = 0xff;
                 self.out.wc.nw_frag |= FRAG_LATER;
@@ -475,8 +479,12 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn set_field(&mut self, field: &'static Field, value: u128) {
-        let prereq = field.write_prereq();
+    fn set_field(&mut self, field: &'static Field, value: u128, legacy: bool) {
+        let prereq = if legacy {
+            field.legacy_prereq()
+        } else {
+            field.write_prereq()
+        };
         self.unwildcard_prereq(prereq);
         if !prereq.holds_for_key(&self.flow) {
             self.note(

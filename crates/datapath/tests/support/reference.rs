@@ -214,9 +214,20 @@ impl Ref<'_> {
                         );
                     }
                 }
-                Action::SetField { field, value, .. } => {
+                Action::SetField {
+                    field,
+                    value,
+                    legacy,
+                } => {
                     let k = self.key();
-                    if !field.prereq.holds_for_key(&k) {
+                    // OpenFlow 1.0 actions (mod_nw_src, ...) act where OVS's
+                    // translation lets them: IPv4 only for addresses.
+                    let pre = if legacy.is_some() {
+                        field.legacy_prereq()
+                    } else {
+                        field.prereq
+                    };
+                    if !pre.holds_for_key(&k) {
                         continue;
                     }
                     // OVS: a flow with nw_proto 0 "has no L3 header" and
