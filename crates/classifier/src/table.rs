@@ -218,10 +218,6 @@ impl RuleSet {
     /// Adds a rule (OpenFlow ADD): an existing rule with the same table,
     /// priority and match is replaced, counters reset.
     pub fn add(&mut self, spec: &FlowSpec, now_us: u64) -> RuleId {
-        let t = spec.table as usize;
-        if self.tables.len() <= t {
-            self.tables.resize_with(t + 1, TableIndex::default);
-        }
         let id = self.next_id;
         self.next_id += 1;
         let rule = Arc::new(Rule {
@@ -236,13 +232,23 @@ impl RuleSet {
             created_us: now_us,
             stats: RuleStats::default(),
         });
+        self.put(rule);
+        self.version += 1;
+        id
+    }
+
+    /// Puts a rule into its table, in place of the rule with the same
+    /// priority and match if there is one (OpenFlow's "identical").
+    fn put(&mut self, rule: Arc<Rule>) {
+        let t = rule.table as usize;
+        if self.tables.len() <= t {
+            self.tables.resize_with(t + 1, TableIndex::default);
+        }
         let table = &mut self.tables[t];
-        if let Some(old) = table.find(&spec.matcher, spec.priority).cloned() {
+        if let Some(old) = table.find(&rule.matcher, rule.priority).cloned() {
             table.remove(&old);
         }
         table.insert(rule);
-        self.version += 1;
-        id
     }
 
     fn selected(rule: &Rule, sel: &FlowSpec, how: Selection, all_tables: bool) -> bool {
@@ -313,9 +319,7 @@ impl RuleSet {
             };
             let (p, b) = r.counters();
             new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
-            let table = &mut self.tables[r.table as usize];
-            table.remove(r);
-            table.insert(Arc::new(new));
+            self.put(Arc::new(new));
         }
         if !chosen.is_empty() {
             self.version += 1;
@@ -359,15 +363,7 @@ impl RuleSet {
                 });
             match same {
                 Some(r) => {
-                    let t = r.table as usize;
-                    if next.tables.len() <= t {
-                        next.tables.resize_with(t + 1, TableIndex::default);
-                    }
-                    let table = &mut next.tables[t];
-                    if let Some(prev) = table.find(&r.matcher, r.priority).cloned() {
-                        table.remove(&prev);
-                    }
-                    table.insert(Arc::clone(r));
+                    next.put(Arc::clone(r));
                     kept += 1;
                 }
                 None => {

@@ -165,51 +165,65 @@ impl Subtable {
         m.value.masked(&self.mask)
     }
 
-    fn bump(next: &mut Option<OrdMap<u128, u32>>, v: u128, up: bool) {
-        if let Some(n) = next {
-            let c = n.entry(v).or_insert(0);
-            if up {
-                *c += 1;
-            } else {
-                *c -= 1;
-                if *c == 0 {
-                    n.remove(&v);
-                }
+    /// Counts value `v` in (or out of) a group's distinct next-region values.
+    fn bump(next: &mut Option<OrdMap<u128, u32>>, v: Option<u128>, up: bool) {
+        let (Some(n), Some(v)) = (next, v) else {
+            return;
+        };
+        let c = n.entry(v).or_insert(0);
+        if up {
+            *c += 1;
+        } else {
+            *c -= 1;
+            if *c == 0 {
+                n.remove(&v);
             }
         }
+    }
+
+    /// Region `j`'s value in `vb`, if that region is an address (whose
+    /// distinct values the group before it keeps).
+    fn prefix_value(&self, j: usize, vb: &[u8]) -> Option<u128> {
+        self.regions
+            .get(j)
+            .filter(|r| r.is_prefix())
+            .map(|r| r.value(vb))
+    }
+
+    /// The key of each level for the value bytes `vb`: level `j`'s is the
+    /// values of regions `0..=j`.
+    fn level_keys(&self, vb: &[u8]) -> ArrayVec<SplitKey, { REGIONS.len() }> {
+        let mut key = LevelKey::new();
+        let mut keys = ArrayVec::new();
+        for r in self.regions.iter() {
+            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
+                .expect("regions fit in a key");
+            keys.push(SplitKey::new(&key));
+        }
+        keys
     }
 
     fn insert(&mut self, rule: Arc<Rule>) {
         let v = self.values(&rule.matcher);
         let vb = bytemuck::bytes_of(&v);
         *self.prios.entry(rule.priority).or_insert(0) += 1;
-        let regions = Arc::clone(&self.regions);
         self.root.count += 1;
-        if let Some(r0) = regions.first().filter(|r| r.is_prefix()) {
-            Self::bump(&mut self.root.next, r0.value(vb), true);
-        }
-        let mut key = LevelKey::new();
-        for (j, r) in regions.iter().enumerate() {
-            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
-                .expect("regions fit in a key");
-            let g = self.levels[j]
-                .entry(SplitKey::new(&key))
-                .or_insert_with(|| Group {
-                    next: regions
-                        .get(j + 1)
-                        .filter(|n| n.is_prefix())
-                        .map(|_| OrdMap::new()),
-                    ..Group::default()
-                });
+        let v0 = self.prefix_value(0, vb);
+        Self::bump(&mut self.root.next, v0, true);
+        let keys = self.level_keys(vb);
+        for (j, k) in keys.iter().enumerate() {
+            let nv = self.prefix_value(j + 1, vb);
+            let g = self.levels[j].entry(k.clone()).or_insert_with(|| Group {
+                next: nv.map(|_| OrdMap::new()),
+                ..Group::default()
+            });
             g.count += 1;
-            if let Some(n) = regions.get(j + 1).filter(|r| r.is_prefix()) {
-                Self::bump(&mut g.next, n.value(vb), true);
-            }
+            Self::bump(&mut g.next, nv, true);
         }
-        let last = match regions.len() {
-            0 => &mut self.root,
-            m => self.levels[m - 1]
-                .get_mut(&SplitKey::new(&key))
+        let last = match keys.last() {
+            None => &mut self.root,
+            Some(k) => self.levels[keys.len() - 1]
+                .get_mut(k)
                 .expect("just inserted"),
         };
         let pos = last
@@ -222,33 +236,26 @@ impl Subtable {
     fn remove(&mut self, m: &Match, id: RuleId) -> Option<Arc<Rule>> {
         let v = self.values(m);
         let vb = bytemuck::bytes_of(&v);
-        let regions = Arc::clone(&self.regions);
-        let mut keys: ArrayVec<LevelKey, 24> = ArrayVec::new();
-        let mut key = LevelKey::new();
-        for r in regions.iter() {
-            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
-                .expect("regions fit in a key");
-            keys.push(key.clone());
-        }
+        let keys = self.level_keys(vb);
         let last = match keys.last() {
-            Some(k) => self.levels[regions.len() - 1].get_mut(&SplitKey::new(k))?,
+            Some(k) => self.levels[keys.len() - 1].get_mut(k)?,
             None => &mut self.root,
         };
         let pos = last.rules.iter().position(|r| r.id == id)?;
         let rule = last.rules.remove(pos);
         self.root.count -= 1;
-        if let Some(r0) = regions.first().filter(|r| r.is_prefix()) {
-            Self::bump(&mut self.root.next, r0.value(vb), false);
-        }
+        let v0 = self.prefix_value(0, vb);
+        Self::bump(&mut self.root.next, v0, false);
         for (j, k) in keys.iter().enumerate() {
+            let nv = self.prefix_value(j + 1, vb);
             let g = self.levels[j]
-                .get_mut(&SplitKey::new(k))
+                .get_mut(k)
                 .expect("every level holds the rule");
             g.count -= 1;
             if g.count == 0 {
-                self.levels[j].remove(&SplitKey::new(k));
-            } else if let Some(n) = regions.get(j + 1).filter(|r| r.is_prefix()) {
-                Self::bump(&mut g.next, n.value(vb), false);
+                self.levels[j].remove(k);
+            } else {
+                Self::bump(&mut g.next, nv, false);
             }
         }
         let c = self
@@ -265,16 +272,9 @@ impl Subtable {
     /// The rule of this subtable with exactly this match and priority.
     fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let v = self.values(m);
-        let vb = bytemuck::bytes_of(&v);
-        let last = match self.regions.last() {
-            Some(_) => {
-                let mut key = LevelKey::new();
-                for r in self.regions.iter() {
-                    key.try_extend_from_slice(&vb[r.off..r.off + r.len])
-                        .expect("regions fit in a key");
-                }
-                self.levels[self.regions.len() - 1].get(&SplitKey::new(&key))?
-            }
+        let keys = self.level_keys(bytemuck::bytes_of(&v));
+        let last = match keys.last() {
+            Some(k) => self.levels[keys.len() - 1].get(k)?,
             None => &self.root,
         };
         last.rules.iter().find(|r| r.priority == priority)
