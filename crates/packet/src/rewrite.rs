@@ -15,7 +15,7 @@ use crate::wire::checksum::{update16, update32, update_bytes};
 use crate::wire::ethernet::{ethertype, is_vlan_tpid, VLAN_HEADER_LEN};
 use crate::wire::icmp::IcmpHeader;
 use crate::wire::ipv4::Ipv4Packet;
-use crate::wire::ipv6::{Ipv6Packet, IPV6_HEADER_LEN};
+use crate::wire::ipv6::{ext, Ipv6Packet, IPV6_HEADER_LEN};
 use crate::wire::l4::{proto, SctpHeader, TcpHeader, UdpHeader};
 use crate::wire::{be16, put16};
 
@@ -96,26 +96,41 @@ impl FragRewrites {
     }
 }
 
+/// The end of the IP payload by the header's own length (padding after it
+/// excluded), for an IPv4 or IPv6 packet.
+fn ip_end(data: &[u8], l3: usize, l3_type: u16) -> Option<usize> {
+    match l3_type {
+        ethertype::IPV4 => Some(l3 + be16(data, l3 + 2) as usize),
+        ethertype::IPV6 => Some(l3 + IPV6_HEADER_LEN + be16(data, l3 + 4) as usize),
+        _ => None,
+    }
+}
+
+/// Where an IPv4 later fragment's payload starts: where Open vSwitch looks
+/// for an L4 header that is not there.
+fn ipv4_payload(data: &[u8], l3: usize) -> usize {
+    l3 + (data[l3] as usize & 0xf) * 4
+}
+
 /// Where the L4 checksum an address rewrite updates is: (offset of the
 /// L4 header, end of the IP payload, protocol), or None.
 fn l4_span(pkt: &Packet, mode: FragRewrites, v6_dst: bool) -> Option<(usize, usize, u8)> {
     let l3 = pkt.meta.l3()?;
     let data = pkt.data();
+    let end = ip_end(data, l3, pkt.meta.l3_type)?;
     match pkt.meta.l3_type {
         ethertype::IPV4 => {
-            let end = l3 + be16(data, l3 + 2) as usize;
             let l4 = match pkt.meta.l4() {
                 Some(l4) => l4,
                 // A later fragment keys no L4 header; OVS still finds one
                 // right after the IP header.
-                None if mode == FragRewrites::Ovs => l3 + (data[l3] as usize & 0xf) * 4,
+                None if mode == FragRewrites::Ovs => ipv4_payload(data, l3),
                 None => return None,
             };
             (l4 <= end && end <= data.len()).then_some((l4, end, data[l3 + 9]))
         }
-        ethertype::IPV6 => {
+        _ => {
             let l4 = pkt.meta.l4()?;
-            let end = l3 + IPV6_HEADER_LEN + be16(data, l3 + 4) as usize;
             if l4 > end || end > data.len() {
                 return None;
             }
@@ -126,7 +141,6 @@ fn l4_span(pkt: &Packet, mode: FragRewrites, v6_dst: bool) -> Option<(usize, usi
             };
             (!skip).then_some((l4, end, pkt.meta.l4_proto))
         }
-        _ => None,
     }
 }
 
@@ -137,11 +151,11 @@ fn v6_headers(h: &[u8]) -> (Option<u16>, bool) {
     let (mut next, mut off, mut frag) = (h[6], IPV6_HEADER_LEN, None);
     while off + 8 <= h.len() {
         let len = match next {
-            0 | 60 => (h[off + 1] as usize + 1) * 8,
-            51 => (h[off + 1] as usize + 2) * 4,
-            43 if h[off + 3] > 0 => return (frag, true),
-            43 => (h[off + 1] as usize + 1) * 8,
-            44 => {
+            ext::HOPOPTS | ext::DSTOPTS => (h[off + 1] as usize + 1) * 8,
+            ext::AH => (h[off + 1] as usize + 2) * 4,
+            ext::ROUTING if h[off + 3] > 0 => return (frag, true),
+            ext::ROUTING => (h[off + 1] as usize + 1) * 8,
+            ext::FRAGMENT => {
                 frag = Some(be16(h, off + 2) & 0xfff9);
                 8
             }
@@ -157,11 +171,7 @@ fn v6_headers(h: &[u8]) -> (Option<u16>, bool) {
 fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
     let (l3, l4) = (pkt.meta.l3()?, pkt.meta.l4()?);
     let data = pkt.data();
-    let end = match pkt.meta.l3_type {
-        ethertype::IPV4 => l3 + be16(data, l3 + 2) as usize,
-        ethertype::IPV6 => l3 + IPV6_HEADER_LEN + be16(data, l3 + 4) as usize,
-        _ => return None,
-    };
+    let end = ip_end(data, l3, pkt.meta.l3_type)?;
     if l4 > end || end > data.len() {
         return None;
     }
@@ -393,7 +403,7 @@ pub fn set_icmp_in_later_fragment(pkt: &mut Packet, ty: u8, code: u8) -> bool {
         return false;
     }
     let data = pkt.data();
-    let l4 = l3 + (data[l3] as usize & 0xf) * 4;
+    let l4 = ipv4_payload(data, l3);
     let end = l3 + be16(data, l3 + 2) as usize;
     if data[l3 + 9] != proto::ICMP || end > data.len() || end < l4 + 8 {
         return false;
@@ -522,6 +532,15 @@ mod tests {
         let mut p = pool.alloc_from(&f.build()).unwrap();
         reparse(&mut p);
         p
+    }
+
+    /// A TCP SYN from port 5 to port 6.
+    fn tcp56() -> L4 {
+        L4::Tcp {
+            src: 5,
+            dst: 6,
+            flags: 2,
+        }
     }
 
     /// Sets the packet's offsets from its bytes, as the datapath does.
@@ -709,15 +728,7 @@ mod tests {
     #[test]
     fn short_l4_headers_as_ovs() {
         let mut pool = PacketPool::new(4, 2048).unwrap();
-        let f = Frame::ipv4(
-            [1, 1, 1, 1],
-            [2, 2, 2, 2],
-            L4::Tcp {
-                src: 5,
-                dst: 6,
-                flags: 2,
-            },
-        );
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], tcp56());
         let mut p = pool.alloc_from(&f.build()).unwrap();
         p.data_mut()[14 + 20 + 12] = 4 << 4;
         reparse(&mut p);
@@ -745,12 +756,7 @@ mod tests {
     /// An IPv6 TCP frame with one 8-byte extension header of type `ty`
     /// before the TCP header.
     fn v6_with_ext(pool: &mut PacketPool, ty: u8, ext: [u8; 8]) -> Packet {
-        let tcp = L4::Tcp {
-            src: 5,
-            dst: 6,
-            flags: 2,
-        };
-        let mut b = Frame::ipv6([1; 16], [2; 16], tcp).build();
+        let mut b = Frame::ipv6([1; 16], [2; 16], tcp56()).build();
         b.splice(54..54, ext);
         b[20] = ty;
         let plen = u16::from_be_bytes([b[18], b[19]]) + 8;
@@ -772,12 +778,7 @@ mod tests {
     fn fragment_checksums_as_ovs_or_as_the_rfcs() {
         use FragRewrites::{Correct, Ovs};
         let mut pool = PacketPool::new(8, 2048).unwrap();
-        let tcp = L4::Tcp {
-            src: 5,
-            dst: 6,
-            flags: 2,
-        };
-        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], tcp);
+        let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], tcp56());
         for (mode, changes) in [(Ovs, true), (Correct, false)] {
             let mut p = pool.alloc_from(&f.build()).unwrap();
             p.data_mut()[20..22].copy_from_slice(&11u16.to_be_bytes()); // offset 88

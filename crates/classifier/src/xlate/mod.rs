@@ -543,39 +543,38 @@ impl Ctx<'_, '_> {
         if f.is_arp() {
             // OVS sets only the ARP fields that differ from what the packet
             // had (a masked set): which depends on the packet's value, so
-            // each field written is un-wildcarded.
+            // each field written is un-wildcarded (nw_proto already is).
             let b = self.arp_base;
-            let w = &mut self.out.wc;
-            if d.nw_proto != 0 {
-                w.nw_proto = 0xff;
-                if f.nw_proto != b.nw_proto {
-                    self.push(DpAction::SetArp(ArpField::Op(f.nw_proto as u16)));
+            let mut written = FlowKey::default();
+            (written.nw_src, written.nw_dst) = (d.nw_src, d.nw_dst);
+            (written.arp_sha, written.arp_tha) = (d.arp_sha, d.arp_tha);
+            self.out.wc.or_assign(&written);
+            let sets = [
+                (
+                    d.nw_proto != 0 && f.nw_proto != b.nw_proto,
+                    ArpField::Op(f.nw_proto as u16),
+                ),
+                (
+                    d.nw_src != 0 && f.nw_src != b.nw_src,
+                    ArpField::Spa(f.nw_src),
+                ),
+                (
+                    d.nw_dst != 0 && f.nw_dst != b.nw_dst,
+                    ArpField::Tpa(f.nw_dst),
+                ),
+                (
+                    d.arp_sha != [0; 6] && f.arp_sha != b.arp_sha,
+                    ArpField::Sha(f.arp_sha),
+                ),
+                (
+                    d.arp_tha != [0; 6] && f.arp_tha != b.arp_tha,
+                    ArpField::Tha(f.arp_tha),
+                ),
+            ];
+            for (changed, field) in sets {
+                if changed {
+                    self.push(DpAction::SetArp(field));
                 }
-            }
-            let w = &mut self.out.wc;
-            if d.nw_src != 0 {
-                w.nw_src = u32::MAX;
-            }
-            if d.nw_dst != 0 {
-                w.nw_dst = u32::MAX;
-            }
-            if d.arp_sha != [0; 6] {
-                w.arp_sha = [0xff; 6];
-            }
-            if d.arp_tha != [0; 6] {
-                w.arp_tha = [0xff; 6];
-            }
-            if d.nw_src != 0 && f.nw_src != b.nw_src {
-                self.push(DpAction::SetArp(ArpField::Spa(f.nw_src)));
-            }
-            if d.nw_dst != 0 && f.nw_dst != b.nw_dst {
-                self.push(DpAction::SetArp(ArpField::Tpa(f.nw_dst)));
-            }
-            if d.arp_sha != [0; 6] && f.arp_sha != b.arp_sha {
-                self.push(DpAction::SetArp(ArpField::Sha(f.arp_sha)));
-            }
-            if d.arp_tha != [0; 6] && f.arp_tha != b.arp_tha {
-                self.push(DpAction::SetArp(ArpField::Tha(f.arp_tha)));
             }
             self.arp_base = f;
             return;
