@@ -114,7 +114,7 @@ pub fn run_case(
     pmds: usize,
 ) -> Result<BenchResult, String> {
     let pmds = pmds.max(1);
-    let specs = parse_flow_file(&rules.flows(), Some(rules.name())).map_err(|e| e.to_string())?;
+    let specs = parse_flow_file(&rules.flows(), Some(&rules.name())).map_err(|e| e.to_string())?;
     let cfg = DatapathConfig {
         cache: cache_config(config)?,
         tx_flush_interval_us: tx_flush_us,

@@ -9,19 +9,29 @@ pub enum RuleSetKind {
     L3,
     /// Prefixes combined with L4 protocol and ports: several masks.
     L3L4,
+    /// `routes:N`: N-1 host routes (/32) to addresses the generated
+    /// traffic never uses (30.0.0.0/8) and a catch-all at priority 0: a
+    /// large table every packet misses but for its last rule.
+    Routes(u32),
+    /// `prefixes:N`: N routes into the traffic's 20.0.0.0/8 over 20 prefix
+    /// lengths (/13 to /32, longest first by priority) and a catch-all: a
+    /// large table whose rules the traffic hits, over 20 masks.
+    Prefixes(u32),
 }
 
 impl RuleSetKind {
-    /// Every kind.
+    /// Every fixed kind (the parameterised ones are for large tables).
     pub const ALL: [RuleSetKind; 3] =
         [RuleSetKind::PortForward, RuleSetKind::L3, RuleSetKind::L3L4];
 
-    /// Short name.
-    pub fn name(self) -> &'static str {
+    /// Short name, as `--rules` takes it.
+    pub fn name(self) -> String {
         match self {
-            RuleSetKind::PortForward => "port-forward",
-            RuleSetKind::L3 => "l3",
-            RuleSetKind::L3L4 => "l3l4",
+            RuleSetKind::PortForward => "port-forward".into(),
+            RuleSetKind::L3 => "l3".into(),
+            RuleSetKind::L3L4 => "l3l4".into(),
+            RuleSetKind::Routes(n) => format!("routes:{n}"),
+            RuleSetKind::Prefixes(n) => format!("prefixes:{n}"),
         }
     }
 
@@ -59,17 +69,68 @@ impl RuleSetKind {
                 s += "priority=0,actions=drop\n";
                 s
             }
+            RuleSetKind::Routes(n) => {
+                let mut s = String::with_capacity(n as usize * 48);
+                for i in 0..n.saturating_sub(1) {
+                    let a = std::net::Ipv4Addr::from(0x1e00_0000 | (i & 0x00ff_ffff));
+                    s += &format!("priority=100,ip,nw_dst={a},actions=output:2\n");
+                }
+                s + "priority=0,actions=output:2\n"
+            }
+            RuleSetKind::Prefixes(n) => prefix_routes(n),
         }
     }
+}
+
+/// `n - 1` distinct routes into 20.0.0.0/8 over the lengths 13..=32 (each
+/// length at most half of its prefixes, so that shorter ones are not all
+/// hit; what a length cannot take goes to the longer ones), priority 10 per
+/// bit of length, then the catch-all.
+fn prefix_routes(n: u32) -> String {
+    let mut rng = crate::profile::Rng::new(16);
+    let mut s = String::with_capacity(n as usize * 56);
+    let mut left = n.saturating_sub(1) as u64;
+    for len in 13..=32u32 {
+        let room = 1u64 << (len - 9);
+        let take = (left / u64::from(33 - len)).min(room);
+        left -= take;
+        let mut seen = std::collections::HashSet::new();
+        while (seen.len() as u64) < take {
+            let host = rng.below(1u64 << (len - 8)) as u32;
+            if seen.insert(host) {
+                let a = std::net::Ipv4Addr::from(0x1400_0000 | (host << (32 - len)));
+                s += &format!(
+                    "priority={},ip,nw_dst={a}/{len},actions=output:2\n",
+                    len * 10
+                );
+            }
+        }
+    }
+    s + "priority=0,actions=output:2\n"
 }
 
 impl std::str::FromStr for RuleSetKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        let sized = |n: &str, f: fn(u32) -> RuleSetKind| {
+            n.parse::<u32>()
+                .ok()
+                .filter(|&n| (1..=16_000_000).contains(&n))
+                .map(f)
+                .ok_or_else(|| format!("'{s}': the number of rules is 1 to 16000000"))
+        };
+        if let Some(n) = s.strip_prefix("routes:") {
+            return sized(n, RuleSetKind::Routes);
+        }
+        if let Some(n) = s.strip_prefix("prefixes:") {
+            return sized(n, RuleSetKind::Prefixes);
+        }
         RuleSetKind::ALL
             .into_iter()
             .find(|k| k.name() == s)
-            .ok_or_else(|| format!("'{s}': expected port-forward, l3 or l3l4"))
+            .ok_or_else(|| {
+                format!("'{s}': expected port-forward, l3, l3l4, routes:N or prefixes:N")
+            })
     }
 }
 
@@ -81,9 +142,31 @@ mod tests {
     #[test]
     fn rule_sets_parse() {
         for k in RuleSetKind::ALL {
-            let specs = parse_flow_file(&k.flows(), Some(k.name())).unwrap();
+            let specs = parse_flow_file(&k.flows(), Some(&k.name())).unwrap();
             assert!(!specs.is_empty());
             assert_eq!(k.name().parse::<RuleSetKind>().unwrap(), k);
         }
+    }
+
+    #[test]
+    fn large_rule_sets() {
+        for k in [RuleSetKind::Routes(1000), RuleSetKind::Prefixes(1000)] {
+            let specs = parse_flow_file(&k.flows(), None).unwrap();
+            assert_eq!(specs.len(), 1000, "{}", k.name());
+            assert_eq!(k.name().parse::<RuleSetKind>().unwrap(), k);
+        }
+        let masks: std::collections::HashSet<_> =
+            parse_flow_file(&RuleSetKind::Prefixes(1000).flows(), None)
+                .unwrap()
+                .iter()
+                .map(|s| s.matcher.mask)
+                .collect();
+        assert_eq!(masks.len(), 21, "20 prefix lengths and the catch-all");
+        assert_eq!(
+            RuleSetKind::Routes(1).flows(),
+            "priority=0,actions=output:2\n"
+        );
+        assert!("routes:0".parse::<RuleSetKind>().is_err());
+        assert!("prefixes:x".parse::<RuleSetKind>().is_err());
     }
 }

@@ -5,7 +5,8 @@
 //! - [`flow_match`]: a match is a masked key.
 //! - [`parse`]: the `ovs-ofctl` flow language, with positioned errors.
 //! - [`table`]: versioned OpenFlow rule tables, flow-mods and the
-//!   reference lookup; [`tss`]: their classifier (tuple space search).
+//!   reference lookup; [`tss`]: their classifier (tuple space search),
+//!   with [`trie`]: prefix tries on the address fields.
 //! - [`xlate`]: translation of a key through the tables into flat
 //!   [`dpaction`]s, rules to credit and the wildcard mask.
 //!
@@ -22,6 +23,7 @@ pub mod frag;
 pub mod megaflow;
 pub mod parse;
 pub mod table;
+pub mod trie;
 pub mod tss;
 pub mod wildcards;
 pub mod xlate;

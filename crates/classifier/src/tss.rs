@@ -17,20 +17,69 @@
 //! scan ([`crate::wildcards::explain_miss`] for each rule passed over) gives
 //! for the rules probed, so megaflows stay as wide.
 //!
-//! Every map is persistent (`im`): cloning a table is O(1) and a change
-//! copies O(log n) nodes, so a new version of a rule set of any size costs
-//! the changes it holds, and readers of the old one are untouched.
+//! A subtable whose first address region has a prefix mask, and which is
+//! the only one of its table with that prefix length on that field, can be
+//! passed over without a look inside: one walk of the table's prefix trie
+//! for that field ([`crate::trie`]) tells whether any of its prefixes holds
+//! the packet's address, and if none does, how many leading bits prove it
+//! (the same bits the walk inside would un-wildcard). An LPM-style table
+//! over 20 prefix lengths then costs one trie walk and the subtables whose
+//! length matched, not 20 probes.
+//!
+//! Every map is persistent (`im`, or shared `Arc`s copied on write): cloning
+//! a table is O(1); the first change after a clone copies the list of
+//! subtables (O(masks), not O(rules)) and each change then copies O(log n)
+//! nodes, so a new version of a rule set of any size costs the changes it
+//! holds, and readers of the old one are untouched.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
-use im::{HashMap as PMap, OrdMap};
+use im::OrdMap;
 use sluice_packet::key::{FlowKey, KEY_WORDS};
 
 use crate::flow_match::Match;
 use crate::table::{Rule, RuleId};
+use crate::trie::{lens_has, PrefixTrie, TrieMatch};
 use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
+
+/// Address regions (prefix kinds) of [`REGIONS`]: each has a trie per table.
+const N_PREFIX: usize = {
+    let mut n = 0;
+    let mut i = 0;
+    while i < REGIONS.len() {
+        if !matches!(REGIONS[i].2, Kind::Whole) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+};
+
+/// A rule as the tries hold it: ordered best first (priority, then age).
+#[derive(Debug, Clone)]
+struct Ranked(Arc<Rule>);
+
+impl PartialEq for Ranked {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.id == o.0.id
+    }
+}
+impl Eq for Ranked {}
+impl PartialOrd for Ranked {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ranked {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        order_key(&self.0).cmp(&order_key(&o.0))
+    }
+}
+
+/// One lookup's trie walks, made when first needed.
+type TrieMemo<'a> = [Option<TrieMatch<'a, Ranked>>; N_PREFIX];
 
 const KEY_BYTES: usize = KEY_WORDS * 8;
 
@@ -64,6 +113,8 @@ struct Region {
     off: usize,
     len: usize,
     kind: Kind,
+    /// For an address region: which of the table's tries is its field's.
+    slot: usize,
 }
 
 impl Region {
@@ -88,6 +139,11 @@ impl Region {
         self.len as u32 * 8
     }
 
+    /// The value moved to the top of a `u128`, as the tries hold it.
+    fn left(&self, bytes: &[u8]) -> u128 {
+        self.value(bytes) << (128 - self.bits())
+    }
+
     /// Writes `v` (a number as [`Region::value`] reads it) OR'ed into `bytes`.
     fn or_value(&self, bytes: &mut [u8], v: u128) {
         let old = self.value(bytes);
@@ -110,10 +166,57 @@ struct Group {
     rules: Vec<Arc<Rule>>,
 }
 
+/// A subtable's use of its table's prefix trie.
+#[derive(Debug, Clone, Copy)]
+struct TrieUse {
+    /// Index of the address region in the subtable's regions.
+    region: usize,
+    /// The trie (by [`Region::slot`]).
+    slot: usize,
+    /// The mask's prefix length on that field.
+    plen: u32,
+    /// Whether no other subtable has this prefix length on this field (only
+    /// then are the trie's prefixes of that length this subtable's).
+    alone: bool,
+    /// The mask over the regions before the address region.
+    pre_mask: FlowKey,
+}
+
+/// What lets a lookup pass a subtable over by its trie alone: every rule
+/// has the values `value` under `TrieUse::pre_mask` (one group before the
+/// address region), and the subtable is alone with its prefix length.
+#[derive(Debug, Clone)]
+struct TrieGate {
+    slot: usize,
+    plen: u32,
+    region: Region,
+    /// Whether the address is the subtable's last region: then the trie's
+    /// rules for a matched prefix are the subtable's rules for the packet.
+    last: bool,
+    /// The words of the key the regions before the address are in: index,
+    /// mask and the rules' value.
+    pre: ArrayVec<(u8, u64, u64), PRE_WORDS>,
+}
+
+/// At most this many key words before the address region for a gate.
+const PRE_WORDS: usize = 4;
+
+impl TrieGate {
+    fn agrees(&self, key: &FlowKey) -> bool {
+        let k = key.words();
+        self.pre.iter().all(|&(i, m, v)| k[i as usize] & m == v)
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Subtable {
     mask: FlowKey,
+    /// Highest priority of its rules (kept with every change).
+    maxp: u16,
     regions: Arc<[Region]>,
+    trie: Option<TrieUse>,
+    /// Set while the trie alone can pass this subtable over.
+    gate: Option<TrieGate>,
     root: Group,
     /// Level `j`: groups by the values of the first `j+1` regions. B-trees
     /// (nodes at least half full) rather than hash tries, whose sparse
@@ -129,11 +232,38 @@ fn order_key(r: &Rule) -> (Reverse<u16>, RuleId) {
 impl Subtable {
     fn new(mask: &FlowKey) -> Self {
         let m = bytemuck::bytes_of(mask);
+        let mut slot = 0;
         let regions: Vec<Region> = REGIONS
             .iter()
-            .filter(|&&(off, len, _)| m[off..off + len].iter().any(|&b| b != 0))
-            .map(|&(off, len, kind)| Region { off, len, kind })
+            .filter_map(|&(off, len, kind)| {
+                let r = Region {
+                    off,
+                    len,
+                    kind,
+                    slot,
+                };
+                slot += usize::from(kind != Kind::Whole);
+                m[off..off + len].iter().any(|&b| b != 0).then_some(r)
+            })
             .collect();
+        // The first address region, if its mask is a prefix.
+        let trie = regions.iter().position(Region::is_prefix).and_then(|j| {
+            let r = &regions[j];
+            let v = r.left(m);
+            let plen = v.leading_ones();
+            let mut pre_mask = FlowKey::default();
+            let pm = bytemuck::bytes_of_mut(&mut pre_mask);
+            for p in &regions[..j] {
+                pm[p.off..p.off + p.len].copy_from_slice(&m[p.off..p.off + p.len]);
+            }
+            (v.count_ones() == plen).then_some(TrieUse {
+                region: j,
+                slot: r.slot,
+                plen,
+                alone: false,
+                pre_mask,
+            })
+        });
         let mut levels = Vec::with_capacity(regions.len());
         levels.resize_with(regions.len(), OrdMap::new);
         let root = Group {
@@ -145,15 +275,65 @@ impl Subtable {
         };
         Subtable {
             mask: *mask,
+            maxp: 0,
             regions: regions.into(),
+            trie,
+            gate: None,
             root,
             levels,
             prios: OrdMap::new(),
         }
     }
 
-    fn max_priority(&self) -> Option<u16> {
-        self.prios.get_max().map(|(p, _)| *p)
+    fn mask_id(&self) -> &MaskId {
+        self.mask.words()
+    }
+
+    /// Where the probe order puts it: highest priority first.
+    fn probe_key(&self) -> (Reverse<u16>, &MaskId) {
+        (Reverse(self.maxp), self.mask_id())
+    }
+
+    /// Sets or clears the gate after a change: open while the subtable is
+    /// alone with its prefix length and its rules agree before the address.
+    fn regate(&mut self) {
+        let open = self
+            .trie
+            .is_some_and(|t| t.alone && (t.region == 0 || self.levels[t.region - 1].len() == 1));
+        if open == self.gate.is_some() {
+            // Unchanged: while open, the one group before the address (and
+            // so the gate's values) stays the same.
+            return;
+        }
+        self.gate = self.trie.filter(|t| t.alone).and_then(|t| {
+            let agree = t.region == 0 || self.levels[t.region - 1].len() == 1;
+            let any = self.levels.last()?.get_min()?.1.rules.first()?;
+            let value = any.matcher.value.masked(&t.pre_mask);
+            let pre = t
+                .pre_mask
+                .words()
+                .iter()
+                .zip(value.words())
+                .enumerate()
+                .filter(|(_, (&m, _))| m != 0)
+                .map(|(i, (&m, &v))| (i as u8, m, v));
+            let pre: Vec<_> = pre.take(PRE_WORDS + 1).collect();
+            (agree && pre.len() <= PRE_WORDS).then(|| TrieGate {
+                slot: t.slot,
+                plen: t.plen,
+                region: self.regions[t.region],
+                last: t.region + 1 == self.regions.len(),
+                pre: pre.into_iter().collect(),
+            })
+        });
+    }
+
+    /// The rule's prefix in this subtable's trie, if it uses one.
+    fn trie_prefix(&self, m: &Match) -> Option<(usize, u128, u32)> {
+        let t = self.trie?;
+        let v = self.values(m);
+        let r = &self.regions[t.region];
+        Some((t.slot, r.left(bytemuck::bytes_of(&v)), t.plen))
     }
 
     fn is_empty(&self) -> bool {
@@ -229,6 +409,7 @@ impl Subtable {
         let pos = last
             .rules
             .partition_point(|x| order_key(x) < order_key(&rule));
+        self.maxp = self.maxp.max(rule.priority);
         last.rules.insert(pos, rule);
     }
 
@@ -265,6 +446,7 @@ impl Subtable {
         *c -= 1;
         if *c == 0 {
             self.prios.remove(&rule.priority);
+            self.maxp = self.prios.get_max().map_or(0, |(p, _)| *p);
         }
         Some(rule)
     }
@@ -333,9 +515,14 @@ impl Subtable {
 #[derive(Debug, Clone, Default)]
 pub struct TableIndex {
     order: OrdMap<(Reverse<u16>, RuleId), Arc<Rule>>,
-    subtables: PMap<MaskId, Subtable>,
-    /// (highest priority, mask) of every subtable, highest first.
-    probe: Arc<Vec<(u16, MaskId)>>,
+    /// The subtables in probe order: highest priority first.
+    probe: Arc<Vec<Subtable>>,
+    /// Where each mask's subtable is in `probe`.
+    pos: Arc<std::collections::HashMap<MaskId, usize>>,
+    /// One prefix trie per address field.
+    tries: [PrefixTrie<Ranked>; N_PREFIX],
+    /// Subtables using each (trie, prefix length).
+    trie_users: OrdMap<(usize, u32), u32>,
 }
 
 impl TableIndex {
@@ -351,7 +538,7 @@ impl TableIndex {
 
     /// Number of distinct masks (subtables).
     pub fn n_subtables(&self) -> usize {
-        self.subtables.len()
+        self.probe.len()
     }
 
     /// The rules, highest priority first; among equals, oldest first.
@@ -359,43 +546,96 @@ impl TableIndex {
         self.order.values()
     }
 
-    fn reprobe(&mut self) {
-        let mut p: Vec<(u16, MaskId)> = self
-            .subtables
-            .iter()
-            .filter_map(|(m, s)| s.max_priority().map(|p| (p, *m)))
-            .collect();
-        p.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        self.probe = Arc::new(p);
+    /// Moves the subtable at `i` to its place in the probe order (after its
+    /// highest priority changed), keeping `pos`.
+    fn reposition(&mut self, i: usize) {
+        let probe = Arc::make_mut(&mut self.probe);
+        let st = probe.remove(i);
+        let j = probe.partition_point(|s| s.probe_key() < st.probe_key());
+        probe.insert(j, st);
+        let pos = Arc::make_mut(&mut self.pos);
+        for (k, s) in probe.iter().enumerate().take(i.max(j) + 1).skip(i.min(j)) {
+            pos.insert(*s.mask_id(), k);
+        }
+    }
+
+    /// Counts a subtable in or out of its (trie, length), and marks whether
+    /// the one left alone with it may use the trie.
+    fn count_trie_user(&mut self, t: TrieUse, up: bool) {
+        let key = (t.slot, t.plen);
+        let c = self.trie_users.entry(key).or_insert(0);
+        if up {
+            *c += 1;
+        } else {
+            *c -= 1;
+        }
+        let n = *c;
+        if n == 0 {
+            self.trie_users.remove(&key);
+        }
+        for st in Arc::make_mut(&mut self.probe).iter_mut() {
+            if let Some(u) = st.trie.as_mut().filter(|u| (u.slot, u.plen) == key) {
+                u.alone = n == 1;
+                st.regate();
+            }
+        }
     }
 
     /// Adds a rule (the caller has removed any rule it replaces).
     pub fn insert(&mut self, rule: Arc<Rule>) {
         let mid = *rule.matcher.mask.words();
         self.order.insert(order_key(&rule), Arc::clone(&rule));
-        let st = self
-            .subtables
-            .entry(mid)
-            .or_insert_with(|| Subtable::new(&rule.matcher.mask));
-        let before = st.max_priority();
+        let i = match self.pos.get(&mid) {
+            Some(&i) => i,
+            None => {
+                let st = Subtable::new(&rule.matcher.mask);
+                let t = st.trie;
+                let probe = Arc::make_mut(&mut self.probe);
+                probe.push(st);
+                Arc::make_mut(&mut self.pos).insert(mid, probe.len() - 1);
+                if let Some(t) = t {
+                    self.count_trie_user(t, true);
+                }
+                self.probe.len() - 1
+            }
+        };
+        let st = &mut Arc::make_mut(&mut self.probe)[i];
+        let before = (st.maxp, st.is_empty());
+        if let Some((slot, v, plen)) = st.trie_prefix(&rule.matcher) {
+            self.tries[slot].insert(v, plen, Ranked(Arc::clone(&rule)));
+        }
         st.insert(rule);
-        if st.max_priority() != before {
-            self.reprobe();
+        st.regate();
+        if (st.maxp, st.is_empty()) != before {
+            self.reposition(i);
         }
     }
 
     /// Removes a rule of this table.
     pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
         let mid = *rule.matcher.mask.words();
-        let st = self.subtables.get_mut(&mid)?;
-        let before = st.max_priority();
+        let i = *self.pos.get(&mid)?;
+        let probe = Arc::make_mut(&mut self.probe);
+        let st = &mut probe[i];
+        let before = st.maxp;
         let gone = st.remove(&rule.matcher, rule.id)?;
-        let changed = st.max_priority() != before;
-        if st.is_empty() {
-            self.subtables.remove(&mid);
+        if let Some((slot, v, plen)) = st.trie_prefix(&gone.matcher) {
+            self.tries[slot].remove(v, plen, &Ranked(Arc::clone(&gone)));
         }
-        if changed {
-            self.reprobe();
+        st.regate();
+        if st.is_empty() {
+            let t = st.trie;
+            probe.remove(i);
+            let pos = Arc::make_mut(&mut self.pos);
+            pos.remove(&mid);
+            for (k, s) in probe.iter().enumerate().skip(i) {
+                pos.insert(*s.mask_id(), k);
+            }
+            if let Some(t) = t {
+                self.count_trie_user(t, false);
+            }
+        } else if st.maxp != before {
+            self.reposition(i);
         }
         self.order.remove(&order_key(&gone));
         Some(gone)
@@ -403,7 +643,8 @@ impl TableIndex {
 
     /// The rule with exactly this match and priority (OpenFlow's "identical").
     pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
-        self.subtables.get(m.mask.words())?.find(m, priority)
+        let i = *self.pos.get(m.mask.words())?;
+        self.probe[i].find(m, priority)
     }
 
     /// The highest-priority rule matching `key` (the oldest among equals),
@@ -412,11 +653,39 @@ impl TableIndex {
     /// rules it passed over miss.
     pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
-        for (maxp, mid) in self.probe.iter() {
-            if best.is_some_and(|b| *maxp < b.priority) {
+        let mut memo: TrieMemo = Default::default();
+        // Subtables answered from the trie's rules, without their walk.
+        let mut answered = ArrayVec::<(usize, RuleId), 8>::new();
+        for (i, st) in self.probe.iter().enumerate() {
+            if best.is_some_and(|b| st.maxp < b.priority) {
                 break;
             }
-            let Some(r) = self.subtables.get(mid).and_then(|s| s.lookup(key, wc)) else {
+            let mut found = None;
+            if let Some(g) = st.gate.as_ref().filter(|g| g.agrees(key)) {
+                // The packet agrees with every rule here before the
+                // address: the trie says whether any has its prefix, and
+                // if none has, which bits prove it (those the walk inside
+                // would un-wildcard).
+                let m = memo[g.slot].get_or_insert_with(|| {
+                    self.tries[g.slot].lookup(g.region.left(bytemuck::bytes_of(key)))
+                });
+                if !lens_has(m.matched, g.plen) {
+                    let keep = u32::from(m.proof[g.plen as usize]);
+                    let bits = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
+                    g.region
+                        .or_value(bytemuck::bytes_of_mut(wc), bits >> (128 - g.region.bits()));
+                    continue;
+                }
+                // With the address last, the prefix's rules are this
+                // subtable's rules for the packet, best first.
+                if g.last && !answered.is_full() {
+                    found = m.items(g.plen).and_then(|r| r.first()).map(|r| &r.0);
+                    if let Some(r) = found {
+                        answered.push((i, r.id));
+                    }
+                }
+            }
+            let Some(r) = found.or_else(|| st.lookup(key, wc)) else {
                 continue;
             };
             if best.is_none_or(|b| order_key(r) < order_key(b)) {
@@ -425,6 +694,14 @@ impl TableIndex {
         }
         if let Some(b) = best {
             wc.or_assign(&b.matcher.mask);
+            // A subtable answered from the trie whose rule lost: its walk
+            // adds the bits that prove its other rules miss (the winner's
+            // mask holds them when it is the one that won).
+            for &(i, id) in &answered {
+                if id != b.id {
+                    self.probe[i].lookup(key, wc);
+                }
+            }
         }
         best
     }

@@ -19,7 +19,9 @@ pub struct GenArgs {
     /// Output file: a pcap, or a flow file with --rules.
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
-    /// Write a benchmark rule set instead of traffic: port-forward, l3, l3l4.
+    /// Write a benchmark rule set instead of traffic: port-forward, l3, l3l4,
+    /// routes:N (N-1 host routes the traffic misses, and a catch-all) or
+    /// prefixes:N (N-1 routes the traffic hits over 20 prefix lengths).
     #[arg(long, value_name = "KIND")]
     rules: Option<RuleSetKind>,
     /// Traffic profile: flows (N flows by --dist), churn, miss-storm.

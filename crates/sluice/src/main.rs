@@ -361,7 +361,11 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
             serde_json::to_string_pretty(&report::json(&summary)).expect("json")
         );
     } else {
-        print!("{}", report::text(&summary));
+        // A reader that went away has what it wanted.
+        let _ = emit(
+            &mut std::io::stdout().lock(),
+            format_args!("{}", report::text(&summary)),
+        );
     }
 }
 
@@ -471,7 +475,10 @@ fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
     let resp = sluice::ctl::request(&a.ctl, &sluice::ctl::Request { cmd, args })?;
     if resp.ok {
         if !resp.output.is_empty() {
-            println!("{}", resp.output);
+            emit(
+                &mut std::io::stdout().lock(),
+                format_args!("{}\n", resp.output),
+            )?;
         }
         Ok(())
     } else {
@@ -480,21 +487,46 @@ fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
 }
 
 fn cmd_check(flows: PathBuf) -> Result<(), String> {
+    let t0 = std::time::Instant::now();
     let rules = runner::load_rules(&flows)?;
-    println!(
-        "{}: {} rules in {} tables",
-        flows.display(),
-        rules.len(),
-        rules
-            .iter()
-            .map(|r| r.table)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-    );
+    let took = t0.elapsed().as_secs_f64();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let tables = rules
+        .iter()
+        .map(|r| r.table)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    emit(
+        &mut out,
+        format_args!(
+            "{}: {} rules in {tables} tables (read and indexed in {took:.2} s)\n",
+            flows.display(),
+            rules.len(),
+        ),
+    )?;
     for r in rules.iter() {
-        println!("{}", r.dump(0));
+        if !emit(&mut out, format_args!("{}\n", r.dump(0)))? {
+            return Ok(());
+        }
     }
-    Ok(())
+    std::io::Write::flush(&mut out).or_else(|e| pipe_closed(&e))
+}
+
+/// Writes to standard output; a reader that went away (`sluice check F |
+/// head`) ends the output quietly (false) instead of failing.
+fn emit(out: &mut impl std::io::Write, args: std::fmt::Arguments) -> Result<bool, String> {
+    match out.write_fmt(args) {
+        Ok(()) => Ok(true),
+        Err(e) => pipe_closed(&e).map(|()| false),
+    }
+}
+
+fn pipe_closed(e: &std::io::Error) -> Result<(), String> {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Ok(())
+    } else {
+        Err(format!("writing to standard output: {e}"))
+    }
 }
 
 fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Result<(), String> {

@@ -1,0 +1,441 @@
+//! A persistent, path-compressed binary trie of address prefixes, one per
+//! address field of a table: one walk with a packet's address tells, for
+//! every prefix length the table's rules use on that field, whether a rule
+//! prefix of that length contains the address, and if not, how many of the
+//! address's leading bits prove that none does (OVS's prefix tries, with
+//! the proof kept per length so that it is never longer than the one the
+//! scan over those rules gives).
+//!
+//! Each prefix carries items (the rules with it, in order), so that a walk
+//! also hands back, for each length that matched, the best of them.
+//!
+//! Values are left-aligned in a `u128` (an IPv4 address in the top 32
+//! bits). Nodes are shared between versions (`Arc`); a change copies the
+//! nodes on its path only.
+
+use std::sync::Arc;
+
+/// A set of prefix lengths 1..=128 (length `n` is bit `n - 1`).
+pub type Lens = u128;
+
+fn len_bit(n: u32) -> Lens {
+    1 << (n - 1)
+}
+
+/// Whether length `n` (1..=128) is in `l`.
+pub fn lens_has(l: Lens, n: u32) -> bool {
+    l & len_bit(n) != 0
+}
+
+/// The top `n` bits set (n in 0..=128).
+fn top(n: u32) -> u128 {
+    u128::MAX.checked_shl(128 - n).unwrap_or(0)
+}
+
+/// Bits `from..from + n` of `v`, moved to the top.
+fn bits(v: u128, from: u32, n: u32) -> u128 {
+    v.checked_shl(from).unwrap_or(0) & top(n)
+}
+
+/// Bit `i` of `v` (0 is the top bit).
+fn bit(v: u128, i: u32) -> usize {
+    (v >> (127 - i)) as usize & 1
+}
+
+#[derive(Debug, Clone)]
+struct Node<T> {
+    /// This node's bits below its parent's end, left-aligned.
+    seg: u128,
+    /// How many bits `seg` holds.
+    len: u32,
+    /// The items of the prefix ending exactly at this node's end, in order.
+    here: Vec<T>,
+    /// Lengths of the prefixes in this subtree, this node's included.
+    lens: Lens,
+    kids: [Option<Arc<Node<T>>>; 2],
+}
+
+impl<T: Clone + Ord> Node<T> {
+    fn leaf(seg: u128, len: u32, end: u32, item: T) -> Self {
+        Node {
+            seg,
+            len,
+            here: vec![item],
+            lens: len_bit(end),
+            kids: [None, None],
+        }
+    }
+
+    fn add(&mut self, item: T) {
+        let at = self.here.partition_point(|x| *x < item);
+        self.here.insert(at, item);
+    }
+
+    fn relens(&mut self, end: u32) {
+        let mut l = if self.here.is_empty() {
+            0
+        } else {
+            len_bit(end)
+        };
+        for k in self.kids.iter().flatten() {
+            l |= k.lens;
+        }
+        self.lens = l;
+    }
+}
+
+/// Matched lengths whose items a walk keeps (the rest: see `matched`).
+const HITS: usize = 24;
+
+/// What a walk found for one address.
+#[derive(Debug, Clone)]
+pub struct TrieMatch<'a, T> {
+    /// Lengths with a prefix that contains the address.
+    pub matched: Lens,
+    /// For a length present but not matched: how many leading bits of the
+    /// address prove no prefix of that length contains it.
+    pub proof: [u8; 129],
+    /// The items of the matched prefixes, shortest first (the first
+    /// [`HITS`] lengths only).
+    hits: arrayvec::ArrayVec<(u32, &'a [T]), HITS>,
+}
+
+impl<'a, T> TrieMatch<'a, T> {
+    /// The items of the prefix of length `n` that contains the address, if
+    /// it matched and the walk kept them.
+    pub fn items(&self, n: u32) -> Option<&'a [T]> {
+        self.hits.iter().find(|h| h.0 == n).map(|h| h.1)
+    }
+}
+
+/// The prefixes of one field, each with its items.
+#[derive(Debug, Clone)]
+pub struct PrefixTrie<T> {
+    root: Option<Arc<Node<T>>>,
+}
+
+impl<T> Default for PrefixTrie<T> {
+    fn default() -> Self {
+        PrefixTrie { root: None }
+    }
+}
+
+impl<T: Clone + Ord> PrefixTrie<T> {
+    /// Whether the trie holds no prefix.
+    pub fn is_empty(&self) -> bool {
+        self.root.is_none()
+    }
+
+    /// Adds prefix `v` (left-aligned; bits past `plen` zero) of `plen`
+    /// bits (1..=128).
+    pub fn insert(&mut self, v: u128, plen: u32, item: T) {
+        let root = self.root.get_or_insert_with(|| {
+            Arc::new(Node {
+                seg: 0,
+                len: 0,
+                here: Vec::new(),
+                lens: 0,
+                kids: [None, None],
+            })
+        });
+        Self::ins(Arc::make_mut(root), 0, v, plen, item);
+    }
+
+    fn ins(n: &mut Node<T>, d: u32, v: u128, plen: u32, item: T) {
+        let room = n.len.min(plen - d);
+        let common = (bits(v, d, room) ^ n.seg & top(room))
+            .leading_zeros()
+            .min(room);
+        let end = d + n.len;
+        if common < n.len {
+            // Split this node after `common` bits: the old rest becomes a
+            // child of what stays.
+            let rest = Node {
+                seg: n.seg << common,
+                len: n.len - common,
+                here: std::mem::take(&mut n.here),
+                lens: n.lens,
+                kids: std::mem::take(&mut n.kids),
+            };
+            let b = bit(n.seg, common);
+            n.seg &= top(common);
+            n.len = common;
+            n.kids[b] = Some(Arc::new(rest));
+            let mid = d + common;
+            if mid == plen {
+                n.here = vec![item];
+            } else {
+                let vb = bit(v, mid);
+                n.kids[vb] = Some(Arc::new(Node::leaf(
+                    bits(v, mid, plen - mid),
+                    plen - mid,
+                    plen,
+                    item,
+                )));
+            }
+            n.relens(mid);
+            return;
+        }
+        if end == plen {
+            n.add(item);
+        } else {
+            let b = bit(v, end);
+            match &mut n.kids[b] {
+                Some(k) => Self::ins(Arc::make_mut(k), end, v, plen, item),
+                None => {
+                    let leaf = Node::leaf(bits(v, end, plen - end), plen - end, plen, item);
+                    n.kids[b] = Some(Arc::new(leaf));
+                }
+            }
+        }
+        n.relens(end);
+    }
+
+    /// Removes `item` from prefix `v`/`plen`, if there.
+    pub fn remove(&mut self, v: u128, plen: u32, item: &T) {
+        let Some(root) = self.root.as_mut() else {
+            return;
+        };
+        let gone = Self::rem(Arc::make_mut(root), 0, v, plen, item);
+        if gone {
+            self.root = None;
+        }
+    }
+
+    /// Returns whether `n` is now empty (its parent drops it).
+    fn rem(n: &mut Node<T>, d: u32, v: u128, plen: u32, item: &T) -> bool {
+        let end = d + n.len;
+        if end == plen {
+            if let Ok(at) = n.here.binary_search(item) {
+                n.here.remove(at);
+            }
+        } else if end < plen {
+            let b = bit(v, end);
+            if let Some(k) = n.kids[b].as_mut() {
+                if Self::rem(Arc::make_mut(k), end, v, plen, item) {
+                    n.kids[b] = None;
+                }
+            }
+        }
+        if n.here.is_empty() {
+            match (&n.kids[0], &n.kids[1]) {
+                (None, None) => return true,
+                // A lone child merges into this node: the path stays compressed.
+                (Some(_), None) | (None, Some(_)) => {
+                    let k = n.kids[0]
+                        .take()
+                        .or_else(|| n.kids[1].take())
+                        .expect("one child");
+                    let k = Arc::unwrap_or_clone(k);
+                    n.seg |= k.seg >> n.len;
+                    n.len += k.len;
+                    n.here = k.here;
+                    n.lens = k.lens;
+                    n.kids = k.kids;
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        n.relens(end);
+        false
+    }
+
+    /// Walks the trie with address `x` (left-aligned).
+    pub fn lookup(&self, x: u128) -> TrieMatch<'_, T> {
+        let mut m = TrieMatch {
+            matched: 0,
+            proof: [0; 129],
+            hits: arrayvec::ArrayVec::new(),
+        };
+        let mut node = self.root.as_deref();
+        let mut d = 0u32;
+        while let Some(n) = node {
+            // Bits of `seg` past its length are zero: a difference there
+            // counts only if it comes before `len`.
+            let diff = (x.checked_shl(d).unwrap_or(0) ^ n.seg).leading_zeros();
+            if diff < n.len {
+                // The address leaves the trie inside this node: every
+                // length below is disproved by bits 0..=d+diff.
+                Self::prove(&mut m, n.lens, d + diff + 1);
+                return m;
+            }
+            let end = d + n.len;
+            let here = if n.here.is_empty() {
+                0
+            } else {
+                let _ = m.hits.try_push((end, &n.here[..]));
+                len_bit(end)
+            };
+            m.matched |= here;
+            if end == 128 {
+                return m;
+            }
+            let next = n.kids[bit(x, end)].as_deref();
+            // Lengths only the other side has: disproved one bit further.
+            let gone = n.lens & !here & !next.map_or(0, |k| k.lens);
+            if gone != 0 {
+                Self::prove(&mut m, gone, end + 1);
+            }
+            node = next;
+            d = end;
+        }
+        m
+    }
+
+    fn prove(m: &mut TrieMatch<'_, T>, lens: Lens, bits: u32) {
+        let mut l = lens & !m.matched;
+        while l != 0 {
+            let n = l.trailing_zeros() + 1;
+            l &= l - 1;
+            if m.proof[n as usize] == 0 {
+                m.proof[n as usize] = bits.min(n) as u8;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The reference: for each length, matched or the scan's proof.
+    fn reference(prefixes: &[(u128, u32)], x: u128) -> (Lens, [u8; 129]) {
+        let mut matched = 0;
+        let mut proof = [0u8; 129];
+        for &(v, l) in prefixes {
+            if x & top(l) == v {
+                matched |= len_bit(l);
+            }
+        }
+        for &(v, l) in prefixes {
+            if lens_has(matched, l) {
+                continue;
+            }
+            let keep = ((x ^ v) & top(l)).leading_zeros() + 1;
+            proof[l as usize] = proof[l as usize].max(keep as u8);
+        }
+        (matched, proof)
+    }
+
+    fn check(trie: &PrefixTrie<u32>, prefixes: &[(u128, u32)], x: u128) {
+        let got = trie.lookup(x);
+        let (matched, proof) = reference(prefixes, x);
+        assert_eq!(got.matched, matched, "matched for {x:x}");
+        for &(v, l) in prefixes {
+            if x & top(l) == v {
+                let mut want: Vec<u32> = prefixes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| **p == (v, l))
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                want.sort();
+                assert_eq!(got.items(l), Some(&want[..]), "items of /{l}");
+            }
+        }
+        for &(_, l) in prefixes {
+            if !lens_has(matched, l) {
+                assert_eq!(
+                    got.proof[l as usize], proof[l as usize],
+                    "proof of /{l} for {x:x}"
+                );
+            }
+        }
+    }
+
+    /// `check` with dropped entries of `all` as (0, 0).
+    fn check_live(trie: &PrefixTrie<u32>, all: &[(u128, u32)], live: &[(u128, u32)], x: u128) {
+        let got = trie.lookup(x);
+        let (matched, proof) = reference(live, x);
+        assert_eq!(got.matched, matched);
+        for &(v, l) in live {
+            if !lens_has(matched, l) {
+                assert_eq!(got.proof[l as usize], proof[l as usize]);
+            } else if x & top(l) == v {
+                let want: Vec<u32> = (0..all.len() as u32)
+                    .filter(|&i| all[i as usize] == (v, l))
+                    .collect();
+                assert_eq!(got.items(l), Some(&want[..]));
+            }
+        }
+    }
+
+    #[test]
+    fn routes() {
+        let p = |a: u32, l: u32| ((a as u128) << 96 & top(l), l);
+        let prefixes = [
+            p(0x0a00_0000, 8),
+            p(0x0a01_0000, 16),
+            p(0x0a01_0200, 24),
+            p(0x0b00_0000, 8),
+        ];
+        let mut t = PrefixTrie::default();
+        for (i, &(v, l)) in prefixes.iter().enumerate() {
+            t.insert(v, l, i);
+        }
+        let m = t.lookup((0x0a01_0203u128) << 96);
+        assert_eq!(m.items(16), Some(&[1][..]));
+        assert!(lens_has(m.matched, 8) && lens_has(m.matched, 16) && lens_has(m.matched, 24));
+        drop(m);
+        let m = t.lookup((0x0a02_0000u128) << 96);
+        assert!(lens_has(m.matched, 8) && !lens_has(m.matched, 16));
+        // 10.2 vs 10.1: differ at bit 14, so 15 bits prove /16 and /24 miss.
+        assert_eq!((m.proof[16], m.proof[24]), (15, 15));
+        drop(m);
+        for (i, &(v, l)) in prefixes.iter().enumerate() {
+            t.remove(v, l, &i);
+        }
+        assert!(t.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn trie_equals_scan(
+            raw in proptest::collection::vec((any::<u128>(), 1u32..=128), 1..60),
+            short in any::<bool>(),
+            xs in proptest::collection::vec(any::<u128>(), 20),
+            drop in proptest::collection::vec(any::<bool>(), 60),
+        ) {
+            // Short prefixes of few distinct bits share nodes and collide.
+            let mut prefixes: Vec<(u128, u32)> = raw
+                .iter()
+                .map(|&(v, l)| {
+                    let (v, l) = if short { (v & top(6), l % 12 + 1) } else { (v, l) };
+                    (v & top(l), l)
+                })
+                .collect();
+            let mut t = PrefixTrie::default();
+            for (i, &(v, l)) in prefixes.iter().enumerate() {
+                t.insert(v, l, i as u32);
+            }
+            let old = t.clone();
+            let near: Vec<u128> = prefixes.iter().map(|&(v, _)| v).chain(xs.iter().copied()).collect();
+            for &x in &near {
+                check(&t, &prefixes, x);
+            }
+            // Items are indexes into `prefixes`: keep them so by leaving
+            // dropped prefixes in place as (0, 0), which no check looks at.
+            let mut kept = prefixes.clone();
+            for (i, &(v, l)) in prefixes.iter().enumerate() {
+                if drop[i] {
+                    t.remove(v, l, &(i as u32));
+                    kept[i] = (0, 0);
+                }
+            }
+            let live: Vec<_> = kept.iter().copied().filter(|p| p.1 > 0).collect();
+            for &x in &near {
+                check_live(&t, &kept, &live, x);
+                check(&old, &prefixes, x);
+            }
+            for (i, &(v, l)) in kept.iter().enumerate() {
+                if l > 0 {
+                    t.remove(v, l, &(i as u32));
+                }
+            }
+            prefixes.clear();
+            prop_assert!(t.is_empty() && prefixes.is_empty());
+        }
+    }
+}
