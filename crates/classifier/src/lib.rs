@@ -32,6 +32,8 @@ pub use action::Action;
 pub use dpaction::DpAction;
 pub use flow_match::Match;
 pub use frag::FragHandling;
-pub use parse::{parse_flow, parse_flow_file, FlowSpec, ParseError, Require};
+pub use parse::{
+    parse_flow, parse_flow_file, parse_flow_file_parallel, FlowSpec, ParseError, Require,
+};
 pub use table::{Rule, RuleSet};
 pub use xlate::{translate, Translation, XlateDrop, XlateEnv};

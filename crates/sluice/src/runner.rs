@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_classifier::action::Action;
-use sluice_classifier::{parse_flow_file, RuleSet};
+use sluice_classifier::{parse_flow_file_parallel, RuleSet};
 use sluice_datapath::{Datapath, DatapathConfig, DpStats, PortReport, RxQueue};
 use sluice_port::{open_port_queues, Port, PortSpec};
 
@@ -59,8 +59,10 @@ pub struct RunOutcome {
 pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
-    let specs =
-        parse_flow_file(&text, Some(&path.display().to_string())).map_err(|e| e.to_string())?;
+    // Nothing forwards yet: every core may parse.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let specs = parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
+        .map_err(|e| e.to_string())?;
     Ok(RuleSet::from_specs(&specs, 0))
 }
 

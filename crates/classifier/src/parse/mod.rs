@@ -137,19 +137,76 @@ pub fn parse_flow(line: &str, require: Require) -> Result<FlowSpec, ParseError> 
 /// Parses a flow file: one rule per line, `#` comments and blank lines
 /// ignored. The first error rejects the whole file.
 pub fn parse_flow_file(text: &str, file: Option<&str>) -> Result<Vec<FlowSpec>, ParseError> {
+    parse_lines(text, 1).map_err(|mut e| {
+        e.file = file.map(str::to_string);
+        e
+    })
+}
+
+/// [`parse_flow_file`] on up to `threads` threads, each parsing a run of
+/// whole lines: the same rules in the same order, and the same error (the
+/// first in the file). For loading big files before anything else runs; a
+/// switch that is forwarding parses on its control thread alone, so that
+/// the parse never takes a core from a PMD thread.
+pub fn parse_flow_file_parallel(
+    text: &str,
+    file: Option<&str>,
+    threads: usize,
+) -> Result<Vec<FlowSpec>, ParseError> {
+    /// Below this, one thread is as quick.
+    const MIN_CHUNK: usize = 1 << 20;
+    let n = threads.clamp(1, 16).min(text.len() / MIN_CHUNK).max(1);
+    if n == 1 {
+        return parse_flow_file(text, file);
+    }
+    // Cut at the newline after each n-th of the text; each run knows the
+    // number of its first line.
+    let mut runs = Vec::with_capacity(n);
+    let (mut start, mut line) = (0, 1);
+    for k in 1..=n {
+        let end = if k == n {
+            text.len()
+        } else {
+            let at = (text.len() * k / n).max(start);
+            text[at..].find('\n').map_or(text.len(), |i| at + i + 1)
+        };
+        let run = &text[start..end];
+        runs.push((run, line));
+        line += run.matches('\n').count();
+        start = end;
+    }
+    let parsed: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .iter()
+            .map(|&(run, first)| s.spawn(move || parse_lines(run, first)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a parse thread does not panic"))
+            .collect()
+    });
+    let mut out = Vec::new();
+    for r in parsed {
+        match r {
+            Ok(specs) => out.extend(specs),
+            Err(mut e) => {
+                e.file = file.map(str::to_string);
+                return Err(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Parses the lines of `text`, the first numbered `first`.
+fn parse_lines(text: &str, first: usize) -> Result<Vec<FlowSpec>, ParseError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = strip_comment(raw);
         if line.trim().is_empty() {
             continue;
         }
-        match parse_line(line, i + 1, Require::Actions) {
-            Ok(spec) => out.push(spec),
-            Err(mut e) => {
-                e.file = file.map(str::to_string);
-                return Err(e);
-            }
-        }
+        out.push(parse_line(line, first + i, Require::Actions)?);
     }
     Ok(out)
 }

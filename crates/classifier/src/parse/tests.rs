@@ -226,3 +226,55 @@ fn selectors_take_no_actions() {
     assert_eq!(s.matcher.value.tp_dst, 80);
     assert!(parse_flow("actions=drop", Require::NoActions).is_err());
 }
+
+#[test]
+fn parallel_parse_is_the_serial_parse() {
+    // Over 1 MiB per thread, with comments, blank lines and CRLF lines.
+    let mut text = String::new();
+    for i in 0..60_000u32 {
+        match i % 7 {
+            0 => text += "# a comment\n",
+            1 => text += "\n",
+            2 => {
+                text += &format!(
+                    "priority={},udp,tp_dst={},actions=drop\r\n",
+                    i % 500,
+                    i % 65_536
+                )
+            }
+            _ => {
+                text += &format!(
+                    "priority=100,ip,nw_dst=10.{}.{}.{},actions=output:2\n",
+                    i >> 16,
+                    (i >> 8) & 255,
+                    i & 255
+                )
+            }
+        }
+    }
+    assert!(text.len() > 2 << 20);
+    let serial = parse_flow_file(&text, Some("f")).unwrap();
+    for threads in [1, 2, 3, 8] {
+        let par = parse_flow_file_parallel(&text, Some("f"), threads).unwrap();
+        assert_eq!(par.len(), serial.len());
+        assert!(par
+            .iter()
+            .zip(&serial)
+            .all(|(a, b)| a.matcher == b.matcher && a.priority == b.priority));
+    }
+    // The first bad line is the one reported, with its number, from any run.
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let (early, late) = (1_000, lines.len() - 100);
+    lines[late] = "priority=1,nw_dst=1.2.3.4,actions=drop";
+    let bad = lines.join("\n");
+    let e = parse_flow_file_parallel(&bad, Some("f"), 4).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        parse_flow_file(&bad, Some("f")).unwrap_err().to_string()
+    );
+    assert!(e.to_string().contains(&format!(":{}", late + 1)), "{e}");
+    lines[early] = "priority=x,actions=drop";
+    let bad = lines.join("\n");
+    let e = parse_flow_file_parallel(&bad, Some("f"), 4).unwrap_err();
+    assert!(e.to_string().contains(&format!(":{}", early + 1)), "{e}");
+}
