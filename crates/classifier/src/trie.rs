@@ -28,7 +28,7 @@ pub fn lens_has(l: Lens, n: u32) -> bool {
 }
 
 /// The top `n` bits set (n in 0..=128).
-fn top(n: u32) -> u128 {
+pub(crate) fn top(n: u32) -> u128 {
     u128::MAX.checked_shl(128 - n).unwrap_or(0)
 }
 
@@ -56,14 +56,16 @@ struct Node<T> {
 }
 
 impl<T: Clone + Ord> Node<T> {
-    fn leaf(seg: u128, len: u32, end: u32, item: T) -> Self {
-        Node {
-            seg,
-            len,
+    /// The leaf holding `item` for prefix `v`/`plen`, below a node ending
+    /// at depth `from`.
+    fn leaf(v: u128, from: u32, plen: u32, item: T) -> Arc<Self> {
+        Arc::new(Node {
+            seg: bits(v, from, plen - from),
+            len: plen - from,
             here: vec![item],
-            lens: len_bit(end),
+            lens: len_bit(plen),
             kids: [None, None],
-        }
+        })
     }
 
     fn add(&mut self, item: T) {
@@ -165,13 +167,7 @@ impl<T: Clone + Ord> PrefixTrie<T> {
             if mid == plen {
                 n.here = vec![item];
             } else {
-                let vb = bit(v, mid);
-                n.kids[vb] = Some(Arc::new(Node::leaf(
-                    bits(v, mid, plen - mid),
-                    plen - mid,
-                    plen,
-                    item,
-                )));
+                n.kids[bit(v, mid)] = Some(Node::leaf(v, mid, plen, item));
             }
             n.relens(mid);
             return;
@@ -182,10 +178,7 @@ impl<T: Clone + Ord> PrefixTrie<T> {
             let b = bit(v, end);
             match &mut n.kids[b] {
                 Some(k) => Self::ins(Arc::make_mut(k), end, v, plen, item),
-                None => {
-                    let leaf = Node::leaf(bits(v, end, plen - end), plen - end, plen, item);
-                    n.kids[b] = Some(Arc::new(leaf));
-                }
+                None => n.kids[b] = Some(Node::leaf(v, end, plen, item)),
             }
         }
         n.relens(end);

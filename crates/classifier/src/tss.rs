@@ -41,7 +41,7 @@ use sluice_packet::key::{FlowKey, KEY_WORDS};
 
 use crate::flow_match::Match;
 use crate::table::{Rule, RuleId};
-use crate::trie::{lens_has, PrefixTrie, TrieMatch};
+use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
 
 /// Address regions (prefix kinds) of [`REGIONS`]: each has a trie per table.
@@ -299,31 +299,27 @@ impl Subtable {
     fn regate(&mut self) {
         let open = self
             .trie
-            .is_some_and(|t| t.alone && (t.region == 0 || self.levels[t.region - 1].len() == 1));
-        if open == self.gate.is_some() {
+            .filter(|t| t.alone && (t.region == 0 || self.levels[t.region - 1].len() == 1));
+        if open.is_some() == self.gate.is_some() {
             // Unchanged: while open, the one group before the address (and
             // so the gate's values) stays the same.
             return;
         }
-        self.gate = self.trie.filter(|t| t.alone).and_then(|t| {
-            let agree = t.region == 0 || self.levels[t.region - 1].len() == 1;
+        self.gate = open.and_then(|t| {
             let any = self.levels.last()?.get_min()?.1.rules.first()?;
             let value = any.matcher.value.masked(&t.pre_mask);
-            let pre = t
-                .pre_mask
-                .words()
-                .iter()
-                .zip(value.words())
-                .enumerate()
-                .filter(|(_, (&m, _))| m != 0)
-                .map(|(i, (&m, &v))| (i as u8, m, v));
-            let pre: Vec<_> = pre.take(PRE_WORDS + 1).collect();
-            (agree && pre.len() <= PRE_WORDS).then(|| TrieGate {
+            let mut pre = ArrayVec::new();
+            for (i, (&m, &v)) in t.pre_mask.words().iter().zip(value.words()).enumerate() {
+                if m != 0 {
+                    pre.try_push((i as u8, m, v)).ok()?;
+                }
+            }
+            Some(TrieGate {
                 slot: t.slot,
                 plen: t.plen,
                 region: self.regions[t.region],
                 last: t.region + 1 == self.regions.len(),
-                pre: pre.into_iter().collect(),
+                pre,
             })
         });
     }
@@ -553,8 +549,13 @@ impl TableIndex {
         let st = probe.remove(i);
         let j = probe.partition_point(|s| s.probe_key() < st.probe_key());
         probe.insert(j, st);
+        self.reindex(i.min(j), i.max(j) + 1);
+    }
+
+    /// Records in `pos` where the subtables at `from..to` now are.
+    fn reindex(&mut self, from: usize, to: usize) {
         let pos = Arc::make_mut(&mut self.pos);
-        for (k, s) in probe.iter().enumerate().take(i.max(j) + 1).skip(i.min(j)) {
+        for (k, s) in self.probe.iter().enumerate().take(to).skip(from) {
             pos.insert(*s.mask_id(), k);
         }
     }
@@ -626,11 +627,8 @@ impl TableIndex {
         if st.is_empty() {
             let t = st.trie;
             probe.remove(i);
-            let pos = Arc::make_mut(&mut self.pos);
-            pos.remove(&mid);
-            for (k, s) in probe.iter().enumerate().skip(i) {
-                pos.insert(*s.mask_id(), k);
-            }
+            Arc::make_mut(&mut self.pos).remove(&mid);
+            self.reindex(i, self.probe.len());
             if let Some(t) = t {
                 self.count_trie_user(t, false);
             }
@@ -670,8 +668,7 @@ impl TableIndex {
                     self.tries[g.slot].lookup(g.region.left(bytemuck::bytes_of(key)))
                 });
                 if !lens_has(m.matched, g.plen) {
-                    let keep = u32::from(m.proof[g.plen as usize]);
-                    let bits = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
+                    let bits = top(u32::from(m.proof[g.plen as usize]));
                     g.region
                         .or_value(bytemuck::bytes_of_mut(wc), bits >> (128 - g.region.bits()));
                     continue;

@@ -361,11 +361,14 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
             serde_json::to_string_pretty(&report::json(&summary)).expect("json")
         );
     } else {
-        // A reader that went away has what it wanted.
-        let _ = emit(
+        // A reader that went away has what it wanted; any other failure
+        // to write is said.
+        if let Err(e) = emit(
             &mut std::io::stdout().lock(),
             format_args!("{}", report::text(&summary)),
-        );
+        ) {
+            eprintln!("sluice: {e}");
+        }
     }
 }
 

@@ -137,10 +137,12 @@ pub fn parse_flow(line: &str, require: Require) -> Result<FlowSpec, ParseError> 
 /// Parses a flow file: one rule per line, `#` comments and blank lines
 /// ignored. The first error rejects the whole file.
 pub fn parse_flow_file(text: &str, file: Option<&str>) -> Result<Vec<FlowSpec>, ParseError> {
-    parse_lines(text, 1).map_err(|mut e| {
-        e.file = file.map(str::to_string);
-        e
-    })
+    parse_lines(text, 1).map_err(|e| in_file(e, file))
+}
+
+fn in_file(mut e: ParseError, file: Option<&str>) -> ParseError {
+    e.file = file.map(str::to_string);
+    e
 }
 
 /// [`parse_flow_file`] on up to `threads` threads, each parsing a run of
@@ -175,7 +177,8 @@ pub fn parse_flow_file_parallel(
         line += run.matches('\n').count();
         start = end;
     }
-    let parsed: Vec<_> = std::thread::scope(|s| {
+    // Collected in file order: the first run's error is the file's first.
+    let parsed: Result<Vec<Vec<FlowSpec>>, ParseError> = std::thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
             .map(|&(run, first)| s.spawn(move || parse_lines(run, first)))
@@ -185,17 +188,9 @@ pub fn parse_flow_file_parallel(
             .map(|h| h.join().expect("a parse thread does not panic"))
             .collect()
     });
-    let mut out = Vec::new();
-    for r in parsed {
-        match r {
-            Ok(specs) => out.extend(specs),
-            Err(mut e) => {
-                e.file = file.map(str::to_string);
-                return Err(e);
-            }
-        }
-    }
-    Ok(out)
+    parsed
+        .map(|runs| runs.concat())
+        .map_err(|e| in_file(e, file))
 }
 
 /// Parses the lines of `text`, the first numbered `first`.
