@@ -397,6 +397,14 @@ impl RuleSet {
         self.tables.get(t as usize)?.lookup(key, wc)
     }
 
+    /// Brings into the cache what lookups of `keys` in table `t` will
+    /// read of its prefix tries ([`TableIndex::warm`]).
+    pub fn warm<'k>(&self, t: u8, keys: impl Iterator<Item = &'k FlowKey> + Clone) {
+        if let Some(ix) = self.tables.get(t as usize) {
+            ix.warm(keys);
+        }
+    }
+
     /// Reference lookup: the highest-priority rule of table `t` matching
     /// `key`. ORs into `wc` the bits that decided the result: the whole
     /// mask of the rule that matched, and for each rule before it just

@@ -32,52 +32,55 @@ pub(crate) fn top(n: u32) -> u128 {
     u128::MAX.checked_shl(128 - n).unwrap_or(0)
 }
 
-/// Bits `from..from + n` of `v`, moved to the top.
-fn bits(v: u128, from: u32, n: u32) -> u128 {
-    v.checked_shl(from).unwrap_or(0) & top(n)
-}
-
 /// Bit `i` of `v` (0 is the top bit).
 fn bit(v: u128, i: u32) -> usize {
     (v >> (127 - i)) as usize & 1
 }
 
+/// One node, 64 bytes: a walk of a large table is a chain of dependent
+/// loads, one per node, so a node is kept small. A node holds
+/// the bits from its parent's end to its own; it keeps the whole prefix
+/// up to its end, so that a walk compares without shifting.
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Node<T> {
-    /// This node's bits below its parent's end, left-aligned.
-    seg: u128,
-    /// How many bits `seg` holds.
-    len: u32,
-    /// The items of the prefix ending exactly at this node's end, in order.
-    here: Vec<T>,
+    /// The prefix this node ends, left-aligned, bits past `end` zero.
+    key: u128,
     /// Lengths of the prefixes in this subtree, this node's included.
     lens: Lens,
     kids: [Option<Arc<Node<T>>>; 2],
+    /// The items of the prefix `key`/`end`, in order (`None` rather than
+    /// an empty list). Boxed: a thin pointer keeps the node at 64 bytes,
+    /// and only a walk that matches here follows it.
+    #[allow(clippy::box_collection)]
+    here: Option<Box<Vec<T>>>,
+    /// The length of `key` (0 only at the root).
+    end: u32,
 }
 
 impl<T: Clone + Ord> Node<T> {
-    /// The leaf holding `item` for prefix `v`/`plen`, below a node ending
-    /// at depth `from`.
-    fn leaf(v: u128, from: u32, plen: u32, item: T) -> Arc<Self> {
+    /// The leaf holding `item` for prefix `v`/`plen`.
+    fn leaf(v: u128, plen: u32, item: T) -> Arc<Self> {
         Arc::new(Node {
-            seg: bits(v, from, plen - from),
-            len: plen - from,
-            here: vec![item],
+            key: v,
             lens: len_bit(plen),
             kids: [None, None],
+            here: Some(Box::new(vec![item])),
+            end: plen,
         })
     }
 
     fn add(&mut self, item: T) {
-        let at = self.here.partition_point(|x| *x < item);
-        self.here.insert(at, item);
+        let here = self.here.get_or_insert_with(Box::default);
+        let at = here.partition_point(|x| *x < item);
+        here.insert(at, item);
     }
 
-    fn relens(&mut self, end: u32) {
-        let mut l = if self.here.is_empty() {
+    fn relens(&mut self) {
+        let mut l = if self.here.is_none() {
             0
         } else {
-            len_bit(end)
+            len_bit(self.end)
         };
         for k in self.kids.iter().flatten() {
             l |= k.lens;
@@ -85,6 +88,9 @@ impl<T: Clone + Ord> Node<T> {
         self.lens = l;
     }
 }
+
+/// Addresses [`PrefixTrie::warm`] walks together (a batch's).
+const WARM: usize = 32;
 
 /// Matched lengths whose items a walk keeps (the rest: see `matched`).
 const HITS: usize = 24;
@@ -99,14 +105,14 @@ pub struct TrieMatch<'a, T> {
     pub proof: [u8; 129],
     /// The items of the matched prefixes, shortest first (the first
     /// [`HITS`] lengths only).
-    hits: arrayvec::ArrayVec<(u32, &'a [T]), HITS>,
+    hits: arrayvec::ArrayVec<(u32, &'a Vec<T>), HITS>,
 }
 
 impl<'a, T> TrieMatch<'a, T> {
     /// The items of the prefix of length `n` that contains the address, if
     /// it matched and the walk kept them.
     pub fn items(&self, n: u32) -> Option<&'a [T]> {
-        self.hits.iter().find(|h| h.0 == n).map(|h| h.1)
+        self.hits.iter().find(|h| h.0 == n).map(|h| &h.1[..])
     }
 }
 
@@ -133,55 +139,52 @@ impl<T: Clone + Ord> PrefixTrie<T> {
     pub fn insert(&mut self, v: u128, plen: u32, item: T) {
         let root = self.root.get_or_insert_with(|| {
             Arc::new(Node {
-                seg: 0,
-                len: 0,
-                here: Vec::new(),
+                key: 0,
                 lens: 0,
                 kids: [None, None],
+                here: None,
+                end: 0,
             })
         });
-        Self::ins(Arc::make_mut(root), 0, v, plen, item);
+        Self::ins(Arc::make_mut(root), v, plen, item);
     }
 
-    fn ins(n: &mut Node<T>, d: u32, v: u128, plen: u32, item: T) {
-        let room = n.len.min(plen - d);
-        let common = (bits(v, d, room) ^ n.seg & top(room))
-            .leading_zeros()
-            .min(room);
-        let end = d + n.len;
-        if common < n.len {
-            // Split this node after `common` bits: the old rest becomes a
+    fn ins(n: &mut Node<T>, v: u128, plen: u32, item: T) {
+        // The bits before this node agree (the walk came here); where do
+        // `v` and the node part?
+        let common = (v ^ n.key).leading_zeros().min(plen).min(n.end);
+        if common < n.end {
+            // Split this node after `common` bits: the old node becomes a
             // child of what stays.
             let rest = Node {
-                seg: n.seg << common,
-                len: n.len - common,
-                here: std::mem::take(&mut n.here),
+                key: n.key,
                 lens: n.lens,
                 kids: std::mem::take(&mut n.kids),
+                here: n.here.take(),
+                end: n.end,
             };
-            let b = bit(n.seg, common);
-            n.seg &= top(common);
-            n.len = common;
+            let b = bit(rest.key, common);
+            n.key &= top(common);
+            n.end = common;
             n.kids[b] = Some(Arc::new(rest));
-            let mid = d + common;
-            if mid == plen {
-                n.here = vec![item];
+            if common == plen {
+                n.here = Some(Box::new(vec![item]));
             } else {
-                n.kids[bit(v, mid)] = Some(Node::leaf(v, mid, plen, item));
+                n.kids[bit(v, common)] = Some(Node::leaf(v, plen, item));
             }
-            n.relens(mid);
+            n.relens();
             return;
         }
-        if end == plen {
+        if n.end == plen {
             n.add(item);
         } else {
-            let b = bit(v, end);
+            let b = bit(v, n.end);
             match &mut n.kids[b] {
-                Some(k) => Self::ins(Arc::make_mut(k), end, v, plen, item),
-                None => n.kids[b] = Some(Node::leaf(v, end, plen, item)),
+                Some(k) => Self::ins(Arc::make_mut(k), v, plen, item),
+                None => n.kids[b] = Some(Node::leaf(v, plen, item)),
             }
         }
-        n.relens(end);
+        n.relens();
     }
 
     /// Removes `item` from prefix `v`/`plen`, if there.
@@ -189,28 +192,32 @@ impl<T: Clone + Ord> PrefixTrie<T> {
         let Some(root) = self.root.as_mut() else {
             return;
         };
-        let gone = Self::rem(Arc::make_mut(root), 0, v, plen, item);
+        let gone = Self::rem(Arc::make_mut(root), v, plen, item);
         if gone {
             self.root = None;
         }
     }
 
     /// Returns whether `n` is now empty (its parent drops it).
-    fn rem(n: &mut Node<T>, d: u32, v: u128, plen: u32, item: &T) -> bool {
-        let end = d + n.len;
-        if end == plen {
-            if let Ok(at) = n.here.binary_search(item) {
-                n.here.remove(at);
+    fn rem(n: &mut Node<T>, v: u128, plen: u32, item: &T) -> bool {
+        if n.end == plen {
+            if let Some(here) = n.here.as_mut() {
+                if let Ok(at) = here.binary_search(item) {
+                    here.remove(at);
+                }
+                if here.is_empty() {
+                    n.here = None;
+                }
             }
-        } else if end < plen {
-            let b = bit(v, end);
+        } else if n.end < plen {
+            let b = bit(v, n.end);
             if let Some(k) = n.kids[b].as_mut() {
-                if Self::rem(Arc::make_mut(k), end, v, plen, item) {
+                if Self::rem(Arc::make_mut(k), v, plen, item) {
                     n.kids[b] = None;
                 }
             }
         }
-        if n.here.is_empty() {
+        if n.here.is_none() {
             match (&n.kids[0], &n.kids[1]) {
                 (None, None) => return true,
                 // A lone child merges into this node: the path stays compressed.
@@ -219,18 +226,13 @@ impl<T: Clone + Ord> PrefixTrie<T> {
                         .take()
                         .or_else(|| n.kids[1].take())
                         .expect("one child");
-                    let k = Arc::unwrap_or_clone(k);
-                    n.seg |= k.seg >> n.len;
-                    n.len += k.len;
-                    n.here = k.here;
-                    n.lens = k.lens;
-                    n.kids = k.kids;
+                    *n = Arc::unwrap_or_clone(k);
                     return false;
                 }
                 _ => {}
             }
         }
-        n.relens(end);
+        n.relens();
         false
     }
 
@@ -242,38 +244,90 @@ impl<T: Clone + Ord> PrefixTrie<T> {
             hits: arrayvec::ArrayVec::new(),
         };
         let mut node = self.root.as_deref();
-        let mut d = 0u32;
         while let Some(n) = node {
-            // Bits of `seg` past its length are zero: a difference there
-            // counts only if it comes before `len`.
-            let diff = (x.checked_shl(d).unwrap_or(0) ^ n.seg).leading_zeros();
-            if diff < n.len {
+            // Bits of `key` past `end` are zero, and those before the
+            // node's start agree: the first difference says all.
+            let diff = (x ^ n.key).leading_zeros();
+            if diff < n.end {
                 // The address leaves the trie inside this node: every
-                // length below is disproved by bits 0..=d+diff.
-                Self::prove(&mut m, n.lens, d + diff + 1);
+                // length below is disproved by bits 0..=diff.
+                Self::prove(&mut m, n.lens, diff + 1);
                 return m;
             }
-            let end = d + n.len;
-            let here = if n.here.is_empty() {
-                0
-            } else {
-                let _ = m.hits.try_push((end, &n.here[..]));
-                len_bit(end)
+            let end = n.end;
+            let here = match n.here.as_deref() {
+                None => 0,
+                Some(items) => {
+                    let _ = m.hits.try_push((end, items));
+                    len_bit(end)
+                }
             };
             m.matched |= here;
             if end == 128 {
                 return m;
             }
-            let next = n.kids[bit(x, end)].as_deref();
+            // Bit `end` of `x` differs from the key's (zero) exactly when
+            // the first difference is there.
+            let next = n.kids[usize::from(diff == end)].as_deref();
             // Lengths only the other side has: disproved one bit further.
             let gone = n.lens & !here & !next.map_or(0, |k| k.lens);
             if gone != 0 {
                 Self::prove(&mut m, gone, end + 1);
             }
             node = next;
-            d = end;
         }
         m
+    }
+
+    /// Brings into the cache the nodes the walks of `xs` will read, and
+    /// the item lists of the prefixes they match. The walks go in lockstep, one node
+    /// each per round, with a prefetch of the next: the loads of different
+    /// addresses overlap instead of each waiting for the one before (a
+    /// large trie's nodes are not in the CPU caches, and a walk is a chain
+    /// of dependent loads).
+    pub fn warm(&self, xs: impl Iterator<Item = u128>) {
+        let Some(root) = self.root.as_deref() else {
+            return;
+        };
+        let mut at = arrayvec::ArrayVec::<(&Node<T>, u128), WARM>::new();
+        for x in xs.take(WARM) {
+            at.push((root, x));
+        }
+        let mut lists = arrayvec::ArrayVec::<&Vec<T>, { 2 * WARM }>::new();
+        while !at.is_empty() {
+            let mut i = 0;
+            while i < at.len() {
+                let (n, x) = at[i];
+                let diff = (x ^ n.key).leading_zeros();
+                if diff < n.end {
+                    at.swap_remove(i);
+                    continue;
+                }
+                if let Some(items) = n.here.as_deref() {
+                    if lists.try_push(items).is_ok() {
+                        sluice_packet::prefetch::read(items);
+                    }
+                }
+                let next = if n.end == 128 {
+                    None
+                } else {
+                    n.kids[usize::from(diff == n.end)].as_deref()
+                };
+                match next {
+                    Some(k) => {
+                        sluice_packet::prefetch::read(k);
+                        at[i].0 = k;
+                        i += 1;
+                    }
+                    None => {
+                        at.swap_remove(i);
+                    }
+                }
+            }
+        }
+        for l in &lists {
+            sluice_packet::prefetch::read_addr(l.as_ptr());
+        }
     }
 
     fn prove(m: &mut TrieMatch<'_, T>, lens: Lens, bits: u32) {
@@ -405,6 +459,9 @@ mod tests {
             }
             let old = t.clone();
             let near: Vec<u128> = prefixes.iter().map(|&(v, _)| v).chain(xs.iter().copied()).collect();
+            // Warming walks every kind of path (leaving inside a node,
+            // ending at /128, matching on the way) and changes nothing.
+            t.warm(near.iter().copied());
             for &x in &near {
                 check(&t, &prefixes, x);
             }

@@ -225,6 +225,20 @@ struct Subtable {
     prios: OrdMap<u16, u32>,
 }
 
+/// The address region of each trie, by slot.
+fn slot_regions() -> impl Iterator<Item = Region> {
+    REGIONS
+        .iter()
+        .filter(|r| r.2 != Kind::Whole)
+        .enumerate()
+        .map(|(slot, &(off, len, kind))| Region {
+            off,
+            len,
+            kind,
+            slot,
+        })
+}
+
 fn order_key(r: &Rule) -> (Reverse<u16>, RuleId) {
     (Reverse(r.priority), r.id)
 }
@@ -643,6 +657,17 @@ impl TableIndex {
     pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let i = *self.pos.get(m.mask.words())?;
         self.probe[i].find(m, priority)
+    }
+
+    /// Brings into the cache what the lookups of `keys` (up to a batch of
+    /// 32) will read of the prefix tries: call it before looking up a
+    /// batch of misses one by one.
+    pub fn warm<'k>(&self, keys: impl Iterator<Item = &'k FlowKey> + Clone) {
+        for (slot, r) in slot_regions().enumerate() {
+            if !self.tries[slot].is_empty() {
+                self.tries[slot].warm(keys.clone().map(|k| r.left(bytemuck::bytes_of(k))));
+            }
+        }
     }
 
     /// The highest-priority rule matching `key` (the oldest among equals),

@@ -114,21 +114,28 @@ impl Caches {
         }
     }
 
-    /// The actions and rules of the scratch translation, shared with the
-    /// megaflow installed last when they are the same (one allocation per
-    /// distinct translation, not per megaflow).
+    /// The actions and rules of the scratch translation, each shared with
+    /// the megaflow installed last when it is the same (one allocation per
+    /// distinct list, not per megaflow: a miss storm over many rules with
+    /// the same actions allocates the rule list only).
     fn shared_translation(&mut self) -> SharedTranslation {
         let x = &self.xlate;
-        if let Some((a, r)) = &self.last_translation {
-            let same_rules =
-                r.len() == x.rules.len() && r.iter().zip(&x.rules).all(|(p, q)| Arc::ptr_eq(p, q));
-            if same_rules && **a == *x.actions {
-                return (Arc::clone(a), Arc::clone(r));
+        let last = self.last_translation.as_ref();
+        let actions = match last {
+            Some((a, _)) if **a == *x.actions => Arc::clone(a),
+            _ => Arc::from(&x.actions[..]),
+        };
+        let rules = match last {
+            Some((_, r))
+                if r.len() == x.rules.len()
+                    && r.iter().zip(&x.rules).all(|(p, q)| Arc::ptr_eq(p, q)) =>
+            {
+                Arc::clone(r)
             }
-        }
-        let shared: SharedTranslation = (Arc::from(&x.actions[..]), Arc::from(&x.rules[..]));
-        self.last_translation = Some((Arc::clone(&shared.0), Arc::clone(&shared.1)));
-        shared
+            _ => Arc::from(&x.rules[..]),
+        };
+        self.last_translation = Some((Arc::clone(&actions), Arc::clone(&rules)));
+        (actions, rules)
     }
 
     /// Whether megaflow `r` may serve a packet now (revalidating it if it

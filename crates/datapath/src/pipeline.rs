@@ -371,6 +371,11 @@ impl Pipeline {
     ) {
         self.n_temps = 0;
         let mut installed = false;
+        // Every miss starts in table 0: its prefix tries' nodes for the
+        // whole batch are fetched together rather than one walk at a time.
+        let missed: arrayvec::ArrayVec<&FlowKey, 32> =
+            set_bits(todo).map(|i| &self.keys[i]).collect();
+        env.rules.warm(0, missed.iter().copied());
         let limited = self.upcall_budget.limited();
         if limited {
             self.upcall_budget.refill(crate::cycles::now());
