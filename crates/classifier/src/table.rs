@@ -290,7 +290,20 @@ impl RuleSet {
     /// Removes the selected rules (OpenFlow DELETE / DELETE_STRICT) and
     /// returns them. `all_tables` ignores the selector's table.
     pub fn delete(&mut self, sel: &FlowSpec, how: Selection, all_tables: bool) -> Vec<Arc<Rule>> {
-        let gone = self.select(sel, how, all_tables);
+        self.delete_if(sel, how, all_tables, |_| true)
+    }
+
+    /// [`delete`](Self::delete) of the selected rules `pick` also takes
+    /// (OpenFlow's `out_port` filter).
+    pub fn delete_if(
+        &mut self,
+        sel: &FlowSpec,
+        how: Selection,
+        all_tables: bool,
+        pick: impl Fn(&Rule) -> bool,
+    ) -> Vec<Arc<Rule>> {
+        let mut gone = self.select(sel, how, all_tables);
+        gone.retain(|r| pick(r));
         for r in &gone {
             self.tables[r.table as usize].remove(r);
         }

@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
+use sluice_openflow::convert::{outputs_to, FlowModOp};
+use sluice_openflow::OfError;
 
 use crate::auto_lb::{AutoLb, Verdict};
 use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
@@ -413,6 +415,67 @@ impl Control {
             loads(&plan.after)
         );
         Ok(out)
+    }
+
+    /// Applies OpenFlow flow-mods as one new version of the rules (a burst
+    /// read together costs one copy of the rule set, not one per message)
+    /// and returns once every PMD runs it. Each op's error, if any, by
+    /// position.
+    pub(crate) fn apply_flow_mods(
+        &self,
+        ops: &[Result<FlowModOp, OfError>],
+    ) -> Result<Vec<Option<OfError>>, String> {
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        let now = self.now_us();
+        let errs = ops
+            .iter()
+            .map(|op| match op {
+                Err(e) => Some(*e),
+                Ok(FlowModOp::Add(spec)) => {
+                    next.add(spec, now);
+                    None
+                }
+                Ok(FlowModOp::Modify(spec, how)) => {
+                    next.modify(spec, *how, false);
+                    None
+                }
+                Ok(FlowModOp::Delete {
+                    spec,
+                    how,
+                    all_tables,
+                    out_port,
+                }) => {
+                    next.delete_if(spec, *how, *all_tables, |r| outputs_to(r, *out_port));
+                    None
+                }
+            })
+            .collect();
+        if next.version() != rules.version() {
+            self.publish(&next)?;
+            *rules = next;
+        }
+        Ok(errs)
+    }
+
+    /// Runs `f` on the rules with their counters brought up to date, and
+    /// the switch clock.
+    pub(crate) fn with_rules<T>(&self, f: impl FnOnce(&RuleSet, u64) -> T) -> Result<T, String> {
+        self.ask_all(PmdCommand::CreditRules)?;
+        let rules = self.rules.lock().expect("rules");
+        Ok(f(&rules, self.now_us()))
+    }
+
+    /// Every port's counters, summed over the PMDs.
+    pub(crate) fn port_reports(&self) -> Result<Vec<sluice_datapath::PortReport>, String> {
+        let snaps = self.ask_all(PmdCommand::Stats)?;
+        let per_pmd: Vec<_> = snaps.into_iter().map(|s| s.ports).collect();
+        Ok(merge_ports(&per_pmd))
+    }
+
+    /// Microseconds since the switch started.
+    pub(crate) fn uptime_us(&self) -> u64 {
+        self.now_us()
     }
 
     fn flow_mod(&self, cmd: &str, args: &[&str], strict: bool) -> Result<String, String> {

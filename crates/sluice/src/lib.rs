@@ -9,6 +9,7 @@ pub mod config;
 #[allow(unsafe_code)]
 pub mod cpu;
 pub mod ctl;
+pub mod ofchannel;
 pub mod pmd;
 pub mod report;
 pub mod runner;

@@ -247,6 +247,16 @@ struct RunArgs {
     /// Serve `sluice ctl` on this unix socket while running.
     #[arg(long, value_name = "PATH")]
     ctl: Option<PathBuf>,
+    /// Accept OpenFlow 1.3 connections (controllers, 'ovs-ofctl -O
+    /// OpenFlow13 ... tcp:127.0.0.1:6653'): ptcp:PORT[:IP] (IP defaults to
+    /// 127.0.0.1) or punix:PATH (owner-only). Repeatable. With it, --flows
+    /// is optional: the tables start empty and a miss drops.
+    #[arg(long, value_name = "TARGET")]
+    listen: Vec<String>,
+    /// OpenFlow datapath id, 16 hex digits (0x optional); default: random,
+    /// printed at start.
+    #[arg(long, value_name = "HEX")]
+    datapath_id: Option<String>,
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
     /// its CPU with its own caches and megaflows; every port then has one
     /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can).
@@ -372,6 +382,15 @@ fn print_outcome(out: &runner::RunOutcome, json: bool) {
     }
 }
 
+/// `--datapath-id`: 1 to 16 hex digits, `0x` optional.
+fn parse_datapath_id(s: &str) -> Result<u64, String> {
+    let h = s.strip_prefix("0x").unwrap_or(s);
+    if h.is_empty() || h.len() > 16 {
+        return Err(format!("--datapath-id '{s}': give up to 16 hex digits"));
+    }
+    u64::from_str_radix(h, 16).map_err(|_| format!("--datapath-id '{s}': not hex"))
+}
+
 fn cmd_run(a: RunArgs) -> Result<(), String> {
     let mut cfg = match &a.config {
         Some(p) => Config::from_file(p)?,
@@ -419,6 +438,16 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         packets: a.packets,
         dump_megaflows: a.cache.dump_megaflows,
         ctl: a.ctl,
+        listen: a
+            .listen
+            .iter()
+            .map(|t| sluice::ofchannel::parse_listen(t).map_err(|e| format!("--listen {e}")))
+            .collect::<Result<_, _>>()?,
+        datapath_id: a
+            .datapath_id
+            .as_deref()
+            .map(parse_datapath_id)
+            .transpose()?,
     };
     if a.mlockall {
         // Before any datapath exists, so all of its memory is locked.

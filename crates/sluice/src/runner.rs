@@ -29,6 +29,10 @@ pub struct RunOptions {
     pub dump_megaflows: bool,
     /// Serve `sluice ctl` on this unix socket while running.
     pub ctl: Option<std::path::PathBuf>,
+    /// Accept OpenFlow connections on these (`--listen`).
+    pub listen: Vec<crate::ofchannel::Target>,
+    /// The OpenFlow datapath id (`--datapath-id`; default: random).
+    pub datapath_id: Option<u64>,
 }
 
 /// What a finished run leaves behind.
@@ -227,7 +231,9 @@ pub fn run_ports(
     let start = Instant::now();
     let shared = Arc::new(Shared {
         stop,
-        busy: AtomicUsize::new(n_pmds),
+        // An OpenFlow listener is an input that goes on until the switch
+        // is stopped: a controller may add ports' traffic at any time.
+        busy: AtomicUsize::new(n_pmds + usize::from(!opts.listen.is_empty())),
         ..Shared::default()
     });
     // Each PMD builds its own datapath on its own thread (see pmd::spawn).
@@ -272,6 +278,26 @@ pub fn run_ports(
         },
         None => None,
     };
+    if !opts.listen.is_empty() {
+        let info = crate::ofchannel::SwitchInfo {
+            datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
+        };
+        eprintln!("sluice: OpenFlow datapath id {:016x}", info.datapath_id);
+        for t in &opts.listen {
+            match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
+                Ok(name) => eprintln!(
+                    "sluice: OpenFlow 1.3 on {name} ('ovs-ofctl -O OpenFlow13 dump-flows {name}')"
+                ),
+                Err(e) => {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    for p in pmds {
+                        let _ = p.join();
+                    }
+                    return Err(format!("--listen: {e}"));
+                }
+            }
+        }
+    }
     let auto_lb = match cfg.auto_lb {
         Some(params) if n_pmds > 1 => Some(auto_lb::spawn(control, params, Arc::clone(&shared))),
         Some(_) => {
@@ -369,13 +395,17 @@ pub fn run(
     stop_after: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
-    let Some(flows) = &cfg.flows else {
-        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config".into());
-    };
+    if cfg.flows.is_none() && stop_after.listen.is_empty() {
+        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config, or --listen for an OpenFlow controller to give them".into());
+    }
     if cfg.ports.is_empty() {
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
     }
-    let mut rules = load_rules(flows)?;
+    let mut rules = match &cfg.flows {
+        Some(flows) => load_rules(flows)?,
+        // An empty table: a miss drops until a controller says otherwise.
+        None => RuleSet::new(),
+    };
     rules.set_frag_handling(cfg.frag_handling);
     rules.set_frag_rewrites(cfg.frag_rewrites);
     let placements = placements(cfg)?;
@@ -386,4 +416,13 @@ pub fn run(
         ports.push((*n, queues));
     }
     run_ports(cfg, &placements, rules, ports, stop_after, stop)
+}
+
+/// A datapath id for a switch not given one: 48 bits from the clock and
+/// the process id (as OVS's random fallback, the top 16 bits zero).
+fn random_datapath_id() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ u64::from(std::process::id()) << 24).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16
 }

@@ -1,0 +1,172 @@
+//! OpenFlow 1.3 numbers (spec 1.3.5, section 7): message types, reserved
+//! ports and tables, error types and codes, multipart types.
+
+/// The protocol version this codec speaks.
+pub const OFP13: u8 = 0x04;
+
+/// Message types (`ofp_type`).
+pub mod msg {
+    #![allow(missing_docs)]
+    pub const HELLO: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const ECHO_REQUEST: u8 = 2;
+    pub const ECHO_REPLY: u8 = 3;
+    pub const EXPERIMENTER: u8 = 4;
+    pub const FEATURES_REQUEST: u8 = 5;
+    pub const FEATURES_REPLY: u8 = 6;
+    pub const GET_CONFIG_REQUEST: u8 = 7;
+    pub const GET_CONFIG_REPLY: u8 = 8;
+    pub const SET_CONFIG: u8 = 9;
+    pub const PACKET_IN: u8 = 10;
+    pub const FLOW_REMOVED: u8 = 11;
+    pub const PORT_STATUS: u8 = 12;
+    pub const PACKET_OUT: u8 = 13;
+    pub const FLOW_MOD: u8 = 14;
+    pub const GROUP_MOD: u8 = 15;
+    pub const PORT_MOD: u8 = 16;
+    pub const TABLE_MOD: u8 = 17;
+    pub const MULTIPART_REQUEST: u8 = 18;
+    pub const MULTIPART_REPLY: u8 = 19;
+    pub const BARRIER_REQUEST: u8 = 20;
+    pub const BARRIER_REPLY: u8 = 21;
+    pub const ROLE_REQUEST: u8 = 24;
+    pub const ROLE_REPLY: u8 = 25;
+    pub const GET_ASYNC_REQUEST: u8 = 26;
+    pub const GET_ASYNC_REPLY: u8 = 27;
+    pub const SET_ASYNC: u8 = 28;
+    pub const METER_MOD: u8 = 29;
+}
+
+/// Reserved port numbers (`ofp_port_no`).
+pub mod port {
+    #![allow(missing_docs)]
+    pub const MAX: u32 = 0xffff_ff00;
+    pub const IN_PORT: u32 = 0xffff_fff8;
+    pub const TABLE: u32 = 0xffff_fff9;
+    pub const NORMAL: u32 = 0xffff_fffa;
+    pub const FLOOD: u32 = 0xffff_fffb;
+    pub const ALL: u32 = 0xffff_fffc;
+    pub const CONTROLLER: u32 = 0xffff_fffd;
+    pub const LOCAL: u32 = 0xffff_fffe;
+    pub const ANY: u32 = 0xffff_ffff;
+}
+
+/// `OFPTT_ALL`: every table (deletes and statistics).
+pub const TABLE_ALL: u8 = 0xff;
+/// `OFPG_ANY`: no group filter.
+pub const GROUP_ANY: u32 = 0xffff_ffff;
+/// `OFP_NO_BUFFER`.
+pub const NO_BUFFER: u32 = 0xffff_ffff;
+
+/// Multipart types (`ofp_multipart_type`).
+pub mod mp {
+    #![allow(missing_docs)]
+    pub const DESC: u16 = 0;
+    pub const FLOW: u16 = 1;
+    pub const AGGREGATE: u16 = 2;
+    pub const TABLE: u16 = 3;
+    pub const PORT_STATS: u16 = 4;
+    pub const QUEUE: u16 = 5;
+    pub const GROUP: u16 = 6;
+    pub const GROUP_DESC: u16 = 7;
+    pub const GROUP_FEATURES: u16 = 8;
+    pub const METER: u16 = 9;
+    pub const METER_CONFIG: u16 = 10;
+    pub const METER_FEATURES: u16 = 11;
+    pub const TABLE_FEATURES: u16 = 12;
+    pub const PORT_DESC: u16 = 13;
+    /// `OFPMPF_REQ_MORE` / `OFPMPF_REPLY_MORE`.
+    pub const MORE: u16 = 1;
+}
+
+/// Flow-mod commands and flags.
+pub mod fm {
+    #![allow(missing_docs)]
+    pub const ADD: u8 = 0;
+    pub const MODIFY: u8 = 1;
+    pub const MODIFY_STRICT: u8 = 2;
+    pub const DELETE: u8 = 3;
+    pub const DELETE_STRICT: u8 = 4;
+    pub const SEND_FLOW_REM: u16 = 1;
+    pub const CHECK_OVERLAP: u16 = 2;
+    pub const RESET_COUNTS: u16 = 4;
+    pub const NO_PKT_COUNTS: u16 = 8;
+    pub const NO_BYT_COUNTS: u16 = 16;
+}
+
+/// An OpenFlow error: its type and code (section 7.4.4), as an ERROR
+/// message carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OfError {
+    /// `ofp_error_type`.
+    pub typ: u16,
+    /// The type's code.
+    pub code: u16,
+}
+
+macro_rules! errors {
+    ($($name:ident = ($t:expr, $c:expr), $doc:literal;)*) => {
+        impl OfError {
+            $(#[doc = $doc] pub const $name: OfError = OfError { typ: $t, code: $c };)*
+
+            /// The spec's name of this error, for logs and tests.
+            pub fn name(self) -> String {
+                match (self.typ, self.code) {
+                    $(($t, $c) => stringify!($name).to_string(),)*
+                    (t, c) => format!("error type {t} code {c}"),
+                }
+            }
+        }
+    };
+}
+
+errors! {
+    HELLO_INCOMPATIBLE = (0, 0), "HELLO_FAILED/INCOMPATIBLE: no common version.";
+    BAD_VERSION = (1, 0), "BAD_REQUEST/BAD_VERSION.";
+    BAD_TYPE = (1, 1), "BAD_REQUEST/BAD_TYPE: a message type not supported.";
+    BAD_MULTIPART = (1, 2), "BAD_REQUEST/BAD_MULTIPART: a multipart type not supported.";
+    BAD_EXPERIMENTER = (1, 3), "BAD_REQUEST/BAD_EXPERIMENTER.";
+    BAD_LEN = (1, 6), "BAD_REQUEST/BAD_LEN: a length that does not add up.";
+    BUFFER_UNKNOWN = (1, 8), "BAD_REQUEST/BUFFER_UNKNOWN: Sluice keeps no packet buffers.";
+    BAD_TABLE_ID = (1, 9), "BAD_REQUEST/BAD_TABLE_ID.";
+    IS_SLAVE = (1, 10), "BAD_REQUEST/IS_SLAVE.";
+    BAD_PORT = (1, 11), "BAD_REQUEST/BAD_PORT.";
+    BAD_PACKET = (1, 12), "BAD_REQUEST/BAD_PACKET.";
+    BAD_ACTION_TYPE = (2, 0), "BAD_ACTION/BAD_TYPE: an action not supported.";
+    BAD_ACTION_LEN = (2, 1), "BAD_ACTION/BAD_LEN.";
+    BAD_ACTION_EXPERIMENTER = (2, 2), "BAD_ACTION/BAD_EXPERIMENTER.";
+    BAD_OUT_PORT = (2, 4), "BAD_ACTION/BAD_OUT_PORT.";
+    BAD_ARGUMENT = (2, 5), "BAD_ACTION/BAD_ARGUMENT.";
+    BAD_OUT_GROUP = (2, 9), "BAD_ACTION/BAD_OUT_GROUP.";
+    MATCH_INCONSISTENT = (2, 10), "BAD_ACTION/MATCH_INCONSISTENT: an action the match does not allow.";
+    BAD_SET_TYPE = (2, 13), "BAD_ACTION/BAD_SET_TYPE: set_field of a field not settable.";
+    BAD_SET_LEN = (2, 14), "BAD_ACTION/BAD_SET_LEN.";
+    BAD_SET_ARGUMENT = (2, 15), "BAD_ACTION/BAD_SET_ARGUMENT.";
+    UNKNOWN_INST = (3, 0), "BAD_INSTRUCTION/UNKNOWN_INST.";
+    UNSUP_INST = (3, 1), "BAD_INSTRUCTION/UNSUP_INST: an instruction not supported.";
+    BAD_INST_TABLE_ID = (3, 2), "BAD_INSTRUCTION/BAD_TABLE_ID: goto_table not forward.";
+    BAD_INST_LEN = (3, 7), "BAD_INSTRUCTION/BAD_LEN.";
+    BAD_MATCH_TYPE = (4, 0), "BAD_MATCH/BAD_TYPE: not an OXM match.";
+    BAD_MATCH_LEN = (4, 1), "BAD_MATCH/BAD_LEN.";
+    BAD_FIELD = (4, 6), "BAD_MATCH/BAD_FIELD: a field not supported.";
+    BAD_VALUE = (4, 7), "BAD_MATCH/BAD_VALUE.";
+    BAD_MASK = (4, 8), "BAD_MATCH/BAD_MASK: a mask on a field that takes none, or value bits outside it.";
+    BAD_PREREQ = (4, 9), "BAD_MATCH/BAD_PREREQ: a field without its prerequisite.";
+    DUP_FIELD = (4, 10), "BAD_MATCH/DUP_FIELD.";
+    FLOW_MOD_UNKNOWN = (5, 0), "FLOW_MOD_FAILED/UNKNOWN.";
+    TABLE_FULL = (5, 1), "FLOW_MOD_FAILED/TABLE_FULL.";
+    FLOW_MOD_BAD_TABLE_ID = (5, 2), "FLOW_MOD_FAILED/BAD_TABLE_ID.";
+    OVERLAP = (5, 3), "FLOW_MOD_FAILED/OVERLAP.";
+    BAD_TIMEOUT = (5, 5), "FLOW_MOD_FAILED/BAD_TIMEOUT.";
+    BAD_COMMAND = (5, 6), "FLOW_MOD_FAILED/BAD_COMMAND.";
+    BAD_FLAGS = (5, 7), "FLOW_MOD_FAILED/BAD_FLAGS.";
+    SWITCH_CONFIG_BAD_FLAGS = (10, 0), "SWITCH_CONFIG_FAILED/BAD_FLAGS.";
+}
+
+impl std::fmt::Display for OfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl std::error::Error for OfError {}

@@ -1,0 +1,354 @@
+//! OpenFlow 1.3 matches, actions and instructions mapped onto the
+//! classifier's [`Match`] and [`Action`]s, both ways, with the spec's
+//! checks: prerequisites (`BAD_PREREQ`), values and masks, settable fields,
+//! output ports, forward-only `goto_table`.
+
+use sluice_classifier::fields::{field_by_name, Field, Prereq};
+use sluice_classifier::table::Selection;
+use sluice_classifier::{Action, FlowSpec, Match, Rule};
+
+use crate::action::{Instruction, OfAction};
+use crate::consts::{fm, port, OfError, TABLE_ALL};
+use crate::msg::FlowMod;
+use crate::multipart::FlowStats;
+use crate::oxm::{f, Oxm};
+
+/// Each OXM field Sluice matches on: its classifier field and the
+/// prerequisite OpenFlow 1.3 gives it (spec table 12). In the order a match
+/// lists them (prerequisites first).
+const MAP: &[(u8, &str, Prereq)] = &[
+    (f::IN_PORT, "in_port", Prereq::None),
+    (f::ETH_DST, "dl_dst", Prereq::None),
+    (f::ETH_SRC, "dl_src", Prereq::None),
+    (f::ETH_TYPE, "dl_type", Prereq::None),
+    (f::VLAN_VID, "vlan_vid", Prereq::None),
+    (f::VLAN_PCP, "vlan_pcp", Prereq::Vlan),
+    (f::IP_DSCP, "ip_dscp", Prereq::Ip),
+    (f::IP_ECN, "ip_ecn", Prereq::Ip),
+    (f::IP_PROTO, "nw_proto", Prereq::Ip),
+    (f::IPV4_SRC, "nw_src", Prereq::Ipv4),
+    (f::IPV4_DST, "nw_dst", Prereq::Ipv4),
+    (f::TCP_SRC, "tcp_src", Prereq::Tcp),
+    (f::TCP_DST, "tcp_dst", Prereq::Tcp),
+    (f::UDP_SRC, "udp_src", Prereq::Udp),
+    (f::UDP_DST, "udp_dst", Prereq::Udp),
+    (f::SCTP_SRC, "sctp_src", Prereq::Sctp),
+    (f::SCTP_DST, "sctp_dst", Prereq::Sctp),
+    (f::ICMPV4_TYPE, "icmp_type", Prereq::Icmp4),
+    (f::ICMPV4_CODE, "icmp_code", Prereq::Icmp4),
+    (f::ARP_OP, "arp_op", Prereq::Arp),
+    (f::ARP_SPA, "arp_spa", Prereq::Arp),
+    (f::ARP_TPA, "arp_tpa", Prereq::Arp),
+    (f::ARP_SHA, "arp_sha", Prereq::Arp),
+    (f::ARP_THA, "arp_tha", Prereq::Arp),
+    (f::IPV6_SRC, "ipv6_src", Prereq::Ipv6),
+    (f::IPV6_DST, "ipv6_dst", Prereq::Ipv6),
+    (f::IPV6_FLABEL, "ipv6_label", Prereq::Ipv6),
+    (f::ICMPV6_TYPE, "icmpv6_type", Prereq::Icmp6),
+    (f::ICMPV6_CODE, "icmpv6_code", Prereq::Icmp6),
+    (f::IPV6_ND_TARGET, "nd_target", Prereq::Nd),
+    (f::IPV6_ND_SLL, "nd_sll", Prereq::Nd),
+    (f::IPV6_ND_TLL, "nd_tll", Prereq::Nd),
+];
+
+fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
+    MAP.iter()
+        .find(|m| m.0 == field)
+        .map(|&(_, name, p)| (field_by_name(name).expect("a classifier field"), p))
+}
+
+/// The match of an OXM list. Fields Sluice does not match on yet are
+/// `BAD_FIELD`; a value past the field's width `BAD_VALUE`; a field whose
+/// prerequisite the match lacks `BAD_PREREQ`.
+pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
+    let mut m = Match::catch_all();
+    let mut fields = Vec::with_capacity(oxms.len());
+    for o in oxms {
+        let (fd, pre) = mapped(o.field).ok_or(OfError::BAD_FIELD)?;
+        let full = fd.full_mask();
+        if o.value & !full != 0 {
+            return Err(OfError::BAD_VALUE);
+        }
+        let mask = match o.mask {
+            None => full,
+            Some(mk) if mk & !full != 0 => return Err(OfError::BAD_MASK),
+            Some(_) if !fd.maskable => return Err(OfError::BAD_MASK),
+            Some(mk) => mk,
+        };
+        m.set(fd, o.value, mask);
+        fields.push(pre);
+    }
+    // Prerequisites are checked on the whole match: OpenFlow does not ask
+    // for them to come first.
+    if fields.iter().any(|p| !p.holds(&m.value, &m.mask)) {
+        return Err(OfError::BAD_PREREQ);
+    }
+    Ok(m)
+}
+
+/// The OXM list of a match: every field it matches that OpenFlow 1.3 can
+/// say (a flow-file rule may also match fields it cannot, such as `nw_ttl`;
+/// those are left out).
+pub fn from_match(m: &Match) -> Vec<Oxm> {
+    let mut out = Vec::new();
+    for &(field, name, pre) in MAP {
+        let fd = field_by_name(name).expect("a classifier field");
+        let (v, mk) = m.get(fd);
+        if mk == 0 || !pre.holds(&m.value, &m.mask) {
+            continue;
+        }
+        out.push(Oxm {
+            field,
+            value: v,
+            mask: (mk != fd.full_mask()).then_some(mk),
+        });
+    }
+    out
+}
+
+/// The classifier action of an OpenFlow action under match `m`.
+pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
+    Ok(match a {
+        OfAction::Output { port: p, max_len } => match *p {
+            0 => return Err(OfError::BAD_OUT_PORT),
+            p if p <= port::MAX => Action::Output(p),
+            port::IN_PORT => Action::InPort,
+            port::ALL => Action::All,
+            port::FLOOD => Action::Flood,
+            port::CONTROLLER => Action::Controller { max_len: *max_len },
+            _ => return Err(OfError::BAD_OUT_PORT),
+        },
+        OfAction::PushVlan(t) => {
+            if *t != 0x8100 && *t != 0x88a8 {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            Action::PushVlan(*t)
+        }
+        OfAction::PopVlan => Action::PopVlan,
+        OfAction::DecNwTtl => Action::DecTtl,
+        OfAction::SetField(o) => {
+            let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
+            if !fd.writable {
+                return Err(OfError::BAD_SET_TYPE);
+            }
+            if o.value & !fd.full_mask() != 0 {
+                return Err(OfError::BAD_SET_ARGUMENT);
+            }
+            if !fd.write_prereq().holds(&m.value, &m.mask) {
+                return Err(OfError::MATCH_INCONSISTENT);
+            }
+            match o.field {
+                f::VLAN_VID => Action::ModVlanVid(o.value as u16 & 0x0fff),
+                f::VLAN_PCP => Action::ModVlanPcp(o.value as u8),
+                _ => Action::SetField {
+                    field: fd,
+                    value: o.value,
+                    legacy: None,
+                },
+            }
+        }
+        OfAction::Other(..) => return Err(OfError::BAD_ACTION_TYPE),
+    })
+}
+
+/// The OpenFlow action of a classifier action (`None`: not expressible).
+pub fn from_action(a: &Action) -> Option<OfAction> {
+    let set = |field: u8, value: u128| OfAction::SetField(Oxm::exact(field, value));
+    Some(match a {
+        Action::Output(p) => OfAction::Output {
+            port: *p,
+            max_len: 0,
+        },
+        Action::InPort => OfAction::Output {
+            port: port::IN_PORT,
+            max_len: 0,
+        },
+        Action::All => OfAction::Output {
+            port: port::ALL,
+            max_len: 0,
+        },
+        Action::Flood => OfAction::Output {
+            port: port::FLOOD,
+            max_len: 0,
+        },
+        Action::Controller { max_len } => OfAction::Output {
+            port: port::CONTROLLER,
+            max_len: *max_len,
+        },
+        Action::SetField { field, value, .. } => {
+            let f = MAP.iter().find(|m| m.1 == field.name)?.0;
+            set(f, *value)
+        }
+        Action::ModVlanVid(v) => set(f::VLAN_VID, u128::from(*v | 0x1000)),
+        Action::ModVlanPcp(p) => set(f::VLAN_PCP, u128::from(*p)),
+        Action::PushVlan(t) => OfAction::PushVlan(*t),
+        Action::PopVlan => OfAction::PopVlan,
+        Action::DecTtl => OfAction::DecNwTtl,
+        Action::Resubmit { .. } | Action::GotoTable(_) => return None,
+    })
+}
+
+/// The action list of a rule in `table` with match `m` and these
+/// instructions (apply-actions, then goto-table).
+pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Action>, OfError> {
+    let mut out = Vec::new();
+    let mut goto = None;
+    let mut seen = 0u32;
+    for i in ins {
+        let kind = match i {
+            Instruction::GotoTable(_) => 1,
+            Instruction::WriteMetadata { .. } => 2,
+            Instruction::WriteActions(_) => 3,
+            Instruction::ApplyActions(_) => 4,
+            Instruction::ClearActions => 5,
+            Instruction::Meter(_) => 6,
+            Instruction::Other(_) => return Err(OfError::UNKNOWN_INST),
+        };
+        if seen & 1 << kind != 0 {
+            return Err(OfError::UNSUP_INST);
+        }
+        seen |= 1 << kind;
+        match i {
+            Instruction::ApplyActions(acts) => {
+                for a in acts {
+                    out.push(to_action(a, m)?);
+                }
+            }
+            Instruction::GotoTable(t) => {
+                if *t <= table || *t == TABLE_ALL {
+                    return Err(OfError::BAD_INST_TABLE_ID);
+                }
+                goto = Some(*t);
+            }
+            // Write-actions, clear-actions, write-metadata and meters are
+            // the next steps of the channel's issue.
+            _ => return Err(OfError::UNSUP_INST),
+        }
+    }
+    out.extend(goto.map(Action::GotoTable));
+    Ok(out)
+}
+
+/// The instructions of a rule's action list.
+pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
+    let mut apply = Vec::new();
+    let mut goto = None;
+    for a in actions {
+        match a {
+            Action::GotoTable(t) => goto = Some(*t),
+            a => apply.extend(from_action(a)),
+        }
+    }
+    let mut out = Vec::new();
+    if !apply.is_empty() {
+        out.push(Instruction::ApplyActions(apply));
+    }
+    out.extend(goto.map(Instruction::GotoTable));
+    out
+}
+
+/// What a flow-mod asks of the rule tables.
+#[derive(Debug, Clone)]
+pub enum FlowModOp {
+    /// Add (or replace the identical) rule.
+    Add(FlowSpec),
+    /// Change the actions of the selected rules (in OpenFlow 1.3 a modify
+    /// that selects nothing adds nothing).
+    Modify(FlowSpec, Selection),
+    /// Delete the selected rules (`all_tables` for `OFPTT_ALL`), those
+    /// that output to `out_port` only, unless it is `OFPP_ANY`.
+    Delete {
+        /// Selection.
+        spec: FlowSpec,
+        /// Strict or loose.
+        how: Selection,
+        /// `OFPTT_ALL`.
+        all_tables: bool,
+        /// Output port filter.
+        out_port: u32,
+    },
+}
+
+/// The operation of a flow-mod, checked.
+pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
+    if fm.buffer_id != crate::consts::NO_BUFFER && fm.command <= fm::MODIFY_STRICT {
+        return Err(OfError::BUFFER_UNKNOWN);
+    }
+    let deleting = matches!(fm.command, fm::DELETE | fm::DELETE_STRICT);
+    let all_tables = fm.table_id == TABLE_ALL;
+    if (all_tables && !deleting) || (!all_tables && fm.table_id >= n_tables) {
+        return Err(OfError::FLOW_MOD_BAD_TABLE_ID);
+    }
+    let matcher = to_match(&fm.oxms)?;
+    let table = if all_tables { 0 } else { fm.table_id };
+    let actions = if deleting {
+        Vec::new()
+    } else {
+        to_actions(&fm.instructions, table, &matcher)?
+    };
+    let spec = FlowSpec {
+        table,
+        priority: fm.priority,
+        cookie: fm.cookie,
+        cookie_mask: if fm.command == fm::ADD {
+            0
+        } else {
+            fm.cookie_mask
+        },
+        idle_timeout: fm.idle_timeout,
+        hard_timeout: fm.hard_timeout,
+        matcher,
+        has_actions: !deleting,
+        actions,
+        table_given: !all_tables,
+    };
+    Ok(match fm.command {
+        fm::ADD => FlowModOp::Add(spec),
+        fm::MODIFY => FlowModOp::Modify(spec, Selection::Loose),
+        fm::MODIFY_STRICT => FlowModOp::Modify(spec, Selection::Strict),
+        fm::DELETE | fm::DELETE_STRICT => FlowModOp::Delete {
+            spec,
+            how: if fm.command == fm::DELETE {
+                Selection::Loose
+            } else {
+                Selection::Strict
+            },
+            all_tables,
+            out_port: fm.out_port,
+        },
+        _ => return Err(OfError::BAD_COMMAND),
+    })
+}
+
+/// The flow statistics entry of a rule, at `now_us` on the switch clock.
+pub fn flow_stats(r: &Rule, now_us: u64) -> FlowStats {
+    let (packets, bytes) = r.counters();
+    let age = now_us.saturating_sub(r.created_us);
+    FlowStats {
+        table_id: r.table,
+        duration_sec: (age / 1_000_000) as u32,
+        duration_nsec: (age % 1_000_000 * 1000) as u32,
+        priority: r.priority,
+        idle_timeout: r.idle_timeout,
+        hard_timeout: r.hard_timeout,
+        flags: 0,
+        cookie: r.cookie,
+        packet_count: packets,
+        byte_count: bytes,
+        oxms: from_match(&r.matcher),
+        instructions: from_actions(&r.actions),
+    }
+}
+
+/// Whether a rule outputs to `out_port` (`OFPP_ANY`: every rule does).
+pub fn outputs_to(r: &Rule, out_port: u32) -> bool {
+    out_port == port::ANY
+        || r.actions.iter().any(|a| match a {
+            Action::Output(p) => *p == out_port,
+            Action::InPort => out_port == port::IN_PORT,
+            Action::All => out_port == port::ALL,
+            Action::Flood => out_port == port::FLOOD,
+            Action::Controller { .. } => out_port == port::CONTROLLER,
+            _ => false,
+        })
+}

@@ -1,0 +1,26 @@
+//! Sluice layer 6a: OpenFlow 1.3 on the wire.
+//!
+//! - [`msg`]: framing and the messages, decoded from untrusted bytes
+//!   (every length checked; an error names the spec's error type and code
+//!   to answer with) and encoded back.
+//! - [`oxm`]: match fields; [`action`]: actions and instructions;
+//!   [`multipart`]: statistics and descriptions.
+//! - [`convert`]: the mapping onto the classifier's matches, actions and
+//!   rules (what the flow language also produces), with the spec's
+//!   prerequisite and argument checks.
+//!
+//! Imports `sluice-classifier` and below only.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod action;
+pub mod consts;
+pub mod convert;
+pub mod msg;
+pub mod multipart;
+pub mod oxm;
+pub mod wire;
+
+pub use consts::OfError;
+pub use msg::{decode, encode, frame_len, Header, Message};

@@ -1,0 +1,422 @@
+//! OpenFlow 1.3 messages: framing, decoding of untrusted bytes into typed
+//! messages and encoding back. A message this codec does not model decodes
+//! as [`Message::Other`] (the channel answers `BAD_REQUEST/BAD_TYPE`).
+
+use crate::action::{decode_instructions, Instruction};
+use crate::consts::{msg, OfError, OFP13};
+use crate::multipart::{MpReply, MpRequest};
+use crate::oxm::{decode_match, encode_match, Oxm};
+use crate::wire::{patch_u16, Rd};
+
+/// The 8-byte header every message starts with.
+pub const HEADER_LEN: usize = 8;
+/// The longest message (the length field is 16 bits).
+pub const MAX_LEN: usize = 65535;
+/// `OFPHET_VERSIONBITMAP`.
+const HELLO_ELEM_VERSIONBITMAP: u16 = 1;
+
+/// A message header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Protocol version.
+    pub version: u8,
+    /// Message type.
+    pub typ: u8,
+    /// Length, header included.
+    pub len: u16,
+    /// Transaction id.
+    pub xid: u32,
+}
+
+/// How long the message at the start of `buf` is, once its header is in
+/// (`None` before). A length under 8 is `BAD_LEN`: the stream cannot be
+/// framed after it.
+pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, OfError> {
+    if buf.len() < HEADER_LEN {
+        return Ok(None);
+    }
+    let len = usize::from(u16::from_be_bytes([buf[2], buf[3]]));
+    if len < HEADER_LEN {
+        return Err(OfError::BAD_LEN);
+    }
+    Ok(Some(len))
+}
+
+/// `ofp_switch_config`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SwitchConfig {
+    /// `OFPC_FRAG_*` flags.
+    pub flags: u16,
+    /// Bytes of a table-miss packet sent to the controller.
+    pub miss_send_len: u16,
+}
+
+/// `FEATURES_REPLY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// Datapath id.
+    pub datapath_id: u64,
+    /// Packets the switch can buffer (Sluice: 0).
+    pub n_buffers: u32,
+    /// Tables.
+    pub n_tables: u8,
+    /// `OFPC_*` capabilities.
+    pub capabilities: u32,
+}
+
+/// `FLOW_MOD`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowMod {
+    /// Cookie (add) or cookie to select by (modify, delete).
+    pub cookie: u64,
+    /// Which cookie bits select.
+    pub cookie_mask: u64,
+    /// Table (`OFPTT_ALL` for deletes).
+    pub table_id: u8,
+    /// `OFPFC_*`.
+    pub command: u8,
+    /// Idle timeout, seconds.
+    pub idle_timeout: u16,
+    /// Hard timeout, seconds.
+    pub hard_timeout: u16,
+    /// Priority.
+    pub priority: u16,
+    /// Buffered packet to apply the rule to (`OFP_NO_BUFFER`: none).
+    pub buffer_id: u32,
+    /// Delete/modify filter: rules that output to this port.
+    pub out_port: u32,
+    /// Delete/modify filter: rules that output to this group.
+    pub out_group: u32,
+    /// `OFPFF_*`.
+    pub flags: u16,
+    /// The match.
+    pub oxms: Vec<Oxm>,
+    /// The instructions.
+    pub instructions: Vec<Instruction>,
+}
+
+/// A message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// `HELLO` with the versions offered (bit n = version n; from the
+    /// version bitmap element, or the header's version alone).
+    Hello {
+        /// Version bitmap.
+        versions: u32,
+    },
+    /// `ERROR` with the start of the offending message.
+    Error {
+        /// Type and code.
+        err: OfError,
+        /// Data.
+        data: Vec<u8>,
+    },
+    /// `ECHO_REQUEST`.
+    EchoRequest(Vec<u8>),
+    /// `ECHO_REPLY`.
+    EchoReply(Vec<u8>),
+    /// `FEATURES_REQUEST`.
+    FeaturesRequest,
+    /// `FEATURES_REPLY`.
+    FeaturesReply(Features),
+    /// `GET_CONFIG_REQUEST`.
+    GetConfigRequest,
+    /// `GET_CONFIG_REPLY`.
+    GetConfigReply(SwitchConfig),
+    /// `SET_CONFIG`.
+    SetConfig(SwitchConfig),
+    /// `FLOW_MOD`.
+    FlowMod(FlowMod),
+    /// `MULTIPART_REQUEST`.
+    MultipartRequest {
+        /// `OFPMPF_REQ_MORE`.
+        flags: u16,
+        /// Body.
+        body: MpRequest,
+    },
+    /// `MULTIPART_REPLY`.
+    MultipartReply {
+        /// `OFPMPF_REPLY_MORE`.
+        flags: u16,
+        /// Body.
+        body: MpReply,
+    },
+    /// `BARRIER_REQUEST`.
+    BarrierRequest,
+    /// `BARRIER_REPLY`.
+    BarrierReply,
+    /// Any other type, with its body.
+    Other {
+        /// Type.
+        typ: u8,
+        /// Body.
+        body: Vec<u8>,
+    },
+}
+
+/// Decodes one whole message (`frame` is exactly its length). On failure
+/// the header, when it could be read, comes with the error to answer.
+pub fn decode(frame: &[u8]) -> Result<(Header, Message), (Option<Header>, OfError)> {
+    let mut r = Rd::new(frame, OfError::BAD_LEN);
+    let h = (|| {
+        Ok::<_, OfError>(Header {
+            version: r.u8()?,
+            typ: r.u8()?,
+            len: r.u16()?,
+            xid: r.u32()?,
+        })
+    })()
+    .map_err(|e| (None, e))?;
+    if usize::from(h.len) != frame.len() {
+        return Err((Some(h), OfError::BAD_LEN));
+    }
+    if h.typ != msg::HELLO && h.version != OFP13 {
+        return Err((Some(h), OfError::BAD_VERSION));
+    }
+    let m = body(&h, &mut r).map_err(|e| (Some(h), e))?;
+    Ok((h, m))
+}
+
+fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
+    let empty = |r: &Rd<'_>, m: Message| {
+        if r.left() == 0 {
+            Ok(m)
+        } else {
+            Err(OfError::BAD_LEN)
+        }
+    };
+    Ok(match h.typ {
+        msg::HELLO => Message::Hello {
+            versions: hello_versions(h.version, r.rest()),
+        },
+        msg::ERROR => {
+            let typ = r.u16()?;
+            let code = r.u16()?;
+            Message::Error {
+                err: OfError { typ, code },
+                data: r.rest().to_vec(),
+            }
+        }
+        msg::ECHO_REQUEST => Message::EchoRequest(r.rest().to_vec()),
+        msg::ECHO_REPLY => Message::EchoReply(r.rest().to_vec()),
+        msg::FEATURES_REQUEST => empty(r, Message::FeaturesRequest)?,
+        msg::FEATURES_REPLY => {
+            let datapath_id = r.u64()?;
+            let n_buffers = r.u32()?;
+            let n_tables = r.u8()?;
+            r.skip(3)?;
+            let capabilities = r.u32()?;
+            r.skip(4)?;
+            empty(
+                r,
+                Message::FeaturesReply(Features {
+                    datapath_id,
+                    n_buffers,
+                    n_tables,
+                    capabilities,
+                }),
+            )?
+        }
+        msg::GET_CONFIG_REQUEST => empty(r, Message::GetConfigRequest)?,
+        msg::GET_CONFIG_REPLY | msg::SET_CONFIG => {
+            let c = SwitchConfig {
+                flags: r.u16()?,
+                miss_send_len: r.u16()?,
+            };
+            if h.typ == msg::SET_CONFIG {
+                empty(r, Message::SetConfig(c))?
+            } else {
+                empty(r, Message::GetConfigReply(c))?
+            }
+        }
+        msg::FLOW_MOD => Message::FlowMod(flow_mod(r)?),
+        msg::MULTIPART_REQUEST => {
+            let typ = r.u16()?;
+            let flags = r.u16()?;
+            r.skip(4)?;
+            Message::MultipartRequest {
+                flags,
+                body: MpRequest::decode(typ, r.rest())?,
+            }
+        }
+        msg::MULTIPART_REPLY => {
+            let typ = r.u16()?;
+            let flags = r.u16()?;
+            r.skip(4)?;
+            Message::MultipartReply {
+                flags,
+                body: MpReply::decode(typ, r.rest())?,
+            }
+        }
+        msg::BARRIER_REQUEST => empty(r, Message::BarrierRequest)?,
+        msg::BARRIER_REPLY => empty(r, Message::BarrierReply)?,
+        typ => Message::Other {
+            typ,
+            body: r.rest().to_vec(),
+        },
+    })
+}
+
+/// The versions a HELLO offers: its bitmap element's first word when
+/// there is one (a malformed element list is ignored, as the spec asks),
+/// else every version up to the header's.
+fn hello_versions(version: u8, elems: &[u8]) -> u32 {
+    let mut r = Rd::new(elems, OfError::BAD_LEN);
+    while r.left() >= 4 {
+        let (Ok(typ), Ok(len)) = (r.u16(), r.u16()) else {
+            break;
+        };
+        let len = usize::from(len);
+        if len < 4 {
+            break;
+        }
+        let Ok(b) = r.take(len - 4) else { break };
+        let _ = r.skip((8 - len % 8) % 8);
+        if typ == HELLO_ELEM_VERSIONBITMAP && b.len() >= 4 {
+            return u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+        }
+    }
+    if version >= 32 {
+        u32::MAX
+    } else {
+        (2u32 << version) - 1
+    }
+}
+
+fn flow_mod(r: &mut Rd<'_>) -> Result<FlowMod, OfError> {
+    let cookie = r.u64()?;
+    let cookie_mask = r.u64()?;
+    let table_id = r.u8()?;
+    let command = r.u8()?;
+    let idle_timeout = r.u16()?;
+    let hard_timeout = r.u16()?;
+    let priority = r.u16()?;
+    let buffer_id = r.u32()?;
+    let out_port = r.u32()?;
+    let out_group = r.u32()?;
+    let flags = r.u16()?;
+    r.skip(2)?;
+    let oxms = decode_match(r)?;
+    let instructions = decode_instructions(r.rest())?;
+    Ok(FlowMod {
+        cookie,
+        cookie_mask,
+        table_id,
+        command,
+        idle_timeout,
+        hard_timeout,
+        priority,
+        buffer_id,
+        out_port,
+        out_group,
+        flags,
+        oxms,
+        instructions,
+    })
+}
+
+/// The type number of a message.
+pub fn type_of(m: &Message) -> u8 {
+    match m {
+        Message::Hello { .. } => msg::HELLO,
+        Message::Error { .. } => msg::ERROR,
+        Message::EchoRequest(_) => msg::ECHO_REQUEST,
+        Message::EchoReply(_) => msg::ECHO_REPLY,
+        Message::FeaturesRequest => msg::FEATURES_REQUEST,
+        Message::FeaturesReply(_) => msg::FEATURES_REPLY,
+        Message::GetConfigRequest => msg::GET_CONFIG_REQUEST,
+        Message::GetConfigReply(_) => msg::GET_CONFIG_REPLY,
+        Message::SetConfig(_) => msg::SET_CONFIG,
+        Message::FlowMod(_) => msg::FLOW_MOD,
+        Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
+        Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
+        Message::BarrierRequest => msg::BARRIER_REQUEST,
+        Message::BarrierReply => msg::BARRIER_REPLY,
+        Message::Other { typ, .. } => *typ,
+    }
+}
+
+/// Encodes `m` with transaction id `xid` (OpenFlow 1.3), appending to
+/// `out`. A body that would pass 65,535 bytes is cut there (callers split
+/// multipart replies before: [`crate::multipart`]).
+pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[OFP13, type_of(m), 0, 0]);
+    out.extend_from_slice(&xid.to_be_bytes());
+    match m {
+        Message::Hello { versions } => {
+            out.extend_from_slice(&HELLO_ELEM_VERSIONBITMAP.to_be_bytes());
+            out.extend_from_slice(&8u16.to_be_bytes());
+            out.extend_from_slice(&versions.to_be_bytes());
+        }
+        Message::Error { err, data } => {
+            out.extend_from_slice(&err.typ.to_be_bytes());
+            out.extend_from_slice(&err.code.to_be_bytes());
+            out.extend_from_slice(data);
+        }
+        Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),
+        Message::FeaturesRequest
+        | Message::GetConfigRequest
+        | Message::BarrierRequest
+        | Message::BarrierReply => {}
+        Message::FeaturesReply(f) => {
+            out.extend_from_slice(&f.datapath_id.to_be_bytes());
+            out.extend_from_slice(&f.n_buffers.to_be_bytes());
+            out.extend_from_slice(&[f.n_tables, 0, 0, 0]);
+            out.extend_from_slice(&f.capabilities.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+        }
+        Message::GetConfigReply(c) | Message::SetConfig(c) => {
+            out.extend_from_slice(&c.flags.to_be_bytes());
+            out.extend_from_slice(&c.miss_send_len.to_be_bytes());
+        }
+        Message::FlowMod(f) => {
+            out.extend_from_slice(&f.cookie.to_be_bytes());
+            out.extend_from_slice(&f.cookie_mask.to_be_bytes());
+            out.extend_from_slice(&[f.table_id, f.command]);
+            out.extend_from_slice(&f.idle_timeout.to_be_bytes());
+            out.extend_from_slice(&f.hard_timeout.to_be_bytes());
+            out.extend_from_slice(&f.priority.to_be_bytes());
+            out.extend_from_slice(&f.buffer_id.to_be_bytes());
+            out.extend_from_slice(&f.out_port.to_be_bytes());
+            out.extend_from_slice(&f.out_group.to_be_bytes());
+            out.extend_from_slice(&f.flags.to_be_bytes());
+            out.extend_from_slice(&[0; 2]);
+            encode_match(&f.oxms, out);
+            for i in &f.instructions {
+                i.encode(out);
+            }
+        }
+        Message::MultipartRequest { flags, body } => {
+            out.extend_from_slice(&body.typ().to_be_bytes());
+            out.extend_from_slice(&flags.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            body.encode(out);
+        }
+        Message::MultipartReply { flags, body } => {
+            out.extend_from_slice(&body.typ().to_be_bytes());
+            out.extend_from_slice(&flags.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            body.encode(out);
+        }
+        Message::Other { body, .. } => out.extend_from_slice(body),
+    }
+    out.truncate(start + MAX_LEN);
+    let len = out.len() - start;
+    patch_u16(out, start + 2, len as u16);
+}
+
+/// The message `m` alone, encoded.
+pub fn to_bytes(m: &Message, xid: u32) -> Vec<u8> {
+    let mut v = Vec::new();
+    encode(m, xid, &mut v);
+    v
+}
+
+/// An `ERROR` answering `offending` (its first 64 bytes, as the spec asks).
+pub fn error_reply(err: OfError, offending: &[u8]) -> Message {
+    Message::Error {
+        err,
+        data: offending[..offending.len().min(64)].to_vec(),
+    }
+}

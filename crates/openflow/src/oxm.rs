@@ -1,0 +1,180 @@
+//! OXM: the type-length-value match fields of OpenFlow 1.3 (spec 7.2.3),
+//! and `ofp_match`, the list of them padded to 8 bytes.
+
+use crate::consts::OfError;
+use crate::wire::{pad8, patch_u16, put_uint, Rd};
+
+/// `OFPXMC_OPENFLOW_BASIC`.
+pub const OXM_BASIC: u16 = 0x8000;
+/// `OFPMT_OXM`.
+pub const MATCH_OXM: u16 = 1;
+
+/// Basic-class field numbers (`oxm_ofb_match_fields`).
+pub mod f {
+    #![allow(missing_docs)]
+    pub const IN_PORT: u8 = 0;
+    pub const IN_PHY_PORT: u8 = 1;
+    pub const METADATA: u8 = 2;
+    pub const ETH_DST: u8 = 3;
+    pub const ETH_SRC: u8 = 4;
+    pub const ETH_TYPE: u8 = 5;
+    pub const VLAN_VID: u8 = 6;
+    pub const VLAN_PCP: u8 = 7;
+    pub const IP_DSCP: u8 = 8;
+    pub const IP_ECN: u8 = 9;
+    pub const IP_PROTO: u8 = 10;
+    pub const IPV4_SRC: u8 = 11;
+    pub const IPV4_DST: u8 = 12;
+    pub const TCP_SRC: u8 = 13;
+    pub const TCP_DST: u8 = 14;
+    pub const UDP_SRC: u8 = 15;
+    pub const UDP_DST: u8 = 16;
+    pub const SCTP_SRC: u8 = 17;
+    pub const SCTP_DST: u8 = 18;
+    pub const ICMPV4_TYPE: u8 = 19;
+    pub const ICMPV4_CODE: u8 = 20;
+    pub const ARP_OP: u8 = 21;
+    pub const ARP_SPA: u8 = 22;
+    pub const ARP_TPA: u8 = 23;
+    pub const ARP_SHA: u8 = 24;
+    pub const ARP_THA: u8 = 25;
+    pub const IPV6_SRC: u8 = 26;
+    pub const IPV6_DST: u8 = 27;
+    pub const IPV6_FLABEL: u8 = 28;
+    pub const ICMPV6_TYPE: u8 = 29;
+    pub const ICMPV6_CODE: u8 = 30;
+    pub const IPV6_ND_TARGET: u8 = 31;
+    pub const IPV6_ND_SLL: u8 = 32;
+    pub const IPV6_ND_TLL: u8 = 33;
+    pub const MPLS_LABEL: u8 = 34;
+    pub const MPLS_TC: u8 = 35;
+    pub const MPLS_BOS: u8 = 36;
+    pub const PBB_ISID: u8 = 37;
+    pub const TUNNEL_ID: u8 = 38;
+    pub const IPV6_EXTHDR: u8 = 39;
+}
+
+/// A basic field's value size in bytes and whether it takes a mask.
+pub fn basic_field(field: u8) -> Option<(usize, bool)> {
+    use f::*;
+    Some(match field {
+        IN_PORT | IN_PHY_PORT => (4, false),
+        METADATA | TUNNEL_ID => (8, true),
+        ETH_DST | ETH_SRC | ARP_SHA | ARP_THA => (6, true),
+        ETH_TYPE | TCP_SRC | TCP_DST | UDP_SRC | UDP_DST | SCTP_SRC | SCTP_DST | ARP_OP => {
+            (2, false)
+        }
+        VLAN_VID | IPV6_EXTHDR => (2, true),
+        VLAN_PCP | IP_DSCP | IP_ECN | IP_PROTO | ICMPV4_TYPE | ICMPV4_CODE | ICMPV6_TYPE
+        | ICMPV6_CODE | MPLS_TC | MPLS_BOS => (1, false),
+        IPV4_SRC | IPV4_DST | ARP_SPA | ARP_TPA | IPV6_FLABEL => (4, true),
+        IPV6_SRC | IPV6_DST => (16, true),
+        IPV6_ND_TARGET => (16, false),
+        IPV6_ND_SLL | IPV6_ND_TLL => (6, false),
+        MPLS_LABEL => (4, false),
+        PBB_ISID => (3, true),
+        _ => return None,
+    })
+}
+
+/// One OXM field of the basic class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Oxm {
+    /// The field number ([`f`]).
+    pub field: u8,
+    /// The value (bits outside `mask` cleared).
+    pub value: u128,
+    /// The mask, if the TLV had one.
+    pub mask: Option<u128>,
+}
+
+impl Oxm {
+    /// An exact field.
+    pub fn exact(field: u8, value: u128) -> Self {
+        Oxm {
+            field,
+            value,
+            mask: None,
+        }
+    }
+
+    /// Reads one TLV.
+    pub fn decode(r: &mut Rd<'_>) -> Result<Oxm, OfError> {
+        let class = r.u16()?;
+        let fh = r.u8()?;
+        let len = usize::from(r.u8()?);
+        let body = r.take(len)?;
+        if class != OXM_BASIC {
+            return Err(OfError::BAD_FIELD);
+        }
+        let (field, has_mask) = (fh >> 1, fh & 1 == 1);
+        let (size, maskable) = basic_field(field).ok_or(OfError::BAD_FIELD)?;
+        if has_mask && !maskable {
+            return Err(OfError::BAD_MASK);
+        }
+        if len != size * (1 + usize::from(has_mask)) {
+            return Err(OfError::BAD_MATCH_LEN);
+        }
+        let mut b = Rd::new(body, OfError::BAD_MATCH_LEN);
+        let value = b.uint(size)?;
+        let mask = if has_mask { Some(b.uint(size)?) } else { None };
+        Ok(Oxm {
+            field,
+            value: value & mask.unwrap_or(u128::MAX),
+            mask,
+        })
+    }
+
+    /// Appends the TLV.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let (size, _) = basic_field(self.field).expect("a basic field");
+        out.extend_from_slice(&OXM_BASIC.to_be_bytes());
+        out.push(self.field << 1 | u8::from(self.mask.is_some()));
+        out.push((size * (1 + usize::from(self.mask.is_some()))) as u8);
+        put_uint(out, self.value, size);
+        if let Some(m) = self.mask {
+            put_uint(out, m, size);
+        }
+    }
+}
+
+/// Reads an `ofp_match` (OXM type, its padding included). Fields appear at
+/// most once.
+pub fn decode_match(r: &mut Rd<'_>) -> Result<Vec<Oxm>, OfError> {
+    let typ = r.u16()?;
+    let len = usize::from(r.u16()?);
+    if typ != MATCH_OXM {
+        return Err(OfError::BAD_MATCH_TYPE);
+    }
+    if len < 4 {
+        return Err(OfError::BAD_MATCH_LEN);
+    }
+    let body = r.take(len - 4).map_err(|_| OfError::BAD_MATCH_LEN)?;
+    r.skip((8 - len % 8) % 8)
+        .map_err(|_| OfError::BAD_MATCH_LEN)?;
+    let mut b = Rd::new(body, OfError::BAD_MATCH_LEN);
+    let mut out: Vec<Oxm> = Vec::new();
+    let mut seen = 0u64;
+    while b.left() > 0 {
+        let o = Oxm::decode(&mut b)?;
+        if seen & 1 << o.field != 0 {
+            return Err(OfError::DUP_FIELD);
+        }
+        seen |= 1 << o.field;
+        out.push(o);
+    }
+    Ok(out)
+}
+
+/// Appends an `ofp_match` holding `oxms`, padded to 8 bytes.
+pub fn encode_match(oxms: &[Oxm], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&MATCH_OXM.to_be_bytes());
+    out.extend_from_slice(&[0, 0]);
+    for o in oxms {
+        o.encode(out);
+    }
+    let len = out.len() - start;
+    patch_u16(out, start + 2, len as u16);
+    pad8(out, start);
+}

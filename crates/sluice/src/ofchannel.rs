@@ -1,0 +1,498 @@
+//! The OpenFlow 1.3 channel: `--listen ptcp:PORT[:IP]` or `punix:PATH`
+//! (owner-only), so that controllers and `ovs-ofctl -O OpenFlow13` program
+//! a running switch. A second front end of [`Control`], beside the ctl
+//! socket: a rule added by either is seen by both.
+//!
+//! Each connection has its own thread: a slow or dead peer blocks only its
+//! own. Flow-mods read together (everything a read brought in) become one
+//! version of the rules, published to every PMD before anything that
+//! follows them is answered, so a barrier reply means every earlier rule
+//! is what forwards.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sluice_openflow::consts::{mp, port, OFP13};
+use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_match};
+use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
+use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
+use sluice_openflow::{decode, frame_len, Message, OfError};
+
+use crate::ctl::Control;
+
+/// Tables a controller may use (0..=253; 254 is OVS's too).
+pub const N_TABLES: u8 = 254;
+/// Inactivity probe: an echo request after this long without a message,
+/// a disconnect after as long again without one.
+const PROBE: Duration = Duration::from_secs(5);
+/// A peer that takes this long to accept a reply is dropped.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `ptcp:PORT[:IP]`.
+    Tcp(SocketAddr),
+    /// `punix:PATH`.
+    Unix(std::path::PathBuf),
+}
+
+/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1) or `punix:PATH`.
+pub fn parse_listen(s: &str) -> Result<Target, String> {
+    if let Some(rest) = s.strip_prefix("ptcp:") {
+        let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
+        let p: u16 = p
+            .parse()
+            .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?;
+        let ip: std::net::IpAddr = ip
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+        return Ok(Target::Tcp(SocketAddr::new(ip, p)));
+    }
+    if let Some(path) = s.strip_prefix("punix:") {
+        if path.is_empty() {
+            return Err(format!("'{s}': punix: needs a path"));
+        }
+        return Ok(Target::Unix(path.into()));
+    }
+    Err(format!(
+        "'{s}': expected ptcp:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
+    ))
+}
+
+/// What every connection of this switch says about it.
+#[derive(Debug, Clone)]
+pub struct SwitchInfo {
+    /// Datapath id.
+    pub datapath_id: u64,
+}
+
+trait Conn: Read + Write + Send {
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()>;
+}
+
+impl Conn for TcpStream {
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(read)?;
+        self.set_write_timeout(write)
+    }
+}
+
+impl Conn for UnixStream {
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()> {
+        self.set_read_timeout(read)?;
+        self.set_write_timeout(write)
+    }
+}
+
+/// Listens on `target` and serves each connection on its own thread.
+/// Returns what it listens on, for the log.
+pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Result<String, String> {
+    match target {
+        Target::Tcp(addr) => {
+            let l = TcpListener::bind(addr).map_err(|e| format!("ptcp:{addr}: {e}"))?;
+            let name = format!("tcp:{}", l.local_addr().map_err(|e| e.to_string())?);
+            std::thread::Builder::new()
+                .name("of-listen".into())
+                .spawn(move || {
+                    for s in l.incoming().flatten() {
+                        let _ = s.set_nodelay(true);
+                        spawn_conn(s, Arc::clone(&control), info.clone());
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(name)
+        }
+        Target::Unix(path) => {
+            let _ = std::fs::remove_file(path);
+            let l =
+                UnixListener::bind(path).map_err(|e| format!("punix:{}: {e}", path.display()))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(|e| format!("punix:{}: {e}", path.display()))?;
+            let name = format!("unix:{}", path.display());
+            std::thread::Builder::new()
+                .name("of-listen".into())
+                .spawn(move || {
+                    for s in l.incoming().flatten() {
+                        spawn_conn(s, Arc::clone(&control), info.clone());
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            Ok(name)
+        }
+    }
+}
+
+fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo) {
+    let _ = std::thread::Builder::new()
+        .name("of-conn".into())
+        .spawn(move || {
+            let mut c = Session::new(s, control, info);
+            if let Err(e) = c.run() {
+                eprintln!("sluice: OpenFlow connection closed: {e}");
+            }
+        });
+}
+
+/// One OpenFlow connection.
+struct Session<S> {
+    s: S,
+    control: Arc<Control>,
+    info: SwitchInfo,
+    config: SwitchConfig,
+    /// Whether the peer's HELLO came.
+    hello: bool,
+}
+
+impl<S: Conn> Session<S> {
+    fn new(s: S, control: Arc<Control>, info: SwitchInfo) -> Self {
+        Session {
+            s,
+            control,
+            info,
+            config: SwitchConfig {
+                flags: 0,
+                miss_send_len: 128,
+            },
+            hello: false,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.s.write_all(bytes).map_err(|e| format!("write: {e}"))
+    }
+
+    fn reply(&mut self, m: &Message, xid: u32) -> Result<(), String> {
+        self.send(&to_bytes(m, xid))
+    }
+
+    fn run(&mut self) -> Result<(), String> {
+        self.s
+            .set_timeouts(Some(PROBE), Some(WRITE_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        self.reply(
+            &Message::Hello {
+                versions: 1 << OFP13,
+            },
+            0,
+        )?;
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
+        let mut chunk = vec![0u8; 1 << 16];
+        let mut last_heard = Instant::now();
+        let mut probed = false;
+        loop {
+            match self.s.read(&mut chunk) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    buf.extend_from_slice(&chunk[..n]);
+                    last_heard = Instant::now();
+                    probed = false;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    if probed && last_heard.elapsed() >= 2 * PROBE {
+                        return Err("no answer to an echo request".into());
+                    }
+                    if !probed {
+                        self.reply(&Message::EchoRequest(Vec::new()), 0)?;
+                        probed = true;
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(format!("read: {e}")),
+            }
+            let used = self.handle_frames(&buf)?;
+            buf.drain(..used);
+        }
+    }
+
+    /// Handles every whole message in `buf`; returns the bytes used.
+    /// Consecutive flow-mods are applied together.
+    fn handle_frames(&mut self, buf: &[u8]) -> Result<usize, String> {
+        let mut at = 0;
+        let mut mods: Vec<(usize, usize)> = Vec::new();
+        loop {
+            let len = match frame_len(&buf[at..]) {
+                Ok(Some(len)) if at + len <= buf.len() => len,
+                Ok(_) => break,
+                Err(e) => {
+                    // The stream cannot be framed any more.
+                    self.flush_mods(buf, &mut mods)?;
+                    let _ = self.reply(&error_reply(e, &buf[at..]), 0);
+                    return Err(format!("{e}: a message length under 8"));
+                }
+            };
+            let frame = &buf[at..at + len];
+            if frame[1] == sluice_openflow::consts::msg::FLOW_MOD && self.hello {
+                mods.push((at, len));
+            } else {
+                self.flush_mods(buf, &mut mods)?;
+                self.handle(frame)?;
+            }
+            at += len;
+        }
+        self.flush_mods(buf, &mut mods)?;
+        Ok(at)
+    }
+
+    fn flush_mods(&mut self, buf: &[u8], mods: &mut Vec<(usize, usize)>) -> Result<(), String> {
+        if mods.is_empty() {
+            return Ok(());
+        }
+        let ops: Vec<_> = mods
+            .iter()
+            .map(|&(a, l)| match decode(&buf[a..a + l]) {
+                Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, N_TABLES),
+                Ok(_) => Err(OfError::BAD_TYPE),
+                Err((_, e)) => Err(e),
+            })
+            .collect();
+        let errs = self.control.apply_flow_mods(&ops)?;
+        for (&(a, l), e) in mods.iter().zip(errs) {
+            if let Some(e) = e {
+                let frame = &buf[a..a + l];
+                let xid = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+                self.reply(&error_reply(e, frame), xid)?;
+            }
+        }
+        mods.clear();
+        Ok(())
+    }
+
+    fn handle(&mut self, frame: &[u8]) -> Result<(), String> {
+        let (h, m) = match decode(frame) {
+            Ok(x) => x,
+            Err((h, e)) => {
+                let xid = h.map_or(0, |h| h.xid);
+                return self.reply(&error_reply(e, frame), xid);
+            }
+        };
+        if !self.hello {
+            let Message::Hello { versions } = m else {
+                return self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid);
+            };
+            if versions & 1 << OFP13 == 0 {
+                let text = b"We support version 0x04 (OpenFlow 1.3) only".to_vec();
+                let _ = self.reply(
+                    &Message::Error {
+                        err: OfError::HELLO_INCOMPATIBLE,
+                        data: text,
+                    },
+                    h.xid,
+                );
+                return Err("the peer speaks no OpenFlow 1.3".into());
+            }
+            self.hello = true;
+            return Ok(());
+        }
+        match m {
+            Message::Hello { .. } | Message::EchoReply(_) | Message::Error { .. } => Ok(()),
+            Message::EchoRequest(d) => self.reply(&Message::EchoReply(d), h.xid),
+            Message::FeaturesRequest => self.reply(
+                &Message::FeaturesReply(Features {
+                    datapath_id: self.info.datapath_id,
+                    n_buffers: 0,
+                    n_tables: N_TABLES,
+                    // Flow, table and port statistics.
+                    capabilities: 1 | 2 | 4,
+                }),
+                h.xid,
+            ),
+            Message::GetConfigRequest => self.reply(&Message::GetConfigReply(self.config), h.xid),
+            Message::SetConfig(c) => {
+                // Fragments are handled as `--frags` says; only the
+                // normal mode (0) is asked for here.
+                if c.flags & 3 != 0 {
+                    return self
+                        .reply(&error_reply(OfError::SWITCH_CONFIG_BAD_FLAGS, frame), h.xid);
+                }
+                self.config = c;
+                Ok(())
+            }
+            // Flow-mods before it were applied and published already.
+            Message::BarrierRequest => self.reply(&Message::BarrierReply, h.xid),
+            Message::MultipartRequest { body, .. } => self.multipart(body, h.xid, frame),
+            Message::FlowMod(_) => unreachable!("flow-mods are batched"),
+            _ => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
+        }
+    }
+
+    fn multipart(&mut self, req: MpRequest, xid: u32, frame: &[u8]) -> Result<(), String> {
+        let one = |body: MpReply| to_bytes(&Message::MultipartReply { flags: 0, body }, xid);
+        match req {
+            MpRequest::Desc => {
+                let d = Desc {
+                    mfr: "Sluice".into(),
+                    hw: "Sluice userspace switch".into(),
+                    sw: env!("CARGO_PKG_VERSION").into(),
+                    serial: "None".into(),
+                    dp: format!("dpid {:016x}", self.info.datapath_id),
+                };
+                self.send(&one(MpReply::Desc(d)))
+            }
+            MpRequest::Flow(q) => {
+                let filter = match Filter::new(&q) {
+                    Ok(f) => f,
+                    Err(e) => return self.reply(&error_reply(e, frame), xid),
+                };
+                let entries = self.control.with_rules(|rules, now| {
+                    rules
+                        .iter()
+                        .filter(|r| filter.takes(r))
+                        .map(|r| {
+                            let mut v = Vec::new();
+                            flow_stats(r, now).encode(&mut v);
+                            v
+                        })
+                        .collect::<Vec<_>>()
+                })?;
+                for m in split_reply(mp::FLOW, xid, entries.into_iter()) {
+                    self.send(&m)?;
+                }
+                Ok(())
+            }
+            MpRequest::Aggregate(q) => {
+                let filter = match Filter::new(&q) {
+                    Ok(f) => f,
+                    Err(e) => return self.reply(&error_reply(e, frame), xid),
+                };
+                let (p, b, n) = self.control.with_rules(|rules, _| {
+                    rules.iter().filter(|r| filter.takes(r)).fold(
+                        (0u64, 0u64, 0u32),
+                        |(p, b, n), r| {
+                            let (rp, rb) = r.counters();
+                            (p + rp, b + rb, n + 1)
+                        },
+                    )
+                })?;
+                self.send(&one(MpReply::Aggregate {
+                    packet_count: p,
+                    byte_count: b,
+                    flow_count: n,
+                }))
+            }
+            MpRequest::Table => {
+                let counts = self.control.with_rules(|rules, _| {
+                    let mut c = vec![0u32; usize::from(N_TABLES)];
+                    for r in rules.iter() {
+                        let last = c.len() - 1;
+                        c[usize::from(r.table).min(last)] += 1;
+                    }
+                    c
+                })?;
+                let tables = counts
+                    .iter()
+                    .enumerate()
+                    .map(|(t, &n)| sluice_openflow::multipart::TableStats {
+                        table_id: t as u8,
+                        active_count: n,
+                        lookup_count: 0,
+                        matched_count: 0,
+                    })
+                    .collect();
+                self.send(&one(MpReply::Table(tables)))
+            }
+            MpRequest::PortDesc => {
+                let ports = self.control.port_reports()?;
+                let descs = ports
+                    .iter()
+                    .map(|p| sluice_openflow::multipart::PortDesc {
+                        port_no: p.ofport,
+                        name: p.name.chars().take(15).collect(),
+                        ..Default::default()
+                    })
+                    .collect();
+                self.send(&one(MpReply::PortDesc(descs)))
+            }
+            MpRequest::PortStats(want) => {
+                let up = self.control.uptime_us();
+                let ports = self.control.port_reports()?;
+                let stats = ports
+                    .iter()
+                    .filter(|p| want == port::ANY || p.ofport == want)
+                    .map(|p| sluice_openflow::multipart::PortStats {
+                        port_no: p.ofport,
+                        rx_packets: p.stats.rx_packets,
+                        tx_packets: p.stats.tx_packets,
+                        rx_bytes: p.stats.rx_bytes,
+                        tx_bytes: p.stats.tx_bytes,
+                        rx_dropped: p.stats.rx_dropped.iter().sum(),
+                        tx_dropped: p.stats.tx_dropped.iter().sum(),
+                        duration_sec: (up / 1_000_000) as u32,
+                        duration_nsec: (up % 1_000_000 * 1000) as u32,
+                        ..Default::default()
+                    })
+                    .collect();
+                self.send(&one(MpReply::PortStats(stats)))
+            }
+            // A query (no body) gets each table's name and size; the
+            // properties (what each table matches and does) are for later.
+            MpRequest::Other(mp::TABLE_FEATURES, body) if body.is_empty() => {
+                let entries = (0..N_TABLES).map(table_features);
+                for m in split_reply(mp::TABLE_FEATURES, xid, entries) {
+                    self.send(&m)?;
+                }
+                Ok(())
+            }
+            MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
+        }
+    }
+}
+
+/// An `ofp_table_features` without properties.
+fn table_features(t: u8) -> Vec<u8> {
+    let mut v = Vec::with_capacity(64);
+    v.extend_from_slice(&64u16.to_be_bytes());
+    v.extend_from_slice(&[t, 0, 0, 0, 0, 0]);
+    sluice_openflow::wire::put_str(&mut v, &format!("table{t}"), 32);
+    v.extend_from_slice(&0u64.to_be_bytes());
+    v.extend_from_slice(&0u64.to_be_bytes());
+    v.extend_from_slice(&0u32.to_be_bytes());
+    v.extend_from_slice(&1_000_000u32.to_be_bytes());
+    v
+}
+
+/// A flow or aggregate request's selection: table, cookie, out_port and
+/// a loose match.
+struct Filter {
+    q: FlowStatsRequest,
+    m: sluice_classifier::Match,
+}
+
+impl Filter {
+    fn new(q: &FlowStatsRequest) -> Result<Self, OfError> {
+        if q.table_id != sluice_openflow::consts::TABLE_ALL && q.table_id >= N_TABLES {
+            return Err(OfError::BAD_TABLE_ID);
+        }
+        Ok(Filter {
+            m: to_match(&q.oxms)?,
+            q: q.clone(),
+        })
+    }
+
+    fn takes(&self, r: &sluice_classifier::Rule) -> bool {
+        (self.q.table_id == sluice_openflow::consts::TABLE_ALL || r.table == self.q.table_id)
+            && r.cookie & self.q.cookie_mask == self.q.cookie & self.q.cookie_mask
+            && outputs_to(r, self.q.out_port)
+            && loosely_within(&r.matcher, &self.m)
+    }
+}
+
+/// Whether rule match `r` is at least as specific as `sel` and agrees
+/// with it where `sel` looks (OpenFlow's non-strict selection).
+fn loosely_within(r: &sluice_classifier::Match, sel: &sluice_classifier::Match) -> bool {
+    let rm = bytemuck_words(&r.mask);
+    let sm = bytemuck_words(&sel.mask);
+    let rv = bytemuck_words(&r.value);
+    let sv = bytemuck_words(&sel.value);
+    (0..rm.len()).all(|i| sm[i] & !rm[i] == 0 && (rv[i] ^ sv[i]) & sm[i] == 0)
+}
+
+fn bytemuck_words(k: &sluice_packet::FlowKey) -> &[u64] {
+    k.words()
+}
