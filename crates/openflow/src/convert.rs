@@ -51,6 +51,11 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::IPV6_ND_TLL, "nd_tll", Prereq::Nd),
 ];
 
+/// Every OXM field Sluice matches on, with its classifier field's name.
+pub fn matched_fields() -> Vec<(u8, &'static str)> {
+    MAP.iter().map(|&(f, n, _)| (f, n)).collect()
+}
+
 fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
     MAP.iter()
         .find(|m| m.0 == field)
@@ -64,6 +69,14 @@ pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
     let mut m = Match::catch_all();
     let mut fields = Vec::with_capacity(oxms.len());
     for o in oxms {
+        // Ethernet packets are all Sluice forwards: packet_type=(0,0) says
+        // nothing more (OVS sends it), any other type matches nothing.
+        if o.field == f::PACKET_TYPE {
+            if o.value != 0 {
+                return Err(OfError::BAD_VALUE);
+            }
+            continue;
+        }
         let (fd, pre) = mapped(o.field).ok_or(OfError::BAD_FIELD)?;
         let full = fd.full_mask();
         if o.value & !full != 0 {

@@ -4,7 +4,8 @@
 //!   (every length checked; an error names the spec's error type and code
 //!   to answer with) and encoded back.
 //! - [`oxm`]: match fields; [`action`]: actions and instructions;
-//!   [`multipart`]: statistics and descriptions.
+//!   [`multipart`]: statistics and descriptions; [`features`]: what the
+//!   tables can do, as `TABLE_FEATURES` says it.
 //! - [`convert`]: the mapping onto the classifier's matches, actions and
 //!   rules (what the flow language also produces), with the spec's
 //!   prerequisite and argument checks.
@@ -17,6 +18,7 @@
 pub mod action;
 pub mod consts;
 pub mod convert;
+pub mod features;
 pub mod msg;
 pub mod multipart;
 pub mod oxm;

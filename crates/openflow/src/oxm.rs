@@ -52,6 +52,9 @@ pub mod f {
     pub const PBB_ISID: u8 = 37;
     pub const TUNNEL_ID: u8 = 38;
     pub const IPV6_EXTHDR: u8 = 39;
+    /// OpenFlow 1.5's `packet_type`, which `ovs-ofctl` also sends in 1.3
+    /// for a rule without `dl_type` that it normalised.
+    pub const PACKET_TYPE: u8 = 44;
 }
 
 /// A basic field's value size in bytes and whether it takes a mask.
@@ -71,7 +74,7 @@ pub fn basic_field(field: u8) -> Option<(usize, bool)> {
         IPV6_SRC | IPV6_DST => (16, true),
         IPV6_ND_TARGET => (16, false),
         IPV6_ND_SLL | IPV6_ND_TLL => (6, false),
-        MPLS_LABEL => (4, false),
+        MPLS_LABEL | PACKET_TYPE => (4, false),
         PBB_ISID => (3, true),
         _ => return None,
     })

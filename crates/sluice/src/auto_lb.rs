@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::ctl::Control;
 use crate::pmd::Shared;
 use crate::rxq_assign::Plan;
 
@@ -102,10 +101,15 @@ impl AutoLb {
     }
 }
 
-/// Starts the thread that looks at the load every `params.interval` and
-/// rebalances when [`AutoLb::judge`] says so, logging each rebalance (and
-/// any failure) on stderr. It ends once the PMDs stop.
-pub fn spawn(control: Arc<Control>, params: AutoLb, shared: Arc<Shared>) -> JoinHandle<()> {
+/// Starts the thread that calls `rebalance` every `params.interval` (the
+/// control plane's measure-judge-move, which moves queues only when
+/// [`AutoLb::judge`] says so), logging each rebalance (and any failure) on
+/// stderr. It ends once the PMDs stop.
+pub fn spawn(
+    params: AutoLb,
+    shared: Arc<Shared>,
+    mut rebalance: impl FnMut(&AutoLb) -> Result<Option<String>, String> + Send + 'static,
+) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("pmd-auto-lb".into())
         .spawn(move || {
@@ -119,7 +123,7 @@ pub fn spawn(control: Arc<Control>, params: AutoLb, shared: Arc<Shared>) -> Join
                     continue;
                 }
                 next = now + params.interval;
-                match control.auto_rebalance(&params) {
+                match rebalance(&params) {
                     Ok(Some(report)) => eprintln!("sluice: pmd-auto-lb: {report}"),
                     Ok(None) => {}
                     Err(e) if !stopped() => eprintln!("sluice: pmd-auto-lb: {e}"),

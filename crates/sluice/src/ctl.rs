@@ -224,7 +224,7 @@ impl Control {
                 let arg = rest.join(" ");
                 let (n, spec) = crate::config::parse_port_arg(&arg)?;
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
-                let count = crate::runner::queue_count(self.n_rxq, &spec, n_pmds)?;
+                let count = crate::rxq_assign::queue_count(self.n_rxq, &spec, n_pmds)?;
                 let queues =
                     sluice_port::open_port_queues(&spec, count).map_err(|e| e.to_string())?;
                 let dealt = deal(queues, n_pmds)?;

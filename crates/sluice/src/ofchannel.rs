@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use sluice_openflow::consts::{mp, port, OFP13};
 use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_match};
+use sluice_openflow::features::table_features;
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
 use sluice_openflow::{decode, frame_len, Message, OfError};
@@ -430,10 +431,9 @@ impl<S: Conn> Session<S> {
                     .collect();
                 self.send(&one(MpReply::PortStats(stats)))
             }
-            // A query (no body) gets each table's name and size; the
-            // properties (what each table matches and does) are for later.
+            // A query (no body); setting features is not supported.
             MpRequest::Other(mp::TABLE_FEATURES, body) if body.is_empty() => {
-                let entries = (0..N_TABLES).map(table_features);
+                let entries = (0..N_TABLES).map(|t| table_features(t, N_TABLES, 1 << 24));
                 for m in split_reply(mp::TABLE_FEATURES, xid, entries) {
                     self.send(&m)?;
                 }
@@ -442,19 +442,6 @@ impl<S: Conn> Session<S> {
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }
     }
-}
-
-/// An `ofp_table_features` without properties.
-fn table_features(t: u8) -> Vec<u8> {
-    let mut v = Vec::with_capacity(64);
-    v.extend_from_slice(&64u16.to_be_bytes());
-    v.extend_from_slice(&[t, 0, 0, 0, 0, 0]);
-    sluice_openflow::wire::put_str(&mut v, &format!("table{t}"), 32);
-    v.extend_from_slice(&0u64.to_be_bytes());
-    v.extend_from_slice(&0u64.to_be_bytes());
-    v.extend_from_slice(&0u32.to_be_bytes());
-    v.extend_from_slice(&1_000_000u32.to_be_bytes());
-    v
 }
 
 /// A flow or aggregate request's selection: table, cookie, out_port and

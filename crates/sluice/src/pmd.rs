@@ -18,8 +18,6 @@ use sluice_classifier::RuleSet;
 use sluice_datapath::{Datapath, DpStats, PortReport, RxQueue};
 use sluice_port::Port;
 
-use crate::runner::RunOptions;
-
 /// A point-in-time copy of a PMD's counters.
 #[derive(Debug, Clone)]
 pub struct PmdSnapshot {
@@ -124,6 +122,15 @@ impl Liveness<'_> {
         }
         self.inputs_left = live;
     }
+}
+
+/// What ends a PMD's run besides its inputs ending or a stop.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Wall time.
+    pub duration: Option<std::time::Duration>,
+    /// Packets received.
+    pub packets: Option<u64>,
 }
 
 /// A running PMD thread.
@@ -232,13 +239,13 @@ pub fn spawn(
     build: impl FnOnce() -> Result<Datapath, String> + Send + 'static,
     placement: Placement,
     start: Instant,
-    opts: &RunOptions,
+    limits: Limits,
     shared: Arc<Shared>,
 ) -> Result<PmdHandle, String> {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
-    let deadline = opts.duration.map(|d| start + d);
-    let max_packets = opts.packets;
+    let deadline = limits.duration.map(|d| start + d);
+    let max_packets = limits.packets;
     let join = std::thread::Builder::new()
         .name(format!("pmd{}", placement.index))
         .spawn(move || {
@@ -352,7 +359,7 @@ mod tests {
             },
             Placement::default(),
             Instant::now(),
-            &RunOptions::default(),
+            Limits::default(),
             Arc::clone(&shared),
         )
         .err()
@@ -383,7 +390,7 @@ mod tests {
             move || Ok(dp),
             Placement::default(),
             Instant::now(),
-            &RunOptions::default(),
+            Limits::default(),
             Arc::clone(&shared),
         )
         .unwrap();

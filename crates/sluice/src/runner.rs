@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use sluice_classifier::action::Action;
 use sluice_classifier::{parse_flow_file_parallel, RuleSet};
 use sluice_datapath::{Datapath, DatapathConfig, DpStats, PortReport, RxQueue};
-use sluice_port::{open_port_queues, Port, PortSpec};
+use sluice_port::{open_port_queues, Port};
 
 use crate::auto_lb;
 use crate::config::Config;
 use crate::ctl::{self, Control};
 use crate::pmd::{self, Placement, PmdHandle, Shared};
 use crate::report::merge_ports;
-use crate::rxq_assign::deal;
+use crate::rxq_assign::{deal, queue_count};
 
 /// How to run: when to stop a run with endless input, what to report.
 #[derive(Debug, Clone, Default)]
@@ -33,6 +33,16 @@ pub struct RunOptions {
     pub listen: Vec<crate::ofchannel::Target>,
     /// The OpenFlow datapath id (`--datapath-id`; default: random).
     pub datapath_id: Option<u64>,
+}
+
+impl RunOptions {
+    /// What ends a PMD's run.
+    pub fn limits(&self) -> pmd::Limits {
+        pmd::Limits {
+            duration: self.duration,
+            packets: self.packets,
+        }
+    }
 }
 
 /// What a finished run leaves behind.
@@ -125,18 +135,6 @@ pub fn placements(cfg: &Config) -> Result<Vec<Placement>, String> {
             core: Some(c),
         })
         .collect())
-}
-
-/// How many queues to open a port with: `n_rxq` (`--n-rxq`, at least one
-/// per PMD) for ports that can have several, one per PMD otherwise.
-pub fn queue_count(n_rxq: Option<usize>, spec: &PortSpec, n_pmds: usize) -> Result<usize, String> {
-    match n_rxq {
-        Some(n) if n < n_pmds => Err(format!(
-            "--n-rxq {n}: give at least one rx queue per PMD thread ({n_pmds})"
-        )),
-        Some(n) if spec.multi_queue() => Ok(n),
-        _ => Ok(n_pmds),
-    }
 }
 
 /// The ports one PMD's datapath starts with: queues it sends on (and
@@ -242,7 +240,7 @@ pub fn run_ports(
         let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
         let flush = cfg.port_tx_flush_us.clone();
         let build = move || ports.build(dp_cfg, rules, &flush);
-        match pmd::spawn(build, placement, start, opts, Arc::clone(&shared)) {
+        match pmd::spawn(build, placement, start, opts.limits(), Arc::clone(&shared)) {
             Ok(p) => pmds.push(p),
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);
@@ -299,7 +297,9 @@ pub fn run_ports(
         }
     }
     let auto_lb = match cfg.auto_lb {
-        Some(params) if n_pmds > 1 => Some(auto_lb::spawn(control, params, Arc::clone(&shared))),
+        Some(params) if n_pmds > 1 => Some(auto_lb::spawn(params, Arc::clone(&shared), move |p| {
+            control.auto_rebalance(p)
+        })),
         Some(_) => {
             eprintln!("sluice: warning: pmd-auto-lb with one PMD thread has nothing to balance (give --pmd-cores two or more CPUs); it stays off");
             None

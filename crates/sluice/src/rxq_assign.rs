@@ -10,6 +10,7 @@
 
 use sluice_datapath::RxQueue;
 use sluice_port::Port;
+use sluice_port::PortSpec;
 
 /// An rx queue as the assignment sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,6 +133,18 @@ pub fn deal(queues: Vec<Box<dyn Port>>, n_pmds: usize) -> Result<Dealt, String> 
         }
     }
     Ok(Dealt { own, extra })
+}
+
+/// How many queues to open a port with: `n_rxq` (`--n-rxq`, at least one
+/// per PMD) for ports that can have several, one per PMD otherwise.
+pub fn queue_count(n_rxq: Option<usize>, spec: &PortSpec, n_pmds: usize) -> Result<usize, String> {
+    match n_rxq {
+        Some(n) if n < n_pmds => Err(format!(
+            "--n-rxq {n}: give at least one rx queue per PMD thread ({n_pmds})"
+        )),
+        Some(n) if spec.multi_queue() => Ok(n),
+        _ => Ok(n_pmds),
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The OpenFlow channel against the real `ovs-ofctl` (installed by
 //! scripts/setup with openvswitch-switch).
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -81,4 +82,123 @@ fn ovs_ofctl_reads_a_running_switch() {
     assert!(ok && agg.contains("flow_count=2"), "{agg}");
     let (ok, ports) = ofctl(&["dump-ports", &target]);
     assert!(ok && ports.contains("2 ports"), "{ports}");
+}
+
+/// A switch started with no rules and a punix listener, and its target.
+fn empty_switch(dir: &Path) -> (Switch, String) {
+    let sock = dir.join("of.sock");
+    let sw = Switch(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "run",
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+                "--duration",
+                "60",
+            ])
+            .arg("--listen")
+            .arg(format!("punix:{}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (sw, format!("unix:{}", sock.display()))
+}
+
+fn flow_lines(dump: &str) -> Vec<String> {
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains("priority="))
+        .map(|l| {
+            // Drop the counters and duration, keep table, match and actions.
+            let t = l.split(", table=").nth(1).unwrap_or(l);
+            let (table, rest) = t.split_once(", n_packets=").unwrap();
+            let rest = rest.split_once(", priority=").map_or(rest, |x| x.1);
+            format!("table={table} priority={rest}")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ovs_ofctl_programs_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let f1 = dir.path().join("f1.flows");
+    std::fs::write(
+        &f1,
+        "priority=10,ip,nw_dst=10.0.0.0/8,actions=output:2\npriority=20,arp,actions=flood\ntable=1,priority=3,udp,tp_src=53,actions=output:1\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    run(&["add-flows", &t, f1.to_str().unwrap()]);
+    run(&[
+        "add-flow",
+        &t,
+        "priority=7,dl_vlan=5,actions=pop_vlan,goto_table:3",
+    ]);
+    run(&["mod-flows", &t, "ip,actions=output:1"]);
+    assert_eq!(
+        flow_lines(&run(&["dump-flows", &t])),
+        [
+            "table=0 priority=10,ip,nw_dst=10.0.0.0/8 actions=output:1",
+            "table=0 priority=20,arp actions=FLOOD",
+            "table=0 priority=7,dl_vlan=5 actions=pop_vlan,goto_table:3",
+            "table=1 priority=3,udp,tp_src=53 actions=output:1",
+        ]
+    );
+    // diff-flows exits 2 when the switch differs from the file.
+    let f2 = dir.path().join("f2.flows");
+    std::fs::write(
+        &f2,
+        "priority=20,arp,actions=flood\npriority=30,ipv6,actions=drop\n",
+    )
+    .unwrap();
+    let (same, diff) = ofctl(&["diff-flows", &t, f2.to_str().unwrap()]);
+    assert!(
+        !same && diff.contains("+priority=30,ipv6 actions=drop"),
+        "{diff}"
+    );
+    run(&["replace-flows", &t, f2.to_str().unwrap()]);
+    let (same, diff) = ofctl(&["diff-flows", &t, f2.to_str().unwrap()]);
+    assert!(same && diff.is_empty(), "{diff}");
+    run(&["del-flows", "--strict", &t, "priority=20,arp"]);
+    run(&[
+        "mod-flows",
+        "--strict",
+        &t,
+        "priority=30,ipv6,actions=output:2",
+    ]);
+    assert_eq!(
+        flow_lines(&run(&["dump-flows", &t])),
+        ["table=0 priority=30,ipv6 actions=output:2"]
+    );
+    run(&["del-flows", &t]);
+    assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
+    // Refusals come back as the spec's errors; the connection and the
+    // rules stay as they were.
+    let (ok, out) = ofctl(&[
+        "add-flow",
+        &t,
+        "priority=1,ip,actions=write_actions(output:1)",
+    ]);
+    assert!(!ok && out.contains("OFPBIC_UNSUP_INST"), "{out}");
+    let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
+    assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,metadata=1,actions=drop"]);
+    assert!(!ok && out.contains("OFPBMC_BAD_FIELD"), "{out}");
+    assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
 }

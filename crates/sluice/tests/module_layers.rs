@@ -1,0 +1,51 @@
+//! The modules of `crates/sluice/src` in layers: a module imports only
+//! modules below it (no cycles), as DESIGN.md's layers between crates.
+
+use std::path::Path;
+
+/// Bottom to top. `main.rs` (the binary) sits above all.
+const ORDER: &[&str] = &[
+    "cpu",
+    "workload",
+    "rxq_assign",
+    "pmd",
+    "auto_lb",
+    "config",
+    "report",
+    "trace",
+    "ctl",
+    "ofchannel",
+    "runner",
+    "bench_cmd",
+];
+
+#[test]
+fn modules_import_only_lower_ones() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut problems = Vec::new();
+    for entry in std::fs::read_dir(&src).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if name == "lib" || name == "main" {
+            continue;
+        }
+        let Some(rank) = ORDER.iter().position(|m| *m == name) else {
+            problems.push(format!("{name}.rs is not in ORDER: give it its layer"));
+            continue;
+        };
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (i, _) in text.match_indices("crate::") {
+            let rest = &text[i + "crate::".len()..];
+            let used: String = rest
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if let Some(r) = ORDER.iter().position(|m| *m == used) {
+                if r >= rank && used != name {
+                    problems.push(format!("{name} uses {used}, which is not below it"));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
