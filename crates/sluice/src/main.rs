@@ -253,10 +253,20 @@ struct RunArgs {
     /// is optional: the tables start empty and a miss drops.
     #[arg(long, value_name = "TARGET")]
     listen: Vec<String>,
+    /// Connect to an OpenFlow 1.3 controller: tcp:IP[:PORT] (port 6653 by
+    /// default) or unix:PATH; reconnects with backoff (1 s doubling to 8 s)
+    /// for as long as the switch runs. Repeatable.
+    #[arg(long, value_name = "TARGET")]
+    controller: Vec<String>,
     /// OpenFlow datapath id, 16 hex digits (0x optional); default: random,
     /// printed at start.
     #[arg(long, value_name = "HEX")]
     datapath_id: Option<String>,
+    /// With no controller connected: 'secure' (default) or 'standalone';
+    /// both keep the rules as they are (Sluice has no NORMAL switching to
+    /// fall back to), standalone says so in the log.
+    #[arg(long, value_name = "MODE", value_parser = ["secure", "standalone"])]
+    fail_mode: Option<String>,
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
     /// its CPU with its own caches and megaflows; every port then has one
     /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can).
@@ -443,6 +453,14 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             .iter()
             .map(|t| sluice::ofchannel::parse_listen(t).map_err(|e| format!("--listen {e}")))
             .collect::<Result<_, _>>()?,
+        controllers: a
+            .controller
+            .iter()
+            .map(|t| {
+                sluice::ofchannel::parse_controller(t).map_err(|e| format!("--controller {e}"))
+            })
+            .collect::<Result<_, _>>()?,
+        fail_standalone: a.fail_mode.as_deref() == Some("standalone"),
         datapath_id: a
             .datapath_id
             .as_deref()

@@ -66,6 +66,100 @@ pub fn parse_listen(s: &str) -> Result<Target, String> {
     ))
 }
 
+/// Where to connect (`--controller`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// `tcp:IP[:PORT]` (port 6653 by default).
+    Tcp(SocketAddr),
+    /// `unix:PATH`.
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => write!(f, "tcp:{a}"),
+            Peer::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// Parses `tcp:IP[:PORT]` (port 6653 by default) or `unix:PATH`.
+pub fn parse_controller(s: &str) -> Result<Peer, String> {
+    if let Some(rest) = s.strip_prefix("tcp:") {
+        // An IPv6 address is bracketed when a port follows.
+        let (ip, p) = match rest.rsplit_once(':') {
+            Some((ip, p)) if !ip.is_empty() && (rest.starts_with('[') || !ip.contains(':')) => {
+                (ip, Some(p))
+            }
+            _ => (rest, None),
+        };
+        let ip: std::net::IpAddr = ip
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+        let p: u16 = match p {
+            Some(p) => p
+                .parse()
+                .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?,
+            None => 6653,
+        };
+        return Ok(Peer::Tcp(SocketAddr::new(ip, p)));
+    }
+    if let Some(path) = s.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(format!("'{s}': unix: needs a path"));
+        }
+        return Ok(Peer::Unix(path.into()));
+    }
+    Err(format!(
+        "'{s}': expected tcp:IP[:PORT] (port 6653 by default) or unix:PATH"
+    ))
+}
+
+/// Backoff between connection attempts to a controller: the first retry
+/// within a second, doubling up to 8 s (OVS's max-backoff default).
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+/// Connects to `peer` and serves the connection; reconnects with backoff
+/// whenever it fails or ends, for as long as the switch runs.
+pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name("of-controller".into())
+        .spawn(move || {
+            let mut backoff = BACKOFF_MIN;
+            loop {
+                let started = Instant::now();
+                let result = match &peer {
+                    Peer::Tcp(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).map(|s| {
+                        let _ = s.set_nodelay(true);
+                        Session::new(s, Arc::clone(&control), info.clone()).run()
+                    }),
+                    Peer::Unix(p) => UnixStream::connect(p)
+                        .map(|s| Session::new(s, Arc::clone(&control), info.clone()).run()),
+                };
+                match result {
+                    Ok(Ok(())) => eprintln!("sluice: controller {peer} closed the connection"),
+                    Ok(Err(e)) => eprintln!("sluice: controller {peer}: {e}"),
+                    Err(e) => {
+                        if backoff == BACKOFF_MIN {
+                            eprintln!("sluice: controller {peer}: {e}; retrying");
+                        }
+                    }
+                }
+                // A connection that lasted resets the backoff.
+                if started.elapsed() > BACKOFF_MAX {
+                    backoff = BACKOFF_MIN;
+                }
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// What every connection of this switch says about it.
 #[derive(Debug, Clone)]
 pub struct SwitchInfo {

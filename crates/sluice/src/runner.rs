@@ -31,11 +31,21 @@ pub struct RunOptions {
     pub ctl: Option<std::path::PathBuf>,
     /// Accept OpenFlow connections on these (`--listen`).
     pub listen: Vec<crate::ofchannel::Target>,
+    /// Connect to these OpenFlow controllers (`--controller`).
+    pub controllers: Vec<crate::ofchannel::Peer>,
+    /// `--fail-mode standalone` (else secure).
+    pub fail_standalone: bool,
     /// The OpenFlow datapath id (`--datapath-id`; default: random).
     pub datapath_id: Option<u64>,
 }
 
 impl RunOptions {
+    /// Whether an OpenFlow controller may connect (`--controller`,
+    /// `--listen`).
+    pub fn openflow(&self) -> bool {
+        !self.listen.is_empty() || !self.controllers.is_empty()
+    }
+
     /// What ends a PMD's run.
     pub fn limits(&self) -> pmd::Limits {
         pmd::Limits {
@@ -231,7 +241,7 @@ pub fn run_ports(
         stop,
         // An OpenFlow listener is an input that goes on until the switch
         // is stopped: a controller may add ports' traffic at any time.
-        busy: AtomicUsize::new(n_pmds + usize::from(!opts.listen.is_empty())),
+        busy: AtomicUsize::new(n_pmds + usize::from(opts.openflow())),
         ..Shared::default()
     });
     // Each PMD builds its own datapath on its own thread (see pmd::spawn).
@@ -276,11 +286,23 @@ pub fn run_ports(
         },
         None => None,
     };
-    if !opts.listen.is_empty() {
+    if opts.openflow() {
         let info = crate::ofchannel::SwitchInfo {
             datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
         };
-        eprintln!("sluice: OpenFlow datapath id {:016x}", info.datapath_id);
+        eprintln!(
+            "sluice: OpenFlow datapath id {:016x}, fail-mode {}",
+            info.datapath_id,
+            if opts.fail_standalone {
+                "standalone: with no controller connected the rules stay as they are (Sluice has no NORMAL switching to fall back to)"
+            } else {
+                "secure: with no controller connected the rules stay as they are"
+            }
+        );
+        for peer in &opts.controllers {
+            crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
+                .map_err(|e| format!("--controller {peer}: {e}"))?;
+        }
         for t in &opts.listen {
             match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
                 Ok(name) => eprintln!(
@@ -395,8 +417,8 @@ pub fn run(
     stop_after: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
-    if cfg.flows.is_none() && stop_after.listen.is_empty() {
-        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config, or --listen for an OpenFlow controller to give them".into());
+    if cfg.flows.is_none() && !stop_after.openflow() {
+        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config, or --controller/--listen for an OpenFlow controller to give them".into());
     }
     if cfg.ports.is_empty() {
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());

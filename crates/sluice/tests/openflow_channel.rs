@@ -202,3 +202,89 @@ fn ovs_ofctl_programs_the_rules() {
     assert!(!ok && out.contains("OFPBMC_BAD_FIELD"), "{out}");
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
 }
+
+/// A free TCP port on 127.0.0.1 (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn osken(app: &str, port: u16, log: &Path) -> Switch {
+    let app = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/osken")
+        .join(app);
+    Switch(
+        Command::new("osken-manager")
+            .arg("--ofp-tcp-listen-port")
+            .arg(port.to_string())
+            .arg(app)
+            .stdout(std::fs::File::create(log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("osken-manager runs (scripts/setup installs python3-os-ken)"),
+    )
+}
+
+fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn connects_to_an_os_ken_controller_and_reconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("osken.log");
+    let app = osken("marker.py", port, &log);
+    let sock = dir.path().join("of.sock");
+    let _sw = Switch(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "run",
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+                "--duration",
+                "60",
+            ])
+            .args(["--datapath-id", "00000000000000cd"])
+            .arg("--controller")
+            .arg(format!("tcp:127.0.0.1:{port}"))
+            .arg("--listen")
+            .arg(format!("punix:{}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let target = format!("unix:{}", sock.display());
+    let connections = |log: &Path| {
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches("MARKER connected dpid=00000000000000cd")
+            .count()
+    };
+    wait_for("the controller's rule", 30, || {
+        sock.exists()
+            && ofctl(&["dump-flows", &target])
+                .1
+                .contains("priority=42,ip,nw_dst=10.1.0.0/16 actions=output:2")
+    });
+    assert_eq!(connections(&log), 1);
+    // The controller goes away and comes back: the switch reconnects
+    // (backoff at most 8 s).
+    drop(app);
+    let log2 = dir.path().join("osken2.log");
+    let _app = osken("marker.py", port, &log2);
+    wait_for("a reconnection", 30, || connections(&log2) == 1);
+}
