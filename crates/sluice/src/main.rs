@@ -48,7 +48,7 @@ struct Cli {
 enum Command {
     /// Forward packets between ports by the rules of a flow file.
     #[command(after_help = RUN_HELP)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Show how the rules handle one packet (like ovs-appctl ofproto/trace).
     Trace(TraceArgs),
     /// Talk to a running sluice over its control socket.
@@ -637,7 +637,7 @@ fn main() -> ExitCode {
             json,
             cache,
         }) => cmd_demo(packets, flow_count, json, &cache),
-        Some(Command::Run(a)) => cmd_run(a),
+        Some(Command::Run(a)) => cmd_run(*a),
         Some(Command::Trace(a)) => cmd_trace(a),
         Some(Command::Check { flows }) => cmd_check(flows),
         Some(Command::Ctl(a)) => cmd_ctl(a),
