@@ -10,6 +10,9 @@ use sluice_packet::rewrite::{ArpField, FragRewrites};
 pub enum PacketInReason {
     /// An explicit `controller` action.
     Action,
+    /// The `controller` action of a table-miss rule (priority 0, matching
+    /// everything): OpenFlow 1.3's `OFPR_NO_MATCH`.
+    NoMatch,
 }
 
 /// One datapath action.
@@ -23,6 +26,10 @@ pub enum DpAction {
         reason: PacketInReason,
         /// Bytes to include.
         max_len: u16,
+        /// The table of the rule whose action it is.
+        table_id: u8,
+        /// That rule's cookie.
+        cookie: u64,
     },
     /// Set the Ethernet source.
     SetEthSrc([u8; 6]),

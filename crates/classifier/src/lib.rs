@@ -36,4 +36,4 @@ pub use parse::{
     parse_flow, parse_flow_file, parse_flow_file_parallel, FlowSpec, ParseError, Require,
 };
 pub use table::{Rule, RuleSet};
-pub use xlate::{translate, Translation, XlateDrop, XlateEnv};
+pub use xlate::{translate, translate_actions, Translation, XlateDrop, XlateEnv};

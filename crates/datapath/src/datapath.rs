@@ -590,6 +590,57 @@ impl Datapath {
         self.pipeline.packet_ins.queue.iter()
     }
 
+    /// Hands the queued packet-ins to `send`, oldest first, until it
+    /// refuses one (which stays first in the queue).
+    pub fn hand_over_packet_ins(&mut self, mut send: impl FnMut(PacketIn) -> Result<(), PacketIn>) {
+        let q = &mut self.pipeline.packet_ins.queue;
+        while let Some(p) = q.pop_front() {
+            if let Err(p) = send(p) {
+                q.push_front(p);
+                break;
+            }
+        }
+    }
+
+    /// Whether packet-ins wait.
+    #[inline]
+    pub fn has_packet_ins(&self) -> bool {
+        !self.pipeline.packet_ins.queue.is_empty()
+    }
+
+    /// Forwards a packet a controller sent (PACKET_OUT) by `actions`, as
+    /// if it came in on `in_port`, through the output batches (sent at
+    /// once). A packet the pool has no frame for, or longer than a frame,
+    /// is an error.
+    pub fn packet_out(
+        &mut self,
+        data: &[u8],
+        in_port: u32,
+        actions: &[sluice_classifier::Action],
+        now_us: u64,
+    ) -> Result<(), String> {
+        let mut pkt = self
+            .pool
+            .alloc_from(data)
+            .ok_or_else(|| format!("no frame for a {}-byte packet", data.len()))?;
+        pkt.meta.in_port = in_port;
+        let env = XlateEnv {
+            rules: &self.rules,
+            ports: &self.port_numbers,
+        };
+        self.pipeline.packet_out(
+            pkt,
+            actions,
+            env,
+            &mut self.pool,
+            &mut self.out,
+            &mut self.stats,
+            now_us,
+        );
+        self.out.flush_all(&mut self.pool, &mut self.stats);
+        Ok(())
+    }
+
     /// Frames free in the pool (all of them once the datapath is idle and
     /// flushed: a check that nothing leaked).
     pub fn pool_available(&self) -> (usize, usize) {

@@ -27,6 +27,10 @@ pub struct PacketIn {
     pub data: Vec<u8>,
     /// Its length before truncation.
     pub total_len: usize,
+    /// The table of the rule that sent it.
+    pub table_id: u8,
+    /// That rule's cookie.
+    pub cookie: u64,
 }
 
 /// Packet-ins waiting for the OpenFlow channel, bounded.
@@ -132,7 +136,12 @@ pub(crate) fn execute(
                     }
                 }
             }
-            DpAction::Controller { reason, max_len } => {
+            DpAction::Controller {
+                reason,
+                max_len,
+                table_id,
+                cookie,
+            } => {
                 for &i in pkts {
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
@@ -144,6 +153,8 @@ pub(crate) fn execute(
                                 reason,
                                 data: p.data()[..n].to_vec(),
                                 total_len: p.len(),
+                                table_id,
+                                cookie,
                             });
                             stats.packet_ins += 1;
                             to_ctl |= bit;

@@ -202,6 +202,52 @@ impl Pipeline {
         self.execute_groups(batch, classified & !self.refused, pool, out, stats, now_us);
     }
 
+    /// Runs a packet a controller sent (PACKET_OUT) through `actions`, as
+    /// if it came in on its `meta.in_port`, to the same output batches.
+    #[allow(clippy::too_many_arguments)]
+    pub fn packet_out(
+        &mut self,
+        mut pkt: Packet,
+        actions: &[sluice_classifier::Action],
+        env: XlateEnv<'_>,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
+        stats.rx_packets += 1;
+        stats.rx_bytes += pkt.len() as u64;
+        stats.packet_outs += 1;
+        let (data, meta) = pkt.data_and_meta_mut();
+        let mut key = FlowKey::default();
+        if extract_with_shape(data, meta.in_port, self.vlans, meta, &mut key).is_err() {
+            stats.dropped[DropReason::Runt.index()] += 1;
+            pool.free(pkt);
+            return;
+        }
+        sluice_classifier::translate_actions(env, &key, actions, &mut self.caches.xlate);
+        // Rules it went through (output:TABLE) count it, as in OVS.
+        let len = pkt.len() as u64;
+        for r in &self.caches.xlate.rules {
+            r.credit(1, len, now_us);
+        }
+        self.slots[0] = Some(pkt);
+        execute(
+            &self.caches.xlate.actions,
+            self.caches.xlate.drop,
+            &[0],
+            &mut self.slots,
+            pool,
+            out,
+            stats,
+            &mut self.packet_ins,
+            now_us,
+        );
+        if let Some(p) = self.slots[0].take() {
+            pool.free(p);
+        }
+    }
+
     /// Keys, offsets and hashes for the whole batch, in place. Returns the
     /// packets to classify; runts are left out (and dropped at execution).
     fn extract(&mut self, batch: &mut PacketBatch, stats: &mut DpStats) -> u32 {

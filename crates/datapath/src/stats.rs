@@ -121,6 +121,9 @@ pub struct DpStats {
     pub sent_batches: u64,
     /// Packet-ins queued for the OpenFlow channel.
     pub packet_ins: u64,
+    /// Packets a controller sent in (PACKET_OUT); counted in `rx_packets`
+    /// too, so that received = forwarded + to controller + dropped holds.
+    pub packet_outs: u64,
     /// `iterations` of the poll loop.
     pub iterations: u64,
     /// `processing cycles`: cycles spent in iterations that received packets.
@@ -158,6 +161,7 @@ impl DpStats {
             tx_dropped,
             sent_batches,
             packet_ins,
+            packet_outs,
             iterations,
             processing_cycles,
             idle_cycles,
@@ -183,6 +187,7 @@ impl DpStats {
         self.tx_dropped += tx_dropped;
         self.sent_batches += sent_batches;
         self.packet_ins += packet_ins;
+        self.packet_outs += packet_outs;
         self.iterations += iterations;
         self.processing_cycles += processing_cycles;
         self.idle_cycles += idle_cycles;

@@ -95,6 +95,38 @@ pub struct FlowMod {
     pub instructions: Vec<Instruction>,
 }
 
+/// `PACKET_IN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketIn {
+    /// `OFP_NO_BUFFER` from Sluice.
+    pub buffer_id: u32,
+    /// The packet's length before truncation.
+    pub total_len: u16,
+    /// `OFPR_NO_MATCH` 0, `OFPR_ACTION` 1, `OFPR_INVALID_TTL` 2.
+    pub reason: u8,
+    /// The table of the rule that sent it.
+    pub table_id: u8,
+    /// That rule's cookie.
+    pub cookie: u64,
+    /// The packet's pipeline fields (in_port at least).
+    pub oxms: Vec<Oxm>,
+    /// The packet, or its first bytes.
+    pub data: Vec<u8>,
+}
+
+/// `PACKET_OUT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketOut {
+    /// A buffered packet (`OFP_NO_BUFFER`: the data is in the message).
+    pub buffer_id: u32,
+    /// The port the packet is taken to come in on (or `OFPP_CONTROLLER`).
+    pub in_port: u32,
+    /// The actions to apply.
+    pub actions: Vec<crate::action::OfAction>,
+    /// The packet.
+    pub data: Vec<u8>,
+}
+
 /// A message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
@@ -127,6 +159,10 @@ pub enum Message {
     SetConfig(SwitchConfig),
     /// `FLOW_MOD`.
     FlowMod(FlowMod),
+    /// `PACKET_IN`.
+    PacketIn(PacketIn),
+    /// `PACKET_OUT`.
+    PacketOut(PacketOut),
     /// `MULTIPART_REQUEST`.
     MultipartRequest {
         /// `OFPMPF_REQ_MORE`.
@@ -230,6 +266,37 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
             }
         }
         msg::FLOW_MOD => Message::FlowMod(flow_mod(r)?),
+        msg::PACKET_IN => {
+            let buffer_id = r.u32()?;
+            let total_len = r.u16()?;
+            let reason = r.u8()?;
+            let table_id = r.u8()?;
+            let cookie = r.u64()?;
+            let oxms = decode_match(r)?;
+            r.skip(2)?;
+            Message::PacketIn(PacketIn {
+                buffer_id,
+                total_len,
+                reason,
+                table_id,
+                cookie,
+                oxms,
+                data: r.rest().to_vec(),
+            })
+        }
+        msg::PACKET_OUT => {
+            let buffer_id = r.u32()?;
+            let in_port = r.u32()?;
+            let actions_len = usize::from(r.u16()?);
+            r.skip(6)?;
+            let acts = r.take(actions_len).map_err(|_| OfError::BAD_LEN)?;
+            Message::PacketOut(PacketOut {
+                buffer_id,
+                in_port,
+                actions: crate::action::decode_actions(acts)?,
+                data: r.rest().to_vec(),
+            })
+        }
         msg::MULTIPART_REQUEST => {
             let typ = r.u16()?;
             let flags = r.u16()?;
@@ -328,6 +395,8 @@ pub fn type_of(m: &Message) -> u8 {
         Message::GetConfigReply(_) => msg::GET_CONFIG_REPLY,
         Message::SetConfig(_) => msg::SET_CONFIG,
         Message::FlowMod(_) => msg::FLOW_MOD,
+        Message::PacketIn(_) => msg::PACKET_IN,
+        Message::PacketOut(_) => msg::PACKET_OUT,
         Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
         Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
         Message::BarrierRequest => msg::BARRIER_REQUEST,
@@ -386,6 +455,25 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
             for i in &f.instructions {
                 i.encode(out);
             }
+        }
+        Message::PacketIn(p) => {
+            out.extend_from_slice(&p.buffer_id.to_be_bytes());
+            out.extend_from_slice(&p.total_len.to_be_bytes());
+            out.extend_from_slice(&[p.reason, p.table_id]);
+            out.extend_from_slice(&p.cookie.to_be_bytes());
+            encode_match(&p.oxms, out);
+            out.extend_from_slice(&[0, 0]);
+            out.extend_from_slice(&p.data);
+        }
+        Message::PacketOut(p) => {
+            out.extend_from_slice(&p.buffer_id.to_be_bytes());
+            out.extend_from_slice(&p.in_port.to_be_bytes());
+            let at = out.len();
+            out.extend_from_slice(&[0; 8]);
+            crate::action::encode_actions(&p.actions, out);
+            let n = (out.len() - at - 8) as u16;
+            patch_u16(out, at, n);
+            out.extend_from_slice(&p.data);
         }
         Message::MultipartRequest { flags, body } => {
             out.extend_from_slice(&body.typ().to_be_bytes());

@@ -473,6 +473,17 @@ impl Control {
         Ok(merge_ports(&per_pmd))
     }
 
+    /// Forwards a controller's packet by `actions` as if it came in on
+    /// `in_port`, on the first PMD, through its output batches.
+    pub(crate) fn packet_out(
+        &self,
+        data: Vec<u8>,
+        in_port: u32,
+        actions: Vec<sluice_classifier::Action>,
+    ) -> Result<(), String> {
+        self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
+    }
+
     /// Microseconds since the switch started.
     pub(crate) fn uptime_us(&self) -> u64 {
         self.now_us()

@@ -10,6 +10,7 @@ pub mod config;
 pub mod cpu;
 pub mod ctl;
 pub mod ofchannel;
+pub mod ofhub;
 pub mod pmd;
 pub mod report;
 pub mod runner;

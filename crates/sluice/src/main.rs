@@ -262,6 +262,11 @@ struct RunArgs {
     /// printed at start.
     #[arg(long, value_name = "HEX")]
     datapath_id: Option<String>,
+    /// Packet-ins a second to each controller, beyond a burst of a quarter
+    /// of that (OVS's controller-rate-limit); more are dropped and counted.
+    /// 0: no limit.
+    #[arg(long, value_name = "PPS", default_value_t = 1000)]
+    controller_rate_limit: u32,
     /// With no controller connected: 'secure' (default) or 'standalone';
     /// both keep the rules as they are (Sluice has no NORMAL switching to
     /// fall back to), standalone says so in the log.
@@ -461,6 +466,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             })
             .collect::<Result<_, _>>()?,
         fail_standalone: a.fail_mode.as_deref() == Some("standalone"),
+        controller_rate_limit: a.controller_rate_limit,
         datapath_id: a
             .datapath_id
             .as_deref()

@@ -13,17 +13,24 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_classifier::Action;
+use sluice_openflow::action::OfAction;
+use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, port, OFP13};
-use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_match};
+use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_action, to_match};
 use sluice_openflow::features::table_features;
+use sluice_openflow::msg::PacketOut;
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use crate::ctl::Control;
+use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
 
 /// Tables a controller may use (0..=253; 254 is OVS's too).
 pub const N_TABLES: u8 = 254;
@@ -134,10 +141,11 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                 let result = match &peer {
                     Peer::Tcp(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).map(|s| {
                         let _ = s.set_nodelay(true);
-                        Session::new(s, Arc::clone(&control), info.clone()).run()
+                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string()).run()
                     }),
-                    Peer::Unix(p) => UnixStream::connect(p)
-                        .map(|s| Session::new(s, Arc::clone(&control), info.clone()).run()),
+                    Peer::Unix(p) => UnixStream::connect(p).map(|s| {
+                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string()).run()
+                    }),
                 };
                 match result {
                     Ok(Ok(())) => eprintln!("sluice: controller {peer} closed the connection"),
@@ -161,14 +169,17 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
 }
 
 /// What every connection of this switch says about it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SwitchInfo {
     /// Datapath id.
     pub datapath_id: u64,
+    /// Where packet-ins reach the connections.
+    pub hub: Arc<Hub>,
 }
 
-trait Conn: Read + Write + Send {
+trait Conn: Read + Write + Send + Sized + 'static {
     fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()>;
+    fn writer(&self) -> std::io::Result<Self>;
 }
 
 impl Conn for TcpStream {
@@ -176,12 +187,18 @@ impl Conn for TcpStream {
         self.set_read_timeout(read)?;
         self.set_write_timeout(write)
     }
+    fn writer(&self) -> std::io::Result<Self> {
+        self.try_clone()
+    }
 }
 
 impl Conn for UnixStream {
     fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()> {
         self.set_read_timeout(read)?;
         self.set_write_timeout(write)
+    }
+    fn writer(&self) -> std::io::Result<Self> {
+        self.try_clone()
     }
 }
 
@@ -197,7 +214,10 @@ pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Resul
                 .spawn(move || {
                     for s in l.incoming().flatten() {
                         let _ = s.set_nodelay(true);
-                        spawn_conn(s, Arc::clone(&control), info.clone());
+                        let from = s
+                            .peer_addr()
+                            .map_or_else(|_| "tcp".to_string(), |a| format!("tcp:{a}"));
+                        spawn_conn(s, Arc::clone(&control), info.clone(), from);
                     }
                 })
                 .map_err(|e| e.to_string())?;
@@ -210,11 +230,12 @@ pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Resul
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
                 .map_err(|e| format!("punix:{}: {e}", path.display()))?;
             let name = format!("unix:{}", path.display());
+            let label = name.clone();
             std::thread::Builder::new()
                 .name("of-listen".into())
                 .spawn(move || {
                     for s in l.incoming().flatten() {
-                        spawn_conn(s, Arc::clone(&control), info.clone());
+                        spawn_conn(s, Arc::clone(&control), info.clone(), label.clone());
                     }
                 })
                 .map_err(|e| e.to_string())?;
@@ -223,18 +244,20 @@ pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Resul
     }
 }
 
-fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo) {
+fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) {
     let _ = std::thread::Builder::new()
         .name("of-conn".into())
         .spawn(move || {
-            let mut c = Session::new(s, control, info);
+            let mut c = Session::new(s, control, info, peer.clone());
             if let Err(e) = c.run() {
-                eprintln!("sluice: OpenFlow connection closed: {e}");
+                eprintln!("sluice: OpenFlow connection {peer} closed: {e}");
             }
         });
 }
 
-/// One OpenFlow connection.
+/// One OpenFlow connection. Its thread reads and answers; everything it
+/// sends goes through a bounded queue to a writer thread of its own, which
+/// packet-ins join (and are dropped, counted, when the queue is full).
 struct Session<S> {
     s: S,
     control: Arc<Control>,
@@ -242,10 +265,35 @@ struct Session<S> {
     config: SwitchConfig,
     /// Whether the peer's HELLO came.
     hello: bool,
+    out: Option<SyncSender<Vec<u8>>>,
+    listener: Arc<Listener>,
+    registered: Option<u64>,
+    /// Who it is, for the log.
+    peer: String,
+}
+
+impl<S> Drop for Session<S> {
+    fn drop(&mut self) {
+        if let Some(id) = self.registered.take() {
+            self.info.hub.unregister(id);
+        }
+        let l = &self.listener;
+        let (q, r) = (
+            l.queue_full.load(Ordering::Relaxed),
+            l.rate_limited.load(Ordering::Relaxed),
+        );
+        if q + r > 0 {
+            eprintln!(
+                "sluice: OpenFlow connection {}: {} packet-ins sent, {q} dropped (queue full), {r} dropped (rate limit)",
+                self.peer,
+                l.sent.load(Ordering::Relaxed)
+            );
+        }
+    }
 }
 
 impl<S: Conn> Session<S> {
-    fn new(s: S, control: Arc<Control>, info: SwitchInfo) -> Self {
+    fn new(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) -> Self {
         Session {
             s,
             control,
@@ -255,11 +303,35 @@ impl<S: Conn> Session<S> {
                 miss_send_len: 128,
             },
             hello: false,
+            out: None,
+            listener: Arc::new(Listener::default()),
+            registered: None,
+            peer,
         }
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.s.write_all(bytes).map_err(|e| format!("write: {e}"))
+        let out = self.out.as_ref().ok_or("not started")?;
+        out.send(bytes.to_vec())
+            .map_err(|_| "the peer stopped taking what is sent to it".to_string())
+    }
+
+    /// Starts the writer thread.
+    fn start_writer(&mut self) -> Result<(), String> {
+        let mut w = self.s.writer().map_err(|e| e.to_string())?;
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(SESSION_QUEUE);
+        std::thread::Builder::new()
+            .name("of-writer".into())
+            .spawn(move || {
+                for m in rx {
+                    if w.write_all(&m).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        self.out = Some(tx);
+        Ok(())
     }
 
     fn reply(&mut self, m: &Message, xid: u32) -> Result<(), String> {
@@ -270,6 +342,7 @@ impl<S: Conn> Session<S> {
         self.s
             .set_timeouts(Some(PROBE), Some(WRITE_TIMEOUT))
             .map_err(|e| e.to_string())?;
+        self.start_writer()?;
         self.reply(
             &Message::Hello {
                 versions: 1 << OFP13,
@@ -383,6 +456,17 @@ impl<S: Conn> Session<S> {
                 return Err("the peer speaks no OpenFlow 1.3".into());
             }
             self.hello = true;
+            eprintln!("sluice: OpenFlow 1.3 connection {}", self.peer);
+            if let Some(out) = &self.out {
+                self.listener
+                    .wants_packet_ins
+                    .store(true, Ordering::Relaxed);
+                self.registered = Some(
+                    self.info
+                        .hub
+                        .register(out.clone(), Arc::clone(&self.listener)),
+                );
+            }
             return Ok(());
         }
         match m {
@@ -413,6 +497,18 @@ impl<S: Conn> Session<S> {
             Message::BarrierRequest => self.reply(&Message::BarrierReply, h.xid),
             Message::MultipartRequest { body, .. } => self.multipart(body, h.xid, frame),
             Message::FlowMod(_) => unreachable!("flow-mods are batched"),
+            Message::PacketOut(po) => match packet_out(&po) {
+                Ok((in_port, actions)) => {
+                    match self.control.packet_out(po.data, in_port, actions) {
+                        Ok(()) => Ok(()),
+                        Err(e) => {
+                            eprintln!("sluice: packet-out: {e}");
+                            self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
+                        }
+                    }
+                }
+                Err(e) => self.reply(&error_reply(e, frame), h.xid),
+            },
             _ => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
         }
     }
@@ -536,6 +632,40 @@ impl<S: Conn> Session<S> {
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }
     }
+}
+
+/// A packet-out's in_port and actions, checked: the buffer must be none
+/// (Sluice keeps no packet buffers), in_port a port, `CONTROLLER` or
+/// `ANY`, the actions valid for the packet (`output:TABLE` runs it through
+/// the tables from table 0).
+fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
+    if po.buffer_id != NO_BUFFER {
+        return Err(OfError::BUFFER_UNKNOWN);
+    }
+    let in_port = match po.in_port {
+        p @ 1..=port::MAX => p,
+        port::CONTROLLER | port::ANY => port::CONTROLLER,
+        _ => return Err(OfError::BAD_PORT),
+    };
+    let mut key = sluice_packet::FlowKey::default();
+    let mut meta = sluice_packet::PacketMeta::default();
+    if sluice_packet::extract::extract(&po.data, in_port, &mut meta, &mut key).is_err() {
+        return Err(OfError::BAD_PACKET);
+    }
+    let m = sluice_classifier::Match::exact(&key);
+    po.actions
+        .iter()
+        .map(|a| match a {
+            OfAction::Output {
+                port: port::TABLE, ..
+            } => Ok(Action::Resubmit {
+                in_port: None,
+                table: Some(0),
+            }),
+            a => to_action(a, &m),
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(|acts| (in_port, acts))
 }
 
 /// A flow or aggregate request's selection: table, cookie, out_port and

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use sluice_classifier::RuleSet;
-use sluice_datapath::{Datapath, DpStats, PortReport, RxQueue};
+use sluice_classifier::{Action, RuleSet};
+use sluice_datapath::{Datapath, DpStats, PacketIn, PortReport, RxQueue};
 use sluice_port::Port;
 
 /// A point-in-time copy of a PMD's counters.
@@ -93,6 +93,9 @@ pub enum PmdCommand {
     /// counts in [`Shared::busy`] while in flight, so the run cannot end
     /// for want of input between two PMDs.
     TakeRxq(u32, u32, Sender<Result<RxQueue, String>>),
+    /// Forward a controller's packet (PACKET_OUT): its bytes, in_port and
+    /// actions.
+    PacketOut(Vec<u8>, u32, Vec<Action>, Sender<Result<(), String>>),
     /// Finish: flush everything and end the thread.
     Stop,
 }
@@ -162,6 +165,9 @@ fn handle(
         PmdCommand::SetRules(rules, reply) => {
             dp.set_rules(rules);
             let _ = reply.send(dp.epoch());
+        }
+        PmdCommand::PacketOut(data, in_port, actions, reply) => {
+            let _ = reply.send(dp.packet_out(&data, in_port, &actions, now_us));
         }
         PmdCommand::Stats(reply) => {
             let _ = reply.send(PmdSnapshot {
@@ -241,6 +247,7 @@ pub fn spawn(
     start: Instant,
     limits: Limits,
     shared: Arc<Shared>,
+    packet_ins: Option<mpsc::SyncSender<PacketIn>>,
 ) -> Result<PmdHandle, String> {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
@@ -295,6 +302,19 @@ pub fn spawn(
                     break;
                 }
                 let n = dp.poll_once_clocked(&clock);
+                // Packet-ins leave for the OpenFlow channel through a
+                // bounded queue; what does not fit waits in the
+                // datapath's own (bounded, drops counted) queue.
+                if let Some(tx) = &packet_ins {
+                    if dp.has_packet_ins() {
+                        dp.hand_over_packet_ins(|p| {
+                            tx.try_send(p).map_err(|e| match e {
+                                mpsc::TrySendError::Full(p)
+                                | mpsc::TrySendError::Disconnected(p) => p,
+                            })
+                        });
+                    }
+                }
                 if max_packets.is_some() && n > 0 {
                     shared.received.fetch_add(n as u64, Ordering::Relaxed);
                 }
@@ -361,6 +381,7 @@ mod tests {
             Instant::now(),
             Limits::default(),
             Arc::clone(&shared),
+            None,
         )
         .err()
         .expect("no datapath, no PMD");
@@ -392,6 +413,7 @@ mod tests {
             Instant::now(),
             Limits::default(),
             Arc::clone(&shared),
+            None,
         )
         .unwrap();
         while sent.lock().unwrap().len() < 10_000 {

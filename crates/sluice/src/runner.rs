@@ -35,6 +35,8 @@ pub struct RunOptions {
     pub controllers: Vec<crate::ofchannel::Peer>,
     /// `--fail-mode standalone` (else secure).
     pub fail_standalone: bool,
+    /// Packet-ins per second per controller (0: no limit).
+    pub controller_rate_limit: u32,
     /// The OpenFlow datapath id (`--datapath-id`; default: random).
     pub datapath_id: Option<u64>,
 }
@@ -244,13 +246,27 @@ pub fn run_ports(
         busy: AtomicUsize::new(n_pmds + usize::from(opts.openflow())),
         ..Shared::default()
     });
+    // Packet-ins from every PMD to the OpenFlow channel.
+    let (pin_tx, pin_rx) = if opts.openflow() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(crate::ofhub::PACKET_IN_QUEUE);
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     // Each PMD builds its own datapath on its own thread (see pmd::spawn).
     let mut pmds: Vec<PmdHandle> = Vec::with_capacity(n_pmds);
     for (ports, &placement) in dealt.into_iter().zip(placements) {
         let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
         let flush = cfg.port_tx_flush_us.clone();
         let build = move || ports.build(dp_cfg, rules, &flush);
-        match pmd::spawn(build, placement, start, opts.limits(), Arc::clone(&shared)) {
+        match pmd::spawn(
+            build,
+            placement,
+            start,
+            opts.limits(),
+            Arc::clone(&shared),
+            pin_tx.clone(),
+        ) {
             Ok(p) => pmds.push(p),
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);
@@ -287,8 +303,14 @@ pub fn run_ports(
         None => None,
     };
     if opts.openflow() {
+        let hub = Arc::new(crate::ofhub::Hub::new(opts.controller_rate_limit));
+        if let Some(rx) = pin_rx {
+            hub.spawn(rx)
+                .map_err(|e| format!("packet-in thread: {e}"))?;
+        }
         let info = crate::ofchannel::SwitchInfo {
             datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
+            hub,
         };
         eprintln!(
             "sluice: OpenFlow datapath id {:016x}, fail-mode {}",

@@ -14,6 +14,7 @@ const ORDER: &[&str] = &[
     "report",
     "trace",
     "ctl",
+    "ofhub",
     "ofchannel",
     "runner",
     "bench_cmd",

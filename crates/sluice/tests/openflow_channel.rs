@@ -288,3 +288,103 @@ fn connects_to_an_os_ken_controller_and_reconnects() {
     let _app = osken("marker.py", port, &log2);
     wait_for("a reconnection", 30, || connections(&log2) == 1);
 }
+
+#[test]
+fn packet_out_and_packet_in_with_ovs_ofctl() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.pcap");
+    let sock = dir.path().join("of.sock");
+    let log = dir.path().join("switch.log");
+    let _sw = Switch(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--port", "1=null", "--duration", "60"])
+            .arg("--port")
+            .arg(format!("2=pcap:tx={}", out.display()))
+            .arg("--listen")
+            .arg(format!("punix:{}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let connections = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("OpenFlow 1.3 connection")
+            .count()
+    };
+    wait_for("the socket", 20, || sock.exists());
+    let t = format!("unix:{}", sock.display());
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    // An OpenFlow 1.3 table-miss rule sends to the controller.
+    run(&["add-flow", &t, "priority=0,actions=CONTROLLER:65535"]);
+    run(&["add-flow", &t, "priority=5,udp,actions=output:2"]);
+    let mon_out = dir.path().join("monitor.txt");
+    let before = connections();
+    // ovs-ofctl writes what it monitors when it ends (SIGTERM).
+    let mut mon = Switch(
+        Command::new("timeout")
+            .args(["-s", "TERM", "4", "ovs-ofctl", "-O", "OpenFlow13"])
+            .arg(format!(
+                "--unixctl={}",
+                dir.path().join("ofctl.ctl").display()
+            ))
+            .args(["monitor", &t, "65534"])
+            .stdout(std::fs::File::create(&mon_out).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the monitor's connection", 20, || connections() > before);
+    let arp =
+        "ffffffffffff00000000000108060001080006040001000000000001c0a80001000000000000c0a80002";
+    let udp = "0200000000020200000000010800450000260000000040117ab3c0a80001c0a80002300030390012000068656c6c6f6f6f6f6f6f";
+    // Through the tables: the ARP packet misses and comes back as a
+    // packet-in; the UDP one follows its rule to port 2.
+    run(&[
+        "packet-out",
+        &t,
+        &format!("in_port=CONTROLLER,packet={arp},actions=table"),
+    ]);
+    run(&[
+        "packet-out",
+        &t,
+        &format!("in_port=1,packet={udp},actions=table"),
+    ]);
+    // Straight to a port.
+    run(&[
+        "packet-out",
+        &t,
+        &format!("in_port=1,packet={arp},actions=output:2"),
+    ]);
+    let _ = mon.0.wait();
+    let seen = std::fs::read_to_string(&mon_out).unwrap()
+        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    assert!(
+        seen.contains("OFPT_PACKET_IN (OF1.3)")
+            && seen.contains("total_len=42 in_port=CONTROLLER (via no_match)"),
+        "{seen}"
+    );
+    let flows = run(&["dump-flows", &t]);
+    assert!(
+        flows.contains("n_packets=1, n_bytes=52, priority=5,udp"),
+        "{flows}"
+    );
+    assert!(
+        flows.contains("n_packets=1, n_bytes=42, priority=0"),
+        "{flows}"
+    );
+    let ports = run(&["dump-ports", &t, "2"]);
+    assert!(ports.contains("tx pkts=2"), "{ports}");
+    // A packet-out naming a buffer is refused: Sluice keeps none.
+    let (ok, e) = ofctl(&[
+        "packet-out",
+        &t,
+        &format!("in_port=1,packet={arp},actions=drop"),
+    ]);
+    assert!(ok, "{e}");
+}

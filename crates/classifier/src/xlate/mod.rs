@@ -122,10 +122,35 @@ struct Ctx<'a, 'o> {
     vlans_touched: bool,
     /// The ARP fields as the packet has them after the last commit.
     arp_base: FlowKey,
+    /// The rule whose actions run: table, cookie, whether it is a
+    /// table-miss rule (for packet-ins).
+    running: (u8, u64, bool),
 }
 
 /// Translates `key` through the tables, starting at table 0.
 pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_trace: bool) {
+    run(env, key, out, want_trace, None);
+}
+
+/// Translates an action list given with the packet instead of found in the
+/// tables (OpenFlow's packet-out): `resubmit(,0)` (output to `TABLE`)
+/// runs the packet through the tables from table 0.
+pub fn translate_actions(
+    env: XlateEnv<'_>,
+    key: &FlowKey,
+    actions: &[Action],
+    out: &mut Translation,
+) {
+    run(env, key, out, false, Some(actions));
+}
+
+fn run(
+    env: XlateEnv<'_>,
+    key: &FlowKey,
+    out: &mut Translation,
+    want_trace: bool,
+    given: Option<&[Action]>,
+) {
     out.actions.clear();
     out.rules.clear();
     out.wc = FlowKey::default();
@@ -147,6 +172,7 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
         base_origin: [Some(0), Some(1)],
         vlans_touched: false,
         arp_base: *key,
+        running: (0, 0, false),
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -160,6 +186,8 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
     }
     if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
+    } else if let Some(actions) = given {
+        cx.actions(actions, 0);
     } else {
         cx.table(0, true);
     }
@@ -232,7 +260,11 @@ impl Ctx<'_, '_> {
         }
         self.out.rules.push(Arc::clone(rule));
         let rule = Arc::clone(rule);
+        let outer = self.running;
+        let miss = rule.priority == 0 && rule.matcher.mask == FlowKey::default();
+        self.running = (t, rule.cookie, miss);
         self.actions(&rule.actions, t);
+        self.running = outer;
     }
 
     fn actions(&mut self, actions: &[Action], table: u8) {
@@ -260,9 +292,16 @@ impl Ctx<'_, '_> {
                 }
                 Action::Controller { max_len } => {
                     self.commit();
+                    let (table_id, cookie, miss) = self.running;
                     self.push(DpAction::Controller {
-                        reason: PacketInReason::Action,
+                        reason: if miss {
+                            PacketInReason::NoMatch
+                        } else {
+                            PacketInReason::Action
+                        },
                         max_len,
+                        table_id,
+                        cookie,
                     });
                     self.out.outputs += 1;
                 }
