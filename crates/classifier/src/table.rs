@@ -136,6 +136,9 @@ pub struct RuleSet {
     next_id: RuleId,
     frag_handling: crate::FragHandling,
     frag_rewrites: FragRewrites,
+    /// Rules with an idle or hard timeout (the datapath looks for expired
+    /// rules only when there are some).
+    timed: usize,
 }
 
 impl RuleSet {
@@ -147,6 +150,22 @@ impl RuleSet {
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
+            timed: 0,
+        }
+    }
+
+    /// Whether a rule has an idle or hard timeout (O(1)).
+    pub fn has_timeouts(&self) -> bool {
+        self.timed > 0
+    }
+
+    fn timed(r: &Rule) -> usize {
+        usize::from(r.idle_timeout != 0 || r.hard_timeout != 0)
+    }
+
+    fn take_out(&mut self, r: &Rule) {
+        if self.tables[r.table as usize].remove(r).is_some() {
+            self.timed -= Self::timed(r);
         }
     }
 
@@ -244,11 +263,11 @@ impl RuleSet {
         if self.tables.len() <= t {
             self.tables.resize_with(t + 1, TableIndex::default);
         }
-        let table = &mut self.tables[t];
-        if let Some(old) = table.find(&rule.matcher, rule.priority).cloned() {
-            table.remove(&old);
+        if let Some(old) = self.tables[t].find(&rule.matcher, rule.priority).cloned() {
+            self.take_out(&old);
         }
-        table.insert(rule);
+        self.timed += Self::timed(&rule);
+        self.tables[t].insert(rule);
     }
 
     fn selected(rule: &Rule, sel: &FlowSpec, how: Selection, all_tables: bool) -> bool {
@@ -305,7 +324,7 @@ impl RuleSet {
         let mut gone = self.select(sel, how, all_tables);
         gone.retain(|r| pick(r));
         for r in &gone {
-            self.tables[r.table as usize].remove(r);
+            self.take_out(r);
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -363,6 +382,7 @@ impl RuleSet {
             next_id: self.next_id,
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
+            timed: 0,
         };
         let (mut kept, mut added) = (0, 0);
         for s in specs {
@@ -393,9 +413,12 @@ impl RuleSet {
 
     /// Removes rules whose idle or hard timeout has passed at `now_us`.
     pub fn expire(&mut self, now_us: u64) -> Vec<Arc<Rule>> {
+        if self.timed == 0 {
+            return Vec::new();
+        }
         let gone: Vec<Arc<Rule>> = self.iter().filter(|r| r.expired(now_us)).cloned().collect();
         for r in &gone {
-            self.tables[r.table as usize].remove(r);
+            self.take_out(r);
         }
         if !gone.is_empty() {
             self.version += 1;

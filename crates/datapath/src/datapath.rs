@@ -261,9 +261,7 @@ impl Datapath {
     /// is forwarded by the new rules (cached decisions from before are
     /// revalidated before they serve a packet).
     pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
-        self.rules_have_timeouts = rules
-            .iter()
-            .any(|r| r.idle_timeout != 0 || r.hard_timeout != 0);
+        self.rules_have_timeouts = rules.has_timeouts();
         self.rules = rules;
         self.epoch += 1;
     }

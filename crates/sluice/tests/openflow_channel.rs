@@ -388,3 +388,128 @@ fn packet_out_and_packet_in_with_ovs_ofctl() {
     ]);
     assert!(ok, "{e}");
 }
+
+/// Reads one OpenFlow message (header and body) from `s`.
+fn read_msg(s: &mut std::os::unix::net::UnixStream) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut h = [0u8; 8];
+    s.read_exact(&mut h)?;
+    let len = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let mut m = h.to_vec();
+    m.resize(len.max(8), 0);
+    s.read_exact(&mut m[8..])?;
+    Ok(m)
+}
+
+/// Reads until a message of type `typ` comes (skipping echo requests and
+/// multipart replies), and returns it.
+fn expect(s: &mut std::os::unix::net::UnixStream, typ: u8) -> Vec<u8> {
+    loop {
+        let m = read_msg(s).expect("the switch answers");
+        if m[1] == typ {
+            return m;
+        }
+        assert!(
+            m[1] == 2 || m[1] == 19,
+            "unexpected message type {}: {m:02x?}",
+            m[1]
+        );
+    }
+}
+
+fn hello(s: &mut std::os::unix::net::UnixStream) {
+    use std::io::Write;
+    s.write_all(&[4, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10])
+        .unwrap();
+    let m = read_msg(s).unwrap();
+    assert_eq!(m[1], 0, "the switch says hello first");
+}
+
+#[test]
+fn bad_input_gets_errors_or_a_clean_disconnect_and_nothing_else_stops() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let path = t.strip_prefix("unix:").unwrap().to_string();
+    let mut s = UnixStream::connect(&path).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    hello(&mut s);
+    let err_of = |m: &[u8]| {
+        (
+            u16::from_be_bytes([m[8], m[9]]),
+            u16::from_be_bytes([m[10], m[11]]),
+        )
+    };
+    // An unknown message type: BAD_REQUEST/BAD_TYPE, with the xid.
+    s.write_all(&[4, 99, 0, 8, 0, 0, 0, 42]).unwrap();
+    let m = expect(&mut s, 1);
+    assert_eq!((err_of(&m), &m[4..8]), ((1, 1), &[0u8, 0, 0, 42][..]));
+    // A wrong version: BAD_REQUEST/BAD_VERSION.
+    s.write_all(&[1, 5, 0, 8, 0, 0, 0, 43]).unwrap();
+    assert_eq!(err_of(&expect(&mut s, 1)), (1, 0));
+    // A flow-mod cut short: BAD_REQUEST/BAD_LEN.
+    s.write_all(&[4, 14, 0, 16, 0, 0, 0, 44, 0, 0, 0, 0, 0, 0, 0, 0])
+        .unwrap();
+    assert_eq!(err_of(&expect(&mut s, 1)), (1, 6));
+    // A flow-mod whose OXM claims more bytes than the match holds:
+    // BAD_MATCH/BAD_LEN.
+    let mut fm = vec![4, 14, 0, 64, 0, 0, 0, 45];
+    fm.extend_from_slice(&[0; 16]); // cookie, mask
+    fm.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // table, add, timeouts, priority
+    fm.extend_from_slice(&[0xff; 12]); // buffer, out_port, out_group
+    fm.extend_from_slice(&[0; 4]); // flags, pad
+    fm.extend_from_slice(&[0, 1, 0, 12, 0x80, 0, 0x18, 9, 10, 0, 0, 1, 0, 0, 0, 0]);
+    s.write_all(&fm).unwrap();
+    assert_eq!(err_of(&expect(&mut s, 1)), (4, 1));
+    // A multipart request of a type not served: BAD_REQUEST/BAD_MULTIPART.
+    s.write_all(&[4, 18, 0, 16, 0, 0, 0, 46, 0, 9, 0, 0, 0, 0, 0, 0])
+        .unwrap();
+    assert_eq!(err_of(&expect(&mut s, 1)), (1, 2));
+    // The connection is still up: an echo comes back with its data.
+    s.write_all(&[4, 2, 0, 12, 0, 0, 0, 47, 1, 2, 3, 4])
+        .unwrap();
+    let m = expect(&mut s, 3);
+    assert_eq!(&m[4..], &[0, 0, 0, 47, 1, 2, 3, 4]);
+    // A length under the header's cannot be framed: ERROR, then the
+    // connection closes.
+    s.write_all(&[4, 2, 0, 4, 0, 0, 0, 48]).unwrap();
+    assert_eq!(err_of(&expect(&mut s, 1)), (1, 6));
+    assert!(read_msg(&mut s).is_err(), "closed");
+
+    // 16 MiB of garbage on one connection, a peer that never reads on
+    // another: ovs-ofctl on a third is served all the while.
+    let mut garbage = UnixStream::connect(&path).unwrap();
+    let junk: Vec<u8> = (0..16u32 << 20)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let g = std::thread::spawn(move || {
+        garbage
+            .set_write_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let _ = garbage.write_all(&junk);
+    });
+    let mut deaf = UnixStream::connect(&path).unwrap();
+    deaf.set_write_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let d = std::thread::spawn(move || {
+        let mut echo = Vec::new();
+        for i in 0..200_000u32 {
+            echo.extend_from_slice(&[4, 2, 0, 8]);
+            echo.extend_from_slice(&i.to_be_bytes());
+        }
+        let _ = deaf.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]);
+        let r = deaf.write_all(&echo);
+        std::thread::sleep(Duration::from_secs(20));
+        r
+    });
+    for _ in 0..5 {
+        let (ok, out) = ofctl(&["dump-flows", &t]);
+        assert!(ok, "{out}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    g.join().unwrap();
+    let _ = d;
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=9,actions=drop"]);
+    assert!(ok, "{out}");
+}

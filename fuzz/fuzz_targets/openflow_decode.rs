@@ -1,0 +1,39 @@
+//! Untrusted OpenFlow bytes as a connection reads them: framed, decoded,
+//! each message that decodes encoded again and decoded to the same thing;
+//! flow-mods and packet-outs mapped onto the classifier's rules and
+//! actions (errors, never a panic).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_openflow::convert::{flow_mod_op, to_action};
+use sluice_openflow::msg::to_bytes;
+use sluice_openflow::{decode, frame_len, Message};
+
+fuzz_target!(|data: &[u8]| {
+    let mut at = 0;
+    while let Ok(Some(len)) = frame_len(&data[at..]) {
+        if at + len > data.len() {
+            break;
+        }
+        let frame = &data[at..at + len];
+        at += len;
+        let Ok((h, m)) = decode(frame) else { continue };
+        let again = to_bytes(&m, h.xid);
+        if again.len() < 65535 {
+            let (_, back) = decode(&again).expect("what was encoded decodes");
+            assert_eq!(back, m);
+        }
+        match &m {
+            Message::FlowMod(fm) => {
+                let _ = flow_mod_op(fm, 254);
+            }
+            Message::PacketOut(po) => {
+                let any = sluice_classifier::Match::catch_all();
+                for a in &po.actions {
+                    let _ = to_action(a, &any);
+                }
+            }
+            _ => {}
+        }
+    }
+});
