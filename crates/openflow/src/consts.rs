@@ -51,6 +51,15 @@ pub mod port {
     pub const ANY: u32 = 0xffff_ffff;
 }
 
+/// Controller roles (`ofp_controller_role`).
+pub mod role {
+    #![allow(missing_docs)]
+    pub const NOCHANGE: u32 = 0;
+    pub const EQUAL: u32 = 1;
+    pub const MASTER: u32 = 2;
+    pub const SLAVE: u32 = 3;
+}
+
 /// `OFPTT_ALL`: every table (deletes and statistics).
 pub const TABLE_ALL: u8 = 0xff;
 /// `OFPG_ANY`: no group filter.
@@ -161,6 +170,8 @@ errors! {
     BAD_COMMAND = (5, 6), "FLOW_MOD_FAILED/BAD_COMMAND.";
     BAD_FLAGS = (5, 7), "FLOW_MOD_FAILED/BAD_FLAGS.";
     SWITCH_CONFIG_BAD_FLAGS = (10, 0), "SWITCH_CONFIG_FAILED/BAD_FLAGS.";
+    ROLE_STALE = (11, 0), "ROLE_REQUEST_FAILED/STALE: an older generation_id.";
+    ROLE_BAD_ROLE = (11, 2), "ROLE_REQUEST_FAILED/BAD_ROLE.";
 }
 
 impl std::fmt::Display for OfError {

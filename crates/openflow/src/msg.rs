@@ -177,6 +177,17 @@ pub enum Message {
         /// Body.
         body: MpReply,
     },
+    /// `ROLE_REQUEST` (role, generation_id).
+    RoleRequest(u32, u64),
+    /// `ROLE_REPLY` (role, generation_id).
+    RoleReply(u32, u64),
+    /// `GET_ASYNC_REQUEST`.
+    GetAsyncRequest,
+    /// `GET_ASYNC_REPLY`: packet-in, port-status and flow-removed reason
+    /// masks, each for master/equal then slave.
+    GetAsyncReply([u32; 6]),
+    /// `SET_ASYNC`, the same masks.
+    SetAsync([u32; 6]),
     /// `BARRIER_REQUEST`.
     BarrierRequest,
     /// `BARRIER_REPLY`.
@@ -315,6 +326,28 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
                 body: MpReply::decode(typ, r.rest())?,
             }
         }
+        msg::ROLE_REQUEST | msg::ROLE_REPLY => {
+            let role = r.u32()?;
+            r.skip(4)?;
+            let gen = r.u64()?;
+            if h.typ == msg::ROLE_REQUEST {
+                empty(r, Message::RoleRequest(role, gen))?
+            } else {
+                empty(r, Message::RoleReply(role, gen))?
+            }
+        }
+        msg::GET_ASYNC_REQUEST => empty(r, Message::GetAsyncRequest)?,
+        msg::GET_ASYNC_REPLY | msg::SET_ASYNC => {
+            let mut m = [0u32; 6];
+            for v in &mut m {
+                *v = r.u32()?;
+            }
+            if h.typ == msg::SET_ASYNC {
+                empty(r, Message::SetAsync(m))?
+            } else {
+                empty(r, Message::GetAsyncReply(m))?
+            }
+        }
         msg::BARRIER_REQUEST => empty(r, Message::BarrierRequest)?,
         msg::BARRIER_REPLY => empty(r, Message::BarrierReply)?,
         typ => Message::Other {
@@ -343,10 +376,10 @@ fn hello_versions(version: u8, elems: &[u8]) -> u32 {
             return u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
         }
     }
-    if version >= 32 {
+    if version >= 31 {
         u32::MAX
     } else {
-        (2u32 << version) - 1
+        (1u32 << (version + 1)) - 1
     }
 }
 
@@ -399,6 +432,11 @@ pub fn type_of(m: &Message) -> u8 {
         Message::PacketOut(_) => msg::PACKET_OUT,
         Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
         Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
+        Message::RoleRequest(..) => msg::ROLE_REQUEST,
+        Message::RoleReply(..) => msg::ROLE_REPLY,
+        Message::GetAsyncRequest => msg::GET_ASYNC_REQUEST,
+        Message::GetAsyncReply(_) => msg::GET_ASYNC_REPLY,
+        Message::SetAsync(_) => msg::SET_ASYNC,
         Message::BarrierRequest => msg::BARRIER_REQUEST,
         Message::BarrierReply => msg::BARRIER_REPLY,
         Message::Other { typ, .. } => *typ,
@@ -426,8 +464,19 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
         Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),
         Message::FeaturesRequest
         | Message::GetConfigRequest
+        | Message::GetAsyncRequest
         | Message::BarrierRequest
         | Message::BarrierReply => {}
+        Message::RoleRequest(role, gen) | Message::RoleReply(role, gen) => {
+            out.extend_from_slice(&role.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            out.extend_from_slice(&gen.to_be_bytes());
+        }
+        Message::GetAsyncReply(m) | Message::SetAsync(m) => {
+            for v in m {
+                out.extend_from_slice(&v.to_be_bytes());
+            }
+        }
         Message::FeaturesReply(f) => {
             out.extend_from_slice(&f.datapath_id.to_be_bytes());
             out.extend_from_slice(&f.n_buffers.to_be_bytes());

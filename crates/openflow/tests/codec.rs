@@ -76,6 +76,20 @@ proptest! {
 }
 
 #[test]
+fn hello_without_a_bitmap_offers_every_version_up_to_its_own() {
+    // Found by the fuzzer: version 31 overflowed.
+    for (v, want) in [
+        (1u8, 0b11u32),
+        (4, 0b11111),
+        (31, u32::MAX),
+        (255, u32::MAX),
+    ] {
+        let (_, m) = decode(&[v, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+        assert_eq!(m, Message::Hello { versions: want }, "version {v}");
+    }
+}
+
+#[test]
 fn errors_name_the_spec() {
     // A match field without its prerequisite: ipv4_dst without eth_type.
     let mut fm = flow_mod(1, 2, 0x0a000000, 8);

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use sluice_classifier::Action;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
-use sluice_openflow::consts::{mp, port, OFP13};
+use sluice_openflow::consts::{mp, port, role, OFP13};
 use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_action, to_match};
 use sluice_openflow::features::table_features;
 use sluice_openflow::msg::PacketOut;
@@ -412,9 +412,12 @@ impl<S: Conn> Session<S> {
         if mods.is_empty() {
             return Ok(());
         }
+        let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
         let ops: Vec<_> = mods
             .iter()
             .map(|&(a, l)| match decode(&buf[a..a + l]) {
+                // A slave controller may not change the switch.
+                Ok(_) if slave => Err(OfError::IS_SLAVE),
                 Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, N_TABLES),
                 Ok(_) => Err(OfError::BAD_TYPE),
                 Err((_, e)) => Err(e),
@@ -497,6 +500,29 @@ impl<S: Conn> Session<S> {
             Message::BarrierRequest => self.reply(&Message::BarrierReply, h.xid),
             Message::MultipartRequest { body, .. } => self.multipart(body, h.xid, frame),
             Message::FlowMod(_) => unreachable!("flow-mods are batched"),
+            Message::PacketOut(_) if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
+                self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
+            }
+            Message::RoleRequest(want, gen) => {
+                match self.info.hub.set_role(&self.listener, want, gen) {
+                    Ok((r, g)) => self.reply(&Message::RoleReply(r, g), h.xid),
+                    Err(e) => self.reply(&error_reply(e, frame), h.xid),
+                }
+            }
+            Message::GetAsyncRequest => {
+                let m = self
+                    .listener
+                    .masks
+                    .each_ref()
+                    .map(|a| a.load(Ordering::Relaxed));
+                self.reply(&Message::GetAsyncReply(m), h.xid)
+            }
+            Message::SetAsync(m) => {
+                for (a, v) in self.listener.masks.iter().zip(m) {
+                    a.store(v, Ordering::Relaxed);
+                }
+                Ok(())
+            }
             Message::PacketOut(po) => match packet_out(&po) {
                 Ok((in_port, actions)) => {
                     match self.control.packet_out(po.data, in_port, actions) {
@@ -628,6 +654,10 @@ impl<S: Conn> Session<S> {
                     self.send(&m)?;
                 }
                 Ok(())
+            }
+            // No queues: an empty list (the spec allows it).
+            MpRequest::Other(mp::QUEUE, body) if body.len() == 8 => {
+                self.send(&one(MpReply::Other(mp::QUEUE, Vec::new())))
             }
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }

@@ -6,17 +6,17 @@
 //! own bounded queue and rate limit: a slow or flooded controller loses
 //! its own packet-ins (counted), never another's, never a PMD's time.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_classifier::dpaction::PacketInReason;
 use sluice_datapath::PacketIn;
-use sluice_openflow::consts::NO_BUFFER;
+use sluice_openflow::consts::{role, NO_BUFFER};
 use sluice_openflow::msg::{to_bytes, PacketIn as OfPacketIn};
 use sluice_openflow::oxm::{f, Oxm};
-use sluice_openflow::Message;
+use sluice_openflow::{Message, OfError};
 
 /// Packet-ins waiting between the PMDs and the controllers.
 pub const PACKET_IN_QUEUE: usize = 4096;
@@ -24,16 +24,48 @@ pub const PACKET_IN_QUEUE: usize = 4096;
 pub const SESSION_QUEUE: usize = 1024;
 
 /// What one connection lets the hub know and change.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Listener {
-    /// Whether it takes packet-ins now (a slave does not).
+    /// Whether it has said HELLO (only then does it take packet-ins).
     pub wants_packet_ins: AtomicBool,
+    /// Its role (`OFPCR_ROLE_*`).
+    pub role: AtomicU32,
+    /// Its asynchronous message masks (SET_ASYNC): packet-in, port-status,
+    /// flow-removed reasons, each for master/equal then slave.
+    pub masks: [AtomicU32; 6],
     /// Packet-ins written to its queue.
     pub sent: AtomicU64,
     /// Packet-ins lost because its queue was full.
     pub queue_full: AtomicU64,
     /// Packet-ins lost to its rate limit.
     pub rate_limited: AtomicU64,
+}
+
+impl Default for Listener {
+    fn default() -> Self {
+        Listener {
+            wants_packet_ins: AtomicBool::new(false),
+            role: AtomicU32::new(role::EQUAL),
+            masks: DEFAULT_MASKS.map(AtomicU32::new),
+            sent: AtomicU64::new(0),
+            queue_full: AtomicU64::new(0),
+            rate_limited: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The spec's default asynchronous configuration (OFPT_SET_ASYNC): a
+/// master or equal controller gets packet-ins for no_match and action,
+/// every port-status, every flow-removed; a slave only port-status.
+pub const DEFAULT_MASKS: [u32; 6] = [0b011, 0, 0b111, 0b111, 0b1111, 0];
+
+impl Listener {
+    /// Whether it takes an asynchronous message of kind `k` (0 packet-in,
+    /// 1 port-status, 2 flow-removed) with reason `reason`.
+    pub fn takes(&self, k: usize, reason: u8) -> bool {
+        let slave = usize::from(self.role.load(Ordering::Relaxed) == role::SLAVE);
+        self.masks[2 * k + slave].load(Ordering::Relaxed) & 1 << reason != 0
+    }
 }
 
 struct Outlet {
@@ -91,6 +123,8 @@ pub struct Hub {
     rate: u32,
     /// Packet-ins no controller was there to take.
     pub no_controller: AtomicU64,
+    /// The greatest generation_id a master or slave request brought.
+    generation: Mutex<Option<u64>>,
 }
 
 impl Hub {
@@ -115,6 +149,40 @@ impl Hub {
         id
     }
 
+    /// A ROLE_REQUEST from `me`: returns the role and generation_id to
+    /// reply with. Becoming master makes any other master a slave; an older
+    /// generation_id than one seen is `STALE` (spec 6.3.7).
+    pub fn set_role(&self, me: &Arc<Listener>, want: u32, gen: u64) -> Result<(u32, u64), OfError> {
+        let mut cached = self.generation.lock().expect("generation");
+        match want {
+            role::NOCHANGE => {}
+            role::EQUAL => me.role.store(role::EQUAL, Ordering::Relaxed),
+            role::MASTER | role::SLAVE => {
+                if let Some(g) = *cached {
+                    if (gen.wrapping_sub(g) as i64) < 0 {
+                        return Err(OfError::ROLE_STALE);
+                    }
+                }
+                *cached = Some(gen);
+                if want == role::MASTER {
+                    for o in self.outlets.lock().expect("outlets").iter() {
+                        if !Arc::ptr_eq(&o.listener, me) {
+                            let _ = o.listener.role.compare_exchange(
+                                role::MASTER,
+                                role::SLAVE,
+                                Ordering::Relaxed,
+                                Ordering::Relaxed,
+                            );
+                        }
+                    }
+                }
+                me.role.store(want, Ordering::Relaxed);
+            }
+            _ => return Err(OfError::ROLE_BAD_ROLE),
+        }
+        Ok((me.role.load(Ordering::Relaxed), cached.unwrap_or(gen)))
+    }
+
     /// Removes a connection's queue.
     pub fn unregister(&self, id: u64) {
         self.outlets.lock().expect("outlets").retain(|o| o.id != id);
@@ -135,11 +203,14 @@ impl Hub {
     }
 
     fn offer(&self, pi: &PacketIn) {
-        let msg = to_bytes(&Message::PacketIn(packet_in(pi)), 0);
+        let of = packet_in(pi);
+        let reason = of.reason;
+        let msg = to_bytes(&Message::PacketIn(of), 0);
         let mut outlets = self.outlets.lock().expect("outlets");
         let mut taken = false;
         for o in outlets.iter_mut() {
-            if !o.listener.wants_packet_ins.load(Ordering::Relaxed) {
+            if !o.listener.wants_packet_ins.load(Ordering::Relaxed) || !o.listener.takes(0, reason)
+            {
                 continue;
             }
             taken = true;

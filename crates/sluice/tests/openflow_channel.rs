@@ -513,3 +513,68 @@ fn bad_input_gets_errors_or_a_clean_disconnect_and_nothing_else_stops() {
     let (ok, out) = ofctl(&["add-flow", &t, "priority=9,actions=drop"]);
     assert!(ok, "{out}");
 }
+
+fn role_request(s: &mut std::os::unix::net::UnixStream, role: u32, gen: u64) -> Vec<u8> {
+    use std::io::Write;
+    let mut m = vec![4, 24, 0, 24, 0, 0, 0, 7];
+    m.extend_from_slice(&role.to_be_bytes());
+    m.extend_from_slice(&[0; 4]);
+    m.extend_from_slice(&gen.to_be_bytes());
+    s.write_all(&m).unwrap();
+    loop {
+        let r = read_msg(s).unwrap();
+        if r[1] == 25 || r[1] == 1 {
+            return r;
+        }
+    }
+}
+
+#[test]
+fn roles_master_slave_and_generation_ids() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let path = t.strip_prefix("unix:").unwrap().to_string();
+    let open = || {
+        let mut s = UnixStream::connect(&path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        hello(&mut s);
+        s
+    };
+    let (mut a, mut b) = (open(), open());
+    let role_of = |r: &[u8]| (r[1], u32::from_be_bytes([r[8], r[9], r[10], r[11]]));
+    assert_eq!(role_of(&role_request(&mut a, 2, 1)), (25, 2), "a is master");
+    assert_eq!(role_of(&role_request(&mut b, 2, 2)), (25, 2), "b is master");
+    assert_eq!(
+        role_of(&role_request(&mut a, 0, 0)),
+        (25, 3),
+        "so a is a slave now"
+    );
+    // An older generation: ROLE_REQUEST_FAILED/STALE.
+    let r = role_request(&mut a, 3, 1);
+    assert_eq!((r[1], &r[8..12]), (1, &[0u8, 11, 0, 0][..]));
+    // A slave may not change the rules: BAD_REQUEST/IS_SLAVE.
+    let fm = {
+        let mut m = vec![4, 14, 0, 56, 0, 0, 0, 9];
+        m.extend_from_slice(&[0; 16]);
+        m.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]);
+        m.extend_from_slice(&[0xff; 12]);
+        m.extend_from_slice(&[0; 4]);
+        m.extend_from_slice(&[0, 1, 0, 4, 0, 0, 0, 0]);
+        m
+    };
+    a.write_all(&fm).unwrap();
+    let e = expect(&mut a, 1);
+    assert_eq!(&e[8..12], &[0, 1, 0, 10]);
+    // The master may.
+    b.write_all(&fm).unwrap();
+    b.write_all(&[4, 20, 0, 8, 0, 0, 0, 10]).unwrap();
+    expect(&mut b, 21);
+    let (ok, flows) = ofctl(&["dump-flows", &t]);
+    assert!(ok && flows.contains("n_bytes=0, actions=drop"), "{flows}");
+    // GET_ASYNC: the spec's defaults (a slave's packet-in mask is empty).
+    a.write_all(&[4, 26, 0, 8, 0, 0, 0, 11]).unwrap();
+    let m = expect(&mut a, 27);
+    assert_eq!(&m[8..16], &[0, 0, 0, 3, 0, 0, 0, 0]);
+}
