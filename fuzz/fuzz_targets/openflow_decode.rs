@@ -1,5 +1,6 @@
 //! Untrusted OpenFlow bytes as a connection reads them: framed, decoded,
-//! each message that decodes encoded again and decoded to the same thing;
+//! each message that decodes encoded again and decoded to the same thing
+//! (after one pass, which settles lossy names);
 //! flow-mods and packet-outs mapped onto the classifier's rules and
 //! actions (errors, never a panic).
 #![no_main]
@@ -18,10 +19,17 @@ fuzz_target!(|data: &[u8]| {
         let frame = &data[at..at + len];
         at += len;
         let Ok((h, m)) = decode(frame) else { continue };
+        // Encoding then decoding gives the message back, once what the
+        // wire cannot hold twice is settled (a name that is not UTF-8 is
+        // read lossily; past 65,535 bytes a message is cut).
         let again = to_bytes(&m, h.xid);
         if again.len() < 65535 {
-            let (_, back) = decode(&again).expect("what was encoded decodes");
-            assert_eq!(back, m);
+            let (_, m1) = decode(&again).expect("what was encoded decodes");
+            let twice = to_bytes(&m1, h.xid);
+            if twice.len() < 65535 {
+                let (_, m2) = decode(&twice).expect("what was encoded decodes");
+                assert_eq!(m2, m1);
+            }
         }
         match &m {
             Message::FlowMod(fm) => {

@@ -61,6 +61,8 @@ pub struct Rule {
     pub actions: Vec<Action>,
     /// When the rule was added (µs on the switch clock).
     pub created_us: u64,
+    /// OpenFlow flow-mod flags ([`flag`]).
+    pub flags: u16,
     /// Counters.
     pub stats: RuleStats,
 }
@@ -116,6 +118,40 @@ impl Rule {
             .max(self.created_us);
         let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
         hard || idle
+    }
+}
+
+/// OpenFlow flow-mod flags (`OFPFF_*`) a rule keeps.
+pub mod flag {
+    /// Tell the controllers when the rule goes (FLOW_REMOVED).
+    pub const SEND_FLOW_REM: u16 = 1;
+    /// Refuse an add that overlaps a rule of the same priority.
+    pub const CHECK_OVERLAP: u16 = 2;
+    /// A modify zeroes the counters.
+    pub const RESET_COUNTS: u16 = 4;
+}
+
+/// Why a rule went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Its idle timeout passed.
+    Idle,
+    /// Its hard timeout passed.
+    Hard,
+    /// A delete flow-mod.
+    Delete,
+}
+
+impl Rule {
+    /// Why the rule has timed out at `now_us` (the hard timeout first), if
+    /// it has.
+    pub fn timed_out(&self, now_us: u64) -> Option<Removal> {
+        let hard = self.hard_timeout != 0
+            && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
+        if hard {
+            return Some(Removal::Hard);
+        }
+        self.expired(now_us).then_some(Removal::Idle)
     }
 }
 
@@ -234,6 +270,37 @@ impl RuleSet {
         self.tables.iter().flat_map(TableIndex::iter)
     }
 
+    /// Whether a rule of `spec`'s table and priority overlaps its match
+    /// (some packet could match both): OpenFlow's CHECK_OVERLAP. O(rules
+    /// of the table), paid only by flow-mods that ask.
+    pub fn overlaps(&self, spec: &FlowSpec) -> bool {
+        let (v, m) = (spec.matcher.value.words(), spec.matcher.mask.words());
+        self.table(spec.table)
+            .filter(|r| r.priority == spec.priority)
+            .any(|r| {
+                let (rv, rm) = (r.matcher.value.words(), r.matcher.mask.words());
+                (0..v.len()).all(|i| (v[i] ^ rv[i]) & m[i] & rm[i] == 0)
+            })
+    }
+
+    /// Removes the rules timed out at `now_us`, with why.
+    pub fn expire_with_reasons(&mut self, now_us: u64) -> Vec<(Arc<Rule>, Removal)> {
+        if self.timed == 0 {
+            return Vec::new();
+        }
+        let gone: Vec<(Arc<Rule>, Removal)> = self
+            .iter()
+            .filter_map(|r| r.timed_out(now_us).map(|why| (Arc::clone(r), why)))
+            .collect();
+        for (r, _) in &gone {
+            self.take_out(r);
+        }
+        if !gone.is_empty() {
+            self.version += 1;
+        }
+        gone
+    }
+
     /// Adds a rule (OpenFlow ADD): an existing rule with the same table,
     /// priority and match is replaced, counters reset.
     pub fn add(&mut self, spec: &FlowSpec, now_us: u64) -> RuleId {
@@ -249,6 +316,7 @@ impl RuleSet {
             matcher: spec.matcher,
             actions: spec.actions.clone(),
             created_us: now_us,
+            flags: spec.flags,
             stats: RuleStats::default(),
         });
         self.put(rule);
@@ -347,10 +415,13 @@ impl RuleSet {
                 matcher: r.matcher,
                 actions: sel.actions.clone(),
                 created_us: r.created_us,
+                flags: r.flags,
                 stats: RuleStats::default(),
             };
-            let (p, b) = r.counters();
-            new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
+            if sel.flags & flag::RESET_COUNTS == 0 {
+                let (p, b) = r.counters();
+                new.credit(p, b, r.stats.last_used_us.load(Ordering::Relaxed));
+            }
             self.put(Arc::new(new));
         }
         if !chosen.is_empty() {

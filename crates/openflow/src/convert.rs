@@ -314,6 +314,7 @@ pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
         has_actions: !deleting,
         actions,
         table_given: !all_tables,
+        flags: fm.flags,
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec),
@@ -344,12 +345,40 @@ pub fn flow_stats(r: &Rule, now_us: u64) -> FlowStats {
         priority: r.priority,
         idle_timeout: r.idle_timeout,
         hard_timeout: r.hard_timeout,
-        flags: 0,
+        flags: r.flags,
         cookie: r.cookie,
         packet_count: packets,
         byte_count: bytes,
         oxms: from_match(&r.matcher),
         instructions: from_actions(&r.actions),
+    }
+}
+
+/// The FLOW_REMOVED message of a rule gone for `why` at `now_us`.
+pub fn flow_removed(
+    r: &Rule,
+    why: sluice_classifier::table::Removal,
+    now_us: u64,
+) -> crate::msg::FlowRemoved {
+    use sluice_classifier::table::Removal;
+    let (packets, bytes) = r.counters();
+    let age = now_us.saturating_sub(r.created_us);
+    crate::msg::FlowRemoved {
+        cookie: r.cookie,
+        priority: r.priority,
+        reason: match why {
+            Removal::Idle => 0,
+            Removal::Hard => 1,
+            Removal::Delete => 2,
+        },
+        table_id: r.table,
+        duration_sec: (age / 1_000_000) as u32,
+        duration_nsec: (age % 1_000_000 * 1000) as u32,
+        idle_timeout: r.idle_timeout,
+        hard_timeout: r.hard_timeout,
+        packet_count: packets,
+        byte_count: bytes,
+        oxms: from_match(&r.matcher),
     }
 }
 

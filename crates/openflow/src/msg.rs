@@ -114,6 +114,33 @@ pub struct PacketIn {
     pub data: Vec<u8>,
 }
 
+/// `FLOW_REMOVED`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlowRemoved {
+    /// The rule's cookie.
+    pub cookie: u64,
+    /// Its priority.
+    pub priority: u16,
+    /// `OFPRR_IDLE_TIMEOUT` 0, `HARD_TIMEOUT` 1, `DELETE` 2, `GROUP_DELETE` 3.
+    pub reason: u8,
+    /// Its table.
+    pub table_id: u8,
+    /// How long it lived.
+    pub duration_sec: u32,
+    /// And nanoseconds.
+    pub duration_nsec: u32,
+    /// Its idle timeout.
+    pub idle_timeout: u16,
+    /// Its hard timeout.
+    pub hard_timeout: u16,
+    /// Packets it matched.
+    pub packet_count: u64,
+    /// Bytes.
+    pub byte_count: u64,
+    /// Its match.
+    pub oxms: Vec<Oxm>,
+}
+
 /// `PACKET_OUT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PacketOut {
@@ -163,6 +190,8 @@ pub enum Message {
     PacketIn(PacketIn),
     /// `PACKET_OUT`.
     PacketOut(PacketOut),
+    /// `FLOW_REMOVED`.
+    FlowRemoved(FlowRemoved),
     /// `MULTIPART_REQUEST`.
     MultipartRequest {
         /// `OFPMPF_REQ_MORE`.
@@ -294,6 +323,35 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
                 oxms,
                 data: r.rest().to_vec(),
             })
+        }
+        msg::FLOW_REMOVED => {
+            let cookie = r.u64()?;
+            let priority = r.u16()?;
+            let reason = r.u8()?;
+            let table_id = r.u8()?;
+            let duration_sec = r.u32()?;
+            let duration_nsec = r.u32()?;
+            let idle_timeout = r.u16()?;
+            let hard_timeout = r.u16()?;
+            let packet_count = r.u64()?;
+            let byte_count = r.u64()?;
+            let oxms = decode_match(r)?;
+            empty(
+                r,
+                Message::FlowRemoved(FlowRemoved {
+                    cookie,
+                    priority,
+                    reason,
+                    table_id,
+                    duration_sec,
+                    duration_nsec,
+                    idle_timeout,
+                    hard_timeout,
+                    packet_count,
+                    byte_count,
+                    oxms,
+                }),
+            )?
         }
         msg::PACKET_OUT => {
             let buffer_id = r.u32()?;
@@ -430,6 +488,7 @@ pub fn type_of(m: &Message) -> u8 {
         Message::FlowMod(_) => msg::FLOW_MOD,
         Message::PacketIn(_) => msg::PACKET_IN,
         Message::PacketOut(_) => msg::PACKET_OUT,
+        Message::FlowRemoved(_) => msg::FLOW_REMOVED,
         Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
         Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
         Message::RoleRequest(..) => msg::ROLE_REQUEST,
@@ -513,6 +572,18 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
             encode_match(&p.oxms, out);
             out.extend_from_slice(&[0, 0]);
             out.extend_from_slice(&p.data);
+        }
+        Message::FlowRemoved(f) => {
+            out.extend_from_slice(&f.cookie.to_be_bytes());
+            out.extend_from_slice(&f.priority.to_be_bytes());
+            out.extend_from_slice(&[f.reason, f.table_id]);
+            out.extend_from_slice(&f.duration_sec.to_be_bytes());
+            out.extend_from_slice(&f.duration_nsec.to_be_bytes());
+            out.extend_from_slice(&f.idle_timeout.to_be_bytes());
+            out.extend_from_slice(&f.hard_timeout.to_be_bytes());
+            out.extend_from_slice(&f.packet_count.to_be_bytes());
+            out.extend_from_slice(&f.byte_count.to_be_bytes());
+            encode_match(&f.oxms, out);
         }
         Message::PacketOut(p) => {
             out.extend_from_slice(&p.buffer_id.to_be_bytes());

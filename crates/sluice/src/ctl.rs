@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sluice_classifier::table::Selection;
+use sluice_classifier::table::{flag, Removal, Selection};
+use sluice_classifier::Rule;
 use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
@@ -67,6 +68,10 @@ pub struct Control {
     /// Each PMD's (processing, idle) cycles at the last measurement.
     pmd_cycles_base: Mutex<Vec<(u64, u64)>>,
 }
+
+/// What applying flow-mods gave: each one's error, if any, by position,
+/// and the rules deleted that asked for FLOW_REMOVED.
+pub(crate) type Applied = (Vec<Option<OfError>>, Vec<Arc<Rule>>);
 
 /// The commands, for `sluice ctl --help` and errors.
 pub const COMMANDS: &str = "\
@@ -421,18 +426,23 @@ impl Control {
     /// read together costs one copy of the rule set, not one per message)
     /// and returns once every PMD runs it. Each op's error, if any, by
     /// position.
+    /// Also returns the rules deleted that asked for FLOW_REMOVED.
     pub(crate) fn apply_flow_mods(
         &self,
         ops: &[Result<FlowModOp, OfError>],
-    ) -> Result<Vec<Option<OfError>>, String> {
+    ) -> Result<Applied, String> {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
         let now = self.now_us();
+        let mut removed = Vec::new();
         let errs = ops
             .iter()
             .map(|op| match op {
                 Err(e) => Some(*e),
                 Ok(FlowModOp::Add(spec)) => {
+                    if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(spec) {
+                        return Some(OfError::OVERLAP);
+                    }
                     next.add(spec, now);
                     None
                 }
@@ -446,7 +456,12 @@ impl Control {
                     all_tables,
                     out_port,
                 }) => {
-                    next.delete_if(spec, *how, *all_tables, |r| outputs_to(r, *out_port));
+                    let gone =
+                        next.delete_if(spec, *how, *all_tables, |r| outputs_to(r, *out_port));
+                    removed.extend(
+                        gone.into_iter()
+                            .filter(|r| r.flags & flag::SEND_FLOW_REM != 0),
+                    );
                     None
                 }
             })
@@ -455,7 +470,25 @@ impl Control {
             self.publish(&next)?;
             *rules = next;
         }
-        Ok(errs)
+        Ok((errs, removed))
+    }
+
+    /// Removes the rules whose idle or hard timeout has passed (their use
+    /// brought up to date from the PMDs first), publishes the new version,
+    /// and returns them with why.
+    pub(crate) fn expire_rules(&self) -> Result<Vec<(Arc<Rule>, Removal)>, String> {
+        if !self.rules.lock().expect("rules").has_timeouts() {
+            return Ok(Vec::new());
+        }
+        self.ask_all(PmdCommand::CreditRules)?;
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        let gone = next.expire_with_reasons(self.now_us());
+        if !gone.is_empty() {
+            self.publish(&next)?;
+            *rules = next;
+        }
+        Ok(gone)
     }
 
     /// Runs `f` on the rules with their counters brought up to date, and

@@ -18,6 +18,7 @@ use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sluice_classifier::table::Removal;
 use sluice_classifier::Action;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
@@ -423,7 +424,11 @@ impl<S: Conn> Session<S> {
                 Err((_, e)) => Err(e),
             })
             .collect();
-        let errs = self.control.apply_flow_mods(&ops)?;
+        let (errs, removed) = self.control.apply_flow_mods(&ops)?;
+        let now = self.control.uptime_us();
+        for r in &removed {
+            self.info.hub.flow_removed(r, Removal::Delete, now);
+        }
         for (&(a, l), e) in mods.iter().zip(errs) {
             if let Some(e) = e {
                 let frame = &buf[a..a + l];

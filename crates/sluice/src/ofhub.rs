@@ -12,8 +12,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_classifier::dpaction::PacketInReason;
+use sluice_classifier::table::Removal;
+use sluice_classifier::Rule;
 use sluice_datapath::PacketIn;
 use sluice_openflow::consts::{role, NO_BUFFER};
+use sluice_openflow::convert::flow_removed;
 use sluice_openflow::msg::{to_bytes, PacketIn as OfPacketIn};
 use sluice_openflow::oxm::{f, Oxm};
 use sluice_openflow::{Message, OfError};
@@ -181,6 +184,22 @@ impl Hub {
             _ => return Err(OfError::ROLE_BAD_ROLE),
         }
         Ok((me.role.load(Ordering::Relaxed), cached.unwrap_or(gen)))
+    }
+
+    /// Tells the controllers that take it that rule `r` went, for `why`
+    /// (FLOW_REMOVED; a full queue loses it, counted).
+    pub fn flow_removed(&self, r: &Rule, why: Removal, now_us: u64) {
+        let m = flow_removed(r, why, now_us);
+        let reason = m.reason;
+        let msg = to_bytes(&Message::FlowRemoved(m), 0);
+        for o in self.outlets.lock().expect("outlets").iter() {
+            if o.listener.wants_packet_ins.load(Ordering::Relaxed)
+                && o.listener.takes(2, reason)
+                && o.tx.try_send(msg.clone()).is_err()
+            {
+                o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Removes a connection's queue.

@@ -321,6 +321,31 @@ pub fn run_ports(
                 "secure: with no controller connected the rules stay as they are"
             }
         );
+        // Timeouts are the control plane's: it removes timed-out rules
+        // from the rules it owns and tells the controllers (FLOW_REMOVED).
+        {
+            let (control, hub, stop) = (
+                Arc::clone(&control),
+                Arc::clone(&info.hub),
+                Arc::clone(&shared),
+            );
+            std::thread::Builder::new()
+                .name("of-expire".into())
+                .spawn(move || {
+                    while !stop.stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(250));
+                        if let Ok(gone) = control.expire_rules() {
+                            let now = control.uptime_us();
+                            for (r, why) in gone {
+                                if r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0 {
+                                    hub.flow_removed(&r, why, now);
+                                }
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| format!("rule expiry thread: {e}"))?;
+        }
         for peer in &opts.controllers {
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
                 .map_err(|e| format!("--controller {peer}: {e}"))?;

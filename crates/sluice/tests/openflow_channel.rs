@@ -578,3 +578,93 @@ fn roles_master_slave_and_generation_ids() {
     let m = expect(&mut a, 27);
     assert_eq!(&m[8..16], &[0, 0, 0, 3, 0, 0, 0, 0]);
 }
+
+#[test]
+fn flow_removed_on_delete_and_timeout_and_check_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("of.sock");
+    let log = dir.path().join("switch.log");
+    let _sw = Switch(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "run",
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+                "--duration",
+                "60",
+            ])
+            .arg("--listen")
+            .arg(format!("punix:{}", sock.display()))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the socket", 20, || sock.exists());
+    let t = format!("unix:{}", sock.display());
+    let connections = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("OpenFlow 1.3 connection")
+            .count()
+    };
+    let mon_out = dir.path().join("monitor.txt");
+    let before = connections();
+    let mut mon = Switch(
+        Command::new("timeout")
+            .args(["-s", "TERM", "5", "ovs-ofctl", "-O", "OpenFlow13"])
+            .arg(format!(
+                "--unixctl={}",
+                dir.path().join("ofctl.ctl").display()
+            ))
+            .args(["monitor", &t, "0"])
+            .stdout(std::fs::File::create(&mon_out).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the monitor's connection", 20, || connections() > before);
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    run(&[
+        "add-flow",
+        &t,
+        "send_flow_rem,hard_timeout=1,priority=5,ip,actions=drop",
+    ]);
+    run(&["add-flow", &t, "send_flow_rem,priority=6,arp,actions=drop"]);
+    run(&["add-flow", &t, "priority=6,ipv6,actions=drop"]);
+    // An overlapping rule of the same priority is refused when asked.
+    let (ok, out) = ofctl(&[
+        "add-flow",
+        &t,
+        "check_overlap,priority=6,arp,arp_op=1,actions=drop",
+    ]);
+    assert!(!ok && out.contains("OFPFMFC_OVERLAP"), "{out}");
+    run(&[
+        "add-flow",
+        &t,
+        "check_overlap,priority=7,arp,arp_op=1,actions=drop",
+    ]);
+    run(&["del-flows", &t, "arp"]);
+    run(&["del-flows", &t, "ipv6"]);
+    let _ = mon.0.wait();
+    let seen = std::fs::read_to_string(&mon_out).unwrap()
+        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    assert!(
+        seen.contains("FLOW_REMOVED (OF1.3) (xid=0x0): priority=6,arp reason=delete"),
+        "{seen}"
+    );
+    assert!(seen.contains("priority=5,ip reason=hard"), "{seen}");
+    // Only rules that asked.
+    assert_eq!(seen.matches("FLOW_REMOVED").count(), 2, "{seen}");
+    let flows = run(&["dump-flows", &t]);
+    assert!(
+        !flows.contains("priority=5,ip"),
+        "the timed-out rule is gone: {flows}"
+    );
+}

@@ -52,6 +52,8 @@ pub struct FlowSpec {
     /// Whether the line named a table (commands that select rules use
     /// every table when it did not, as `ovs-ofctl del-flows` does).
     pub table_given: bool,
+    /// OpenFlow flow-mod flags ([`crate::table::flag`]).
+    pub flags: u16,
 }
 
 impl Default for FlowSpec {
@@ -67,6 +69,7 @@ impl Default for FlowSpec {
             actions: Vec::new(),
             has_actions: false,
             table_given: false,
+            flags: 0,
         }
     }
 }
