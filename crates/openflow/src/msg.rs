@@ -192,6 +192,9 @@ pub enum Message {
     PacketOut(PacketOut),
     /// `FLOW_REMOVED`.
     FlowRemoved(FlowRemoved),
+    /// `PORT_STATUS`: reason (`OFPPR_ADD` 0, `DELETE` 1, `MODIFY` 2) and
+    /// the port.
+    PortStatus(u8, crate::multipart::PortDesc),
     /// `MULTIPART_REQUEST`.
     MultipartRequest {
         /// `OFPMPF_REQ_MORE`.
@@ -353,6 +356,12 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
                 }),
             )?
         }
+        msg::PORT_STATUS => {
+            let reason = r.u8()?;
+            r.skip(7)?;
+            let p = crate::multipart::PortDesc::decode(r)?;
+            empty(r, Message::PortStatus(reason, p))?
+        }
         msg::PACKET_OUT => {
             let buffer_id = r.u32()?;
             let in_port = r.u32()?;
@@ -489,6 +498,7 @@ pub fn type_of(m: &Message) -> u8 {
         Message::PacketIn(_) => msg::PACKET_IN,
         Message::PacketOut(_) => msg::PACKET_OUT,
         Message::FlowRemoved(_) => msg::FLOW_REMOVED,
+        Message::PortStatus(..) => msg::PORT_STATUS,
         Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
         Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
         Message::RoleRequest(..) => msg::ROLE_REQUEST,
@@ -572,6 +582,10 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
             encode_match(&p.oxms, out);
             out.extend_from_slice(&[0, 0]);
             out.extend_from_slice(&p.data);
+        }
+        Message::PortStatus(reason, p) => {
+            out.extend_from_slice(&[*reason, 0, 0, 0, 0, 0, 0, 0]);
+            p.encode(out);
         }
         Message::FlowRemoved(f) => {
             out.extend_from_slice(&f.cookie.to_be_bytes());

@@ -67,7 +67,20 @@ pub struct Control {
     rxq_cycles_base: Mutex<HashMap<(u32, u32), u64>>,
     /// Each PMD's (processing, idle) cycles at the last measurement.
     pmd_cycles_base: Mutex<Vec<(u64, u64)>>,
+    port_watcher: Mutex<Option<PortWatcher>>,
 }
+
+/// A port change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortChange {
+    /// Added (`add-port`).
+    Added,
+    /// Removed (`del-port`).
+    Deleted,
+}
+
+/// What is told of port changes: how, the port number and its name.
+pub type PortWatcher = Box<dyn Fn(PortChange, u32, &str) + Send + Sync>;
 
 /// What applying flow-mods gave: each one's error, if any, by position,
 /// and the rules deleted that asked for FLOW_REMOVED.
@@ -107,6 +120,7 @@ impl Control {
             reconfig: Mutex::new(()),
             rxq_cycles_base: Mutex::new(HashMap::new()),
             pmd_cycles_base: Mutex::new(Vec::new()),
+            port_watcher: Mutex::new(None),
         }
     }
 
@@ -254,6 +268,7 @@ impl Control {
                     }
                     return Err(e);
                 }
+                self.port_changed(PortChange::Added, n, &spec.to_string());
                 Ok(format!(
                     "added port {n} ({spec}){}",
                     if count > n_pmds {
@@ -281,6 +296,9 @@ impl Control {
                     .map(|r| r.map(|p| vec![p]))
                     .collect::<Result<Vec<_>, _>>()?;
                 let merged = merge_ports(&reports);
+                if let Some(p) = merged.first() {
+                    self.port_changed(PortChange::Deleted, n, &p.name);
+                }
                 Ok(format!(
                     "removed port {n}\n{}",
                     merged
@@ -515,6 +533,18 @@ impl Control {
         actions: Vec<sluice_classifier::Action>,
     ) -> Result<(), String> {
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
+    }
+
+    /// Calls `f` on every port added or removed from now on (the OpenFlow
+    /// channel's PORT_STATUS).
+    pub(crate) fn on_port_change(&self, f: PortWatcher) {
+        *self.port_watcher.lock().expect("port watcher") = Some(f);
+    }
+
+    fn port_changed(&self, how: PortChange, ofport: u32, name: &str) {
+        if let Some(f) = self.port_watcher.lock().expect("port watcher").as_ref() {
+            f(how, ofport, name);
+        }
     }
 
     /// Microseconds since the switch started.

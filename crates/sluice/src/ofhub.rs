@@ -202,6 +202,25 @@ impl Hub {
         }
     }
 
+    /// Tells every connection that takes it of a port change
+    /// (PORT_STATUS, reason 0 add, 1 delete).
+    pub fn port_status(&self, reason: u8, ofport: u32, name: &str) {
+        let desc = sluice_openflow::multipart::PortDesc {
+            port_no: ofport,
+            name: name.chars().take(15).collect(),
+            ..Default::default()
+        };
+        let msg = to_bytes(&Message::PortStatus(reason, desc), 0);
+        for o in self.outlets.lock().expect("outlets").iter() {
+            if o.listener.wants_packet_ins.load(Ordering::Relaxed)
+                && o.listener.takes(1, reason)
+                && o.tx.try_send(msg.clone()).is_err()
+            {
+                o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Removes a connection's queue.
     pub fn unregister(&self, id: u64) {
         self.outlets.lock().expect("outlets").retain(|o| o.id != id);

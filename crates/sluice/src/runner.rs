@@ -346,6 +346,14 @@ pub fn run_ports(
                 })
                 .map_err(|e| format!("rule expiry thread: {e}"))?;
         }
+        let hub = Arc::clone(&info.hub);
+        control.on_port_change(Box::new(move |how, ofport, name| {
+            let reason = match how {
+                crate::ctl::PortChange::Added => 0,
+                crate::ctl::PortChange::Deleted => 1,
+            };
+            hub.port_status(reason, ofport, name);
+        }));
         for peer in &opts.controllers {
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
                 .map_err(|e| format!("--controller {peer}: {e}"))?;

@@ -668,3 +668,78 @@ fn flow_removed_on_delete_and_timeout_and_check_overlap() {
         "the timed-out rule is gone: {flows}"
     );
 }
+
+#[test]
+fn port_status_when_a_port_is_added_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("of.sock");
+    let ctl = dir.path().join("ctl.sock");
+    let log = dir.path().join("switch.log");
+    let _sw = Switch(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "run",
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+                "--duration",
+                "60",
+            ])
+            .arg("--listen")
+            .arg(format!("punix:{}", sock.display()))
+            .arg("--ctl")
+            .arg(&ctl)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the sockets", 20, || sock.exists() && ctl.exists());
+    let t = format!("unix:{}", sock.display());
+    let connections = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("OpenFlow 1.3 connection")
+            .count()
+    };
+    let mon_out = dir.path().join("monitor.txt");
+    let before = connections();
+    let mut mon = Switch(
+        Command::new("timeout")
+            .args(["-s", "TERM", "4", "ovs-ofctl", "-O", "OpenFlow13"])
+            .arg(format!(
+                "--unixctl={}",
+                dir.path().join("ofctl.ctl").display()
+            ))
+            .args(["monitor", &t, "0"])
+            .stdout(std::fs::File::create(&mon_out).unwrap())
+            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the monitor's connection", 20, || connections() > before);
+    let sluice_ctl = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .arg("ctl")
+            .arg("--ctl")
+            .arg(&ctl)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    sluice_ctl(&["add-port", "3=null"]);
+    sluice_ctl(&["del-port", "3"]);
+    let _ = mon.0.wait();
+    let seen = std::fs::read_to_string(&mon_out).unwrap()
+        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    assert!(
+        seen.contains("OFPT_PORT_STATUS (OF1.3) (xid=0x0): ADD: 3(null)"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("OFPT_PORT_STATUS (OF1.3) (xid=0x0): DEL: 3(null)"),
+        "{seen}"
+    );
+}
