@@ -600,6 +600,16 @@ impl Datapath {
         }
     }
 
+    /// Limits the packet-ins this datapath makes to `pps` a second, in
+    /// bursts of up to `burst` (0: no limit). Beyond it a `controller`
+    /// action makes none: the drop `controller rate limit`.
+    pub fn set_packet_in_limit(&mut self, pps: f64, burst: f64) {
+        let q = &mut self.pipeline.packet_ins;
+        q.rate_per_us = pps / 1e6;
+        q.burst = burst.max(1.0);
+        q.tokens = q.burst;
+    }
+
     /// Whether packet-ins wait.
     #[inline]
     pub fn has_packet_ins(&self) -> bool {

@@ -33,11 +33,37 @@ pub struct PacketIn {
     pub cookie: u64,
 }
 
-/// Packet-ins waiting for the OpenFlow channel, bounded.
+/// Packet-ins waiting for the OpenFlow channel, bounded, and the rate at
+/// which they may be made (a token bucket: beyond it a packet-in is not
+/// made at all, so a miss storm to a rate-limited controller costs the PMD
+/// no copy per packet).
 #[derive(Debug, Default)]
 pub(crate) struct PacketInQueue {
     pub queue: VecDeque<PacketIn>,
     pub cap: usize,
+    /// Packet-ins a microsecond (0: no limit).
+    pub rate_per_us: f64,
+    pub burst: f64,
+    pub tokens: f64,
+    pub last_us: u64,
+}
+
+impl PacketInQueue {
+    /// Whether one more packet-in may be made at `now_us`.
+    fn admit(&mut self, now_us: u64) -> bool {
+        if self.rate_per_us <= 0.0 {
+            return true;
+        }
+        let dt = now_us.saturating_sub(self.last_us) as f64;
+        self.last_us = now_us;
+        self.tokens = (self.tokens + dt * self.rate_per_us).min(self.burst);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 fn apply(pkt: &mut Packet, a: &DpAction) {
@@ -110,6 +136,7 @@ pub(crate) fn execute(
         return;
     };
     let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
+    let mut ctl_rate = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
         let is_last = ai == last;
         match *a {
@@ -146,7 +173,11 @@ pub(crate) fn execute(
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
                     if let Some(p) = slot.as_ref() {
-                        if packet_ins.queue.len() < packet_ins.cap {
+                        if packet_ins.queue.len() >= packet_ins.cap {
+                            ctl_full |= bit;
+                        } else if !packet_ins.admit(now_us) {
+                            ctl_rate |= bit;
+                        } else {
                             let n = p.len().min(max_len as usize);
                             packet_ins.queue.push_back(PacketIn {
                                 in_port: p.meta.in_port,
@@ -158,8 +189,6 @@ pub(crate) fn execute(
                             });
                             stats.packet_ins += 1;
                             to_ctl |= bit;
-                        } else {
-                            ctl_full |= bit;
                         }
                     }
                     if is_last {
@@ -186,6 +215,8 @@ pub(crate) fn execute(
             stats.to_controller += 1;
         } else if ctl_full & bit != 0 {
             stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
+        } else if ctl_rate & bit != 0 {
+            stats.dropped[DropReason::ControllerRateLimit.index()] += 1;
         } else if no_buf & bit != 0 {
             stats.dropped[DropReason::NoBuffer.index()] += 1;
         } else {

@@ -13,6 +13,9 @@ pub enum DropReason {
     Xlate(XlateDrop),
     /// The controller queue was full.
     ControllerQueueFull,
+    /// Beyond the packet-in rate the controllers take (their rate limit,
+    /// applied where the packet-in would be made).
+    ControllerRateLimit,
     /// No pool frame was free to copy the packet for an output.
     NoBuffer,
     /// A miss not translated: upcalls had used their share of the PMD's
@@ -35,6 +38,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::NoBuffer,
     DropReason::UpcallBudget,
     DropReason::Xlate(XlateDrop::Fragment),
+    DropReason::ControllerRateLimit,
 ];
 
 impl DropReason {
@@ -44,6 +48,7 @@ impl DropReason {
             DropReason::Runt => "runt frame",
             DropReason::Xlate(x) => x.name(),
             DropReason::ControllerQueueFull => "controller queue full",
+            DropReason::ControllerRateLimit => "controller rate limit",
             DropReason::NoBuffer => "no buffer for copy",
             DropReason::UpcallBudget => "upcall budget",
         }
@@ -65,12 +70,13 @@ impl DropReason {
             DropReason::NoBuffer => 10,
             DropReason::UpcallBudget => 11,
             DropReason::Xlate(XlateDrop::Fragment) => 12,
+            DropReason::ControllerRateLimit => 13,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 13;
+pub const N_DROP_REASONS: usize = 14;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

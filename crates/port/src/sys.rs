@@ -218,18 +218,27 @@ pub fn would_block(e: &io::Error) -> bool {
 /// Pins the calling thread to CPU `cpu` (a PMD thread owns its core, as
 /// OVS's `pmd-cpu-mask` threads do).
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
+    pin_to_cpus(&[cpu])
+}
+
+/// Lets the calling thread run on the CPUs listed only (threads it starts
+/// afterwards inherit that).
+pub fn pin_to_cpus(cpus: &[usize]) -> io::Result<()> {
+    if let Some(&cpu) = cpus.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("CPU {cpu} is out of range"),
         ));
     }
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET
-    // writes inside it (cpu checked above), and sched_setaffinity reads
-    // exactly size_of::<cpu_set_t>() bytes of it. Pid 0 is this thread.
+    // writes inside it (each cpu checked above), and sched_setaffinity
+    // reads exactly size_of::<cpu_set_t>() bytes of it. Pid 0 is this
+    // thread.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc < 0 {
@@ -320,5 +329,15 @@ mod tests {
         assert!(pin_to_cpu(100_000).is_err());
         // Still free to run anywhere: pinning was the other thread's.
         assert_eq!(allowed_cpus().unwrap(), cpus);
+        let all = cpus.clone();
+        std::thread::spawn(move || {
+            pin_to_cpus(&all[..1]).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), all[..1]);
+            pin_to_cpus(&all).unwrap();
+            assert_eq!(allowed_cpus().unwrap(), all);
+            assert!(pin_to_cpus(&[0, 100_000]).is_err());
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -21,8 +21,9 @@ use sluice_openflow::msg::{to_bytes, PacketIn as OfPacketIn};
 use sluice_openflow::oxm::{f, Oxm};
 use sluice_openflow::{Message, OfError};
 
-/// Packet-ins waiting between the PMDs and the controllers.
-pub const PACKET_IN_QUEUE: usize = 4096;
+/// Batches of packet-ins (one per PMD iteration that made some) waiting
+/// between the PMDs and the controllers.
+pub const PACKET_IN_QUEUE: usize = 256;
 /// Messages waiting to be written to one controller.
 pub const SESSION_QUEUE: usize = 1024;
 
@@ -228,13 +229,15 @@ impl Hub {
 
     /// Starts the thread that takes the PMDs' packet-ins from `rx` and
     /// offers them to the controllers. It ends when every PMD has.
-    pub fn spawn(self: &Arc<Self>, rx: Receiver<PacketIn>) -> std::io::Result<()> {
+    pub fn spawn(self: &Arc<Self>, rx: Receiver<Vec<PacketIn>>) -> std::io::Result<()> {
         let hub = Arc::clone(self);
         std::thread::Builder::new()
             .name("of-packet-in".into())
             .spawn(move || {
-                for pi in rx {
-                    hub.offer(&pi);
+                for batch in rx {
+                    for pi in &batch {
+                        hub.offer(pi);
+                    }
                 }
             })
             .map(|_| ())

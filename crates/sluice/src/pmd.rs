@@ -247,7 +247,7 @@ pub fn spawn(
     start: Instant,
     limits: Limits,
     shared: Arc<Shared>,
-    packet_ins: Option<mpsc::SyncSender<PacketIn>>,
+    packet_ins: Option<mpsc::SyncSender<Vec<PacketIn>>>,
 ) -> Result<PmdHandle, String> {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
@@ -281,6 +281,7 @@ pub fn spawn(
                 shared: &shared,
                 inputs_left: true,
             };
+            let mut pending_pins: Option<Vec<PacketIn>> = None;
             'poll: loop {
                 // Commands first: a change is in force before any packet
                 // of this iteration is looked at.
@@ -302,17 +303,24 @@ pub fn spawn(
                     break;
                 }
                 let n = dp.poll_once_clocked(&clock);
-                // Packet-ins leave for the OpenFlow channel through a
-                // bounded queue; what does not fit waits in the
-                // datapath's own (bounded, drops counted) queue.
+                // Packet-ins leave for the OpenFlow channel in one batch
+                // per iteration through a bounded queue (one hand-over, at
+                // most one wake-up, per batch). A batch the queue has no
+                // room for waits here, and the datapath's own bounded
+                // queue fills behind it (then drops, counted).
                 if let Some(tx) = &packet_ins {
-                    if dp.has_packet_ins() {
+                    if pending_pins.is_none() && dp.has_packet_ins() {
+                        let mut batch = Vec::new();
                         dp.hand_over_packet_ins(|p| {
-                            tx.try_send(p).map_err(|e| match e {
-                                mpsc::TrySendError::Full(p)
-                                | mpsc::TrySendError::Disconnected(p) => p,
-                            })
+                            batch.push(p);
+                            Ok(())
                         });
+                        pending_pins = Some(batch);
+                    }
+                    if let Some(batch) = pending_pins.take() {
+                        if let Err(mpsc::TrySendError::Full(b)) = tx.try_send(batch) {
+                            pending_pins = Some(b);
+                        }
                     }
                 }
                 if max_packets.is_some() && n > 0 {

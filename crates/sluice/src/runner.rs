@@ -258,7 +258,18 @@ pub fn run_ports(
     for (ports, &placement) in dealt.into_iter().zip(placements) {
         let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
         let flush = cfg.port_tx_flush_us.clone();
-        let build = move || ports.build(dp_cfg, rules, &flush);
+        // A controller rate limit is also each PMD's share of it where the
+        // packet-ins are made, so that what would be dropped later costs
+        // no copy.
+        let pin_limit = opts.controller_rate_limit;
+        let build = move || {
+            let mut dp = ports.build(dp_cfg, rules, &flush)?;
+            if pin_limit > 0 {
+                let share = f64::from(pin_limit) / n_pmds as f64;
+                dp.set_packet_in_limit(share, (share / 4.0).max(25.0));
+            }
+            Ok(dp)
+        };
         match pmd::spawn(
             build,
             placement,
@@ -274,6 +285,18 @@ pub fn run_ports(
                     let _ = p.join();
                 }
                 return Err(e);
+            }
+        }
+    }
+    // As ovs-vswitchd: the threads that are not PMDs (control, OpenFlow
+    // connections, packet-in distribution) keep off the PMDs' cores when
+    // there are others, so that they never take a PMD's time.
+    let pmd_cores: Vec<usize> = pmds.iter().filter_map(|p| p.placement.core).collect();
+    if !pmd_cores.is_empty() {
+        if let Ok(all) = sluice_port::sys::allowed_cpus() {
+            let others: Vec<usize> = all.into_iter().filter(|c| !pmd_cores.contains(c)).collect();
+            if !others.is_empty() {
+                let _ = sluice_port::sys::pin_to_cpus(&others);
             }
         }
     }
