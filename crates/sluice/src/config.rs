@@ -24,6 +24,13 @@
 //!
 //! tx_flush_interval = 0         # µs an output batch may wait
 //!
+//! [openflow]                   # an OpenFlow 1.3 channel (see `sluice run --help`)
+//! controllers = ["tcp:192.0.2.10:6653"]
+//! listen = ["ptcp:6653", "punix:sluice.of"]   # a punix: path is relative to this file
+//! datapath_id = "0000000000000001"
+//! fail_mode = "secure"          # or standalone
+//! controller_rate_limit = 1000  # packet-ins a second per controller (0: none)
+//!
 //! [[ports]]
 //! number = 1
 //! spec = "pcap:rx=in.pcap"
@@ -67,6 +74,8 @@ pub struct Config {
     pub frag_handling: FragHandling,
     /// What rewrites do to fragments' L4 bytes (`--frag-rewrites`).
     pub frag_rewrites: FragRewrites,
+    /// The `[openflow]` section.
+    pub openflow: OpenFlowConfig,
 }
 
 #[derive(Deserialize)]
@@ -87,6 +96,27 @@ struct FileConfig {
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
+    openflow: Option<OpenFlowConfig>,
+}
+
+/// The `[openflow]` section: the OpenFlow channel's settings, as written
+/// (the command line's `--controller`, `--listen`, ... add to and override
+/// them, and `sluice run` checks them all the same way).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OpenFlowConfig {
+    /// `--controller` targets.
+    #[serde(default)]
+    pub controllers: Vec<String>,
+    /// `--listen` targets.
+    #[serde(default)]
+    pub listen: Vec<String>,
+    /// `--datapath-id`.
+    pub datapath_id: Option<String>,
+    /// `--fail-mode`.
+    pub fail_mode: Option<String>,
+    /// `--controller-rate-limit`.
+    pub controller_rate_limit: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -228,6 +258,22 @@ impl Config {
                 f.pmd_auto_lb_load_threshold,
                 f.pmd_auto_lb_improvement_threshold,
             )?,
+            openflow: f
+                .openflow
+                .map(|mut o| {
+                    // A punix:/unix: path is relative to the file.
+                    let fix = |t: &mut String| {
+                        for pre in ["punix:", "unix:"] {
+                            if let Some(p) = t.strip_prefix(pre) {
+                                *t = format!("{pre}{}", resolve(base, p.into()).display());
+                            }
+                        }
+                    };
+                    o.listen.iter_mut().for_each(fix);
+                    o.controllers.iter_mut().for_each(fix);
+                    o
+                })
+                .unwrap_or_default(),
             ..Config::default()
         };
         if let Some(n) = f.vlan_limit {
@@ -302,6 +348,28 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openflow_section() {
+        let cfg = Config::from_toml(
+            "[openflow]\ncontrollers = [\"tcp:192.0.2.1\"]\nlisten = [\"ptcp:6653\", \"punix:of.sock\"]\ndatapath_id = \"ab\"\nfail_mode = \"standalone\"\ncontroller_rate_limit = 50\n",
+            Path::new("/cfg"),
+        )
+        .unwrap();
+        let o = &cfg.openflow;
+        assert_eq!(o.controllers, ["tcp:192.0.2.1"]);
+        assert_eq!(o.listen, ["ptcp:6653", "punix:/cfg/of.sock"]);
+        assert_eq!(
+            (
+                o.datapath_id.as_deref(),
+                o.fail_mode.as_deref(),
+                o.controller_rate_limit
+            ),
+            (Some("ab"), Some("standalone"), Some(50))
+        );
+        let e = Config::from_toml("[openflow]\ncontroler = []\n", Path::new("/")).unwrap_err();
+        assert!(e.contains("unknown field"), "{e}");
+    }
 
     #[test]
     fn toml_config() {

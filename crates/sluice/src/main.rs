@@ -265,8 +265,9 @@ struct RunArgs {
     /// Packet-ins a second to each controller, beyond a burst of a quarter
     /// of that (OVS's controller-rate-limit); more are dropped and counted.
     /// 0: no limit.
-    #[arg(long, value_name = "PPS", default_value_t = 1000)]
-    controller_rate_limit: u32,
+    /// [default: 1000]
+    #[arg(long, value_name = "PPS")]
+    controller_rate_limit: Option<u32>,
     /// With no controller connected: 'secure' (default) or 'standalone';
     /// both keep the rules as they are (Sluice has no NORMAL switching to
     /// fall back to), standalone says so in the log.
@@ -453,23 +454,35 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         packets: a.packets,
         dump_megaflows: a.cache.dump_megaflows,
         ctl: a.ctl,
-        listen: a
+        listen: cfg
+            .openflow
             .listen
             .iter()
+            .chain(&a.listen)
             .map(|t| sluice::ofchannel::parse_listen(t).map_err(|e| format!("--listen {e}")))
             .collect::<Result<_, _>>()?,
-        controllers: a
-            .controller
+        controllers: cfg
+            .openflow
+            .controllers
             .iter()
+            .chain(&a.controller)
             .map(|t| {
                 sluice::ofchannel::parse_controller(t).map_err(|e| format!("--controller {e}"))
             })
             .collect::<Result<_, _>>()?,
-        fail_standalone: a.fail_mode.as_deref() == Some("standalone"),
-        controller_rate_limit: a.controller_rate_limit,
+        fail_standalone: match a.fail_mode.as_deref().or(cfg.openflow.fail_mode.as_deref()) {
+            None | Some("secure") => false,
+            Some("standalone") => true,
+            Some(m) => return Err(format!("fail_mode '{m}': give secure or standalone")),
+        },
+        controller_rate_limit: a
+            .controller_rate_limit
+            .or(cfg.openflow.controller_rate_limit)
+            .unwrap_or(1000),
         datapath_id: a
             .datapath_id
             .as_deref()
+            .or(cfg.openflow.datapath_id.as_deref())
             .map(parse_datapath_id)
             .transpose()?,
     };
