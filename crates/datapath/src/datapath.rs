@@ -19,7 +19,7 @@ use crate::cycles;
 use crate::execute::PacketIn;
 use crate::output::{OutputStage, PortSlot, RxQueue};
 use crate::pipeline::Pipeline;
-use crate::stats::DpStats;
+use crate::stats::{DpStats, DropReason};
 
 /// How often rule timeouts are checked.
 pub const EXPIRE_INTERVAL_US: u64 = 100_000;
@@ -135,6 +135,9 @@ pub struct Datapath {
     pool: PacketPool,
     out: OutputStage,
     port_numbers: Vec<u32>,
+    /// The ports forwarding may use (those not `no_fwd`), ascending: what
+    /// translation sees (a `no_fwd` port is missing to it).
+    fwd_numbers: Vec<u32>,
     rules: Arc<RuleSet>,
     rules_have_timeouts: bool,
     /// Bumped on every change of rules or ports: megaflows from an older
@@ -160,6 +163,7 @@ impl Datapath {
                 tx_flush_interval_us: cfg.tx_flush_interval_us,
             },
             port_numbers: Vec::new(),
+            fwd_numbers: Vec::new(),
             rules: Arc::new(RuleSet::new()),
             rules_have_timeouts: false,
             epoch: 0,
@@ -209,10 +213,45 @@ impl Datapath {
                 flush_deadline_us: 0,
                 tx_flush_interval_us: None,
                 rx_cycles: 0,
+                no_recv: false,
+                no_fwd: false,
             },
         );
         self.port_numbers.insert(pos, ofport);
+        self.refresh_fwd();
         // all/flood and outputs to missing ports depend on the port set.
+        self.epoch += 1;
+        Ok(())
+    }
+
+    fn refresh_fwd(&mut self) {
+        self.fwd_numbers = self
+            .out
+            .ports
+            .iter()
+            .filter(|s| !s.no_fwd)
+            .map(|s| s.ofport)
+            .collect();
+    }
+
+    /// Sets a port's OpenFlow config: `no_recv` drops what it receives
+    /// (counted, `port no_recv`), `no_fwd` takes it out of forwarding (an
+    /// output to it is an output to a missing port; flooding passes it
+    /// by). Cached decisions are revalidated (the epoch moves).
+    pub fn set_port_config(
+        &mut self,
+        ofport: u32,
+        no_recv: bool,
+        no_fwd: bool,
+    ) -> Result<(), DpError> {
+        let i = self
+            .out
+            .index_of(ofport)
+            .ok_or(DpError::NoSuchPort(ofport))?;
+        let slot = &mut self.out.ports[i];
+        slot.no_recv = no_recv;
+        slot.no_fwd = no_fwd;
+        self.refresh_fwd();
         self.epoch += 1;
         Ok(())
     }
@@ -352,6 +391,7 @@ impl Datapath {
     fn poll_rxq(&mut self, pi: usize, q: Option<usize>, now_us: u64, mark: &mut u64) -> usize {
         let slot = &mut self.out.ports[pi];
         let ofport = slot.ofport;
+        let no_recv = slot.no_recv;
         let (port, rx_done) = match q {
             None => (&mut slot.port, &mut slot.rx_done),
             Some(q) => {
@@ -364,11 +404,21 @@ impl Datapath {
         }
         let mut batch = PacketBatch::new();
         match port.rx_burst(&mut self.pool, &mut batch, ofport) {
+            RxStatus::Received(_) if no_recv => {
+                let received = batch.len();
+                self.stats.rx_packets += received as u64;
+                self.stats.dropped[DropReason::PortNoRecv.index()] += received as u64;
+                for p in batch.drain() {
+                    self.stats.rx_bytes += p.len() as u64;
+                    self.pool.free(p);
+                }
+                received
+            }
             RxStatus::Received(_) => {
                 let received = batch.len();
                 let env = XlateEnv {
                     rules: &self.rules,
-                    ports: &self.port_numbers,
+                    ports: &self.fwd_numbers,
                 };
                 self.pipeline.process(
                     &mut batch,
@@ -420,7 +470,7 @@ impl Datapath {
             self.credit_rules();
             let env = XlateEnv {
                 rules: &self.rules,
-                ports: &self.port_numbers,
+                ports: &self.fwd_numbers,
             };
             self.pipeline.caches.housekeeping(
                 env,
@@ -545,6 +595,7 @@ impl Datapath {
         self.out.flush_port(i, &mut self.pool, &mut self.stats);
         let mut slot = self.out.ports.remove(i);
         self.port_numbers.remove(i);
+        self.refresh_fwd();
         self.epoch += 1;
         let mut flushed = slot.port.flush(&mut self.pool);
         for q in &mut slot.extra_rxqs {
@@ -634,7 +685,7 @@ impl Datapath {
         pkt.meta.in_port = in_port;
         let env = XlateEnv {
             rules: &self.rules,
-            ports: &self.port_numbers,
+            ports: &self.fwd_numbers,
         };
         self.pipeline.packet_out(
             pkt,

@@ -30,6 +30,10 @@ pub(crate) struct PortSlot {
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
+    /// OpenFlow port config: what it receives is dropped (`no_recv`).
+    pub no_recv: bool,
+    /// OpenFlow port config: nothing is forwarded to it (`no_fwd`).
+    pub no_fwd: bool,
 }
 
 /// An rx queue a PMD polls for receiving only; it can be taken from one

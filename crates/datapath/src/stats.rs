@@ -16,6 +16,8 @@ pub enum DropReason {
     /// Beyond the packet-in rate the controllers take (their rate limit,
     /// applied where the packet-in would be made).
     ControllerRateLimit,
+    /// Received on a port a controller set `no_recv` (or down).
+    PortNoRecv,
     /// No pool frame was free to copy the packet for an output.
     NoBuffer,
     /// A miss not translated: upcalls had used their share of the PMD's
@@ -39,6 +41,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::UpcallBudget,
     DropReason::Xlate(XlateDrop::Fragment),
     DropReason::ControllerRateLimit,
+    DropReason::PortNoRecv,
 ];
 
 impl DropReason {
@@ -49,6 +52,7 @@ impl DropReason {
             DropReason::Xlate(x) => x.name(),
             DropReason::ControllerQueueFull => "controller queue full",
             DropReason::ControllerRateLimit => "controller rate limit",
+            DropReason::PortNoRecv => "port no_recv",
             DropReason::NoBuffer => "no buffer for copy",
             DropReason::UpcallBudget => "upcall budget",
         }
@@ -71,12 +75,13 @@ impl DropReason {
             DropReason::UpcallBudget => 11,
             DropReason::Xlate(XlateDrop::Fragment) => 12,
             DropReason::ControllerRateLimit => 13,
+            DropReason::PortNoRecv => 14,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 14;
+pub const N_DROP_REASONS: usize = 15;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -49,6 +49,42 @@ fn controller_queue_overflow_is_a_named_drop() {
 }
 
 #[test]
+fn the_controller_rate_limit_makes_no_packet_in_beyond_it() {
+    // 40 packets at one instant, a burst of 5: 5 packet-ins, 35 drops.
+    let frames: Frames = (0..40).map(udp).collect();
+    let mut dp = dp_with("actions=controller", DatapathConfig::default(), frames);
+    dp.set_packet_in_limit(10.0, 5.0);
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.to_controller, 5);
+    assert_eq!(st.dropped_by(DropReason::ControllerRateLimit), 35);
+    assert!(st.rx_balanced());
+}
+
+#[test]
+fn a_port_set_no_recv_drops_what_it_receives_and_no_fwd_takes_it_out() {
+    let frames: Frames = (0..10).map(udp).collect();
+    let mut dp = dp_with(
+        "actions=output:2",
+        DatapathConfig::default(),
+        frames.clone(),
+    );
+    dp.set_port_config(1, true, false).unwrap();
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.dropped_by(DropReason::PortNoRecv), 10);
+    assert_eq!(st.forwarded, 0);
+    assert!(st.rx_balanced());
+    let mut dp = dp_with("actions=output:2", DatapathConfig::default(), frames);
+    dp.set_port_config(2, false, true).unwrap();
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.dropped_by(DropReason::Xlate(XlateDrop::NoSuchPort)), 10);
+    assert!(st.rx_balanced());
+    assert!(dp.set_port_config(9, true, true).is_err());
+}
+
+#[test]
 fn pool_exhaustion_while_copying_is_counted() {
     // 8 frames: 8 packets in one burst leave no frame for copies.
     let frames: Frames = (0..8).map(udp).collect();

@@ -60,6 +60,17 @@ pub mod role {
     pub const SLAVE: u32 = 3;
 }
 
+/// Port config bits (`ofp_port_config`) Sluice acts on.
+pub mod portc {
+    #![allow(missing_docs)]
+    pub const PORT_DOWN: u32 = 1 << 0;
+    pub const NO_RECV: u32 = 1 << 2;
+    pub const NO_FWD: u32 = 1 << 5;
+    pub const NO_PACKET_IN: u32 = 1 << 6;
+    /// `OFPPS_LINK_DOWN` (port state).
+    pub const LINK_DOWN: u32 = 1 << 0;
+}
+
 /// `OFPTT_ALL`: every table (deletes and statistics).
 pub const TABLE_ALL: u8 = 0xff;
 /// `OFPG_ANY`: no group filter.
@@ -169,6 +180,9 @@ errors! {
     BAD_TIMEOUT = (5, 5), "FLOW_MOD_FAILED/BAD_TIMEOUT.";
     BAD_COMMAND = (5, 6), "FLOW_MOD_FAILED/BAD_COMMAND.";
     BAD_FLAGS = (5, 7), "FLOW_MOD_FAILED/BAD_FLAGS.";
+    PORT_MOD_BAD_PORT = (7, 0), "PORT_MOD_FAILED/BAD_PORT.";
+    PORT_MOD_BAD_HW_ADDR = (7, 1), "PORT_MOD_FAILED/BAD_HW_ADDR.";
+    PORT_MOD_BAD_CONFIG = (7, 2), "PORT_MOD_FAILED/BAD_CONFIG: a config bit Sluice does not act on.";
     SWITCH_CONFIG_BAD_FLAGS = (10, 0), "SWITCH_CONFIG_FAILED/BAD_FLAGS.";
     ROLE_STALE = (11, 0), "ROLE_REQUEST_FAILED/STALE: an older generation_id.";
     ROLE_BAD_ROLE = (11, 2), "ROLE_REQUEST_FAILED/BAD_ROLE.";

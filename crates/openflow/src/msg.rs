@@ -141,6 +141,21 @@ pub struct FlowRemoved {
     pub oxms: Vec<Oxm>,
 }
 
+/// `PORT_MOD`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortMod {
+    /// The port.
+    pub port_no: u32,
+    /// Its hardware address, as the controller knows it.
+    pub hw_addr: [u8; 6],
+    /// `OFPPC_*` bits to set.
+    pub config: u32,
+    /// Which bits `config` sets.
+    pub mask: u32,
+    /// Features to advertise (0: unchanged).
+    pub advertise: u32,
+}
+
 /// `PACKET_OUT`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PacketOut {
@@ -192,6 +207,8 @@ pub enum Message {
     PacketOut(PacketOut),
     /// `FLOW_REMOVED`.
     FlowRemoved(FlowRemoved),
+    /// `PORT_MOD`.
+    PortMod(PortMod),
     /// `PORT_STATUS`: reason (`OFPPR_ADD` 0, `DELETE` 1, `MODIFY` 2) and
     /// the port.
     PortStatus(u8, crate::multipart::PortDesc),
@@ -356,6 +373,27 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
                 }),
             )?
         }
+        msg::PORT_MOD => {
+            let port_no = r.u32()?;
+            r.skip(4)?;
+            let mut hw_addr = [0u8; 6];
+            hw_addr.copy_from_slice(r.take(6)?);
+            r.skip(2)?;
+            let config = r.u32()?;
+            let mask = r.u32()?;
+            let advertise = r.u32()?;
+            r.skip(4)?;
+            empty(
+                r,
+                Message::PortMod(PortMod {
+                    port_no,
+                    hw_addr,
+                    config,
+                    mask,
+                    advertise,
+                }),
+            )?
+        }
         msg::PORT_STATUS => {
             let reason = r.u8()?;
             r.skip(7)?;
@@ -499,6 +537,7 @@ pub fn type_of(m: &Message) -> u8 {
         Message::PacketOut(_) => msg::PACKET_OUT,
         Message::FlowRemoved(_) => msg::FLOW_REMOVED,
         Message::PortStatus(..) => msg::PORT_STATUS,
+        Message::PortMod(_) => msg::PORT_MOD,
         Message::MultipartRequest { .. } => msg::MULTIPART_REQUEST,
         Message::MultipartReply { .. } => msg::MULTIPART_REPLY,
         Message::RoleRequest(..) => msg::ROLE_REQUEST,
@@ -582,6 +621,16 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
             encode_match(&p.oxms, out);
             out.extend_from_slice(&[0, 0]);
             out.extend_from_slice(&p.data);
+        }
+        Message::PortMod(m) => {
+            out.extend_from_slice(&m.port_no.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
+            out.extend_from_slice(&m.hw_addr);
+            out.extend_from_slice(&[0; 2]);
+            out.extend_from_slice(&m.config.to_be_bytes());
+            out.extend_from_slice(&m.mask.to_be_bytes());
+            out.extend_from_slice(&m.advertise.to_be_bytes());
+            out.extend_from_slice(&[0; 4]);
         }
         Message::PortStatus(reason, p) => {
             out.extend_from_slice(&[*reason, 0, 0, 0, 0, 0, 0, 0]);

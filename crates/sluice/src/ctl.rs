@@ -68,6 +68,8 @@ pub struct Control {
     /// Each PMD's (processing, idle) cycles at the last measurement.
     pmd_cycles_base: Mutex<Vec<(u64, u64)>>,
     port_watcher: Mutex<Option<PortWatcher>>,
+    /// Ports' OpenFlow config bits set by PORT_MOD.
+    port_config: Mutex<HashMap<u32, u32>>,
 }
 
 /// A port change.
@@ -77,6 +79,8 @@ pub enum PortChange {
     Added,
     /// Removed (`del-port`).
     Deleted,
+    /// Its config changed (PORT_MOD).
+    Modified,
 }
 
 /// What is told of port changes: how, the port number and its name.
@@ -121,6 +125,7 @@ impl Control {
             rxq_cycles_base: Mutex::new(HashMap::new()),
             pmd_cycles_base: Mutex::new(Vec::new()),
             port_watcher: Mutex::new(None),
+            port_config: Mutex::new(HashMap::new()),
         }
     }
 
@@ -533,6 +538,47 @@ impl Control {
         actions: Vec<sluice_classifier::Action>,
     ) -> Result<(), String> {
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
+    }
+
+    /// A port's OpenFlow config bits (0 unless a PORT_MOD set some).
+    pub(crate) fn port_config(&self, ofport: u32) -> u32 {
+        self.port_config
+            .lock()
+            .expect("port config")
+            .get(&ofport)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Sets a port's OpenFlow config: `down` and `no_recv` drop what it
+    /// receives, `down` and `no_fwd` take it out of forwarding; in force
+    /// on every PMD when this returns. `config` is the whole new set.
+    pub(crate) fn set_port_config(
+        &self,
+        ofport: u32,
+        config: u32,
+        down: bool,
+        no_recv: bool,
+        no_fwd: bool,
+    ) -> Result<(), String> {
+        let _reconfig = self.reconfig.lock().expect("reconfig");
+        for r in self
+            .ask_all(|tx| PmdCommand::SetPortConfig(ofport, down || no_recv, down || no_fwd, tx))?
+        {
+            r?;
+        }
+        self.port_config
+            .lock()
+            .expect("port config")
+            .insert(ofport, config);
+        let name = self
+            .port_reports()?
+            .into_iter()
+            .find(|p| p.ofport == ofport)
+            .map(|p| p.name)
+            .unwrap_or_default();
+        self.port_changed(PortChange::Modified, ofport, &name);
+        Ok(())
     }
 
     /// Calls `f` on every port added or removed from now on (the OpenFlow

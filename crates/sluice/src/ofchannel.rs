@@ -22,16 +22,16 @@ use sluice_classifier::table::Removal;
 use sluice_classifier::Action;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
-use sluice_openflow::consts::{mp, port, role, OFP13};
+use sluice_openflow::consts::{mp, port, portc, role, OFP13};
 use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_action, to_match};
 use sluice_openflow::features::table_features;
-use sluice_openflow::msg::PacketOut;
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
+use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use crate::ctl::Control;
-use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
+use crate::ofhub::{port_desc, Hub, Listener, SESSION_QUEUE};
 
 /// Tables a controller may use (0..=253; 254 is OVS's too).
 pub const N_TABLES: u8 = 254;
@@ -508,6 +508,13 @@ impl<S: Conn> Session<S> {
             Message::PacketOut(_) if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
                 self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
             }
+            Message::PortMod(_) if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
+                self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
+            }
+            Message::PortMod(pm) => match self.port_mod(&pm) {
+                Ok(()) => Ok(()),
+                Err(e) => self.reply(&error_reply(e, frame), h.xid),
+            },
             Message::RoleRequest(want, gen) => {
                 match self.info.hub.set_role(&self.listener, want, gen) {
                     Ok((r, g)) => self.reply(&Message::RoleReply(r, g), h.xid),
@@ -542,6 +549,40 @@ impl<S: Conn> Session<S> {
             },
             _ => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
         }
+    }
+
+    /// PORT_MOD: the config bits Sluice acts on (`port_down`, `no_recv`,
+    /// `no_fwd`); any other bit in the mask is `BAD_CONFIG`, not ignored.
+    fn port_mod(&mut self, pm: &PortMod) -> Result<(), OfError> {
+        let ports = self
+            .control
+            .port_reports()
+            .map_err(|_| OfError::PORT_MOD_BAD_PORT)?;
+        if !ports.iter().any(|p| p.ofport == pm.port_no) {
+            return Err(OfError::PORT_MOD_BAD_PORT);
+        }
+        // Sluice's port descriptions give every port the address 0.
+        if pm.hw_addr != [0; 6] {
+            return Err(OfError::PORT_MOD_BAD_HW_ADDR);
+        }
+        let known = portc::PORT_DOWN | portc::NO_RECV | portc::NO_FWD;
+        if pm.mask & !known != 0 {
+            return Err(OfError::PORT_MOD_BAD_CONFIG);
+        }
+        let old = self.control.port_config(pm.port_no);
+        let new = (old & !pm.mask) | (pm.config & pm.mask);
+        if new != old {
+            self.control
+                .set_port_config(
+                    pm.port_no,
+                    new,
+                    new & portc::PORT_DOWN != 0,
+                    new & portc::NO_RECV != 0,
+                    new & portc::NO_FWD != 0,
+                )
+                .map_err(|_| OfError::PORT_MOD_BAD_PORT)?;
+        }
+        Ok(())
     }
 
     fn multipart(&mut self, req: MpRequest, xid: u32, frame: &[u8]) -> Result<(), String> {
@@ -623,11 +664,7 @@ impl<S: Conn> Session<S> {
                 let ports = self.control.port_reports()?;
                 let descs = ports
                     .iter()
-                    .map(|p| sluice_openflow::multipart::PortDesc {
-                        port_no: p.ofport,
-                        name: p.name.chars().take(15).collect(),
-                        ..Default::default()
-                    })
+                    .map(|p| port_desc(p.ofport, &p.name, self.control.port_config(p.ofport)))
                     .collect();
                 self.send(&one(MpReply::PortDesc(descs)))
             }

@@ -204,13 +204,10 @@ impl Hub {
     }
 
     /// Tells every connection that takes it of a port change
-    /// (PORT_STATUS, reason 0 add, 1 delete).
-    pub fn port_status(&self, reason: u8, ofport: u32, name: &str) {
-        let desc = sluice_openflow::multipart::PortDesc {
-            port_no: ofport,
-            name: name.chars().take(15).collect(),
-            ..Default::default()
-        };
+    /// (PORT_STATUS, reason 0 add, 1 delete, 2 modify), with the port's
+    /// config bits.
+    pub fn port_status(&self, reason: u8, ofport: u32, name: &str, config: u32) {
+        let desc = port_desc(ofport, name, config);
         let msg = to_bytes(&Message::PortStatus(reason, desc), 0);
         for o in self.outlets.lock().expect("outlets").iter() {
             if o.listener.wants_packet_ins.load(Ordering::Relaxed)
@@ -269,6 +266,23 @@ impl Hub {
         if !taken {
             self.no_controller.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// A port's description: number, name (15 bytes at most), config bits
+/// and the state they make (`LINK_DOWN` when set `PORT_DOWN`).
+pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multipart::PortDesc {
+    use sluice_openflow::consts::portc;
+    sluice_openflow::multipart::PortDesc {
+        port_no: ofport,
+        name: name.chars().take(15).collect(),
+        config,
+        state: if config & portc::PORT_DOWN != 0 {
+            portc::LINK_DOWN
+        } else {
+            0
+        },
+        ..Default::default()
     }
 }
 

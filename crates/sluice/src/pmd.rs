@@ -96,6 +96,8 @@ pub enum PmdCommand {
     /// Forward a controller's packet (PACKET_OUT): its bytes, in_port and
     /// actions.
     PacketOut(Vec<u8>, u32, Vec<Action>, Sender<Result<(), String>>),
+    /// Set a port's `no_recv` and `no_fwd` (OpenFlow PORT_MOD).
+    SetPortConfig(u32, bool, bool, Sender<Result<(), String>>),
     /// Finish: flush everything and end the thread.
     Stop,
 }
@@ -165,6 +167,12 @@ fn handle(
         PmdCommand::SetRules(rules, reply) => {
             dp.set_rules(rules);
             let _ = reply.send(dp.epoch());
+        }
+        PmdCommand::SetPortConfig(ofport, no_recv, no_fwd, reply) => {
+            let _ = reply.send(
+                dp.set_port_config(ofport, no_recv, no_fwd)
+                    .map_err(|e| e.to_string()),
+            );
         }
         PmdCommand::PacketOut(data, in_port, actions, reply) => {
             let _ = reply.send(dp.packet_out(&data, in_port, &actions, now_us));

@@ -370,12 +370,17 @@ pub fn run_ports(
                 .map_err(|e| format!("rule expiry thread: {e}"))?;
         }
         let hub = Arc::clone(&info.hub);
+        let control_for_status = Arc::downgrade(&control);
         control.on_port_change(Box::new(move |how, ofport, name| {
             let reason = match how {
                 crate::ctl::PortChange::Added => 0,
                 crate::ctl::PortChange::Deleted => 1,
+                crate::ctl::PortChange::Modified => 2,
             };
-            hub.port_status(reason, ofport, name);
+            let config = control_for_status
+                .upgrade()
+                .map_or(0, |c| c.port_config(ofport));
+            hub.port_status(reason, ofport, name, config);
         }));
         for peer in &opts.controllers {
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())

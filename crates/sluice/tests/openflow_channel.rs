@@ -743,3 +743,53 @@ fn port_status_when_a_port_is_added_and_removed() {
         "{seen}"
     );
 }
+
+#[test]
+fn port_mod_takes_a_port_out_of_forwarding_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    let udp = "0200000000020200000000010800450000260000000040117ab3c0a80001c0a80002300030390012000068656c6c6f6f6f6f6f6f";
+    let send = || {
+        run(&[
+            "packet-out",
+            &t,
+            &format!("in_port=1,packet={udp},actions=table"),
+        ])
+    };
+    let tx2 = || {
+        let out = run(&["dump-ports", &t, "2"]);
+        out.split("tx pkts=")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    run(&["add-flow", &t, "priority=5,udp,actions=output:2"]);
+    send();
+    assert_eq!(tx2(), "1");
+    run(&["mod-port", &t, "2", "no-forward"]);
+    assert!(run(&["show", &t]).contains("config:     NO_FWD"));
+    send();
+    assert_eq!(tx2(), "1", "nothing forwarded to a no_fwd port");
+    run(&["mod-port", &t, "2", "forward"]);
+    send();
+    assert_eq!(tx2(), "2");
+    run(&["mod-port", &t, "2", "down"]);
+    let show = run(&["show", &t]);
+    assert!(
+        show.contains("config:     PORT_DOWN") && show.contains("state:      LINK_DOWN"),
+        "{show}"
+    );
+    send();
+    assert_eq!(tx2(), "2");
+    // A config bit Sluice does not act on is refused, not ignored.
+    let (ok, out) = ofctl(&["mod-port", &t, "2", "no-packet-in"]);
+    assert!(!ok && out.contains("OFPPMFC_BAD_CONFIG"), "{out}");
+}
