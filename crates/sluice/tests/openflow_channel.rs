@@ -793,3 +793,29 @@ fn port_mod_takes_a_port_out_of_forwarding_and_back() {
     let (ok, out) = ofctl(&["mod-port", &t, "2", "no-packet-in"]);
     assert!(!ok && out.contains("OFPPMFC_BAD_CONFIG"), "{out}");
 }
+
+#[test]
+fn a_silent_peer_is_probed_then_dropped() {
+    use std::os::unix::net::UnixStream;
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let mut s = UnixStream::connect(t.strip_prefix("unix:").unwrap()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    hello(&mut s);
+    let t0 = Instant::now();
+    // Five quiet seconds: an echo request comes, which this peer ignores.
+    let m = read_msg(&mut s).unwrap();
+    assert_eq!(m[1], 2, "an echo request: {m:02x?}");
+    let probed = t0.elapsed();
+    assert!(
+        probed >= Duration::from_secs(4) && probed < Duration::from_secs(8),
+        "{probed:?}"
+    );
+    // Five more without an answer: the switch hangs up.
+    assert!(read_msg(&mut s).is_err(), "closed");
+    let closed = t0.elapsed();
+    assert!(
+        closed >= Duration::from_secs(9) && closed < Duration::from_secs(16),
+        "{closed:?}"
+    );
+}
