@@ -269,13 +269,28 @@ impl Hub {
     }
 }
 
-/// A port's description: number, name (15 bytes at most), config bits
+/// The OpenFlow name of a port: a live port's interface name
+/// (`afpacket:veth1` is `veth1`), any other port's spec; 15 bytes at most.
+pub fn of_port_name(spec: &str) -> String {
+    let name = ["afpacket:", "afxdp:", "tap:"]
+        .iter()
+        .find_map(|p| spec.strip_prefix(p))
+        .map(|rest| rest.split([',', ':']).next().unwrap_or(rest))
+        .unwrap_or(spec);
+    let mut end = name.len().min(15);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name[..end].to_string()
+}
+
+/// A port's description: number, name ([`of_port_name`]), config bits
 /// and the state they make (`LINK_DOWN` when set `PORT_DOWN`).
 pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multipart::PortDesc {
     use sluice_openflow::consts::portc;
     sluice_openflow::multipart::PortDesc {
         port_no: ofport,
-        name: name.chars().take(15).collect(),
+        name: of_port_name(name),
         config,
         state: if config & portc::PORT_DOWN != 0 {
             portc::LINK_DOWN
@@ -299,5 +314,34 @@ pub fn packet_in(pi: &PacketIn) -> OfPacketIn {
         cookie: pi.cookie,
         oxms: vec![Oxm::exact(f::IN_PORT, u128::from(pi.in_port))],
         data: pi.data.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_ports_are_named_by_their_interface() {
+        assert_eq!(of_port_name("afpacket:veth1"), "veth1");
+        assert_eq!(of_port_name("afpacket:veth1,fanout=hash"), "veth1");
+        assert_eq!(of_port_name("afxdp:eth0:3"), "eth0");
+        assert_eq!(of_port_name("tap:tap0"), "tap0");
+        assert_eq!(of_port_name("null"), "null");
+        assert_eq!(
+            of_port_name("pcap:rx=/a/very/long/path.pcap"),
+            "pcap:rx=/a/very"
+        );
+    }
+
+    #[test]
+    fn the_rate_limit_lets_a_burst_through_then_the_rate() {
+        let mut b = Bucket::new(100);
+        let passed = (0..1000).filter(|_| b.take()).count();
+        // A quarter of the rate (25 here) at once, plus what a few
+        // microseconds bring.
+        assert!((25..=27).contains(&passed), "{passed}");
+        let mut unlimited = Bucket::new(0);
+        assert!((0..1000).all(|_| unlimited.take()));
     }
 }
