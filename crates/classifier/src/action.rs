@@ -54,6 +54,12 @@ pub enum Action {
     },
     /// `goto_table:T` — continue in table T (T greater than the current).
     GotoTable(u8),
+    /// `write_actions(...)` — merge these into the packet's action set,
+    /// which runs when the pipeline ends (OpenFlow 1.3 section 5.10: one
+    /// action of each kind, one set_field per field, in the spec's order).
+    WriteActions(Vec<Action>),
+    /// `clear_actions` — empty the action set.
+    ClearActions,
 }
 
 impl std::fmt::Display for Action {
@@ -95,6 +101,8 @@ impl std::fmt::Display for Action {
                 write!(f, "resubmit({p},{t})")
             }
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
+            Action::WriteActions(a) => write!(f, "write_actions({})", format_list(a)),
+            Action::ClearActions => f.write_str("clear_actions"),
         }
     }
 }

@@ -197,15 +197,21 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::PushVlan(t) => OfAction::PushVlan(*t),
         Action::PopVlan => OfAction::PopVlan,
         Action::DecTtl => OfAction::DecNwTtl,
-        Action::Resubmit { .. } | Action::GotoTable(_) => return None,
+        Action::Resubmit { .. }
+        | Action::GotoTable(_)
+        | Action::WriteActions(_)
+        | Action::ClearActions => return None,
     })
 }
 
 /// The action list of a rule in `table` with match `m` and these
-/// instructions (apply-actions, then goto-table).
+/// instructions, in the order OpenFlow runs them whatever their order in
+/// the message: apply-actions, clear-actions, write-actions, goto-table.
 pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Action>, OfError> {
     let mut out = Vec::new();
     let mut goto = None;
+    let mut clear = false;
+    let mut write = None;
     let mut seen = 0u32;
     for i in ins {
         let kind = match i {
@@ -233,22 +239,60 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
                 }
                 goto = Some(*t);
             }
-            // Write-actions, clear-actions, write-metadata and meters are
-            // the next steps of the channel's issue.
+            Instruction::ClearActions => clear = true,
+            Instruction::WriteActions(acts) => {
+                let mut set: Vec<Action> = Vec::new();
+                for a in acts {
+                    let a = to_action(a, m)?;
+                    // One action of each kind in a set (spec 5.10).
+                    if set.iter().any(|b| same_kind(b, &a)) {
+                        return Err(OfError::BAD_ARGUMENT);
+                    }
+                    set.push(a);
+                }
+                write = Some(set);
+            }
+            // Write-metadata and meters are the next steps.
             _ => return Err(OfError::UNSUP_INST),
         }
     }
+    if clear {
+        out.push(Action::ClearActions);
+    }
+    out.extend(write.map(Action::WriteActions));
     out.extend(goto.map(Action::GotoTable));
     Ok(out)
+}
+
+/// Whether two actions are of one kind in an action set.
+fn same_kind(a: &Action, b: &Action) -> bool {
+    let kind = |x: &Action| match x {
+        Action::Output(_)
+        | Action::InPort
+        | Action::All
+        | Action::Flood
+        | Action::Controller { .. } => "output".to_string(),
+        Action::SetField { field, .. } => field.name.to_string(),
+        Action::ModVlanVid(_) => "vlan_vid".into(),
+        Action::ModVlanPcp(_) => "vlan_pcp".into(),
+        other => format!("{:?}", std::mem::discriminant(other)),
+    };
+    kind(a) == kind(b)
 }
 
 /// The instructions of a rule's action list.
 pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
     let mut apply = Vec::new();
     let mut goto = None;
+    let mut clear = false;
+    let mut write = None;
     for a in actions {
         match a {
             Action::GotoTable(t) => goto = Some(*t),
+            Action::ClearActions => clear = true,
+            Action::WriteActions(set) => {
+                write = Some(set.iter().filter_map(from_action).collect::<Vec<_>>())
+            }
             a => apply.extend(from_action(a)),
         }
     }
@@ -256,6 +300,10 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }
+    if clear {
+        out.push(Instruction::ClearActions);
+    }
+    out.extend(write.map(Instruction::WriteActions));
     out.extend(goto.map(Instruction::GotoTable));
     out
 }

@@ -59,7 +59,7 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
     v.extend_from_slice(&max_entries.to_be_bytes());
     let last = t + 1 >= n_tables;
     property(&mut v, prop::INSTRUCTIONS, |o| {
-        let mut ids = vec![it::APPLY_ACTIONS];
+        let mut ids = vec![it::APPLY_ACTIONS, it::WRITE_ACTIONS, it::CLEAR_ACTIONS];
         if !last {
             ids.push(it::GOTO_TABLE);
         }
@@ -71,7 +71,12 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
     property(&mut v, prop::NEXT_TABLES, |o| {
         o.extend(t + 1..n_tables);
     });
-    property(&mut v, prop::WRITE_ACTIONS, |_| {});
+    property(&mut v, prop::WRITE_ACTIONS, |o| {
+        for a in APPLY {
+            o.extend_from_slice(&a.to_be_bytes());
+            o.extend_from_slice(&4u16.to_be_bytes());
+        }
+    });
     property(&mut v, prop::APPLY_ACTIONS, |o| {
         for a in APPLY {
             o.extend_from_slice(&a.to_be_bytes());
@@ -91,14 +96,15 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
             oxm_header(o, f, false);
         }
     });
-    property(&mut v, prop::WRITE_SETFIELD, |_| {});
-    property(&mut v, prop::APPLY_SETFIELD, |o| {
-        for &(f, name) in &fields {
-            if field_by_name(name).is_some_and(|fd| fd.writable) {
-                oxm_header(o, f, false);
+    for p in [prop::WRITE_SETFIELD, prop::APPLY_SETFIELD] {
+        property(&mut v, p, |o| {
+            for &(f, name) in &fields {
+                if field_by_name(name).is_some_and(|fd| fd.writable) {
+                    oxm_header(o, f, false);
+                }
             }
-        }
-    });
+        });
+    }
     let len = v.len() as u16;
     patch_u16(&mut v, 0, len);
     v

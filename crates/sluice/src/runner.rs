@@ -99,7 +99,11 @@ pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
         if r.matcher.mask.in_port != 0 {
             ports.push(r.matcher.value.in_port);
         }
-        for a in &r.actions {
+        let written = r.actions.iter().filter_map(|a| match a {
+            Action::WriteActions(set) => Some(set.iter()),
+            _ => None,
+        });
+        for a in r.actions.iter().chain(written.flatten()) {
             match a {
                 Action::Output(p) => ports.push(*p),
                 Action::Resubmit {

@@ -186,15 +186,23 @@ fn ovs_ofctl_programs_the_rules() {
         flow_lines(&run(&["dump-flows", &t])),
         ["table=0 priority=30,ipv6 actions=output:2"]
     );
+    // Action sets: clear and write, kept in the spec's instruction order.
+    run(&[
+        "add-flow",
+        &t,
+        "priority=3,ip,actions=dec_ttl,clear_actions,write_actions(set_field:10.9.9.9->ip_dst,output:2),goto_table:4",
+    ]);
+    assert!(
+        run(&["dump-flows", &t]).contains(
+            "priority=3,ip actions=dec_ttl,clear_actions,write_actions(set_field:10.9.9.9->ip_dst,output:2),goto_table:4"
+        ),
+        "action sets"
+    );
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the
     // rules stay as they were.
-    let (ok, out) = ofctl(&[
-        "add-flow",
-        &t,
-        "priority=1,ip,actions=write_actions(output:1)",
-    ]);
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,ip,actions=write_metadata:1"]);
     assert!(!ok && out.contains("OFPBIC_UNSUP_INST"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
     assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");

@@ -55,6 +55,7 @@ pub(super) fn parse_actions(
     // list (for set_field on VLAN fields, and at most two, as OVS checks).
     let m = &spec.matcher;
     let mut tags = u8::from(Prereq::Vlan.holds(&m.value, &m.mask));
+    let mut last_stage = 0;
     let third_tag = |at: usize| {
         cx.err(
             at,
@@ -73,6 +74,21 @@ pub(super) fn parse_actions(
             return Err(cx.err(tok.at, "goto_table must be the last action"));
         }
         let (name, arg, arg_at) = split_action(t, tok.at);
+        // OpenFlow 1.1+ instructions come in their order: apply-actions
+        // (the plain actions), clear_actions, write_actions, goto_table.
+        let stage = match name.to_ascii_lowercase().as_str() {
+            "clear_actions" => 2,
+            "write_actions" => 3,
+            "goto_table" => 4,
+            _ => 1,
+        };
+        if stage < last_stage || (stage == last_stage && stage > 1) {
+            return Err(cx.err(
+                tok.at,
+                "invalid instruction order: plain (apply) actions, then clear_actions, then write_actions, then goto_table, each instruction once (as ovs-ofctl asks for OpenFlow 1.1+)",
+            ));
+        }
+        last_stage = stage;
         let need = || {
             arg.ok_or_else(|| cx.err(tok.at, format!("'{name}' needs an argument ('{name}:...')")))
         };
@@ -179,6 +195,22 @@ pub(super) fn parse_actions(
                 Action::SetField { field, value, legacy: None }
             }
             "resubmit" => parse_resubmit(cx, t, arg, arg_at)?,
+            "write_actions" => {
+                let inner = parse_actions(cx, need()?, arg_at, spec)?;
+                if let Some(bad) = inner.iter().find(|a| {
+                    matches!(
+                        a,
+                        Action::WriteActions(_)
+                            | Action::ClearActions
+                            | Action::GotoTable(_)
+                            | Action::Resubmit { .. }
+                    )
+                }) {
+                    return Err(cx.err(arg_at, format!("{bad} cannot be in an action set")));
+                }
+                Action::WriteActions(inner)
+            }
+            "clear_actions" if arg.is_none() => Action::ClearActions,
             "goto_table" => {
                 let tid = parse_table(cx, need()?, arg_at)?;
                 if tid <= spec.table {
@@ -189,7 +221,7 @@ pub(super) fn parse_actions(
             _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
             _ => {
                 return Err(cx.err(tok.at, format!(
-                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T) or goto_table:T"
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T) goto_table:T, write_actions(...) or clear_actions"
                 )))
             }
         };

@@ -278,3 +278,23 @@ fn parallel_parse_is_the_serial_parse() {
     let e = parse_flow_file_parallel(&bad, Some("f"), 4).unwrap_err();
     assert!(e.to_string().contains(&format!(":{}", early + 1)), "{e}");
 }
+
+#[test]
+fn action_sets_and_instruction_order() {
+    let s = ok("ip,actions=output:1,clear_actions,write_actions(dec_ttl,output:2),goto_table:3");
+    assert_eq!(
+        crate::action::format_actions(&s.actions),
+        "output:1,clear_actions,write_actions(dec_ttl,output:2),goto_table:3"
+    );
+    for bad in [
+        "ip,actions=write_actions(output:2),output:1",
+        "ip,actions=write_actions(output:2),clear_actions",
+        "ip,actions=write_actions(output:2),write_actions(output:3)",
+        "ip,actions=write_actions(goto_table:2)",
+    ] {
+        assert!(
+            crate::parse::parse_flow(bad, crate::Require::Actions).is_err(),
+            "{bad}"
+        );
+    }
+}

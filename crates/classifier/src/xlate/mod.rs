@@ -125,11 +125,29 @@ struct Ctx<'a, 'o> {
     /// The rule whose actions run: table, cookie, whether it is a
     /// table-miss rule (for packet-ins).
     running: (u8, u64, bool),
+    /// The OpenFlow action set (write_actions), run when the pipeline
+    /// ends: at most one action of each kind, one set_field per field.
+    action_set: Vec<Action>,
 }
 
 /// Translates `key` through the tables, starting at table 0.
 pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_trace: bool) {
     run(env, key, out, want_trace, None);
+}
+
+/// An action's place in the action set: its order of execution (OpenFlow
+/// 1.3 section 5.10) and what makes two of them the same kind (one
+/// set_field per field).
+fn set_kind(a: &Action) -> (u8, &'static str) {
+    match a {
+        Action::PopVlan => (1, ""),
+        Action::PushVlan(_) => (2, ""),
+        Action::DecTtl => (3, ""),
+        Action::SetField { field, .. } => (4, field.name),
+        Action::ModVlanVid(_) => (4, "vlan_vid"),
+        Action::ModVlanPcp(_) => (4, "vlan_pcp"),
+        _ => (9, ""),
+    }
 }
 
 /// Translates an action list given with the packet instead of found in the
@@ -173,6 +191,7 @@ fn run(
         vlans_touched: false,
         arp_base: *key,
         running: (0, 0, false),
+        action_set: Vec::new(),
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -190,6 +209,7 @@ fn run(
         cx.actions(actions, 0);
     } else {
         cx.table(0, true);
+        cx.run_action_set();
     }
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
@@ -342,6 +362,14 @@ impl Ctx<'_, '_> {
                     self.resubmit(in_port, t.unwrap_or(table), false);
                 }
                 Action::GotoTable(t) => self.resubmit(None, t, true),
+                Action::WriteActions(ref set) => {
+                    for a in set {
+                        let kind = set_kind(a);
+                        self.action_set.retain(|b| set_kind(b) != kind);
+                        self.action_set.push(a.clone());
+                    }
+                }
+                Action::ClearActions => self.action_set.clear(),
             }
         }
     }
@@ -471,6 +499,25 @@ impl Ctx<'_, '_> {
         self.commit();
         self.push(DpAction::Output(p));
         self.out.outputs += 1;
+    }
+
+    /// Runs the action set at the end of the pipeline, in the order of
+    /// OpenFlow 1.3 section 5.10: pop, push, decrement TTL, set-field,
+    /// output (the controller being an output).
+    fn run_action_set(&mut self) {
+        if self.action_set.is_empty() || self.error.is_some() {
+            return;
+        }
+        let mut set = std::mem::take(&mut self.action_set);
+        set.sort_by_key(|a| set_kind(a).0);
+        if self.out.trace.is_some() {
+            self.note(
+                0,
+                &format!("action set: {}", crate::action::format_list(&set)),
+            );
+        }
+        let table = self.running.0;
+        self.actions(&set, table);
     }
 
     fn resubmit(&mut self, in_port: Option<u32>, t: u8, goto: bool) {

@@ -509,3 +509,30 @@ fn openflow10_actions_act_per_packet() {
         vec![DpAction::SetTpDst(80), DpAction::Output(2)]
     );
 }
+
+#[test]
+fn the_action_set_runs_when_the_pipeline_ends_one_of_each_kind() {
+    let r = set("priority=10,ip,actions=write_actions(output:3),goto_table:1\n\
+         table=1,priority=5,ip,nw_dst=10.0.0.2,actions=write_actions(set_field:10.9.9.9->ip_dst,output:2)\n\
+         table=1,priority=5,ip,nw_dst=10.0.0.3,actions=clear_actions\n\
+         table=1,priority=1,ip,actions=dec_ttl\n");
+    let mut k = tcp_key();
+    // The later output replaces the earlier; the set-field runs before it.
+    let t = run(&r, &k);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetIpv4Dst(0x0a09_0909, FragRewrites::Ovs),
+            DpAction::Output(2)
+        ]
+    );
+    // Cleared: nothing left to do.
+    k.nw_dst = 0x0a00_0003;
+    let t = run(&r, &k);
+    assert!(t.actions.is_empty());
+    assert_eq!(t.drop, Some(XlateDrop::NoOutput));
+    // Applied at once, then the set written in table 0 at the end.
+    k.nw_dst = 0x0a00_0004;
+    let t = run(&r, &k);
+    assert_eq!(t.actions, vec![DpAction::SetIpTtl(63), DpAction::Output(3)]);
+}
