@@ -206,7 +206,9 @@ fn run(
     if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
     } else if let Some(actions) = given {
+        // output:TABLE runs the pipeline, action set included.
         cx.actions(actions, 0);
+        cx.run_action_set();
     } else {
         cx.table(0, true);
         cx.run_action_set();
