@@ -70,6 +70,7 @@ pub struct Control {
     port_watcher: Mutex<Option<PortWatcher>>,
     /// Ports' OpenFlow config bits set by PORT_MOD.
     port_config: Mutex<HashMap<u32, u32>>,
+    of_status: Mutex<Option<Box<dyn Fn() -> String + Send + Sync>>>,
 }
 
 /// A port change.
@@ -106,7 +107,8 @@ pub const COMMANDS: &str = "\
   dump-ports                 every port's counters: packets, drops by reason, kicks
   add-port N=SPEC            open a port and add it as number N (e.g. 3=afpacket:veth3)
   del-port N                 send what port N has queued, then remove it
-  pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance";
+  pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance
+  of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -126,6 +128,7 @@ impl Control {
             pmd_cycles_base: Mutex::new(Vec::new()),
             port_watcher: Mutex::new(None),
             port_config: Mutex::new(HashMap::new()),
+            of_status: Mutex::new(None),
         }
     }
 
@@ -283,6 +286,10 @@ impl Control {
                     }
                 ))
             }
+            "of-show" => match self.of_status.lock().expect("of status").as_ref() {
+                Some(f) => Ok(f()),
+                None => Err("no OpenFlow channel: start with --controller or --listen".into()),
+            },
             "pmd-rxq-rebalance" => {
                 let _reconfig = self.reconfig.lock().expect("reconfig");
                 self.rebalance()
@@ -579,6 +586,11 @@ impl Control {
             .unwrap_or_default();
         self.port_changed(PortChange::Modified, ofport, &name);
         Ok(())
+    }
+
+    /// What `of-show` prints (the OpenFlow channel's connections).
+    pub(crate) fn on_of_show(&self, f: Box<dyn Fn() -> String + Send + Sync>) {
+        *self.of_status.lock().expect("of status") = Some(f);
     }
 
     /// Calls `f` on every port added or removed from now on (the OpenFlow

@@ -469,11 +469,11 @@ impl<S: Conn> Session<S> {
                 self.listener
                     .wants_packet_ins
                     .store(true, Ordering::Relaxed);
-                self.registered = Some(
-                    self.info
-                        .hub
-                        .register(out.clone(), Arc::clone(&self.listener)),
-                );
+                self.registered = Some(self.info.hub.register(
+                    out.clone(),
+                    Arc::clone(&self.listener),
+                    &self.peer,
+                ));
             }
             return Ok(());
         }

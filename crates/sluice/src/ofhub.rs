@@ -77,6 +77,8 @@ struct Outlet {
     tx: SyncSender<Vec<u8>>,
     listener: Arc<Listener>,
     bucket: Bucket,
+    /// Who it is.
+    peer: String,
 }
 
 /// A token bucket: `rate` per second, up to `burst` at once.
@@ -142,15 +144,43 @@ impl Hub {
     }
 
     /// Adds a connection's queue; returns its id for [`Hub::unregister`].
-    pub fn register(&self, tx: SyncSender<Vec<u8>>, listener: Arc<Listener>) -> u64 {
+    pub fn register(&self, tx: SyncSender<Vec<u8>>, listener: Arc<Listener>, peer: &str) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.outlets.lock().expect("outlets").push(Outlet {
             id,
             tx,
             listener,
             bucket: Bucket::new(self.rate),
+            peer: peer.to_string(),
         });
         id
+    }
+
+    /// The connections and their packet-in counters, as `sluice ctl
+    /// of-show` prints them.
+    pub fn show(&self) -> String {
+        let outlets = self.outlets.lock().expect("outlets");
+        let mut o = format!(
+            "OpenFlow connections: {} (packet-ins no controller took: {})\n",
+            outlets.len(),
+            self.no_controller.load(Ordering::Relaxed)
+        );
+        for c in outlets.iter() {
+            let l = &c.listener;
+            let role = match l.role.load(Ordering::Relaxed) {
+                role::MASTER => "master",
+                role::SLAVE => "slave",
+                _ => "equal",
+            };
+            o += &format!(
+                "  {}: role {role}, packet-ins sent {}, dropped: queue full {}, rate limit {}\n",
+                c.peer,
+                l.sent.load(Ordering::Relaxed),
+                l.queue_full.load(Ordering::Relaxed),
+                l.rate_limited.load(Ordering::Relaxed),
+            );
+        }
+        o
     }
 
     /// A ROLE_REQUEST from `me`: returns the role and generation_id to

@@ -374,6 +374,8 @@ pub fn run_ports(
                 .map_err(|e| format!("rule expiry thread: {e}"))?;
         }
         let hub = Arc::clone(&info.hub);
+        control.on_of_show(Box::new(move || hub.show()));
+        let hub = Arc::clone(&info.hub);
         let control_for_status = Arc::downgrade(&control);
         control.on_port_change(Box::new(move |how, ofport, name| {
             let reason = match how {

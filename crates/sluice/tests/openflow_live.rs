@@ -97,6 +97,12 @@ fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
     // The learned rules carry the transfer, not packet-ins.
     let flows = sw.ctl(&["dump-flows"]);
     assert!(flows.contains("priority=1,in_port=1,dl_dst="), "{flows}");
+    // The controller's connection and what reached it.
+    let show = sw.ctl(&["of-show"]);
+    assert!(
+        show.contains("OpenFlow connections: 1") && show.contains("role equal, packet-ins sent"),
+        "{show}"
+    );
     // The controller goes away: the rules stay (fail-mode secure) and
     // forward; it comes back, the switch reconnects, learning goes on.
     drop(app);
