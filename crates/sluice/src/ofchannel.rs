@@ -504,7 +504,8 @@ impl<S: Conn> Session<S> {
             // Flow-mods before it were applied and published already.
             Message::BarrierRequest => self.reply(&Message::BarrierReply, h.xid),
             Message::MultipartRequest { body, .. } => self.multipart(body, h.xid, frame),
-            Message::FlowMod(_) => unreachable!("flow-mods are batched"),
+            // Flow-mods after HELLO are batched before they get here.
+            Message::FlowMod(_) => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
             Message::PacketOut(_) if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
                 self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
             }
