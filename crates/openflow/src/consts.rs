@@ -152,6 +152,7 @@ errors! {
     IS_SLAVE = (1, 10), "BAD_REQUEST/IS_SLAVE.";
     BAD_PORT = (1, 11), "BAD_REQUEST/BAD_PORT.";
     BAD_PACKET = (1, 12), "BAD_REQUEST/BAD_PACKET.";
+    MULTIPART_BUFFER_OVERFLOW = (1, 13), "BAD_REQUEST/MULTIPART_BUFFER_OVERFLOW: a request in parts grew past 1 MiB.";
     BAD_ACTION_TYPE = (2, 0), "BAD_ACTION/BAD_TYPE: an action not supported.";
     BAD_ACTION_LEN = (2, 1), "BAD_ACTION/BAD_LEN.";
     BAD_ACTION_EXPERIMENTER = (2, 2), "BAD_ACTION/BAD_EXPERIMENTER.";
@@ -186,6 +187,7 @@ errors! {
     SWITCH_CONFIG_BAD_FLAGS = (10, 0), "SWITCH_CONFIG_FAILED/BAD_FLAGS.";
     ROLE_STALE = (11, 0), "ROLE_REQUEST_FAILED/STALE: an older generation_id.";
     ROLE_BAD_ROLE = (11, 2), "ROLE_REQUEST_FAILED/BAD_ROLE.";
+    TABLE_FEATURES_EPERM = (13, 5), "TABLE_FEATURES_FAILED/EPERM: the tables' features cannot be changed.";
 }
 
 impl std::fmt::Display for OfError {

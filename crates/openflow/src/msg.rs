@@ -417,10 +417,13 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
             let typ = r.u16()?;
             let flags = r.u16()?;
             r.skip(4)?;
-            Message::MultipartRequest {
-                flags,
-                body: MpRequest::decode(typ, r.rest())?,
-            }
+            // A part of a request in parts is read whole when it is.
+            let body = if flags & crate::consts::mp::MORE != 0 {
+                MpRequest::Other(typ, r.rest().to_vec())
+            } else {
+                MpRequest::decode(typ, r.rest())?
+            };
+            Message::MultipartRequest { flags, body }
         }
         msg::MULTIPART_REPLY => {
             let typ = r.u16()?;

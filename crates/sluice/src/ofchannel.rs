@@ -22,7 +22,7 @@ use sluice_classifier::table::Removal;
 use sluice_classifier::Action;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
-use sluice_openflow::consts::{mp, port, portc, role, OFP13};
+use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
 use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_action, to_match};
 use sluice_openflow::features::table_features;
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
@@ -266,6 +266,8 @@ struct Session<S> {
     config: SwitchConfig,
     /// Whether the peer's HELLO came.
     hello: bool,
+    /// A multipart request still coming in parts: xid, type, bodies so far.
+    parts: Option<(u32, u16, Vec<u8>)>,
     out: Option<SyncSender<Vec<u8>>>,
     listener: Arc<Listener>,
     registered: Option<u64>,
@@ -304,6 +306,7 @@ impl<S: Conn> Session<S> {
                 miss_send_len: 128,
             },
             hello: false,
+            parts: None,
             out: None,
             listener: Arc::new(Listener::default()),
             registered: None,
@@ -441,6 +444,22 @@ impl<S: Conn> Session<S> {
     }
 
     fn handle(&mut self, frame: &[u8]) -> Result<(), String> {
+        if self.hello
+            && frame.len() >= 16
+            && frame[0] == OFP13
+            && frame[1] == msg::MULTIPART_REQUEST
+        {
+            let xid = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+            let typ = u16::from_be_bytes([frame[8], frame[9]]);
+            let more = u16::from_be_bytes([frame[10], frame[11]]) & mp::MORE != 0;
+            let continues = self
+                .parts
+                .as_ref()
+                .is_some_and(|p| p.0 == xid && p.1 == typ);
+            if more || continues {
+                return self.request_part(frame, xid, typ, more);
+            }
+        }
         let (h, m) = match decode(frame) {
             Ok(x) => x,
             Err((h, e)) => {
@@ -549,6 +568,27 @@ impl<S: Conn> Session<S> {
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),
             },
             _ => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
+        }
+    }
+
+    /// A part of a multipart request in parts (REQ_MORE): the bodies are
+    /// gathered, up to 1 MiB, and the whole served when the last comes.
+    fn request_part(&mut self, frame: &[u8], xid: u32, typ: u16, more: bool) -> Result<(), String> {
+        let mut whole = match self.parts.take() {
+            Some((x, t, acc)) if x == xid && t == typ => acc,
+            _ => Vec::new(),
+        };
+        whole.extend_from_slice(&frame[16..]);
+        if whole.len() > 1 << 20 {
+            return self.reply(&error_reply(OfError::MULTIPART_BUFFER_OVERFLOW, frame), xid);
+        }
+        if more {
+            self.parts = Some((xid, typ, whole));
+            return Ok(());
+        }
+        match MpRequest::decode(typ, &whole) {
+            Ok(req) => self.multipart(req, xid, frame),
+            Err(e) => self.reply(&error_reply(e, frame), xid),
         }
     }
 
@@ -701,6 +741,9 @@ impl<S: Conn> Session<S> {
             // No queues: an empty list (the spec allows it).
             MpRequest::Other(mp::QUEUE, body) if body.len() == 8 => {
                 self.send(&one(MpReply::Other(mp::QUEUE, Vec::new())))
+            }
+            MpRequest::Other(mp::TABLE_FEATURES, _) => {
+                self.reply(&error_reply(OfError::TABLE_FEATURES_EPERM, frame), xid)
             }
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }
