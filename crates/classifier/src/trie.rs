@@ -50,10 +50,11 @@ struct Node<T> {
     lens: Lens,
     kids: [Option<Arc<Node<T>>>; 2],
     /// The items of the prefix `key`/`end`, in order (`None` rather than
-    /// an empty list). Boxed: a thin pointer keeps the node at 64 bytes,
-    /// and only a walk that matches here follows it.
-    #[allow(clippy::box_collection)]
-    here: Option<Box<Vec<T>>>,
+    /// an empty list). Behind a thin pointer, which keeps the node at 64
+    /// bytes (only a walk that matches here follows it) and lets a node
+    /// copied for a new version share the list.
+    #[allow(clippy::redundant_allocation)]
+    here: Option<Arc<Vec<T>>>,
     /// The length of `key` (0 only at the root).
     end: u32,
 }
@@ -65,13 +66,13 @@ impl<T: Clone + Ord> Node<T> {
             key: v,
             lens: len_bit(plen),
             kids: [None, None],
-            here: Some(Box::new(vec![item])),
+            here: Some(Arc::new(vec![item])),
             end: plen,
         })
     }
 
     fn add(&mut self, item: T) {
-        let here = self.here.get_or_insert_with(Box::default);
+        let here = Arc::make_mut(self.here.get_or_insert_with(Arc::default));
         let at = here.partition_point(|x| *x < item);
         here.insert(at, item);
     }
@@ -168,7 +169,7 @@ impl<T: Clone + Ord> PrefixTrie<T> {
             n.end = common;
             n.kids[b] = Some(Arc::new(rest));
             if common == plen {
-                n.here = Some(Box::new(vec![item]));
+                n.here = Some(Arc::new(vec![item]));
             } else {
                 n.kids[bit(v, common)] = Some(Node::leaf(v, plen, item));
             }
@@ -203,7 +204,7 @@ impl<T: Clone + Ord> PrefixTrie<T> {
         if n.end == plen {
             if let Some(here) = n.here.as_mut() {
                 if let Ok(at) = here.binary_search(item) {
-                    here.remove(at);
+                    Arc::make_mut(here).remove(at);
                 }
                 if here.is_empty() {
                     n.here = None;

@@ -163,7 +163,9 @@ struct Group {
     /// these rules, with counts.
     next: Option<OrdMap<u128, u32>>,
     /// At the last level: the rules, best first (priority, then age).
-    rules: Vec<Arc<Rule>>,
+    /// Shared: a B-tree node copied for a new version copies a pointer
+    /// per group, not its list.
+    rules: Arc<Vec<Arc<Rule>>>,
 }
 
 /// A subtable's use of its table's prefix trie.
@@ -401,26 +403,23 @@ impl Subtable {
         let v0 = self.prefix_value(0, vb);
         Self::bump(&mut self.root.next, v0, true);
         let keys = self.level_keys(vb);
-        for (j, k) in keys.iter().enumerate() {
-            let nv = self.prefix_value(j + 1, vb);
-            let g = self.levels[j].entry(k.clone()).or_insert_with(|| Group {
+        let nexts: ArrayVec<Option<u128>, { REGIONS.len() }> =
+            (1..=keys.len()).map(|j| self.prefix_value(j, vb)).collect();
+        let mut last = &mut self.root;
+        for ((k, nv), level) in keys.into_iter().zip(nexts).zip(self.levels.iter_mut()) {
+            let g = level.entry(k).or_insert_with(|| Group {
                 next: nv.map(|_| OrdMap::new()),
                 ..Group::default()
             });
             g.count += 1;
             Self::bump(&mut g.next, nv, true);
+            last = g;
         }
-        let last = match keys.last() {
-            None => &mut self.root,
-            Some(k) => self.levels[keys.len() - 1]
-                .get_mut(k)
-                .expect("just inserted"),
-        };
         let pos = last
             .rules
             .partition_point(|x| order_key(x) < order_key(&rule));
         self.maxp = self.maxp.max(rule.priority);
-        last.rules.insert(pos, rule);
+        Arc::make_mut(&mut last.rules).insert(pos, rule);
     }
 
     /// Removes the rule with this id (whose match is `m`), if present.
@@ -433,7 +432,7 @@ impl Subtable {
             None => &mut self.root,
         };
         let pos = last.rules.iter().position(|r| r.id == id)?;
-        let rule = last.rules.remove(pos);
+        let rule = Arc::make_mut(&mut last.rules).remove(pos);
         self.root.count -= 1;
         let v0 = self.prefix_value(0, vb);
         Self::bump(&mut self.root.next, v0, false);
@@ -528,7 +527,7 @@ pub struct TableIndex {
     /// The subtables in probe order: highest priority first.
     probe: Arc<Vec<Subtable>>,
     /// Where each mask's subtable is in `probe`.
-    pos: Arc<std::collections::HashMap<MaskId, usize>>,
+    pos: Arc<hashbrown::HashMap<MaskId, usize>>,
     /// One prefix trie per address field.
     tries: [PrefixTrie<Ranked>; N_PREFIX],
     /// Subtables using each (trie, prefix length).

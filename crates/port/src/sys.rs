@@ -215,6 +215,21 @@ pub fn would_block(e: &io::Error) -> bool {
     )
 }
 
+/// Reads what socket `fd` holds now, without waiting (`recv` with
+/// `MSG_DONTWAIT`): `WouldBlock` when it holds nothing, `Ok(0)` at the
+/// end of the stream. Other threads' use of the same socket (a writer on
+/// a clone of it) is not affected, as it would be by `O_NONBLOCK`.
+pub fn recv_nowait(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of `buf.len()` bytes for the whole
+    // call, and recv writes at most that many; a bad `fd` is an error
+    // return, not undefined behaviour.
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// Pins the calling thread to CPU `cpu` (a PMD thread owns its core, as
 /// OVS's `pmd-cpu-mask` threads do).
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
@@ -313,6 +328,23 @@ mod tests {
         // SAFETY: inside the 8192-byte map.
         unsafe { *m.as_ptr().add(8191) = 7 };
         assert_eq!(m.len(), 8192);
+    }
+
+    #[test]
+    fn recv_nowait_reads_what_is_there_and_never_waits() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let mut buf = [0u8; 8];
+        let e = recv_nowait(b.as_raw_fd(), &mut buf).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        a.write_all(b"0123456789").unwrap();
+        assert_eq!(recv_nowait(b.as_raw_fd(), &mut buf).unwrap(), 8);
+        assert_eq!(&buf, b"01234567");
+        assert_eq!(recv_nowait(b.as_raw_fd(), &mut buf).unwrap(), 2);
+        drop(a);
+        assert_eq!(recv_nowait(b.as_raw_fd(), &mut buf).unwrap(), 0);
+        assert!(recv_nowait(-1, &mut buf).is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::Ordering;
@@ -40,6 +41,9 @@ pub const N_TABLES: u8 = 254;
 const PROBE: Duration = Duration::from_secs(5);
 /// A peer that takes this long to accept a reply is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most bytes read on without waiting after a full read: a burst of
+/// flow-mods up to this size is applied as one batch.
+const BURST: usize = 1 << 20;
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,7 +182,7 @@ pub struct SwitchInfo {
     pub hub: Arc<Hub>,
 }
 
-trait Conn: Read + Write + Send + Sized + 'static {
+trait Conn: Read + Write + Send + Sized + AsRawFd + 'static {
     fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> std::io::Result<()>;
     fn writer(&self) -> std::io::Result<Self>;
 }
@@ -362,6 +366,9 @@ impl<S: Conn> Session<S> {
                 Ok(0) => return Ok(()),
                 Ok(n) => {
                     buf.extend_from_slice(&chunk[..n]);
+                    if n == chunk.len() {
+                        self.drain(&mut buf, &mut chunk);
+                    }
                     last_heard = Instant::now();
                     probed = false;
                 }
@@ -380,6 +387,20 @@ impl<S: Conn> Session<S> {
             }
             let used = self.handle_frames(&buf)?;
             buf.drain(..used);
+        }
+    }
+
+    /// Reads on, without waiting, what the peer has already sent, up to
+    /// [`BURST`] bytes: a burst of flow-mods becomes one batch (one new
+    /// version of the rules) rather than one per read.
+    fn drain(&mut self, buf: &mut Vec<u8>, chunk: &mut [u8]) {
+        while buf.len() < BURST {
+            match sluice_port::sys::recv_nowait(self.s.as_raw_fd(), chunk) {
+                Ok(n) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                // The end of the stream, nothing more now, or an error: the
+                // next blocking read says which.
+                _ => return,
+            }
         }
     }
 
