@@ -14,6 +14,7 @@
 //! [`FlowKey::is_short`]) is looked up, compared and prefetched on one
 //! line.
 
+use sluice_packet::key::{KEY_WORDS, SHORT_KEY_WORDS};
 use sluice_packet::FlowKey;
 
 use crate::CacheRef;
@@ -36,13 +37,47 @@ struct Entry {
     /// first words do.
     short: bool,
     target: CacheRef,
-    key: FlowKey,
+    /// The key's words but the last (the metadata, zero in every packet's
+    /// key, which is all the EMC holds): the entry stays two lines.
+    key: [u64; WORDS],
+}
+
+/// Words of a key an entry keeps.
+const WORDS: usize = KEY_WORDS - 1;
+const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
+
+/// Whether an entry's words are `key`'s (whose metadata must be zero),
+/// word by word without branches.
+#[inline(always)]
+fn same(words: &[u64; WORDS], key: &FlowKey) -> bool {
+    let k = key.words();
+    let mut diff = k[WORDS];
+    for i in 0..WORDS {
+        diff |= words[i] ^ k[i];
+    }
+    diff == 0
+}
+
+/// [`same`] for a short key and entry: their first words alone.
+#[inline(always)]
+fn same_short(words: &[u64; WORDS], key: &FlowKey) -> bool {
+    let k = key.words();
+    let mut diff = 0;
+    for i in 0..SHORT_KEY_WORDS {
+        diff |= words[i] ^ k[i];
+    }
+    diff == 0
+}
+
+fn words_of(key: &FlowKey) -> [u64; WORDS] {
+    let mut w = [0; WORDS];
+    w.copy_from_slice(&key.words()[..WORDS]);
+    w
 }
 
 const _: () = assert!(std::mem::size_of::<Entry>() == 128);
 // A short key's words lie in the entry's first line.
-const _: () =
-    assert!(std::mem::offset_of!(Entry, key) + sluice_packet::key::SHORT_KEY_WORDS * 8 <= 64);
+const _: () = assert!(std::mem::offset_of!(Entry, key) + SHORT_KEY_WORDS * 8 <= 64);
 
 /// An exact-match cache.
 pub struct Emc {
@@ -68,7 +103,7 @@ impl Emc {
     pub fn new(entries: usize, insert_inv_prob: u32) -> Self {
         let n = entries.max(2).next_power_of_two();
         let empty = Entry {
-            key: FlowKey::default(),
+            key: [0; WORDS],
             hash: 0,
             target: CacheRef::default(),
             live: false,
@@ -133,7 +168,7 @@ impl Emc {
     pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
         for p in self.positions(hash) {
             let e = &self.entries[p];
-            if e.live && e.hash == hash && e.key == *key {
+            if e.live && e.hash == hash && same(&e.key, key) {
                 return Some(e.target);
             }
         }
@@ -146,7 +181,7 @@ impl Emc {
     pub fn lookup_short(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
         for p in self.positions(hash) {
             let e = &self.entries[p];
-            if e.live && e.short && e.hash == hash && e.key.eq_short(key) {
+            if e.live && e.short && e.hash == hash && same_short(&e.key, key) {
                 return Some(e.target);
             }
         }
@@ -160,7 +195,7 @@ impl Emc {
         let [a, b] = self.positions(hash);
         for p in [a, b] {
             let e = &mut self.entries[p];
-            if e.live && e.hash == hash && e.key == *key {
+            if e.live && e.hash == hash && same(&e.key, key) {
                 e.target = target;
                 return;
             }
@@ -173,8 +208,9 @@ impl Emc {
         } else {
             a
         };
+        debug_assert_eq!(key.metadata, 0, "the EMC holds packets' keys");
         self.entries[victim] = Entry {
-            key: *key,
+            key: words_of(key),
             hash,
             target,
             live: true,
@@ -204,7 +240,7 @@ impl Emc {
     pub fn remove(&mut self, key: &FlowKey, hash: u32) {
         for p in self.positions(hash) {
             let e = &mut self.entries[p];
-            if e.live && e.hash == hash && e.key == *key {
+            if e.live && e.hash == hash && same(&e.key, key) {
                 e.live = false;
             }
         }

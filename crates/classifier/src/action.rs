@@ -60,6 +60,14 @@ pub enum Action {
     WriteActions(Vec<Action>),
     /// `clear_actions` — empty the action set.
     ClearActions,
+    /// `write_metadata:V[/M]` — set the bits `M` of the pipeline's metadata
+    /// to those of `V` (OpenFlow 1.3's WRITE_METADATA instruction).
+    WriteMetadata {
+        /// The value.
+        value: u64,
+        /// The bits written (all ones when the rule gave no mask).
+        mask: u64,
+    },
 }
 
 impl std::fmt::Display for Action {
@@ -103,6 +111,13 @@ impl std::fmt::Display for Action {
             Action::GotoTable(t) => write!(f, "goto_table:{t}"),
             Action::WriteActions(a) => write!(f, "write_actions({})", format_list(a)),
             Action::ClearActions => f.write_str("clear_actions"),
+            Action::WriteMetadata {
+                value,
+                mask: u64::MAX,
+            } => write!(f, "write_metadata:{value:#x}"),
+            Action::WriteMetadata { value, mask } => {
+                write!(f, "write_metadata:{value:#x}/{mask:#x}")
+            }
         }
     }
 }

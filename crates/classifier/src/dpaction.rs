@@ -30,6 +30,8 @@ pub enum DpAction {
         table_id: u8,
         /// That rule's cookie.
         cookie: u64,
+        /// The pipeline's metadata when the action ran.
+        metadata: u64,
     },
     /// Set the Ethernet source.
     SetEthSrc([u8; 6]),

@@ -261,6 +261,16 @@ macro_rules! int_field {
 /// Every field, in the order `ovs-ofctl` prints matches.
 pub static FIELDS: &[Field] = &[
     int_field!(
+        "metadata",
+        [],
+        64,
+        true,
+        None,
+        false,
+        |k| k.metadata,
+        |k, v| k.metadata = v as u64
+    ),
+    int_field!(
         "in_port",
         [],
         32,

@@ -73,7 +73,7 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
             ValueKind::Int(_)
                 if matches!(
                     field.name,
-                    "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label"
+                    "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label" | "metadata"
                 ) =>
             {
                 format!("{:#x}", v)
@@ -128,7 +128,7 @@ impl std::fmt::Display for Match {
         }
         let is_arp = dl_exact && (v.dl_type == ethertype::ARP || v.dl_type == ethertype::RARP);
         let is_icmp = proto_done && (v.nw_proto == proto::ICMP || v.nw_proto == proto::ICMPV6);
-        let mut names: Vec<&str> = vec!["in_port", "dl_src", "dl_dst"];
+        let mut names: Vec<&str> = vec!["metadata", "in_port", "dl_src", "dl_dst"];
         if !dl_done {
             names.push("dl_type");
         }

@@ -29,6 +29,7 @@ pub(crate) enum Kind {
 /// Key regions in the order misses are explained. Early regions are the
 /// ones most rules share, so explanations reuse the same bits.
 pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
+    (offset_of!(FlowKey, metadata), 8, Kind::Whole),
     (offset_of!(FlowKey, in_port), 4, Kind::Whole),
     (offset_of!(FlowKey, dl_type), 2, Kind::Whole),
     (offset_of!(FlowKey, nw_proto), 1, Kind::Whole),

@@ -93,6 +93,15 @@ fn rule_text() -> impl Strategy<Value = String> {
                         _ => "output:4".into(),
                     });
                 }
+                // Metadata: written on the way to the next table, matched
+                // there.
+                if table > 0 && prio % 2 == 1 {
+                    f.push(format!("metadata={:#x}/0x3", prio));
+                }
+                if table < 2 && prio >= 2 {
+                    a.push(format!("write_metadata:{:#x}/0x3", prio - 2));
+                    a.push(format!("goto_table:{}", table + 1));
+                }
                 if a.is_empty() {
                     a.push("drop".into());
                 }
@@ -181,7 +190,7 @@ proptest! {
     fn keys_equal_under_the_mask_translate_alike(
         rules in proptest::collection::vec(rule_text(), 1..10),
         key in key_strategy(),
-        flips in proptest::collection::vec(any::<[u64; 14]>(), 1..6),
+        flips in proptest::collection::vec(any::<[u64; sluice_packet::key::KEY_WORDS]>(), 1..6),
     ) {
         let specs = parse_flow_file(&rules.join("\n"), None).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let set = RuleSet::from_specs(&specs, 0);
@@ -192,6 +201,8 @@ proptest! {
                 *w ^= f[i] & !base.wc.words()[i];
             }
             other.pad = [0; 4];
+            // Every packet's key starts with metadata 0.
+            other.metadata = 0;
             let t = run(&set, &other);
             prop_assert_eq!(&t.actions, &base.actions, "rules:\n{}\nkey {:?}\nother {:?}", rules.join("\n"), key, other);
             prop_assert_eq!(t.drop, base.drop);

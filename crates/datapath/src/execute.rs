@@ -31,6 +31,8 @@ pub struct PacketIn {
     pub table_id: u8,
     /// That rule's cookie.
     pub cookie: u64,
+    /// The pipeline's metadata when the packet was sent.
+    pub metadata: u64,
 }
 
 /// Packet-ins waiting for the OpenFlow channel, bounded, and the rate at
@@ -168,6 +170,7 @@ pub(crate) fn execute(
                 max_len,
                 table_id,
                 cookie,
+                metadata,
             } => {
                 for &i in pkts {
                     let bit = 1u32 << i;
@@ -186,6 +189,7 @@ pub(crate) fn execute(
                                 total_len: p.len(),
                                 table_id,
                                 cookie,
+                                metadata,
                             });
                             stats.packet_ins += 1;
                             to_ctl |= bit;

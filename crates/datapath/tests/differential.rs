@@ -153,6 +153,10 @@ fn rule_line(
     if let Some(p) = in_port {
         parts.push(format!("in_port={p}"));
     }
+    // Later tables read the metadata earlier ones wrote.
+    if table > 0 && prio.is_multiple_of(3) {
+        parts.push(format!("metadata={:#x}/0x3", (prio / 3) % 4));
+    }
     let v4 = matches!(
         proto,
         Proto::Ip | Proto::Tcp | Proto::Udp | Proto::Icmp | Proto::Arp
@@ -217,6 +221,9 @@ fn rule_line(
         actions.push(a);
     }
     if table + 1 < n_tables && actions.len() % 3 == 2 {
+        if prio % 2 == 1 {
+            actions.push(format!("write_metadata:{:#x}/0x3", prio % 4));
+        }
         actions.push(format!("goto_table:{}", table + 1));
     }
     let acts = if actions.is_empty() {
@@ -410,6 +417,7 @@ fn check(
             resubmits: 0,
             error: false,
             vlans: None,
+            metadata: 0,
         };
         r.table(0);
         for h in r.hits {

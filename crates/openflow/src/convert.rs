@@ -18,6 +18,7 @@ use crate::oxm::{f, Oxm};
 /// lists them (prerequisites first).
 const MAP: &[(u8, &str, Prereq)] = &[
     (f::IN_PORT, "in_port", Prereq::None),
+    (f::METADATA, "metadata", Prereq::None),
     (f::ETH_DST, "dl_dst", Prereq::None),
     (f::ETH_SRC, "dl_src", Prereq::None),
     (f::ETH_TYPE, "dl_type", Prereq::None),
@@ -200,6 +201,7 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::Resubmit { .. }
         | Action::GotoTable(_)
         | Action::WriteActions(_)
+        | Action::WriteMetadata { .. }
         | Action::ClearActions => return None,
     })
 }
@@ -212,6 +214,7 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
     let mut goto = None;
     let mut clear = false;
     let mut write = None;
+    let mut metadata = None;
     let mut seen = 0u32;
     for i in ins {
         let kind = match i {
@@ -252,7 +255,13 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
                 }
                 write = Some(set);
             }
-            // Write-metadata and meters are the next steps.
+            Instruction::WriteMetadata { value, mask } => {
+                metadata = Some(Action::WriteMetadata {
+                    value: *value & *mask,
+                    mask: *mask,
+                });
+            }
+            // Meters are the next step.
             _ => return Err(OfError::UNSUP_INST),
         }
     }
@@ -260,6 +269,7 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
         out.push(Action::ClearActions);
     }
     out.extend(write.map(Action::WriteActions));
+    out.extend(metadata);
     out.extend(goto.map(Action::GotoTable));
     Ok(out)
 }
@@ -286,9 +296,13 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
     let mut goto = None;
     let mut clear = false;
     let mut write = None;
+    let mut metadata = None;
     for a in actions {
         match a {
             Action::GotoTable(t) => goto = Some(*t),
+            &Action::WriteMetadata { value, mask } => {
+                metadata = Some(Instruction::WriteMetadata { value, mask })
+            }
             Action::ClearActions => clear = true,
             Action::WriteActions(set) => {
                 write = Some(set.iter().filter_map(from_action).collect::<Vec<_>>())
@@ -304,6 +318,7 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
         out.push(Instruction::ClearActions);
     }
     out.extend(write.map(Instruction::WriteActions));
+    out.extend(metadata);
     out.extend(goto.map(Instruction::GotoTable));
     out
 }

@@ -53,13 +53,18 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
     let mut v = Vec::with_capacity(1024);
     v.extend_from_slice(&[0, 0, t, 0, 0, 0, 0, 0]);
     put_str(&mut v, &format!("table{t}"), 32);
-    v.extend_from_slice(&0u64.to_be_bytes()); // metadata_match
-    v.extend_from_slice(&0u64.to_be_bytes()); // metadata_write
+    v.extend_from_slice(&u64::MAX.to_be_bytes()); // metadata_match: every bit
+    v.extend_from_slice(&u64::MAX.to_be_bytes()); // metadata_write: every bit
     v.extend_from_slice(&0u32.to_be_bytes()); // config
     v.extend_from_slice(&max_entries.to_be_bytes());
     let last = t + 1 >= n_tables;
     property(&mut v, prop::INSTRUCTIONS, |o| {
-        let mut ids = vec![it::APPLY_ACTIONS, it::WRITE_ACTIONS, it::CLEAR_ACTIONS];
+        let mut ids = vec![
+            it::APPLY_ACTIONS,
+            it::WRITE_ACTIONS,
+            it::CLEAR_ACTIONS,
+            it::WRITE_METADATA,
+        ];
         if !last {
             ids.push(it::GOTO_TABLE);
         }

@@ -4,6 +4,8 @@
 //! murmur3 64-bit finaliser so that every input bit reaches the low bits
 //! that cache indexes and signatures use.
 
+use crate::key::KEY_WORDS;
+
 /// Hashes `words` with `basis`.
 #[inline]
 pub fn hash_words(words: &[u64], basis: u64) -> u32 {
@@ -14,20 +16,22 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
     fmix64(h) as u32
 }
 
-/// Hashes a flow key's 14 words, xxh3 style: each pair of words, mixed
-/// with secret constants, is multiplied to 128 bits and folded to 64;
-/// the folds are summed and finalised. Half as many multiplies as a
-/// multiply per word, all independent of each other (no long dependency
-/// chain), and none for the eight words past L4 when they are all zero,
+/// Hashes a flow key's 15 words, xxh3 style: each pair of words, mixed
+/// with secret constants, is multiplied to 128 bits and folded to 64
+/// (the odd last word with a constant); the folds are summed and
+/// finalised. Half as many multiplies as a multiply per word, all
+/// independent of each other (no long dependency chain), and none for
+/// the nine words past L4 when they are all zero,
 /// as they are for every IPv4 and ARP packet: this runs for every packet
 /// on the cache-hit path.
 #[inline]
-pub fn hash_key_words(w: &[u64; 14]) -> u32 {
+pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let mut acc = short_acc(w);
     if w[6..].iter().fold(0, |a, &x| a | x) != 0 {
-        for i in (6..14).step_by(2) {
+        for i in (6..KEY_WORDS - 1).step_by(2) {
             acc = acc.wrapping_add(fold_mul(w[i] ^ SECRET[i], w[i + 1] ^ SECRET[i + 1]));
         }
+        acc = acc.wrapping_add(last(w));
     }
     fmix64(acc) as u32
 }
@@ -35,35 +39,45 @@ pub fn hash_key_words(w: &[u64; 14]) -> u32 {
 /// [`hash_key_words`] of a key whose words past the sixth are known to
 /// be zero: the same value, without looking at them.
 #[inline]
-pub fn hash_short_key_words(w: &[u64; 14]) -> u32 {
+pub fn hash_short_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     fmix64(short_acc(w)) as u32
 }
 
 /// The sum of the folds of the first three word pairs.
 #[inline(always)]
-fn short_acc(w: &[u64; 14]) -> u64 {
+fn short_acc(w: &[u64; KEY_WORDS]) -> u64 {
     fold_mul(w[0] ^ SECRET[0], w[1] ^ SECRET[1])
         .wrapping_add(fold_mul(w[2] ^ SECRET[2], w[3] ^ SECRET[3]))
         .wrapping_add(fold_mul(w[4] ^ SECRET[4], w[5] ^ SECRET[5]))
 }
 
 /// A 64-bit hash of `w & m` word by word, built like [`hash_key_words`]
-/// (all seven pairs: masks rarely leave whole pairs out) and finalised to
+/// (every pair: masks rarely leave whole pairs out) and finalised to
 /// 64 bits, for hash tables that take tags from the high bits.
 #[inline]
-pub fn hash64_key_masked(w: &[u64; 14], m: &[u64; 14]) -> u64 {
+pub fn hash64_key_masked(w: &[u64; KEY_WORDS], m: &[u64; KEY_WORDS]) -> u64 {
     let mut acc = 0u64;
-    for i in (0..14).step_by(2) {
+    for i in (0..KEY_WORDS - 1).step_by(2) {
         acc = acc.wrapping_add(fold_mul(
             (w[i] & m[i]) ^ SECRET[i],
             (w[i + 1] & m[i + 1]) ^ SECRET[i + 1],
         ));
     }
+    let l = KEY_WORDS - 1;
+    acc = acc.wrapping_add(fold_mul((w[l] & m[l]) ^ SECRET[l], SECRET[KEY_WORDS]));
     fmix64(acc)
 }
 
+/// The fold of the key's odd last word (the metadata).
+#[inline(always)]
+fn last(w: &[u64; KEY_WORDS]) -> u64 {
+    fold_mul(w[KEY_WORDS - 1] ^ SECRET[KEY_WORDS - 1], SECRET[KEY_WORDS])
+}
+
+const _: () = assert!(KEY_WORDS % 2 == 1, "the odd last word is folded alone");
+
 /// Random constants (one per key word) for [`hash_key_words`].
-const SECRET: [u64; 14] = [
+const SECRET: [u64; KEY_WORDS + 1] = [
     0xbe4b_a423_396c_feb8,
     0x1cad_21f7_2c81_017c,
     0xdb97_9083_e96d_d4de,
@@ -78,6 +92,8 @@ const SECRET: [u64; 14] = [
     0xa74c_1b2e_63d8_f5c9,
     0x6b5e_d4a1_f037_8e2d,
     0xe1c9_8b74_25fa_36b1,
+    0x4d27_c3e9_81b6_5fa3,
+    0xc86a_15d2_7e94_b30d,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.
@@ -103,10 +119,10 @@ mod tests {
 
     #[test]
     fn key_hash_single_bit_changes_spread() {
-        let base = [0u64; 14];
+        let base = [0u64; KEY_WORDS];
         let h0 = hash_key_words(&base);
         let mut low_bits_seen = 0u32;
-        for w in 0..14 {
+        for w in 0..KEY_WORDS {
             for b in 0..64 {
                 let mut k = base;
                 k[w] ^= 1 << b;
@@ -130,7 +146,7 @@ mod tests {
         // about 1/e of the buckets empty; a weak one piles keys up.
         let mut used = vec![false; 8192];
         for i in 0..8192u64 {
-            let mut k = [0u64; 14];
+            let mut k = [0u64; KEY_WORDS];
             k[0] = 1 | 0x0800 << 32 | 17 << 48;
             k[4] = (0x0a00_0000 + i) | 0x0a01_0000_u64 << 32;
             k[5] = (1024 + (i % 64)) | 53 << 16;
@@ -145,10 +161,10 @@ mod tests {
 
     #[test]
     fn single_bit_changes_spread() {
-        let base = [0u64; 14];
+        let base = [0u64; KEY_WORDS];
         let h0 = hash_words(&base, 0);
         let mut low_bits_seen = 0u32;
-        for w in 0..14 {
+        for w in 0..KEY_WORDS {
             for b in 0..64 {
                 let mut k = base;
                 k[w] ^= 1 << b;

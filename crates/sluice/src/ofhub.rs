@@ -342,7 +342,11 @@ pub fn packet_in(pi: &PacketIn) -> OfPacketIn {
         },
         table_id: pi.table_id,
         cookie: pi.cookie,
-        oxms: vec![Oxm::exact(f::IN_PORT, u128::from(pi.in_port))],
+        // The pipeline fields: in_port, and metadata when it is not zero
+        // (as Open vSwitch sends them).
+        oxms: std::iter::once(Oxm::exact(f::IN_PORT, u128::from(pi.in_port)))
+            .chain((pi.metadata != 0).then(|| Oxm::exact(f::METADATA, u128::from(pi.metadata))))
+            .collect(),
         data: pi.data.clone(),
     }
 }
@@ -361,6 +365,34 @@ mod tests {
         assert_eq!(
             of_port_name("pcap:rx=/a/very/long/path.pcap"),
             "pcap:rx=/a/very"
+        );
+    }
+
+    #[test]
+    fn a_packet_in_carries_in_port_and_metadata_when_set() {
+        let mut pi = PacketIn {
+            in_port: 3,
+            reason: PacketInReason::Action,
+            data: vec![1, 2, 3],
+            total_len: 60,
+            table_id: 1,
+            cookie: 7,
+            metadata: 0,
+        };
+        let fields = |pi: &PacketIn| -> Vec<(u8, u128)> {
+            packet_in(pi)
+                .oxms
+                .iter()
+                .map(|o| (o.field, o.value))
+                .collect()
+        };
+        assert_eq!(fields(&pi), [(f::IN_PORT, 3)]);
+        pi.metadata = 0x1234;
+        assert_eq!(fields(&pi), [(f::IN_PORT, 3), (f::METADATA, 0x1234)]);
+        let of = packet_in(&pi);
+        assert_eq!(
+            (of.reason, of.table_id, of.cookie, of.total_len),
+            (1, 1, 7, 60)
         );
     }
 

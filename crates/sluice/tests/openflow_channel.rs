@@ -198,15 +198,32 @@ fn ovs_ofctl_programs_the_rules() {
         ),
         "action sets"
     );
+    // Metadata: written by one table, matched by the next.
+    run(&[
+        "add-flow",
+        &t,
+        "table=2,priority=4,ip,actions=write_metadata:0x5/0xff,goto_table:3",
+    ]);
+    run(&[
+        "add-flow",
+        &t,
+        "table=3,priority=4,metadata=0x5/0xff,actions=output:2",
+    ]);
+    let dump = run(&["dump-flows", &t]);
+    assert!(
+        dump.contains("table=2, n_packets=0, n_bytes=0, priority=4,ip actions=write_metadata:0x5/0xff,goto_table:3")
+            && dump.contains("table=3, n_packets=0, n_bytes=0, priority=4,metadata=0x5/0xff actions=output:2"),
+        "metadata: {dump}"
+    );
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the
     // rules stay as they were.
-    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,ip,actions=write_metadata:1"]);
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,ip,actions=meter:1,output:2"]);
     assert!(!ok && out.contains("OFPBIC_UNSUP_INST"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
     assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");
-    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,metadata=1,actions=drop"]);
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,mpls,mpls_label=5,actions=drop"]);
     assert!(!ok && out.contains("OFPBMC_BAD_FIELD"), "{out}");
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
 }

@@ -75,17 +75,19 @@ pub(super) fn parse_actions(
         }
         let (name, arg, arg_at) = split_action(t, tok.at);
         // OpenFlow 1.1+ instructions come in their order: apply-actions
-        // (the plain actions), clear_actions, write_actions, goto_table.
+        // (the plain actions), clear_actions, write_actions,
+        // write_metadata, goto_table.
         let stage = match name.to_ascii_lowercase().as_str() {
             "clear_actions" => 2,
             "write_actions" => 3,
-            "goto_table" => 4,
+            "write_metadata" => 4,
+            "goto_table" => 5,
             _ => 1,
         };
         if stage < last_stage || (stage == last_stage && stage > 1) {
             return Err(cx.err(
                 tok.at,
-                "invalid instruction order: plain (apply) actions, then clear_actions, then write_actions, then goto_table, each instruction once (as ovs-ofctl asks for OpenFlow 1.1+)",
+                "invalid instruction order: plain (apply) actions, then clear_actions, then write_actions, then write_metadata, then goto_table, each instruction once (as ovs-ofctl asks for OpenFlow 1.1+)",
             ));
         }
         last_stage = stage;
@@ -202,6 +204,7 @@ pub(super) fn parse_actions(
                         a,
                         Action::WriteActions(_)
                             | Action::ClearActions
+                            | Action::WriteMetadata { .. }
                             | Action::GotoTable(_)
                             | Action::Resubmit { .. }
                     )
@@ -211,6 +214,19 @@ pub(super) fn parse_actions(
                 Action::WriteActions(inner)
             }
             "clear_actions" if arg.is_none() => Action::ClearActions,
+            "write_metadata" => {
+                let a = need()?;
+                let (v, m) = match a.split_once('/') {
+                    Some((v, m)) => (v, Some(m)),
+                    None => (a, None),
+                };
+                let value = parse_int(cx, v, arg_at, 64, "write_metadata")? as u64;
+                let mask = match m {
+                    Some(m) => parse_int(cx, m, arg_at, 64, "write_metadata's mask")? as u64,
+                    None => u64::MAX,
+                };
+                Action::WriteMetadata { value, mask }
+            }
             "goto_table" => {
                 let tid = parse_table(cx, need()?, arg_at)?;
                 if tid <= spec.table {
@@ -221,7 +237,7 @@ pub(super) fn parse_actions(
             _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
             _ => {
                 return Err(cx.err(tok.at, format!(
-                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T) goto_table:T, write_actions(...) or clear_actions"
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
                 )))
             }
         };

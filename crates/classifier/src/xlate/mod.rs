@@ -324,6 +324,7 @@ impl Ctx<'_, '_> {
                         max_len,
                         table_id,
                         cookie,
+                        metadata: self.flow.metadata,
                     });
                     self.out.outputs += 1;
                 }
@@ -372,6 +373,9 @@ impl Ctx<'_, '_> {
                     }
                 }
                 Action::ClearActions => self.action_set.clear(),
+                Action::WriteMetadata { value, mask } => {
+                    self.flow.metadata = (self.flow.metadata & !mask) | (value & mask);
+                }
             }
         }
     }
@@ -389,6 +393,9 @@ impl Ctx<'_, '_> {
     /// slots back to the original packet's tags.
     fn merge_wc(&mut self, wc: &FlowKey) {
         let mut rest = *wc;
+        // Metadata is zero in every packet and what the tables write into
+        // it follows from decisions whose bits are already here.
+        rest.metadata = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);

@@ -120,6 +120,8 @@ pub struct Ref<'a> {
     /// The VLAN tags the flow knows of (see [`key_with_vlans`]); `None`
     /// until the first look.
     pub vlans: Option<usize>,
+    /// The pipeline's metadata (write_metadata).
+    pub metadata: u64,
 }
 
 impl Ref<'_> {
@@ -135,9 +137,11 @@ impl Ref<'_> {
 
     fn key(&mut self) -> FlowKey {
         let vlans = self.vlans();
-        key_with_vlans(&self.bytes, self.in_port, vlans)
+        let mut k = key_with_vlans(&self.bytes, self.in_port, vlans)
             .expect("reference runs only on non-runts")
-            .0
+            .0;
+        k.metadata = self.metadata;
+        k
     }
 
     pub fn table(&mut self, t: u8) {
@@ -305,6 +309,9 @@ impl Ref<'_> {
                 }
                 // The rule generators of the differential tests write no
                 // action sets; the OpenFlow tests cover them.
+                Action::WriteMetadata { value, mask } => {
+                    self.metadata = (self.metadata & !mask) | (value & mask);
+                }
                 Action::WriteActions(_) | Action::ClearActions => {
                     unreachable!("no action sets in generated rules")
                 }
