@@ -29,6 +29,17 @@ pub const CACHE_INTERVAL_US: u64 = 1_000_000;
 /// revalidated when next hit.
 pub const REVALIDATE_BUDGET: usize = 16_384;
 
+/// A port's OpenFlow config bits the datapath acts on (PORT_MOD).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortConfig {
+    /// What it receives is dropped (`no_recv`, or the port is down).
+    pub no_recv: bool,
+    /// Nothing is forwarded to it (`no_fwd`, or the port is down).
+    pub no_fwd: bool,
+    /// What it receives is never sent to a controller (`no_packet_in`).
+    pub no_packet_in: bool,
+}
+
 /// Datapath sizing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatapathConfig {
@@ -215,6 +226,7 @@ impl Datapath {
                 rx_cycles: 0,
                 no_recv: false,
                 no_fwd: false,
+                no_packet_in: false,
             },
         );
         self.port_numbers.insert(pos, ofport);
@@ -237,20 +249,18 @@ impl Datapath {
     /// Sets a port's OpenFlow config: `no_recv` drops what it receives
     /// (counted, `port no_recv`), `no_fwd` takes it out of forwarding (an
     /// output to it is an output to a missing port; flooding passes it
-    /// by). Cached decisions are revalidated (the epoch moves).
-    pub fn set_port_config(
-        &mut self,
-        ofport: u32,
-        no_recv: bool,
-        no_fwd: bool,
-    ) -> Result<(), DpError> {
+    /// by), `no_packet_in` keeps what it receives from the controllers
+    /// (counted, `port no_packet_in`). Cached decisions are revalidated
+    /// (the epoch moves).
+    pub fn set_port_config(&mut self, ofport: u32, config: PortConfig) -> Result<(), DpError> {
         let i = self
             .out
             .index_of(ofport)
             .ok_or(DpError::NoSuchPort(ofport))?;
         let slot = &mut self.out.ports[i];
-        slot.no_recv = no_recv;
-        slot.no_fwd = no_fwd;
+        slot.no_recv = config.no_recv;
+        slot.no_fwd = config.no_fwd;
+        slot.no_packet_in = config.no_packet_in;
         self.refresh_fwd();
         self.epoch += 1;
         Ok(())

@@ -139,6 +139,7 @@ pub(crate) fn execute(
     };
     let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
     let mut ctl_rate = 0u32;
+    let mut ctl_port = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
         let is_last = ai == last;
         match *a {
@@ -176,7 +177,13 @@ pub(crate) fn execute(
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
                     if let Some(p) = slot.as_ref() {
-                        if packet_ins.queue.len() >= packet_ins.cap {
+                        let in_port = p.meta.in_port;
+                        if out
+                            .index_of(in_port)
+                            .is_some_and(|k| out.ports[k].no_packet_in)
+                        {
+                            ctl_port |= bit;
+                        } else if packet_ins.queue.len() >= packet_ins.cap {
                             ctl_full |= bit;
                         } else if !packet_ins.admit(now_us) {
                             ctl_rate |= bit;
@@ -221,6 +228,8 @@ pub(crate) fn execute(
             stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
         } else if ctl_rate & bit != 0 {
             stats.dropped[DropReason::ControllerRateLimit.index()] += 1;
+        } else if ctl_port & bit != 0 {
+            stats.dropped[DropReason::PortNoPacketIn.index()] += 1;
         } else if no_buf & bit != 0 {
             stats.dropped[DropReason::NoBuffer.index()] += 1;
         } else {

@@ -20,7 +20,7 @@ pub mod stats;
 mod upcall_budget;
 
 pub use cascade::CacheConfig;
-pub use datapath::{Datapath, DatapathConfig, DpError, PortReport, RxqLoad};
+pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
 pub use execute::PacketIn;
 pub use output::RxQueue;
 pub use stats::{DpStats, DropReason, DROP_REASONS};

@@ -34,6 +34,9 @@ pub(crate) struct PortSlot {
     pub no_recv: bool,
     /// OpenFlow port config: nothing is forwarded to it (`no_fwd`).
     pub no_fwd: bool,
+    /// OpenFlow port config: what it receives never goes to a controller
+    /// (`no_packet_in`).
+    pub no_packet_in: bool,
 }
 
 /// An rx queue a PMD polls for receiving only; it can be taken from one

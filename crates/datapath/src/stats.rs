@@ -18,6 +18,9 @@ pub enum DropReason {
     ControllerRateLimit,
     /// Received on a port a controller set `no_recv` (or down).
     PortNoRecv,
+    /// Would have gone to the controller, but came in on a port a
+    /// controller set `no_packet_in`.
+    PortNoPacketIn,
     /// No pool frame was free to copy the packet for an output.
     NoBuffer,
     /// A miss not translated: upcalls had used their share of the PMD's
@@ -42,6 +45,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::Xlate(XlateDrop::Fragment),
     DropReason::ControllerRateLimit,
     DropReason::PortNoRecv,
+    DropReason::PortNoPacketIn,
 ];
 
 impl DropReason {
@@ -53,6 +57,7 @@ impl DropReason {
             DropReason::ControllerQueueFull => "controller queue full",
             DropReason::ControllerRateLimit => "controller rate limit",
             DropReason::PortNoRecv => "port no_recv",
+            DropReason::PortNoPacketIn => "port no_packet_in",
             DropReason::NoBuffer => "no buffer for copy",
             DropReason::UpcallBudget => "upcall budget",
         }
@@ -76,12 +81,13 @@ impl DropReason {
             DropReason::Xlate(XlateDrop::Fragment) => 12,
             DropReason::ControllerRateLimit => 13,
             DropReason::PortNoRecv => 14,
+            DropReason::PortNoPacketIn => 15,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 15;
+pub const N_DROP_REASONS: usize = 16;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sluice_classifier::{parse_flow_file, RuleSet, XlateDrop};
-use sluice_datapath::{Datapath, DatapathConfig, DropReason};
+use sluice_datapath::{Datapath, DatapathConfig, DropReason, PortConfig};
 use sluice_packet::build::{Frame, L4};
 use sluice_port::capture::CapturePort;
 use sluice_port::null::NullPort;
@@ -69,19 +69,66 @@ fn a_port_set_no_recv_drops_what_it_receives_and_no_fwd_takes_it_out() {
         DatapathConfig::default(),
         frames.clone(),
     );
-    dp.set_port_config(1, true, false).unwrap();
+    dp.set_port_config(
+        1,
+        PortConfig {
+            no_recv: true,
+            ..PortConfig::default()
+        },
+    )
+    .unwrap();
     dp.run(|| 0, |_| false).unwrap();
     let st = dp.stats();
     assert_eq!(st.dropped_by(DropReason::PortNoRecv), 10);
     assert_eq!(st.forwarded, 0);
     assert!(st.rx_balanced());
     let mut dp = dp_with("actions=output:2", DatapathConfig::default(), frames);
-    dp.set_port_config(2, false, true).unwrap();
+    dp.set_port_config(
+        2,
+        PortConfig {
+            no_fwd: true,
+            ..PortConfig::default()
+        },
+    )
+    .unwrap();
     dp.run(|| 0, |_| false).unwrap();
     let st = dp.stats();
     assert_eq!(st.dropped_by(DropReason::Xlate(XlateDrop::NoSuchPort)), 10);
     assert!(st.rx_balanced());
-    assert!(dp.set_port_config(9, true, true).is_err());
+    assert!(dp.set_port_config(9, PortConfig::default()).is_err());
+}
+
+#[test]
+fn a_port_set_no_packet_in_sends_nothing_to_the_controller_and_counts_it() {
+    // Port 1 receives: with no_packet_in, its packets' packet-ins are the
+    // counted drop; the output beside the controller action still goes.
+    let frames: Frames = (0..10).map(udp).collect();
+    let mut dp = dp_with(
+        "actions=controller",
+        DatapathConfig::default(),
+        frames.clone(),
+    );
+    let config = PortConfig {
+        no_packet_in: true,
+        ..PortConfig::default()
+    };
+    dp.set_port_config(1, config).unwrap();
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!(st.dropped_by(DropReason::PortNoPacketIn), 10);
+    assert_eq!(st.to_controller, 0);
+    assert!(!dp.has_packet_ins());
+    assert!(st.rx_balanced());
+    let mut dp = dp_with(
+        "actions=controller,output:2",
+        DatapathConfig::default(),
+        frames,
+    );
+    dp.set_port_config(1, config).unwrap();
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert_eq!((st.forwarded, st.to_controller), (10, 0));
+    assert!(st.rx_balanced());
 }
 
 #[test]

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use sluice_classifier::table::{flag, Removal, Selection};
 use sluice_classifier::Rule;
 use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
+use sluice_datapath::PortConfig;
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
 
@@ -558,20 +559,18 @@ impl Control {
     }
 
     /// Sets a port's OpenFlow config: `down` and `no_recv` drop what it
-    /// receives, `down` and `no_fwd` take it out of forwarding; in force
-    /// on every PMD when this returns. `config` is the whole new set.
+    /// receives, `down` and `no_fwd` take it out of forwarding,
+    /// `no_packet_in` keeps what it receives from the controllers; in
+    /// force on every PMD when this returns. `config` is the whole new
+    /// set of bits (as port descriptions show them).
     pub(crate) fn set_port_config(
         &self,
         ofport: u32,
         config: u32,
-        down: bool,
-        no_recv: bool,
-        no_fwd: bool,
+        dp: PortConfig,
     ) -> Result<(), String> {
         let _reconfig = self.reconfig.lock().expect("reconfig");
-        for r in self
-            .ask_all(|tx| PmdCommand::SetPortConfig(ofport, down || no_recv, down || no_fwd, tx))?
-        {
+        for r in self.ask_all(|tx| PmdCommand::SetPortConfig(ofport, dp, tx))? {
             r?;
         }
         self.port_config

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use sluice_classifier::table::Removal;
 use sluice_classifier::Action;
+use sluice_datapath::PortConfig;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
@@ -627,7 +628,7 @@ impl<S: Conn> Session<S> {
         if pm.hw_addr != [0; 6] {
             return Err(OfError::PORT_MOD_BAD_HW_ADDR);
         }
-        let known = portc::PORT_DOWN | portc::NO_RECV | portc::NO_FWD;
+        let known = portc::PORT_DOWN | portc::NO_RECV | portc::NO_FWD | portc::NO_PACKET_IN;
         if pm.mask & !known != 0 {
             return Err(OfError::PORT_MOD_BAD_CONFIG);
         }
@@ -638,9 +639,11 @@ impl<S: Conn> Session<S> {
                 .set_port_config(
                     pm.port_no,
                     new,
-                    new & portc::PORT_DOWN != 0,
-                    new & portc::NO_RECV != 0,
-                    new & portc::NO_FWD != 0,
+                    PortConfig {
+                        no_recv: new & (portc::PORT_DOWN | portc::NO_RECV) != 0,
+                        no_fwd: new & (portc::PORT_DOWN | portc::NO_FWD) != 0,
+                        no_packet_in: new & portc::NO_PACKET_IN != 0,
+                    },
                 )
                 .map_err(|_| OfError::PORT_MOD_BAD_PORT)?;
         }

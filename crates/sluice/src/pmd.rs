@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use sluice_classifier::{Action, RuleSet};
-use sluice_datapath::{Datapath, DpStats, PacketIn, PortReport, RxQueue};
+use sluice_datapath::{Datapath, DpStats, PacketIn, PortConfig, PortReport, RxQueue};
 use sluice_port::Port;
 
 /// A point-in-time copy of a PMD's counters.
@@ -97,7 +97,7 @@ pub enum PmdCommand {
     /// actions.
     PacketOut(Vec<u8>, u32, Vec<Action>, Sender<Result<(), String>>),
     /// Set a port's `no_recv` and `no_fwd` (OpenFlow PORT_MOD).
-    SetPortConfig(u32, bool, bool, Sender<Result<(), String>>),
+    SetPortConfig(u32, PortConfig, Sender<Result<(), String>>),
     /// Finish: flush everything and end the thread.
     Stop,
 }
@@ -168,9 +168,9 @@ fn handle(
             dp.set_rules(rules);
             let _ = reply.send(dp.epoch());
         }
-        PmdCommand::SetPortConfig(ofport, no_recv, no_fwd, reply) => {
+        PmdCommand::SetPortConfig(ofport, config, reply) => {
             let _ = reply.send(
-                dp.set_port_config(ofport, no_recv, no_fwd)
+                dp.set_port_config(ofport, config)
                     .map_err(|e| e.to_string()),
             );
         }
