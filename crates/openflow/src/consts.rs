@@ -69,6 +69,8 @@ pub mod portc {
     pub const NO_PACKET_IN: u32 = 1 << 6;
     /// `OFPPS_LINK_DOWN` (port state).
     pub const LINK_DOWN: u32 = 1 << 0;
+    /// `OFPPS_LIVE` (port state): the port is up and can forward.
+    pub const LIVE: u32 = 1 << 2;
 }
 
 /// `OFPTT_ALL`: every table (deletes and statistics).

@@ -302,11 +302,7 @@ impl Hub {
 /// The OpenFlow name of a port: a live port's interface name
 /// (`afpacket:veth1` is `veth1`), any other port's spec; 15 bytes at most.
 pub fn of_port_name(spec: &str) -> String {
-    let name = ["afpacket:", "afxdp:", "tap:"]
-        .iter()
-        .find_map(|p| spec.strip_prefix(p))
-        .map(|rest| rest.split([',', ':']).next().unwrap_or(rest))
-        .unwrap_or(spec);
+    let name = crate::link::interface(spec).unwrap_or(spec);
     let mut end = name.len().min(15);
     while !name.is_char_boundary(end) {
         end -= 1;
@@ -315,18 +311,17 @@ pub fn of_port_name(spec: &str) -> String {
 }
 
 /// A port's description: number, name ([`of_port_name`]), config bits
-/// and the state they make (`LINK_DOWN` when set `PORT_DOWN`).
+/// and the state they and the link make: `LINK_DOWN` when set
+/// `PORT_DOWN` or when a live port's interface has no carrier, `LIVE`
+/// otherwise (as Open vSwitch says of a port that is up).
 pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multipart::PortDesc {
     use sluice_openflow::consts::portc;
+    let down = config & portc::PORT_DOWN != 0 || crate::link::link_up(name) == Some(false);
     sluice_openflow::multipart::PortDesc {
         port_no: ofport,
         name: of_port_name(name),
         config,
-        state: if config & portc::PORT_DOWN != 0 {
-            portc::LINK_DOWN
-        } else {
-            0
-        },
+        state: if down { portc::LINK_DOWN } else { portc::LIVE },
         ..Default::default()
     }
 }

@@ -359,8 +359,28 @@ pub fn run_ports(
             std::thread::Builder::new()
                 .name("of-expire".into())
                 .spawn(move || {
+                    let mut links = crate::link::LinkWatch::default();
+                    let mut tick = 0u64;
                     while !stop.stop.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(250));
+                        tick += 1;
+                        // Every half second: live ports whose link went up
+                        // or down (PORT_STATUS, reason modify).
+                        if tick.is_multiple_of(2) {
+                            if let Ok(ports) = control.port_reports() {
+                                let specs = ports.iter().map(|p| (p.ofport, p.name.as_str()));
+                                for (ofport, _) in links.changes(specs) {
+                                    if let Some(p) = ports.iter().find(|p| p.ofport == ofport) {
+                                        hub.port_status(
+                                            2,
+                                            ofport,
+                                            &p.name,
+                                            control.port_config(ofport),
+                                        );
+                                    }
+                                }
+                            }
+                        }
                         if let Ok(gone) = control.expire_rules() {
                             let now = control.uptime_us();
                             for (r, why) in gone {

@@ -233,3 +233,68 @@ fn after_a_barrier_reply_no_packet_follows_the_old_rule() {
         "OLD at b {old_b}, NEW at c {new_c}"
     );
 }
+
+#[test]
+fn a_live_port_whose_link_goes_down_and_up_is_told_to_the_controller() {
+    require_root_and(&["ip", "ethtool", "ovs-ofctl"]);
+    let a = Host::new("lka", None);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("of.sock");
+    let target = format!("unix:{}", sock.display());
+    let _sw = Sluice::start_with(
+        None,
+        "",
+        &[&format!("1=afpacket:{}", a.root_if), "2=null"],
+        &["--listen", &format!("punix:{}", sock.display())],
+    );
+    let show = || {
+        let out = Command::new("ovs-ofctl")
+            .args(["-O", "OpenFlow13", "show", &target])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let port1_state = || {
+        let s = show();
+        let at = s.find(&format!("1({})", a.root_if)).expect("port 1 shown");
+        s[at..].lines().nth(2).unwrap_or("").trim().to_string()
+    };
+    assert_eq!(port1_state(), "state:      LIVE");
+    // The monitor writes what it saw when it ends (its output is
+    // buffered): `timeout` ends it after the link went down and up.
+    let mon_out = dir.path().join("monitor.out");
+    let mut mon = Command::new("timeout")
+        .args(["-s", "TERM", "8", "ovs-ofctl", "-O", "OpenFlow13"])
+        .arg(format!(
+            "--unixctl={}",
+            dir.path().join("ofctl.ctl").display()
+        ))
+        .args(["monitor", &target, "0"])
+        .stdout(std::fs::File::create(&mon_out).unwrap())
+        .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1000));
+    // The peer in the namespace goes down: the root end loses carrier.
+    a.exec("ip link set eth0 down");
+    wait_for("port 1 shown LINK_DOWN", 5, || {
+        port1_state() == "state:      LINK_DOWN"
+    });
+    std::thread::sleep(Duration::from_millis(1000));
+    a.exec("ip link set eth0 up");
+    wait_for("port 1 shown LIVE", 5, || {
+        port1_state() == "state:      LIVE"
+    });
+    let _ = mon.wait();
+    let seen = std::fs::read_to_string(&mon_out).unwrap()
+        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    let mods: Vec<&str> = seen
+        .split("OFPT_PORT_STATUS")
+        .skip(1)
+        .filter(|m| m.contains(&format!("MOD: 1({})", a.root_if)))
+        .collect();
+    assert!(
+        mods.len() == 2 && mods[0].contains("LINK_DOWN") && mods[1].contains("state:      LIVE"),
+        "{seen}"
+    );
+}
