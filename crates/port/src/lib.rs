@@ -9,7 +9,7 @@
 //!
 //! Backends: [`pcap`] files, in-memory [`replay`] (for benchmarks and
 //! `pcap:...,loop`), [`null`] sink, in-memory [`capture`] (for tests), and
-//! live ports: [`afpacket`] (TPACKET_V3 rings), [`afxdp`] (XDP sockets
+//! live ports: [`afpacket`] (TPACKET_V2 rings), [`afxdp`] (XDP sockets
 //! whose UMEM is the packet pool), [`tap`] and [`stream`]
 //! (Open vSwitch's netdev-dummy framing over unix sockets). Ports whose
 //! device ring can fill keep an [`egress`] queue (seed 002).

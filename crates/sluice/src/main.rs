@@ -192,7 +192,7 @@ Port specs:
   pcap:tx=FILE          write what the port sends to a capture
   pcap:rx=A,tx=B        both
   null                  discard what the port sends
-  afpacket:IFNAME       a Linux interface through AF_PACKET rings (TPACKET_V3);
+  afpacket:IFNAME       a Linux interface through AF_PACKET rings (TPACKET_V2);
                         brought up and made promiscuous; needs root.
                         Options: ,prio-dscp=N ,prio-pcp=N: packets at or above
                         this DSCP (default 46) or VLAN PCP (default 5) use the
