@@ -42,6 +42,8 @@ pub const N_TABLES: u8 = 254;
 const PROBE: Duration = Duration::from_secs(5);
 /// A peer that takes this long to accept a reply is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most bytes the writer thread gathers from its queue for one write.
+const WRITE_BATCH: usize = 1 << 16;
 /// Most bytes read on without waiting after a full read: a burst of
 /// flow-mods up to this size is applied as one batch.
 const BURST: usize = 1 << 20;
@@ -321,6 +323,9 @@ impl<S: Conn> Session<S> {
 
     fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
         let out = self.out.as_ref().ok_or("not started")?;
+        self.listener
+            .queued_bytes
+            .fetch_add(bytes.len(), Ordering::Relaxed);
         out.send(bytes.to_vec())
             .map_err(|_| "the peer stopped taking what is sent to it".to_string())
     }
@@ -328,14 +333,30 @@ impl<S: Conn> Session<S> {
     /// Starts the writer thread.
     fn start_writer(&mut self) -> Result<(), String> {
         let mut w = self.s.writer().map_err(|e| e.to_string())?;
+        let listener = Arc::clone(&self.listener);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(SESSION_QUEUE);
         std::thread::Builder::new()
             .name("of-writer".into())
             .spawn(move || {
-                for m in rx {
-                    if w.write_all(&m).is_err() {
+                // What is queued goes out together, up to WRITE_BATCH
+                // bytes a write: a burst of packet-ins costs a few
+                // system calls, not one each.
+                let mut out = Vec::with_capacity(WRITE_BATCH);
+                while let Ok(m) = rx.recv() {
+                    out.clear();
+                    out.extend_from_slice(&m);
+                    while out.len() < WRITE_BATCH {
+                        match rx.try_recv() {
+                            Ok(m) => out.extend_from_slice(&m),
+                            Err(_) => break,
+                        }
+                    }
+                    if w.write_all(&out).is_err() {
                         break;
                     }
+                    listener
+                        .queued_bytes
+                        .fetch_sub(out.len(), Ordering::Relaxed);
                 }
             })
             .map_err(|e| e.to_string())?;

@@ -6,8 +6,8 @@
 //! own bounded queue and rate limit: a slow or flooded controller loses
 //! its own packet-ins (counted), never another's, never a PMD's time.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,8 +24,12 @@ use sluice_openflow::{Message, OfError};
 /// Batches of packet-ins (one per PMD iteration that made some) waiting
 /// between the PMDs and the controllers.
 pub const PACKET_IN_QUEUE: usize = 256;
-/// Messages waiting to be written to one controller.
+/// Entries waiting to be written to one controller (a reply, or a PMD
+/// batch of packet-ins).
 pub const SESSION_QUEUE: usize = 1024;
+/// Bytes of packet-ins that may wait for one controller; beyond, they
+/// are the counted `controller queue full`.
+pub const SESSION_BYTES: usize = 4 << 20;
 
 /// What one connection lets the hub know and change.
 #[derive(Debug)]
@@ -43,6 +47,9 @@ pub struct Listener {
     pub queue_full: AtomicU64,
     /// Packet-ins lost to its rate limit.
     pub rate_limited: AtomicU64,
+    /// Bytes waiting in its queue (added when queued, taken off once
+    /// written): the hub queues no packet-in past [`SESSION_BYTES`].
+    pub queued_bytes: AtomicUsize,
 }
 
 impl Default for Listener {
@@ -54,6 +61,7 @@ impl Default for Listener {
             sent: AtomicU64::new(0),
             queue_full: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
+            queued_bytes: AtomicUsize::new(0),
         }
     }
 }
@@ -79,6 +87,20 @@ struct Outlet {
     bucket: Bucket,
     /// Who it is.
     peer: String,
+}
+
+impl Outlet {
+    /// Queues `bytes` for the connection's writer, counting them in;
+    /// false when its queue is full or it is gone.
+    fn queue(&self, bytes: Vec<u8>) -> bool {
+        let len = bytes.len();
+        self.listener.queued_bytes.fetch_add(len, Ordering::Relaxed);
+        if self.tx.try_send(bytes).is_ok() {
+            return true;
+        }
+        self.listener.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+        false
+    }
 }
 
 /// A token bucket: `rate` per second, up to `burst` at once.
@@ -226,7 +248,7 @@ impl Hub {
         for o in self.outlets.lock().expect("outlets").iter() {
             if o.listener.wants_packet_ins.load(Ordering::Relaxed)
                 && o.listener.takes(2, reason)
-                && o.tx.try_send(msg.clone()).is_err()
+                && !o.queue(msg.clone())
             {
                 o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
             }
@@ -242,7 +264,7 @@ impl Hub {
         for o in self.outlets.lock().expect("outlets").iter() {
             if o.listener.wants_packet_ins.load(Ordering::Relaxed)
                 && o.listener.takes(1, reason)
-                && o.tx.try_send(msg.clone()).is_err()
+                && !o.queue(msg.clone())
             {
                 o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
             }
@@ -262,39 +284,59 @@ impl Hub {
             .name("of-packet-in".into())
             .spawn(move || {
                 for batch in rx {
-                    for pi in &batch {
-                        hub.offer(pi);
-                    }
+                    hub.offer(&batch);
                 }
             })
             .map(|_| ())
     }
 
-    fn offer(&self, pi: &PacketIn) {
-        let of = packet_in(pi);
-        let reason = of.reason;
-        let msg = to_bytes(&Message::PacketIn(of), 0);
-        let mut outlets = self.outlets.lock().expect("outlets");
-        let mut taken = false;
-        for o in outlets.iter_mut() {
-            if !o.listener.wants_packet_ins.load(Ordering::Relaxed) || !o.listener.takes(0, reason)
-            {
-                continue;
-            }
-            taken = true;
-            if !o.bucket.take() {
-                o.listener.rate_limited.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            match o.tx.try_send(msg.clone()) {
-                Ok(()) => o.listener.sent.fetch_add(1, Ordering::Relaxed),
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    o.listener.queue_full.fetch_add(1, Ordering::Relaxed)
-                }
-            };
+    /// Offers a PMD's batch of packet-ins to every connection that takes
+    /// them: each is encoded once, and each connection gets what it takes
+    /// of the batch as one queue entry (one write), each packet-in counted.
+    fn offer(&self, batch: &[PacketIn]) {
+        let mut all = Vec::with_capacity(batch.len() * 128);
+        let mut at = Vec::with_capacity(batch.len());
+        for pi in batch {
+            let of = packet_in(pi);
+            let reason = of.reason;
+            let start = all.len();
+            sluice_openflow::msg::encode(&Message::PacketIn(of), 0, &mut all);
+            at.push((start, all.len(), reason));
         }
-        if !taken {
-            self.no_controller.fetch_add(1, Ordering::Relaxed);
+        let mut outlets = self.outlets.lock().expect("outlets");
+        let mut taken = vec![false; batch.len()];
+        for o in outlets.iter_mut() {
+            if !o.listener.wants_packet_ins.load(Ordering::Relaxed) {
+                continue;
+            }
+            let mut mine = Vec::new();
+            let mut n = 0u64;
+            for (k, &(a, b, reason)) in at.iter().enumerate() {
+                if !o.listener.takes(0, reason) {
+                    continue;
+                }
+                taken[k] = true;
+                if !o.bucket.take() {
+                    o.listener.rate_limited.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                mine.extend_from_slice(&all[a..b]);
+                n += 1;
+            }
+            if n == 0 {
+                continue;
+            }
+            let room =
+                o.listener.queued_bytes.load(Ordering::Relaxed) + mine.len() <= SESSION_BYTES;
+            if room && o.queue(mine) {
+                o.listener.sent.fetch_add(n, Ordering::Relaxed);
+            } else {
+                o.listener.queue_full.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        let missed = taken.iter().filter(|t| !**t).count() as u64;
+        if missed > 0 {
+            self.no_controller.fetch_add(missed, Ordering::Relaxed);
         }
     }
 }
