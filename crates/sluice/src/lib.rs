@@ -9,6 +9,7 @@ pub mod config;
 #[allow(unsafe_code)]
 pub mod cpu;
 pub mod ctl;
+pub mod ctl_socket;
 pub mod link;
 pub mod ofchannel;
 pub mod ofhub;

@@ -541,7 +541,7 @@ fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
         let text = std::fs::read_to_string(file).map_err(|e| format!("{file}: {e}"))?;
         args = vec![file.clone(), text];
     }
-    let resp = sluice::ctl::request(&a.ctl, &sluice::ctl::Request { cmd, args })?;
+    let resp = sluice::ctl_socket::request(&a.ctl, &sluice::ctl_socket::Request { cmd, args })?;
     if resp.ok {
         if !resp.output.is_empty() {
             emit(

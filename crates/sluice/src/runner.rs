@@ -13,7 +13,7 @@ use sluice_port::{open_port_queues, Port};
 
 use crate::auto_lb;
 use crate::config::Config;
-use crate::ctl::{self, Control};
+use crate::ctl::Control;
 use crate::pmd::{self, Placement, PmdHandle, Shared};
 use crate::report::merge_ports;
 use crate::rxq_assign::{deal, queue_count};
@@ -310,7 +310,7 @@ pub fn run_ports(
         .collect();
     let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
     let socket = match &opts.ctl {
-        Some(path) => match ctl::serve(path, Arc::clone(&control)) {
+        Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
             Ok(p) => {
                 eprintln!(
                     "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",

@@ -15,6 +15,7 @@ const ORDER: &[&str] = &[
     "report",
     "trace",
     "ctl",
+    "ctl_socket",
     "ofhub",
     "ofchannel",
     "runner",
