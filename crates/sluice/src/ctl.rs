@@ -3,8 +3,8 @@
 //! ([`Control::execute`]): statistics, megaflows, settings, and the rule
 //! commands `ovs-ofctl` users know. A rule command returns only once every
 //! datapath thread runs the new rules (see [`crate::pmd`]). The OpenFlow
-//! channel ([`crate::ofchannel`]) and the control socket
-//! ([`crate::ctl_socket`]) are its two front ends.
+//! channel (`ofchannel`) and the control socket
+//! (`ctl_socket`) are its two front ends.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Sender};
