@@ -13,6 +13,7 @@ pub mod ctl_socket;
 pub mod link;
 pub mod ofchannel;
 pub mod ofhub;
+pub mod oftarget;
 pub mod pmd;
 pub mod report;
 pub mod runner;

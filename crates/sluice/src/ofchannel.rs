@@ -10,7 +10,7 @@
 //! is what forwards.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -48,89 +48,7 @@ const WRITE_BATCH: usize = 1 << 16;
 /// flow-mods up to this size is applied as one batch.
 const BURST: usize = 1 << 20;
 
-/// Where to listen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
-    /// `ptcp:PORT[:IP]`.
-    Tcp(SocketAddr),
-    /// `punix:PATH`.
-    Unix(std::path::PathBuf),
-}
-
-/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1) or `punix:PATH`.
-pub fn parse_listen(s: &str) -> Result<Target, String> {
-    if let Some(rest) = s.strip_prefix("ptcp:") {
-        let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
-        let p: u16 = p
-            .parse()
-            .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?;
-        let ip: std::net::IpAddr = ip
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse()
-            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
-        return Ok(Target::Tcp(SocketAddr::new(ip, p)));
-    }
-    if let Some(path) = s.strip_prefix("punix:") {
-        if path.is_empty() {
-            return Err(format!("'{s}': punix: needs a path"));
-        }
-        return Ok(Target::Unix(path.into()));
-    }
-    Err(format!(
-        "'{s}': expected ptcp:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
-    ))
-}
-
-/// Where to connect (`--controller`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Peer {
-    /// `tcp:IP[:PORT]` (port 6653 by default).
-    Tcp(SocketAddr),
-    /// `unix:PATH`.
-    Unix(std::path::PathBuf),
-}
-
-impl std::fmt::Display for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Peer::Tcp(a) => write!(f, "tcp:{a}"),
-            Peer::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-/// Parses `tcp:IP[:PORT]` (port 6653 by default) or `unix:PATH`.
-pub fn parse_controller(s: &str) -> Result<Peer, String> {
-    if let Some(rest) = s.strip_prefix("tcp:") {
-        // An IPv6 address is bracketed when a port follows.
-        let (ip, p) = match rest.rsplit_once(':') {
-            Some((ip, p)) if !ip.is_empty() && (rest.starts_with('[') || !ip.contains(':')) => {
-                (ip, Some(p))
-            }
-            _ => (rest, None),
-        };
-        let ip: std::net::IpAddr = ip
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse()
-            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
-        let p: u16 = match p {
-            Some(p) => p
-                .parse()
-                .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?,
-            None => 6653,
-        };
-        return Ok(Peer::Tcp(SocketAddr::new(ip, p)));
-    }
-    if let Some(path) = s.strip_prefix("unix:") {
-        if path.is_empty() {
-            return Err(format!("'{s}': unix: needs a path"));
-        }
-        return Ok(Peer::Unix(path.into()));
-    }
-    Err(format!(
-        "'{s}': expected tcp:IP[:PORT] (port 6653 by default) or unix:PATH"
-    ))
-}
+pub use crate::oftarget::{parse_controller, parse_listen, Peer, Target};
 
 /// Backoff between connection attempts to a controller: the first retry
 /// within a second, doubling up to 8 s (OVS's max-backoff default).

@@ -1,0 +1,128 @@
+//! Where the OpenFlow channel listens (`--listen ptcp:PORT[:IP]`,
+//! `punix:PATH`) and what it connects to (`--controller tcp:IP[:PORT]`,
+//! `unix:PATH`), in ovs-vswitchd's syntax.
+
+use std::net::SocketAddr;
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `ptcp:PORT[:IP]`.
+    Tcp(SocketAddr),
+    /// `punix:PATH`.
+    Unix(std::path::PathBuf),
+}
+
+/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1) or `punix:PATH`.
+pub fn parse_listen(s: &str) -> Result<Target, String> {
+    if let Some(rest) = s.strip_prefix("ptcp:") {
+        let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
+        let p: u16 = p
+            .parse()
+            .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?;
+        let ip: std::net::IpAddr = ip
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+        return Ok(Target::Tcp(SocketAddr::new(ip, p)));
+    }
+    if let Some(path) = s.strip_prefix("punix:") {
+        if path.is_empty() {
+            return Err(format!("'{s}': punix: needs a path"));
+        }
+        return Ok(Target::Unix(path.into()));
+    }
+    Err(format!(
+        "'{s}': expected ptcp:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
+    ))
+}
+
+/// Where to connect (`--controller`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peer {
+    /// `tcp:IP[:PORT]` (port 6653 by default).
+    Tcp(SocketAddr),
+    /// `unix:PATH`.
+    Unix(std::path::PathBuf),
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(a) => write!(f, "tcp:{a}"),
+            Peer::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+/// Parses `tcp:IP[:PORT]` (port 6653 by default) or `unix:PATH`.
+pub fn parse_controller(s: &str) -> Result<Peer, String> {
+    if let Some(rest) = s.strip_prefix("tcp:") {
+        // An IPv6 address is bracketed when a port follows.
+        let (ip, p) = match rest.rsplit_once(':') {
+            Some((ip, p)) if !ip.is_empty() && (rest.starts_with('[') || !ip.contains(':')) => {
+                (ip, Some(p))
+            }
+            _ => (rest, None),
+        };
+        let ip: std::net::IpAddr = ip
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse()
+            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+        let p: u16 = match p {
+            Some(p) => p
+                .parse()
+                .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?,
+            None => 6653,
+        };
+        return Ok(Peer::Tcp(SocketAddr::new(ip, p)));
+    }
+    if let Some(path) = s.strip_prefix("unix:") {
+        if path.is_empty() {
+            return Err(format!("'{s}': unix: needs a path"));
+        }
+        return Ok(Peer::Unix(path.into()));
+    }
+    Err(format!(
+        "'{s}': expected tcp:IP[:PORT] (port 6653 by default) or unix:PATH"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_and_controller_targets_parse_as_ovs_writes_them() {
+        assert_eq!(
+            parse_listen("ptcp:6653").unwrap(),
+            Target::Tcp("127.0.0.1:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_listen("ptcp:6653:[::1]").unwrap(),
+            Target::Tcp("[::1]:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_listen("punix:/run/s.sock").unwrap(),
+            Target::Unix("/run/s.sock".into())
+        );
+        assert!(parse_listen("punix:").is_err());
+        assert!(parse_listen("ptcp:x").is_err());
+        assert!(parse_listen("tcp:1.2.3.4").is_err());
+        assert_eq!(
+            parse_controller("tcp:10.0.0.1").unwrap(),
+            Peer::Tcp("10.0.0.1:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_controller("tcp:[2001:db8::1]:6633").unwrap(),
+            Peer::Tcp("[2001:db8::1]:6633".parse().unwrap())
+        );
+        assert_eq!(
+            parse_controller("tcp:2001:db8::1").unwrap(),
+            Peer::Tcp("[2001:db8::1]:6653".parse().unwrap())
+        );
+        assert_eq!(parse_controller("unix:/x").unwrap().to_string(), "unix:/x");
+        assert!(parse_controller("unix:").is_err());
+        assert!(parse_controller("ptcp:1").is_err());
+    }
+}
