@@ -70,6 +70,9 @@ pub enum PmdCommand {
     SetRules(Arc<RuleSet>, Sender<u64>),
     /// Report counters.
     Stats(Sender<PmdSnapshot>),
+    /// Every port's counters alone: no cache scan (what the OpenFlow
+    /// channel asks for often, e.g. to watch links every half second).
+    PortReports(Sender<Vec<PortReport>>),
     /// Zero the datapath counters.
     ClearStats(Sender<()>),
     /// Credit the rules with every megaflow hit so far (before reading
@@ -176,6 +179,9 @@ fn handle(
         }
         PmdCommand::PacketOut(data, in_port, actions, reply) => {
             let _ = reply.send(dp.packet_out(&data, in_port, &actions, now_us));
+        }
+        PmdCommand::PortReports(reply) => {
+            let _ = reply.send(dp.port_reports());
         }
         PmdCommand::Stats(reply) => {
             let _ = reply.send(PmdSnapshot {
