@@ -661,6 +661,18 @@ impl Datapath {
         }
     }
 
+    /// Takes back packet-ins the OpenFlow channel has sent: their buffers
+    /// serve the next ones (up to the queue's length of them); `batch` is
+    /// left empty, its capacity kept for the next hand-over.
+    pub fn recycle_packet_ins(&mut self, batch: &mut Vec<PacketIn>) {
+        let q = &mut self.pipeline.packet_ins;
+        for pi in batch.drain(..) {
+            if q.spare.len() < q.cap {
+                q.spare.push(pi.data);
+            }
+        }
+    }
+
     /// Limits the packet-ins this datapath makes to `pps` a second, in
     /// bursts of up to `burst` (0: no limit). Beyond it a `controller`
     /// action makes none: the drop `controller rate limit`.

@@ -48,6 +48,10 @@ pub(crate) struct PacketInQueue {
     pub burst: f64,
     pub tokens: f64,
     pub last_us: u64,
+    /// Buffers of packet-ins the OpenFlow channel is done with, for the
+    /// next ones: in a storm no packet-in costs an allocation (or a free
+    /// on another thread, which costs the allocator's lock).
+    pub spare: Vec<Vec<u8>>,
 }
 
 impl PacketInQueue {
@@ -189,10 +193,13 @@ pub(crate) fn execute(
                             ctl_rate |= bit;
                         } else {
                             let n = p.len().min(max_len as usize);
+                            let mut data = packet_ins.spare.pop().unwrap_or_default();
+                            data.clear();
+                            data.extend_from_slice(&p.data()[..n]);
                             packet_ins.queue.push_back(PacketIn {
                                 in_port: p.meta.in_port,
                                 reason,
-                                data: p.data()[..n].to_vec(),
+                                data,
                                 total_len: p.len(),
                                 table_id,
                                 cookie,

@@ -21,6 +21,8 @@ use sluice_openflow::msg::{to_bytes, PacketIn as OfPacketIn};
 use sluice_openflow::oxm::{f, Oxm};
 use sluice_openflow::{Message, OfError};
 
+use crate::pmd::PinBatch;
+
 /// Batches of packet-ins (one per PMD iteration that made some) waiting
 /// between the PMDs and the controllers.
 pub const PACKET_IN_QUEUE: usize = 256;
@@ -278,13 +280,16 @@ impl Hub {
 
     /// Starts the thread that takes the PMDs' packet-ins from `rx` and
     /// offers them to the controllers. It ends when every PMD has.
-    pub fn spawn(self: &Arc<Self>, rx: Receiver<Vec<PacketIn>>) -> std::io::Result<()> {
+    pub fn spawn(self: &Arc<Self>, rx: Receiver<PinBatch>) -> std::io::Result<()> {
         let hub = Arc::clone(self);
         std::thread::Builder::new()
             .name("of-packet-in".into())
             .spawn(move || {
                 for batch in rx {
-                    hub.offer(&batch);
+                    hub.offer(&batch.items);
+                    // Back to its PMD, whose buffers they are (a full
+                    // return queue: freed here instead).
+                    let _ = batch.back.try_send(batch.items);
                 }
             })
             .map(|_| ())

@@ -64,6 +64,18 @@ pub struct Shared {
     pub busy: AtomicUsize,
 }
 
+/// A PMD's packet-ins on their way to the OpenFlow channel, and where to
+/// send the emptied batch back (its buffers are the PMD's to reuse).
+pub struct PinBatch {
+    /// The packet-ins, oldest first.
+    pub items: Vec<PacketIn>,
+    /// The PMD that made them.
+    pub back: mpsc::SyncSender<Vec<PacketIn>>,
+}
+
+/// Emptied packet-in batches a PMD's return queue holds.
+const PIN_RETURNS: usize = 16;
+
 /// What a PMD thread can be asked.
 pub enum PmdCommand {
     /// Install rules; answered with the epoch once they are in force.
@@ -261,7 +273,7 @@ pub fn spawn(
     start: Instant,
     limits: Limits,
     shared: Arc<Shared>,
-    packet_ins: Option<mpsc::SyncSender<Vec<PacketIn>>>,
+    packet_ins: Option<mpsc::SyncSender<PinBatch>>,
 ) -> Result<PmdHandle, String> {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
@@ -296,6 +308,8 @@ pub fn spawn(
                 inputs_left: true,
             };
             let mut pending_pins: Option<Vec<PacketIn>> = None;
+            let (back_tx, back_rx) = mpsc::sync_channel::<Vec<PacketIn>>(PIN_RETURNS);
+            let mut spare_batches: Vec<Vec<PacketIn>> = Vec::new();
             'poll: loop {
                 // Commands first: a change is in force before any packet
                 // of this iteration is looked at.
@@ -323,17 +337,27 @@ pub fn spawn(
                 // room for waits here, and the datapath's own bounded
                 // queue fills behind it (then drops, counted).
                 if let Some(tx) = &packet_ins {
+                    // Batches the channel is done with come back: their
+                    // buffers serve the next packet-ins.
+                    while let Ok(mut used) = back_rx.try_recv() {
+                        dp.recycle_packet_ins(&mut used);
+                        spare_batches.push(used);
+                    }
                     if pending_pins.is_none() && dp.has_packet_ins() {
-                        let mut batch = Vec::new();
+                        let mut batch = spare_batches.pop().unwrap_or_default();
                         dp.hand_over_packet_ins(|p| {
                             batch.push(p);
                             Ok(())
                         });
                         pending_pins = Some(batch);
                     }
-                    if let Some(batch) = pending_pins.take() {
-                        if let Err(mpsc::TrySendError::Full(b)) = tx.try_send(batch) {
-                            pending_pins = Some(b);
+                    if let Some(items) = pending_pins.take() {
+                        let b = PinBatch {
+                            items,
+                            back: back_tx.clone(),
+                        };
+                        if let Err(mpsc::TrySendError::Full(b)) = tx.try_send(b) {
+                            pending_pins = Some(b.items);
                         }
                     }
                 }
