@@ -1,18 +1,13 @@
 //! The OpenFlow channel against the real `ovs-ofctl` (installed by
 //! scripts/setup with openvswitch-switch).
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Switch(Child);
-
-impl Drop for Switch {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use support::{wait_for, Killed as Switch, Monitor};
 
 fn ofctl(args: &[&str]) -> (bool, String) {
     let out = Command::new("ovs-ofctl")
@@ -30,32 +25,22 @@ fn ofctl(args: &[&str]) -> (bool, String) {
 #[test]
 fn ovs_ofctl_reads_a_running_switch() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("of.sock");
     let flows = dir.path().join("r.flows");
     std::fs::write(
         &flows,
         "priority=10,ip,nw_dst=10.0.0.0/8,actions=output:2\npriority=5,in_port=1,tcp,tp_dst=80,actions=mod_nw_dst:1.2.3.4,output:2\n",
     )
     .unwrap();
-    let _sw = Switch(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["run", "--flows"])
-            .arg(&flows)
-            .args(["--port", "1=null", "--port", "2=null", "--duration", "60"])
-            .args(["--datapath-id", "0x00000000000000ab"])
-            .arg("--listen")
-            .arg(format!("punix:{}", sock.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let (_sw, target) = logged_switch(
+        dir.path(),
+        "2=null",
+        &[
+            "--flows",
+            flows.to_str().unwrap(),
+            "--datapath-id",
+            "0x00000000000000ab",
+        ],
     );
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let target = format!("unix:{}", sock.display());
     let (ok, show) = ofctl(&["show", &target]);
     assert!(ok, "{show}");
     assert!(show.contains("dpid:00000000000000ab"), "{show}");
@@ -84,8 +69,10 @@ fn ovs_ofctl_reads_a_running_switch() {
     assert!(ok && ports.contains("2 ports"), "{ports}");
 }
 
-/// A switch started with no rules and a punix listener, and its target.
-fn empty_switch(dir: &Path) -> (Switch, String) {
+/// `sluice run` with null port 1, port 2 `port2`, no rules and a punix
+/// listener in `dir`, its log in `dir`/switch.log, `extra` arguments
+/// after; returns once the socket is there, with its OpenFlow target.
+fn logged_switch(dir: &Path, port2: &str, extra: &[&str]) -> (Switch, String) {
     let sock = dir.join("of.sock");
     let sw = Switch(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -94,23 +81,42 @@ fn empty_switch(dir: &Path) -> (Switch, String) {
                 "--port",
                 "1=null",
                 "--port",
-                "2=null",
+                port2,
                 "--duration",
                 "60",
             ])
             .arg("--listen")
             .arg(format!("punix:{}", sock.display()))
+            .args(extra)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("switch.log")).unwrap())
             .spawn()
             .unwrap(),
     );
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "no socket");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for("the socket", 20, || sock.exists());
     (sw, format!("unix:{}", sock.display()))
+}
+
+/// A switch started with no rules and a punix listener, and its target.
+fn empty_switch(dir: &Path) -> (Switch, String) {
+    logged_switch(dir, "2=null", &[])
+}
+
+/// The OpenFlow connections the log of the switch in `dir` has told of.
+fn connections(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("switch.log"))
+        .unwrap_or_default()
+        .matches("OpenFlow 1.3 connection")
+        .count()
+}
+
+/// A [`Monitor`] of the switch in `dir`, returned once its connection
+/// shows in the switch's log.
+fn monitor(dir: &Path, t: &str, miss_len: &str, secs: u32) -> Monitor {
+    let before = connections(dir);
+    let m = Monitor::start(dir, t, miss_len, secs);
+    wait_for("the monitor's connection", 20, || connections(dir) > before);
+    m
 }
 
 fn flow_lines(dump: &str) -> Vec<String> {
@@ -253,17 +259,6 @@ fn osken(app: &str, port: u16, log: &Path) -> Switch {
     )
 }
 
-fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn connects_to_an_os_ken_controller_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
@@ -318,28 +313,7 @@ fn connects_to_an_os_ken_controller_and_reconnects() {
 fn packet_out_and_packet_in_with_ovs_ofctl() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.pcap");
-    let sock = dir.path().join("of.sock");
-    let log = dir.path().join("switch.log");
-    let _sw = Switch(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args(["run", "--port", "1=null", "--duration", "60"])
-            .arg("--port")
-            .arg(format!("2=pcap:tx={}", out.display()))
-            .arg("--listen")
-            .arg(format!("punix:{}", sock.display()))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let connections = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("OpenFlow 1.3 connection")
-            .count()
-    };
-    wait_for("the socket", 20, || sock.exists());
-    let t = format!("unix:{}", sock.display());
+    let (_sw, t) = logged_switch(dir.path(), &format!("2=pcap:tx={}", out.display()), &[]);
     let run = |args: &[&str]| {
         let (ok, out) = ofctl(args);
         assert!(ok, "ovs-ofctl {args:?}: {out}");
@@ -348,23 +322,8 @@ fn packet_out_and_packet_in_with_ovs_ofctl() {
     // An OpenFlow 1.3 table-miss rule sends to the controller.
     run(&["add-flow", &t, "priority=0,actions=CONTROLLER:65535"]);
     run(&["add-flow", &t, "priority=5,udp,actions=output:2"]);
-    let mon_out = dir.path().join("monitor.txt");
-    let before = connections();
     // ovs-ofctl writes what it monitors when it ends (SIGTERM).
-    let mut mon = Switch(
-        Command::new("timeout")
-            .args(["-s", "TERM", "4", "ovs-ofctl", "-O", "OpenFlow13"])
-            .arg(format!(
-                "--unixctl={}",
-                dir.path().join("ofctl.ctl").display()
-            ))
-            .args(["monitor", &t, "65534"])
-            .stdout(std::fs::File::create(&mon_out).unwrap())
-            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the monitor's connection", 20, || connections() > before);
+    let mon = monitor(dir.path(), &t, "65534", 4);
     let arp =
         "ffffffffffff00000000000108060001080006040001000000000001c0a80001000000000000c0a80002";
     let udp = "0200000000020200000000010800450000260000000040117ab3c0a80001c0a80002300030390012000068656c6c6f6f6f6f6f6f";
@@ -386,9 +345,7 @@ fn packet_out_and_packet_in_with_ovs_ofctl() {
         &t,
         &format!("in_port=1,packet={arp},actions=output:2"),
     ]);
-    let _ = mon.0.wait();
-    let seen = std::fs::read_to_string(&mon_out).unwrap()
-        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    let seen = mon.seen();
     assert!(
         seen.contains("OFPT_PACKET_IN (OF1.3)")
             && seen.contains("total_len=42 in_port=CONTROLLER (via no_match)"),
@@ -607,50 +564,8 @@ fn roles_master_slave_and_generation_ids() {
 #[test]
 fn flow_removed_on_delete_and_timeout_and_check_overlap() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("of.sock");
-    let log = dir.path().join("switch.log");
-    let _sw = Switch(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "run",
-                "--port",
-                "1=null",
-                "--port",
-                "2=null",
-                "--duration",
-                "60",
-            ])
-            .arg("--listen")
-            .arg(format!("punix:{}", sock.display()))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the socket", 20, || sock.exists());
-    let t = format!("unix:{}", sock.display());
-    let connections = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("OpenFlow 1.3 connection")
-            .count()
-    };
-    let mon_out = dir.path().join("monitor.txt");
-    let before = connections();
-    let mut mon = Switch(
-        Command::new("timeout")
-            .args(["-s", "TERM", "5", "ovs-ofctl", "-O", "OpenFlow13"])
-            .arg(format!(
-                "--unixctl={}",
-                dir.path().join("ofctl.ctl").display()
-            ))
-            .args(["monitor", &t, "0"])
-            .stdout(std::fs::File::create(&mon_out).unwrap())
-            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the monitor's connection", 20, || connections() > before);
+    let (_sw, t) = logged_switch(dir.path(), "2=null", &[]);
+    let mon = monitor(dir.path(), &t, "0", 5);
     let run = |args: &[&str]| {
         let (ok, out) = ofctl(args);
         assert!(ok, "ovs-ofctl {args:?}: {out}");
@@ -677,9 +592,7 @@ fn flow_removed_on_delete_and_timeout_and_check_overlap() {
     ]);
     run(&["del-flows", &t, "arp"]);
     run(&["del-flows", &t, "ipv6"]);
-    let _ = mon.0.wait();
-    let seen = std::fs::read_to_string(&mon_out).unwrap()
-        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    let seen = mon.seen();
     assert!(
         seen.contains("FLOW_REMOVED (OF1.3) (xid=0x0): priority=6,arp reason=delete"),
         "{seen}"
@@ -697,53 +610,10 @@ fn flow_removed_on_delete_and_timeout_and_check_overlap() {
 #[test]
 fn port_status_when_a_port_is_added_and_removed() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("of.sock");
     let ctl = dir.path().join("ctl.sock");
-    let log = dir.path().join("switch.log");
-    let _sw = Switch(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "run",
-                "--port",
-                "1=null",
-                "--port",
-                "2=null",
-                "--duration",
-                "60",
-            ])
-            .arg("--listen")
-            .arg(format!("punix:{}", sock.display()))
-            .arg("--ctl")
-            .arg(&ctl)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the sockets", 20, || sock.exists() && ctl.exists());
-    let t = format!("unix:{}", sock.display());
-    let connections = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .matches("OpenFlow 1.3 connection")
-            .count()
-    };
-    let mon_out = dir.path().join("monitor.txt");
-    let before = connections();
-    let mut mon = Switch(
-        Command::new("timeout")
-            .args(["-s", "TERM", "4", "ovs-ofctl", "-O", "OpenFlow13"])
-            .arg(format!(
-                "--unixctl={}",
-                dir.path().join("ofctl.ctl").display()
-            ))
-            .args(["monitor", &t, "0"])
-            .stdout(std::fs::File::create(&mon_out).unwrap())
-            .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the monitor's connection", 20, || connections() > before);
+    let (_sw, t) = logged_switch(dir.path(), "2=null", &["--ctl", ctl.to_str().unwrap()]);
+    wait_for("the control socket", 20, || ctl.exists());
+    let mon = monitor(dir.path(), &t, "0", 4);
     let sluice_ctl = |args: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("ctl")
@@ -756,9 +626,7 @@ fn port_status_when_a_port_is_added_and_removed() {
     };
     sluice_ctl(&["add-port", "3=null"]);
     sluice_ctl(&["del-port", "3"]);
-    let _ = mon.0.wait();
-    let seen = std::fs::read_to_string(&mon_out).unwrap()
-        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    let seen = mon.seen();
     assert!(
         seen.contains("OFPT_PORT_STATUS (OF1.3) (xid=0x0): ADD: 3(null)"),
         "{seen}"

@@ -7,40 +7,22 @@ mod support;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
 
-struct App(Child);
-
-impl Drop for App {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn l2learn(port: u16, log: &Path) -> App {
+fn l2learn(port: u16, log: &Path) -> Killed {
     let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/osken/l2learn.py");
-    App(Command::new("osken-manager")
-        .arg("--ofp-tcp-listen-port")
-        .arg(port.to_string())
-        .arg(app)
-        .stdout(std::fs::File::create(log).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("osken-manager (scripts/setup installs python3-os-ken)"))
-}
-
-fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !ok() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(secs),
-            "timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    Killed(
+        Command::new("osken-manager")
+            .arg("--ofp-tcp-listen-port")
+            .arg(port.to_string())
+            .arg(app)
+            .stdout(std::fs::File::create(log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("osken-manager (scripts/setup installs python3-os-ken)"),
+    )
 }
 
 fn connected(log: &Path) -> bool {
@@ -260,20 +242,9 @@ fn a_live_port_whose_link_goes_down_and_up_is_told_to_the_controller() {
         s[at..].lines().nth(2).unwrap_or("").trim().to_string()
     };
     assert_eq!(port1_state(), "state:      LIVE");
-    // The monitor writes what it saw when it ends (its output is
-    // buffered): `timeout` ends it after the link went down and up.
-    let mon_out = dir.path().join("monitor.out");
-    let mut mon = Command::new("timeout")
-        .args(["-s", "TERM", "8", "ovs-ofctl", "-O", "OpenFlow13"])
-        .arg(format!(
-            "--unixctl={}",
-            dir.path().join("ofctl.ctl").display()
-        ))
-        .args(["monitor", &target, "0"])
-        .stdout(std::fs::File::create(&mon_out).unwrap())
-        .stderr(std::fs::File::create(dir.path().join("monitor.err")).unwrap())
-        .spawn()
-        .unwrap();
+    // The monitor writes what it saw when it ends: it ends after the
+    // link went down and up.
+    let mon = Monitor::start(dir.path(), &target, "0", 8);
     std::thread::sleep(Duration::from_millis(1000));
     // The peer in the namespace goes down: the root end loses carrier.
     a.exec("ip link set eth0 down");
@@ -285,9 +256,7 @@ fn a_live_port_whose_link_goes_down_and_up_is_told_to_the_controller() {
     wait_for("port 1 shown LIVE", 5, || {
         port1_state() == "state:      LIVE"
     });
-    let _ = mon.wait();
-    let seen = std::fs::read_to_string(&mon_out).unwrap()
-        + &std::fs::read_to_string(dir.path().join("monitor.err")).unwrap();
+    let seen = mon.seen();
     let mods: Vec<&str> = seen
         .split("OFPT_PORT_STATUS")
         .skip(1)

@@ -280,3 +280,66 @@ pub fn dp_drops(report: &serde_json::Value) -> u64 {
         .map(|v| v.as_u64().unwrap())
         .sum()
 }
+
+/// Waits up to `secs` seconds for `ok`, looking every 100 ms.
+pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(secs),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A child process, killed and reaped when the guard drops.
+pub struct Killed(pub Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `ovs-ofctl -O OpenFlow13 monitor TARGET MISS_LEN`, ended by SIGTERM
+/// after `secs` seconds: it writes what it saw only when it ends.
+pub struct Monitor {
+    child: Killed,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Monitor {
+    /// Starts it, its output and unixctl socket in `dir`.
+    pub fn start(dir: &Path, target: &str, miss_len: &str, secs: u32) -> Monitor {
+        let (out, err) = (dir.join("monitor.txt"), dir.join("monitor.err"));
+        let child = Command::new("timeout")
+            .args([
+                "-s",
+                "TERM",
+                &secs.to_string(),
+                "ovs-ofctl",
+                "-O",
+                "OpenFlow13",
+            ])
+            .arg(format!("--unixctl={}", dir.join("ofctl.ctl").display()))
+            .args(["monitor", target, miss_len])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
+            .expect("timeout and ovs-ofctl (scripts/setup installs openvswitch-switch)");
+        Monitor {
+            child: Killed(child),
+            out,
+            err,
+        }
+    }
+
+    /// Everything it wrote, once it has ended.
+    pub fn seen(mut self) -> String {
+        let _ = self.child.0.wait();
+        std::fs::read_to_string(&self.out).unwrap() + &std::fs::read_to_string(&self.err).unwrap()
+    }
+}
