@@ -4,6 +4,19 @@
 
 use std::net::SocketAddr;
 
+/// The socket address of IP `ip` (brackets allowed) and port `p`, both
+/// from target `s` (named in the errors).
+fn address(s: &str, ip: &str, p: &str) -> Result<SocketAddr, String> {
+    let ip: std::net::IpAddr = ip
+        .trim_matches(|c| c == '[' || c == ']')
+        .parse()
+        .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
+    let p: u16 = p
+        .parse()
+        .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?;
+    Ok(SocketAddr::new(ip, p))
+}
+
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
@@ -17,14 +30,7 @@ pub enum Target {
 pub fn parse_listen(s: &str) -> Result<Target, String> {
     if let Some(rest) = s.strip_prefix("ptcp:") {
         let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
-        let p: u16 = p
-            .parse()
-            .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?;
-        let ip: std::net::IpAddr = ip
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse()
-            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
-        return Ok(Target::Tcp(SocketAddr::new(ip, p)));
+        return Ok(Target::Tcp(address(s, ip, p)?));
     }
     if let Some(path) = s.strip_prefix("punix:") {
         if path.is_empty() {
@@ -65,17 +71,7 @@ pub fn parse_controller(s: &str) -> Result<Peer, String> {
             }
             _ => (rest, None),
         };
-        let ip: std::net::IpAddr = ip
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse()
-            .map_err(|_| format!("'{s}': '{ip}' is not an IP address"))?;
-        let p: u16 = match p {
-            Some(p) => p
-                .parse()
-                .map_err(|_| format!("'{s}': '{p}' is not a TCP port"))?,
-            None => 6653,
-        };
-        return Ok(Peer::Tcp(SocketAddr::new(ip, p)));
+        return Ok(Peer::Tcp(address(s, ip, p.unwrap_or("6653"))?));
     }
     if let Some(path) = s.strip_prefix("unix:") {
         if path.is_empty() {
