@@ -75,7 +75,7 @@ pub enum PortChange {
     Added,
     /// Removed (`del-port`).
     Deleted,
-    /// Its config changed (PORT_MOD).
+    /// Its config (PORT_MOD) or its link changed.
     Modified,
 }
 
@@ -587,13 +587,15 @@ impl Control {
         *self.of_status.lock().expect("of status") = Some(f);
     }
 
-    /// Calls `f` on every port added or removed from now on (the OpenFlow
+    /// Calls `f` on every port added, removed or changed from now on (the OpenFlow
     /// channel's PORT_STATUS).
     pub(crate) fn on_port_change(&self, f: PortWatcher) {
         *self.port_watcher.lock().expect("port watcher") = Some(f);
     }
 
-    fn port_changed(&self, how: PortChange, ofport: u32, name: &str) {
+    /// Tells the port watcher (the OpenFlow channel's PORT_STATUS) of a
+    /// change to port `ofport`.
+    pub(crate) fn port_changed(&self, how: PortChange, ofport: u32, name: &str) {
         if let Some(f) = self.port_watcher.lock().expect("port watcher").as_ref() {
             f(how, ofport, name);
         }

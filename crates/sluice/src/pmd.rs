@@ -111,7 +111,7 @@ pub enum PmdCommand {
     /// Forward a controller's packet (PACKET_OUT): its bytes, in_port and
     /// actions.
     PacketOut(Vec<u8>, u32, Vec<Action>, Sender<Result<(), String>>),
-    /// Set a port's `no_recv` and `no_fwd` (OpenFlow PORT_MOD).
+    /// Set a port's OpenFlow config bits (PORT_MOD).
     SetPortConfig(u32, PortConfig, Sender<Result<(), String>>),
     /// Finish: flush everything and end the thread.
     Stop,

@@ -371,11 +371,10 @@ pub fn run_ports(
                                 let specs = ports.iter().map(|p| (p.ofport, p.name.as_str()));
                                 for (ofport, _) in links.changes(specs) {
                                     if let Some(p) = ports.iter().find(|p| p.ofport == ofport) {
-                                        hub.port_status(
-                                            2,
+                                        control.port_changed(
+                                            crate::ctl::PortChange::Modified,
                                             ofport,
                                             &p.name,
-                                            control.port_config(ofport),
                                         );
                                     }
                                 }
