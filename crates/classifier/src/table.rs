@@ -109,15 +109,7 @@ impl Rule {
 
     /// Whether the rule has timed out at `now_us`.
     pub fn expired(&self, now_us: u64) -> bool {
-        let hard = self.hard_timeout != 0
-            && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
-        let last = self
-            .stats
-            .last_used_us
-            .load(Ordering::Relaxed)
-            .max(self.created_us);
-        let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
-        hard || idle
+        self.timed_out(now_us).is_some()
     }
 }
 
@@ -151,7 +143,13 @@ impl Rule {
         if hard {
             return Some(Removal::Hard);
         }
-        self.expired(now_us).then_some(Removal::Idle)
+        let last = self
+            .stats
+            .last_used_us
+            .load(Ordering::Relaxed)
+            .max(self.created_us);
+        let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
+        idle.then_some(Removal::Idle)
     }
 }
 
@@ -484,17 +482,10 @@ impl RuleSet {
 
     /// Removes rules whose idle or hard timeout has passed at `now_us`.
     pub fn expire(&mut self, now_us: u64) -> Vec<Arc<Rule>> {
-        if self.timed == 0 {
-            return Vec::new();
-        }
-        let gone: Vec<Arc<Rule>> = self.iter().filter(|r| r.expired(now_us)).cloned().collect();
-        for r in &gone {
-            self.take_out(r);
-        }
-        if !gone.is_empty() {
-            self.version += 1;
-        }
-        gone
+        self.expire_with_reasons(now_us)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
     }
 
     /// The highest-priority rule of table `t` matching `key` (the oldest
