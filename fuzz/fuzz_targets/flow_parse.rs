@@ -7,8 +7,12 @@ use sluice_classifier::action::format_actions;
 use sluice_classifier::{parse_flow, parse_flow_file, Require};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(specs) = parse_flow_file(text, Some("fuzz")) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(specs) = parse_flow_file(text, Some("fuzz")) else {
+        return;
+    };
     for s in specs {
         let line = format!(
             "table={},priority={},{} actions={}",

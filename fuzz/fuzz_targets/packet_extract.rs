@@ -33,7 +33,9 @@ fn rewrite_all(pool: &mut PacketPool, data: &[u8], meta: PacketMeta) {
     if data.len() > pool.max_packet_len() {
         return;
     }
-    let mut p = pool.alloc_from(data).expect("the frame was given back last time");
+    let mut p = pool
+        .alloc_from(data)
+        .expect("the frame was given back last time");
     p.meta = meta;
     rewrite::set_eth_src(&mut p, [1; 6]);
     rewrite::set_ipv4_src(&mut p, 0x0a00_0001);

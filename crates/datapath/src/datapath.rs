@@ -11,6 +11,9 @@ use sluice_classifier::action::OFPP_MAX;
 use sluice_classifier::dpaction::format_dp_actions;
 use sluice_classifier::{RuleSet, XlateEnv};
 use sluice_packet::pool::{PoolError, DEFAULT_FRAME_SIZE};
+
+/// Size of a big frame: a 64 KiB GSO super-frame with its headers and headroom.
+pub const BIG_FRAME_SIZE: usize = 1 << 17;
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::{Port, PortError, PortStats, RxStatus};
 
@@ -47,6 +50,10 @@ pub struct DatapathConfig {
     pub pool_frames: usize,
     /// Bytes per frame (a power of two; 2048 holds a 1518-byte frame).
     pub frame_size: usize,
+    /// Big frames (128 KiB each) for packets larger than a frame: GSO
+    /// super-frames from vnet-header ports, jumbo frames. Their memory is
+    /// only touched when used. 0: none, such packets are dropped as `too big`.
+    pub big_frames: usize,
     /// Packet-ins kept for the controller before new ones are dropped.
     pub packet_in_queue: usize,
     /// The flow caches.
@@ -66,6 +73,7 @@ impl Default for DatapathConfig {
         DatapathConfig {
             pool_frames: 4096,
             frame_size: DEFAULT_FRAME_SIZE,
+            big_frames: 512,
             packet_in_queue: 1024,
             cache: CacheConfig::default(),
             tx_flush_interval_us: 0,
@@ -166,7 +174,11 @@ pub struct Datapath {
 impl Datapath {
     /// A datapath with no ports.
     pub fn new(cfg: DatapathConfig, rules: Arc<RuleSet>) -> Result<Self, DpError> {
-        let pool = PacketPool::new(cfg.pool_frames, cfg.frame_size).map_err(DpError::Pool)?;
+        let mut pool = PacketPool::new(cfg.pool_frames, cfg.frame_size).map_err(DpError::Pool)?;
+        if cfg.big_frames > 0 {
+            pool.add_big_frames(cfg.big_frames, BIG_FRAME_SIZE)
+                .map_err(DpError::Pool)?;
+        }
         let mut dp = Datapath {
             pool,
             out: OutputStage {

@@ -5,6 +5,7 @@
 //! shutdown and reconfiguration force a flush, so nothing waits when no
 //! more packets come. A port's batch is FIFO, so per-flow order holds.
 
+use sluice_packet::offload::{self, Segmenter};
 use sluice_packet::{Packet, PacketBatch, PacketPool, Unload};
 use sluice_port::{Port, PortCaps};
 
@@ -175,6 +176,9 @@ impl OutputStage {
         if n == 0 {
             return;
         }
+        if !slot.caps.tx_offload && slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
+            return flush_resolving(slot, pool, stats);
+        }
         let sent = slot.port.tx_burst(pool, &mut slot.txq);
         debug_assert!(slot.txq.is_empty(), "tx_burst must consume the whole batch");
         stats.sent_packets += sent as u64;
@@ -188,4 +192,82 @@ impl OutputStage {
             self.flush_port(i, pool, stats);
         }
     }
+}
+
+/// Hands `batch` to the slot's port, counting what it took.
+fn send(slot: &mut PortSlot, batch: &mut PacketBatch, pool: &mut PacketPool, stats: &mut DpStats) {
+    let n = batch.len();
+    if n == 0 {
+        return;
+    }
+    let sent = slot.port.tx_burst(pool, batch);
+    debug_assert!(batch.is_empty(), "tx_burst must consume the whole batch");
+    stats.sent_packets += sent as u64;
+    stats.tx_dropped += (n - sent) as u64;
+    stats.sent_batches += 1;
+}
+
+/// Sends the slot's queue to a port that takes no offload requests (seed
+/// 004's software fallback): super-frames are cut into segments and
+/// partial checksums completed first, in queue order. A super-frame
+/// counts as its segments among the output copies.
+#[cold]
+fn flush_resolving(slot: &mut PortSlot, pool: &mut PacketPool, stats: &mut DpStats) {
+    let mut queued = std::mem::take(&mut slot.txq);
+    let mut out = PacketBatch::new();
+    for mut pkt in queued.drain() {
+        if !pkt.meta.offload.pending() {
+            if out.is_full() {
+                send(slot, &mut out, pool, stats);
+            }
+            let _ = out.push(pkt);
+            continue;
+        }
+        if offload::needs_segmenting(&pkt) {
+            let mut made = 0u64;
+            let failed = match Segmenter::new(&pkt) {
+                Err(_) => true,
+                Ok(mut seg) => loop {
+                    match seg.next_segment(&pkt, pool) {
+                        None => break false,
+                        Some(Err(_)) => break true,
+                        Some(Ok(s)) => {
+                            if out.is_full() {
+                                send(slot, &mut out, pool, stats);
+                            }
+                            let _ = out.push(s);
+                            made += 1;
+                        }
+                    }
+                },
+            };
+            pool.free(pkt);
+            stats.gso_segmented += 1;
+            stats.gso_segments += made;
+            // The copy became `made` segments, plus the lost rest if it failed.
+            stats.output_copies += made + u64::from(failed);
+            stats.output_copies -= 1;
+            if failed {
+                stats.offload_failures += 1;
+                stats.tx_dropped += 1;
+            }
+            continue;
+        }
+        let had_csum = pkt.meta.offload.needs_csum();
+        if offload::complete_csum(&mut pkt).is_err() {
+            stats.offload_failures += 1;
+            stats.tx_dropped += 1;
+            pool.free(pkt);
+            continue;
+        }
+        stats.csum_completed += u64::from(had_csum);
+        // A GSO mark left on a packet that fits one segment: nothing to cut.
+        pkt.meta.offload = sluice_packet::meta::Offload::NONE;
+        if out.is_full() {
+            send(slot, &mut out, pool, stats);
+        }
+        let _ = out.push(pkt);
+    }
+    send(slot, &mut out, pool, stats);
+    slot.txq = queued;
 }

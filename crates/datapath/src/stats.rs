@@ -147,6 +147,17 @@ pub struct DpStats {
     pub processing_cycles: u64,
     /// `idle cycles`: cycles spent in iterations that received nothing.
     pub idle_cycles: u64,
+    /// GSO super-frames cut into segments in software, for ports that take
+    /// no offload requests (each then counts as its segments in
+    /// `output_copies`).
+    pub gso_segmented: u64,
+    /// Segments those made.
+    pub gso_segments: u64,
+    /// Partial L4 checksums completed in software.
+    pub csum_completed: u64,
+    /// Copies whose offload request could not be carried out (malformed,
+    /// or no frame for a segment); counted in `tx_dropped` too.
+    pub offload_failures: u64,
 }
 
 impl DpStats {
@@ -182,7 +193,15 @@ impl DpStats {
             iterations,
             processing_cycles,
             idle_cycles,
+            gso_segmented,
+            gso_segments,
+            csum_completed,
+            offload_failures,
         } = o;
+        self.gso_segmented += gso_segmented;
+        self.gso_segments += gso_segments;
+        self.csum_completed += csum_completed;
+        self.offload_failures += offload_failures;
         self.rx_packets += rx_packets;
         self.rx_bytes += rx_bytes;
         self.forwarded += forwarded;

@@ -229,6 +229,7 @@ impl Port for Bursts {
             tx: false,
             finite_rx: true,
             rx_hash: false,
+            tx_offload: false,
         }
     }
     fn rx_burst(

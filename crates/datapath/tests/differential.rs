@@ -51,6 +51,7 @@ impl Port for TestPort {
             tx: true,
             finite_rx: true,
             rx_hash: false,
+            tx_offload: false,
         }
     }
     fn rx_burst(

@@ -31,6 +31,7 @@ impl Port for Sink {
             tx: true,
             finite_rx: true,
             rx_hash: false,
+            tx_offload: false,
         }
     }
     fn rx_burst(&mut self, _: &mut PacketPool, _: &mut PacketBatch, _: u32) -> RxStatus {

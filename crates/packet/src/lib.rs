@@ -21,6 +21,7 @@ pub mod key;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod meta;
+pub mod offload;
 #[allow(unsafe_code)]
 pub mod pool;
 #[allow(unsafe_code)]

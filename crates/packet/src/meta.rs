@@ -31,7 +31,72 @@ pub struct PacketMeta {
     /// port does not say). Output captures reuse it, so replaying a capture
     /// gives byte-identical output files.
     pub rx_ts_ns: u64,
+    /// What the sender left for the hardware to do (a virtio-net header's
+    /// checksum and segmentation requests); [`Offload::NONE`] for a
+    /// complete frame. Fits the padding the fields above leave.
+    pub offload: Offload,
 }
+
+/// Work a packet still needs before it is valid on the wire, as a
+/// virtio-net header states it (a vnet-header AF_PACKET or tap port
+/// receives such packets from the kernel): an L4 checksum to complete and
+/// a super-frame to cut into segments of `gso_size` payload bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Offload {
+    /// [`Offload::NEEDS_CSUM`], [`Offload::ECN`] and a GSO kind
+    /// ([`Offload::GSO_MASK`]).
+    pub flags: u8,
+    /// Payload bytes per segment (GSO packets only).
+    pub gso_size: u16,
+    /// Where the checksummed bytes start, from the start of the frame.
+    pub csum_start: u16,
+    /// Where the checksum goes, from `csum_start` (16 for TCP, 6 for UDP).
+    pub csum_offset: u8,
+}
+
+impl Offload {
+    /// A complete frame: nothing left to do.
+    pub const NONE: Offload = Offload {
+        flags: 0,
+        gso_size: 0,
+        csum_start: 0,
+        csum_offset: 0,
+    };
+    /// The L4 checksum field holds only the pseudo-header sum: the sum
+    /// from `csum_start` to the end must be completed into it.
+    pub const NEEDS_CSUM: u8 = 0x80;
+    /// GSO with ECN: the CWR flag of the first segment stays.
+    pub const ECN: u8 = 0x40;
+    /// The GSO kind bits.
+    pub const GSO_MASK: u8 = 0x07;
+    /// TCP over IPv4 segmentation.
+    pub const GSO_TCPV4: u8 = 1;
+    /// TCP over IPv6 segmentation.
+    pub const GSO_TCPV6: u8 = 2;
+    /// UDP segmentation (each segment its own datagram, `UDP_SEGMENT`).
+    pub const GSO_UDP_L4: u8 = 3;
+
+    /// The GSO kind (0: not a super-frame).
+    #[inline]
+    pub fn gso(&self) -> u8 {
+        self.flags & Self::GSO_MASK
+    }
+
+    /// Whether the L4 checksum still has to be completed.
+    #[inline]
+    pub fn needs_csum(&self) -> bool {
+        self.flags & Self::NEEDS_CSUM != 0
+    }
+
+    /// Whether anything is left to do.
+    #[inline]
+    pub fn pending(&self) -> bool {
+        self.flags != 0
+    }
+}
+
+// The offload state rides in the padding: a packet's metadata stays 32 bytes.
+const _: () = assert!(std::mem::size_of::<PacketMeta>() == 32);
 
 impl Default for PacketMeta {
     fn default() -> Self {
@@ -45,6 +110,7 @@ impl Default for PacketMeta {
             l4_proto: 0,
             l3_type: 0,
             rx_ts_ns: 0,
+            offload: Offload::NONE,
         }
     }
 }

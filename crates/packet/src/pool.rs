@@ -26,6 +26,10 @@ pub const HEADROOM: usize = 128;
 /// Default frame size: a standard 1518-byte frame plus headroom, rounded up.
 pub const DEFAULT_FRAME_SIZE: usize = 2048;
 
+/// Largest big frame: a 64 KiB GSO super-frame (plus its Ethernet and
+/// VLAN headers) with headroom needs more than 64 KiB.
+pub const MAX_BIG_FRAME: usize = 1 << 18;
+
 /// Fresh frames start their data at one of this many cache-line offsets
 /// past [`HEADROOM`] (slab-style cache colouring). Frames sit a power of
 /// two apart, so without it the first data line of every frame falls in
@@ -89,6 +93,20 @@ pub struct PacketPool {
     /// `(frame >> colour_shift) & colour_mask`.
     colour_shift: u32,
     colour_mask: u32,
+    /// Frames for packets larger than a frame above (GSO super-frames,
+    /// jumbo frames), if the pool has them.
+    big: Option<BigFrames>,
+}
+
+/// A pool's second region: fewer, larger frames, numbered after the
+/// regular ones (frame `n_frames + i` is big frame `i`), outside the
+/// region an AF_XDP UMEM covers.
+struct BigFrames {
+    base: NonNull<u8>,
+    layout: Layout,
+    frame_size: u32,
+    n_frames: u32,
+    free: Vec<u32>,
 }
 
 // SAFETY: the pool owns its region exclusively; the raw base pointer is not
@@ -129,7 +147,99 @@ impl PacketPool {
             } else {
                 COLOURS as u32 - 1
             },
+            big: None,
         })
+    }
+
+    /// Adds `n_frames` big frames of `frame_size` bytes (a power of two up
+    /// to 256 KiB, larger than the regular frames): the frames
+    /// [`PacketPool::alloc_for`] takes for packets that do not fit a
+    /// regular one. Replaces big frames added before, which must all be free.
+    pub fn add_big_frames(&mut self, n_frames: usize, frame_size: usize) -> Result<(), PoolError> {
+        if !frame_size.is_power_of_two()
+            || frame_size <= self.frame_size as usize
+            || frame_size > MAX_BIG_FRAME
+        {
+            return Err(PoolError::BadFrameSize(frame_size));
+        }
+        if n_frames == 0 || n_frames > (u32::MAX / 2 - self.n_frames) as usize {
+            return Err(PoolError::BadFrameCount(n_frames));
+        }
+        if self
+            .big
+            .as_ref()
+            .is_some_and(|b| b.free.len() != b.n_frames as usize)
+        {
+            return Err(PoolError::BadFrameCount(n_frames));
+        }
+        let bytes = n_frames
+            .checked_mul(frame_size)
+            .ok_or(PoolError::BadFrameCount(n_frames))?;
+        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| PoolError::OutOfMemory)?;
+        // SAFETY: the layout has a non-zero size (n_frames >= 1).
+        let raw = unsafe { alloc::alloc(layout) };
+        let base = NonNull::new(raw).ok_or(PoolError::OutOfMemory)?;
+        self.big = Some(BigFrames {
+            base,
+            layout,
+            frame_size: frame_size as u32,
+            n_frames: n_frames as u32,
+            free: (0..n_frames as u32).rev().collect(),
+        });
+        Ok(())
+    }
+
+    /// Largest packet a big frame holds with full headroom (0 without big
+    /// frames).
+    pub fn max_big_packet_len(&self) -> usize {
+        self.big
+            .as_ref()
+            .map_or(0, |b| b.frame_size as usize - HEADROOM)
+    }
+
+    /// Largest packet the pool holds, in a regular or a big frame.
+    pub fn max_len(&self) -> usize {
+        self.max_packet_len().max(self.max_big_packet_len())
+    }
+
+    /// Big frames: (free, total).
+    pub fn big_frames(&self) -> (usize, usize) {
+        self.big
+            .as_ref()
+            .map_or((0, 0), |b| (b.free.len(), b.n_frames as usize))
+    }
+
+    /// Takes a frame that holds `len` bytes with full headroom: a regular
+    /// one when they fit, else a big one. `None` when none is free or
+    /// `len` is beyond [`PacketPool::max_len`].
+    #[inline]
+    pub fn alloc_for(&mut self, len: usize) -> Option<Packet> {
+        if len <= self.max_packet_len() {
+            return self.alloc();
+        }
+        if len > self.max_big_packet_len() {
+            return None;
+        }
+        let b = self.big.as_mut()?;
+        let i = b.free.pop()?;
+        // SAFETY: i < b.n_frames, so the offset stays inside the big region.
+        let ptr = unsafe { b.base.as_ptr().add(i as usize * b.frame_size as usize) };
+        Some(Packet {
+            // SAFETY: derived from a non-null base by an in-bounds offset.
+            frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
+            frame_size: b.frame_size,
+            frame: self.n_frames + i,
+            pool_id: self.id,
+            data_off: HEADROOM as u32,
+            len: 0,
+            meta: PacketMeta::default(),
+        })
+    }
+
+    /// Whether `pkt` sits in a big frame (outside [`PacketPool::region`]).
+    #[inline]
+    pub fn is_big(&self, pkt: &Packet) -> bool {
+        pkt.frame >= self.n_frames
     }
 
     /// The whole frame region (start, length in bytes): what an AF_XDP
@@ -226,14 +336,11 @@ impl PacketPool {
         }
     }
 
-    /// Takes a frame and fills it with a copy of `bytes`. `None` when the
-    /// pool is empty or `bytes` does not fit a frame.
+    /// Takes a frame (a big one if they need it) and fills it with a copy
+    /// of `bytes`. `None` when no frame is free or `bytes` fits none.
     #[inline]
     pub fn alloc_from(&mut self, bytes: &[u8]) -> Option<Packet> {
-        if bytes.len() > self.max_packet_len() {
-            return None;
-        }
-        let mut pkt = self.alloc()?;
+        let mut pkt = self.alloc_for(bytes.len())?;
         let filled = pkt.fill_from(bytes);
         debug_assert!(filled, "max_packet_len fits every fresh frame");
         Some(pkt)
@@ -242,9 +349,9 @@ impl PacketPool {
     /// Copies a packet (bytes and metadata) into a new frame.
     #[inline]
     pub fn clone_packet(&mut self, pkt: &Packet) -> Option<Packet> {
-        let mut copy = self.alloc()?;
+        let mut copy = self.alloc_for(pkt.len())?;
         // Keep the same headroom so later header pushes behave alike.
-        copy.data_off = pkt.data_off.min(self.frame_size - pkt.len);
+        copy.data_off = pkt.data_off.min(copy.frame_size - pkt.len);
         copy.len = pkt.len;
         copy_frame_bytes(copy.data_mut(), pkt.data());
         copy.meta = pkt.meta;
@@ -269,7 +376,11 @@ impl PacketPool {
             pkt.pool_id, self.id,
             "packet freed to a pool it does not belong to"
         );
-        self.free.push(pkt.frame);
+        if pkt.frame < self.n_frames {
+            self.free.push(pkt.frame);
+        } else if let Some(b) = self.big.as_mut() {
+            b.free.push(pkt.frame - self.n_frames);
+        }
     }
 
     /// Gives the frames of `pkts` back, for a caller that forgets the
@@ -320,6 +431,13 @@ fn copy_two_overlapping<const W: usize>(dst: &mut [u8], src: &[u8]) {
 
 impl Drop for PacketPool {
     fn drop(&mut self) {
+        if let Some(b) = self.big.take() {
+            if b.free.len() == b.n_frames as usize {
+                // SAFETY: allocated with exactly this layout; every big
+                // frame is back, so no packet refers to the region.
+                unsafe { alloc::dealloc(b.base.as_ptr(), b.layout) };
+            }
+        }
         if self.free.len() != self.n_frames as usize {
             // Packets still point into the region: leaking it keeps them valid.
             // This happens only when a thread exits with packets in flight.

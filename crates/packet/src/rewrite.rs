@@ -180,6 +180,13 @@ fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
 
 /// Applies a pseudo-header change to the L4 checksum (TCP, UDP, ICMPv6).
 fn fix_l4_pseudo(pkt: &mut Packet, mode: FragRewrites, v6_dst: bool, fix: impl Fn(u16) -> u16) {
+    if pkt.meta.offload.needs_csum() {
+        // The field holds the pseudo-header sum itself (not complemented),
+        // for the hardware or the far end to complete: it takes the same
+        // change, uncomplemented. Bytes past the pseudo-header need nothing.
+        fix_partial(pkt, |c| !fix(!c));
+        return;
+    }
     let is_v6 = pkt.meta.l3_type == ethertype::IPV6;
     let Some((l4, end, p)) = l4_span(pkt, mode, v6_dst) else {
         return;
@@ -213,6 +220,17 @@ fn fix_l4_pseudo(pkt: &mut Packet, mode: FragRewrites, v6_dst: bool, fix: impl F
             }
         }
         _ => {}
+    }
+}
+
+/// Applies `fix` to a partial checksum (see [`crate::meta::Offload`]),
+/// where the packet's offload request says it is.
+fn fix_partial(pkt: &mut Packet, fix: impl Fn(u16) -> u16) {
+    let o = pkt.meta.offload;
+    let at = usize::from(o.csum_start) + usize::from(o.csum_offset);
+    if let Some(b) = pkt.data_mut().get_mut(at..at + 2) {
+        let c = fix(u16::from_be_bytes([b[0], b[1]]));
+        b.copy_from_slice(&c.to_be_bytes());
     }
 }
 
@@ -297,6 +315,8 @@ pub enum PortField {
 /// segment is left alone, as OVS leaves it.
 pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
     let p = pkt.meta.l4_proto;
+    // A partial checksum is completed over the ports as they are then.
+    let partial = pkt.meta.offload.needs_csum();
     let Some(l4) = l4_bytes(pkt) else {
         return false;
     };
@@ -312,8 +332,10 @@ pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
                 t.dst_port()
             };
             if old != port {
-                let c = update16(t.checksum(), old, port);
-                t.set_checksum(c);
+                if !partial {
+                    let c = update16(t.checksum(), old, port);
+                    t.set_checksum(c);
+                }
                 if which == PortField::Src {
                     t.set_src_port_raw(port);
                 } else {
@@ -332,7 +354,7 @@ pub fn set_tp_port(pkt: &mut Packet, which: PortField, port: u16) -> bool {
                 u.dst_port()
             };
             if old != port {
-                if u.checksum() != 0 {
+                if u.checksum() != 0 && !partial {
                     let c = update16(u.checksum(), old, port);
                     u.set_checksum(if c == 0 { 0xffff } else { c });
                 }
@@ -419,6 +441,10 @@ pub fn set_icmp_in_later_fragment(pkt: &mut Packet, ty: u8, code: u8) -> bool {
 }
 
 fn shift_offsets(pkt: &mut Packet, by: isize) {
+    if pkt.meta.offload.needs_csum() {
+        let o = &mut pkt.meta.offload;
+        o.csum_start = (o.csum_start as isize + by) as u16;
+    }
     if let Some(l3) = pkt.meta.l3() {
         pkt.meta.l3_ofs = (l3 as isize + by) as u16;
     }

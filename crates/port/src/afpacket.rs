@@ -26,6 +26,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
+use sluice_packet::meta::Offload;
+use sluice_packet::offload::{from_vnet_hdr, gso_headers_len, to_vnet_hdr, VNET_HDR_LEN};
 use sluice_packet::{PacketBatch, PacketPool};
 
 use crate::egress::{EgressQueue, PriorityClass, Push};
@@ -39,6 +41,7 @@ const PACKET_STATISTICS: i32 = 6;
 const PACKET_VERSION: i32 = 10;
 const PACKET_TX_RING: i32 = 13;
 const PACKET_IGNORE_OUTGOING: i32 = 23;
+const PACKET_VNET_HDR: i32 = 15;
 const PACKET_FANOUT: i32 = 18;
 const PACKET_FANOUT_HASH: u32 = 0;
 const PACKET_FANOUT_FLAG_IGNORE_OUTGOING: u32 = 0x4000;
@@ -56,6 +59,65 @@ const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
 const TP_STATUS_AVAILABLE: u32 = 0;
 const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_WRONG_FORMAT: u32 = 1 << 2;
+
+/// A packet socket that only sends: bound to `ifindex` with protocol 0
+/// (it takes no frame), virtio-net headers on, a send buffer of 8 MiB
+/// (a default one holds three super-frames).
+fn direct_socket(ifindex: u32) -> io::Result<OwnedFd> {
+    let fd = sys::socket(libc::AF_PACKET, libc::SOCK_RAW, 0)?;
+    sys::setsockopt(&fd, SOL_PACKET, PACKET_VNET_HDR, &1i32)?;
+    let sndbuf = 8i32 << 20;
+    if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf).is_err() {
+        sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf)?;
+    }
+    let addr = libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: 0,
+        sll_ifindex: ifindex as i32,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 0,
+        sll_addr: [0; 8],
+    };
+    // SAFETY: addr is a valid sockaddr_ll of the size passed.
+    let rc = unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&addr as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fd)
+}
+
+/// Sends `frame` behind virtio-net header `hdr` on packet socket `fd`
+/// (one the port owns) without waiting.
+fn send_with_vnet(fd: i32, hdr: &[u8; VNET_HDR_LEN], frame: &[u8]) -> io::Result<()> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: hdr.as_ptr().cast_mut().cast(),
+            iov_len: hdr.len(),
+        },
+        libc::iovec {
+            iov_base: frame.as_ptr().cast_mut().cast(),
+            iov_len: frame.len(),
+        },
+    ];
+    // SAFETY: an all-zero msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: msg points at two iovecs over live buffers the kernel only
+    // reads during the call.
+    let rc = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
 
 /// A classic BPF program of one instruction, `ret #0`: drop every frame.
 struct DropAll([libc::sock_filter; 1]);
@@ -81,15 +143,47 @@ impl DropAll {
 // SAFETY: the program is immutable plain data.
 unsafe impl Sync for DropAll {}
 
-/// rx ring: 2048 slots of 2 KiB (4 MiB), in blocks of 64 KiB.
-const RX_FRAME_SIZE: usize = 2048;
-const RX_FRAMES: usize = 2048;
-const RX_BLOCK_SIZE: usize = 1 << 16;
-/// tx ring: 512 slots of 2 KiB.
-const TX_FRAME_SIZE: usize = 2048;
-const TX_FRAMES: usize = 512;
 /// Where frame data starts in a tx slot: TPACKET_ALIGN(sizeof(tpacket2_hdr)).
 const TX_DATA_OFFSET: usize = 32;
+
+/// The rings' shape: slot sizes and counts.
+#[derive(Debug, Clone, Copy)]
+struct Geometry {
+    rx_frame: usize,
+    rx_frames: usize,
+    rx_block: usize,
+    tx_frame: usize,
+    tx_frames: usize,
+    tx_block: usize,
+}
+
+impl Geometry {
+    /// Without virtio-net headers: 2048 rx slots of 2 KiB (4 MiB) in
+    /// blocks of 64 KiB, 512 tx slots of 2 KiB.
+    const PLAIN: Geometry = Geometry {
+        rx_frame: 2048,
+        rx_frames: 2048,
+        rx_block: 1 << 16,
+        tx_frame: 2048,
+        tx_frames: 512,
+        tx_block: 2048 * 32,
+    };
+    /// With virtio-net headers every slot must hold a 64 KiB GSO
+    /// super-frame with its headers: slots of 64 KiB + 128 B, 15 to a
+    /// block of 1 MiB; 510 rx slots (32 MiB), 255 tx slots (16 MiB).
+    const VNET: Geometry = Geometry {
+        rx_frame: VNET_SLOT,
+        rx_frames: 34 * 15,
+        rx_block: 1 << 20,
+        tx_frame: VNET_SLOT,
+        tx_frames: 17 * 15,
+        tx_block: 1 << 20,
+    };
+}
+
+/// A slot of a vnet ring: the largest GSO super-frame (64 KiB), its
+/// virtio-net header, a VLAN tag and the slot header, 16-byte aligned.
+const VNET_SLOT: usize = (1 << 16) + 128;
 
 // Offsets in `struct tpacket2_hdr`, at the start of every slot.
 const PKT_STATUS: usize = 0;
@@ -136,6 +230,10 @@ pub struct AfPacketOptions {
     /// hash, like a NIC's RSS over rx queues. Not a user option: set when a
     /// port is opened for several PMDs.
     pub fanout_group: Option<u16>,
+    /// Exchange virtio-net headers with the kernel (`PACKET_VNET_HDR`):
+    /// packets keep their partial checksums and GSO super-frames (TCP
+    /// from veths and taps with offloads on) in and out.
+    pub vnet: bool,
 }
 
 /// An interface read and written through TPACKET_V2 rings.
@@ -158,7 +256,19 @@ pub struct AfPacketPort {
     warnings: Warnings,
     /// The last kick failed: slots still wait for one.
     kick_again: bool,
+    /// Virtio-net headers in front of every frame, both ways.
+    vnet: bool,
+    geo: Geometry,
+    /// With vnet: a second socket on the interface, without rings, that
+    /// sends large packets straight from their pool frames (`sendmsg`: one
+    /// copy, into the kernel's buffer). Through the tx ring a super-frame
+    /// would be copied twice: into the ring, and again by the kernel when a
+    /// veth hands the ring's pages to another namespace.
+    direct: Option<OwnedFd>,
 }
+
+/// With vnet, packets longer than this go out through the direct socket.
+const DIRECT_SEND_MIN: usize = 4096;
 
 fn read_u32(base: *const u8, ofs: usize) -> u32 {
     // SAFETY: callers pass offsets inside the ring map (block headers and
@@ -220,21 +330,32 @@ impl AfPacketPort {
             &DROP_ALL.prog(),
         )
         .map_err(|e| opt("closing the socket until it is set up", e))?;
+        let geo = if opts.vnet {
+            // Before the rings: the kernel refuses it once they exist.
+            sys::setsockopt(&fd, SOL_PACKET, PACKET_VNET_HDR, &1i32)
+                .map_err(|e| opt("virtio-net headers (PACKET_VNET_HDR)", e))?;
+            Geometry::VNET
+        } else {
+            Geometry::PLAIN
+        };
+        let per_block = |block: usize, frame: usize| block / frame;
         let rx_req = TpacketReq {
-            block_size: RX_BLOCK_SIZE as u32,
-            block_nr: (RX_FRAMES * RX_FRAME_SIZE / RX_BLOCK_SIZE) as u32,
-            frame_size: RX_FRAME_SIZE as u32,
-            frame_nr: RX_FRAMES as u32,
+            block_size: geo.rx_block as u32,
+            block_nr: (geo.rx_frames / per_block(geo.rx_block, geo.rx_frame)) as u32,
+            frame_size: geo.rx_frame as u32,
+            frame_nr: geo.rx_frames as u32,
         };
         sys::setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &rx_req).map_err(|e| opt("rx ring", e))?;
         let tx_req = TpacketReq {
-            block_size: (TX_FRAME_SIZE * 32) as u32,
-            block_nr: (TX_FRAMES / 32) as u32,
-            frame_size: TX_FRAME_SIZE as u32,
-            frame_nr: TX_FRAMES as u32,
+            block_size: geo.tx_block as u32,
+            block_nr: (geo.tx_frames / per_block(geo.tx_block, geo.tx_frame)) as u32,
+            frame_size: geo.tx_frame as u32,
+            frame_nr: geo.tx_frames as u32,
         };
         sys::setsockopt(&fd, SOL_PACKET, PACKET_TX_RING, &tx_req).map_err(|e| opt("tx ring", e))?;
-        let len = RX_FRAME_SIZE * RX_FRAMES + TX_FRAME_SIZE * TX_FRAMES;
+        // Ring blocks are mapped back to back; the frames of a block start
+        // at its beginning (a 1 MiB vnet block holds 15 slots and a gap).
+        let len = geo.rx_block * rx_req.block_nr as usize + geo.tx_block * tx_req.block_nr as usize;
         let map = Mmap::new(fd.as_raw_fd(), len, 0).map_err(|e| opt("mapping the rings", e))?;
         let addr = libc::sockaddr_ll {
             sll_family: libc::AF_PACKET as u16,
@@ -288,6 +409,11 @@ impl AfPacketPort {
         sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &0i32)
             .map_err(|e| opt("opening the socket", e))?;
         sys::set_if_up(ifname).map_err(|e| opt("bringing the interface up", e))?;
+        let direct = if opts.vnet {
+            Some(direct_socket(ifindex).map_err(|e| opt("the direct send socket", e))?)
+        } else {
+            None
+        };
         Ok(AfPacketPort {
             name: name.to_string(),
             ifname: ifname.to_string(),
@@ -297,13 +423,16 @@ impl AfPacketPort {
             tx_head: 0,
             tx_tail: 0,
             tx_used: 0,
-            tx_len: vec![0; TX_FRAMES],
+            tx_len: vec![0; geo.tx_frames],
             egress: EgressQueue::new(opts.priority),
             epoch: Instant::now(),
             stats: PortStats::default(),
             kernel_drops: Cell::new(0),
             warnings,
             kick_again: false,
+            vnet: opts.vnet,
+            geo,
+            direct,
         })
     }
 
@@ -312,8 +441,19 @@ impl AfPacketPort {
         &self.ifname
     }
 
+    /// Offset of rx slot `i` in the map.
+    fn rx_slot_at(&self, i: usize) -> usize {
+        let g = &self.geo;
+        let per = g.rx_block / g.rx_frame;
+        (i / per) * g.rx_block + (i % per) * g.rx_frame
+    }
+
+    /// Offset of tx slot `i` in the map (the tx ring follows the rx ring).
     fn tx_slot(&self, i: usize) -> usize {
-        RX_FRAME_SIZE * RX_FRAMES + i * TX_FRAME_SIZE
+        let g = &self.geo;
+        let rx_len = g.rx_frames.div_ceil(g.rx_block / g.rx_frame) * g.rx_block;
+        let per = g.tx_block / g.tx_frame;
+        rx_len + (i / per) * g.tx_block + (i % per) * g.tx_frame
     }
 
     /// Reads the kernel's rx-ring drop counter (reset by each read).
@@ -342,7 +482,7 @@ impl AfPacketPort {
                 _ => break,
             }
             bytes += self.tx_len[self.tx_tail];
-            self.tx_tail = (self.tx_tail + 1) % TX_FRAMES;
+            self.tx_tail = (self.tx_tail + 1) % self.geo.tx_frames;
             self.tx_used -= 1;
         }
         if bytes > 0 {
@@ -357,32 +497,85 @@ impl AfPacketPort {
     fn fill_and_kick(&mut self, pool: &mut PacketPool) {
         let base = self.map.as_ptr();
         let mut written = 0;
-        while self.tx_used < TX_FRAMES {
+        let vnet_len = if self.vnet { VNET_HDR_LEN } else { 0 };
+        while self.tx_used < self.geo.tx_frames {
             let Some(pkt) = self.egress.pop_within_limit() else {
                 break;
             };
-            let slot = self.tx_slot(self.tx_head);
             let len = pkt.len();
+            if len > DIRECT_SEND_MIN {
+                if let Some(fd) = self.direct.as_ref().map(|f| f.as_raw_fd()) {
+                    // The ring's frames go first: kicked now, the kernel
+                    // sends them before this call returns.
+                    if written > 0 {
+                        written = 0;
+                        self.kick();
+                    }
+                    let o = &pkt.meta.offload;
+                    let hdr = to_vnet_hdr(o, gso_headers_len(&pkt));
+                    match send_with_vnet(fd, &hdr, pkt.data()) {
+                        Ok(()) => {
+                            self.stats.tx_packets += 1;
+                            self.stats.tx_bytes += len as u64;
+                            if o.gso() != 0 {
+                                self.stats.tx_gso_packets += 1;
+                            }
+                            pool.free(pkt);
+                        }
+                        Err(e)
+                            if sys::would_block(&e) || e.raw_os_error() == Some(libc::ENOBUFS) =>
+                        {
+                            // The send buffer is full: try again at the next drain.
+                            self.egress.unpop(pkt);
+                            break;
+                        }
+                        Err(e) => {
+                            self.warnings.note(format!("sendmsg: {e}"));
+                            self.stats.tx_drop(PortDrop::Error, 1);
+                            pool.free(pkt);
+                        }
+                    }
+                    continue;
+                }
+            }
+            let slot = self.tx_slot(self.tx_head);
+            if self.vnet {
+                let o = &pkt.meta.offload;
+                if o.gso() != 0 {
+                    self.stats.tx_gso_packets += 1;
+                }
+                let hdr = to_vnet_hdr(o, gso_headers_len(&pkt));
+                // SAFETY: as the frame copy below; the header goes right
+                // before the frame, inside the slot.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        hdr.as_ptr(),
+                        base.add(slot + TX_DATA_OFFSET),
+                        VNET_HDR_LEN,
+                    );
+                }
+            }
+            let wire = len + vnet_len;
             // SAFETY: the slot is ours (status AVAILABLE, counted free by
-            // tx_used) and len <= TX_FRAME_SIZE - TX_DATA_OFFSET, checked
-            // when the packet was accepted.
+            // tx_used) and len + vnet_len <= tx_frame - TX_DATA_OFFSET,
+            // checked when the packet was accepted.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     pkt.data().as_ptr(),
-                    base.add(slot + TX_DATA_OFFSET),
+                    base.add(slot + TX_DATA_OFFSET + vnet_len),
                     len,
                 );
                 base.add(slot + PKT_LEN)
                     .cast::<u32>()
-                    .write_unaligned(len as u32);
+                    .write_unaligned(wire as u32);
                 base.add(slot + PKT_SNAPLEN)
                     .cast::<u32>()
-                    .write_unaligned(len as u32);
+                    .write_unaligned(wire as u32);
             }
             status(base, slot + PKT_STATUS).store(TP_STATUS_SEND_REQUEST, Ordering::Release);
             self.tx_len[self.tx_head] = len as u32;
             self.egress.bql.queued(len as u32);
-            self.tx_head = (self.tx_head + 1) % TX_FRAMES;
+            self.tx_head = (self.tx_head + 1) % self.geo.tx_frames;
             self.tx_used += 1;
             written += 1;
             pool.free(pkt);
@@ -422,6 +615,7 @@ impl Port for AfPacketPort {
             tx: true,
             finite_rx: false,
             rx_hash: false,
+            tx_offload: self.vnet,
         }
     }
 
@@ -433,8 +627,9 @@ impl Port for AfPacketPort {
     ) -> RxStatus {
         let base = self.map.as_ptr();
         let mut n = 0;
+        let rx_frame = self.geo.rx_frame;
         while !batch.is_full() {
-            let hdr = self.rx_slot * RX_FRAME_SIZE;
+            let hdr = self.rx_slot_at(self.rx_slot);
             let st = status(base, hdr + PKT_STATUS).load(Ordering::Acquire);
             if st & TP_STATUS_USER == 0 {
                 break;
@@ -447,18 +642,36 @@ impl Port for AfPacketPort {
             if pkttype != PACKET_OUTGOING {
                 let vlan = st & TP_STATUS_VLAN_VALID != 0;
                 let extra = if vlan { 4 } else { 0 };
+                // The kernel puts the virtio-net header right before the frame.
+                let offload = if self.vnet && mac >= VNET_HDR_LEN + PKT_SLL_PKTTYPE {
+                    let mut h = [0u8; VNET_HDR_LEN];
+                    // SAFETY: inside the slot, before the frame (checked above).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            base.add(hdr + mac - VNET_HDR_LEN),
+                            h.as_mut_ptr(),
+                            VNET_HDR_LEN,
+                        )
+                    };
+                    from_vnet_hdr(&h)
+                } else {
+                    Ok(Offload::NONE)
+                };
                 if st & TP_STATUS_COPY != 0
                     || snap < wire
-                    || mac + snap > RX_FRAME_SIZE
-                    || snap + extra > pool.max_packet_len()
+                    || mac + snap > rx_frame
+                    || snap + extra > pool.max_len()
                 {
                     self.stats.rx_drop(PortDrop::TooBig, 1);
+                } else if let Err(_e) = offload {
+                    self.stats.rx_drop(PortDrop::BadOffload, 1);
                 } else {
                     // SAFETY: the kernel placed snap bytes at hdr + mac,
                     // inside the slot (checked above), which we own until
                     // its status goes back to the kernel below.
                     let frame = unsafe { std::slice::from_raw_parts(base.add(hdr + mac), snap) };
                     if let Some(mut pkt) = pool.alloc_from(frame) {
+                        pkt.meta.offload = offload.unwrap_or(Offload::NONE);
                         if vlan && snap >= 12 {
                             let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
                                 read_u16(base, hdr + PKT_VLAN_TPID)
@@ -469,6 +682,12 @@ impl Port for AfPacketPort {
                             pkt.insert_gap(12, 4);
                             pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
                             pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+                            if pkt.meta.offload.needs_csum() {
+                                pkt.meta.offload.csum_start += 4;
+                            }
+                        }
+                        if pkt.meta.offload.gso() != 0 {
+                            self.stats.rx_gso_packets += 1;
                         }
                         pkt.meta.in_port = in_port;
                         self.stats.rx_packets += 1;
@@ -481,7 +700,7 @@ impl Port for AfPacketPort {
                 }
             }
             status(base, hdr + PKT_STATUS).store(TP_STATUS_KERNEL, Ordering::Release);
-            self.rx_slot = (self.rx_slot + 1) % RX_FRAMES;
+            self.rx_slot = (self.rx_slot + 1) % self.geo.rx_frames;
         }
         RxStatus::of_burst(n, false)
     }
@@ -490,7 +709,8 @@ impl Port for AfPacketPort {
         self.reclaim();
         let mut accepted = 0;
         for pkt in batch.drain() {
-            if pkt.len() > TX_FRAME_SIZE - TX_DATA_OFFSET {
+            let vnet_len = if self.vnet { VNET_HDR_LEN } else { 0 };
+            if pkt.len() + vnet_len > self.geo.tx_frame - TX_DATA_OFFSET {
                 self.stats.tx_drop(PortDrop::TooBig, 1);
                 pool.free(pkt);
                 continue;

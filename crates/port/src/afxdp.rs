@@ -477,6 +477,7 @@ impl Port for AfXdpPort {
             tx: true,
             finite_rx: false,
             rx_hash: false,
+            tx_offload: false,
         }
     }
 
@@ -540,11 +541,26 @@ impl Port for AfXdpPort {
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
         self.reclaim(pool);
         let mut taken = 0;
-        for pkt in batch.drain() {
+        for mut pkt in batch.drain() {
             if self.live.is_none() || !pool.owns(&pkt) {
                 self.stats.tx_drop(PortDrop::Error, 1);
                 pool.free(pkt);
                 continue;
+            }
+            if pool.is_big(&pkt) {
+                // Outside the UMEM: into a regular frame if it fits one
+                // (the frames are 4 KiB at most, AF_XDP's limit).
+                let copy = (pkt.len() <= pool.max_packet_len())
+                    .then(|| pool.clone_packet(&pkt))
+                    .flatten();
+                pool.free(pkt);
+                match copy {
+                    Some(c) => pkt = c,
+                    None => {
+                        self.stats.tx_drop(PortDrop::TooBig, 1);
+                        continue;
+                    }
+                }
             }
             match self.egress.push(pkt) {
                 Push::Queued => taken += 1,

@@ -42,6 +42,7 @@ impl Port for CapturePort {
             tx: true,
             finite_rx: true,
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

@@ -267,6 +267,7 @@ impl Port for DpdkPort {
             tx: true,
             finite_rx: false,
             rx_hash: true,
+            tx_offload: false,
         }
     }
 

@@ -234,6 +234,16 @@ impl EgressQueue {
         Some(pkt)
     }
 
+    /// Puts back a packet [`EgressQueue::pop_within_limit`] just gave out
+    /// (the device could not take it after all): it goes first again.
+    pub fn unpop(&mut self, pkt: Packet) {
+        if self.class.is_high(pkt.data()) {
+            self.high.push_front(pkt);
+        } else {
+            self.bulk.push_front(pkt);
+        }
+    }
+
     /// Frees every waiting packet; returns how many (the caller counts them).
     pub fn clear(&mut self, pool: &mut PacketPool) -> usize {
         let n = self.len();

@@ -64,7 +64,7 @@ impl RxStatus {
 }
 
 /// How many [`PortDrop`] reasons there are.
-pub const N_PORT_DROPS: usize = 7;
+pub const N_PORT_DROPS: usize = 8;
 
 /// Why a port dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -84,6 +84,9 @@ pub enum PortDrop {
     KernelRingFull,
     /// Nothing to send to: a stream port with no peer connected.
     NotConnected,
+    /// A virtio-net header asked for what cannot be done (UFO, offsets
+    /// past the frame's end), or a segment could not be made.
+    BadOffload,
 }
 
 impl PortDrop {
@@ -96,6 +99,7 @@ impl PortDrop {
         PortDrop::NotWritable,
         PortDrop::KernelRingFull,
         PortDrop::NotConnected,
+        PortDrop::BadOffload,
     ];
 
     /// Short counter name.
@@ -108,6 +112,7 @@ impl PortDrop {
             PortDrop::NotWritable => "not writable",
             PortDrop::KernelRingFull => "kernel ring full",
             PortDrop::NotConnected => "not connected",
+            PortDrop::BadOffload => "bad offload",
         }
     }
 
@@ -144,6 +149,12 @@ pub struct PortStats {
     pub tx_kicks: u64,
     /// Packets that went through the egress queue's priority band.
     pub tx_high_priority: u64,
+    /// Received GSO super-frames (among `rx_packets`), from a port that
+    /// takes virtio-net headers.
+    pub rx_gso_packets: u64,
+    /// GSO super-frames sent whole (among `tx_packets`), segmented by the
+    /// kernel or the device.
+    pub tx_gso_packets: u64,
 }
 
 impl PortStats {
@@ -159,7 +170,11 @@ impl PortStats {
             tx_dropped,
             tx_kicks,
             tx_high_priority,
+            rx_gso_packets,
+            tx_gso_packets,
         } = o;
+        self.rx_gso_packets += rx_gso_packets;
+        self.tx_gso_packets += tx_gso_packets;
         self.rx_packets += rx_packets;
         self.rx_bytes += rx_bytes;
         self.tx_packets += tx_packets;
@@ -216,6 +231,10 @@ pub struct PortCaps {
     pub finite_rx: bool,
     /// It sets `meta.hash` on received packets.
     pub rx_hash: bool,
+    /// It sends packets with offload requests as they are (a virtio-net
+    /// header goes with them): the datapath need not complete their
+    /// checksums or segment them first.
+    pub tx_offload: bool,
 }
 
 impl PortCaps {

@@ -28,6 +28,7 @@ impl Port for NullPort {
             tx: true,
             finite_rx: true,
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

@@ -143,6 +143,7 @@ impl Port for PcapPort {
             tx: self.tx.is_some(),
             finite_rx: !matches!(self.rx, RxSide::Loop(_)),
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

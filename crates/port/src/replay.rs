@@ -282,6 +282,7 @@ impl Port for ReplayPort {
             tx: false,
             finite_rx: !self.looping || self.limit.is_some(),
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

@@ -62,7 +62,7 @@ pub enum PortSpec {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N] | afxdp:IFNAME[:QUEUE] | dpdk:DEVARGS | tap:NAME | stream:unix:PATH | stream:punix:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off] | afxdp:IFNAME[:QUEUE] | dpdk:DEVARGS | tap:NAME | stream:unix:PATH | stream:punix:PATH";
 
 fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
     let mut parts = args.split(',');
@@ -75,6 +75,14 @@ fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
     let mut opts = AfPacketOptions::default();
     for opt in parts {
         let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
+        if key == "vnet" {
+            opts.vnet = match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(format!("'{s}': vnet takes on or off, not '{value}'")),
+            };
+            continue;
+        }
         let n: u8 = value
             .parse()
             .map_err(|_| format!("'{s}': option '{opt}' needs a number, e.g. prio-dscp=46"))?;
@@ -88,7 +96,7 @@ fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
             }
             _ => {
                 return Err(format!(
-                    "'{s}': unknown afpacket option '{key}'; expected prio-dscp=N or prio-pcp=N"
+                    "'{s}': unknown afpacket option '{key}'; expected prio-dscp=N, prio-pcp=N or vnet=on|off"
                 ))
             }
         }
@@ -188,6 +196,9 @@ impl std::fmt::Display for PortSpec {
                 }
                 if opts.priority.min_pcp != d.min_pcp {
                     write!(f, ",prio-pcp={}", opts.priority.min_pcp)?;
+                }
+                if opts.vnet != AfPacketOptions::default().vnet {
+                    write!(f, ",vnet={}", if opts.vnet { "on" } else { "off" })?;
                 }
                 Ok(())
             }
@@ -339,6 +350,7 @@ mod tests {
             "pcap:rx=a.pcap,tx=b.pcap,loop",
             "afpacket:eth0",
             "afpacket:veth1,prio-dscp=40,prio-pcp=8",
+            "afpacket:veth1,vnet=on",
             "tap:tap0",
             "afxdp:eth1:3",
             "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
@@ -370,6 +382,7 @@ mod tests {
             "afpacket:eth0,prio-dscp=99",
             "afpacket:eth0,speed=1",
             "afpacket:eth0,prio-pcp=x",
+            "afpacket:eth0,vnet=yes",
             "tap:",
             "afxdp::1",
             "afxdp:eth0:x",

@@ -218,6 +218,7 @@ impl Port for StreamPort {
             tx: true,
             finite_rx: false,
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

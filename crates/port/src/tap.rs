@@ -83,6 +83,7 @@ impl Port for TapPort {
             tx: true,
             finite_rx: false,
             rx_hash: false,
+            tx_offload: false,
         }
     }
 

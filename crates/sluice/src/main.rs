@@ -196,7 +196,13 @@ Port specs:
                         brought up and made promiscuous; needs root.
                         Options: ,prio-dscp=N ,prio-pcp=N: packets at or above
                         this DSCP (default 46) or VLAN PCP (default 5) use the
-                        egress queue's priority band
+                        egress queue's priority band; ,vnet=on: virtio-net
+                        headers both ways, so veths and taps with their
+                        offloads on (partial checksums, 64 KB TSO
+                        super-frames, jumbo frames) work: super-frames pass
+                        whole to other vnet ports and are segmented in
+                        software for any other port (64 KiB ring slots,
+                        about 50 MiB per socket)
   afxdp:IFNAME[:QUEUE]  one queue (default 0) of a Linux interface through an
                         AF_XDP socket whose UMEM is the packet pool; loads a
                         small XDP program (removed on exit); zero-copy where
@@ -208,9 +214,10 @@ Port specs:
   stream:punix:PATH     listen on a unix socket for one such peer
 
 Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
-SIGTERM, --duration or --packets. With veth pairs, turn off TX checksum
-offload and TSO on the peer (ethtool -K IF tx off tso off gso off): frames
-handed over with a partial checksum or as 64 KB segments are not fixed up.
+SIGTERM, --duration or --packets. With veth pairs, use afpacket:IF,vnet=on,
+or turn off TX checksum offload and TSO on the peer (ethtool -K IF tx off
+tso off gso off): other ports take no checksum state from the kernel, and
+their 2 KiB slots count 64 KB super-frames as the drop 'too big'.
 
 With finite inputs, the run drains them, flushes every output, prints the
 counters and exits 0. Every received packet is reported as forwarded, sent to

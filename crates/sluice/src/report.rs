@@ -122,6 +122,13 @@ pub fn port_text(p: &PortReport) -> String {
             ps.tx_high_priority
         );
     }
+    if ps.rx_gso_packets + ps.tx_gso_packets > 0 {
+        let _ = writeln!(
+            o,
+            "    gso packets: rx {}, tx {} (super-frames with virtio-net headers)",
+            ps.rx_gso_packets, ps.tx_gso_packets
+        );
+    }
     for w in &p.warnings {
         let _ = writeln!(o, "    warning: {w}");
     }
@@ -159,6 +166,13 @@ pub fn text(s: &RunSummary) -> String {
         "  output copies: {} (sent: {}, refused by ports: {}, copies not made: {})",
         st.output_copies, st.sent_packets, st.tx_dropped, st.copy_failures
     );
+    if st.gso_segmented + st.csum_completed + st.offload_failures > 0 {
+        let _ = writeln!(
+            o,
+            "  software offloads: {} super-frames cut into {} segments, {} checksums completed, {} failed",
+            st.gso_segmented, st.gso_segments, st.csum_completed, st.offload_failures
+        );
+    }
     if s.packet_ins > 0 || st.packet_ins > 0 {
         let _ = writeln!(
             o,
@@ -286,6 +300,8 @@ pub fn json(s: &RunSummary) -> Value {
             "tx_dropped": port_drops(&p.stats.tx_dropped),
             "tx_kicks": p.stats.tx_kicks,
             "tx_high_priority": p.stats.tx_high_priority,
+            "rx_gso_packets": p.stats.rx_gso_packets,
+            "tx_gso_packets": p.stats.tx_gso_packets,
             "warnings": p.warnings,
         })).collect::<Vec<_>>(),
         "datapath": {
@@ -297,6 +313,10 @@ pub fn json(s: &RunSummary) -> Value {
             "sent packets": st.sent_packets,
             "refused by ports": st.tx_dropped,
             "copies not made": st.copy_failures,
+            "gso segmented": st.gso_segmented,
+            "gso segments": st.gso_segments,
+            "checksums completed": st.csum_completed,
+            "offload failures": st.offload_failures,
             "packet-ins queued": s.packet_ins,
             "emc hits": st.emc_hits,
             "smc hits": st.smc_hits,
