@@ -24,14 +24,6 @@ fn tag(kind: &str, t: &str) -> String {
     format!("{}{t}", &kind[2..3])
 }
 
-fn assert_balanced(report: &serde_json::Value) {
-    let dp = &report["datapath"];
-    let rx = dp["packets received"].as_u64().unwrap();
-    let fwd = dp["forwarded"].as_u64().unwrap();
-    let ctl = dp["to controller"].as_u64().unwrap();
-    assert_eq!(rx, fwd + ctl + dp_drops(report), "every packet accounted");
-}
-
 fn ping_both_ways_and_an_iperf3_tcp_transfer(kind: &str) {
     require_root_and(&["ip", "ping", "iperf3", "ethtool"]);
     let a = Host::new(&tag(kind, "pa"), Some("10.71.0.1/24"));
@@ -62,9 +54,9 @@ fn ping_both_ways_and_an_iperf3_tcp_transfer(kind: &str) {
 }
 
 fn mac_of(host: &Host) -> [u8; 6] {
-    let text = host.exec("cat /sys/class/net/eth0/address");
+    let text = host.mac();
     let mut mac = [0u8; 6];
-    for (m, part) in mac.iter_mut().zip(text.trim().split(':')) {
+    for (m, part) in mac.iter_mut().zip(text.split(':')) {
         *m = u8::from_str_radix(part, 16).unwrap();
     }
     mac
@@ -79,11 +71,7 @@ fn vlan_push_and_pop_between_access_and_trunk(kind: &str) {
     let access = Host::new(&tag(kind, "va"), Some("10.72.0.1/24"));
     let trunk = Host::new(&tag(kind, "vt"), None);
     let (amac, tmac) = (mac_of(&access), mac_of(&trunk));
-    let tmac_text = trunk.exec("cat /sys/class/net/eth0/address");
-    access.exec(&format!(
-        "ip neigh add 10.72.0.2 lladdr {} dev eth0 nud permanent",
-        tmac_text.trim()
-    ));
+    access.pin_neighbour("10.72.0.2", &trunk);
     let sw = Sluice::start(
         None,
         "in_port=1,actions=mod_vlan_vid:100,output:2\n\

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{wait_for, Killed as Switch, Monitor};
+use support::{osken_manager, wait_for, Killed as Switch, Monitor};
 
 fn ofctl(args: &[&str]) -> (bool, String) {
     let out = Command::new("ovs-ofctl")
@@ -243,28 +243,12 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn osken(app: &str, port: u16, log: &Path) -> Switch {
-    let app = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/osken")
-        .join(app);
-    Switch(
-        Command::new("osken-manager")
-            .arg("--ofp-tcp-listen-port")
-            .arg(port.to_string())
-            .arg(app)
-            .stdout(std::fs::File::create(log).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("osken-manager runs (scripts/setup installs python3-os-ken)"),
-    )
-}
-
 #[test]
 fn connects_to_an_os_ken_controller_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let log = dir.path().join("osken.log");
-    let app = osken("marker.py", port, &log);
+    let app = osken_manager("marker.py", port, &log);
     let sock = dir.path().join("of.sock");
     let _sw = Switch(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -305,7 +289,7 @@ fn connects_to_an_os_ken_controller_and_reconnects() {
     // (backoff at most 8 s).
     drop(app);
     let log2 = dir.path().join("osken2.log");
-    let _app = osken("marker.py", port, &log2);
+    let _app = osken_manager("marker.py", port, &log2);
     wait_for("a reconnection", 30, || connections(&log2) == 1);
 }
 

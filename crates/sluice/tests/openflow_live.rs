@@ -12,17 +12,7 @@ use std::time::Duration;
 use support::*;
 
 fn l2learn(port: u16, log: &Path) -> Killed {
-    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/osken/l2learn.py");
-    Killed(
-        Command::new("osken-manager")
-            .arg("--ofp-tcp-listen-port")
-            .arg(port.to_string())
-            .arg(app)
-            .stdout(std::fs::File::create(log).unwrap())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("osken-manager (scripts/setup installs python3-os-ken)"),
-    )
+    osken_manager("l2learn.py", port, log)
 }
 
 fn connected(log: &Path) -> bool {
@@ -105,18 +95,7 @@ fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
             .contains("L2LEARN packet-in"),
         "the restarted app learned again"
     );
-    let report = sw.stop();
-    let dp = &report["datapath"];
-    let rx = dp["packets received"].as_u64().unwrap();
-    let fwd = dp["forwarded"].as_u64().unwrap();
-    let ctl = dp["to controller"].as_u64().unwrap();
-    assert_eq!(rx, fwd + ctl + dp_drops(&report), "every packet accounted");
-}
-
-fn mac_of(host: &Host) -> String {
-    host.exec("cat /sys/class/net/eth0/address")
-        .trim()
-        .to_string()
+    assert_balanced(&sw.stop());
 }
 
 /// Sends `n` UDP datagrams "TAG00000".. to 10.75.0.2:9999, one a ms.
@@ -170,10 +149,7 @@ fn after_a_barrier_reply_no_packet_follows_the_old_rule() {
         ],
         &["--listen", &format!("punix:{}", sock.display())],
     );
-    a.exec(&format!(
-        "ip neigh replace 10.75.0.2 lladdr {} dev eth0",
-        mac_of(&b)
-    ));
+    a.pin_neighbour("10.75.0.2", &b);
     let (cap_b, cap_c) = (dir.path().join("b.pcap"), dir.path().join("c.pcap"));
     let mut tb = capture(&b, &cap_b);
     let mut tc = capture(&c, &cap_c);

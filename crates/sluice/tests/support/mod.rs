@@ -105,6 +105,24 @@ impl Host {
         host
     }
 
+    /// The MAC address of its eth0, as text.
+    #[allow(dead_code)]
+    pub fn mac(&self) -> String {
+        self.exec("cat /sys/class/net/eth0/address")
+            .trim()
+            .to_string()
+    }
+
+    /// Makes `ip` a permanent neighbour at `other`'s MAC (no ARP needed:
+    /// for addresses nobody answers for, or hosts that cannot answer).
+    #[allow(dead_code)]
+    pub fn pin_neighbour(&self, ip: &str, other: &Host) {
+        self.exec(&format!(
+            "ip neigh replace {ip} lladdr {} dev eth0 nud permanent",
+            other.mac()
+        ));
+    }
+
     /// Runs a command inside the namespace.
     pub fn exec(&self, cmd: &str) -> String {
         sh(&format!("ip netns exec {} {cmd}", self.ns))
@@ -123,6 +141,36 @@ impl Drop for Host {
             self.ns, self.root_if
         ));
     }
+}
+
+/// Asserts that every packet the datapath received is accounted for in a
+/// `--json` report: received = forwarded + to controller + dropped.
+#[allow(dead_code)]
+pub fn assert_balanced(report: &serde_json::Value) {
+    let dp = &report["datapath"];
+    let rx = dp["packets received"].as_u64().unwrap();
+    let fwd = dp["forwarded"].as_u64().unwrap();
+    let ctl = dp["to controller"].as_u64().unwrap();
+    assert_eq!(rx, fwd + ctl + dp_drops(report), "every packet accounted");
+}
+
+/// Starts `osken-manager` with app `app` (a file of tests/osken)
+/// listening for switches on `port`, its output in `log`.
+#[allow(dead_code)]
+pub fn osken_manager(app: &str, port: u16, log: &Path) -> Killed {
+    let app = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/osken")
+        .join(app);
+    Killed(
+        Command::new("osken-manager")
+            .arg("--ofp-tcp-listen-port")
+            .arg(port.to_string())
+            .arg(app)
+            .stdout(std::fs::File::create(log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("osken-manager runs (scripts/setup installs python3-os-ken)"),
+    )
 }
 
 /// A running `sluice run`, stopped (SIGTERM) when dropped or by `stop`.
