@@ -216,58 +216,70 @@ fn flush_resolving(slot: &mut PortSlot, pool: &mut PacketPool, stats: &mut DpSta
     let mut queued = std::mem::take(&mut slot.txq);
     let mut out = PacketBatch::new();
     for mut pkt in queued.drain() {
-        if !pkt.meta.offload.pending() {
-            if out.is_full() {
-                send(slot, &mut out, pool, stats);
+        if pkt.meta.offload.pending() {
+            if offload::needs_segmenting(&pkt) {
+                let (made, failed) = segment_into(slot, &mut out, &pkt, pool, stats);
+                pool.free(pkt);
+                stats.gso_segmented += 1;
+                stats.gso_segments += made;
+                // The copy became `made` segments, plus the lost rest if it failed.
+                stats.output_copies += made + u64::from(failed) - 1;
+                stats.offload_failures += u64::from(failed);
+                stats.tx_dropped += u64::from(failed);
+                continue;
             }
-            let _ = out.push(pkt);
-            continue;
-        }
-        if offload::needs_segmenting(&pkt) {
-            let mut made = 0u64;
-            let failed = match Segmenter::new(&pkt) {
-                Err(_) => true,
-                Ok(mut seg) => loop {
-                    match seg.next_segment(&pkt, pool) {
-                        None => break false,
-                        Some(Err(_)) => break true,
-                        Some(Ok(s)) => {
-                            if out.is_full() {
-                                send(slot, &mut out, pool, stats);
-                            }
-                            let _ = out.push(s);
-                            made += 1;
-                        }
-                    }
-                },
-            };
-            pool.free(pkt);
-            stats.gso_segmented += 1;
-            stats.gso_segments += made;
-            // The copy became `made` segments, plus the lost rest if it failed.
-            stats.output_copies += made + u64::from(failed);
-            stats.output_copies -= 1;
-            if failed {
+            let had_csum = pkt.meta.offload.needs_csum();
+            if offload::complete_csum(&mut pkt).is_err() {
                 stats.offload_failures += 1;
                 stats.tx_dropped += 1;
+                pool.free(pkt);
+                continue;
             }
-            continue;
+            stats.csum_completed += u64::from(had_csum);
+            // A GSO mark left on a packet that fits one segment: nothing to cut.
+            pkt.meta.offload = sluice_packet::meta::Offload::NONE;
         }
-        let had_csum = pkt.meta.offload.needs_csum();
-        if offload::complete_csum(&mut pkt).is_err() {
-            stats.offload_failures += 1;
-            stats.tx_dropped += 1;
-            pool.free(pkt);
-            continue;
-        }
-        stats.csum_completed += u64::from(had_csum);
-        // A GSO mark left on a packet that fits one segment: nothing to cut.
-        pkt.meta.offload = sluice_packet::meta::Offload::NONE;
-        if out.is_full() {
-            send(slot, &mut out, pool, stats);
-        }
-        let _ = out.push(pkt);
+        push_out(slot, &mut out, pkt, pool, stats);
     }
     send(slot, &mut out, pool, stats);
     slot.txq = queued;
+}
+
+/// Queues `pkt` in `out`, sending `out` first if it is full.
+fn push_out(
+    slot: &mut PortSlot,
+    out: &mut PacketBatch,
+    pkt: Packet,
+    pool: &mut PacketPool,
+    stats: &mut DpStats,
+) {
+    if out.is_full() {
+        send(slot, out, pool, stats);
+    }
+    let _ = out.push(pkt);
+}
+
+/// Cuts super-frame `pkt` into `out` (sent as it fills); returns the
+/// segments made and whether the rest could not be.
+fn segment_into(
+    slot: &mut PortSlot,
+    out: &mut PacketBatch,
+    pkt: &Packet,
+    pool: &mut PacketPool,
+    stats: &mut DpStats,
+) -> (u64, bool) {
+    let Ok(mut seg) = Segmenter::new(pkt) else {
+        return (0, true);
+    };
+    let mut made = 0;
+    loop {
+        match seg.next_segment(pkt, pool) {
+            None => return (made, false),
+            Some(Err(_)) => return (made, true),
+            Some(Ok(s)) => {
+                push_out(slot, out, s, pool, stats);
+                made += 1;
+            }
+        }
+    }
 }

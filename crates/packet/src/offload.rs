@@ -194,10 +194,15 @@ fn layout(pkt: &Packet) -> Result<Layout, OffloadError> {
     })
 }
 
+/// The virtio-net header that states `pkt`'s offload requests.
+pub fn vnet_hdr_of(pkt: &Packet) -> [u8; VNET_HDR_LEN] {
+    to_vnet_hdr(&pkt.meta.offload, gso_headers_len(pkt))
+}
+
 /// For a virtio-net header's `hdr_len`: the length of the headers in
 /// front of a super-frame's payload (0 for other packets, or when they
 /// cannot be found: the kernel works it out then).
-pub fn gso_headers_len(pkt: &Packet) -> u16 {
+fn gso_headers_len(pkt: &Packet) -> u16 {
     if pkt.meta.offload.gso() == 0 {
         return 0;
     }

@@ -123,13 +123,7 @@ impl PacketPool {
         if n_frames == 0 || n_frames > (u32::MAX as usize) / 2 {
             return Err(PoolError::BadFrameCount(n_frames));
         }
-        let bytes = n_frames
-            .checked_mul(frame_size)
-            .ok_or(PoolError::BadFrameCount(n_frames))?;
-        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| PoolError::OutOfMemory)?;
-        // SAFETY: the layout has a non-zero size (n_frames >= 1, frame_size >= 256).
-        let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(raw).ok_or(PoolError::OutOfMemory)?;
+        let (base, layout) = alloc_region(n_frames, frame_size, true)?;
         // Hand out low frame numbers first: pop() takes from the end.
         let free = (0..n_frames as u32).rev().collect();
         Ok(PacketPool {
@@ -172,13 +166,11 @@ impl PacketPool {
         {
             return Err(PoolError::BadFrameCount(n_frames));
         }
-        let bytes = n_frames
-            .checked_mul(frame_size)
-            .ok_or(PoolError::BadFrameCount(n_frames))?;
-        let layout = Layout::from_size_align(bytes, 4096).map_err(|_| PoolError::OutOfMemory)?;
-        // SAFETY: the layout has a non-zero size (n_frames >= 1).
-        let raw = unsafe { alloc::alloc(layout) };
-        let base = NonNull::new(raw).ok_or(PoolError::OutOfMemory)?;
+        let (base, layout) = alloc_region(n_frames, frame_size, false)?;
+        if let Some(old) = self.big.take() {
+            // SAFETY: allocated with this layout; every frame is free (checked).
+            unsafe { alloc::dealloc(old.base.as_ptr(), old.layout) };
+        }
         self.big = Some(BigFrames {
             base,
             layout,
@@ -222,18 +214,8 @@ impl PacketPool {
         }
         let b = self.big.as_mut()?;
         let i = b.free.pop()?;
-        // SAFETY: i < b.n_frames, so the offset stays inside the big region.
-        let ptr = unsafe { b.base.as_ptr().add(i as usize * b.frame_size as usize) };
-        Some(Packet {
-            // SAFETY: derived from a non-null base by an in-bounds offset.
-            frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
-            frame_size: b.frame_size,
-            frame: self.n_frames + i,
-            pool_id: self.id,
-            data_off: HEADROOM as u32,
-            len: 0,
-            meta: PacketMeta::default(),
-        })
+        let (base, size) = (b.base, b.frame_size);
+        Some(self.empty_packet(base, size, i, self.n_frames + i, HEADROOM as u32))
     }
 
     /// Whether `pkt` sits in a big frame (outside [`PacketPool::region`]).
@@ -318,19 +300,31 @@ impl PacketPool {
     /// Frame `frame` (just taken off the free stack) as an empty packet.
     #[inline(always)]
     fn fresh_packet(&self, frame: u32) -> Packet {
-        // SAFETY: frame < n_frames, so the offset stays inside the region.
-        let ptr = unsafe {
-            self.base
-                .as_ptr()
-                .add(frame as usize * self.frame_size as usize)
-        };
+        let off = self.fresh_data_offset(frame);
+        self.empty_packet(self.base, self.frame_size, frame, frame, off)
+    }
+
+    /// Frame `index` of the region at `base` (frames of `size` bytes) as
+    /// an empty packet named `frame`, its data starting at `data_off`.
+    #[inline(always)]
+    fn empty_packet(
+        &self,
+        base: NonNull<u8>,
+        size: u32,
+        index: u32,
+        frame: u32,
+        data_off: u32,
+    ) -> Packet {
+        // SAFETY: callers pass an index below their region's frame count,
+        // so the offset stays inside the region.
+        let ptr = unsafe { base.as_ptr().add(index as usize * size as usize) };
         Packet {
             // SAFETY: ptr is derived from a non-null base by an in-bounds offset.
             frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
-            frame_size: self.frame_size,
+            frame_size: size,
             frame,
             pool_id: self.id,
-            data_off: self.fresh_data_offset(frame),
+            data_off,
             len: 0,
             meta: PacketMeta::default(),
         }
@@ -401,6 +395,29 @@ impl PacketPool {
     pub fn owns(&self, pkt: &Packet) -> bool {
         pkt.pool_id == self.id
     }
+}
+
+/// A page-aligned region of `n_frames` frames of `frame_size` bytes
+/// (`n_frames`, `frame_size` >= 1), zeroed or not (untouched pages of an
+/// unzeroed region cost no memory until used).
+fn alloc_region(
+    n_frames: usize,
+    frame_size: usize,
+    zeroed: bool,
+) -> Result<(NonNull<u8>, Layout), PoolError> {
+    let bytes = n_frames
+        .checked_mul(frame_size)
+        .ok_or(PoolError::BadFrameCount(n_frames))?;
+    let layout = Layout::from_size_align(bytes, 4096).map_err(|_| PoolError::OutOfMemory)?;
+    // SAFETY: the layout has a non-zero size (callers check both counts).
+    let raw = unsafe {
+        if zeroed {
+            alloc::alloc_zeroed(layout)
+        } else {
+            alloc::alloc(layout)
+        }
+    };
+    Ok((NonNull::new(raw).ok_or(PoolError::OutOfMemory)?, layout))
 }
 
 /// Copies `src` into `dst` of the same length. Frames are mostly short:
@@ -859,5 +876,41 @@ mod tests {
         let p = pool.alloc_from(&[5; 10]).unwrap();
         drop(pool);
         assert_eq!(p.data(), &[5; 10]);
+    }
+
+    #[test]
+    fn big_frames_take_what_regular_frames_cannot_and_go_back() {
+        let mut pool = PacketPool::new(8, 2048).unwrap();
+        assert_eq!(
+            pool.alloc_for(5000).map(|p| p.len()),
+            None,
+            "no big frames yet"
+        );
+        assert!(
+            pool.add_big_frames(2, 2048).is_err(),
+            "not larger than a frame"
+        );
+        pool.add_big_frames(2, 1 << 17).unwrap();
+        assert_eq!(pool.max_len(), (1 << 17) - HEADROOM);
+        let small = pool.alloc_for(100).unwrap();
+        assert!(!pool.is_big(&small));
+        let big = pool.alloc_from(&vec![7u8; 9000]).unwrap();
+        assert!(pool.is_big(&big) && big.data() == vec![7u8; 9000].as_slice());
+        let copy = pool.clone_packet(&big).unwrap();
+        assert!(pool.is_big(&copy));
+        assert!(pool.alloc_for(9000).is_none(), "both big frames in use");
+        assert!(
+            pool.add_big_frames(4, 1 << 16).is_err(),
+            "big frames in use"
+        );
+        for p in [small, big, copy] {
+            pool.free(p);
+        }
+        assert_eq!(pool.big_frames(), (2, 2));
+        assert_eq!(pool.available(), pool.capacity());
+        // Replacing them gives the old region back and starts afresh.
+        pool.add_big_frames(4, 1 << 16).unwrap();
+        assert_eq!(pool.big_frames(), (4, 4));
+        assert!(pool.alloc_for((1 << 16) - HEADROOM + 1).is_none());
     }
 }

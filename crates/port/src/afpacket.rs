@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
 use sluice_packet::meta::Offload;
-use sluice_packet::offload::{from_vnet_hdr, gso_headers_len, to_vnet_hdr, VNET_HDR_LEN};
+use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
 use sluice_packet::{PacketBatch, PacketPool};
 
 use crate::egress::{EgressQueue, PriorityClass, Push};
@@ -70,9 +70,16 @@ fn direct_socket(ifindex: u32) -> io::Result<OwnedFd> {
     if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &sndbuf).is_err() {
         sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_SNDBUF, &sndbuf)?;
     }
+    bind(&fd, ifindex, 0)?;
+    Ok(fd)
+}
+
+/// Binds packet socket `fd` to interface `ifindex` for frames of
+/// `protocol` (host order; 0 takes none).
+fn bind(fd: &OwnedFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     let addr = libc::sockaddr_ll {
         sll_family: libc::AF_PACKET as u16,
-        sll_protocol: 0,
+        sll_protocol: protocol.to_be(),
         sll_ifindex: ifindex as i32,
         sll_hatype: 0,
         sll_pkttype: 0,
@@ -90,7 +97,7 @@ fn direct_socket(ifindex: u32) -> io::Result<OwnedFd> {
     if rc < 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(fd)
+    Ok(())
 }
 
 /// Sends `frame` behind virtio-net header `hdr` on packet socket `fd`
@@ -357,26 +364,7 @@ impl AfPacketPort {
         // at its beginning (a 1 MiB vnet block holds 15 slots and a gap).
         let len = geo.rx_block * rx_req.block_nr as usize + geo.tx_block * tx_req.block_nr as usize;
         let map = Mmap::new(fd.as_raw_fd(), len, 0).map_err(|e| opt("mapping the rings", e))?;
-        let addr = libc::sockaddr_ll {
-            sll_family: libc::AF_PACKET as u16,
-            sll_protocol: ETH_P_ALL.to_be(),
-            sll_ifindex: ifindex as i32,
-            sll_hatype: 0,
-            sll_pkttype: 0,
-            sll_halen: 0,
-            sll_addr: [0; 8],
-        };
-        // SAFETY: addr is a valid sockaddr_ll of the size passed.
-        let rc = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if rc < 0 {
-            return Err(opt("bind", io::Error::last_os_error()));
-        }
+        bind(&fd, ifindex, ETH_P_ALL).map_err(|e| opt("bind", e))?;
         let mreq = PacketMreq {
             ifindex: ifindex as i32,
             kind: PACKET_MR_PROMISC,
@@ -511,13 +499,11 @@ impl AfPacketPort {
                         written = 0;
                         self.kick();
                     }
-                    let o = &pkt.meta.offload;
-                    let hdr = to_vnet_hdr(o, gso_headers_len(&pkt));
-                    match send_with_vnet(fd, &hdr, pkt.data()) {
+                    match send_with_vnet(fd, &vnet_hdr_of(&pkt), pkt.data()) {
                         Ok(()) => {
                             self.stats.tx_packets += 1;
                             self.stats.tx_bytes += len as u64;
-                            if o.gso() != 0 {
+                            if pkt.meta.offload.gso() != 0 {
                                 self.stats.tx_gso_packets += 1;
                             }
                             pool.free(pkt);
@@ -540,11 +526,10 @@ impl AfPacketPort {
             }
             let slot = self.tx_slot(self.tx_head);
             if self.vnet {
-                let o = &pkt.meta.offload;
-                if o.gso() != 0 {
+                if pkt.meta.offload.gso() != 0 {
                     self.stats.tx_gso_packets += 1;
                 }
-                let hdr = to_vnet_hdr(o, gso_headers_len(&pkt));
+                let hdr = vnet_hdr_of(&pkt);
                 // SAFETY: as the frame copy below; the header goes right
                 // before the frame, inside the slot.
                 unsafe {
