@@ -25,7 +25,7 @@ use sluice_packet::{Packet, PacketBatch, PacketPool};
 use crate::egress::{EgressQueue, Push};
 use crate::sys::{self, Mmap};
 use crate::xdp_prog::{XdpRedirect, MAX_QUEUES};
-use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
+use crate::{fits_mtu, Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
 const AF_XDP: i32 = 44;
 const SOL_XDP: i32 = 283;
@@ -226,6 +226,9 @@ pub struct AfXdpPort {
     name: String,
     ifindex: u32,
     queue: u32,
+    /// The interface's MTU, and whether the user asked for it.
+    mtu: u32,
+    mtu_asked: bool,
     live: Option<Live>,
     prog: Option<XdpRedirect>,
     /// Frames the kernel holds (fill ring or tx ring), by frame index.
@@ -239,9 +242,10 @@ pub struct AfXdpPort {
 }
 
 impl AfXdpPort {
-    /// Attaches the redirect program to `ifname`; the socket is created
-    /// when the port joins a datapath ([`Port::attach_pool`]).
-    pub fn open(name: &str, ifname: &str, queue: u32) -> Result<Self, PortError> {
+    /// Attaches the redirect program to `ifname` (after setting its MTU to
+    /// `mtu`, if given); the socket is created when the port joins a
+    /// datapath ([`Port::attach_pool`]).
+    pub fn open(name: &str, ifname: &str, queue: u32, mtu: Option<u32>) -> Result<Self, PortError> {
         let err = |m: String| PortError {
             port: name.to_string(),
             message: m,
@@ -253,6 +257,8 @@ impl AfXdpPort {
             )));
         }
         let ifindex = sys::if_index(ifname).map_err(err)?;
+        let mtu_asked = mtu.is_some();
+        let mtu = sys::apply_mtu(ifname, mtu).map_err(err)?;
         sys::set_if_up(ifname).map_err(|e| err(format!("bringing {ifname} up: {e}")))?;
         let prog = XdpRedirect::attach(ifindex).map_err(|e| {
             err(format!(
@@ -263,6 +269,8 @@ impl AfXdpPort {
             name: name.to_string(),
             ifindex,
             queue,
+            mtu,
+            mtu_asked,
             live: None,
             prog: Some(prog),
             lent: Vec::new(),
@@ -485,6 +493,21 @@ impl Port for AfXdpPort {
         if self.live.is_some() {
             return Ok(());
         }
+        // A frame of the UMEM holds a whole packet (no multi-buffer).
+        let fits = pool.max_packet_len().saturating_sub(18) as u32;
+        if self.mtu > fits {
+            let what = format!(
+                "MTU {} does not fit AF_XDP frames of this pool (at most {fits} bytes of IP packet); frames beyond that are the drop 'too big'",
+                self.mtu
+            );
+            if self.mtu_asked {
+                return Err(PortError {
+                    port: self.name.clone(),
+                    message: format!("{what}: ask for mtu={fits} or less"),
+                });
+            }
+            self.warnings.note(what);
+        }
         self.lent = (0..pool.capacity()).map(|_| None).collect();
         let live = self.setup(pool).map_err(|e| PortError {
             port: self.name.clone(),
@@ -544,6 +567,11 @@ impl Port for AfXdpPort {
         for mut pkt in batch.drain() {
             if self.live.is_none() || !pool.owns(&pkt) {
                 self.stats.tx_drop(PortDrop::Error, 1);
+                pool.free(pkt);
+                continue;
+            }
+            if !fits_mtu(&pkt, self.mtu) {
+                self.stats.tx_drop(PortDrop::TooBig, 1);
                 pool.free(pkt);
                 continue;
             }
@@ -665,7 +693,7 @@ mod tests {
         let mut pool = PacketPool::new(4096, 2048).unwrap();
         // AF_XDP sends from a; AF_PACKET on b sees what arrives, and
         // AF_PACKET sends back to a, where the AF_XDP socket receives.
-        let mut xdp = AfXdpPort::open("x", &a, 0).unwrap();
+        let mut xdp = AfXdpPort::open("x", &a, 0, None).unwrap();
         xdp.attach_pool(&mut pool).unwrap();
         assert!(pool.umem_owner().is_some());
         let mut raw = AfPacketPort::open("p", &b, AfPacketOptions::default()).unwrap();

@@ -121,6 +121,24 @@ impl PortDrop {
     }
 }
 
+/// Whether `pkt` fits on a link of MTU `mtu`: what follows its Ethernet
+/// header and VLAN tags is at most `mtu` bytes. A GSO super-frame fits
+/// when its segments will (`gso_size` plus headers is checked where it is
+/// cut, by the kernel or by the datapath).
+#[inline]
+pub fn fits_mtu(pkt: &sluice_packet::Packet, mtu: u32) -> bool {
+    let d = pkt.data();
+    let mut l2 = 14;
+    if d.len() <= mtu as usize + l2 || pkt.meta.offload.gso() != 0 {
+        return true;
+    }
+    while d.len() >= l2 + 4 && matches!(u16::from_be_bytes([d[l2 - 2], d[l2 - 1]]), 0x8100 | 0x88a8)
+    {
+        l2 += 4;
+    }
+    d.len() <= mtu as usize + l2
+}
+
 /// Counters a port keeps about itself.
 ///
 /// Aligned to 128 bytes (a cache line and the pair the adjacent-line
@@ -348,5 +366,41 @@ pub trait Port: Send {
     /// capture), for the final report.
     fn warnings(&self) -> Vec<String> {
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_packet::build::{Frame, L4};
+    use sluice_packet::meta::Offload;
+
+    #[test]
+    fn the_mtu_counts_what_follows_the_ethernet_header_and_vlan_tags() {
+        let mut pool = PacketPool::new(8, 2048).unwrap();
+        pool.add_big_frames(2, 1 << 17).unwrap();
+        let udp = |pad: usize| {
+            Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 })
+                .payload(&vec![0; pad])
+        };
+        // IPv4 20 + UDP 8 + payload: exactly 1500 fits, 1501 does not.
+        for (frame, fits) in [
+            (udp(1472).build(), true),
+            (udp(1473).build(), false),
+            (udp(1472).vlan(0x8100, 7).build(), true),
+            (udp(1472).vlan(0x88a8, 7).vlan(0x8100, 7).build(), true),
+            (udp(1473).vlan(0x8100, 7).build(), false),
+        ] {
+            let pkt = pool.alloc_from(&frame).unwrap();
+            assert_eq!(fits_mtu(&pkt, 1500), fits, "{} bytes", frame.len());
+            pool.free(pkt);
+        }
+        // A super-frame is judged by its segments, where it is cut.
+        let mut gso = pool.alloc_from(&udp(9000).build()).unwrap();
+        assert!(!fits_mtu(&gso, 1500));
+        gso.meta.offload.flags |= Offload::GSO_UDP_L4;
+        gso.meta.offload.gso_size = 1472;
+        assert!(fits_mtu(&gso, 1500));
+        pool.free(gso);
     }
 }

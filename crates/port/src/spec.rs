@@ -41,6 +41,8 @@ pub enum PortSpec {
         ifname: String,
         /// Queue number.
         queue: u32,
+        /// MTU to set on the interface (else it keeps its own).
+        mtu: Option<u32>,
     },
     /// A DPDK ethdev (needs the `dpdk` build feature).
     Dpdk {
@@ -51,6 +53,10 @@ pub enum PortSpec {
     Tap {
         /// Interface name.
         ifname: String,
+        /// Virtio-net headers and offloads (`IFF_VNET_HDR`, on by default).
+        vnet: bool,
+        /// MTU to set on the interface (else it keeps its own).
+        mtu: Option<u32>,
     },
     /// Open vSwitch netdev-dummy framing over a unix socket.
     Stream {
@@ -62,26 +68,61 @@ pub enum PortSpec {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off] | afxdp:IFNAME[:QUEUE] | dpdk:DEVARGS | tap:NAME | stream:unix:PATH | stream:punix:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH";
+
+/// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
+
+/// `vnet=on|off`.
+fn parse_on_off(s: &str, key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{s}': {key} takes on or off, not '{value}'")),
+    }
+}
+
+/// `mtu=N`.
+fn parse_mtu(s: &str, value: &str) -> Result<u32, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|m| MTU_RANGE.contains(m))
+        .ok_or_else(|| {
+            format!(
+                "'{s}': mtu takes a number of bytes from {} to {} (IP packet size, without the Ethernet header), not '{value}'",
+                MTU_RANGE.start(),
+                MTU_RANGE.end()
+            )
+        })
+}
+
+/// `IFNAME` of an interface port, checked.
+fn parse_ifname<'a>(s: &str, ifname: &'a str, syntax: &str) -> Result<&'a str, String> {
+    if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':', ',']) {
+        return Err(format!(
+            "'{s}': expected {syntax} with an interface name of 1 to 15 bytes"
+        ));
+    }
+    Ok(ifname)
+}
 
 fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
     let mut parts = args.split(',');
-    let ifname = parts.next().unwrap_or("").to_string();
-    if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ':']) {
-        return Err(format!(
-            "'{s}': expected afpacket:IFNAME with an interface name of 1 to 15 bytes"
-        ));
-    }
+    let ifname = parse_ifname(s, parts.next().unwrap_or(""), "afpacket:IFNAME")?.to_string();
     let mut opts = AfPacketOptions::default();
     for opt in parts {
         let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
-        if key == "vnet" {
-            opts.vnet = match value {
-                "on" => true,
-                "off" => false,
-                _ => return Err(format!("'{s}': vnet takes on or off, not '{value}'")),
-            };
-            continue;
+        match key {
+            "vnet" => {
+                opts.vnet = parse_on_off(s, key, value)?;
+                continue;
+            }
+            "mtu" => {
+                opts.mtu = Some(parse_mtu(s, value)?);
+                continue;
+            }
+            _ => {}
         }
         let n: u8 = value
             .parse()
@@ -96,7 +137,7 @@ fn parse_afpacket(s: &str, args: &str) -> Result<PortSpec, String> {
             }
             _ => {
                 return Err(format!(
-                    "'{s}': unknown afpacket option '{key}'; expected prio-dscp=N, prio-pcp=N or vnet=on|off"
+                    "'{s}': unknown afpacket option '{key}'; expected prio-dscp=N, prio-pcp=N, vnet=on|off or mtu=N"
                 ))
             }
         }
@@ -120,28 +161,43 @@ impl std::str::FromStr for PortSpec {
                 "'{s}': expected dpdk:DEVARGS, e.g. dpdk:net_null0,no-rx=1 or dpdk:0000:01:00.0"
             )),
             "afxdp" => {
-                let (ifname, queue) = args.split_once(':').unwrap_or((args, "0"));
+                let mut parts = args.split(',');
+                let first = parts.next().unwrap_or("");
+                let (ifname, queue) = first.split_once(':').unwrap_or((first, "0"));
+                let ifname = parse_ifname(s, ifname, "afxdp:IFNAME[:QUEUE]")?.to_string();
                 let queue: u32 = queue
                     .parse()
                     .map_err(|_| format!("'{s}': queue '{queue}' is not a number"))?;
-                if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ' ', ',']) {
-                    return Err(format!(
-                        "'{s}': expected afxdp:IFNAME[:QUEUE] with an interface name of 1 to 15 bytes"
-                    ));
+                let mut mtu = None;
+                for opt in parts {
+                    match opt.split_once('=') {
+                        Some(("mtu", v)) => mtu = Some(parse_mtu(s, v)?),
+                        _ => {
+                            return Err(format!(
+                                "'{s}': unknown afxdp option '{opt}'; expected mtu=N"
+                            ))
+                        }
+                    }
                 }
-                Ok(PortSpec::AfXdp {
-                    ifname: ifname.to_string(),
-                    queue,
-                })
+                Ok(PortSpec::AfXdp { ifname, queue, mtu })
             }
-            "tap" if !args.is_empty() && args.len() <= 15 && !args.contains(['/', ',', ' ']) => {
-                Ok(PortSpec::Tap {
-                    ifname: args.to_string(),
-                })
+            "tap" => {
+                let mut parts = args.split(',');
+                let ifname = parse_ifname(s, parts.next().unwrap_or(""), "tap:NAME")?.to_string();
+                let (mut vnet, mut mtu) = (true, None);
+                for opt in parts {
+                    match opt.split_once('=') {
+                        Some(("vnet", v)) => vnet = parse_on_off(s, "vnet", v)?,
+                        Some(("mtu", v)) => mtu = Some(parse_mtu(s, v)?),
+                        _ => {
+                            return Err(format!(
+                                "'{s}': unknown tap option '{opt}'; expected vnet=on|off or mtu=N"
+                            ))
+                        }
+                    }
+                }
+                Ok(PortSpec::Tap { ifname, vnet, mtu })
             }
-            "tap" => Err(format!(
-                "'{s}': expected tap:NAME with an interface name of 1 to 15 bytes"
-            )),
             "stream" => match args.split_once(':') {
                 Some(("unix", p)) if !p.is_empty() => Ok(PortSpec::Stream {
                     path: PathBuf::from(p),
@@ -184,6 +240,21 @@ impl std::str::FromStr for PortSpec {
     }
 }
 
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn write_mtu(f: &mut std::fmt::Formatter<'_>, mtu: Option<u32>) -> std::fmt::Result {
+    match mtu {
+        Some(m) => write!(f, ",mtu={m}"),
+        None => Ok(()),
+    }
+}
+
 impl std::fmt::Display for PortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -198,12 +269,21 @@ impl std::fmt::Display for PortSpec {
                     write!(f, ",prio-pcp={}", opts.priority.min_pcp)?;
                 }
                 if opts.vnet != AfPacketOptions::default().vnet {
-                    write!(f, ",vnet={}", if opts.vnet { "on" } else { "off" })?;
+                    write!(f, ",vnet={}", on_off(opts.vnet))?;
                 }
-                Ok(())
+                write_mtu(f, opts.mtu)
             }
-            PortSpec::Tap { ifname } => write!(f, "tap:{ifname}"),
-            PortSpec::AfXdp { ifname, queue } => write!(f, "afxdp:{ifname}:{queue}"),
+            PortSpec::Tap { ifname, vnet, mtu } => {
+                write!(f, "tap:{ifname}")?;
+                if !vnet {
+                    f.write_str(",vnet=off")?;
+                }
+                write_mtu(f, *mtu)
+            }
+            PortSpec::AfXdp { ifname, queue, mtu } => {
+                write!(f, "afxdp:{ifname}:{queue}")?;
+                write_mtu(f, *mtu)
+            }
             PortSpec::Dpdk { devargs } => write!(f, "dpdk:{devargs}"),
             PortSpec::Stream { path, listen } => write!(
                 f,
@@ -237,7 +317,12 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             ifname,
             *opts,
         )?)),
-        PortSpec::Tap { ifname } => Ok(Box::new(TapPort::open(&spec.to_string(), ifname)?)),
+        PortSpec::Tap { ifname, vnet, mtu } => Ok(Box::new(TapPort::open(
+            &spec.to_string(),
+            ifname,
+            *vnet,
+            *mtu,
+        )?)),
         #[cfg(feature = "dpdk")]
         PortSpec::Dpdk { devargs } => Ok(Box::new(crate::dpdk::DpdkPort::open(
             &spec.to_string(),
@@ -248,10 +333,11 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             port: spec.to_string(),
             message: "this sluice was built without DPDK: build with `cargo build --release --features dpdk` (needs libdpdk-dev)".into(),
         }),
-        PortSpec::AfXdp { ifname, queue } => Ok(Box::new(AfXdpPort::open(
+        PortSpec::AfXdp { ifname, queue, mtu } => Ok(Box::new(AfXdpPort::open(
             &spec.to_string(),
             ifname,
             *queue,
+            *mtu,
         )?)),
         PortSpec::Stream { path, listen } => Ok(Box::new(StreamPort::open(
             &spec.to_string(),
@@ -350,9 +436,13 @@ mod tests {
             "pcap:rx=a.pcap,tx=b.pcap,loop",
             "afpacket:eth0",
             "afpacket:veth1,prio-dscp=40,prio-pcp=8",
-            "afpacket:veth1,vnet=on",
+            "afpacket:veth1,vnet=off",
+            "afpacket:veth1,vnet=off,mtu=9000",
+            "afpacket:veth1,mtu=9000",
             "tap:tap0",
+            "tap:tap0,vnet=off,mtu=9000",
             "afxdp:eth1:3",
+            "afxdp:eth1:0,mtu=3000",
             "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
             "stream:unix:/tmp/a.sock",
             "stream:punix:/tmp/a.sock",
@@ -376,6 +466,25 @@ mod tests {
             .unwrap_err()
             .contains("unknown port type"));
         assert!("null:x".parse::<PortSpec>().is_err());
+        // vnet is on unless turned off, on afpacket and tap alike.
+        for (spec, vnet) in [
+            ("afpacket:e0", true),
+            ("afpacket:e0,vnet=on", true),
+            ("afpacket:e0,vnet=off", false),
+        ] {
+            match spec.parse::<PortSpec>().unwrap() {
+                PortSpec::AfPacket { opts, .. } => assert_eq!(opts.vnet, vnet, "{spec}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            "tap:t0,vnet=on".parse::<PortSpec>().unwrap(),
+            PortSpec::Tap {
+                ifname: "t0".into(),
+                vnet: true,
+                mtu: None
+            }
+        );
         for bad in [
             "afpacket:",
             "afpacket:a-name-of-16-bytes",
@@ -384,6 +493,12 @@ mod tests {
             "afpacket:eth0,prio-pcp=x",
             "afpacket:eth0,vnet=yes",
             "tap:",
+            "tap:t0,vnet=1",
+            "tap:t0,mtu=67",
+            "tap:t0,mtu=65536",
+            "afpacket:eth0,mtu=",
+            "afxdp:eth0,mtu=x",
+            "afxdp:eth0,speed=1",
             "afxdp::1",
             "afxdp:eth0:x",
             "stream:tcp:1.2.3.4:5",

@@ -76,16 +76,97 @@ pub fn set_if_up(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// `struct ifreq` with the int member of its union (`ifr_mtu`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct IfReqInt {
+    name: [u8; libc::IFNAMSIZ],
+    value: i32,
+    pad: [u8; 20],
+}
+
+impl IfReqInt {
+    fn new(name: &str, value: i32) -> IfReqInt {
+        let mut r = IfReqInt {
+            name: [0; libc::IFNAMSIZ],
+            value,
+            pad: [0; 20],
+        };
+        let n = name.len().min(libc::IFNAMSIZ - 1);
+        r.name[..n].copy_from_slice(&name.as_bytes()[..n]);
+        r
+    }
+}
+
+/// The MTU of interface `name` (`ip link show` prints it).
+pub fn if_mtu(name: &str) -> io::Result<u32> {
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let mut req = IfReqInt::new(name, 0);
+    // SAFETY: req is a valid, writable 40-byte ifreq for the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(req.value as u32)
+}
+
+/// Sets the MTU of interface `name` (like `ip link set NAME mtu N`).
+pub fn set_if_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0)?;
+    let req = IfReqInt::new(name, mtu as i32);
+    // SAFETY: req is a valid 40-byte ifreq that lives for the call.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCSIFMTU, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets interface `name`'s MTU when `want` says so, and returns the MTU it
+/// has then, with errors that say what to do.
+pub fn apply_mtu(name: &str, want: Option<u32>) -> Result<u32, String> {
+    if let Some(m) = want {
+        set_if_mtu(name, m).map_err(|e| {
+            format!(
+                "cannot set the MTU of '{name}' to {m}: {e}{}",
+                if e.raw_os_error() == Some(libc::EINVAL) {
+                    " (beyond what this interface takes; `ip -d link show` prints its maxmtu)"
+                } else {
+                    ""
+                }
+            )
+        })?;
+    }
+    if_mtu(name).map_err(|e| format!("reading the MTU of '{name}': {e}"))
+}
+
 /// Attaches a `/dev/net/tun` descriptor to tap interface `name` (created
-/// if absent), without the packet-information prefix.
-pub fn tun_set_iff(fd: &OwnedFd, name: &str) -> io::Result<()> {
-    let req = IfReqFlags::new(name, (libc::IFF_TAP | libc::IFF_NO_PI) as i16);
+/// if absent), without the packet-information prefix; with a virtio-net
+/// header before every frame when `vnet`.
+pub fn tun_set_iff(fd: &OwnedFd, name: &str, vnet: bool) -> io::Result<()> {
+    let vnet = if vnet { libc::IFF_VNET_HDR } else { 0 };
+    let req = IfReqFlags::new(name, (libc::IFF_TAP | libc::IFF_NO_PI | vnet) as i16);
     // SAFETY: TUNSETIFF reads (and may write back the name of) a valid
     // 40-byte ifreq that lives for the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &req) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Tells a tap opened with a virtio-net header that its reader takes
+/// partial checksums and TCP segmentation offload (and UDP segmentation
+/// where the kernel knows it, 6.2 on), so the kernel hands over
+/// super-frames instead of cutting them.
+pub fn tun_set_offload(fd: &OwnedFd) -> io::Result<()> {
+    let tcp = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
+    let set = |flags: libc::c_uint| {
+        // SAFETY: TUNSETOFFLOAD takes its argument by value.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, flags as libc::c_ulong) } < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    set(tcp | libc::TUN_F_USO4 | libc::TUN_F_USO6).or_else(|_| set(tcp))
 }
 
 /// A socket of `domain`/`ty`/`proto`, close-on-exec.
@@ -305,6 +386,14 @@ mod tests {
         assert_eq!(std::mem::size_of::<IfReqFlags>(), 40);
         set_if_up("lo").unwrap();
         assert!(set_if_up("no-such-if0").is_err());
+    }
+
+    #[test]
+    fn loopback_mtu_reads_and_a_missing_interface_says_so() {
+        assert!(if_mtu("lo").unwrap() >= 1500);
+        assert!(apply_mtu("lo", None).unwrap() >= 1500);
+        let e = apply_mtu("no-such-if0", Some(1500)).unwrap_err();
+        assert!(e.contains("cannot set the MTU of 'no-such-if0'"), "{e}");
     }
 
     #[test]

@@ -196,28 +196,35 @@ Port specs:
                         brought up and made promiscuous; needs root.
                         Options: ,prio-dscp=N ,prio-pcp=N: packets at or above
                         this DSCP (default 46) or VLAN PCP (default 5) use the
-                        egress queue's priority band; ,vnet=on: virtio-net
-                        headers both ways, so veths and taps with their
-                        offloads on (partial checksums, 64 KB TSO
-                        super-frames, jumbo frames) work: super-frames pass
-                        whole to other vnet ports and are segmented in
-                        software for any other port (64 KiB ring slots,
-                        about 50 MiB per socket)
+                        egress queue's priority band; ,vnet=off: no
+                        virtio-net headers (on by default: veths and taps
+                        with their offloads on, i.e. partial checksums and
+                        64 KB TSO super-frames, work; super-frames pass whole
+                        to other afpacket and tap ports and are segmented in
+                        software for any other port; 64 KiB ring slots, about
+                        50 MiB per socket, 5 MiB with vnet=off); ,mtu=N
   afxdp:IFNAME[:QUEUE]  one queue (default 0) of a Linux interface through an
                         AF_XDP socket whose UMEM is the packet pool; loads a
                         small XDP program (removed on exit); zero-copy where
-                        the driver can, copy mode otherwise; needs root
-  tap:NAME              create tap interface NAME (or attach to it) and bring it up
+                        the driver can, copy mode otherwise; needs root.
+                        Option: ,mtu=N
+  tap:NAME              create tap interface NAME (or attach to it) and bring
+                        it up; with virtio-net headers as a VM's virtio-net
+                        has them (,vnet=off: without). Option: ,mtu=N
+  mtu=N                 (afpacket, afxdp, tap) set the interface's MTU, 68 to
+                        65535 (else the port takes the interface's own, 1500
+                        for a veth or a new tap); longer frames are the counted
+                        drop 'too big'
   stream:unix:PATH      connect to a unix socket (Open vSwitch netdev-dummy
                         framing: 2-byte big-endian length, then the frame);
                         retried every 100 ms while nobody listens
   stream:punix:PATH     listen on a unix socket for one such peer
 
 Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
-SIGTERM, --duration or --packets. With veth pairs, use afpacket:IF,vnet=on,
-or turn off TX checksum offload and TSO on the peer (ethtool -K IF tx off
-tso off gso off): other ports take no checksum state from the kernel, and
-their 2 KiB slots count 64 KB super-frames as the drop 'too big'.
+SIGTERM, --duration or --packets. Traffic that enters through an afxdp port
+carries no checksum state: turn off TX checksum offload on the sender behind
+it (ethtool -K IF tx off); with vnet=off, also TSO and GSO (ethtool -K IF tx
+off tso off gso off), or its 64 KB super-frames are the drop 'too big'.
 
 With finite inputs, the run drains them, flushes every output, prints the
 counters and exits 0. Every received packet is reported as forwarded, sent to

@@ -38,10 +38,32 @@ fn csum_ok(data: &[u8], init: u32) -> bool {
 /// side (`IF` stands for its interface), and
 /// runs iperf3 from a to b through the NAT for 2 s. With `capture`, b
 /// records what arrives (tcpdump) and the frames are returned.
-fn nat_transfer(kind_b: &str, tag: &str, capture: bool) -> (u64, serde_json::Value, Vec<Vec<u8>>) {
+fn nat_transfer(
+    kind_b: &str,
+    tag: &str,
+    capture: bool,
+    iperf_args: &str,
+) -> (u64, serde_json::Value, Vec<Vec<u8>>) {
     require_root_and(&["ip", "iperf3", "ethtool", "tcpdump"]);
     let a = Host::with_offloads(&format!("{tag}a"), Some("10.74.0.1/24"));
-    let b = Host::with_offloads(&format!("{tag}b"), Some("10.74.0.2/24"));
+    let tap = kind_b.starts_with("tap:");
+    // A tap is made by the port and then handed to b, as to a VM.
+    let (b, ifname) = if tap {
+        (None, format!("t{}{tag}", std::process::id() % 10000))
+    } else {
+        let b = Host::with_offloads(&format!("{tag}b"), Some("10.74.0.2/24"));
+        let ifname = b.root_if.clone();
+        (Some(b), ifname)
+    };
+    let sw = Sluice::start(
+        None,
+        NAT,
+        &[
+            &format!("1=afpacket:{},vnet=on", a.root_if),
+            &format!("2={}", kind_b.replace("IF", &ifname)),
+        ],
+    );
+    let b = b.unwrap_or_else(|| Host::adopt(&format!("{tag}b"), &ifname, Some("10.74.0.2/24")));
     if kind_b.starts_with("afxdp") {
         // What b sends enters through AF_XDP, which hands over no
         // checksum state: b completes its own checksums. (a keeps every
@@ -49,14 +71,6 @@ fn nat_transfer(kind_b: &str, tag: &str, capture: bool) -> (u64, serde_json::Val
         b.exec("ethtool -K eth0 tx off");
     }
     a.pin_neighbour("10.74.0.99", &b);
-    let sw = Sluice::start(
-        None,
-        NAT,
-        &[
-            &format!("1=afpacket:{},vnet=on", a.root_if),
-            &format!("2={}", kind_b.replace("IF", &b.root_if)),
-        ],
-    );
     let dir = tempfile::tempdir().unwrap();
     let cap = dir.path().join("b.pcap");
     let dump = capture.then(|| {
@@ -72,7 +86,9 @@ fn nat_transfer(kind_b: &str, tag: &str, capture: bool) -> (u64, serde_json::Val
     });
     b.exec("iperf3 -s -p 5202 -1 -D");
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let out = a.exec("timeout 20 iperf3 -c 10.74.0.99 -p 5201 -t 2 -J");
+    let out = a.exec(&format!(
+        "timeout 20 iperf3 -c 10.74.0.99 -p 5201 -t 2 -J {iperf_args}"
+    ));
     let j: serde_json::Value = serde_json::from_str(&out).unwrap();
     let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
     let mut frames = Vec::new();
@@ -87,6 +103,7 @@ fn nat_transfer(kind_b: &str, tag: &str, capture: bool) -> (u64, serde_json::Val
             .collect();
     }
     let report = sw.stop();
+    eprintln!("{tag}: {bytes} bytes; {report}");
     assert_balanced(&report);
     let dp = &report["datapath"];
     assert_eq!(dp["offload failures"].as_u64(), Some(0), "{report}");
@@ -95,7 +112,7 @@ fn nat_transfer(kind_b: &str, tag: &str, capture: bool) -> (u64, serde_json::Val
 
 #[test]
 fn tcp_with_default_offloads_between_vnet_afpacket_ports_keeps_super_frames_whole() {
-    let (bytes, report, _) = nat_transfer("afpacket:IF,vnet=on", "ov", false);
+    let (bytes, report, _) = nat_transfer("afpacket:IF,vnet=on", "ov", false, "");
     assert!(
         bytes > 20_000_000,
         "iperf3 moved only {bytes} bytes: {report}"
@@ -109,8 +126,34 @@ fn tcp_with_default_offloads_between_vnet_afpacket_ports_keeps_super_frames_whol
 }
 
 #[test]
+fn tcp_with_default_offloads_from_a_veth_into_a_tap_keeps_super_frames_whole() {
+    // Both ways at once: a's super-frames are written into the tap, and
+    // b's (the tap's kernel side sends with its offloads on, as a VM's
+    // virtio-net would) are read from it.
+    let (bytes, report, frames) = nat_transfer("tap:IF", "ot", true, "--bidir");
+    assert!(
+        bytes > 20_000_000,
+        "iperf3 moved only {bytes} bytes: {report}"
+    );
+    let p1 = port(&report, 1);
+    let p2 = port(&report, 2);
+    assert!(p2["tx_gso_packets"].as_u64().unwrap() > 100, "{report}");
+    assert!(p2["rx_gso_packets"].as_u64().unwrap() > 100, "{report}");
+    assert!(p1["tx_gso_packets"].as_u64().unwrap() > 100, "{report}");
+    assert_eq!(report["datapath"]["gso segmented"].as_u64(), Some(0));
+    // What reached b's stack: every data segment rewritten.
+    assert!(frames.len() >= 100, "tcpdump saw {} frames", frames.len());
+    for f in &frames {
+        let ip = &f[14..];
+        let ihl = usize::from(ip[0] & 15) * 4;
+        assert_eq!(&ip[16..20], &[10, 74, 0, 2], "nw_dst rewritten");
+        assert_eq!(be16(ip, ihl + 2), 5202, "tp_dst rewritten");
+    }
+}
+
+#[test]
 fn tcp_with_default_offloads_into_afxdp_is_segmented_in_software_with_valid_checksums() {
-    let (bytes, report, frames) = nat_transfer("afxdp:IF", "ox", true);
+    let (bytes, report, frames) = nat_transfer("afxdp:IF", "ox", true, "");
     assert!(
         bytes > 5_000_000,
         "iperf3 moved only {bytes} bytes: {report}"
@@ -143,14 +186,16 @@ fn tcp_with_default_offloads_into_afxdp_is_segmented_in_software_with_valid_chec
 }
 
 /// A 9000-byte-MTU path: jumbo pings pass between vnet ports (their big
-/// ring slots and the pool's big frames hold them), and a plain AF_PACKET
-/// port (2 KiB ring slots) counts each as the drop `too big`.
+/// ring slots and the pool's big frames hold them) and between plain ones
+/// (their ring slots sized for the interfaces' MTU); a port whose MTU is
+/// set to 1500 (`mtu=1500`) counts each as the drop `too big`.
 #[test]
-fn jumbo_frames_pass_vnet_ports_and_are_a_counted_drop_on_plain_ones() {
+fn jumbo_frames_pass_ports_of_mtu_9000_and_are_a_counted_drop_on_mtu_1500() {
     require_root_and(&["ip", "ping", "ethtool"]);
-    for (spec, tag, passes) in [
-        ("afpacket:IF,vnet=on", "jv", true),
-        ("afpacket:IF", "jp", false),
+    for (spec_a, spec_b, tag, passes) in [
+        ("afpacket:IF,vnet=on", "afpacket:IF,vnet=on", "jv", true),
+        ("afpacket:IF", "afpacket:IF", "jp", true),
+        ("afpacket:IF,vnet=on", "afpacket:IF,mtu=1500", "jm", false),
     ] {
         let a = Host::with_offloads(&format!("{tag}a"), Some("10.75.0.1/24"));
         let b = Host::with_offloads(&format!("{tag}b"), Some("10.75.0.2/24"));
@@ -162,8 +207,8 @@ fn jumbo_frames_pass_vnet_ports_and_are_a_counted_drop_on_plain_ones() {
             None,
             "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
             &[
-                &format!("1={}", spec.replace("IF", &a.root_if)),
-                &format!("2={}", spec.replace("IF", &b.root_if)),
+                &format!("1={}", spec_a.replace("IF", &a.root_if)),
+                &format!("2={}", spec_b.replace("IF", &b.root_if)),
             ],
         );
         let ok = a
@@ -171,14 +216,71 @@ fn jumbo_frames_pass_vnet_ports_and_are_a_counted_drop_on_plain_ones() {
             .status
             .success();
         let report = sw.stop();
-        assert_eq!(ok, passes, "{spec}: {report}");
-        let too_big = port(&report, 1)["rx_dropped"]["too big"]
+        assert_balanced(&report);
+        assert_eq!(ok, passes, "{spec_a} -> {spec_b}: {report}");
+        let too_big = port(&report, 2)["tx_dropped"]["too big"]
             .as_u64()
             .unwrap_or(0);
         if passes {
             assert_eq!(too_big, 0, "{report}");
+            assert_eq!(port(&report, 1)["rx_dropped"]["too big"].as_u64(), Some(0));
         } else {
-            assert!(too_big >= 3, "{spec}: {report}");
+            assert!(too_big >= 3, "{spec_b}: {report}");
+            assert_eq!(
+                sh(&format!("cat /sys/class/net/{}/mtu", b.root_if)).trim(),
+                "1500",
+                "mtu=1500 set the interface's MTU"
+            );
         }
     }
+}
+
+/// IPv6 TCP and IPv4 UDP from a host with default offloads, out through
+/// AF_XDP: TCPv6 super-frames are cut in software, UDP datagrams with
+/// partial checksums have them completed, and b's stack (which drops a
+/// bad checksum) takes both.
+#[test]
+fn ipv6_tcp_and_udp_with_default_offloads_into_afxdp_arrive_valid() {
+    require_root_and(&["ip", "iperf3", "ethtool"]);
+    let a = Host::with_offloads("6a", Some("10.77.0.1/24"));
+    let b = Host::with_offloads("6b", Some("10.77.0.2/24"));
+    // b's own checksums are complete: AF_XDP takes no checksum state in.
+    b.exec("ethtool -K eth0 tx off");
+    for (h, ip) in [(&a, "fd77::1"), (&b, "fd77::2")] {
+        h.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.eth0.disable_ipv6=0");
+        h.exec(&format!("ip addr add {ip}/64 dev eth0 nodad"));
+    }
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{},vnet=on", a.root_if),
+            &format!("2=afxdp:{}", b.root_if),
+        ],
+    );
+    b.exec("iperf3 -s -p 5203 -D");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let tcp: serde_json::Value =
+        serde_json::from_str(&a.exec("timeout 20 iperf3 -6 -c fd77::2 -p 5203 -t 2 -J")).unwrap();
+    let tcp_bytes = tcp["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    let udp: serde_json::Value =
+        serde_json::from_str(&a.exec("timeout 20 iperf3 -u -b 200M -c 10.77.0.2 -p 5203 -t 2 -J"))
+            .unwrap();
+    b.exec_status("pkill -f 'iperf3 -s -p 5203'");
+    let report = sw.stop();
+    assert_balanced(&report);
+    assert!(tcp_bytes > 5_000_000, "IPv6 TCP moved {tcp_bytes}: {tcp}");
+    let dp = &report["datapath"];
+    assert!(dp["gso segmented"].as_u64().unwrap() > 10, "{report}");
+    assert!(
+        dp["checksums completed"].as_u64().unwrap() > 100,
+        "{report}"
+    );
+    assert_eq!(dp["offload failures"].as_u64(), Some(0), "{report}");
+    let sum = &udp["end"]["sum"];
+    let got = sum["packets"].as_u64().unwrap_or(0) - sum["lost_packets"].as_u64().unwrap_or(0);
+    assert!(
+        got > 1000 && sum["lost_percent"].as_f64().unwrap_or(100.0) < 50.0,
+        "UDP datagrams that reached b's socket: {udp}"
+    );
 }

@@ -69,6 +69,33 @@ impl Host {
         Host::create(tag, addr, true)
     }
 
+    /// A host whose eth0 is interface `ifname` of the root namespace (a
+    /// tap a Sluice port holds, as a VM's would be), moved into a new
+    /// namespace and renamed; offloads as the interface has them.
+    #[allow(dead_code)]
+    pub fn adopt(tag: &str, ifname: &str, addr: Option<&str>) -> Host {
+        let id = std::process::id() % 10000;
+        let ns = format!("sl{id}{tag}");
+        let _ = sh_status(&format!("ip netns del {ns} 2>/dev/null"));
+        sh(&format!("ip netns add {ns}"));
+        let host = Host {
+            ns,
+            root_if: ifname.to_string(),
+        };
+        sh(&format!(
+            "ip link set {ifname} netns {ns} && \
+             ip netns exec {ns} sysctl -qw net.ipv6.conf.all.disable_ipv6=1 && \
+             ip netns exec {ns} ip link set {ifname} name eth0 && \
+             ip netns exec {ns} ip link set lo up && \
+             ip netns exec {ns} ip link set eth0 up",
+            ns = host.ns
+        ));
+        if let Some(a) = addr {
+            host.exec(&format!("ip addr add {a} dev eth0"));
+        }
+        host
+    }
+
     fn create(tag: &str, addr: Option<&str>, offloads: bool) -> Host {
         let id = std::process::id() % 10000;
         let ns = format!("sl{id}{tag}");
