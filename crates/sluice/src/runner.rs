@@ -83,13 +83,17 @@ pub struct RunOutcome {
 
 /// Reads and parses a flow file (all-or-nothing).
 pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
+    Ok(RuleSet::from_specs(&read_rules(path)?, 0))
+}
+
+/// Reads and parses a flow file (all-or-nothing) on every core: for
+/// loading before anything forwards.
+pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
-    // Nothing forwards yet: every core may parse.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let specs = parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
-        .map_err(|e| e.to_string())?;
-    Ok(RuleSet::from_specs(&specs, 0))
+    parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
+        .map_err(|e| e.to_string())
 }
 
 /// Ports the rules name (in matches and outputs), for warnings and traces.
