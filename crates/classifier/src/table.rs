@@ -63,11 +63,20 @@ pub struct Rule {
     pub created_us: u64,
     /// OpenFlow flow-mod flags ([`flag`]).
     pub flags: u16,
+    /// The OpenFlow instructions it was added with, as sent
+    /// ([`FlowSpec::of_instructions`]).
+    pub of_instructions: Option<Arc<[u8]>>,
     /// Counters.
     pub stats: RuleStats,
 }
 
 impl Rule {
+    /// Whether this is a table's miss counter ([`TableCounters`]), in no
+    /// table.
+    pub fn is_miss_counter(&self) -> bool {
+        self.id >= MISS_COUNTER_IDS
+    }
+
     /// Adds `packets`/`bytes` hits seen at `now_us`.
     #[inline]
     pub fn credit(&self, packets: u64, bytes: u64, now_us: u64) {
@@ -162,10 +171,55 @@ pub enum Selection {
     Loose,
 }
 
+/// Ids of the per-table miss counters ([`TableCounters`]): past any
+/// rule's.
+const MISS_COUNTER_IDS: RuleId = RuleId::MAX - 256;
+
+/// OpenFlow's per-table counters (TABLE statistics: lookups and
+/// matches, as OVS keeps them), shared by every version of a rule set.
+///
+/// Matches are the rules' own counters (each packet a rule matched is
+/// credited to it, from the caches in bulk) plus those of rules since
+/// removed. Misses are counted the same way: a lookup that misses in table
+/// `t` credits table `t`'s miss counter, a rule that is in no table
+/// ([`Rule::is_miss_counter`]), so cached decisions count them too.
+#[derive(Debug)]
+pub struct TableCounters {
+    misses: Vec<Arc<Rule>>,
+    retired: Vec<AtomicU64>,
+}
+
+impl Default for TableCounters {
+    fn default() -> Self {
+        TableCounters {
+            misses: (0..=u8::MAX)
+                .map(|t| {
+                    Arc::new(Rule {
+                        id: MISS_COUNTER_IDS + RuleId::from(t),
+                        table: t,
+                        priority: 0,
+                        cookie: 0,
+                        idle_timeout: 0,
+                        hard_timeout: 0,
+                        matcher: Match::catch_all(),
+                        actions: Vec::new(),
+                        created_us: 0,
+                        flags: 0,
+                        of_instructions: None,
+                        stats: RuleStats::default(),
+                    })
+                })
+                .collect(),
+            retired: (0..=u8::MAX).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
 /// A versioned set of rule tables.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     tables: Vec<TableIndex>,
+    counters: Arc<TableCounters>,
     version: u64,
     next_id: RuleId,
     frag_handling: crate::FragHandling,
@@ -180,6 +234,7 @@ impl RuleSet {
     pub fn new() -> Self {
         RuleSet {
             tables: Vec::new(),
+            counters: Arc::default(),
             version: 1,
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
@@ -201,6 +256,25 @@ impl RuleSet {
         if self.tables[r.table as usize].remove(r).is_some() {
             self.timed -= Self::timed(r);
         }
+    }
+
+    /// Removes `r` for good: its matches stay in its table's count.
+    fn retire(&mut self, r: &Rule) {
+        self.take_out(r);
+        self.counters.retired[usize::from(r.table)].fetch_add(r.counters().0, Ordering::Relaxed);
+    }
+
+    /// Table `t`'s miss counter, for translations to credit.
+    pub fn miss_counter(&self, t: u8) -> &Arc<Rule> {
+        &self.counters.misses[usize::from(t)]
+    }
+
+    /// Table `t`'s (lookups, matches): packets looked up in it, and those
+    /// a rule matched, since the set was made. O(rules in the table).
+    pub fn table_counts(&self, t: u8) -> (u64, u64) {
+        let matched = self.table(t).map(|r| r.counters().0).sum::<u64>()
+            + self.counters.retired[usize::from(t)].load(Ordering::Relaxed);
+        (matched + self.miss_counter(t).counters().0, matched)
     }
 
     /// How the tables see IP fragments.
@@ -264,6 +338,7 @@ impl RuleSet {
             actions: spec.actions.clone(),
             created_us: now_us,
             flags: spec.flags,
+            of_instructions: spec.of_instructions.clone(),
             stats: RuleStats::default(),
         }
     }
@@ -324,7 +399,7 @@ impl RuleSet {
             .filter_map(|r| r.timed_out(now_us).map(|why| (Arc::clone(r), why)))
             .collect();
         for (r, _) in &gone {
-            self.take_out(r);
+            self.retire(r);
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -350,7 +425,12 @@ impl RuleSet {
             self.tables.resize_with(t + 1, TableIndex::default);
         }
         if let Some(old) = self.tables[t].find(&rule.matcher, rule.priority).cloned() {
-            self.take_out(&old);
+            if old.id == rule.id {
+                // A modify: the new rule takes the old one's counters.
+                self.take_out(&old);
+            } else {
+                self.retire(&old);
+            }
         }
         self.timed += Self::timed(&rule);
         self.tables[t].insert(rule);
@@ -410,7 +490,7 @@ impl RuleSet {
         let mut gone = self.select(sel, how, all_tables);
         gone.retain(|r| pick(r));
         for r in &gone {
-            self.take_out(r);
+            self.retire(r);
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -434,6 +514,7 @@ impl RuleSet {
                 actions: sel.actions.clone(),
                 created_us: r.created_us,
                 flags: r.flags,
+                of_instructions: sel.of_instructions.clone(),
                 stats: RuleStats::default(),
             };
             if sel.flags & flag::RESET_COUNTS == 0 {
@@ -467,6 +548,7 @@ impl RuleSet {
         let n_old = old.len();
         let mut next = RuleSet {
             tables: Vec::new(),
+            counters: Arc::clone(&self.counters),
             version: self.version + 1,
             next_id: self.next_id,
             frag_handling: self.frag_handling,
@@ -474,6 +556,7 @@ impl RuleSet {
             timed: 0,
         };
         let (mut kept, mut added) = (0, 0);
+        let mut kept_ids = std::collections::HashSet::new();
         for s in specs {
             let same = old
                 .get(&ident(s.table, s.priority, &s.matcher))
@@ -485,6 +568,7 @@ impl RuleSet {
                 });
             match same {
                 Some(r) => {
+                    kept_ids.insert(r.id);
                     next.put(Arc::clone(r));
                     kept += 1;
                 }
@@ -495,6 +579,13 @@ impl RuleSet {
             }
         }
         let removed = n_old - kept;
+        // What the rules that go matched stays in their tables' counts.
+        for r in old.values() {
+            if !kept_ids.contains(&r.id) {
+                self.counters.retired[usize::from(r.table)]
+                    .fetch_add(r.counters().0, Ordering::Relaxed);
+            }
+        }
         next.version += 1;
         *self = next;
         (kept, added, removed)
@@ -693,5 +784,36 @@ mod tests {
             set.table(0).next().unwrap().dump(1_500_000),
             " cookie=0x0, duration=1.500s, table=0, n_packets=3, n_bytes=180, priority=5,tcp,tp_dst=80 actions=output:2"
         );
+    }
+
+    #[test]
+    fn table_counts_keep_matches_of_removed_rules_and_count_misses() {
+        let mut set = RuleSet::new();
+        set.add(&spec("priority=5,ip,actions=output:2"), 0);
+        set.add(&spec("priority=9,tcp,actions=output:3"), 0);
+        set.table(0).next().unwrap().credit(4, 240, 0);
+        set.table(0).nth(1).unwrap().credit(1, 60, 0);
+        set.miss_counter(0).credit(2, 120, 0);
+        assert_eq!(set.table_counts(0), (7, 5));
+        assert!(set.miss_counter(0).is_miss_counter());
+        assert!(!set.table(0).next().unwrap().is_miss_counter());
+        // A modify keeps a rule's counters (counted once); a delete keeps
+        // what it matched in the table's count; versions share them.
+        set.modify(
+            &spec("priority=9,tcp,actions=drop"),
+            Selection::Strict,
+            false,
+        );
+        assert_eq!(set.table_counts(0), (7, 5));
+        let old = set.clone();
+        set.delete(&spec("priority=9,tcp"), Selection::Strict, false);
+        assert_eq!(set.table(0).count(), 1);
+        assert_eq!(set.table_counts(0), (7, 5));
+        assert_eq!(
+            old.table_counts(0).1,
+            5 + 4,
+            "the old version still holds the rule"
+        );
+        assert_eq!(set.table_counts(1), (0, 0));
     }
 }

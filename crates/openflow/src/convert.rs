@@ -378,6 +378,13 @@ pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
         actions,
         table_given: !all_tables,
         flags: fm.flags,
+        of_instructions: (!deleting).then(|| {
+            let mut b = Vec::new();
+            for i in &fm.instructions {
+                i.encode(&mut b);
+            }
+            b.into()
+        }),
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec),
@@ -413,7 +420,13 @@ pub fn flow_stats(r: &Rule, now_us: u64) -> FlowStats {
         packet_count: packets,
         byte_count: bytes,
         oxms: from_match(&r.matcher),
-        instructions: from_actions(&r.actions),
+        // As the controller sent them, when it did (they decode: they were
+        // encoded from decoded instructions).
+        instructions: r
+            .of_instructions
+            .as_deref()
+            .and_then(|b| crate::action::decode_instructions(b).ok())
+            .unwrap_or_else(|| from_actions(&r.actions)),
     }
 }
 

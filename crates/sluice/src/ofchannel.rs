@@ -644,24 +644,19 @@ impl<S: Conn> Session<S> {
                 }))
             }
             MpRequest::Table => {
-                let counts = self.control.with_rules(|rules, _| {
-                    let mut c = vec![0u32; usize::from(N_TABLES)];
-                    for r in rules.iter() {
-                        let last = c.len() - 1;
-                        c[usize::from(r.table).min(last)] += 1;
-                    }
-                    c
+                let tables = self.control.with_rules(|rules, _| {
+                    (0..N_TABLES)
+                        .map(|t| {
+                            let (lookups, matched) = rules.table_counts(t);
+                            sluice_openflow::multipart::TableStats {
+                                table_id: t,
+                                active_count: rules.table(t).count() as u32,
+                                lookup_count: lookups,
+                                matched_count: matched,
+                            }
+                        })
+                        .collect()
                 })?;
-                let tables = counts
-                    .iter()
-                    .enumerate()
-                    .map(|(t, &n)| sluice_openflow::multipart::TableStats {
-                        table_id: t as u8,
-                        active_count: n,
-                        lookup_count: 0,
-                        matched_count: 0,
-                    })
-                    .collect();
                 self.send(&one(MpReply::Table(tables)))
             }
             MpRequest::PortDesc => {

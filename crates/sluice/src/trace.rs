@@ -101,8 +101,9 @@ pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
     if let Some(d) = t.drop {
         o += &format!("Drop reason: {}\n", d.name());
     }
-    if !t.rules.is_empty() {
-        o += &format!("Rules hit: {}\n", t.rules.len());
+    let hit = t.rules.iter().filter(|r| !r.is_miss_counter()).count();
+    if hit > 0 {
+        o += &format!("Rules hit: {hit}\n");
     }
     o
 }

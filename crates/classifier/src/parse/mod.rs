@@ -54,6 +54,11 @@ pub struct FlowSpec {
     pub table_given: bool,
     /// OpenFlow flow-mod flags ([`crate::table::flag`]).
     pub flags: u16,
+    /// The OpenFlow 1.3 instructions as a controller sent them (a
+    /// flow-mod's), which flow statistics give back as they came: they
+    /// hold what the action list does not keep (an output's `max_len`).
+    /// `None` for rules written in the flow language.
+    pub of_instructions: Option<std::sync::Arc<[u8]>>,
 }
 
 impl Default for FlowSpec {
@@ -70,6 +75,7 @@ impl Default for FlowSpec {
             has_actions: false,
             table_given: false,
             flags: 0,
+            of_instructions: None,
         }
     }
 }

@@ -252,6 +252,8 @@ impl Ctx<'_, '_> {
             };
         self.merge_wc(&wc);
         let Some(rule) = found else {
+            // Counted as a miss of this table (TABLE statistics).
+            self.out.rules.push(Arc::clone(rules.miss_counter(t)));
             if let Some(tr) = &mut self.out.trace {
                 tr.push(format!(
                     "{}{t}. No match.",
