@@ -1,8 +1,8 @@
 //! Untrusted OpenFlow bytes as a connection reads them: framed, decoded,
 //! each message that decodes encoded again and decoded to the same thing
 //! (after one pass, which settles lossy names);
-//! flow-mods and packet-outs mapped onto the classifier's rules and
-//! actions (errors, never a panic).
+//! flow-mods, group-mods and packet-outs mapped onto the classifier's
+//! rules, groups and actions (errors, never a panic).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -39,6 +39,18 @@ fuzz_target!(|data: &[u8]| {
                 let any = sluice_classifier::Match::catch_all();
                 for a in &po.actions {
                     let _ = to_action(a, &any);
+                }
+            }
+            Message::Other { typ: 15, body } => {
+                if let Ok(gm) = sluice_openflow::group::decode_group_mod(body) {
+                    // What decodes encodes to the same buckets.
+                    let again = sluice_openflow::group::encode_group_mod(&gm);
+                    let back = sluice_openflow::group::decode_group_mod(&again).expect("decodes");
+                    assert_eq!(back.buckets, gm.buckets);
+                    if let Ok(g) = sluice_openflow::convert::to_group(&gm, 0) {
+                        let mut rules = sluice_classifier::RuleSet::new();
+                        let _ = rules.add_group(g);
+                    }
                 }
             }
             _ => {}

@@ -52,6 +52,8 @@ pub enum Action {
         /// Table to look up in (default: the current one).
         table: Option<u8>,
     },
+    /// `group:N` — run group N's buckets ([`crate::group`]).
+    Group(u32),
     /// `goto_table:T` — continue in table T (T greater than the current).
     GotoTable(u8),
     /// `write_actions(...)` — merge these into the packet's action set,
@@ -74,6 +76,7 @@ impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Action::Output(p) => write!(f, "output:{p}"),
+            Action::Group(g) => write!(f, "group:{g}"),
             Action::InPort => f.write_str("IN_PORT"),
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),

@@ -7,6 +7,7 @@
 //! - [`table`]: versioned OpenFlow rule tables, flow-mods and the
 //!   reference lookup; [`tss`]: their classifier (tuple space search),
 //!   with [`trie`]: prefix tries on the address fields.
+//! - [`group`]: OpenFlow groups (all, select, indirect, fast failover).
 //! - [`xlate`]: translation of a key through the tables into flat
 //!   [`dpaction`]s, rules to credit and the wildcard mask.
 //!
@@ -20,6 +21,7 @@ pub mod dpaction;
 pub mod fields;
 pub mod flow_match;
 pub mod frag;
+pub mod group;
 pub mod megaflow;
 pub mod parse;
 pub mod table;

@@ -22,6 +22,7 @@ use sluice_packet::rewrite::FragRewrites;
 
 use crate::action::Action;
 use crate::flow_match::Match;
+use crate::group::{Group, GroupError, GROUP_ALL, GROUP_ANY};
 use crate::parse::{FlowSpec, N_TABLES};
 use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
@@ -71,10 +72,29 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// Whether this is a table's miss counter ([`TableCounters`]), in no
-    /// table.
-    pub fn is_miss_counter(&self) -> bool {
-        self.id >= MISS_COUNTER_IDS
+    /// A counter that is credited as rules are (a cached decision holds it
+    /// among its rules) but is in no table: a table's misses
+    /// ([`TableCounters`]), a group's or a bucket's packets.
+    pub fn counter() -> Rule {
+        Rule {
+            id: COUNTER_IDS,
+            table: 0,
+            priority: 0,
+            cookie: 0,
+            idle_timeout: 0,
+            hard_timeout: 0,
+            matcher: Match::catch_all(),
+            actions: Vec::new(),
+            created_us: 0,
+            flags: 0,
+            of_instructions: None,
+            stats: RuleStats::default(),
+        }
+    }
+
+    /// Whether this is a [`Rule::counter`], in no table.
+    pub fn is_counter(&self) -> bool {
+        self.id >= COUNTER_IDS
     }
 
     /// Adds `packets`/`bytes` hits seen at `now_us`.
@@ -171,9 +191,9 @@ pub enum Selection {
     Loose,
 }
 
-/// Ids of the per-table miss counters ([`TableCounters`]): past any
-/// rule's.
-const MISS_COUNTER_IDS: RuleId = RuleId::MAX - 256;
+/// Ids of counters (table misses, groups, buckets: [`Rule::counter`]):
+/// past any rule's.
+const COUNTER_IDS: RuleId = RuleId::MAX - 1024;
 
 /// OpenFlow's per-table counters (TABLE statistics: lookups and
 /// matches, as OVS keeps them), shared by every version of a rule set.
@@ -182,7 +202,7 @@ const MISS_COUNTER_IDS: RuleId = RuleId::MAX - 256;
 /// credited to it, from the caches in bulk) plus those of rules since
 /// removed. Misses are counted the same way: a lookup that misses in table
 /// `t` credits table `t`'s miss counter, a rule that is in no table
-/// ([`Rule::is_miss_counter`]), so cached decisions count them too.
+/// ([`Rule::is_counter`]), so cached decisions count them too.
 #[derive(Debug)]
 pub struct TableCounters {
     misses: Vec<Arc<Rule>>,
@@ -195,18 +215,8 @@ impl Default for TableCounters {
             misses: (0..=u8::MAX)
                 .map(|t| {
                     Arc::new(Rule {
-                        id: MISS_COUNTER_IDS + RuleId::from(t),
                         table: t,
-                        priority: 0,
-                        cookie: 0,
-                        idle_timeout: 0,
-                        hard_timeout: 0,
-                        matcher: Match::catch_all(),
-                        actions: Vec::new(),
-                        created_us: 0,
-                        flags: 0,
-                        of_instructions: None,
-                        stats: RuleStats::default(),
+                        ..Rule::counter()
                     })
                 })
                 .collect(),
@@ -220,6 +230,8 @@ impl Default for TableCounters {
 pub struct RuleSet {
     tables: Vec<TableIndex>,
     counters: Arc<TableCounters>,
+    /// The group table (OpenFlow groups), versioned with the rules.
+    groups: im::OrdMap<u32, Arc<Group>>,
     version: u64,
     next_id: RuleId,
     frag_handling: crate::FragHandling,
@@ -235,6 +247,7 @@ impl RuleSet {
         RuleSet {
             tables: Vec::new(),
             counters: Arc::default(),
+            groups: im::OrdMap::new(),
             version: 1,
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
@@ -267,6 +280,123 @@ impl RuleSet {
     /// Table `t`'s miss counter, for translations to credit.
     pub fn miss_counter(&self, t: u8) -> &Arc<Rule> {
         &self.counters.misses[usize::from(t)]
+    }
+
+    /// Group `id`, if it exists.
+    pub fn group(&self, id: u32) -> Option<&Arc<Group>> {
+        self.groups.get(&id)
+    }
+
+    /// A group that actions (a rule's, its write-actions included) send
+    /// to and that does not exist.
+    pub fn missing_group(&self, actions: &[Action]) -> Option<u32> {
+        actions.iter().find_map(|a| match a {
+            Action::Group(g) if !self.groups.contains_key(g) => Some(*g),
+            Action::WriteActions(set) => self.missing_group(set),
+            _ => None,
+        })
+    }
+
+    /// Every group, by id.
+    pub fn groups(&self) -> impl Iterator<Item = &Arc<Group>> {
+        self.groups.values()
+    }
+
+    /// Whether following group references from `from` reaches `target`
+    /// (`target` itself standing for the group being changed, `with`).
+    fn reaches(&self, from: u32, target: u32, with: &Group, depth: u32) -> bool {
+        if from == target {
+            return true;
+        }
+        if depth > crate::group::MAX_GROUP_DEPTH {
+            return true;
+        }
+        let Some(g) = self.groups.get(&from) else {
+            return false;
+        };
+        let g: &Group = if g.id == with.id { with } else { g };
+        g.refers_to()
+            .chain(g.buckets.iter().map(|b| b.watch_group))
+            .filter(|&n| n != GROUP_ANY)
+            .any(|n| self.reaches(n, target, with, depth + 1))
+    }
+
+    fn check_group(&self, g: &Group) -> Result<(), GroupError> {
+        g.check()?;
+        for n in g.refers_to() {
+            if !self.groups.contains_key(&n) {
+                return Err(GroupError::Unknown);
+            }
+        }
+        let refs = g
+            .refers_to()
+            .chain(g.buckets.iter().map(|b| b.watch_group))
+            .filter(|&n| n != GROUP_ANY);
+        for n in refs {
+            if self.reaches(n, g.id, g, 0) {
+                return Err(GroupError::Loop);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds group `g` (OpenFlow GROUP_MOD ADD): refused if its id exists,
+    /// its buckets do not suit its type, or they name groups that do not
+    /// exist or lead back to it. A new version.
+    pub fn add_group(&mut self, g: Group) -> Result<(), GroupError> {
+        if self.groups.contains_key(&g.id) {
+            return Err(GroupError::Exists);
+        }
+        self.check_group(&g)?;
+        self.groups.insert(g.id, Arc::new(g));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Replaces group `g.id`'s type and buckets (GROUP_MOD MODIFY); its
+    /// counters restart, as in OVS. A new version.
+    pub fn modify_group(&mut self, g: Group) -> Result<(), GroupError> {
+        if !self.groups.contains_key(&g.id) {
+            return Err(GroupError::Unknown);
+        }
+        self.check_group(&g)?;
+        self.groups.insert(g.id, Arc::new(g));
+        self.version += 1;
+        Ok(())
+    }
+
+    /// Deletes group `id` ([`GROUP_ALL`]: every group) and, as OpenFlow
+    /// says, every rule whose actions send to a deleted group; a group
+    /// that does not exist is no error. Returns the rules removed.
+    pub fn delete_group(&mut self, id: u32) -> Vec<Arc<Rule>> {
+        let gone: Vec<u32> = if id == GROUP_ALL {
+            self.groups.keys().copied().collect()
+        } else if self.groups.contains_key(&id) {
+            vec![id]
+        } else {
+            Vec::new()
+        };
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        for g in &gone {
+            self.groups.remove(g);
+        }
+        let uses = |a: &Action| matches!(a, Action::Group(g) if gone.contains(g));
+        let rules: Vec<Arc<Rule>> = self
+            .iter()
+            .filter(|r| {
+                r.actions.iter().any(|a| {
+                    uses(a) || matches!(a, Action::WriteActions(set) if set.iter().any(uses))
+                })
+            })
+            .cloned()
+            .collect();
+        for r in &rules {
+            self.retire(r);
+        }
+        self.version += 1;
+        rules
     }
 
     /// Table `t`'s (lookups, matches): packets looked up in it, and those
@@ -549,6 +679,7 @@ impl RuleSet {
         let mut next = RuleSet {
             tables: Vec::new(),
             counters: Arc::clone(&self.counters),
+            groups: self.groups.clone(),
             version: self.version + 1,
             next_id: self.next_id,
             frag_handling: self.frag_handling,
@@ -795,8 +926,8 @@ mod tests {
         set.table(0).nth(1).unwrap().credit(1, 60, 0);
         set.miss_counter(0).credit(2, 120, 0);
         assert_eq!(set.table_counts(0), (7, 5));
-        assert!(set.miss_counter(0).is_miss_counter());
-        assert!(!set.table(0).next().unwrap().is_miss_counter());
+        assert!(set.miss_counter(0).is_counter());
+        assert!(!set.table(0).next().unwrap().is_counter());
         // A modify keeps a rule's counters (counted once); a delete keeps
         // what it matched in the table's count; versions share them.
         set.modify(

@@ -46,6 +46,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::ControllerRateLimit,
     DropReason::PortNoRecv,
     DropReason::PortNoPacketIn,
+    DropReason::Xlate(XlateDrop::NoSuchGroup),
 ];
 
 impl DropReason {
@@ -82,12 +83,13 @@ impl DropReason {
             DropReason::ControllerRateLimit => 13,
             DropReason::PortNoRecv => 14,
             DropReason::PortNoPacketIn => 15,
+            DropReason::Xlate(XlateDrop::NoSuchGroup) => 16,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 16;
+pub const N_DROP_REASONS: usize = 17;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -54,6 +54,10 @@ pub enum OfAction {
     PopVlan,
     /// `OFPAT_DEC_NW_TTL`.
     DecNwTtl,
+    /// `OFPAT_SET_NW_TTL` with the TTL.
+    SetNwTtl(u8),
+    /// `OFPAT_GROUP` with the group id.
+    Group(u32),
     /// `OFPAT_SET_FIELD`.
     SetField(Oxm),
     /// Any other type, well formed: its type and body (refused later with
@@ -97,6 +101,14 @@ impl OfAction {
                 fixed(8)?;
                 OfAction::DecNwTtl
             }
+            at::SET_NW_TTL => {
+                fixed(8)?;
+                OfAction::SetNwTtl(b.u8()?)
+            }
+            at::GROUP => {
+                fixed(8)?;
+                OfAction::Group(b.u32()?)
+            }
             at::SET_FIELD => {
                 let o = Oxm::decode(&mut b).map_err(|e| {
                     if e == OfError::BAD_FIELD {
@@ -126,6 +138,8 @@ impl OfAction {
             OfAction::PushVlan(_) => at::PUSH_VLAN,
             OfAction::PopVlan => at::POP_VLAN,
             OfAction::DecNwTtl => at::DEC_NW_TTL,
+            OfAction::SetNwTtl(_) => at::SET_NW_TTL,
+            OfAction::Group(_) => at::GROUP,
             OfAction::SetField(_) => at::SET_FIELD,
             OfAction::Other(t, _) => *t,
         };
@@ -142,6 +156,8 @@ impl OfAction {
                 out.extend_from_slice(&[0; 2]);
             }
             OfAction::PopVlan | OfAction::DecNwTtl => out.extend_from_slice(&[0; 4]),
+            OfAction::SetNwTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            OfAction::Group(g) => out.extend_from_slice(&g.to_be_bytes()),
             OfAction::SetField(o) => o.encode(out),
             OfAction::Other(_, body) => out.extend_from_slice(body),
         }

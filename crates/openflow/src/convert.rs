@@ -4,8 +4,10 @@
 //! output ports, forward-only `goto_table`.
 
 use sluice_classifier::fields::{field_by_name, Field, Prereq};
+use sluice_classifier::group::{Bucket, Group, GroupError, GroupType};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{Action, FlowSpec, Match, Rule};
+use std::sync::Arc;
 
 use crate::action::{Instruction, OfAction};
 use crate::consts::{fm, port, OfError, TABLE_ALL};
@@ -122,6 +124,14 @@ pub fn from_match(m: &Match) -> Vec<Oxm> {
 
 /// The classifier action of an OpenFlow action under match `m`.
 pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
+    to_action_in(a, Some(m))
+}
+
+/// The classifier action of an OpenFlow action; under a match (whose
+/// prerequisites a set-field or set-TTL must have), or in a group's
+/// bucket (none: the translation skips what the packet does not have).
+fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
+    let holds = |p: sluice_classifier::fields::Prereq| m.is_none_or(|m| p.holds(&m.value, &m.mask));
     Ok(match a {
         OfAction::Output { port: p, max_len } => match *p {
             0 => return Err(OfError::BAD_OUT_PORT),
@@ -140,6 +150,23 @@ pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
         }
         OfAction::PopVlan => Action::PopVlan,
         OfAction::DecNwTtl => Action::DecTtl,
+        OfAction::Group(g) => {
+            if *g > sluice_classifier::group::GROUP_MAX {
+                return Err(OfError::BAD_OUT_GROUP);
+            }
+            Action::Group(*g)
+        }
+        OfAction::SetNwTtl(ttl) => {
+            let fd = field_by_name("nw_ttl").expect("a classifier field");
+            if !holds(fd.write_prereq()) {
+                return Err(OfError::MATCH_INCONSISTENT);
+            }
+            Action::SetField {
+                field: fd,
+                value: u128::from(*ttl),
+                legacy: Some("mod_nw_ttl"),
+            }
+        }
         OfAction::SetField(o) => {
             let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
             if !fd.writable {
@@ -148,7 +175,7 @@ pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
             if o.value & !fd.full_mask() != 0 {
                 return Err(OfError::BAD_SET_ARGUMENT);
             }
-            if !fd.write_prereq().holds(&m.value, &m.mask) {
+            if !holds(fd.write_prereq()) {
                 return Err(OfError::MATCH_INCONSISTENT);
             }
             match o.field {
@@ -189,6 +216,9 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
             port: port::CONTROLLER,
             max_len: *max_len,
         },
+        Action::SetField { field, value, .. } if field.name == "nw_ttl" => {
+            OfAction::SetNwTtl(*value as u8)
+        }
         Action::SetField { field, value, .. } => {
             let f = MAP.iter().find(|m| m.1 == field.name)?.0;
             set(f, *value)
@@ -198,6 +228,7 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::PushVlan(t) => OfAction::PushVlan(*t),
         Action::PopVlan => OfAction::PopVlan,
         Action::DecTtl => OfAction::DecNwTtl,
+        Action::Group(g) => OfAction::Group(*g),
         Action::Resubmit { .. }
         | Action::GotoTable(_)
         | Action::WriteActions(_)
@@ -288,6 +319,74 @@ fn same_kind(a: &Action, b: &Action) -> bool {
         other => format!("{:?}", std::mem::discriminant(other)),
     };
     kind(a) == kind(b)
+}
+
+/// The classifier's group of a GROUP_MOD (ADD or MODIFY) at `now_us`.
+pub fn to_group(gm: &crate::group::GroupMod, now_us: u64) -> Result<Group, OfError> {
+    let kind = GroupType::from_number(gm.typ).ok_or(OfError::GROUP_BAD_TYPE)?;
+    if gm.group_id > sluice_classifier::group::GROUP_MAX {
+        return Err(OfError::INVALID_GROUP);
+    }
+    let mut buckets = Vec::with_capacity(gm.buckets.len());
+    for b in &gm.buckets {
+        if kind != GroupType::Select && b.weight != 0 {
+            // Weights are for select groups (OVS refuses them elsewhere).
+            return Err(OfError::GROUP_BAD_BUCKET);
+        }
+        let actions = b
+            .actions
+            .iter()
+            .map(|a| to_action_in(a, None))
+            .collect::<Result<Vec<_>, _>>()?;
+        buckets.push(Bucket {
+            weight: b.weight,
+            watch_port: b.watch_port,
+            watch_group: b.watch_group,
+            actions,
+            counter: Arc::new(Rule::counter()),
+        });
+    }
+    Ok(Group {
+        id: gm.group_id,
+        kind,
+        buckets,
+        of_buckets: Some(gm.raw_buckets.clone().into()),
+        counter: Arc::new(Rule::counter()),
+        created_us: now_us,
+    })
+}
+
+/// The OpenFlow error of a refused group change.
+pub fn group_error(e: GroupError) -> OfError {
+    match e {
+        GroupError::Exists => OfError::GROUP_EXISTS,
+        GroupError::Invalid => OfError::INVALID_GROUP,
+        GroupError::Unknown => OfError::UNKNOWN_GROUP,
+        GroupError::Loop => OfError::GROUP_LOOP,
+        GroupError::BadType => OfError::GROUP_BAD_TYPE,
+        GroupError::BadWatch => OfError::GROUP_BAD_WATCH,
+    }
+}
+
+/// The buckets of a group as OpenFlow bytes: as the controller sent them,
+/// or encoded from the classifier's actions.
+pub fn group_buckets(g: &Group) -> Vec<u8> {
+    if let Some(b) = &g.of_buckets {
+        return b.to_vec();
+    }
+    let buckets: Vec<crate::group::OfBucket> = g
+        .buckets
+        .iter()
+        .map(|b| crate::group::OfBucket {
+            weight: b.weight,
+            watch_port: b.watch_port,
+            watch_group: b.watch_group,
+            actions: b.actions.iter().filter_map(from_action).collect(),
+        })
+        .collect();
+    let mut out = Vec::new();
+    crate::group::encode_buckets(&buckets, &mut out);
+    out
 }
 
 /// The instructions of a rule's action list.
@@ -469,4 +568,25 @@ pub fn outputs_to(r: &Rule, out_port: u32) -> bool {
             Action::Controller { .. } => out_port == port::CONTROLLER,
             _ => false,
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OpenFlow's SET_NW_TTL is the flow language's mod_nw_ttl (a set of
+    /// nw_ttl) and goes back as SET_NW_TTL; it needs an IP match, as in
+    /// Open vSwitch (MATCH_INCONSISTENT otherwise).
+    #[test]
+    fn set_nw_ttl_round_trips_and_needs_an_ip_match() {
+        let ip = to_match(&[Oxm::exact(f::ETH_TYPE, 0x86dd)]).unwrap();
+        let a = to_action(&OfAction::SetNwTtl(7), &ip).unwrap();
+        assert_eq!(a.to_string(), "mod_nw_ttl:7");
+        assert_eq!(from_action(&a), Some(OfAction::SetNwTtl(7)));
+        let any = to_match(&[]).unwrap();
+        assert_eq!(
+            to_action(&OfAction::SetNwTtl(7), &any),
+            Err(OfError::MATCH_INCONSISTENT)
+        );
+    }
 }

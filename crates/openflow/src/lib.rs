@@ -19,6 +19,7 @@ pub mod action;
 pub mod consts;
 pub mod convert;
 pub mod features;
+pub mod group;
 pub mod msg;
 pub mod multipart;
 pub mod oxm;

@@ -35,7 +35,12 @@ fn flow_mod(priority: u16, port: u32, dst: u32, plen: u32) -> FlowMod {
         instructions: vec![
             Instruction::ApplyActions(vec![
                 OfAction::SetField(Oxm::exact(f::IPV4_SRC, 0x0a000001)),
-                OfAction::Output { port, max_len: 0 },
+                OfAction::SetNwTtl(priority as u8),
+                OfAction::DecNwTtl,
+                OfAction::Output {
+                    port,
+                    max_len: priority,
+                },
             ]),
             Instruction::GotoTable(3),
         ],

@@ -464,6 +464,11 @@ impl Control {
             .iter()
             .map(|op| match op {
                 Err(e) => Some(*e),
+                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
+                    if next.missing_group(&spec.actions).is_some() =>
+                {
+                    Some(OfError::BAD_OUT_GROUP)
+                }
                 Ok(FlowModOp::Add(spec)) => {
                     if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(spec) {
                         return Some(OfError::OVERLAP);
@@ -496,6 +501,22 @@ impl Control {
             *rules = next;
         }
         Ok((errs, removed))
+    }
+
+    /// Changes the rule set with `f` (a group change) and, when it made a
+    /// new version, publishes it to every PMD before returning.
+    pub(crate) fn change_rules<T>(
+        &self,
+        f: impl FnOnce(&mut RuleSet) -> Result<T, OfError>,
+    ) -> Result<Result<T, OfError>, String> {
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        let out = f(&mut next);
+        if out.is_ok() && next.version() != rules.version() {
+            self.publish(&next)?;
+            *rules = next;
+        }
+        Ok(out)
     }
 
     /// Removes the rules whose idle or hard timeout has passed (their use

@@ -12,6 +12,7 @@ pub mod ctl;
 pub mod ctl_socket;
 pub mod link;
 pub mod ofchannel;
+mod ofgroups;
 pub mod ofhub;
 pub mod oftarget;
 pub mod pmd;

@@ -492,6 +492,28 @@ impl<S: Conn> Session<S> {
             Message::PortMod(_) if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
                 self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
             }
+            Message::Other {
+                typ: msg::GROUP_MOD,
+                ..
+            } if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
+                self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
+            }
+            Message::Other {
+                typ: msg::GROUP_MOD,
+                body,
+            } => match crate::ofgroups::group_mod(&self.control, &body)? {
+                Ok(removed) => {
+                    let now = self.control.uptime_us();
+                    for r in removed
+                        .iter()
+                        .filter(|r| r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0)
+                    {
+                        self.info.hub.flow_removed(r, Removal::Delete, now);
+                    }
+                    Ok(())
+                }
+                Err(e) => self.reply(&error_reply(e, frame), h.xid),
+            },
             Message::PortMod(pm) => match self.port_mod(&pm) {
                 Ok(()) => Ok(()),
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),
@@ -703,9 +725,36 @@ impl<S: Conn> Session<S> {
             MpRequest::Other(mp::TABLE_FEATURES, _) => {
                 self.reply(&error_reply(OfError::TABLE_FEATURES_EPERM, frame), xid)
             }
+            MpRequest::Other(t @ (mp::GROUP | mp::GROUP_DESC | mp::GROUP_FEATURES), body) => {
+                match crate::ofgroups::group_multipart(&self.control, t, &body)? {
+                    Some(Ok(b)) if t == mp::GROUP_FEATURES => self.send(&one(MpReply::Other(t, b))),
+                    Some(Ok(b)) => {
+                        // Entries of whatever number: replies under 64 KiB.
+                        for m in split_reply(t, xid, split_entries(&b).into_iter()) {
+                            self.send(&m)?;
+                        }
+                        Ok(())
+                    }
+                    Some(Err(e)) => self.reply(&error_reply(e, frame), xid),
+                    None => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
+                }
+            }
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }
     }
+}
+
+/// Entries that each start with their 16-bit length, one by one.
+fn split_entries(b: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 2 <= b.len() {
+        let len = usize::from(u16::from_be_bytes([b[at], b[at + 1]])).max(2);
+        let end = (at + len).min(b.len());
+        out.push(b[at..end].to_vec());
+        at = end;
+    }
+    out
 }
 
 /// A packet-out's in_port and actions, checked: the buffer must be none

@@ -101,7 +101,7 @@ pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
     if let Some(d) = t.drop {
         o += &format!("Drop reason: {}\n", d.name());
     }
-    let hit = t.rules.iter().filter(|r| !r.is_miss_counter()).count();
+    let hit = t.rules.iter().filter(|r| !r.is_counter()).count();
     if hit > 0 {
         o += &format!("Rules hit: {hit}\n");
     }

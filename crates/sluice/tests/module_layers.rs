@@ -18,6 +18,7 @@ const ORDER: &[&str] = &[
     "ctl",
     "ctl_socket",
     "ofhub",
+    "ofgroups",
     "ofchannel",
     "runner",
     "bench_cmd",

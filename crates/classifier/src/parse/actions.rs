@@ -109,6 +109,13 @@ pub(super) fn parse_actions(
         };
         let a = match name.to_ascii_lowercase().as_str() {
             "output" => parse_port(cx, need()?, arg_at)?,
+            "group" => {
+                let g = parse_int(cx, need()?, arg_at, 32, "group")? as u32;
+                if g > crate::group::GROUP_MAX {
+                    return Err(cx.err(arg_at, format!("group {g} is out of range (0 to {})", crate::group::GROUP_MAX)));
+                }
+                Action::Group(g)
+            }
             "in_port" | "all" | "flood" | "normal" | "local" if arg.is_none() => parse_port(cx, name, tok.at)?,
             "controller" => match arg {
                 None => Action::Controller { max_len: 65535 },

@@ -19,6 +19,7 @@ use crate::action::{format_actions, Action};
 use crate::dpaction::{DpAction, PacketInReason};
 use crate::fields::{Field, Prereq};
 use crate::frag::FragHandling;
+use crate::group::GroupType;
 use crate::table::{Rule, RuleSet};
 
 /// Deepest resubmit / goto_table nesting (as OVS's `MAX_DEPTH`).
@@ -50,6 +51,10 @@ pub enum XlateDrop {
     TooManyActions,
     /// An IP fragment, with fragment handling `drop`.
     Fragment,
+    /// A `group:N` action named a group that does not exist (a flow-file
+    /// rule; OpenFlow refuses such flow-mods), or groups chained deeper
+    /// than [`crate::group::MAX_GROUP_DEPTH`].
+    NoSuchGroup,
 }
 
 impl XlateDrop {
@@ -65,6 +70,7 @@ impl XlateDrop {
             XlateDrop::TooManyResubmits => "too many resubmits",
             XlateDrop::TooManyActions => "too many actions",
             XlateDrop::Fragment => "ip fragment",
+            XlateDrop::NoSuchGroup => "no such group",
         }
     }
 }
@@ -128,6 +134,8 @@ struct Ctx<'a, 'o> {
     /// The OpenFlow action set (write_actions), run when the pipeline
     /// ends: at most one action of each kind, one set_field per field.
     action_set: Vec<Action>,
+    /// Groups being run, nested.
+    group_depth: u32,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -143,11 +151,23 @@ fn set_kind(a: &Action) -> (u8, &'static str) {
         Action::PopVlan => (1, ""),
         Action::PushVlan(_) => (2, ""),
         Action::DecTtl => (3, ""),
+        Action::Group(_) => (8, ""),
         Action::SetField { field, .. } => (4, field.name),
         Action::ModVlanVid(_) => (4, "vlan_vid"),
         Action::ModVlanPcp(_) => (4, "vlan_pcp"),
         _ => (9, ""),
     }
+}
+
+fn is_output(a: &Action) -> bool {
+    matches!(
+        a,
+        Action::Output(_)
+            | Action::InPort
+            | Action::All
+            | Action::Flood
+            | Action::Controller { .. }
+    )
 }
 
 /// Translates an action list given with the packet instead of found in the
@@ -188,6 +208,7 @@ fn run(
         base_tci: key.vlan_tci,
         base_tpid: key.vlan_tpid,
         base_origin: [Some(0), Some(1)],
+        group_depth: 0,
         vlans_touched: false,
         arp_base: *key,
         running: (0, 0, false),
@@ -367,6 +388,7 @@ impl Ctx<'_, '_> {
                     self.resubmit(in_port, t.unwrap_or(table), false);
                 }
                 Action::GotoTable(t) => self.resubmit(None, t, true),
+                Action::Group(g) => self.group(g, table),
                 Action::WriteActions(ref set) => {
                     for a in set {
                         let kind = set_kind(a);
@@ -521,6 +543,10 @@ impl Ctx<'_, '_> {
         }
         let mut set = std::mem::take(&mut self.action_set);
         set.sort_by_key(|a| set_kind(a).0);
+        // With a group in the set, its output is not run (spec 5.10).
+        if set.iter().any(|a| matches!(a, Action::Group(_))) {
+            set.retain(|a| set_kind(a).0 != 9 || !is_output(a));
+        }
         if self.out.trace.is_some() {
             self.note(
                 0,
@@ -529,6 +555,143 @@ impl Ctx<'_, '_> {
         }
         let table = self.running.0;
         self.actions(&set, table);
+    }
+
+    /// Runs group `id` ([`crate::group`]): its live buckets as its type
+    /// says, each on the packet as it was when the group was reached (as
+    /// OVS's xlate_group_bucket: what a bucket changes is undone for the
+    /// next one and for the actions after the group).
+    fn group(&mut self, id: u32, table: u8) {
+        let rules = self.env.rules;
+        let Some(g) = rules.group(id) else {
+            self.note(self.depth, &format!(">> no group {id}"));
+            self.reason = Some(XlateDrop::NoSuchGroup);
+            return;
+        };
+        if self.group_depth >= crate::group::MAX_GROUP_DEPTH {
+            self.error = Some(XlateDrop::NoSuchGroup);
+            return;
+        }
+        self.out.rules.push(Arc::clone(&g.counter));
+        let chosen: Vec<usize> = match g.kind {
+            GroupType::All => (0..g.buckets.len())
+                .filter(|&i| self.bucket_live(&g.buckets[i], 0))
+                .collect(),
+            GroupType::Indirect => (0..g.buckets.len().min(1)).collect(),
+            GroupType::FastFailover => (0..g.buckets.len())
+                .find(|&i| self.bucket_live(&g.buckets[i], 0))
+                .into_iter()
+                .collect(),
+            GroupType::Select => {
+                let hash = self.select_hash();
+                crate::group::select_bucket(&g.buckets, hash, |b| self.bucket_live(b, 0))
+                    .into_iter()
+                    .collect()
+            }
+        };
+        if chosen.is_empty() {
+            self.note(self.depth, &format!(">> group {id}: no live bucket"));
+        }
+        self.group_depth += 1;
+        for i in chosen {
+            if self.error.is_some() {
+                break;
+            }
+            let b = &g.buckets[i];
+            if self.out.trace.is_some() {
+                self.note(
+                    self.depth,
+                    &format!(
+                        "group {id} bucket {i}: {}",
+                        crate::action::format_list(&b.actions)
+                    ),
+                );
+            }
+            self.out.rules.push(Arc::clone(&b.counter));
+            self.run_bucket(&b.actions, table);
+        }
+        self.group_depth -= 1;
+    }
+
+    /// Runs a bucket's actions and undoes what they change in the flow:
+    /// the next output sets the packet back (a bucket is a clone).
+    fn run_bucket(&mut self, actions: &[Action], table: u8) {
+        self.commit();
+        let (flow, origin) = (self.flow, self.vlan_origin);
+        self.actions(actions, table);
+        let changed = {
+            let mut d = flow;
+            for (w, e) in d.words_mut().iter_mut().zip(self.flow.words()) {
+                *w ^= e;
+            }
+            d
+        };
+        if changed.vlan_tci != [0; 2] || changed.vlan_tpid != [0; 2] {
+            self.vlans_touched = true;
+        }
+        self.dirty.or_assign(&changed);
+        self.flow = flow;
+        self.vlan_origin = origin;
+    }
+
+    /// Whether a bucket is live: its watch port is a port of the switch
+    /// and its watch group has a live bucket (nothing watched: live).
+    fn bucket_live(&self, b: &crate::group::Bucket, depth: u32) -> bool {
+        use crate::group::{GROUP_ANY, PORT_ANY};
+        if b.watch_port != PORT_ANY && self.env.ports.binary_search(&b.watch_port).is_err() {
+            return false;
+        }
+        if b.watch_group != GROUP_ANY {
+            if depth >= crate::group::MAX_GROUP_DEPTH {
+                return false;
+            }
+            let Some(g) = self.env.rules.group(b.watch_group) else {
+                return false;
+            };
+            return g.buckets.iter().any(|c| self.bucket_live(c, depth + 1));
+        }
+        true
+    }
+
+    /// A select group's hash of the flow: Ethernet addresses and type, IP
+    /// (or ARP) addresses and protocol, L4 ports, each pair combined so
+    /// both directions of a connection hash alike (OVS's symmetric_l4
+    /// fields, less the VLAN ID, plus ARP's addresses); every field it
+    /// reads is un-wildcarded.
+    fn select_hash(&mut self) -> u64 {
+        let f = self.flow;
+        let w = &mut self.out.wc;
+        w.dl_src = [0xff; 6];
+        w.dl_dst = [0xff; 6];
+        w.dl_type = 0xffff;
+        let mac = |m: [u8; 6]| m.iter().fold(0u64, |h, &b| h << 8 | u64::from(b));
+        let mut h = mac(f.dl_src) ^ mac(f.dl_dst);
+        h = crate::group::mix(h ^ u64::from(f.dl_type) << 48);
+        if f.is_arp() {
+            w.nw_src = u32::MAX;
+            w.nw_dst = u32::MAX;
+            h = crate::group::mix(h ^ u64::from(f.nw_src ^ f.nw_dst));
+        }
+        if f.is_ip() {
+            w.nw_proto = 0xff;
+            if f.is_ipv4() {
+                w.nw_src = u32::MAX;
+                w.nw_dst = u32::MAX;
+                h = crate::group::mix(h ^ u64::from(f.nw_src ^ f.nw_dst));
+            } else {
+                w.ipv6_src = [0xff; 16];
+                w.ipv6_dst = [0xff; 16];
+                let a = u128::from_be_bytes(f.ipv6_src) ^ u128::from_be_bytes(f.ipv6_dst);
+                h = crate::group::mix(h ^ a as u64 ^ (a >> 64) as u64);
+            }
+            h = crate::group::mix(h ^ u64::from(f.nw_proto));
+            if matches!(f.nw_proto, proto::TCP | proto::UDP | proto::SCTP) {
+                w.tp_src = 0xffff;
+                w.tp_dst = 0xffff;
+                h = crate::group::mix(h ^ u64::from(f.tp_src ^ f.tp_dst));
+            }
+        }
+        h
     }
 
     fn resubmit(&mut self, in_port: Option<u32>, t: u8, goto: bool) {

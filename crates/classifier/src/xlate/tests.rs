@@ -73,11 +73,7 @@ fn resubmit_sees_rewritten_fields_and_goto_misses_drop() {
         ]
     );
     // Two rules, and table 2's miss (TABLE statistics count it).
-    let hit: Vec<_> = t
-        .rules
-        .iter()
-        .map(|r| (r.table, r.is_miss_counter()))
-        .collect();
+    let hit: Vec<_> = t.rules.iter().map(|r| (r.table, r.is_counter())).collect();
     assert_eq!(hit, vec![(0, false), (1, false), (2, true)]);
     let trace = t.trace.unwrap().join("\n");
     assert!(trace.contains("2. No match."), "{trace}");
@@ -541,4 +537,142 @@ fn the_action_set_runs_when_the_pipeline_ends_one_of_each_kind() {
     k.nw_dst = 0x0a00_0004;
     let t = run(&r, &k);
     assert_eq!(t.actions, vec![DpAction::SetIpTtl(63), DpAction::Output(3)]);
+}
+
+fn group(
+    id: u32,
+    kind: crate::group::GroupType,
+    buckets: &[(&str, u16, u32)],
+) -> crate::group::Group {
+    use crate::group::{Bucket, Group, GROUP_ANY};
+    Group {
+        id,
+        kind,
+        buckets: buckets
+            .iter()
+            .map(|&(acts, weight, watch_port)| Bucket {
+                weight,
+                watch_port,
+                watch_group: GROUP_ANY,
+                actions: crate::parse::parse_flow(
+                    &format!("actions={acts}"),
+                    crate::parse::Require::Actions,
+                )
+                .unwrap()
+                .actions,
+                counter: Arc::new(Rule::counter()),
+            })
+            .collect(),
+        of_buckets: None,
+        counter: Arc::new(Rule::counter()),
+        created_us: 0,
+    }
+}
+
+/// An `all` group runs every bucket on the packet as it reached the group:
+/// a bucket's rewrite is undone for the next bucket and after the group.
+#[test]
+fn all_group_buckets_each_see_the_packet_as_it_came() {
+    use crate::group::{GroupType, PORT_ANY};
+    let mut r = set("ip,actions=group:1,output:4\n");
+    r.add_group(group(
+        1,
+        GroupType::All,
+        &[
+            ("mod_nw_dst:9.9.9.9,output:2", 0, PORT_ANY),
+            ("output:3", 0, PORT_ANY),
+        ],
+    ))
+    .unwrap();
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::SetIpv4Dst(0x0909_0909, FragRewrites::Ovs),
+            DpAction::Output(2),
+            DpAction::SetIpv4Dst(0x0a00_0002, FragRewrites::Ovs),
+            DpAction::Output(3),
+            DpAction::Output(4),
+        ]
+    );
+    // The rule, the group and both buckets are credited.
+    assert_eq!(t.rules.iter().filter(|r| r.is_counter()).count(), 3);
+}
+
+/// Fast failover takes the first bucket whose watch port exists; indirect
+/// its one bucket; select one bucket by flow, the same for both
+/// directions; a missing group is the counted drop `no such group`.
+#[test]
+fn failover_indirect_select_and_missing_groups() {
+    use crate::group::{GroupType, PORT_ANY};
+    let mut r = set("ip,actions=group:1\n");
+    r.add_group(group(
+        1,
+        GroupType::FastFailover,
+        &[("output:2", 0, 7), ("output:3", 0, 3), ("output:4", 0, 4)],
+    ))
+    .unwrap();
+    assert_eq!(run(&r, &tcp_key()).actions, vec![DpAction::Output(3)]);
+    r.modify_group(group(1, GroupType::Indirect, &[("output:4", 0, PORT_ANY)]))
+        .unwrap();
+    assert_eq!(run(&r, &tcp_key()).actions, vec![DpAction::Output(4)]);
+    r.modify_group(group(
+        1,
+        GroupType::Select,
+        &[
+            ("output:2", 1, PORT_ANY),
+            ("output:3", 1, PORT_ANY),
+            ("output:4", 1, PORT_ANY),
+        ],
+    ))
+    .unwrap();
+    let mut k = tcp_key();
+    let there = run(&r, &k);
+    assert_eq!(there.outputs, 1);
+    assert_eq!(there.wc.tp_src, 0xffff, "the hash reads the ports");
+    (k.nw_src, k.nw_dst, k.tp_src, k.tp_dst) = (k.nw_dst, k.nw_src, k.tp_dst, k.tp_src);
+    assert_eq!(run(&r, &k).actions, there.actions, "both directions alike");
+    let spread: std::collections::BTreeSet<String> = (0..64u16)
+        .map(|p| {
+            let mut k = tcp_key();
+            k.tp_src = 1000 + p;
+            format!("{:?}", run(&r, &k).actions)
+        })
+        .collect();
+    assert_eq!(spread.len(), 3, "flows spread over the buckets");
+    assert!(r
+        .delete_group(1)
+        .iter()
+        .any(|x| x.actions == vec![Action::Group(1)]));
+    let r = set("ip,actions=group:5\n");
+    assert_eq!(run(&r, &tcp_key()).drop, Some(XlateDrop::NoSuchGroup));
+}
+
+/// Groups refuse loops and unknown references; a delete takes the rules
+/// that send to the group.
+#[test]
+fn group_changes_are_checked() {
+    use crate::group::{GroupError, GroupType, PORT_ANY};
+    let mut r = RuleSet::new();
+    assert_eq!(
+        r.add_group(group(1, GroupType::All, &[("group:2", 0, PORT_ANY)])),
+        Err(GroupError::Unknown)
+    );
+    r.add_group(group(2, GroupType::All, &[("output:2", 0, PORT_ANY)]))
+        .unwrap();
+    r.add_group(group(1, GroupType::All, &[("group:2", 0, PORT_ANY)]))
+        .unwrap();
+    assert_eq!(
+        r.add_group(group(2, GroupType::All, &[])),
+        Err(GroupError::Exists)
+    );
+    assert_eq!(
+        r.modify_group(group(2, GroupType::All, &[("group:1", 0, PORT_ANY)])),
+        Err(GroupError::Loop)
+    );
+    assert_eq!(r.missing_group(&[Action::Group(3)]), Some(3));
+    assert_eq!(r.missing_group(&[Action::Group(1)]), None);
+    let v = r.version();
+    assert!(r.delete_group(crate::group::GROUP_ALL).is_empty());
+    assert!(r.version() > v && r.groups().next().is_none());
 }

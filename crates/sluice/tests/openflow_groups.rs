@@ -1,0 +1,110 @@
+//! OpenFlow groups through `ovs-ofctl -O OpenFlow13` against a running
+//! Sluice: add-group, dump-groups, dump-group-stats, group actions in
+//! flows and packet-outs, the spec's errors, del-groups taking the flows
+//! that used them.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use support::*;
+
+fn ofctl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("ovs-ofctl")
+        .arg("-O")
+        .arg("OpenFlow13")
+        .args(args)
+        .output()
+        .expect("ovs-ofctl runs (scripts/setup installs openvswitch-switch)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+fn frames(p: &Path) -> usize {
+    std::fs::read(p)
+        .ok()
+        .and_then(|b| sluice_port::pcap::read_all(&b).ok())
+        .map_or(0, |v| v.len())
+}
+
+#[test]
+fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("of.sock");
+    let (p2, p3) = (dir.path().join("p2.pcap"), dir.path().join("p3.pcap"));
+    let mut child = Command::new(sluice_bin())
+        .args(["run", "--port", "1=null", "--duration", "60", "--listen"])
+        .arg(format!("punix:{}", sock.display()))
+        .arg("--port")
+        .arg(format!("2=pcap:tx={}", p2.display()))
+        .arg("--port")
+        .arg(format!("3=pcap:tx={}", p3.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the socket", 20, || sock.exists());
+    let t = format!("unix:{}", sock.display());
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    run(&[
+        "add-group",
+        &t,
+        "group_id=1,type=all,bucket=output:2,bucket=output:3",
+    ]);
+    run(&[
+        "add-group",
+        &t,
+        "group_id=2,type=select,bucket=weight:1,output:2,bucket=weight:3,output:3",
+    ]);
+    let dump = run(&["dump-groups", &t]);
+    assert!(
+        dump.contains("group_id=1,type=all,bucket=actions=output:2,bucket=actions=output:3"),
+        "{dump}"
+    );
+    assert!(dump.contains("group_id=2,type=select"), "{dump}");
+    // The spec's errors: an id that exists, a flow to a group that does not.
+    let (ok, out) = ofctl(&["add-group", &t, "group_id=1,type=all,bucket=output:2"]);
+    assert!(!ok && out.contains("GROUP_EXISTS"), "{out}");
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=5,actions=group:9"]);
+    assert!(!ok && out.contains("BAD_OUT_GROUP"), "{out}");
+    run(&["add-flow", &t, "in_port=1,actions=group:1"]);
+    // One frame through group 1 by a packet-out: a copy out of each port.
+    let frame = "0202020202020101010101010800450000240000000040110000c0a80001c0a800020035003500100000deadbeefcafe";
+    run(&["packet-out", &t, "CONTROLLER", "group:1", frame]);
+    let stats = run(&["dump-group-stats", &t]);
+    let line = stats
+        .lines()
+        .find(|l| l.contains("group_id=1"))
+        .unwrap_or("");
+    assert!(
+        line.contains("ref_count=1") && line.contains("packet_count=1"),
+        "{stats}"
+    );
+    assert!(
+        line.contains("bucket0:packet_count=1") && line.contains("bucket1:packet_count=1"),
+        "{stats}"
+    );
+    // Deleting the group takes the flow that sent to it.
+    run(&["del-groups", &t, "group_id=1"]);
+    let flows = run(&["dump-flows", &t]);
+    assert!(!flows.contains("group:1"), "{flows}");
+    assert!(!run(&["dump-groups", &t]).contains("group_id=1,"));
+    // Stopped, the capture ports have written what they sent.
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(
+        (frames(&p2), frames(&p3)),
+        (1, 1),
+        "a copy out of each port"
+    );
+}
