@@ -130,6 +130,21 @@ pub fn format_actions(actions: &[Action]) -> String {
     format_list(actions)
 }
 
+/// The groups an action list sends to (`group:N`, in its write-actions
+/// too).
+pub fn groups_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().flat_map(|a| {
+        let inner: &[Action] = match a {
+            Action::WriteActions(set) => set,
+            a => std::slice::from_ref(a),
+        };
+        inner.iter().filter_map(|a| match a {
+            Action::Group(g) => Some(*g),
+            _ => None,
+        })
+    })
+}
+
 /// Joins displayable actions with commas, `drop` for none.
 pub fn format_list<T: std::fmt::Display>(items: &[T]) -> String {
     if items.is_empty() {

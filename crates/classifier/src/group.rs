@@ -136,11 +136,7 @@ impl Group {
     pub fn refers_to(&self) -> impl Iterator<Item = u32> + '_ {
         self.buckets
             .iter()
-            .flat_map(|b| b.actions.iter())
-            .filter_map(|a| match a {
-                Action::Group(g) => Some(*g),
-                _ => None,
-            })
+            .flat_map(|b| crate::action::groups_of(&b.actions))
     }
 
     /// Checks the buckets against the type.

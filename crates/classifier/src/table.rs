@@ -290,11 +290,13 @@ impl RuleSet {
     /// A group that actions (a rule's, its write-actions included) send
     /// to and that does not exist.
     pub fn missing_group(&self, actions: &[Action]) -> Option<u32> {
-        actions.iter().find_map(|a| match a {
-            Action::Group(g) if !self.groups.contains_key(g) => Some(*g),
-            Action::WriteActions(set) => self.missing_group(set),
-            _ => None,
-        })
+        crate::action::groups_of(actions).find(|g| !self.groups.contains_key(g))
+    }
+
+    /// The rules that send to group `id`. O(rules).
+    pub fn group_users(&self, id: u32) -> impl Iterator<Item = &Arc<Rule>> {
+        self.iter()
+            .filter(move |r| crate::action::groups_of(&r.actions).any(|g| g == id))
     }
 
     /// Every group, by id.
@@ -382,14 +384,9 @@ impl RuleSet {
         for g in &gone {
             self.groups.remove(g);
         }
-        let uses = |a: &Action| matches!(a, Action::Group(g) if gone.contains(g));
         let rules: Vec<Arc<Rule>> = self
             .iter()
-            .filter(|r| {
-                r.actions.iter().any(|a| {
-                    uses(a) || matches!(a, Action::WriteActions(set) if set.iter().any(uses))
-                })
-            })
+            .filter(|r| crate::action::groups_of(&r.actions).any(|g| gone.contains(&g)))
             .cloned()
             .collect();
         for r in &rules {
@@ -399,12 +396,15 @@ impl RuleSet {
         rules
     }
 
-    /// Table `t`'s (lookups, matches): packets looked up in it, and those
-    /// a rule matched, since the set was made. O(rules in the table).
-    pub fn table_counts(&self, t: u8) -> (u64, u64) {
-        let matched = self.table(t).map(|r| r.counters().0).sum::<u64>()
-            + self.counters.retired[usize::from(t)].load(Ordering::Relaxed);
-        (matched + self.miss_counter(t).counters().0, matched)
+    /// Table `t`'s (rules, lookups, matches): the rules in it, packets
+    /// looked up in it, and those a rule matched, since the set was made.
+    /// One pass over the table's rules.
+    pub fn table_counts(&self, t: u8) -> (u32, u64, u64) {
+        let (rules, hits) = self
+            .table(t)
+            .fold((0u32, 0u64), |(n, p), r| (n + 1, p + r.counters().0));
+        let matched = hits + self.counters.retired[usize::from(t)].load(Ordering::Relaxed);
+        (rules, matched + self.miss_counter(t).counters().0, matched)
     }
 
     /// How the tables see IP fragments.
@@ -925,7 +925,7 @@ mod tests {
         set.table(0).next().unwrap().credit(4, 240, 0);
         set.table(0).nth(1).unwrap().credit(1, 60, 0);
         set.miss_counter(0).credit(2, 120, 0);
-        assert_eq!(set.table_counts(0), (7, 5));
+        assert_eq!(set.table_counts(0), (2, 7, 5));
         assert!(set.miss_counter(0).is_counter());
         assert!(!set.table(0).next().unwrap().is_counter());
         // A modify keeps a rule's counters (counted once); a delete keeps
@@ -935,16 +935,16 @@ mod tests {
             Selection::Strict,
             false,
         );
-        assert_eq!(set.table_counts(0), (7, 5));
+        assert_eq!(set.table_counts(0), (2, 7, 5));
         let old = set.clone();
         set.delete(&spec("priority=9,tcp"), Selection::Strict, false);
         assert_eq!(set.table(0).count(), 1);
-        assert_eq!(set.table_counts(0), (7, 5));
+        assert_eq!(set.table_counts(0), (1, 7, 5));
         assert_eq!(
-            old.table_counts(0).1,
+            old.table_counts(0).2,
             5 + 4,
             "the old version still holds the rule"
         );
-        assert_eq!(set.table_counts(1), (0, 0));
+        assert_eq!(set.table_counts(1), (0, 0, 0));
     }
 }

@@ -45,14 +45,11 @@ pub struct IfReqFlags {
 impl IfReqFlags {
     /// A request for interface `name` (at most 15 bytes) with `flags`.
     pub fn new(name: &str, flags: i16) -> IfReqFlags {
-        let mut r = IfReqFlags {
-            name: [0; libc::IFNAMSIZ],
+        IfReqFlags {
+            name: ifr_name(name),
             flags,
             pad: [0; 22],
-        };
-        let n = name.len().min(libc::IFNAMSIZ - 1);
-        r.name[..n].copy_from_slice(&name.as_bytes()[..n]);
-        r
+        }
     }
 }
 
@@ -76,6 +73,14 @@ pub fn set_if_up(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// `ifr_name`: `name` NUL-padded, cut at 15 bytes.
+fn ifr_name(name: &str) -> [u8; libc::IFNAMSIZ] {
+    let mut out = [0; libc::IFNAMSIZ];
+    let n = name.len().min(libc::IFNAMSIZ - 1);
+    out[..n].copy_from_slice(&name.as_bytes()[..n]);
+    out
+}
+
 /// `struct ifreq` with the int member of its union (`ifr_mtu`).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -87,14 +92,11 @@ struct IfReqInt {
 
 impl IfReqInt {
     fn new(name: &str, value: i32) -> IfReqInt {
-        let mut r = IfReqInt {
-            name: [0; libc::IFNAMSIZ],
+        IfReqInt {
+            name: ifr_name(name),
             value,
             pad: [0; 20],
-        };
-        let n = name.len().min(libc::IFNAMSIZ - 1);
-        r.name[..n].copy_from_slice(&name.as_bytes()[..n]);
-        r
+        }
     }
 }
 

@@ -95,9 +95,7 @@ impl TapPort {
     pub fn ifname(&self) -> &str {
         &self.ifname
     }
-}
 
-impl TapPort {
     /// Reads one frame (with its virtio-net header when vnet) into `small`,
     /// running on into `big` when it does not fit. `Ok(None)`: a frame was
     /// read and counted as a drop; `Err`: nothing was read. Frees whichever
@@ -133,14 +131,11 @@ impl TapPort {
             a.into_iter().chain(b).for_each(|p| pool.free(p));
         };
         let got = match got {
-            Ok(0) => Err(ErrorKind::WouldBlock.into()),
-            other => other,
-        };
-        let got = match got {
-            Ok(g) => g,
-            Err(e) => {
+            Ok(g) if g > 0 => g,
+            // 0: nothing to read (a tap read never returns an empty frame).
+            other => {
                 frees(pool, Some(small), big);
-                return Err(e);
+                return Err(other.err().unwrap_or_else(|| ErrorKind::WouldBlock.into()));
             }
         };
         let len = got.saturating_sub(hdr_len);

@@ -83,7 +83,8 @@ pub enum PortChange {
 pub type PortWatcher = Box<dyn Fn(PortChange, u32, &str) + Send + Sync>;
 
 /// What applying flow-mods gave: each one's error, if any, by position,
-/// and the rules deleted that asked for FLOW_REMOVED.
+/// and the rules deleted (the channel tells those that asked for
+/// FLOW_REMOVED).
 pub(crate) type Applied = (Vec<Option<OfError>>, Vec<Arc<Rule>>);
 
 /// The commands, for `sluice ctl --help` and errors.
@@ -488,10 +489,7 @@ impl Control {
                 }) => {
                     let gone =
                         next.delete_if(spec, *how, *all_tables, |r| outputs_to(r, *out_port));
-                    removed.extend(
-                        gone.into_iter()
-                            .filter(|r| r.flags & flag::SEND_FLOW_REM != 0),
-                    );
+                    removed.extend(gone);
                     None
                 }
             })

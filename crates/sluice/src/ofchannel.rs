@@ -373,6 +373,18 @@ impl<S: Conn> Session<S> {
         Ok(at)
     }
 
+    /// FLOW_REMOVED (reason delete) to the controllers for the rules a
+    /// change removed that asked for it (`send_flow_rem`).
+    fn tell_removed(&self, removed: &[Arc<sluice_classifier::Rule>]) {
+        let now = self.control.uptime_us();
+        for r in removed
+            .iter()
+            .filter(|r| r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0)
+        {
+            self.info.hub.flow_removed(r, Removal::Delete, now);
+        }
+    }
+
     fn flush_mods(&mut self, buf: &[u8], mods: &mut Vec<(usize, usize)>) -> Result<(), String> {
         if mods.is_empty() {
             return Ok(());
@@ -389,10 +401,7 @@ impl<S: Conn> Session<S> {
             })
             .collect();
         let (errs, removed) = self.control.apply_flow_mods(&ops)?;
-        let now = self.control.uptime_us();
-        for r in &removed {
-            self.info.hub.flow_removed(r, Removal::Delete, now);
-        }
+        self.tell_removed(&removed);
         for (&(a, l), e) in mods.iter().zip(errs) {
             if let Some(e) = e {
                 let frame = &buf[a..a + l];
@@ -503,13 +512,7 @@ impl<S: Conn> Session<S> {
                 body,
             } => match crate::ofgroups::group_mod(&self.control, &body)? {
                 Ok(removed) => {
-                    let now = self.control.uptime_us();
-                    for r in removed
-                        .iter()
-                        .filter(|r| r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0)
-                    {
-                        self.info.hub.flow_removed(r, Removal::Delete, now);
-                    }
+                    self.tell_removed(&removed);
                     Ok(())
                 }
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),
@@ -669,10 +672,10 @@ impl<S: Conn> Session<S> {
                 let tables = self.control.with_rules(|rules, _| {
                     (0..N_TABLES)
                         .map(|t| {
-                            let (lookups, matched) = rules.table_counts(t);
+                            let (active_count, lookups, matched) = rules.table_counts(t);
                             sluice_openflow::multipart::TableStats {
                                 table_id: t,
-                                active_count: rules.table(t).count() as u32,
+                                active_count,
                                 lookup_count: lookups,
                                 matched_count: matched,
                             }
@@ -727,10 +730,12 @@ impl<S: Conn> Session<S> {
             }
             MpRequest::Other(t @ (mp::GROUP | mp::GROUP_DESC | mp::GROUP_FEATURES), body) => {
                 match crate::ofgroups::group_multipart(&self.control, t, &body)? {
-                    Some(Ok(b)) if t == mp::GROUP_FEATURES => self.send(&one(MpReply::Other(t, b))),
-                    Some(Ok(b)) => {
+                    Some(Ok(mut b)) if t == mp::GROUP_FEATURES => {
+                        self.send(&one(MpReply::Other(t, b.pop().unwrap_or_default())))
+                    }
+                    Some(Ok(entries)) => {
                         // Entries of whatever number: replies under 64 KiB.
-                        for m in split_reply(t, xid, split_entries(&b).into_iter()) {
+                        for m in split_reply(t, xid, entries.into_iter()) {
                             self.send(&m)?;
                         }
                         Ok(())
@@ -742,19 +747,6 @@ impl<S: Conn> Session<S> {
             MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
         }
     }
-}
-
-/// Entries that each start with their 16-bit length, one by one.
-fn split_entries(b: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at + 2 <= b.len() {
-        let len = usize::from(u16::from_be_bytes([b[at], b[at + 1]])).max(2);
-        let end = (at + len).min(b.len());
-        out.push(b[at..end].to_vec());
-        at = end;
-    }
-    out
 }
 
 /// A packet-out's in_port and actions, checked: the buffer must be none

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sluice_classifier::group::GROUP_ALL;
-use sluice_classifier::{Action, Rule};
+use sluice_classifier::Rule;
 use sluice_openflow::consts::mp;
 use sluice_openflow::convert::{group_buckets, group_error, to_group};
 use sluice_openflow::group::{
@@ -47,21 +47,28 @@ pub(crate) fn group_mod(
     })
 }
 
-/// The body of a GROUP, GROUP_DESC or GROUP_FEATURES reply (`None`: not a
-/// group multipart).
+/// A reply's entries, or the error to answer with.
+type Entries = Result<Vec<Vec<u8>>, OfError>;
+
+/// The entries of a GROUP or GROUP_DESC reply, or GROUP_FEATURES's one
+/// body (`None`: not a group multipart).
 pub(crate) fn group_multipart(
     control: &Control,
     typ: u16,
     body: &[u8],
-) -> Result<Option<Result<Vec<u8>, OfError>>, String> {
+) -> Result<Option<Entries>, String> {
     match typ {
-        mp::GROUP_FEATURES if body.is_empty() => Ok(Some(Ok(features_body()))),
+        mp::GROUP_FEATURES if body.is_empty() => Ok(Some(Ok(vec![features_body()]))),
         mp::GROUP_DESC if body.is_empty() => control.with_rules(|rules, _| {
-            let mut out = Vec::new();
-            for g in rules.groups() {
-                desc_entry(g.kind.number(), g.id, &group_buckets(g), &mut out);
-            }
-            Some(Ok(out))
+            let entries = rules
+                .groups()
+                .map(|g| {
+                    let mut e = Vec::new();
+                    desc_entry(g.kind.number(), g.id, &group_buckets(g), &mut e);
+                    e
+                })
+                .collect();
+            Some(Ok(entries))
         }),
         mp::GROUP => {
             let want = match stats_request(body) {
@@ -71,28 +78,20 @@ pub(crate) fn group_multipart(
             control.with_rules(|rules, now| {
                 let mut out = Vec::new();
                 for g in rules.groups().filter(|g| want == GROUP_ALL || g.id == want) {
-                    let uses = |a: &Action| matches!(a, Action::Group(n) if *n == g.id);
-                    let ref_count = rules
-                        .iter()
-                        .filter(|r| {
-                            r.actions.iter().any(|a| {
-                                uses(a)
-                                    || matches!(a, Action::WriteActions(s) if s.iter().any(uses))
-                            })
-                        })
-                        .count() as u32;
                     let (packet_count, byte_count) = g.counter.counters();
                     let age = now.saturating_sub(g.created_us);
+                    let mut e = Vec::new();
                     GroupStats {
                         group_id: g.id,
-                        ref_count,
+                        ref_count: rules.group_users(g.id).count() as u32,
                         packet_count,
                         byte_count,
                         duration_sec: (age / 1_000_000) as u32,
                         duration_nsec: (age % 1_000_000 * 1000) as u32,
                         buckets: g.buckets.iter().map(|b| b.counter.counters()).collect(),
                     }
-                    .encode(&mut out);
+                    .encode(&mut e);
+                    out.push(e);
                 }
                 Some(Ok(out))
             })

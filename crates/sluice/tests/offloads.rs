@@ -23,6 +23,16 @@ fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+/// The IPv4 header and TCP header of a captured frame, checked to carry
+/// the NAT's rewrite (to b's address and port 5202): (ip, ihl).
+fn rewritten(f: &[u8]) -> (&[u8], usize) {
+    let ip = &f[14..];
+    let ihl = usize::from(ip[0] & 15) * 4;
+    assert_eq!(&ip[16..20], &[10, 74, 0, 2], "nw_dst rewritten");
+    assert_eq!(be16(ip, ihl + 2), 5202, "tp_dst rewritten");
+    (ip, ihl)
+}
+
 fn csum_ok(data: &[u8], init: u32) -> bool {
     let mut s = init;
     for c in data.chunks(2) {
@@ -144,10 +154,7 @@ fn tcp_with_default_offloads_from_a_veth_into_a_tap_keeps_super_frames_whole() {
     // What reached b's stack: every data segment rewritten.
     assert!(frames.len() >= 100, "tcpdump saw {} frames", frames.len());
     for f in &frames {
-        let ip = &f[14..];
-        let ihl = usize::from(ip[0] & 15) * 4;
-        assert_eq!(&ip[16..20], &[10, 74, 0, 2], "nw_dst rewritten");
-        assert_eq!(be16(ip, ihl + 2), 5202, "tp_dst rewritten");
+        rewritten(f);
     }
 }
 
@@ -164,10 +171,7 @@ fn tcp_with_default_offloads_into_afxdp_is_segmented_in_software_with_valid_chec
     assert!(frames.len() >= 100, "tcpdump saw {} frames", frames.len());
     for f in &frames {
         // Every segment: rewritten, wire-sized, checksums valid.
-        let ip = &f[14..];
-        let ihl = usize::from(ip[0] & 15) * 4;
-        assert_eq!(&ip[16..20], &[10, 74, 0, 2], "nw_dst rewritten");
-        assert_eq!(be16(ip, ihl + 2), 5202, "tp_dst rewritten");
+        let (ip, ihl) = rewritten(f);
         assert!(be16(ip, 2) <= 1500, "a wire-sized segment");
         assert!(csum_ok(&ip[..ihl], 0), "IPv4 header checksum");
         let tot = usize::from(be16(ip, 2));

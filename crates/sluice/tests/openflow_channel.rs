@@ -7,20 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{osken_manager, wait_for, Killed as Switch, Monitor};
-
-fn ofctl(args: &[&str]) -> (bool, String) {
-    let out = Command::new("ovs-ofctl")
-        .arg("-O")
-        .arg("OpenFlow13")
-        .args(args)
-        .output()
-        .expect("ovs-ofctl runs (scripts/setup installs openvswitch-switch)");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
+use support::{ofctl, osken_manager, wait_for, Killed as Switch, Monitor};
 
 #[test]
 fn ovs_ofctl_reads_a_running_switch() {

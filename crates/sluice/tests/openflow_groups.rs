@@ -10,19 +10,6 @@ use std::process::{Command, Stdio};
 
 use support::*;
 
-fn ofctl(args: &[&str]) -> (bool, String) {
-    let out = Command::new("ovs-ofctl")
-        .arg("-O")
-        .arg("OpenFlow13")
-        .args(args)
-        .output()
-        .expect("ovs-ofctl runs (scripts/setup installs openvswitch-switch)");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
 fn frames(p: &Path) -> usize {
     std::fs::read(p)
         .ok()

@@ -182,20 +182,15 @@ impl AfPacketPort {
         }
         let mtu = sys::apply_mtu(ifname, opts.mtu).map_err(err)?;
         let geo = Geometry::for_mtu(opts.vnet, mtu);
-        let per_block = |block: usize, frame: usize| block / frame;
-        let rx_req = TpacketReq {
-            block_size: geo.rx_block as u32,
-            block_nr: (geo.rx_frames / per_block(geo.rx_block, geo.rx_frame)) as u32,
-            frame_size: geo.rx_frame as u32,
-            frame_nr: geo.rx_frames as u32,
+        let req = |block: usize, frame: usize, frames: usize| TpacketReq {
+            block_size: block as u32,
+            block_nr: (frames / (block / frame)) as u32,
+            frame_size: frame as u32,
+            frame_nr: frames as u32,
         };
+        let rx_req = req(geo.rx_block, geo.rx_frame, geo.rx_frames);
         sys::setsockopt(&fd, SOL_PACKET, PACKET_RX_RING, &rx_req).map_err(|e| opt("rx ring", e))?;
-        let tx_req = TpacketReq {
-            block_size: geo.tx_block as u32,
-            block_nr: (geo.tx_frames / per_block(geo.tx_block, geo.tx_frame)) as u32,
-            frame_size: geo.tx_frame as u32,
-            frame_nr: geo.tx_frames as u32,
-        };
+        let tx_req = req(geo.tx_block, geo.tx_frame, geo.tx_frames);
         sys::setsockopt(&fd, SOL_PACKET, PACKET_TX_RING, &tx_req).map_err(|e| opt("tx ring", e))?;
         // Ring blocks are mapped back to back; the frames of a block start
         // at its beginning (a 1 MiB vnet block holds 15 slots and a gap).

@@ -170,6 +170,21 @@ impl Drop for Host {
     }
 }
 
+/// Runs `ovs-ofctl -O OpenFlow13 ARGS`: (success, stdout + stderr).
+#[allow(dead_code)]
+pub fn ofctl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("ovs-ofctl")
+        .arg("-O")
+        .arg("OpenFlow13")
+        .args(args)
+        .output()
+        .expect("ovs-ofctl runs (scripts/setup installs openvswitch-switch)");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
 /// Asserts that every packet the datapath received is accounted for in a
 /// `--json` report: received = forwarded + to controller + dropped.
 #[allow(dead_code)]
