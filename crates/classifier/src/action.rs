@@ -6,7 +6,7 @@ use crate::fields::Field;
 pub const OFPP_MAX: u32 = 0xffff_ff00;
 
 /// An action of a rule's action list.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     /// `output:N` — send a copy to port N (skipped when N is the input port).
     Output(u32),
@@ -42,6 +42,25 @@ pub enum Action {
     PushVlan(u16),
     /// `strip_vlan` / `pop_vlan` — remove the outermost tag, if any.
     PopVlan,
+    /// Push an MPLS label stack entry with this EtherType (0x8847 or
+    /// 0x8848): label 0, the TTL of the IP header (64 if none), or a copy
+    /// of the outermost entry (bottom of stack cleared) on MPLS.
+    PushMpls(u16),
+    /// Pop the outermost MPLS label; what follows gets this EtherType.
+    PopMpls(u16),
+    /// Set the outermost MPLS label's TTL.
+    SetMplsTtl(u8),
+    /// Decrement the outermost MPLS label's TTL (a packet whose TTL is 0
+    /// or 1 is dropped, as `dec_ttl`).
+    DecMplsTtl,
+    /// Copy the TTL of the header under the outermost label into it.
+    CopyTtlOut,
+    /// Copy the outermost label's TTL into the header under it.
+    CopyTtlIn,
+    /// Push a PBB encapsulation with this EtherType (0x88e7).
+    PushPbb(u16),
+    /// Pop a PBB encapsulation.
+    PopPbb,
     /// `dec_ttl` — decrement the IP TTL; at TTL <= 1 the packet is not
     /// forwarded by the rest of the action list (counted as `invalid ttl`).
     DecTtl,
@@ -105,6 +124,14 @@ impl std::fmt::Display for Action {
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
             Action::PopVlan => f.write_str("pop_vlan"),
+            Action::PushMpls(t) => write!(f, "push_mpls:{t:#06x}"),
+            Action::PopMpls(t) => write!(f, "pop_mpls:{t:#06x}"),
+            Action::SetMplsTtl(t) => write!(f, "set_mpls_ttl({t})"),
+            Action::DecMplsTtl => f.write_str("dec_mpls_ttl"),
+            Action::CopyTtlOut => f.write_str("copy_ttl_out"),
+            Action::CopyTtlIn => f.write_str("copy_ttl_in"),
+            Action::PushPbb(t) => write!(f, "push_pbb:{t:#06x}"),
+            Action::PopPbb => f.write_str("pop_pbb"),
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::Resubmit { in_port, table } => {
                 let p = in_port.map(|p| p.to_string()).unwrap_or_default();

@@ -85,6 +85,31 @@ pub enum DpAction {
     PopVlan,
     /// Replace the outermost tag's TCI (as written on the wire).
     SetVlanTci(u16),
+    /// Push an MPLS label stack entry after the Ethernet header and tags.
+    PushMpls {
+        /// The new EtherType (0x8847 or 0x8848).
+        eth_type: u16,
+        /// The entry, as on the wire (label, TC, BoS, TTL).
+        lse: u32,
+    },
+    /// Pop the outermost MPLS label; what follows gets this EtherType.
+    PopMpls(u16),
+    /// Replace the outermost MPLS label stack entry.
+    SetMplsLse(u32),
+    /// TTL of the header under the outermost label into it.
+    CopyTtlOut,
+    /// TTL of the outermost label into the header under it.
+    CopyTtlIn,
+    /// Push a PBB encapsulation (backbone addresses copied, I-SID 0).
+    PushPbb(u16),
+    /// Pop a PBB encapsulation.
+    PopPbb,
+    /// Set the I-TAG's service instance ID.
+    SetPbbIsid(u32),
+    /// Send the packet (a copy, unless it is the last action) through the
+    /// datapath again, re-parsed, with this recirculation id
+    /// ([`crate::recirc`]).
+    Recirc(u32),
 }
 
 impl std::fmt::Display for DpAction {
@@ -126,8 +151,36 @@ impl std::fmt::Display for DpAction {
             }
             DpAction::PopVlan => f.write_str("pop_vlan"),
             DpAction::SetVlanTci(t) => write!(f, "set(vlan(vid={},pcp={}))", t & 0xfff, t >> 13),
+            DpAction::PushMpls { eth_type, lse } => {
+                write!(f, "push_mpls(")?;
+                fmt_lse(f, *lse)?;
+                write!(f, ",eth_type={eth_type:#x})")
+            }
+            DpAction::PopMpls(t) => write!(f, "pop_mpls(eth_type={t:#x})"),
+            DpAction::SetMplsLse(lse) => {
+                write!(f, "set(mpls(")?;
+                fmt_lse(f, *lse)?;
+                write!(f, "))")
+            }
+            DpAction::CopyTtlOut => f.write_str("copy_ttl_out"),
+            DpAction::CopyTtlIn => f.write_str("copy_ttl_in"),
+            DpAction::PushPbb(t) => write!(f, "push_pbb(eth_type={t:#x})"),
+            DpAction::PopPbb => f.write_str("pop_pbb"),
+            DpAction::SetPbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
+            DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
         }
     }
+}
+
+fn fmt_lse(f: &mut std::fmt::Formatter<'_>, lse: u32) -> std::fmt::Result {
+    write!(
+        f,
+        "label={},tc={},ttl={},bos={}",
+        lse >> 12,
+        (lse >> 9) & 7,
+        lse & 0xff,
+        (lse >> 8) & 1
+    )
 }
 
 /// Formats a datapath action list as `ofproto/trace` does (`drop` when empty).

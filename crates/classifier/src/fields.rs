@@ -63,6 +63,10 @@ pub enum Prereq {
     Nd,
     /// A VLAN tag (for set_field on VLAN fields).
     Vlan,
+    /// `mpls` or `mplsm` (dl_type 0x8847 or 0x8848).
+    Mpls,
+    /// dl_type 0x88e7 (PBB).
+    Pbb,
 }
 
 impl Prereq {
@@ -88,6 +92,8 @@ impl Prereq {
             Prereq::Icmp6 => "an ICMPv6 match ('icmp6')",
             Prereq::Nd => "a neighbor discovery match ('icmp6,icmp_type=135' or 136)",
             Prereq::Vlan => "a VLAN match (e.g. 'dl_vlan=10' or 'vlan_tci=0x1000/0x1000')",
+            Prereq::Mpls => "an MPLS match ('mpls' or 'mplsm')",
+            Prereq::Pbb => "a PBB match ('dl_type=0x88e7')",
         }
     }
 
@@ -130,6 +136,8 @@ impl Prereq {
                     && v.tp_dst & m.tp_dst & 0xff == 0
             }
             Prereq::Vlan => m.vlan_tci[0] & tci::PRESENT != 0 && v.vlan_tci[0] & tci::PRESENT != 0,
+            Prereq::Mpls => dl(ethertype::MPLS) || dl(ethertype::MPLS_MCAST),
+            Prereq::Pbb => dl(ethertype::PBB),
         }
     }
 
@@ -173,6 +181,12 @@ impl PartialEq for Field {
 }
 
 impl Eq for Field {}
+
+impl std::hash::Hash for Field {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
 
 impl Field {
     /// What a rule must match for `set_field` to write this field. The
@@ -390,6 +404,58 @@ pub static FIELDS: &[Field] = &[
         true,
         |k| k.ipv6_label & 0xfffff,
         |k, v| k.ipv6_label = (k.ipv6_label & !0xfffff) | (v as u32 & 0xfffff)
+    ),
+    // An MPLS packet's outermost label stack entry (in ipv6_label's bits).
+    int_field!(
+        "mpls_label",
+        [],
+        20,
+        false,
+        Mpls,
+        true,
+        |k| k.ipv6_label >> 12,
+        |k, v| k.ipv6_label = (k.ipv6_label & 0xfff) | ((v as u32 & 0xfffff) << 12)
+    ),
+    int_field!(
+        "mpls_tc",
+        [],
+        3,
+        false,
+        Mpls,
+        true,
+        |k| (k.ipv6_label >> 9) & 7,
+        |k, v| k.ipv6_label = (k.ipv6_label & !0xe00) | ((v as u32 & 7) << 9)
+    ),
+    int_field!(
+        "mpls_bos",
+        [],
+        1,
+        false,
+        Mpls,
+        false,
+        |k| (k.ipv6_label >> 8) & 1,
+        |k, v| k.ipv6_label = (k.ipv6_label & !0x100) | ((v as u32 & 1) << 8)
+    ),
+    int_field!(
+        "mpls_ttl",
+        [],
+        8,
+        false,
+        Mpls,
+        true,
+        |k| k.ipv6_label & 0xff,
+        |k, v| k.ipv6_label = (k.ipv6_label & !0xff) | (v as u32 & 0xff)
+    ),
+    // A PBB packet's I-TAG service instance ID (in ipv6_label's bits).
+    int_field!(
+        "pbb_isid",
+        [],
+        24,
+        true,
+        Pbb,
+        true,
+        |k| k.ipv6_label & 0xff_ffff,
+        |k, v| k.ipv6_label = (k.ipv6_label & !0xff_ffff) | (v as u32 & 0xff_ffff)
     ),
     int_field!(
         "nw_proto",

@@ -1,7 +1,7 @@
 //! A match: a masked flow key, as a rule or a megaflow holds it.
 
 use sluice_packet::key::FlowKey;
-use sluice_packet::wire::ethernet::ethertype;
+use sluice_packet::wire::ethernet::{ethertype, is_mpls};
 use sluice_packet::wire::l4::proto;
 
 use crate::fields::{field_by_name, Field, ValueKind};
@@ -118,6 +118,8 @@ impl std::fmt::Display for Match {
                 (ethertype::IPV6, _) => Some(("ipv6", false)),
                 (ethertype::ARP, _) => Some(("arp", false)),
                 (ethertype::RARP, _) => Some(("rarp", false)),
+                (ethertype::MPLS, _) => Some(("mpls", false)),
+                (ethertype::MPLS_MCAST, _) => Some(("mplsm", false)),
                 _ => None,
             };
             if let Some((s, with_proto)) = short {
@@ -138,7 +140,16 @@ impl std::fmt::Display for Match {
         } else {
             names.extend(["nw_src", "nw_dst"]);
         }
-        names.extend(["ipv6_src", "ipv6_dst", "ipv6_label"]);
+        names.extend(["ipv6_src", "ipv6_dst"]);
+        // ipv6_label's bits hold an MPLS packet's outermost label and a PBB
+        // packet's I-SID: named as the match's dl_type says.
+        if dl_exact && is_mpls(v.dl_type) {
+            names.extend(["mpls_label", "mpls_tc", "mpls_ttl", "mpls_bos"]);
+        } else if dl_exact && v.dl_type == ethertype::PBB {
+            names.push("pbb_isid");
+        } else {
+            names.push("ipv6_label");
+        }
         if !proto_done {
             names.push(if is_arp { "arp_op" } else { "nw_proto" });
         }

@@ -24,6 +24,7 @@ pub mod frag;
 pub mod group;
 pub mod megaflow;
 pub mod parse;
+pub mod recirc;
 pub mod table;
 pub mod trie;
 pub mod tss;

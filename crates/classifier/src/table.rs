@@ -239,6 +239,9 @@ pub struct RuleSet {
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
     timed: usize,
+    /// Translation states frozen for recirculation, shared by every
+    /// version (a state holds its own actions, not references to rules).
+    recirc: Arc<crate::recirc::RecircTable>,
 }
 
 impl RuleSet {
@@ -253,7 +256,13 @@ impl RuleSet {
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
             timed: 0,
+            recirc: Arc::default(),
         }
+    }
+
+    /// The frozen translation states of recirculations.
+    pub fn recirc(&self) -> &crate::recirc::RecircTable {
+        &self.recirc
     }
 
     /// Whether a rule has an idle or hard timeout (O(1)).
@@ -685,6 +694,7 @@ impl RuleSet {
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
             timed: 0,
+            recirc: Arc::clone(&self.recirc),
         };
         let (mut kept, mut added) = (0, 0);
         let mut kept_ids = std::collections::HashSet::new();

@@ -19,6 +19,8 @@ fn rule_text() -> impl Strategy<Value = String> {
         Just("ipv6"),
         Just("tcp6"),
         Just("arp"),
+        Just("mpls"),
+        Just("dl_type=0x88e7"),
         Just("")
     ];
     let prefix = prop_oneof![
@@ -43,9 +45,10 @@ fn rule_text() -> impl Strategy<Value = String> {
         ]),
         proptest::option::of(prop_oneof![Just("+syn"), Just("+ack-syn")]),
         proptest::collection::vec(0u8..12, 0..4),
+        proptest::option::of(0u8..7),
     )
         .prop_map(
-            |(table, prio, proto, in_port, src, dst, tp, vlan, flags, acts)| {
+            |(table, prio, proto, in_port, src, dst, tp, vlan, flags, acts, encap)| {
                 let mut f = vec![format!("table={table}"), format!("priority={}", prio * 10)];
                 if !proto.is_empty() {
                     f.push(proto.to_string());
@@ -77,6 +80,17 @@ fn rule_text() -> impl Strategy<Value = String> {
                 if let Some(v) = vlan {
                     f.push(v.to_string());
                 }
+                // MPLS and PBB: the outermost label's fields, the I-SID.
+                let (mpls, pbb) = (proto == "mpls", proto == "dl_type=0x88e7");
+                if mpls && prio % 2 == 0 {
+                    f.push("mpls_label=100".into());
+                }
+                if mpls && prio == 3 {
+                    f.push("mpls_tc=3,mpls_bos=1".into());
+                }
+                if pbb && prio % 2 == 0 {
+                    f.push("pbb_isid=0x64/0xff".into());
+                }
                 let mut a = Vec::new();
                 for x in acts {
                     a.push(match x {
@@ -92,6 +106,21 @@ fn rule_text() -> impl Strategy<Value = String> {
                         11 if proto == "ip" || proto == "tcp" => "set_field:5->ip_dscp".into(),
                         _ => "output:4".into(),
                     });
+                }
+                // Pushes, pops and label changes last (what follows a pop
+                // recirculates: its prerequisites are the new packet's).
+                let e = match encap {
+                    Some(0) => "push_mpls:0x8847,set_field:7->mpls_label,output:2",
+                    Some(1) if mpls => "pop_mpls:0x0800",
+                    Some(2) if mpls => "dec_mpls_ttl,output:3",
+                    Some(3) if mpls => "set_mpls_ttl(9),copy_ttl_out,output:1",
+                    Some(4) => "push_pbb:0x88e7,set_field:9->pbb_isid,output:2",
+                    Some(5) if pbb => "pop_pbb",
+                    Some(6) if mpls => "pop_mpls:0x8847,output:4",
+                    _ => "",
+                };
+                if !e.is_empty() {
+                    a.push(e.to_string());
                 }
                 // Metadata: written on the way to the next table, matched
                 // there.
@@ -119,7 +148,9 @@ fn key_strategy() -> impl Strategy<Value = FlowKey> {
             Just((0x0800, 0)),
             Just((0x86dd, 6)),
             Just((0x0806, 1)),
-            Just((0x88cc, 0))
+            Just((0x88cc, 0)),
+            Just((0x8847, 0)),
+            Just((0x88e7, 0))
         ],
         prop_oneof![
             Just(0x0a01_0203u32),
@@ -152,6 +183,10 @@ fn key_strategy() -> impl Strategy<Value = FlowKey> {
                     k.nw_src = ip.rotate_left(8);
                 }
                 0x86dd => k.ipv6_dst = ((0x2001_0db8u128 << 96) | (v6 >> 33)).to_be_bytes(),
+                // A label stack entry (label 100 half the time), an I-SID.
+                0x8847 if v6 & 1 == 0 => k.ipv6_label = 100 << 12 | (v6 as u32 >> 20),
+                0x8847 => k.ipv6_label = v6 as u32,
+                0x88e7 => k.ipv6_label = v6 as u32 & 0xff_ffff,
                 _ => {}
             }
             if proto == 6 || proto == 17 {
@@ -200,7 +235,6 @@ proptest! {
             for (i, w) in other.words_mut().iter_mut().enumerate() {
                 *w ^= f[i] & !base.wc.words()[i];
             }
-            other.pad = [0; 4];
             // Every packet's key starts with metadata 0.
             other.metadata = 0;
             let t = run(&set, &other);

@@ -118,8 +118,6 @@ fn flip_outside(k: &FlowKey, wc: &FlowKey, noise: &[u64]) -> FlowKey {
     for (i, w) in out.words_mut().iter_mut().enumerate() {
         *w ^= noise[i % noise.len()] & !wc.words()[i];
     }
-    // Keep the padding zero: keys never have bits there.
-    out.pad = [0; 4];
     out
 }
 

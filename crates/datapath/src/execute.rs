@@ -10,6 +10,7 @@ use std::collections::VecDeque;
 
 use sluice_classifier::dpaction::{DpAction, PacketInReason};
 use sluice_classifier::XlateDrop;
+use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
 use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
 
@@ -33,6 +34,40 @@ pub struct PacketIn {
     pub cookie: u64,
     /// The pipeline's metadata when the packet was sent.
     pub metadata: u64,
+}
+
+/// A packet (or copy) a `recirc` action sends through the datapath again.
+#[derive(Debug)]
+pub(crate) struct Recirculated {
+    pub pkt: Packet,
+    /// Its recirculation id.
+    pub id: u32,
+    /// Whether this copy's fate is the received packet's (counted when
+    /// its pass ends); false when the packet already has a fate (another
+    /// output, or another copy carries it).
+    pub fate: bool,
+}
+
+/// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
+#[derive(Debug)]
+pub(crate) struct RecircQueue {
+    /// Waiting for the next pass.
+    pub next: Vec<Recirculated>,
+    /// The pass being run.
+    pub cur: Vec<Recirculated>,
+}
+
+impl RecircQueue {
+    /// Most packets waiting at once (four batches: more than one batch's
+    /// packets when buckets recirculate copies).
+    pub const CAP: usize = 4 * BATCH_SIZE;
+
+    pub fn new() -> Self {
+        RecircQueue {
+            next: Vec::with_capacity(Self::CAP),
+            cur: Vec::with_capacity(Self::CAP),
+        }
+    }
 }
 
 /// Packet-ins waiting for the OpenFlow channel, bounded, and the rate at
@@ -94,14 +129,37 @@ fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
         DpAction::PopVlan => rewrite::pop_vlan(pkt),
         DpAction::SetVlanTci(t) => rewrite::set_vlan_tci(pkt, t),
-        DpAction::Output(_) | DpAction::Controller { .. } => true,
+        DpAction::PushMpls { eth_type, lse } => encap::push_mpls(pkt, eth_type, lse),
+        DpAction::PopMpls(t) => encap::pop_mpls(pkt, t),
+        DpAction::SetMplsLse(lse) => encap::set_mpls_lse(pkt, lse),
+        DpAction::CopyTtlOut => encap::copy_ttl_out(pkt),
+        DpAction::CopyTtlIn => encap::copy_ttl_in(pkt),
+        DpAction::PushPbb(t) => encap::push_pbb(pkt, t, 0),
+        DpAction::PopPbb => encap::pop_pbb(pkt),
+        DpAction::SetPbbIsid(i) => encap::set_pbb_isid(pkt, i),
+        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_) => true,
     };
+}
+
+/// Whether a datapath action gives the packet (or a copy) a destination.
+fn sends(a: &DpAction) -> bool {
+    matches!(
+        a,
+        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_)
+    )
+}
+
+/// Whether a flow's actions send its packets anywhere (or recirculate them).
+pub(crate) fn has_destination(acts: &[DpAction]) -> bool {
+    acts.iter().any(sends)
 }
 
 /// Runs a flow's actions on its packets (action by action over the whole
 /// sub-batch). The last output takes the packet itself; earlier outputs
-/// take copies. Every packet ends forwarded, queued for the controller, or
-/// dropped with a reason.
+/// take copies. Every packet ends forwarded, queued for the controller,
+/// dropped with a reason, or waiting in `recirc` for its next pass; the
+/// packets of `counted` (a recirculated pass's copies whose received
+/// packet has its fate already) are not counted again.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn execute(
     acts: &[DpAction],
@@ -113,10 +171,11 @@ pub(crate) fn execute(
     stats: &mut DpStats,
     packet_ins: &mut PacketInQueue,
     now_us: u64,
+    recirc: &mut RecircQueue,
+    counted: u32,
 ) {
-    let last = acts
-        .iter()
-        .rposition(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. }));
+    let uncounted = |n: &[u8]| n.iter().filter(|&&i| counted & (1 << i) == 0).count() as u64;
+    let last = acts.iter().rposition(sends);
     // Fast path: a single output (port forwarding, routing without
     // rewrites), the most common flow: every packet moves straight into
     // the port's output batch.
@@ -127,7 +186,7 @@ pub(crate) fn execute(
                     out.enqueue(idx, p, pool, stats, now_us);
                 }
             }
-            stats.forwarded += pkts.len() as u64;
+            stats.forwarded += uncounted(pkts);
             return;
         }
     }
@@ -138,10 +197,14 @@ pub(crate) fn execute(
                 pool.free(p);
             }
         }
-        stats.dropped[reason.index()] += pkts.len() as u64;
+        stats.dropped[reason.index()] += uncounted(pkts);
         return;
     };
     let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
+    // Packets whose fate a recirculated copy carries (at `carrier[i]` in
+    // the queue), and those that could not recirculate.
+    let (mut recirced, mut recirc_full) = (0u32, 0u32);
+    let mut carrier = [0u16; BATCH_SIZE];
     let mut ctl_rate = 0u32;
     let mut ctl_port = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
@@ -216,6 +279,35 @@ pub(crate) fn execute(
                     }
                 }
             }
+            DpAction::Recirc(id) => {
+                for &i in pkts {
+                    let bit = 1u32 << i;
+                    let slot = &mut slots[i as usize];
+                    let pkt = if is_last {
+                        slot.take()
+                    } else {
+                        slot.as_ref().and_then(|p| pool.clone_packet(p))
+                    };
+                    let Some(mut p) = pkt else {
+                        stats.copy_failures += 1;
+                        no_buf |= bit;
+                        continue;
+                    };
+                    if recirc.next.len() >= RecircQueue::CAP {
+                        pool.free(p);
+                        recirc_full |= bit;
+                        continue;
+                    }
+                    // The next pass hashes the new key itself.
+                    p.meta.has_hash = false;
+                    let fate = (recirced | counted) & bit == 0;
+                    if fate {
+                        recirced |= bit;
+                        carrier[i as usize] = recirc.next.len() as u16;
+                    }
+                    recirc.next.push(Recirculated { pkt: p, id, fate });
+                }
+            }
             ref set => {
                 for &i in pkts {
                     if let Some(p) = slots[i as usize].as_mut() {
@@ -227,6 +319,17 @@ pub(crate) fn execute(
     }
     for &i in pkts {
         let bit = 1u32 << i;
+        if counted & bit != 0 {
+            continue;
+        }
+        if recirced & bit != 0 {
+            if (sent | to_ctl) & bit != 0 {
+                // Its fate is here after all: the copy's is not.
+                recirc.next[carrier[i as usize] as usize].fate = false;
+            } else {
+                continue;
+            }
+        }
         if sent & bit != 0 {
             stats.forwarded += 1;
         } else if to_ctl & bit != 0 {
@@ -239,6 +342,8 @@ pub(crate) fn execute(
             stats.dropped[DropReason::PortNoPacketIn.index()] += 1;
         } else if no_buf & bit != 0 {
             stats.dropped[DropReason::NoBuffer.index()] += 1;
+        } else if recirc_full & bit != 0 {
+            stats.dropped[DropReason::RecircLimit.index()] += 1;
         } else {
             stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
         }

@@ -24,3 +24,8 @@ pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, Rx
 pub use execute::PacketIn;
 pub use output::RxQueue;
 pub use stats::{DpStats, DropReason, DROP_REASONS};
+
+/// Most passes a packet makes through the datapath after its first (as
+/// Open vSwitch's `MAX_RECIRC_DEPTH`): a rule set that recirculates in a
+/// loop drops the packet there, counted as `recirculation limit`.
+pub const MAX_RECIRC_DEPTH: u32 = 6;

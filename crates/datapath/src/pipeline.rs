@@ -27,7 +27,7 @@ use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
-use crate::execute::{execute, PacketInQueue};
+use crate::execute::{execute, has_destination, PacketInQueue, RecircQueue};
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
@@ -145,6 +145,15 @@ pub(crate) struct Pipeline {
     upcall_budget: UpcallBudget,
     /// Misses of the current batch refused by the upcall budget.
     refused: u32,
+    /// Packets waiting to pass through again (`recirc` actions).
+    recirc: RecircQueue,
+    /// Whether the batch being processed is a recirculation pass, and the
+    /// recirculation ids of its packets.
+    in_recirc: bool,
+    recirc_ids: [u32; BATCH_SIZE],
+    /// Packets of the batch whose fate is counted already (recirculated
+    /// copies of a packet that has another).
+    counted: u32,
 }
 
 impl Pipeline {
@@ -166,6 +175,10 @@ impl Pipeline {
             caches: Caches::new(cache),
             upcall_budget: UpcallBudget::new(cache.upcall_share_pct),
             refused: 0,
+            recirc: RecircQueue::new(),
+            in_recirc: false,
+            recirc_ids: [0; BATCH_SIZE],
+            counted: 0,
             packet_ins: PacketInQueue {
                 cap: packet_in_cap,
                 ..Default::default()
@@ -177,6 +190,72 @@ impl Pipeline {
     /// recent cycle-counter reading (the burst's start).
     #[allow(clippy::too_many_arguments)]
     pub fn process(
+        &mut self,
+        batch: &mut PacketBatch,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+        now_cycles: u64,
+    ) {
+        self.pass(batch, env, epoch, pool, out, stats, now_us, now_cycles);
+        if !self.recirc.next.is_empty() {
+            self.recirculate(env, epoch, pool, out, stats, now_us, now_cycles);
+        }
+    }
+
+    /// Runs the packets `recirc` actions sent back, pass after pass, each
+    /// pass in batches, until none is left or [`crate::MAX_RECIRC_DEPTH`]
+    /// passes are done (the rest are dropped, counted).
+    #[allow(clippy::too_many_arguments)]
+    fn recirculate(
+        &mut self,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+        now_cycles: u64,
+    ) {
+        let mut depth = 0;
+        while !self.recirc.next.is_empty() {
+            depth += 1;
+            std::mem::swap(&mut self.recirc.cur, &mut self.recirc.next);
+            if depth > crate::MAX_RECIRC_DEPTH {
+                for r in self.recirc.cur.drain(..) {
+                    if r.fate {
+                        stats.dropped[DropReason::RecircLimit.index()] += 1;
+                    }
+                    pool.free(r.pkt);
+                }
+                continue;
+            }
+            while !self.recirc.cur.is_empty() {
+                let mut batch = PacketBatch::new();
+                let n = self.recirc.cur.len().min(BATCH_SIZE);
+                self.counted = 0;
+                for (k, r) in self.recirc.cur.drain(..n).enumerate() {
+                    self.recirc_ids[k] = r.id;
+                    if !r.fate {
+                        self.counted |= 1 << k;
+                    }
+                    let _ = batch.push(r.pkt);
+                }
+                stats.recirculations += n as u64;
+                self.in_recirc = true;
+                self.pass(&mut batch, env, epoch, pool, out, stats, now_us, now_cycles);
+                self.in_recirc = false;
+                self.counted = 0;
+            }
+        }
+    }
+
+    /// One pass of a batch through the stages.
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
         &mut self,
         batch: &mut PacketBatch,
         env: XlateEnv<'_>,
@@ -242,9 +321,14 @@ impl Pipeline {
             stats,
             &mut self.packet_ins,
             now_us,
+            &mut self.recirc,
+            0,
         );
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
+        }
+        if !self.recirc.next.is_empty() {
+            self.recirculate(env, 0, pool, out, stats, now_us, crate::cycles::now());
         }
     }
 
@@ -258,7 +342,16 @@ impl Pipeline {
             bytes += pkt.len() as u64;
             let (data, meta) = pkt.data_and_meta_mut();
             let key = &mut self.keys[i];
-            match extract_with_shape(data, meta.in_port, self.vlans, meta, key) {
+            let shape = extract_with_shape(data, meta.in_port, self.vlans, meta, key);
+            let shape = match shape {
+                // The pass is part of the key (and makes it not short).
+                Ok(_) if self.in_recirc => {
+                    key.recirc_id = self.recirc_ids[i];
+                    Ok(KeyShape::Unknown)
+                }
+                s => s,
+            };
+            match shape {
                 Ok(KeyShape::Short) => {
                     todo |= 1 << i;
                     short |= 1 << i;
@@ -296,8 +389,10 @@ impl Pipeline {
                 }
             }
         }
-        stats.rx_packets += batch.len() as u64;
-        stats.rx_bytes += bytes;
+        if !self.in_recirc {
+            stats.rx_packets += batch.len() as u64;
+            stats.rx_bytes += bytes;
+        }
         todo
     }
 
@@ -493,10 +588,14 @@ impl Pipeline {
         now_us: u64,
     ) {
         self.group_packets(batch, classified);
-        if !self.output_directly(batch, classified, pool, out, stats, now_us) {
+        // A recirculation pass has packets whose fate is counted already:
+        // `execute` knows them.
+        if self.in_recirc || !self.output_directly(batch, classified, pool, out, stats, now_us) {
             for (i, p) in batch.drain().enumerate() {
                 if classified & (1 << i) == 0 {
-                    stats.dropped[self.unclassified_reason(i).index()] += 1;
+                    if self.counted & (1 << i) == 0 {
+                        stats.dropped[self.unclassified_reason(i).index()] += 1;
+                    }
                     pool.free(p);
                 } else {
                     self.slots[i] = Some(p);
@@ -514,6 +613,8 @@ impl Pipeline {
                     stats,
                     &mut self.packet_ins,
                     now_us,
+                    &mut self.recirc,
+                    self.counted,
                 );
             }
         }
@@ -626,10 +727,7 @@ impl Pipeline {
                     Some(idx) => Some(Fate::Port(idx)),
                     None => return false,
                 },
-                _ if !actions
-                    .iter()
-                    .any(|a| matches!(a, DpAction::Output(_) | DpAction::Controller { .. })) =>
-                {
+                _ if !has_destination(actions) => {
                     // As `execute` drops a flow with no output.
                     Some(Fate::Drop(DropReason::Xlate(
                         drop.unwrap_or(XlateDrop::NoOutput),

@@ -26,6 +26,9 @@ pub enum DropReason {
     /// A miss not translated: upcalls had used their share of the PMD's
     /// cycles while cached traffic was waiting (a miss storm).
     UpcallBudget,
+    /// Recirculated more often than [`crate::MAX_RECIRC_DEPTH`] in a
+    /// row, or more copies waiting to recirculate than the queue holds.
+    RecircLimit,
 }
 
 /// Every drop reason, in report order.
@@ -47,6 +50,8 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::PortNoRecv,
     DropReason::PortNoPacketIn,
     DropReason::Xlate(XlateDrop::NoSuchGroup),
+    DropReason::Xlate(XlateDrop::Recirc),
+    DropReason::RecircLimit,
 ];
 
 impl DropReason {
@@ -61,6 +66,7 @@ impl DropReason {
             DropReason::PortNoPacketIn => "port no_packet_in",
             DropReason::NoBuffer => "no buffer for copy",
             DropReason::UpcallBudget => "upcall budget",
+            DropReason::RecircLimit => "recirculation limit",
         }
     }
 
@@ -84,12 +90,14 @@ impl DropReason {
             DropReason::PortNoRecv => 14,
             DropReason::PortNoPacketIn => 15,
             DropReason::Xlate(XlateDrop::NoSuchGroup) => 16,
+            DropReason::Xlate(XlateDrop::Recirc) => 17,
+            DropReason::RecircLimit => 18,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 17;
+pub const N_DROP_REASONS: usize = 19;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -143,6 +151,10 @@ pub struct DpStats {
     /// Packets a controller sent in (PACKET_OUT); counted in `rx_packets`
     /// too, so that received = forwarded + to controller + dropped holds.
     pub packet_outs: u64,
+    /// `packet recirculations`: passes through the datapath after the
+    /// first (a `recirc` action sent the packet, or a copy, back in).
+    /// Not in `rx_packets`: a recirculated packet's fate is counted once.
+    pub recirculations: u64,
     /// `iterations` of the poll loop.
     pub iterations: u64,
     /// `processing cycles`: cycles spent in iterations that received packets.
@@ -192,6 +204,7 @@ impl DpStats {
             sent_batches,
             packet_ins,
             packet_outs,
+            recirculations,
             iterations,
             processing_cycles,
             idle_cycles,
@@ -226,6 +239,7 @@ impl DpStats {
         self.sent_batches += sent_batches;
         self.packet_ins += packet_ins;
         self.packet_outs += packet_outs;
+        self.recirculations += recirculations;
         self.iterations += iterations;
         self.processing_cycles += processing_cycles;
         self.idle_cycles += idle_cycles;

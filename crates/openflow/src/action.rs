@@ -60,6 +60,22 @@ pub enum OfAction {
     Group(u32),
     /// `OFPAT_SET_FIELD`.
     SetField(Oxm),
+    /// `OFPAT_COPY_TTL_OUT`.
+    CopyTtlOut,
+    /// `OFPAT_COPY_TTL_IN`.
+    CopyTtlIn,
+    /// `OFPAT_SET_MPLS_TTL` with the TTL.
+    SetMplsTtl(u8),
+    /// `OFPAT_DEC_MPLS_TTL`.
+    DecMplsTtl,
+    /// `OFPAT_PUSH_MPLS` with its ethertype.
+    PushMpls(u16),
+    /// `OFPAT_POP_MPLS` with the ethertype of what follows.
+    PopMpls(u16),
+    /// `OFPAT_PUSH_PBB` with its ethertype.
+    PushPbb(u16),
+    /// `OFPAT_POP_PBB`.
+    PopPbb,
     /// Any other type, well formed: its type and body (refused later with
     /// `BAD_ACTION/BAD_TYPE`, or passed through).
     Other(u16, Vec<u8>),
@@ -96,6 +112,38 @@ impl OfAction {
             at::POP_VLAN => {
                 fixed(8)?;
                 OfAction::PopVlan
+            }
+            at::COPY_TTL_OUT => {
+                fixed(8)?;
+                OfAction::CopyTtlOut
+            }
+            at::COPY_TTL_IN => {
+                fixed(8)?;
+                OfAction::CopyTtlIn
+            }
+            at::SET_MPLS_TTL => {
+                fixed(8)?;
+                OfAction::SetMplsTtl(b.u8()?)
+            }
+            at::DEC_MPLS_TTL => {
+                fixed(8)?;
+                OfAction::DecMplsTtl
+            }
+            at::PUSH_MPLS => {
+                fixed(8)?;
+                OfAction::PushMpls(b.u16()?)
+            }
+            at::POP_MPLS => {
+                fixed(8)?;
+                OfAction::PopMpls(b.u16()?)
+            }
+            at::PUSH_PBB => {
+                fixed(8)?;
+                OfAction::PushPbb(b.u16()?)
+            }
+            at::POP_PBB => {
+                fixed(8)?;
+                OfAction::PopPbb
             }
             at::DEC_NW_TTL => {
                 fixed(8)?;
@@ -141,6 +189,14 @@ impl OfAction {
             OfAction::SetNwTtl(_) => at::SET_NW_TTL,
             OfAction::Group(_) => at::GROUP,
             OfAction::SetField(_) => at::SET_FIELD,
+            OfAction::CopyTtlOut => at::COPY_TTL_OUT,
+            OfAction::CopyTtlIn => at::COPY_TTL_IN,
+            OfAction::SetMplsTtl(_) => at::SET_MPLS_TTL,
+            OfAction::DecMplsTtl => at::DEC_MPLS_TTL,
+            OfAction::PushMpls(_) => at::PUSH_MPLS,
+            OfAction::PopMpls(_) => at::POP_MPLS,
+            OfAction::PushPbb(_) => at::PUSH_PBB,
+            OfAction::PopPbb => at::POP_PBB,
             OfAction::Other(t, _) => *t,
         };
         out.extend_from_slice(&typ.to_be_bytes());
@@ -151,12 +207,22 @@ impl OfAction {
                 out.extend_from_slice(&max_len.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
             }
-            OfAction::PushVlan(t) => {
+            OfAction::PushVlan(t)
+            | OfAction::PushMpls(t)
+            | OfAction::PopMpls(t)
+            | OfAction::PushPbb(t) => {
                 out.extend_from_slice(&t.to_be_bytes());
                 out.extend_from_slice(&[0; 2]);
             }
-            OfAction::PopVlan | OfAction::DecNwTtl => out.extend_from_slice(&[0; 4]),
-            OfAction::SetNwTtl(t) => out.extend_from_slice(&[*t, 0, 0, 0]),
+            OfAction::PopVlan
+            | OfAction::DecNwTtl
+            | OfAction::CopyTtlOut
+            | OfAction::CopyTtlIn
+            | OfAction::DecMplsTtl
+            | OfAction::PopPbb => out.extend_from_slice(&[0; 4]),
+            OfAction::SetNwTtl(t) | OfAction::SetMplsTtl(t) => {
+                out.extend_from_slice(&[*t, 0, 0, 0])
+            }
             OfAction::Group(g) => out.extend_from_slice(&g.to_be_bytes()),
             OfAction::SetField(o) => o.encode(out),
             OfAction::Other(_, body) => out.extend_from_slice(body),

@@ -52,6 +52,10 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::IPV6_ND_TARGET, "nd_target", Prereq::Nd),
     (f::IPV6_ND_SLL, "nd_sll", Prereq::Nd),
     (f::IPV6_ND_TLL, "nd_tll", Prereq::Nd),
+    (f::MPLS_LABEL, "mpls_label", Prereq::Mpls),
+    (f::MPLS_TC, "mpls_tc", Prereq::Mpls),
+    (f::MPLS_BOS, "mpls_bos", Prereq::Mpls),
+    (f::PBB_ISID, "pbb_isid", Prereq::Pbb),
 ];
 
 /// Every OXM field Sluice matches on, with its classifier field's name.
@@ -150,6 +154,34 @@ fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
         }
         OfAction::PopVlan => Action::PopVlan,
         OfAction::DecNwTtl => Action::DecTtl,
+        OfAction::PushMpls(t) => {
+            if !sluice_packet::wire::ethernet::is_mpls(*t) {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            Action::PushMpls(*t)
+        }
+        OfAction::PopMpls(t) => {
+            if !holds(Prereq::Mpls) {
+                return Err(OfError::MATCH_INCONSISTENT);
+            }
+            Action::PopMpls(*t)
+        }
+        OfAction::PushPbb(t) => {
+            if *t != sluice_packet::wire::ethernet::ethertype::PBB {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            Action::PushPbb(*t)
+        }
+        OfAction::PopPbb => {
+            if !holds(Prereq::Pbb) {
+                return Err(OfError::MATCH_INCONSISTENT);
+            }
+            Action::PopPbb
+        }
+        OfAction::SetMplsTtl(t) => Action::SetMplsTtl(*t),
+        OfAction::DecMplsTtl => Action::DecMplsTtl,
+        OfAction::CopyTtlOut => Action::CopyTtlOut,
+        OfAction::CopyTtlIn => Action::CopyTtlIn,
         OfAction::Group(g) => {
             if *g > sluice_classifier::group::GROUP_MAX {
                 return Err(OfError::BAD_OUT_GROUP);
@@ -229,6 +261,14 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::PopVlan => OfAction::PopVlan,
         Action::DecTtl => OfAction::DecNwTtl,
         Action::Group(g) => OfAction::Group(*g),
+        Action::PushMpls(t) => OfAction::PushMpls(*t),
+        Action::PopMpls(t) => OfAction::PopMpls(*t),
+        Action::SetMplsTtl(t) => OfAction::SetMplsTtl(*t),
+        Action::DecMplsTtl => OfAction::DecMplsTtl,
+        Action::CopyTtlOut => OfAction::CopyTtlOut,
+        Action::CopyTtlIn => OfAction::CopyTtlIn,
+        Action::PushPbb(t) => OfAction::PushPbb(*t),
+        Action::PopPbb => OfAction::PopPbb,
         Action::Resubmit { .. }
         | Action::GotoTable(_)
         | Action::WriteActions(_)
@@ -242,6 +282,10 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
 /// the message: apply-actions, clear-actions, write-actions, goto-table.
 pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Action>, OfError> {
     let mut out = Vec::new();
+    // The match as the actions so far leave the packet's type (pushes and
+    // pops of MPLS and PBB change it), for the prerequisites of the
+    // actions after them (as Open vSwitch checks action lists).
+    let mut cur = *m;
     let mut goto = None;
     let mut clear = false;
     let mut write = None;
@@ -264,7 +308,9 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
         match i {
             Instruction::ApplyActions(acts) => {
                 for a in acts {
-                    out.push(to_action(a, m)?);
+                    let a = to_action(a, &cur)?;
+                    retype(&mut cur, &a);
+                    out.push(a);
                 }
             }
             Instruction::GotoTable(t) => {
@@ -276,8 +322,21 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
             Instruction::ClearActions => clear = true,
             Instruction::WriteActions(acts) => {
                 let mut set: Vec<Action> = Vec::new();
+                // The set runs pops and pushes before its set-fields
+                // (spec 5.10): those are checked against the packet's type
+                // after all of them, the pops against the type before.
+                let mut after = cur;
                 for a in acts {
-                    let a = to_action(a, m)?;
+                    if let Ok(a) = to_action(a, &cur) {
+                        retype(&mut after, &a);
+                    }
+                }
+                for a in acts {
+                    let under = match a {
+                        OfAction::PopMpls(_) | OfAction::PopPbb => &cur,
+                        _ => &after,
+                    };
+                    let a = to_action(a, under)?;
                     // One action of each kind in a set (spec 5.10).
                     if set.iter().any(|b| same_kind(b, &a)) {
                         return Err(OfError::BAD_ARGUMENT);
@@ -303,6 +362,19 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
     out.extend(metadata);
     out.extend(goto.map(Action::GotoTable));
     Ok(out)
+}
+
+/// `m` as action `a` leaves the packet's EtherType.
+fn retype(m: &mut Match, a: &Action) {
+    let dl_type = field_by_name("dl_type").expect("a classifier field");
+    match a {
+        Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
+            m.set(dl_type, u128::from(*t), 0xffff)
+        }
+        // The customer frame's type is not known before it is parsed.
+        Action::PopPbb => m.set(dl_type, 0, 0),
+        _ => {}
+    }
 }
 
 /// Whether two actions are of one kind in an action set.

@@ -10,7 +10,7 @@
 use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER};
 use crate::meta::{PacketMeta, NO_OFFSET};
 use crate::wire::arp::ArpPacket;
-use crate::wire::ethernet::{ethertype, is_vlan_tpid, tci, ETH_HEADER_LEN};
+use crate::wire::ethernet::{ethertype, is_mpls, is_vlan_tpid, itag, tci, ETH_HEADER_LEN};
 use crate::wire::icmp::{parse_nd, IcmpHeader};
 use crate::wire::ipv4::Ipv4Packet;
 use crate::wire::ipv6::{walk_ext_headers, Ipv6Packet, IPV6_HEADER_LEN};
@@ -236,6 +236,25 @@ fn extract_any(
                 key.nw_dst = arp.tpa();
                 key.arp_sha = arp.sha();
                 key.arp_tha = arp.tha();
+            }
+        }
+        // MPLS: the outermost label stack entry, and no further (what is
+        // under the labels is not known until a pop says: OVS's
+        // miniflow_extract likewise). `l3_ofs` is the first label.
+        t if is_mpls(t) => {
+            meta.l3_ofs = off as u16;
+            meta.l3_type = dl_type;
+            if l3.len() >= 4 {
+                key.ipv6_label = be32(l3, 0);
+            }
+        }
+        // PBB: the I-TAG's service ID; the customer frame behind it is
+        // parsed after a pop_pbb. `l3_ofs` is the I-TAG.
+        ethertype::PBB => {
+            meta.l3_ofs = off as u16;
+            meta.l3_type = dl_type;
+            if l3.len() >= itag::LEN {
+                key.ipv6_label = be32(l3, 0) & itag::ISID_MASK;
             }
         }
         _ => {}
@@ -575,7 +594,7 @@ mod tests {
                 prop_assert_eq!(k.in_port, port);
                 prop_assert!(m.l3().is_none_or(|o| o <= bytes.len()));
                 prop_assert!(m.l4().is_none_or(|o| o <= bytes.len()));
-                prop_assert_eq!(k.pad, [0; 4]);
+                prop_assert_eq!(k.recirc_id, 0);
             } else {
                 prop_assert!(bytes.len() < 14);
             }

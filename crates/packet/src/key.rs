@@ -57,7 +57,11 @@ pub struct FlowKey {
     pub tp_src: u16,
     /// L4 destination port, or ICMP code.
     pub tp_dst: u16,
-    /// IPv6 flow label.
+    /// IPv6 flow label. In an MPLS packet (`dl_type` 0x8847 or 0x8848),
+    /// the outermost label stack entry (label, TC, BoS, TTL, as on the
+    /// wire); in a PBB packet (0x88e7), the I-TAG's service instance ID
+    /// (24 bits). The prerequisites on `dl_type` keep the three apart, as
+    /// ARP's fields share `nw_src`/`nw_dst`.
     pub ipv6_label: u32,
     /// IPv6 source.
     pub ipv6_src: [u8; 16],
@@ -69,8 +73,11 @@ pub struct FlowKey {
     pub arp_sha: [u8; 6],
     /// ARP target hardware address, or ND target link-layer address.
     pub arp_tha: [u8; 6],
-    /// Unused; keeps the key a whole number of words. Always zero.
-    pub pad: [u8; 4],
+    /// Which pass through the datapath this is: 0 for a packet as it
+    /// arrived, otherwise the id of the translation state a `recirc`
+    /// action froze (the packet re-parsed after, say, `pop_mpls`). Every
+    /// decision depends on it.
+    pub recirc_id: u32,
     /// OpenFlow metadata: pipeline state that `write_metadata` sets
     /// between tables and rules match. Zero in every packet's key (so a
     /// megaflow never needs its bits: the tables' use of it follows from
@@ -118,7 +125,6 @@ impl FlowKey {
     pub fn all_ones() -> Self {
         let mut k = FlowKey::default();
         k.words_mut().fill(u64::MAX);
-        k.pad = [0; 4];
         k
     }
 
@@ -284,9 +290,9 @@ mod tests {
     }
 
     #[test]
-    fn all_ones_keeps_pad_zero() {
+    fn all_ones_is_every_bit() {
         let m = FlowKey::all_ones();
-        assert_eq!(m.pad, [0; 4]);
+        assert_eq!(m.recirc_id, u32::MAX);
         assert_eq!(m.in_port, u32::MAX);
         assert_eq!(m.arp_tha, [0xff; 6]);
     }

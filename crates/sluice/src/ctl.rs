@@ -688,8 +688,9 @@ fn pmd_stats(s: &PmdSnapshot) -> String {
         o += &format!("  {k}: {v}\n");
     };
     line("packets received", st.rx_packets.to_string());
-    line("packet recirculations", "0".into());
-    line("avg. datapath passes per packet", "1.00".into());
+    line("packet recirculations", st.recirculations.to_string());
+    let passes = (st.rx_packets + st.recirculations) as f64 / st.rx_packets.max(1) as f64;
+    line("avg. datapath passes per packet", format!("{passes:.2}"));
     line("emc hits", st.emc_hits.to_string());
     line("smc hits", st.smc_hits.to_string());
     line("megaflow hits", st.megaflow_hits.to_string());

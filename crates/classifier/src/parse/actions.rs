@@ -1,6 +1,6 @@
 //! The `actions=` part of a rule line.
 
-use sluice_packet::wire::ethernet::ethertype;
+use sluice_packet::wire::ethernet::{ethertype, is_mpls};
 
 use crate::action::{Action, OFPP_MAX};
 use crate::fields::{field_by_name, Field, Prereq};
@@ -54,6 +54,10 @@ pub(super) fn parse_actions(
     // The VLAN tags the packet is known to carry at this point of the action
     // list (for set_field on VLAN fields, and at most two, as OVS checks).
     let m = &spec.matcher;
+    // The match as the actions so far leave the packet's type (push_mpls,
+    // pop_mpls, push_pbb and pop_pbb change it), for the prerequisites of
+    // the actions after them.
+    let mut cur = *m;
     let mut tags = u8::from(Prereq::Vlan.holds(&m.value, &m.mask));
     let mut last_stage = 0;
     let third_tag = |at: usize| {
@@ -196,13 +200,51 @@ pub(super) fn parse_actions(
                         return Err(cx.err(tok.at, format!("set_field on {} needs a VLAN tag: match one (e.g. dl_vlan=10) or push_vlan first", field.name)));
                     }
                 } else {
-                    check_action_prereq(cx, field, m, tok.at, "set_field")?;
+                    check_action_prereq(cx, field, &cur, tok.at, "set_field")?;
                 }
                 if field.name == "nw_tos" && value & 3 != 0 {
                     return Err(cx.err(arg_at, format!("{value} is not a valid TOS: nw_tos sets DSCP bits only")));
                 }
                 Action::SetField { field, value, legacy: None }
             }
+            "push_mpls" => {
+                let t = parse_int(cx, need()?, arg_at, 16, "push_mpls")? as u16;
+                if !is_mpls(t) {
+                    return Err(cx.err(arg_at, format!("push_mpls takes 0x8847 or 0x8848, not {t:#06x}")));
+                }
+                cur.set_exact(f("dl_type"), t.into());
+                Action::PushMpls(t)
+            }
+            "pop_mpls" => {
+                let t = parse_int(cx, need()?, arg_at, 16, "pop_mpls")? as u16;
+                if !Prereq::Mpls.holds(&cur.value, &cur.mask) {
+                    return Err(cx.err(tok.at, "pop_mpls requires the packet to be MPLS here: match 'mpls' (or 'mplsm') or push_mpls first"));
+                }
+                cur.set_exact(f("dl_type"), t.into());
+                Action::PopMpls(t)
+            }
+            "push_pbb" => {
+                let t = parse_int(cx, need()?, arg_at, 16, "push_pbb")? as u16;
+                if t != ethertype::PBB {
+                    return Err(cx.err(arg_at, format!("push_pbb takes 0x88e7, not {t:#06x}")));
+                }
+                cur.set_exact(f("dl_type"), t.into());
+                Action::PushPbb(t)
+            }
+            "pop_pbb" if arg.is_none() => {
+                if !Prereq::Pbb.holds(&cur.value, &cur.mask) {
+                    return Err(cx.err(tok.at, "pop_pbb requires the packet to be PBB here: match dl_type=0x88e7 or push_pbb first"));
+                }
+                // The customer frame's type is not known until it is parsed.
+                cur.set(f("dl_type"), 0, 0);
+                Action::PopPbb
+            }
+            "set_mpls_label" => setf("mpls_label", "set_mpls_label", &|| parse_int(cx, need()?, arg_at, 20, "set_mpls_label"))?,
+            "set_mpls_tc" => setf("mpls_tc", "set_mpls_tc", &|| parse_int(cx, need()?, arg_at, 3, "set_mpls_tc"))?,
+            "set_mpls_ttl" => Action::SetMplsTtl(parse_int(cx, need()?, arg_at, 8, "set_mpls_ttl")? as u8),
+            "dec_mpls_ttl" if arg.is_none() => Action::DecMplsTtl,
+            "copy_ttl_out" if arg.is_none() => Action::CopyTtlOut,
+            "copy_ttl_in" if arg.is_none() => Action::CopyTtlIn,
             "resubmit" => parse_resubmit(cx, t, arg, arg_at)?,
             "write_actions" => {
                 let inner = parse_actions(cx, need()?, arg_at, spec)?;
@@ -244,7 +286,7 @@ pub(super) fn parse_actions(
             _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
             _ => {
                 return Err(cx.err(tok.at, format!(
-                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, set_field:V->F, resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, push_mpls, pop_mpls, set_mpls_label/tc/ttl, dec_mpls_ttl, copy_ttl_out/in, push_pbb, pop_pbb, set_field:V->F, resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
                 )))
             }
         };

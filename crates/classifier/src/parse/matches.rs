@@ -24,6 +24,8 @@ const SHORTHANDS: &[(&str, u16, Option<u8>)] = &[
     ("ipv6", ethertype::IPV6, None),
     ("arp", ethertype::ARP, None),
     ("rarp", ethertype::RARP, None),
+    ("mpls", ethertype::MPLS, None),
+    ("mplsm", ethertype::MPLS_MCAST, None),
     ("tcp", ethertype::IPV4, Some(proto::TCP)),
     ("udp", ethertype::IPV4, Some(proto::UDP)),
     ("sctp", ethertype::IPV4, Some(proto::SCTP)),

@@ -55,6 +55,10 @@ pub enum XlateDrop {
     /// rule; OpenFlow refuses such flow-mods), or groups chained deeper
     /// than [`crate::group::MAX_GROUP_DEPTH`].
     NoSuchGroup,
+    /// A recirculation could not be set up (the table of frozen states is
+    /// full, or a bucket's `resubmit` reached an action that needs one)
+    /// or resumed (its state is unknown).
+    Recirc,
 }
 
 impl XlateDrop {
@@ -71,6 +75,7 @@ impl XlateDrop {
             XlateDrop::TooManyActions => "too many actions",
             XlateDrop::Fragment => "ip fragment",
             XlateDrop::NoSuchGroup => "no such group",
+            XlateDrop::Recirc => "recirculation failed",
         }
     }
 }
@@ -136,6 +141,13 @@ struct Ctx<'a, 'o> {
     action_set: Vec<Action>,
     /// Groups being run, nested.
     group_depth: u32,
+    /// How much of the packet the flow no longer describes (after a pop
+    /// of MPLS or PBB): an action that needs more freezes the translation.
+    stale: encap::Stale,
+    /// The translation being frozen for a recirculation: set where an
+    /// action needed a re-parsed packet; each action list on the way out
+    /// adds what it had left to run ([`crate::recirc`]).
+    frozen: Option<crate::recirc::Frozen>,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -148,13 +160,21 @@ pub fn translate(env: XlateEnv<'_>, key: &FlowKey, out: &mut Translation, want_t
 /// set_field per field).
 fn set_kind(a: &Action) -> (u8, &'static str) {
     match a {
-        Action::PopVlan => (1, ""),
-        Action::PushVlan(_) => (2, ""),
-        Action::DecTtl => (3, ""),
+        Action::CopyTtlIn => (0, ""),
+        Action::PopVlan => (1, "vlan"),
+        Action::PopMpls(_) => (1, "mpls"),
+        Action::PopPbb => (1, "pbb"),
+        Action::PushMpls(_) => (2, ""),
+        Action::PushPbb(_) => (3, ""),
+        Action::PushVlan(_) => (4, ""),
+        Action::CopyTtlOut => (5, ""),
+        Action::DecTtl => (6, "ip"),
+        Action::DecMplsTtl => (6, "mpls"),
+        Action::SetField { field, .. } => (7, field.name),
+        Action::ModVlanVid(_) => (7, "vlan_vid"),
+        Action::ModVlanPcp(_) => (7, "vlan_pcp"),
+        Action::SetMplsTtl(_) => (7, "mpls_ttl"),
         Action::Group(_) => (8, ""),
-        Action::SetField { field, .. } => (4, field.name),
-        Action::ModVlanVid(_) => (4, "vlan_vid"),
-        Action::ModVlanPcp(_) => (4, "vlan_pcp"),
         _ => (9, ""),
     }
 }
@@ -213,6 +233,8 @@ fn run(
         arp_base: *key,
         running: (0, 0, false),
         action_set: Vec::new(),
+        stale: encap::Stale::None,
+        frozen: None,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -226,6 +248,8 @@ fn run(
     }
     if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
+    } else if key.recirc_id != 0 {
+        cx.resume(key.recirc_id);
     } else if let Some(actions) = given {
         // output:TABLE runs the pipeline, action set included.
         cx.actions(actions, 0);
@@ -234,6 +258,7 @@ fn run(
         cx.table(0, true);
         cx.run_action_set();
     }
+    cx.finish_freeze();
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
         cx.out.actions.clear();
@@ -243,8 +268,10 @@ fn run(
     } else if cx.out.outputs == 0 {
         cx.out.drop = Some(cx.reason.unwrap_or(XlateDrop::NoOutput));
     }
-    // The in_port is always part of the decision (the datapath keys on it).
+    // The in_port and the datapath pass are always part of the decision
+    // (the datapath keys on them).
     cx.out.wc.in_port = u32::MAX;
+    cx.out.wc.recirc_id = u32::MAX;
 }
 
 impl Ctx<'_, '_> {
@@ -313,8 +340,15 @@ impl Ctx<'_, '_> {
     }
 
     fn actions(&mut self, actions: &[Action], table: u8) {
-        for a in actions {
+        for (i, a) in actions.iter().enumerate() {
             if self.error.is_some() {
+                return;
+            }
+            if self.frozen.is_none() && self.must_freeze(a) {
+                self.start_freeze(table);
+            }
+            if let Some(f) = &mut self.frozen {
+                f.actions.extend_from_slice(&actions[i..]);
                 return;
             }
             if self.out.trace.is_some() {
@@ -400,6 +434,18 @@ impl Ctx<'_, '_> {
                 Action::WriteMetadata { value, mask } => {
                     self.flow.metadata = (self.flow.metadata & !mask) | (value & mask);
                 }
+                Action::PushMpls(t) => self.push_mpls(t),
+                Action::PopMpls(t) => self.pop_mpls(t),
+                Action::SetMplsTtl(ttl) => self.set_mpls_ttl(ttl),
+                Action::DecMplsTtl => {
+                    if !self.dec_mpls_ttl() {
+                        return;
+                    }
+                }
+                Action::CopyTtlOut => self.copy_ttl(true),
+                Action::CopyTtlIn => self.copy_ttl(false),
+                Action::PushPbb(t) => self.push_pbb(t),
+                Action::PopPbb => self.pop_pbb(),
             }
         }
     }
@@ -538,7 +584,7 @@ impl Ctx<'_, '_> {
     /// OpenFlow 1.3 section 5.10: pop, push, decrement TTL, set-field,
     /// output (the controller being an output).
     fn run_action_set(&mut self) {
-        if self.action_set.is_empty() || self.error.is_some() {
+        if self.action_set.is_empty() || self.error.is_some() || self.frozen.is_some() {
             return;
         }
         let mut set = std::mem::take(&mut self.action_set);
@@ -608,7 +654,14 @@ impl Ctx<'_, '_> {
                 );
             }
             self.out.rules.push(Arc::clone(&b.counter));
-            self.run_bucket(&b.actions, table);
+            if b.actions.iter().any(encap::reshapes) {
+                // A bucket is a clone, and these change the packet's shape
+                // in a way no later set undoes: the bucket runs on a copy
+                // in a pass of its own.
+                self.recirc_bucket(&b.actions, table);
+            } else {
+                self.run_bucket(&b.actions, table);
+            }
         }
         self.group_depth -= 1;
     }
@@ -619,6 +672,16 @@ impl Ctx<'_, '_> {
         self.commit();
         let (flow, origin) = (self.flow, self.vlan_origin);
         self.actions(actions, table);
+        if self.frozen.take().is_some() {
+            // A resubmit from the bucket reached an action that needs the
+            // packet parsed again, after changes a clone cannot take back.
+            self.note(
+                self.depth,
+                ">> a group bucket cannot recirculate: the packet is dropped",
+            );
+            self.error = Some(XlateDrop::Recirc);
+            return;
+        }
         let changed = {
             let mut d = flow;
             for (w, e) in d.words_mut().iter_mut().zip(self.flow.words()) {
@@ -787,6 +850,9 @@ impl Ctx<'_, '_> {
         if d.dl_dst != [0; 6] {
             self.push(DpAction::SetEthDst(f.dl_dst));
         }
+        if self.commit_encap(&f, &d) {
+            return;
+        }
         let mut l3 = d;
         (l3.dl_src, l3.dl_dst) = ([0; 6], [0; 6]);
         if !l3.is_zero() && (f.is_ip() || f.is_arp()) {
@@ -909,5 +975,6 @@ impl Ctx<'_, '_> {
     }
 }
 
+mod encap;
 #[cfg(test)]
 mod tests;

@@ -294,6 +294,7 @@ fn exact_masks_per_field_class() {
         mask_of("actions=output:2\n", base),
         FlowKey {
             in_port: u32::MAX,
+            recirc_id: u32::MAX,
             ..Default::default()
         }
     );
@@ -675,4 +676,37 @@ fn group_changes_are_checked() {
     let v = r.version();
     assert!(r.delete_group(crate::group::GROUP_ALL).is_empty());
     assert!(r.version() > v && r.groups().next().is_none());
+}
+
+fn mpls_key(lse: u32) -> FlowKey {
+    FlowKey {
+        in_port: 1,
+        dl_type: 0x8847,
+        ipv6_label: lse,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn mpls_ttl_actions_rewrite_the_whole_entry_and_depend_on_it() {
+    let lse = 100 << 12 | 3 << 9 | 0x100 | 64;
+    let r = set("mpls,actions=set_mpls_ttl(127),output:2\n");
+    let t = run(&r, &mpls_key(lse));
+    assert_eq!(
+        t.actions,
+        vec![DpAction::SetMplsLse(lse & !0xff | 127), DpAction::Output(2)]
+    );
+    assert_eq!(
+        t.wc.ipv6_label, !0xff,
+        "the label, TC and BoS written are the packet's"
+    );
+    let r = set("mpls,actions=dec_mpls_ttl,output:2\n");
+    let t = run(&r, &mpls_key(lse));
+    assert_eq!(
+        t.actions,
+        vec![DpAction::SetMplsLse(lse - 1), DpAction::Output(2)]
+    );
+    assert_eq!(t.wc.ipv6_label, u32::MAX);
+    let t = run(&r, &mpls_key(lse & !0xff | 1));
+    assert_eq!(t.drop, Some(XlateDrop::InvalidTtl));
 }

@@ -318,6 +318,16 @@ impl Ref<'_> {
                 Action::WriteActions(_) | Action::ClearActions => {
                     unreachable!("no action sets in generated rules")
                 }
+                // MPLS and PBB have their own tests (tests/recirculation.rs
+                // and the os-ken suite): the generator makes none.
+                Action::PushMpls(_)
+                | Action::PopMpls(_)
+                | Action::SetMplsTtl(_)
+                | Action::DecMplsTtl
+                | Action::CopyTtlOut
+                | Action::CopyTtlIn
+                | Action::PushPbb(_)
+                | Action::PopPbb => unreachable!("no MPLS or PBB actions in generated rules"),
             }
         }
     }

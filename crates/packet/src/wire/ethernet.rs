@@ -21,6 +21,12 @@ pub mod ethertype {
     pub const VLAN_8021Q: u16 = 0x8100;
     /// 802.1ad service VLAN tag (QinQ outer).
     pub const VLAN_8021AD: u16 = 0x88a8;
+    /// MPLS unicast.
+    pub const MPLS: u16 = 0x8847;
+    /// MPLS multicast.
+    pub const MPLS_MCAST: u16 = 0x8848;
+    /// 802.1ah provider backbone bridging: an I-TAG follows.
+    pub const PBB: u16 = 0x88e7;
     /// Smallest value that is an EtherType rather than an 802.3 length.
     pub const MIN: u16 = 0x0600;
 }
@@ -29,6 +35,55 @@ pub mod ethertype {
 #[inline]
 pub fn is_vlan_tpid(tpid: u16) -> bool {
     tpid == ethertype::VLAN_8021Q || tpid == ethertype::VLAN_8021AD
+}
+
+/// Whether `t` is an MPLS EtherType (unicast or multicast).
+#[inline]
+pub fn is_mpls(t: u16) -> bool {
+    t == ethertype::MPLS || t == ethertype::MPLS_MCAST
+}
+
+/// An MPLS label stack entry (host order, as on the wire: label 20 bits,
+/// traffic class 3, bottom of stack 1, TTL 8).
+pub mod mpls {
+    /// Length of one label stack entry.
+    pub const LSE_LEN: usize = 4;
+    /// Label bits.
+    pub const LABEL_MASK: u32 = 0xffff_f000;
+    /// Label shift.
+    pub const LABEL_SHIFT: u32 = 12;
+    /// Traffic class bits.
+    pub const TC_MASK: u32 = 0x0000_0e00;
+    /// Traffic class shift.
+    pub const TC_SHIFT: u32 = 9;
+    /// Bottom-of-stack bit.
+    pub const BOS: u32 = 0x0000_0100;
+    /// TTL bits.
+    pub const TTL_MASK: u32 = 0x0000_00ff;
+
+    /// The TTL of `lse`.
+    #[inline]
+    pub fn ttl(lse: u32) -> u8 {
+        lse as u8
+    }
+
+    /// `lse` with TTL `ttl`.
+    #[inline]
+    pub fn with_ttl(lse: u32, ttl: u8) -> u32 {
+        (lse & !TTL_MASK) | u32::from(ttl)
+    }
+}
+
+/// An 802.1ah I-TAG: priority, DEI, UCA and reserved bits in the first
+/// byte, the service instance ID (I-SID) in the other three.
+pub mod itag {
+    /// Length of an I-TAG (after its EtherType).
+    pub const LEN: usize = 4;
+    /// The I-SID bits.
+    pub const ISID_MASK: u32 = 0x00ff_ffff;
+    /// Bytes `push_pbb` adds: backbone destination and source, EtherType,
+    /// I-TAG.
+    pub const PUSH_LEN: usize = 12 + 2 + LEN;
 }
 
 /// VLAN TCI bits.
