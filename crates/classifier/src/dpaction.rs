@@ -74,6 +74,8 @@ pub enum DpAction {
     },
     /// Set an ARP field.
     SetArp(ArpField),
+    /// Set an IPv6 neighbour discovery field.
+    SetNd(sluice_packet::ndisc::NdField),
     /// Push a VLAN tag (wire TCI: PCP, DEI=0, VID).
     PushVlan {
         /// TPID.
@@ -114,6 +116,7 @@ pub enum DpAction {
 
 impl std::fmt::Display for DpAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use sluice_packet::ndisc::NdField;
         use sluice_packet::wire::{ethernet::fmt_mac, ipv4::fmt_ipv4, ipv6::fmt_ipv6};
         match self {
             DpAction::Output(p) => write!(f, "{p}"),
@@ -141,6 +144,11 @@ impl std::fmt::Display for DpAction {
                 ArpField::Tpa(v) => write!(f, "set(arp(tip={}))", fmt_ipv4(*v)),
                 ArpField::Sha(v) => write!(f, "set(arp(sha={}))", fmt_mac(v)),
                 ArpField::Tha(v) => write!(f, "set(arp(tha={}))", fmt_mac(v)),
+            },
+            DpAction::SetNd(n) => match n {
+                NdField::Target(a) => write!(f, "set(nd(target={}))", fmt_ipv6(a)),
+                NdField::Sll(m) => write!(f, "set(nd(sll={}))", fmt_mac(m)),
+                NdField::Tll(m) => write!(f, "set(nd(tll={}))", fmt_mac(m)),
             },
             DpAction::PushVlan { tpid, tci } => {
                 write!(f, "push_vlan(")?;

@@ -405,6 +405,17 @@ pub static FIELDS: &[Field] = &[
         |k| k.ipv6_label & 0xfffff,
         |k, v| k.ipv6_label = (k.ipv6_label & !0xfffff) | (v as u32 & 0xfffff)
     ),
+    // OpenFlow's extension-header flags (OFPIEH_*), above the label.
+    int_field!(
+        "ipv6_exthdr",
+        [],
+        9,
+        true,
+        Ipv6,
+        false,
+        |k| (k.ipv6_label >> 20) & 0x1ff,
+        |k, v| k.ipv6_label = (k.ipv6_label & !(0x1ff << 20)) | ((v as u32 & 0x1ff) << 20)
+    ),
     // An MPLS packet's outermost label stack entry (in ipv6_label's bits).
     int_field!(
         "mpls_label",
@@ -605,7 +616,7 @@ pub static FIELDS: &[Field] = &[
         kind: ValueKind::Ipv6,
         maskable: true,
         prereq: Prereq::Nd,
-        writable: false,
+        writable: true,
         get: |k| u128::from_be_bytes(k.nd_target),
         put: |k, v| k.nd_target = v.to_be_bytes(),
     },
@@ -615,7 +626,7 @@ pub static FIELDS: &[Field] = &[
         kind: ValueKind::Mac,
         maskable: true,
         prereq: Prereq::Nd,
-        writable: false,
+        writable: true,
         get: |k| mac_val(&k.arp_sha),
         put: |k, v| k.arp_sha = mac_of(v),
     },
@@ -625,7 +636,7 @@ pub static FIELDS: &[Field] = &[
         kind: ValueKind::Mac,
         maskable: true,
         prereq: Prereq::Nd,
-        writable: false,
+        writable: true,
         get: |k| mac_val(&k.arp_tha),
         put: |k, v| k.arp_tha = mac_of(v),
     },

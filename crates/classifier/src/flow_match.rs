@@ -148,7 +148,7 @@ impl std::fmt::Display for Match {
         } else if dl_exact && v.dl_type == ethertype::PBB {
             names.push("pbb_isid");
         } else {
-            names.push("ipv6_label");
+            names.extend(["ipv6_label", "ipv6_exthdr"]);
         }
         if !proto_done {
             names.push(if is_arp { "arp_op" } else { "nw_proto" });

@@ -107,7 +107,10 @@ impl PacketInQueue {
     }
 }
 
-fn apply(pkt: &mut Packet, a: &DpAction) {
+/// Applies one header-changing datapath action to a packet (outputs and
+/// recirculations change nothing here). `sluice trace` follows a
+/// recirculation with it.
+pub fn apply(pkt: &mut Packet, a: &DpAction) {
     match *a {
         DpAction::SetEthSrc(m) => rewrite::set_eth_src(pkt, m),
         DpAction::SetEthDst(m) => rewrite::set_eth_dst(pkt, m),
@@ -126,6 +129,7 @@ fn apply(pkt: &mut Packet, a: &DpAction) {
             rewrite::set_icmp_in_later_fragment(pkt, ty, code)
         }
         DpAction::SetArp(f) => rewrite::set_arp(pkt, f),
+        DpAction::SetNd(f) => sluice_packet::ndisc::set_nd(pkt, f),
         DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
         DpAction::PopVlan => rewrite::pop_vlan(pkt),
         DpAction::SetVlanTci(t) => rewrite::set_vlan_tci(pkt, t),
@@ -174,7 +178,13 @@ pub(crate) fn execute(
     recirc: &mut RecircQueue,
     counted: u32,
 ) {
-    let uncounted = |n: &[u8]| n.iter().filter(|&&i| counted & (1 << i) == 0).count() as u64;
+    let uncounted = |n: &[u8]| {
+        if counted == 0 {
+            n.len() as u64
+        } else {
+            n.iter().filter(|&&i| counted & (1 << i) == 0).count() as u64
+        }
+    };
     let last = acts.iter().rposition(sends);
     // Fast path: a single output (port forwarding, routing without
     // rewrites), the most common flow: every packet moves straight into

@@ -52,6 +52,7 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::IPV6_ND_TARGET, "nd_target", Prereq::Nd),
     (f::IPV6_ND_SLL, "nd_sll", Prereq::Nd),
     (f::IPV6_ND_TLL, "nd_tll", Prereq::Nd),
+    (f::IPV6_EXTHDR, "ipv6_exthdr", Prereq::Ipv6),
     (f::MPLS_LABEL, "mpls_label", Prereq::Mpls),
     (f::MPLS_TC, "mpls_tc", Prereq::Mpls),
     (f::MPLS_BOS, "mpls_bos", Prereq::Mpls),

@@ -295,7 +295,8 @@ fn extract_ipv6(l3: &[u8], l3_ofs: usize, meta: &mut PacketMeta, key: &mut FlowK
     let Ok(walk) = walk_ext_headers(payload, ip.next_header()) else {
         return;
     };
-    key.ipv6_label = ip.flow_label();
+    // The extension-header flags ride above the 20-bit label (see FlowKey).
+    key.ipv6_label = ip.flow_label() | u32::from(walk.flags) << 20;
     key.nw_tos = ip.traffic_class();
     key.nw_ttl = ip.hop_limit();
     key.nw_proto = walk.proto;

@@ -57,7 +57,8 @@ pub struct FlowKey {
     pub tp_src: u16,
     /// L4 destination port, or ICMP code.
     pub tp_dst: u16,
-    /// IPv6 flow label. In an MPLS packet (`dl_type` 0x8847 or 0x8848),
+    /// IPv6 flow label (low 20 bits) and, above it, the `ipv6_exthdr`
+    /// flags of its extension headers (9 bits). In an MPLS packet (`dl_type` 0x8847 or 0x8848),
     /// the outermost label stack entry (label, TC, BoS, TTL, as on the
     /// wire); in a PBB packet (0x88e7), the I-TAG's service instance ID
     /// (24 bits). The prerequisites on `dl_type` keep the three apart, as

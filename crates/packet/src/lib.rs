@@ -22,6 +22,7 @@ pub mod key;
 #[allow(unsafe_code)]
 pub mod memory;
 pub mod meta;
+pub mod ndisc;
 pub mod offload;
 #[allow(unsafe_code)]
 pub mod pool;

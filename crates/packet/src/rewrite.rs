@@ -168,7 +168,7 @@ fn v6_headers(h: &[u8]) -> (Option<u16>, bool) {
 }
 
 /// The L4 bytes, bounded by the IP payload length (padding excluded).
-fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
+pub(crate) fn l4_bytes(pkt: &mut Packet) -> Option<&mut [u8]> {
     let (l3, l4) = (pkt.meta.l3()?, pkt.meta.l4()?);
     let data = pkt.data();
     let end = ip_end(data, l3, pkt.meta.l3_type)?;

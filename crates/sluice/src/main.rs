@@ -355,7 +355,9 @@ struct TraceArgs {
     /// The packet as match fields, e.g. 'in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80'.
     #[arg(required_unless_present = "packet")]
     flow: Option<String>,
-    /// The packet as hex bytes of an Ethernet frame instead.
+    /// The packet as hex bytes of an Ethernet frame instead. With the
+    /// bytes, a recirculation (after pop_mpls or pop_pbb) is followed: the
+    /// trace goes on with the packet as the datapath parses it again.
     #[arg(long, value_name = "HEX", requires = "in_port")]
     packet: Option<String>,
     /// The input port, with --packet.
@@ -540,7 +542,15 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     }
     ports.sort_unstable();
     ports.dedup();
-    print!("{}", trace::trace(&rules, &ports, &key));
+    let bytes = match &a.packet {
+        Some(hex) => Some(trace::packet_bytes(hex)?),
+        None => None,
+    };
+    let vlans = sluice_packet::extract::vlan_limit(cfg.datapath.vlan_limit);
+    print!(
+        "{}",
+        trace::trace(&rules, &ports, &key, bytes.as_deref().map(|b| (b, vlans)))
+    );
     Ok(())
 }
 

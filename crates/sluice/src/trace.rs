@@ -1,11 +1,11 @@
 //! `sluice trace`: how the rules handle one packet, in the format of
 //! `ovs-appctl ofproto/trace`.
 
-use sluice_classifier::dpaction::format_dp_actions;
+use sluice_classifier::dpaction::{format_dp_actions, DpAction};
 use sluice_classifier::fields::FIELDS;
 use sluice_classifier::{parse_flow, translate, Match, Require, RuleSet, Translation, XlateEnv};
 use sluice_packet::extract::{extract_with_shape, vlan_limit};
-use sluice_packet::{FlowKey, PacketMeta};
+use sluice_packet::{FlowKey, PacketMeta, PacketPool};
 
 /// The flow of a description like `in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80`.
 /// Fields not given are zero, except the IP TTL, which is 64 so that
@@ -24,9 +24,8 @@ pub fn key_from_description(desc: &str) -> Result<(FlowKey, bool), String> {
     Ok((key, ttl_assumed))
 }
 
-/// The flow of a packet given in hex, received on `in_port`, with VLAN
-/// tags parsed up to the `vlan-limit` setting.
-pub fn key_from_packet(hex: &str, in_port: u32, vlan_setting: usize) -> Result<FlowKey, String> {
+/// The bytes of a packet given in hex.
+pub fn packet_bytes(hex: &str) -> Result<Vec<u8>, String> {
     let clean: String = hex
         .chars()
         .filter(|c| !c.is_whitespace() && *c != ':')
@@ -34,13 +33,19 @@ pub fn key_from_packet(hex: &str, in_port: u32, vlan_setting: usize) -> Result<F
     if !clean.len().is_multiple_of(2) {
         return Err("packet: odd number of hex digits".into());
     }
-    let bytes = (0..clean.len())
+    (0..clean.len())
         .step_by(2)
         .map(|i| {
             u8::from_str_radix(&clean[i..i + 2], 16)
                 .map_err(|_| format!("packet: '{}' is not hex", &clean[i..i + 2]))
         })
-        .collect::<Result<Vec<u8>, String>>()?;
+        .collect::<Result<Vec<u8>, String>>()
+}
+
+/// The flow of a packet given in hex, received on `in_port`, with VLAN
+/// tags parsed up to the `vlan-limit` setting.
+pub fn key_from_packet(hex: &str, in_port: u32, vlan_setting: usize) -> Result<FlowKey, String> {
+    let bytes = packet_bytes(hex)?;
     let mut key = FlowKey::default();
     let mut meta = PacketMeta::default();
     extract_with_shape(&bytes, in_port, vlan_limit(vlan_setting), &mut meta, &mut key).map_err(|_| format!("packet: {} bytes is shorter than an Ethernet header; the datapath drops it as a runt frame", bytes.len()))?;
@@ -70,8 +75,70 @@ pub fn describe(key: &FlowKey) -> String {
     .to_string()
 }
 
-/// Runs the trace and formats it.
-pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
+/// Runs the trace and formats it. With the packet's bytes, a
+/// recirculation is followed as the datapath does: the actions before it
+/// applied to the bytes, the result parsed again (VLAN tags up to
+/// `vlans`), and traced from the frozen state.
+pub fn trace(
+    rules: &RuleSet,
+    ports: &[u32],
+    key: &FlowKey,
+    packet: Option<(&[u8], usize)>,
+) -> String {
+    let (mut o, t) = trace_pass(rules, ports, key);
+    let Some(&DpAction::Recirc(id)) = t.actions.last() else {
+        return o;
+    };
+    let Some((bytes, vlans)) = packet else {
+        o += &format!(
+            "\nrecirc({id:#x}): the datapath parses the packet again here and goes on; \
+             give the packet in hex (--packet) to follow it\n"
+        );
+        return o;
+    };
+    let Ok(mut pool) = PacketPool::new(1, 65536) else {
+        return o;
+    };
+    let Some(mut pkt) = pool.alloc_from(bytes) else {
+        return o;
+    };
+    let mut t = t;
+    let mut key = *key;
+    for _ in 0..sluice_datapath::MAX_RECIRC_DEPTH {
+        let Some(&DpAction::Recirc(id)) = t.actions.last() else {
+            break;
+        };
+        {
+            let (data, meta) = pkt.data_and_meta_mut();
+            let mut k = FlowKey::default();
+            // The offsets the actions use.
+            if extract_with_shape(data, key.in_port, vlans, meta, &mut k).is_err() {
+                break;
+            }
+        }
+        for a in &t.actions {
+            sluice_datapath::execute::apply(&mut pkt, a);
+        }
+        let (data, meta) = pkt.data_and_meta_mut();
+        if extract_with_shape(data, key.in_port, vlans, meta, &mut key).is_err() {
+            o += "\nThe packet is shorter than an Ethernet header now: dropped as a runt\n";
+            break;
+        }
+        key.recirc_id = id;
+        o += &format!(
+            "\n{}\nrecirc({id:#x}) - the packet parsed again, the translation resumed\n{}\n",
+            "=".repeat(79),
+            "=".repeat(79)
+        );
+        let (more, next) = trace_pass(rules, ports, &key);
+        o += &more;
+        t = next;
+    }
+    pool.free(pkt);
+    o
+}
+
+fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
     translate(XlateEnv { rules, ports }, key, &mut t, true);
     let mut o = format!(
@@ -105,7 +172,7 @@ pub fn trace(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> String {
     if hit > 0 {
         o += &format!("Rules hit: {hit}\n");
     }
-    o
+    (o, t)
 }
 
 #[cfg(test)]
@@ -122,7 +189,7 @@ mod tests {
         let (key, assumed) =
             key_from_description("in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80").unwrap();
         assert!(assumed);
-        let out = trace(&rules, &[1, 2], &key);
+        let out = trace(&rules, &[1, 2], &key, None);
         assert!(
             out.contains("Flow: tcp,in_port=1,nw_dst=10.0.0.1,nw_ttl=64,tp_dst=80"),
             "{out}"
@@ -143,6 +210,37 @@ mod tests {
             out.contains("Final flow: tcp,in_port=1,nw_dst=10.1.1.1"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_recirculation_is_followed_when_the_packet_is_given() {
+        let rules = RuleSet::from_specs(
+            &parse_flow_file(
+                "mpls,actions=pop_mpls:0x0800,goto_table:1\ntable=1,udp,tp_dst=53,actions=output:2\n",
+                None,
+            )
+            .unwrap(),
+            0,
+        );
+        // An MPLS label over IPv4/UDP to port 53.
+        let hex = "020000000002 020000000001 8847 00064140 \
+                   45000020000000004011f9c00a0000010a000002 \
+                   3039003500080000 00000000";
+        let key = key_from_packet(hex, 1, 1).unwrap();
+        let bytes = packet_bytes(hex).unwrap();
+        let out = trace(&rules, &[1, 2], &key, Some((&bytes, 1)));
+        assert!(
+            out.contains("Datapath actions: pop_mpls(eth_type=0x800),recirc(0x1)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("recirc(0x1) - the packet parsed again"),
+            "{out}"
+        );
+        assert!(out.contains("Datapath actions: 2"), "{out}");
+        // Without the bytes the trace says where it stops.
+        let out = trace(&rules, &[1, 2], &key, None);
+        assert!(out.contains("give the packet in hex"), "{out}");
     }
 
     #[test]

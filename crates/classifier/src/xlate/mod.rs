@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use sluice_packet::key::{FlowKey, FRAG_ANY, FRAG_LATER};
+use sluice_packet::ndisc::NdField;
 use sluice_packet::rewrite::{ArpField, FragRewrites};
 use sluice_packet::wire::ethernet::tci;
 use sluice_packet::wire::l4::proto;
@@ -921,7 +922,17 @@ impl Ctx<'_, '_> {
                 self.push(DpAction::SetIpv6Dst(f.ipv6_dst, csum));
             }
             if d.ipv6_label != 0 {
-                self.push(DpAction::SetIpv6Label(f.ipv6_label));
+                self.push(DpAction::SetIpv6Label(f.ipv6_label & 0xf_ffff));
+            }
+            // Neighbour discovery (set_field checked the ND prerequisite).
+            if d.nd_target != [0; 16] {
+                self.push(DpAction::SetNd(NdField::Target(f.nd_target)));
+            }
+            if d.arp_sha != [0; 6] {
+                self.push(DpAction::SetNd(NdField::Sll(f.arp_sha)));
+            }
+            if d.arp_tha != [0; 6] {
+                self.push(DpAction::SetNd(NdField::Tll(f.arp_tha)));
             }
         }
         if f.is_ip() {

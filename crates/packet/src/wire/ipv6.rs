@@ -17,6 +17,35 @@ pub mod ext {
     pub const AH: u8 = 51;
     /// Destination options.
     pub const DSTOPTS: u8 = 60;
+    /// Encapsulating security payload (the walk ends there).
+    pub const ESP: u8 = 50;
+    /// No next header.
+    pub const NONE: u8 = 59;
+}
+
+/// OpenFlow's `ipv6_exthdr` flags (OFPIEH_*): which extension headers a
+/// packet has, and whether they break RFC 8200's order or repeat.
+pub mod exthdr {
+    /// "No next header" seen.
+    pub const NONEXT: u16 = 1 << 0;
+    /// Encrypted security payload.
+    pub const ESP: u16 = 1 << 1;
+    /// Authentication header.
+    pub const AUTH: u16 = 1 << 2;
+    /// Destination options (one or two).
+    pub const DEST: u16 = 1 << 3;
+    /// Fragment header.
+    pub const FRAG: u16 = 1 << 4;
+    /// Routing header.
+    pub const ROUTER: u16 = 1 << 5;
+    /// Hop-by-hop options.
+    pub const HOP: u16 = 1 << 6;
+    /// A header repeated where it may not be.
+    pub const UNREP: u16 = 1 << 7;
+    /// Headers out of the preferred order.
+    pub const UNSEQ: u16 = 1 << 8;
+    /// Every flag.
+    pub const ALL: u16 = 0x1ff;
 }
 
 /// A view of the fixed IPv6 header. `new_checked` requires the 40 bytes
@@ -122,6 +151,53 @@ pub struct ExtWalk {
     pub fragment: bool,
     /// The fragment header had a non-zero offset.
     pub later_fragment: bool,
+    /// The [`exthdr`] flags of the headers walked.
+    pub flags: u16,
+}
+
+/// Tracks the [`exthdr`] flags of a chain header by header. Order ranks
+/// follow RFC 8200 section 4.1: hop-by-hop (first only), destination
+/// options, routing, fragment, AH, ESP, destination options again.
+#[derive(Default)]
+struct ExtFlags {
+    flags: u16,
+    rank: u8,
+    n: u8,
+    dests: u8,
+}
+
+impl ExtFlags {
+    fn see(&mut self, hdr: u8) {
+        use exthdr::*;
+        let (bit, rank) = match hdr {
+            ext::HOPOPTS => (HOP, 1),
+            // A second destination-options header belongs before the
+            // upper layer, after everything else.
+            ext::DSTOPTS if self.flags & (ROUTER | FRAG | AUTH | ESP) != 0 => (DEST, 7),
+            ext::DSTOPTS => (DEST, 2),
+            ext::ROUTING => (ROUTER, 3),
+            ext::FRAGMENT => (FRAG, 4),
+            ext::AH => (AUTH, 5),
+            ext::ESP => (ESP, 6),
+            ext::NONE => (NONEXT, 8),
+            _ => return,
+        };
+        let repeated = if hdr == ext::DSTOPTS {
+            self.dests += 1;
+            self.dests > 2 || (self.dests == 2 && rank == 2)
+        } else {
+            self.flags & bit != 0
+        };
+        if repeated {
+            self.flags |= UNREP;
+        }
+        if rank < self.rank || (hdr == ext::HOPOPTS && self.n > 0) {
+            self.flags |= UNSEQ;
+        }
+        self.flags |= bit;
+        self.rank = self.rank.max(rank);
+        self.n += 1;
+    }
 }
 
 /// Walks hop-by-hop, routing, destination-options, AH and fragment headers
@@ -132,9 +208,11 @@ pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireErr
     let mut off = 0usize;
     let mut fragment = false;
     let mut later = false;
+    let mut flags = ExtFlags::default();
     // As Open vSwitch's parse_ipv6_ext_hdrs: every header is at least 8
     // bytes, so the walk ends within payload.len() / 8 steps.
     loop {
+        flags.see(next);
         match next {
             ext::HOPOPTS | ext::ROUTING | ext::DSTOPTS | ext::AH | ext::FRAGMENT
                 if payload.len() < off + 8 =>
@@ -178,6 +256,7 @@ pub fn walk_ext_headers(payload: &[u8], mut next: u8) -> Result<ExtWalk, WireErr
         offset: off,
         fragment,
         later_fragment: later,
+        flags: flags.flags,
     })
 }
 
@@ -235,6 +314,40 @@ mod tests {
     }
 
     #[test]
+    fn ext_header_flags_say_what_is_there_and_what_is_out_of_order() {
+        let chain = |hdrs: &[u8], last: u8| {
+            let mut p = Vec::new();
+            for (i, _) in hdrs.iter().enumerate() {
+                let next = hdrs.get(i + 1).copied().unwrap_or(last);
+                p.extend_from_slice(&[next, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            p.extend_from_slice(&[0; 8]);
+            walk_ext_headers(&p, hdrs.first().copied().unwrap_or(last)).map(|w| w.flags)
+        };
+        use exthdr::*;
+        assert_eq!(chain(&[], 6), Ok(0));
+        assert_eq!(chain(&[], ext::NONE), Ok(NONEXT));
+        assert_eq!(chain(&[ext::HOPOPTS, ext::AH], 6), Ok(HOP | AUTH));
+        assert_eq!(
+            chain(
+                &[ext::HOPOPTS, ext::DSTOPTS, ext::ROUTING, ext::DSTOPTS],
+                17
+            ),
+            Ok(HOP | DEST | ROUTER)
+        );
+        assert_eq!(
+            chain(&[ext::ROUTING, ext::HOPOPTS], 6),
+            Ok(HOP | ROUTER | UNSEQ)
+        );
+        assert_eq!(chain(&[ext::ROUTING, ext::ROUTING], 6), Ok(ROUTER | UNREP));
+        assert_eq!(chain(&[ext::DSTOPTS, ext::DSTOPTS], 6), Ok(DEST | UNREP));
+        assert_eq!(
+            chain(&[ext::AH, ext::ROUTING], 6),
+            Ok(AUTH | ROUTER | UNSEQ)
+        );
+    }
+
+    #[test]
     fn ext_header_walk() {
         // hop-by-hop (8 bytes) -> fragment (first, MF) -> udp
         let mut p = vec![ext::FRAGMENT, 0, 0, 0, 0, 0, 0, 0];
@@ -247,7 +360,8 @@ mod tests {
                 proto: 17,
                 offset: 16,
                 fragment: true,
-                later_fragment: false
+                later_fragment: false,
+                flags: exthdr::HOP | exthdr::FRAG,
             }
         );
         // later fragment: offset 8
