@@ -37,13 +37,14 @@ struct Entry {
     /// first words do.
     short: bool,
     target: CacheRef,
-    /// The key's words but the last (the metadata, zero in every packet's
-    /// key, which is all the EMC holds): the entry stays two lines.
+    /// The key's words but the last two (the metadata and tunnel_id, zero
+    /// in every packet's key, which is all the EMC holds): the entry stays
+    /// two lines.
     key: [u64; WORDS],
 }
 
 /// Words of a key an entry keeps.
-const WORDS: usize = KEY_WORDS - 1;
+const WORDS: usize = KEY_WORDS - 2;
 const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
 
 /// Whether an entry's words are `key`'s (whose metadata must be zero),
@@ -51,7 +52,7 @@ const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
 #[inline(always)]
 fn same(words: &[u64; WORDS], key: &FlowKey) -> bool {
     let k = key.words();
-    let mut diff = k[WORDS];
+    let mut diff = k[WORDS] | k[WORDS + 1];
     for i in 0..WORDS {
         diff |= words[i] ^ k[i];
     }
@@ -208,7 +209,11 @@ impl Emc {
         } else {
             a
         };
-        debug_assert_eq!(key.metadata, 0, "the EMC holds packets' keys");
+        debug_assert_eq!(
+            (key.metadata, key.tunnel_id),
+            (0, 0),
+            "the EMC holds packets' keys"
+        );
         self.entries[victim] = Entry {
             key: words_of(key),
             hash,

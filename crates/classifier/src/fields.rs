@@ -285,6 +285,16 @@ pub static FIELDS: &[Field] = &[
         |k, v| k.metadata = v as u64
     ),
     int_field!(
+        "tun_id",
+        ["tunnel_id"],
+        64,
+        true,
+        None,
+        true,
+        |k| k.tunnel_id,
+        |k, v| k.tunnel_id = v as u64
+    ),
+    int_field!(
         "in_port",
         [],
         32,

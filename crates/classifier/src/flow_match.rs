@@ -130,7 +130,7 @@ impl std::fmt::Display for Match {
         }
         let is_arp = dl_exact && (v.dl_type == ethertype::ARP || v.dl_type == ethertype::RARP);
         let is_icmp = proto_done && (v.nw_proto == proto::ICMP || v.nw_proto == proto::ICMPV6);
-        let mut names: Vec<&str> = vec!["metadata", "in_port", "dl_src", "dl_dst"];
+        let mut names: Vec<&str> = vec!["tun_id", "metadata", "in_port", "dl_src", "dl_dst"];
         if !dl_done {
             names.push("dl_type");
         }

@@ -46,6 +46,8 @@ pub struct Frozen {
     pub miss: bool,
     /// OpenFlow metadata.
     pub metadata: u64,
+    /// `tunnel_id` as the pipeline had set it.
+    pub tunnel_id: u64,
     /// The input port as the translation had it (a `resubmit` may have
     /// changed it).
     pub in_port: u32,
@@ -116,6 +118,7 @@ mod tests {
             cookie: 0,
             miss: false,
             metadata: 0,
+            tunnel_id: 0,
             in_port: 1,
         }
     }

@@ -30,6 +30,7 @@ pub(crate) enum Kind {
 /// ones most rules share, so explanations reuse the same bits.
 pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, metadata), 8, Kind::Whole),
+    (offset_of!(FlowKey, tunnel_id), 8, Kind::Whole),
     (offset_of!(FlowKey, in_port), 4, Kind::Whole),
     (offset_of!(FlowKey, dl_type), 2, Kind::Whole),
     (offset_of!(FlowKey, nw_proto), 1, Kind::Whole),

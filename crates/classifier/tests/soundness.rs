@@ -237,6 +237,7 @@ proptest! {
             }
             // Every packet's key starts with metadata 0.
             other.metadata = 0;
+            other.tunnel_id = 0;
             let t = run(&set, &other);
             prop_assert_eq!(&t.actions, &base.actions, "rules:\n{}\nkey {:?}\nother {:?}", rules.join("\n"), key, other);
             prop_assert_eq!(t.drop, base.drop);

@@ -21,6 +21,7 @@ use crate::oxm::{f, Oxm};
 const MAP: &[(u8, &str, Prereq)] = &[
     (f::IN_PORT, "in_port", Prereq::None),
     (f::METADATA, "metadata", Prereq::None),
+    (f::TUNNEL_ID, "tun_id", Prereq::None),
     (f::ETH_DST, "dl_dst", Prereq::None),
     (f::ETH_SRC, "dl_src", Prereq::None),
     (f::ETH_TYPE, "dl_type", Prereq::None),

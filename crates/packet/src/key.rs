@@ -3,14 +3,14 @@
 //!
 //! Layout follows the order packets are parsed in and keeps fields that
 //! are masked together in the same 64-bit word, so masking, comparing and
-//! hashing work on 15 words with no per-field branching. Field values are
+//! hashing work on 16 words with no per-field branching. Field values are
 //! host-order integers; a field the packet does not carry (or that could
 //! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
 
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 15;
+pub const KEY_WORDS: usize = 16;
 
 /// Words up to and including L4 ports. The words after them (IPv6
 /// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
@@ -84,6 +84,10 @@ pub struct FlowKey {
     /// megaflow never needs its bits: the tables' use of it follows from
     /// the decisions before it).
     pub metadata: u64,
+    /// OpenFlow's `tunnel_id`: zero in every packet's key (Sluice has no
+    /// tunnel ports yet), written by `set_field` between tables and
+    /// matched by later ones, as `metadata`.
+    pub tunnel_id: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);

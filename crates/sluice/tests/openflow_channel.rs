@@ -216,7 +216,7 @@ fn ovs_ofctl_programs_the_rules() {
     assert!(!ok && out.contains("OFPBIC_UNSUP_INST"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
     assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");
-    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,tun_id=5,actions=drop"]);
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,reg0=5,actions=drop"]);
     assert!(!ok && out.contains("OFPBMC_BAD_FIELD"), "{out}");
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
 }

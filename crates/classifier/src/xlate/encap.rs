@@ -84,6 +84,7 @@ fn l2_of(f: &FlowKey, dl_type: u16) -> FlowKey {
         vlan_tci: f.vlan_tci,
         vlan_tpid: f.vlan_tpid,
         metadata: f.metadata,
+        tunnel_id: f.tunnel_id,
         recirc_id: f.recirc_id,
         ..FlowKey::default()
     }
@@ -113,6 +114,7 @@ impl Ctx<'_, '_> {
             cookie,
             miss,
             metadata: self.flow.metadata,
+            tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
         });
     }
@@ -152,6 +154,7 @@ impl Ctx<'_, '_> {
             cookie,
             miss,
             metadata: self.flow.metadata,
+            tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
         };
         self.emit_recirc(state);
@@ -173,6 +176,7 @@ impl Ctx<'_, '_> {
             ),
         );
         self.flow.metadata = state.metadata;
+        self.flow.tunnel_id = state.tunnel_id;
         self.flow.in_port = state.in_port;
         self.running = (state.table, state.cookie, state.miss);
         self.action_set = state.action_set.clone();
@@ -325,6 +329,7 @@ impl Ctx<'_, '_> {
         self.flow = FlowKey {
             in_port: f.in_port,
             metadata: f.metadata,
+            tunnel_id: f.tunnel_id,
             recirc_id: f.recirc_id,
             ..FlowKey::default()
         };

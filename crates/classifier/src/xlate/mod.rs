@@ -467,6 +467,7 @@ impl Ctx<'_, '_> {
         // Metadata is zero in every packet and what the tables write into
         // it follows from decisions whose bits are already here.
         rest.metadata = 0;
+        rest.tunnel_id = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);
@@ -832,7 +833,11 @@ impl Ctx<'_, '_> {
         // (OVS's MFP_TCP/UDP/SCTP); ICMP type and code are not (MFP_ICMPV4),
         // and the commit decides what reaches the packet.
         (field.put)(&mut self.flow, value);
-        (field.put)(&mut self.dirty, field.full_mask());
+        // tunnel_id is pipeline state (no tunnel port takes it yet): there
+        // is nothing to write into the packet.
+        if field.name != "tun_id" {
+            (field.put)(&mut self.dirty, field.full_mask());
+        }
     }
 
     /// Emits set actions for every written field, so the packet matches
