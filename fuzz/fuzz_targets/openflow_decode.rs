@@ -1,8 +1,8 @@
 //! Untrusted OpenFlow bytes as a connection reads them: framed, decoded,
 //! each message that decodes encoded again and decoded to the same thing
 //! (after one pass, which settles lossy names);
-//! flow-mods, group-mods and packet-outs mapped onto the classifier's
-//! rules, groups and actions (errors, never a panic).
+//! flow-mods, group-mods, meter-mods and packet-outs mapped onto the
+//! classifier's rules, groups, meters and actions (errors, never a panic).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -50,6 +50,17 @@ fuzz_target!(|data: &[u8]| {
                     if let Ok(g) = sluice_openflow::convert::to_group(&gm, 0) {
                         let mut rules = sluice_classifier::RuleSet::new();
                         let _ = rules.add_group(g);
+                    }
+                }
+            }
+            Message::Other { typ: 29, body } => {
+                if let Ok(mm) = sluice_openflow::meter::decode_meter_mod(body) {
+                    let again = sluice_openflow::meter::encode_meter_mod(&mm);
+                    let back = sluice_openflow::meter::decode_meter_mod(&again).expect("decodes");
+                    assert_eq!(back, mm);
+                    if let Ok(m) = sluice_openflow::convert::to_meter(&mm, 0) {
+                        let mut rules = sluice_classifier::RuleSet::new();
+                        let _ = rules.add_meter(m);
                     }
                 }
             }

@@ -57,6 +57,9 @@ pub enum Action {
     CopyTtlOut,
     /// Copy the outermost label's TTL into the header under it.
     CopyTtlIn,
+    /// The meter instruction: the packet goes through meter N first
+    /// ([`crate::meter`]).
+    Meter(u32),
     /// Push a PBB encapsulation with this EtherType (0x88e7).
     PushPbb(u16),
     /// Pop a PBB encapsulation.
@@ -131,6 +134,7 @@ impl std::fmt::Display for Action {
             Action::CopyTtlOut => f.write_str("copy_ttl_out"),
             Action::CopyTtlIn => f.write_str("copy_ttl_in"),
             Action::PushPbb(t) => write!(f, "push_pbb:{t:#06x}"),
+            Action::Meter(m) => write!(f, "meter:{m}"),
             Action::PopPbb => f.write_str("pop_pbb"),
             Action::DecTtl => f.write_str("dec_ttl"),
             Action::Resubmit { in_port, table } => {
@@ -169,6 +173,14 @@ pub fn groups_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
             Action::Group(g) => Some(*g),
             _ => None,
         })
+    })
+}
+
+/// The meters an action list sends its packets through (`meter:N`).
+pub fn meters_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
+    actions.iter().filter_map(|a| match a {
+        Action::Meter(m) => Some(*m),
+        _ => None,
     })
 }
 

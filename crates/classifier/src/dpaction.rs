@@ -108,6 +108,10 @@ pub enum DpAction {
     PopPbb,
     /// Set the I-TAG's service instance ID.
     SetPbbIsid(u32),
+    /// Meter the packets with meter N ([`crate::meter`]): those above a
+    /// drop band go no further, those above a DSCP remark band have their
+    /// drop precedence raised.
+    Meter(u32),
     /// Send the packet (a copy, unless it is the last action) through the
     /// datapath again, re-parsed, with this recirculation id
     /// ([`crate::recirc`]).
@@ -176,6 +180,7 @@ impl std::fmt::Display for DpAction {
             DpAction::PopPbb => f.write_str("pop_pbb"),
             DpAction::SetPbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
+            DpAction::Meter(m) => write!(f, "meter({m})"),
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod flow_match;
 pub mod frag;
 pub mod group;
 pub mod megaflow;
+pub mod meter;
 pub mod parse;
 pub mod recirc;
 pub mod table;

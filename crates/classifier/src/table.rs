@@ -232,13 +232,15 @@ pub struct RuleSet {
     counters: Arc<TableCounters>,
     /// The group table (OpenFlow groups), versioned with the rules.
     groups: im::OrdMap<u32, Arc<Group>>,
-    version: u64,
+    pub(crate) version: u64,
     next_id: RuleId,
     frag_handling: crate::FragHandling,
     frag_rewrites: FragRewrites,
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
     timed: usize,
+    /// The meter table, versioned with the rules ([`crate::meter`]).
+    pub(crate) meters: im::OrdMap<u32, Arc<crate::meter::Meter>>,
     /// Translation states frozen for recirculation, shared by every
     /// version (a state holds its own actions, not references to rules).
     recirc: Arc<crate::recirc::RecircTable>,
@@ -256,6 +258,7 @@ impl RuleSet {
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
             timed: 0,
+            meters: im::OrdMap::new(),
             recirc: Arc::default(),
         }
     }
@@ -281,7 +284,7 @@ impl RuleSet {
     }
 
     /// Removes `r` for good: its matches stay in its table's count.
-    fn retire(&mut self, r: &Rule) {
+    pub(crate) fn retire(&mut self, r: &Rule) {
         self.take_out(r);
         self.counters.retired[usize::from(r.table)].fetch_add(r.counters().0, Ordering::Relaxed);
     }
@@ -694,6 +697,7 @@ impl RuleSet {
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
             timed: 0,
+            meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),
         };
         let (mut kept, mut added) = (0, 0);

@@ -68,6 +68,13 @@ fn rule_text() -> impl Strategy<Value = String> {
                 if matches!(proto, "ipv6" | "tcp6") && src.is_some() {
                     f.push("ipv6_dst=2001:db8::/33".into());
                 }
+                if matches!(proto, "ipv6" | "tcp6") && prio == 1 {
+                    f.push("ipv6_exthdr=0x40/0x50".into());
+                }
+                // tunnel_id: set on the way to the next table, matched there.
+                if table > 0 && prio == 3 {
+                    f.push("tun_id=0x5/0xf".into());
+                }
                 let l4 = matches!(proto, "tcp" | "udp" | "tcp6");
                 if l4 {
                     if let Some(t) = tp {
@@ -128,6 +135,9 @@ fn rule_text() -> impl Strategy<Value = String> {
                     f.push(format!("metadata={:#x}/0x3", prio));
                 }
                 if table < 2 && prio >= 2 {
+                    if prio == 3 {
+                        a.push("set_field:0x15->tun_id".into());
+                    }
                     a.push(format!("write_metadata:{:#x}/0x3", prio - 2));
                     a.push(format!("goto_table:{}", table + 1));
                 }
@@ -182,7 +192,11 @@ fn key_strategy() -> impl Strategy<Value = FlowKey> {
                     k.nw_dst = ip;
                     k.nw_src = ip.rotate_left(8);
                 }
-                0x86dd => k.ipv6_dst = ((0x2001_0db8u128 << 96) | (v6 >> 33)).to_be_bytes(),
+                0x86dd => {
+                    k.ipv6_dst = ((0x2001_0db8u128 << 96) | (v6 >> 33)).to_be_bytes();
+                    // A flow label and extension-header flags.
+                    k.ipv6_label = v6 as u32 & 0x1fff_ffff;
+                }
                 // A label stack entry (label 100 half the time), an I-SID.
                 0x8847 if v6 & 1 == 0 => k.ipv6_label = 100 << 12 | (v6 as u32 >> 20),
                 0x8847 => k.ipv6_label = v6 as u32,

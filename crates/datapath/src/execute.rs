@@ -8,8 +8,10 @@
 
 use std::collections::VecDeque;
 
+use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::{DpAction, PacketInReason};
-use sluice_classifier::XlateDrop;
+use sluice_classifier::meter::raise_drop_precedence;
+use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
 use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
@@ -141,7 +143,10 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::PushPbb(t) => encap::push_pbb(pkt, t, 0),
         DpAction::PopPbb => encap::pop_pbb(pkt),
         DpAction::SetPbbIsid(i) => encap::set_pbb_isid(pkt, i),
-        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_) => true,
+        DpAction::Output(_)
+        | DpAction::Controller { .. }
+        | DpAction::Recirc(_)
+        | DpAction::Meter(_) => true,
     };
 }
 
@@ -177,6 +182,7 @@ pub(crate) fn execute(
     now_us: u64,
     recirc: &mut RecircQueue,
     counted: u32,
+    rules: &RuleSet,
 ) {
     let uncounted = |n: &[u8]| {
         if counted == 0 {
@@ -215,6 +221,8 @@ pub(crate) fn execute(
     // the queue), and those that could not recirculate.
     let (mut recirced, mut recirc_full) = (0u32, 0u32);
     let mut carrier = [0u16; BATCH_SIZE];
+    // Packets a meter's drop band took.
+    let mut metered = 0u32;
     let mut ctl_rate = 0u32;
     let mut ctl_port = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
@@ -223,6 +231,9 @@ pub(crate) fn execute(
             DpAction::Output(ofport) => {
                 let idx = out.index_of(ofport);
                 for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
                     let pkt = match (is_last, idx) {
@@ -251,6 +262,9 @@ pub(crate) fn execute(
                 metadata,
             } => {
                 for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
                     if let Some(p) = slot.as_ref() {
@@ -289,8 +303,39 @@ pub(crate) fn execute(
                     }
                 }
             }
+            DpAction::Meter(id) => {
+                // A meter removed since the translation: the rule went with
+                // it, and revalidation takes this flow away.
+                let Some(m) = rules.meter(id) else {
+                    continue;
+                };
+                let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
+                let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
+                for &i in pkts {
+                    if let Some(p) = slots[i as usize].as_ref() {
+                        lens.push(p.len());
+                        who.push(i);
+                    }
+                }
+                let v = m.apply(now_us, &lens);
+                for (k, &i) in who.iter().enumerate() {
+                    if v.drop & (1 << k) != 0 {
+                        if let Some(p) = slots[i as usize].take() {
+                            pool.free(p);
+                        }
+                        metered |= 1 << i;
+                    } else if v.remark & (1 << k) != 0 {
+                        if let Some(p) = slots[i as usize].as_mut() {
+                            rewrite::map_dscp(p, |d| raise_drop_precedence(d, v.prec_level));
+                        }
+                    }
+                }
+            }
             DpAction::Recirc(id) => {
                 for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
                     let bit = 1u32 << i;
                     let slot = &mut slots[i as usize];
                     let pkt = if is_last {
@@ -320,6 +365,9 @@ pub(crate) fn execute(
             }
             ref set => {
                 for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
                     if let Some(p) = slots[i as usize].as_mut() {
                         apply(p, set);
                     }
@@ -330,6 +378,10 @@ pub(crate) fn execute(
     for &i in pkts {
         let bit = 1u32 << i;
         if counted & bit != 0 {
+            continue;
+        }
+        if metered & bit != 0 {
+            stats.dropped[DropReason::MeterDrop.index()] += 1;
             continue;
         }
         if recirced & bit != 0 {

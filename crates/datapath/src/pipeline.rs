@@ -278,7 +278,15 @@ impl Pipeline {
         if todo != 0 {
             self.upcall_stage(todo, env, epoch, now_us, stats);
         }
-        self.execute_groups(batch, classified & !self.refused, pool, out, stats, now_us);
+        self.execute_groups(
+            batch,
+            classified & !self.refused,
+            env.rules,
+            pool,
+            out,
+            stats,
+            now_us,
+        );
     }
 
     /// Runs a packet a controller sent (PACKET_OUT) through `actions`, as
@@ -323,6 +331,7 @@ impl Pipeline {
             now_us,
             &mut self.recirc,
             0,
+            env.rules,
         );
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
@@ -578,10 +587,12 @@ impl Pipeline {
 
     /// Moves the packets to their flows' actions and credits the flows;
     /// frees the runts (the packets not in `classified`).
+    #[allow(clippy::too_many_arguments)]
     fn execute_groups(
         &mut self,
         batch: &mut PacketBatch,
         classified: u32,
+        rules: &sluice_classifier::RuleSet,
         pool: &mut PacketPool,
         out: &mut OutputStage,
         stats: &mut DpStats,
@@ -615,6 +626,7 @@ impl Pipeline {
                     now_us,
                     &mut self.recirc,
                     self.counted,
+                    rules,
                 );
             }
         }

@@ -26,6 +26,8 @@ pub enum DropReason {
     /// A miss not translated: upcalls had used their share of the PMD's
     /// cycles while cached traffic was waiting (a miss storm).
     UpcallBudget,
+    /// Above a meter's drop band.
+    MeterDrop,
     /// Recirculated more often than [`crate::MAX_RECIRC_DEPTH`] in a
     /// row, or more copies waiting to recirculate than the queue holds.
     RecircLimit,
@@ -52,6 +54,8 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::Xlate(XlateDrop::NoSuchGroup),
     DropReason::Xlate(XlateDrop::Recirc),
     DropReason::RecircLimit,
+    DropReason::Xlate(XlateDrop::NoSuchMeter),
+    DropReason::MeterDrop,
 ];
 
 impl DropReason {
@@ -67,6 +71,7 @@ impl DropReason {
             DropReason::NoBuffer => "no buffer for copy",
             DropReason::UpcallBudget => "upcall budget",
             DropReason::RecircLimit => "recirculation limit",
+            DropReason::MeterDrop => "meter drop",
         }
     }
 
@@ -92,12 +97,14 @@ impl DropReason {
             DropReason::Xlate(XlateDrop::NoSuchGroup) => 16,
             DropReason::Xlate(XlateDrop::Recirc) => 17,
             DropReason::RecircLimit => 18,
+            DropReason::Xlate(XlateDrop::NoSuchMeter) => 19,
+            DropReason::MeterDrop => 20,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 19;
+pub const N_DROP_REASONS: usize = 21;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 
 use sluice_classifier::fields::{field_by_name, Field, Prereq};
 use sluice_classifier::group::{Bucket, Group, GroupError, GroupType};
+use sluice_classifier::meter::{BandKind, Meter, MeterError};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{Action, FlowSpec, Match, Rule};
 use std::sync::Arc;
@@ -271,12 +272,59 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::CopyTtlIn => OfAction::CopyTtlIn,
         Action::PushPbb(t) => OfAction::PushPbb(*t),
         Action::PopPbb => OfAction::PopPbb,
+        // An instruction, not an action (from_actions places it).
+        Action::Meter(_) => return None,
         Action::Resubmit { .. }
         | Action::GotoTable(_)
         | Action::WriteActions(_)
         | Action::WriteMetadata { .. }
         | Action::ClearActions => return None,
     })
+}
+
+/// The classifier's meter of a METER_MOD (ADD or MODIFY) at `now_us`.
+pub fn to_meter(mm: &crate::meter::MeterMod, now_us: u64) -> Result<Meter, OfError> {
+    use crate::meter::band;
+    let mut bands = Vec::with_capacity(mm.bands.len());
+    for b in &mm.bands {
+        let kind = match b.typ {
+            band::DROP => BandKind::Drop,
+            band::DSCP_REMARK => BandKind::DscpRemark(b.prec_level),
+            _ => return Err(OfError::METER_BAD_BAND),
+        };
+        bands.push((kind, b.rate, b.burst));
+    }
+    Meter::new(mm.meter_id, mm.flags, &bands, now_us).map_err(meter_error)
+}
+
+/// The METER_MOD_FAILED error of a refused meter.
+pub fn meter_error(e: MeterError) -> OfError {
+    match e {
+        MeterError::Exists => OfError::METER_EXISTS,
+        MeterError::Invalid => OfError::METER_INVALID,
+        MeterError::Unknown => OfError::METER_UNKNOWN,
+        MeterError::BadFlags => OfError::METER_BAD_FLAGS,
+        MeterError::BadRate => OfError::METER_BAD_RATE,
+        MeterError::BadBurst => OfError::METER_BAD_BURST,
+        MeterError::BadBand => OfError::METER_BAD_BAND,
+        MeterError::BadBandValue => OfError::METER_BAD_BAND_VALUE,
+    }
+}
+
+/// A meter's bands as METER_CONFIG gives them back.
+pub fn meter_bands(m: &Meter) -> Vec<crate::meter::OfBand> {
+    m.bands
+        .iter()
+        .map(|b| crate::meter::OfBand {
+            typ: b.kind.number(),
+            rate: b.rate,
+            burst: b.burst,
+            prec_level: match b.kind {
+                BandKind::DscpRemark(p) => p,
+                BandKind::Drop => 0,
+            },
+        })
+        .collect()
 }
 
 /// The action list of a rule in `table` with match `m` and these
@@ -289,6 +337,7 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
     // actions after them (as Open vSwitch checks action lists).
     let mut cur = *m;
     let mut goto = None;
+    let mut meter = None;
     let mut clear = false;
     let mut write = None;
     let mut metadata = None;
@@ -353,9 +402,18 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
                     mask: *mask,
                 });
             }
-            // Meters are the next step.
-            _ => return Err(OfError::UNSUP_INST),
+            Instruction::Meter(id) => {
+                if *id == 0 || *id > sluice_classifier::meter::METER_MAX {
+                    return Err(OfError::METER_INVALID);
+                }
+                meter = Some(Action::Meter(*id));
+            }
+            Instruction::Other(_) => return Err(OfError::UNKNOWN_INST),
         }
+    }
+    if let Some(m) = meter {
+        // The meter runs before the apply-actions.
+        out.insert(0, m);
     }
     if clear {
         out.push(Action::ClearActions);
@@ -470,8 +528,10 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
     let mut clear = false;
     let mut write = None;
     let mut metadata = None;
+    let mut meter = None;
     for a in actions {
         match a {
+            Action::Meter(m) => meter = Some(Instruction::Meter(*m)),
             Action::GotoTable(t) => goto = Some(*t),
             &Action::WriteMetadata { value, mask } => {
                 metadata = Some(Instruction::WriteMetadata { value, mask })
@@ -483,7 +543,7 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
             a => apply.extend(from_action(a)),
         }
     }
-    let mut out = Vec::new();
+    let mut out: Vec<Instruction> = meter.into_iter().collect();
     if !apply.is_empty() {
         out.push(Instruction::ApplyActions(apply));
     }

@@ -24,11 +24,27 @@ mod prop {
 /// The actions `apply_actions` takes.
 const APPLY: &[u16] = &[
     at::OUTPUT,
+    at::COPY_TTL_OUT,
+    at::COPY_TTL_IN,
+    at::SET_MPLS_TTL,
+    at::DEC_MPLS_TTL,
     at::PUSH_VLAN,
     at::POP_VLAN,
+    at::PUSH_MPLS,
+    at::POP_MPLS,
+    at::GROUP,
+    at::SET_NW_TTL,
     at::DEC_NW_TTL,
     at::SET_FIELD,
+    at::PUSH_PBB,
+    at::POP_PBB,
 ];
+
+/// The action types Sluice takes (a bitmap by type, as GROUP_FEATURES
+/// states them).
+pub fn action_bitmap() -> u32 {
+    APPLY.iter().fold(0, |m, &a| m | 1 << a)
+}
 
 fn property(out: &mut Vec<u8>, typ: u16, body: impl FnOnce(&mut Vec<u8>)) {
     let start = out.len();
@@ -60,6 +76,7 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
     let last = t + 1 >= n_tables;
     property(&mut v, prop::INSTRUCTIONS, |o| {
         let mut ids = vec![
+            it::METER,
             it::APPLY_ACTIONS,
             it::WRITE_ACTIONS,
             it::CLEAR_ACTIONS,

@@ -165,7 +165,8 @@ pub fn stats_request(body: &[u8]) -> Result<u32, OfError> {
 
 /// The GROUP_FEATURES reply body: all four types; select by weight,
 /// liveness and chaining; `max_groups` per type; and the actions buckets
-/// take (output, push/pop VLAN, dec/set TTL, group, set_field).
+/// take (every action Sluice takes: output, TTLs, push/pop VLAN, MPLS and
+/// PBB, group, set_field).
 pub fn features_body() -> Vec<u8> {
     let mut out = Vec::new();
     out.extend_from_slice(&0b1111u32.to_be_bytes());
@@ -174,9 +175,7 @@ pub fn features_body() -> Vec<u8> {
     for _ in 0..4 {
         out.extend_from_slice(&crate::group::MAX_GROUPS.to_be_bytes());
     }
-    let actions: u32 = [0u32, 17, 18, 22, 23, 24, 25]
-        .iter()
-        .fold(0, |m, &a| m | 1 << a);
+    let actions = crate::features::action_bitmap();
     for _ in 0..4 {
         out.extend_from_slice(&actions.to_be_bytes());
     }

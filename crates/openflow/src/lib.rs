@@ -20,6 +20,7 @@ pub mod consts;
 pub mod convert;
 pub mod features;
 pub mod group;
+pub mod meter;
 pub mod msg;
 pub mod multipart;
 pub mod oxm;

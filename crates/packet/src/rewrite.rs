@@ -291,6 +291,22 @@ pub fn set_ip_tos(pkt: &mut Packet, tos: u8, mask: u8) -> bool {
         .is_some()
 }
 
+/// Rewrites the DSCP (the top six bits of the TOS / traffic class byte)
+/// as `f` maps it, the ECN bits kept. False when the packet is not IP.
+pub fn map_dscp(pkt: &mut Packet, f: impl Fn(u8) -> u8) -> bool {
+    if let Some(mut h) = ipv4(pkt) {
+        let t = h.tos();
+        h.set_tos((f(t >> 2) << 2) | (t & 3));
+        return true;
+    }
+    ipv6(pkt)
+        .map(|mut h| {
+            let t = h.traffic_class();
+            h.set_traffic_class((f(t >> 2) << 2) | (t & 3))
+        })
+        .is_some()
+}
+
 /// Sets the TTL (IPv4) or hop limit (IPv6).
 pub fn set_ip_ttl(pkt: &mut Packet, ttl: u8) -> bool {
     if let Some(mut h) = ipv4(pkt) {

@@ -470,6 +470,11 @@ impl Control {
                 {
                     Some(OfError::BAD_OUT_GROUP)
                 }
+                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
+                    if next.missing_meter(&spec.actions).is_some() =>
+                {
+                    Some(OfError::METER_UNKNOWN)
+                }
                 Ok(FlowModOp::Add(spec)) => {
                     if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(spec) {
                         return Some(OfError::OVERLAP);

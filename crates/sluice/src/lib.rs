@@ -14,6 +14,7 @@ pub mod link;
 pub mod ofchannel;
 mod ofgroups;
 pub mod ofhub;
+mod ofmeters;
 pub mod oftarget;
 pub mod pmd;
 pub mod report;

@@ -502,11 +502,21 @@ impl<S: Conn> Session<S> {
                 self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
             }
             Message::Other {
-                typ: msg::GROUP_MOD,
+                typ: msg::GROUP_MOD | msg::METER_MOD,
                 ..
             } if self.listener.role.load(Ordering::Relaxed) == role::SLAVE => {
                 self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid)
             }
+            Message::Other {
+                typ: msg::METER_MOD,
+                body,
+            } => match crate::ofmeters::meter_mod(&self.control, &body)? {
+                Ok(removed) => {
+                    self.tell_removed(&removed);
+                    Ok(())
+                }
+                Err(e) => self.reply(&error_reply(e, frame), h.xid),
+            },
             Message::Other {
                 typ: msg::GROUP_MOD,
                 body,
@@ -735,6 +745,21 @@ impl<S: Conn> Session<S> {
                     }
                     Some(Ok(entries)) => {
                         // Entries of whatever number: replies under 64 KiB.
+                        for m in split_reply(t, xid, entries.into_iter()) {
+                            self.send(&m)?;
+                        }
+                        Ok(())
+                    }
+                    Some(Err(e)) => self.reply(&error_reply(e, frame), xid),
+                    None => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
+                }
+            }
+            MpRequest::Other(t @ (mp::METER | mp::METER_CONFIG | mp::METER_FEATURES), body) => {
+                match crate::ofmeters::meter_multipart(&self.control, t, &body)? {
+                    Some(Ok(mut b)) if t == mp::METER_FEATURES => {
+                        self.send(&one(MpReply::Other(t, b.pop().unwrap_or_default())))
+                    }
+                    Some(Ok(entries)) => {
                         for m in split_reply(t, xid, entries.into_iter()) {
                             self.send(&m)?;
                         }

@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "ctl_socket",
     "ofhub",
     "ofgroups",
+    "ofmeters",
     "ofchannel",
     "runner",
     "bench_cmd",

@@ -213,7 +213,7 @@ fn ovs_ofctl_programs_the_rules() {
     // Refusals come back as the spec's errors; the connection and the
     // rules stay as they were.
     let (ok, out) = ofctl(&["add-flow", &t, "priority=1,ip,actions=meter:1,output:2"]);
-    assert!(!ok && out.contains("OFPBIC_UNSUP_INST"), "{out}");
+    assert!(!ok && out.contains("OFPMMFC_UNKNOWN_METER"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
     assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "priority=1,reg0=5,actions=drop"]);
@@ -416,7 +416,7 @@ fn bad_input_gets_errors_or_a_clean_disconnect_and_nothing_else_stops() {
     s.write_all(&fm).unwrap();
     assert_eq!(err_of(&expect(&mut s, 1)), (4, 1));
     // A multipart request of a type not served: BAD_REQUEST/BAD_MULTIPART.
-    s.write_all(&[4, 18, 0, 16, 0, 0, 0, 46, 0, 9, 0, 0, 0, 0, 0, 0])
+    s.write_all(&[4, 18, 0, 16, 0, 0, 0, 46, 0, 14, 0, 0, 0, 0, 0, 0])
         .unwrap();
     assert_eq!(err_of(&expect(&mut s, 1)), (1, 2));
     // The connection is still up: an echo comes back with its data.

@@ -82,12 +82,19 @@ pub(super) fn parse_actions(
         // (the plain actions), clear_actions, write_actions,
         // write_metadata, goto_table.
         let stage = match name.to_ascii_lowercase().as_str() {
+            "meter" => 0,
             "clear_actions" => 2,
             "write_actions" => 3,
             "write_metadata" => 4,
             "goto_table" => 5,
             _ => 1,
         };
+        if stage == 0 && !out.is_empty() {
+            return Err(cx.err(
+                tok.at,
+                "meter:N must come first (OpenFlow runs the meter instruction before the actions)",
+            ));
+        }
         if stage < last_stage || (stage == last_stage && stage > 1) {
             return Err(cx.err(
                 tok.at,
@@ -241,6 +248,13 @@ pub(super) fn parse_actions(
             }
             "set_mpls_label" => setf("mpls_label", "set_mpls_label", &|| parse_int(cx, need()?, arg_at, 20, "set_mpls_label"))?,
             "set_mpls_tc" => setf("mpls_tc", "set_mpls_tc", &|| parse_int(cx, need()?, arg_at, 3, "set_mpls_tc"))?,
+            "meter" => {
+                let m = parse_int(cx, need()?, arg_at, 32, "meter")? as u32;
+                if m == 0 || m > crate::meter::METER_MAX {
+                    return Err(cx.err(arg_at, format!("meter {m} is out of range (1 to {})", crate::meter::METER_MAX)));
+                }
+                Action::Meter(m)
+            }
             "set_mpls_ttl" => Action::SetMplsTtl(parse_int(cx, need()?, arg_at, 8, "set_mpls_ttl")? as u8),
             "dec_mpls_ttl" if arg.is_none() => Action::DecMplsTtl,
             "copy_ttl_out" if arg.is_none() => Action::CopyTtlOut,

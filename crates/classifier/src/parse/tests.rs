@@ -298,3 +298,57 @@ fn action_sets_and_instruction_order() {
         );
     }
 }
+
+#[test]
+fn mpls_pbb_and_pipeline_fields_parse_and_print_back() {
+    for (line, printed) in [
+        (
+            "mpls,mpls_label=100,mpls_tc=3,mpls_bos=1,mpls_ttl=64,actions=drop",
+            "mpls,mpls_label=100,mpls_tc=3,mpls_ttl=64,mpls_bos=1",
+        ),
+        ("mplsm,actions=drop", "mplsm"),
+        (
+            "dl_type=0x88e7,pbb_isid=0x100/0xff00,actions=drop",
+            "dl_type=0x88e7,pbb_isid=0x100/0xff00",
+        ),
+        (
+            "ipv6,ipv6_exthdr=0x40/0x1f0,actions=drop",
+            "ipv6,ipv6_exthdr=0x40/0x1f0",
+        ),
+        ("tun_id=0x3000/0xff00,actions=drop", "tun_id=0x3000/0xff00"),
+        ("tunnel_id=5,actions=drop", "tun_id=5"),
+    ] {
+        let s = ok(line);
+        assert_eq!(s.matcher.to_string(), printed, "{line}");
+        assert_eq!(ok(&format!("{printed},actions=drop")).matcher, s.matcher);
+    }
+    // A field of one packet type under another's prerequisite is refused.
+    err("ip,mpls_label=5,actions=drop");
+    err("mpls,pbb_isid=5,actions=drop");
+    err("ip,ipv6_exthdr=1,actions=drop");
+}
+
+#[test]
+fn mpls_and_pbb_actions_parse_with_their_prerequisites_along_the_list() {
+    let s = ok("ip,actions=push_mpls:0x8847,set_field:7->mpls_label,set_mpls_tc(2),set_mpls_ttl(9),dec_mpls_ttl,copy_ttl_out,copy_ttl_in,pop_mpls:0x0800,set_field:1->ip_dscp,output:1");
+    assert_eq!(s.actions[0], Action::PushMpls(0x8847));
+    assert_eq!(s.actions[7], Action::PopMpls(0x0800));
+    assert_eq!(
+        crate::action::format_actions(&s.actions),
+        "push_mpls:0x8847,set_field:7->mpls_label,set_mpls_tc:2,set_mpls_ttl(9),dec_mpls_ttl,copy_ttl_out,copy_ttl_in,pop_mpls:0x0800,set_field:1->ip_dscp,output:1"
+    );
+    let s = ok("actions=push_pbb:0x88e7,set_field:5->pbb_isid,pop_pbb,output:2");
+    assert_eq!(s.actions[2], Action::PopPbb);
+    // The packet's type follows the pushes and pops.
+    assert!(err("ip,actions=set_field:7->mpls_label")
+        .to_string()
+        .contains("mpls"));
+    assert!(err("ip,actions=pop_mpls:0x0800")
+        .to_string()
+        .contains("MPLS"));
+    err("mpls,actions=pop_mpls:0x0800,pop_mpls:0x0800");
+    err("actions=push_mpls:0x0800");
+    err("actions=push_pbb:0x8100");
+    err("ip,actions=pop_pbb");
+    err("mpls,actions=set_field:0->mpls_bos");
+}

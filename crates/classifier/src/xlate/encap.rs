@@ -47,17 +47,19 @@ pub(super) fn reshapes(a: &Action) -> bool {
 /// Whether `a` only sends the packet or changes pipeline state, looking
 /// at nothing in it.
 fn blind(a: &Action) -> bool {
-    matches!(
-        a,
+    match a {
         Action::Output(_)
-            | Action::InPort
-            | Action::All
-            | Action::Flood
-            | Action::Controller { .. }
-            | Action::WriteActions(_)
-            | Action::ClearActions
-            | Action::WriteMetadata { .. }
-    )
+        | Action::InPort
+        | Action::All
+        | Action::Flood
+        | Action::Controller { .. }
+        | Action::WriteActions(_)
+        | Action::ClearActions
+        | Action::WriteMetadata { .. }
+        | Action::Meter(_) => true,
+        Action::SetField { field, .. } => field.name == "tun_id",
+        _ => false,
+    }
 }
 
 /// Whether `a` touches only the Ethernet header and tags.

@@ -56,6 +56,9 @@ pub enum XlateDrop {
     /// rule; OpenFlow refuses such flow-mods), or groups chained deeper
     /// than [`crate::group::MAX_GROUP_DEPTH`].
     NoSuchGroup,
+    /// A `meter:N` instruction named a meter that does not exist (a
+    /// flow-file rule; OpenFlow refuses such flow-mods).
+    NoSuchMeter,
     /// A recirculation could not be set up (the table of frozen states is
     /// full, or a bucket's `resubmit` reached an action that needs one)
     /// or resumed (its state is unknown).
@@ -77,6 +80,7 @@ impl XlateDrop {
             XlateDrop::Fragment => "ip fragment",
             XlateDrop::NoSuchGroup => "no such group",
             XlateDrop::Recirc => "recirculation failed",
+            XlateDrop::NoSuchMeter => "no such meter",
         }
     }
 }
@@ -446,6 +450,14 @@ impl Ctx<'_, '_> {
                 Action::CopyTtlOut => self.copy_ttl(true),
                 Action::CopyTtlIn => self.copy_ttl(false),
                 Action::PushPbb(t) => self.push_pbb(t),
+                Action::Meter(m) => {
+                    if self.env.rules.meter(m).is_none() {
+                        self.note(self.depth, &format!(">> no meter {m}"));
+                        self.reason = Some(XlateDrop::NoSuchMeter);
+                        return;
+                    }
+                    self.push(DpAction::Meter(m));
+                }
                 Action::PopPbb => self.pop_pbb(),
             }
         }

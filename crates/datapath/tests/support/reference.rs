@@ -327,7 +327,10 @@ impl Ref<'_> {
                 | Action::CopyTtlOut
                 | Action::CopyTtlIn
                 | Action::PushPbb(_)
-                | Action::PopPbb => unreachable!("no MPLS or PBB actions in generated rules"),
+                | Action::PopPbb
+                | Action::Meter(_) => {
+                    unreachable!("no MPLS, PBB or meter actions in generated rules")
+                }
             }
         }
     }
