@@ -1,12 +1,15 @@
-//! Untrusted packet bytes: key extraction, then every header rewrite and
-//! VLAN push/pop on the parsed packet. Must never panic or read out of
+//! Untrusted packet bytes: key extraction, then every header rewrite,
+//! VLAN, MPLS and PBB push/pop, TTL copy and ND rewrite on the parsed
+//! packet (truncated labels, I-TAGs and ND options included). Must never panic or read out of
 //! bounds; the key must be the same after a second extraction of the
 //! unchanged bytes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sluice_packet::extract::extract;
-use sluice_packet::rewrite::{self, ArpField, PortField};
+use sluice_packet::encap;
+use sluice_packet::ndisc::{self, NdField};
+use sluice_packet::rewrite::{self, ArpField, FragRewrites, PortField};
 use sluice_packet::{FlowKey, PacketMeta, PacketPool};
 
 thread_local! {
@@ -38,10 +41,10 @@ fn rewrite_all(pool: &mut PacketPool, data: &[u8], meta: PacketMeta) {
         .expect("the frame was given back last time");
     p.meta = meta;
     rewrite::set_eth_src(&mut p, [1; 6]);
-    rewrite::set_ipv4_src(&mut p, 0x0a00_0001);
-    rewrite::set_ipv4_dst(&mut p, 0x0a00_0002);
-    rewrite::set_ipv6_src(&mut p, [2; 16]);
-    rewrite::set_ipv6_dst(&mut p, [3; 16]);
+    rewrite::set_ipv4_src(&mut p, 0x0a00_0001, FragRewrites::Ovs);
+    rewrite::set_ipv4_dst(&mut p, 0x0a00_0002, FragRewrites::Ovs);
+    rewrite::set_ipv6_src(&mut p, [2; 16], FragRewrites::Ovs);
+    rewrite::set_ipv6_dst(&mut p, [3; 16], FragRewrites::Ovs);
     rewrite::set_ipv6_label(&mut p, 0x12345);
     rewrite::set_ip_tos(&mut p, 0xb8, 0xfc);
     rewrite::set_ip_ttl(&mut p, 7);
@@ -53,5 +56,17 @@ fn rewrite_all(pool: &mut PacketPool, data: &[u8], meta: PacketMeta) {
     rewrite::set_vlan_tci(&mut p, 6);
     rewrite::pop_vlan(&mut p);
     rewrite::pop_vlan(&mut p);
+    rewrite::map_dscp(&mut p, |d| d ^ 1);
+    ndisc::set_nd(&mut p, NdField::Target([4; 16]));
+    ndisc::set_nd(&mut p, NdField::Sll([5; 6]));
+    ndisc::set_nd(&mut p, NdField::Tll([6; 6]));
+    encap::set_mpls_lse(&mut p, 0x0006_4140);
+    encap::copy_ttl_in(&mut p);
+    encap::copy_ttl_out(&mut p);
+    encap::pop_mpls(&mut p, 0x0800);
+    encap::set_pbb_isid(&mut p, 7);
+    encap::pop_pbb(&mut p);
+    encap::push_mpls(&mut p, 0x8847, 0x100);
+    encap::push_pbb(&mut p, 0x88e7, 0);
     pool.free(p);
 }
