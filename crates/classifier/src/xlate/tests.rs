@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::parse::parse_flow_file;
-use sluice_packet::rewrite::FragRewrites;
+use sluice_packet::rewrite::{ArpField, FragRewrites};
 
 fn set(text: &str) -> RuleSet {
     RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
