@@ -14,7 +14,11 @@
 //!    so a flow's packets leave in the order they came whatever cache
 //!    level each hit (OVS commit 9b4f08cd fixed this ordering bug);
 //! 5. **credit**: each group's packets and bytes to its megaflow and
-//!    rules, once per batch.
+//!    rules, once per batch;
+//! 6. **recirculate**: packets a `recirc` action sent back (after a pop
+//!    that exposed headers the key did not hold) go through stages 1–5
+//!    again as batches of their own, their recirculation id in the key,
+//!    up to [`crate::MAX_RECIRC_DEPTH`] passes.
 //!
 //! Uses: `meta.in_port`, `meta.hash`. Sets: `meta` offsets, packet bytes.
 
