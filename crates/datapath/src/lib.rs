@@ -4,7 +4,7 @@
 //! iteration takes one rx burst per port through the [`pipeline`] (extract,
 //! the [`cascade`] of caches, execute) into per-port output batches. Every packet ends
 //! forwarded, queued for the controller, or dropped for a named
-//! [`DropReason`](stats::DropReason); [`stats::DpStats`] checks the sums.
+//! [`DropReason`]; [`stats::DpStats`] checks the sums.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
