@@ -338,29 +338,14 @@ impl RuleSet {
     /// the rules that use it, as OpenFlow says; a meter that does not
     /// exist is no error. Returns the rules removed.
     pub fn delete_meter(&mut self, id: u32) -> Vec<Arc<Rule>> {
-        let gone: Vec<u32> = if id == METER_ALL {
-            self.meters.keys().copied().collect()
-        } else if self.meters.contains_key(&id) {
-            vec![id]
-        } else {
-            Vec::new()
-        };
+        let gone = crate::table::doomed(&self.meters, id, METER_ALL);
         if gone.is_empty() {
             return Vec::new();
         }
         for m in &gone {
             self.meters.remove(m);
         }
-        let rules: Vec<Arc<Rule>> = self
-            .iter()
-            .filter(|r| crate::action::meters_of(&r.actions).any(|m| gone.contains(&m)))
-            .cloned()
-            .collect();
-        for r in &rules {
-            self.retire(r);
-        }
-        self.version += 1;
-        rules
+        self.retire_users(|r| crate::action::meters_of(&r.actions).any(|m| gone.contains(&m)))
     }
 }
 

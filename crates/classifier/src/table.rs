@@ -246,6 +246,18 @@ pub struct RuleSet {
     recirc: Arc<crate::recirc::RecircTable>,
 }
 
+/// The ids a delete of `id` takes from `map`: every one for `all`, else
+/// `id` if it is there.
+pub(crate) fn doomed<V: Clone>(map: &im::OrdMap<u32, V>, id: u32, all: u32) -> Vec<u32> {
+    if id == all {
+        map.keys().copied().collect()
+    } else if map.contains_key(&id) {
+        vec![id]
+    } else {
+        Vec::new()
+    }
+}
+
 impl RuleSet {
     /// An empty set (every lookup misses).
     pub fn new() -> Self {
@@ -383,24 +395,20 @@ impl RuleSet {
     /// says, every rule whose actions send to a deleted group; a group
     /// that does not exist is no error. Returns the rules removed.
     pub fn delete_group(&mut self, id: u32) -> Vec<Arc<Rule>> {
-        let gone: Vec<u32> = if id == GROUP_ALL {
-            self.groups.keys().copied().collect()
-        } else if self.groups.contains_key(&id) {
-            vec![id]
-        } else {
-            Vec::new()
-        };
+        let gone = doomed(&self.groups, id, GROUP_ALL);
         if gone.is_empty() {
             return Vec::new();
         }
         for g in &gone {
             self.groups.remove(g);
         }
-        let rules: Vec<Arc<Rule>> = self
-            .iter()
-            .filter(|r| crate::action::groups_of(&r.actions).any(|g| gone.contains(&g)))
-            .cloned()
-            .collect();
+        self.retire_users(|r| crate::action::groups_of(&r.actions).any(|g| gone.contains(&g)))
+    }
+
+    /// Retires every rule `uses` picks (those of a deleted group or
+    /// meter), as one new version. Returns them.
+    pub(crate) fn retire_users(&mut self, uses: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        let rules: Vec<Arc<Rule>> = self.iter().filter(|r| uses(r)).cloned().collect();
         for r in &rules {
             self.retire(r);
         }

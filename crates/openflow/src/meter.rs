@@ -111,16 +111,8 @@ pub fn encode_meter_mod(m: &MeterMod) -> Vec<u8> {
 }
 
 /// The meter id a METER or METER_CONFIG request asks for (`OFPM_ALL`:
-/// all).
-pub fn stats_request(body: &[u8]) -> Result<u32, OfError> {
-    let mut r = Rd::new(body, OfError::BAD_LEN);
-    let id = r.u32()?;
-    r.skip(4)?;
-    if r.left() != 0 {
-        return Err(OfError::BAD_LEN);
-    }
-    Ok(id)
-}
+/// all): the same body as a GROUP request's (an id and 4 bytes of pad).
+pub use crate::group::stats_request;
 
 /// A meter's counters for a METER reply.
 #[derive(Debug, Clone, PartialEq, Eq)]

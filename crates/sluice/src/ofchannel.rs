@@ -738,28 +738,27 @@ impl<S: Conn> Session<S> {
             MpRequest::Other(mp::TABLE_FEATURES, _) => {
                 self.reply(&error_reply(OfError::TABLE_FEATURES_EPERM, frame), xid)
             }
-            MpRequest::Other(t @ (mp::GROUP | mp::GROUP_DESC | mp::GROUP_FEATURES), body) => {
-                match crate::ofgroups::group_multipart(&self.control, t, &body)? {
-                    Some(Ok(mut b)) if t == mp::GROUP_FEATURES => {
+            MpRequest::Other(
+                t @ (mp::GROUP
+                | mp::GROUP_DESC
+                | mp::GROUP_FEATURES
+                | mp::METER
+                | mp::METER_CONFIG
+                | mp::METER_FEATURES),
+                body,
+            ) => {
+                let served = if matches!(t, mp::METER | mp::METER_CONFIG | mp::METER_FEATURES) {
+                    crate::ofmeters::meter_multipart(&self.control, t, &body)?
+                } else {
+                    crate::ofgroups::group_multipart(&self.control, t, &body)?
+                };
+                match served {
+                    // A features reply is one body, not entries.
+                    Some(Ok(mut b)) if matches!(t, mp::GROUP_FEATURES | mp::METER_FEATURES) => {
                         self.send(&one(MpReply::Other(t, b.pop().unwrap_or_default())))
                     }
                     Some(Ok(entries)) => {
                         // Entries of whatever number: replies under 64 KiB.
-                        for m in split_reply(t, xid, entries.into_iter()) {
-                            self.send(&m)?;
-                        }
-                        Ok(())
-                    }
-                    Some(Err(e)) => self.reply(&error_reply(e, frame), xid),
-                    None => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
-                }
-            }
-            MpRequest::Other(t @ (mp::METER | mp::METER_CONFIG | mp::METER_FEATURES), body) => {
-                match crate::ofmeters::meter_multipart(&self.control, t, &body)? {
-                    Some(Ok(mut b)) if t == mp::METER_FEATURES => {
-                        self.send(&one(MpReply::Other(t, b.pop().unwrap_or_default())))
-                    }
-                    Some(Ok(entries)) => {
                         for m in split_reply(t, xid, entries.into_iter()) {
                             self.send(&m)?;
                         }

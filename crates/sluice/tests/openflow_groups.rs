@@ -5,17 +5,9 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::*;
-
-fn frames(p: &Path) -> usize {
-    std::fs::read(p)
-        .ok()
-        .and_then(|b| sluice_port::pcap::read_all(&b).ok())
-        .map_or(0, |v| v.len())
-}
 
 #[test]
 fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
@@ -90,7 +82,7 @@ fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
         .unwrap();
     assert!(child.wait().unwrap().success());
     assert_eq!(
-        (frames(&p2), frames(&p3)),
+        (pcap_frames(&p2), pcap_frames(&p3)),
         (1, 1),
         "a copy out of each port"
     );

@@ -5,17 +5,9 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 
 use support::*;
-
-fn frames(p: &Path) -> usize {
-    std::fs::read(p)
-        .ok()
-        .and_then(|b| sluice_port::pcap::read_all(&b).ok())
-        .map_or(0, |v| v.len())
-}
 
 #[test]
 fn meters_from_ovs_ofctl_limit_count_and_go_with_their_flows() {
@@ -80,5 +72,9 @@ fn meters_from_ovs_ofctl_limit_count_and_go_with_their_flows() {
         .status()
         .unwrap();
     assert!(child.wait().unwrap().success());
-    assert_eq!(frames(&p2), 3, "the burst went out, the rest was dropped");
+    assert_eq!(
+        pcap_frames(&p2),
+        3,
+        "the burst went out, the rest was dropped"
+    );
 }

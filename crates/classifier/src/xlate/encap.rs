@@ -104,21 +104,28 @@ impl Ctx<'_, '_> {
 
     /// Starts freezing at an action of table `table`'s rule.
     pub(super) fn start_freeze(&mut self, table: u8) {
-        let (_, cookie, miss) = self.running;
         self.note(
             self.depth,
             ">> the rest needs the packet parsed again: recirculating",
         );
-        self.frozen = Some(Frozen {
-            actions: Vec::new(),
-            action_set: self.action_set.clone(),
+        self.frozen = Some(self.state_here(Vec::new(), self.action_set.clone(), table));
+    }
+
+    /// The pipeline state a recirculation resumes with: `actions` to run
+    /// and `action_set`, in table `table`'s running rule, with the flow's
+    /// metadata, tunnel_id and input port as they are now.
+    fn state_here(&self, actions: Vec<Action>, action_set: Vec<Action>, table: u8) -> Frozen {
+        let (_, cookie, miss) = self.running;
+        Frozen {
+            actions,
+            action_set,
             table,
             cookie,
             miss,
             metadata: self.flow.metadata,
             tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
-        });
+        }
     }
 
     /// Ends a frozen translation with `recirc(id)`.
@@ -148,17 +155,7 @@ impl Ctx<'_, '_> {
     /// on a copy (the bucket is a clone).
     pub(super) fn recirc_bucket(&mut self, actions: &[Action], table: u8) {
         self.commit();
-        let (_, cookie, miss) = self.running;
-        let state = Frozen {
-            actions: actions.to_vec(),
-            action_set: Vec::new(),
-            table,
-            cookie,
-            miss,
-            metadata: self.flow.metadata,
-            tunnel_id: self.flow.tunnel_id,
-            in_port: self.flow.in_port,
-        };
+        let state = self.state_here(actions.to_vec(), Vec::new(), table);
         self.emit_recirc(state);
     }
 

@@ -7,6 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Frames in the pcap file a capture port wrote (0 if none or unreadable).
+pub fn pcap_frames(p: &Path) -> usize {
+    std::fs::read(p)
+        .ok()
+        .and_then(|b| sluice_port::pcap::read_all(&b).ok())
+        .map_or(0, |v| v.len())
+}
+
 /// Runs a command line through `sh -c`, panicking with its output on failure.
 pub fn sh(cmd: &str) -> String {
     let out = sh_status(cmd);
