@@ -141,6 +141,14 @@ impl PacketBatch {
         }
     }
 
+    /// Empties the batch without freeing: for the pool, once it has seen
+    /// every packet ([`PacketPool::release_sent`]).
+    #[inline]
+    pub(crate) fn forget_all(&mut self) {
+        // A Packet has no destructor: truncating forgets them.
+        self.pkts.clear();
+    }
+
     /// Frees every packet to `pool`.
     #[inline]
     pub fn free_all(&mut self, pool: &mut PacketPool) {

@@ -150,11 +150,13 @@ pub fn complete_csum(pkt: &mut Packet) -> Result<(), OffloadError> {
 }
 
 /// Where a super-frame's parts are: L3 and L4 offsets, the length of the
-/// headers the segments repeat, the L4 protocol.
+/// headers the segments repeat, where the IP datagram ends (bytes after it,
+/// such as Ethernet padding, are not payload), the L4 protocol.
 struct Layout {
     l3: usize,
     l4: usize,
     hdr: usize,
+    end: usize,
     v6: bool,
     proto: u8,
 }
@@ -185,10 +187,23 @@ fn layout(pkt: &Packet) -> Result<Layout, OffloadError> {
     if l4_hdr < 8 || hdr > d.len() || l3 + ip_min > l4 {
         return Err(OffloadError::Malformed);
     }
+    // The IP length says where the datagram ends; 0 (a super-frame past
+    // 64 KiB, Linux's BIG TCP) leaves it to the frame.
+    let len_field = be16(d, l3 + if v6 { 4 } else { 2 });
+    let end = if len_field == 0 {
+        d.len()
+    } else {
+        let n = l3 + usize::from(len_field) + if v6 { 40 } else { 0 };
+        if n < hdr || n > d.len() {
+            return Err(OffloadError::Malformed);
+        }
+        n
+    };
     Ok(Layout {
         l3,
         l4,
         hdr,
+        end,
         v6,
         proto,
     })
@@ -214,7 +229,7 @@ fn gso_headers_len(pkt: &Packet) -> u16 {
 /// checksum completed).
 pub fn needs_segmenting(pkt: &Packet) -> bool {
     let o = &pkt.meta.offload;
-    o.gso() != 0 && layout(pkt).is_ok_and(|l| pkt.len() - l.hdr > usize::from(o.gso_size))
+    o.gso() != 0 && layout(pkt).is_ok_and(|l| l.end - l.hdr > usize::from(o.gso_size))
 }
 
 /// Cuts a GSO super-frame into segments of at most `gso_size` payload
@@ -242,7 +257,7 @@ impl Segmenter {
             return Err(OffloadError::Malformed);
         }
         let d = pkt.data();
-        let payload = d.len() - lay.hdr;
+        let payload = lay.end - lay.hdr;
         Ok(Segmenter {
             mss,
             n: payload.div_ceil(mss).max(1),
@@ -276,7 +291,7 @@ impl Segmenter {
         }
         let (i, n, mss, lay) = (self.i, self.n, self.mss, &self.lay);
         let d = pkt.data();
-        let payload = &d[lay.hdr..];
+        let payload = &d[lay.hdr..lay.end];
         let chunk = &payload[(i * mss).min(payload.len())..((i + 1) * mss).min(payload.len())];
         let Some(mut seg) = pool.alloc_for(lay.hdr + chunk.len()) else {
             return Some(Err(OffloadError::NoBuffer));
@@ -555,6 +570,24 @@ mod tests {
             assert!(verifies(p.data(), v6), "v6 {v6} udp {udp}");
             pool.free(p);
         }
+    }
+
+    #[test]
+    fn ethernet_padding_after_a_short_super_frame_is_not_payload() {
+        // 1 byte of TCP payload: the frame is padded to 60 bytes, and the
+        // 5 bytes of padding must not become payload of the segment.
+        let mut pool = pool();
+        let p = super_frame(&mut pool, false, false, &[7], 40);
+        assert_eq!(p.len(), 60);
+        let mut segs = Vec::new();
+        assert_eq!(segment(&p, &mut pool, &mut |s| segs.push(s)), Ok(1));
+        let hdr = p.meta.l4().unwrap() + 20;
+        assert_eq!(&segs[0].data()[hdr..], &[7]);
+        assert!(verifies(segs[0].data(), false));
+        for s in segs {
+            pool.free(s);
+        }
+        pool.free(p);
     }
 
     proptest! {

@@ -575,7 +575,7 @@ impl Port for AfXdpPort {
                 pool.free(pkt);
                 continue;
             }
-            if pool.is_big(&pkt) {
+            if !pool.in_region(&pkt) {
                 // Outside the UMEM: into a regular frame if it fits one
                 // (the frames are 4 KiB at most, AF_XDP's limit).
                 let copy = (pkt.len() <= pool.max_packet_len())

@@ -173,6 +173,13 @@ pub struct PortStats {
     /// GSO super-frames sent whole (among `tx_packets`), segmented by the
     /// kernel or the device.
     pub tx_gso_packets: u64,
+    /// Received packets copied out of the device's buffer into a pool
+    /// frame (a DPDK port: chained mbufs; every other packet is used in
+    /// place).
+    pub rx_copied: u64,
+    /// Sent packets copied into a device buffer (a DPDK port: packets that
+    /// came from another kind of port; its own go out in place).
+    pub tx_copied: u64,
 }
 
 impl PortStats {
@@ -190,7 +197,11 @@ impl PortStats {
             tx_high_priority,
             rx_gso_packets,
             tx_gso_packets,
+            rx_copied,
+            tx_copied,
         } = o;
+        self.rx_copied += rx_copied;
+        self.tx_copied += tx_copied;
         self.rx_gso_packets += rx_gso_packets;
         self.tx_gso_packets += tx_gso_packets;
         self.rx_packets += rx_packets;

@@ -356,16 +356,17 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
 impl PortSpec {
     /// Whether [`open_port_queues`] can open this port with several queues.
     pub fn multi_queue(&self) -> bool {
-        matches!(
-            self,
-            PortSpec::Null
-                | PortSpec::AfPacket { .. }
-                | PortSpec::Pcap {
-                    rx: Some(_),
-                    tx: None,
-                    looping: true,
-                }
-        )
+        (cfg!(feature = "dpdk") && matches!(self, PortSpec::Dpdk { .. }))
+            || matches!(
+                self,
+                PortSpec::Null
+                    | PortSpec::AfPacket { .. }
+                    | PortSpec::Pcap {
+                        rx: Some(_),
+                        tx: None,
+                        looping: true,
+                    }
+            )
     }
 }
 
@@ -375,7 +376,8 @@ impl PortSpec {
 /// With `n` = 1 this is [`open_port`]. Ports with several queues:
 /// `null`; `pcap:rx=FILE,loop` (the file's flows dealt over the queues by
 /// an RSS-style hash); `afpacket` (one socket per queue in a fanout group,
-/// spread by the kernel's flow hash). The others have one queue and
+/// spread by the kernel's flow hash); `dpdk` (one rx/tx queue pair per
+/// PMD, RSS where the device hashes). The others have one queue and
 /// refuse `n` > 1 with an error that says so.
 pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>, PortError> {
     let name = spec.to_string();
@@ -417,8 +419,13 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
                 })
                 .collect()
         }
+        #[cfg(feature = "dpdk")]
+        PortSpec::Dpdk { devargs } => Ok(crate::dpdk::DpdkPort::open_queues(&name, devargs, n, None)?
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Port>)
+            .collect()),
         _ => Err(err(format!(
-            "this port has one queue and cannot be shared by {n} PMD threads; with several PMDs use null, pcap:rx=FILE,loop (no tx file) or afpacket ports, or run one PMD"
+            "this port has one queue and cannot be shared by {n} PMD threads; with several PMDs use null, pcap:rx=FILE,loop (no tx file), afpacket or dpdk ports, or run one PMD"
         ))),
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod bench_cmd;
+mod io_floor;
 
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{parse_port_arg, Config};
@@ -64,6 +65,10 @@ enum Command {
     /// Measure the datapath per rule set, flow count, distribution and
     /// cache configuration on in-memory ports, with the I/O floor.
     Bench(bench_cmd::BenchArgs),
+    /// Measure the I/O floor of ports: what they receive sent straight out
+    /// of one port, no datapath between (like dpdk-testpmd's io mode).
+    #[command(name = "io-floor", after_help = io_floor::IO_FLOOR_HELP)]
+    IoFloor(io_floor::IoFloorArgs),
     /// Run the built-in workload in memory (what `sluice` alone does).
     Demo {
         /// Packets each of the two sending ports replays.
@@ -690,6 +695,7 @@ fn main() -> ExitCode {
         Some(Command::Ctl(a)) => cmd_ctl(a),
         Some(Command::Gen(a)) => bench_cmd::gen(a),
         Some(Command::Bench(a)) => bench_cmd::bench(a),
+        Some(Command::IoFloor(a)) => io_floor::io_floor(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -129,6 +129,13 @@ pub fn port_text(p: &PortReport) -> String {
             ps.rx_gso_packets, ps.tx_gso_packets
         );
     }
+    if ps.rx_copied + ps.tx_copied > 0 {
+        let _ = writeln!(
+            o,
+            "    copied: rx {}, tx {} (between device buffers and pool frames)",
+            ps.rx_copied, ps.tx_copied
+        );
+    }
     for w in &p.warnings {
         let _ = writeln!(o, "    warning: {w}");
     }
@@ -302,6 +309,8 @@ pub fn json(s: &RunSummary) -> Value {
             "tx_high_priority": p.stats.tx_high_priority,
             "rx_gso_packets": p.stats.rx_gso_packets,
             "tx_gso_packets": p.stats.tx_gso_packets,
+            "rx_copied": p.stats.rx_copied,
+            "tx_copied": p.stats.tx_copied,
             "warnings": p.warnings,
         })).collect::<Vec<_>>(),
         "datapath": {

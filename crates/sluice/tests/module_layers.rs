@@ -23,6 +23,7 @@ const ORDER: &[&str] = &[
     "ofchannel",
     "runner",
     "bench_cmd",
+    "io_floor",
 ];
 
 #[test]
