@@ -116,6 +116,12 @@ pub fn io_floor(a: IoFloorArgs) -> Result<(), String> {
     if inputs.is_empty() {
         return Err("no port that receives: give one besides the --to port".into());
     }
+    if inputs.iter().any(|p| p.caps().finite_rx) {
+        return Err(
+            "a receiving port ends (a capture read once): the floor needs endless input, e.g. pcap:rx=FILE,loop or a DPDK device"
+                .into(),
+        );
+    }
     let mut batch = PacketBatch::new();
     let mut c = Counts { rx: 0, sent: 0 };
     let warm_until = Instant::now() + Duration::from_secs_f64(a.warmup);

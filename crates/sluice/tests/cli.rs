@@ -988,3 +988,60 @@ fn ovs_behaviour_settings_reach_the_datapath() {
         );
     }
 }
+
+#[test]
+fn io_floor_forwards_everything_it_receives_and_refuses_what_it_cannot_measure() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.pcap");
+    write_capture(&input, 64);
+    let rx = format!("1=pcap:rx={},loop", input.display());
+    let o = sluice(&[
+        "io-floor",
+        "--port",
+        &rx,
+        "--port",
+        "2=null",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let num = |word: &str| -> u64 {
+        let after = out
+            .split(word)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no '{word}' in {out}"));
+        after
+            .trim_start()
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(num("received") > 1000, "{out}");
+    assert_eq!(num("received"), num("sent"), "{out}");
+    assert!(out.contains("cycles/pkt"), "{out}");
+    for (args, why) in [
+        (
+            vec!["--port", &rx, "--port", "2=null", "--to", "3"],
+            "--to 3: no such port",
+        ),
+        (vec!["--port", "2=null"], "no port that receives"),
+        (
+            vec!["--port", &rx, "--port", "2=null", "--seconds", "0"],
+            "--seconds must be above 0",
+        ),
+    ] {
+        let mut a = vec!["io-floor"];
+        a.extend(args);
+        let o = sluice(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}");
+        assert!(stderr(&o).contains(why), "{a:?}: {}", stderr(&o));
+    }
+    let once = format!("1=pcap:rx={}", input.display());
+    let o = sluice(&["io-floor", "--port", &once, "--port", "2=null"]);
+    assert!(stderr(&o).contains("endless input"), "{}", stderr(&o));
+}
