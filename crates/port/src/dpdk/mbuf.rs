@@ -74,6 +74,16 @@ pub(super) unsafe fn rx_view(m: *mut Mbuf) -> RxView {
     }
 }
 
+/// The length of the packet in `m`.
+///
+/// # Safety
+/// `m` is a valid mbuf.
+#[inline(always)]
+pub(super) unsafe fn pkt_len(m: *mut Mbuf) -> u32 {
+    // SAFETY: m is valid (caller).
+    unsafe { field(m, PKT_LEN) }
+}
+
 /// The mbuf whose buffer is `buf` (a direct mbuf of Sluice's pools),
 /// made to carry `len` bytes at `data_off`, ready to send.
 ///

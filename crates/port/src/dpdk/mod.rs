@@ -341,7 +341,7 @@ impl Port for DpdkPort {
         }
         register_thread();
         let mut m = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
-        let (mut k, mut bytes) = (0, [0u64; BATCH_SIZE + 1]);
+        let (mut k, mut bytes) = (0, 0u64);
         let (mut too_big, mut nomem, mut copied) = (0u64, 0u64, 0u64);
         for p in batch.as_slice() {
             m[k] = match PacketPool::external_parts(p) {
@@ -363,18 +363,25 @@ impl Port for DpdkPort {
                     c
                 }
             };
-            // Bytes of the first k + 1 packets, for what the device takes.
-            bytes[k + 1] = bytes[k] + p.len() as u64;
+            bytes += p.len() as u64;
             k += 1;
         }
         // Externals are the device's now, frames were copied: forget and free.
-        pool.release_sent(batch);
+        if k == n && copied == 0 {
+            pool.release_sent_external(batch);
+        } else {
+            pool.release_sent(batch);
+        }
         self.stats.tx_kicks += 1;
         // SAFETY: the first k entries are mbufs we own.
         let sent =
             unsafe { sl_tx_burst(self.dev.port, self.queue, m.as_mut_ptr(), k as u16) } as usize;
         if sent < k {
-            // SAFETY: the device did not take these; they are still ours.
+            for &u in &m[sent..k] {
+                // SAFETY: the device did not take these; they are still ours.
+                bytes -= u64::from(unsafe { mbuf::pkt_len(u) });
+            }
+            // SAFETY: as above.
             unsafe { sl_free_mbufs(m[sent..].as_ptr(), (k - sent) as u32) };
         }
         self.stats.tx_drop(PortDrop::TooBig, too_big);
@@ -382,7 +389,7 @@ impl Port for DpdkPort {
         self.stats.tx_drop(PortDrop::QueueFull, (k - sent) as u64);
         self.stats.tx_copied += copied;
         self.stats.tx_packets += sent as u64;
-        self.stats.tx_bytes += bytes[sent];
+        self.stats.tx_bytes += bytes;
         sent
     }
     fn stats(&self) -> PortStats {
