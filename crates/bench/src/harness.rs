@@ -120,7 +120,9 @@ pub fn run_case(
         tx_flush_interval_us: tx_flush_us,
         ..Default::default()
     };
-    let ruleset = Arc::new(RuleSet::from_specs(&specs, 0));
+    let mut ruleset = RuleSet::from_specs(&specs, 0);
+    rules.install(&mut ruleset)?;
+    let ruleset = Arc::new(ruleset);
     let cpus = sluice_port::sys::allowed_cpus().map_err(|e| format!("CPU affinity: {e}"))?;
     let queues = if pmds == 1 {
         vec![frames.clone()]

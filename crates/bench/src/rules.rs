@@ -1,5 +1,11 @@
 //! The benchmark rule sets. Traffic enters on port 1; port 2 is the sink.
 
+use std::sync::Arc;
+
+use sluice_classifier::group::{Bucket, Group, GroupType, GROUP_ANY, PORT_ANY};
+use sluice_classifier::meter::{flags as meter_flags, BandKind, Meter};
+use sluice_classifier::{Action, Rule, RuleSet};
+
 /// A benchmark rule set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleSetKind {
@@ -17,6 +23,13 @@ pub enum RuleSetKind {
     /// lengths (/13 to /32, longest first by priority) and a catch-all: a
     /// large table whose rules the traffic hits, over 20 masks.
     Prefixes(u32),
+    /// `select-group`: port forwarding through a select group of two
+    /// buckets, both to port 2 (the bucket chosen per flow by hash).
+    SelectGroup,
+    /// `meter`: port forwarding through a meter whose rate (4·10⁹
+    /// packets/s) nothing reaches, so every packet pays the meter and
+    /// passes.
+    Meter,
 }
 
 impl RuleSetKind {
@@ -32,6 +45,50 @@ impl RuleSetKind {
             RuleSetKind::L3L4 => "l3l4".into(),
             RuleSetKind::Routes(n) => format!("routes:{n}"),
             RuleSetKind::Prefixes(n) => format!("prefixes:{n}"),
+            RuleSetKind::SelectGroup => "select-group".into(),
+            RuleSetKind::Meter => "meter".into(),
+        }
+    }
+
+    /// Whether the rules need a group or a meter ([`Self::install`]),
+    /// which a flow file cannot hold.
+    pub fn needs_install(self) -> bool {
+        matches!(self, RuleSetKind::SelectGroup | RuleSetKind::Meter)
+    }
+
+    /// Adds the groups and meters the rules use.
+    pub fn install(self, rules: &mut RuleSet) -> Result<(), String> {
+        match self {
+            RuleSetKind::SelectGroup => {
+                let bucket = || Bucket {
+                    weight: 1,
+                    watch_port: PORT_ANY,
+                    watch_group: GROUP_ANY,
+                    actions: vec![Action::Output(2)],
+                    counter: Arc::new(Rule::counter()),
+                };
+                rules
+                    .add_group(Group {
+                        id: 1,
+                        kind: GroupType::Select,
+                        buckets: vec![bucket(), bucket()],
+                        of_buckets: None,
+                        counter: Arc::new(Rule::counter()),
+                        created_us: 0,
+                    })
+                    .map_err(|e| format!("select-group: {e:?}"))
+            }
+            RuleSetKind::Meter => {
+                let m = Meter::new(
+                    1,
+                    meter_flags::PKTPS,
+                    &[(BandKind::Drop, 4_000_000_000, 0)],
+                    0,
+                )
+                .map_err(|e| format!("meter: {e:?}"))?;
+                rules.add_meter(m).map_err(|e| format!("meter: {e:?}"))
+            }
+            _ => Ok(()),
         }
     }
 
@@ -78,6 +135,8 @@ impl RuleSetKind {
                 s + "priority=0,actions=output:2\n"
             }
             RuleSetKind::Prefixes(n) => prefix_routes(n),
+            RuleSetKind::SelectGroup => "in_port=1,actions=group:1\n".to_string(),
+            RuleSetKind::Meter => "in_port=1,actions=meter:1,output:2\n".to_string(),
         }
     }
 }
@@ -127,9 +186,10 @@ impl std::str::FromStr for RuleSetKind {
         }
         RuleSetKind::ALL
             .into_iter()
+            .chain([RuleSetKind::SelectGroup, RuleSetKind::Meter])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, l3, l3l4, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, routes:N or prefixes:N")
             })
     }
 }

@@ -227,6 +227,12 @@ impl Meter {
         }
     }
 
+    /// Whether every band drops (none remarks): what it does to a packet
+    /// is then only to keep it or not.
+    pub fn drops_only(&self) -> bool {
+        self.bands.iter().all(|b| matches!(b.kind, BandKind::Drop))
+    }
+
     /// Meters a batch of packets of the lengths `lens` (at most 32) at
     /// `now_us`: every band pays for the packets its tokens cover, in
     /// order; the rest are above it. Counts the meter's and the applied

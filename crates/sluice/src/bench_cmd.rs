@@ -78,6 +78,12 @@ fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
 pub fn gen(a: GenArgs) -> Result<(), String> {
     let err = |e: std::io::Error| format!("{}: {e}", a.output.display());
     if let Some(kind) = a.rules {
+        if kind.needs_install() {
+            return Err(format!(
+                "--rules {}: its group or meter cannot be written to a flow file (OpenFlow adds them: ovs-ofctl add-group / add-meter); sluice bench installs it itself",
+                kind.name()
+            ));
+        }
         std::fs::write(&a.output, kind.flows()).map_err(err)?;
         println!("{}: {} rule set", a.output.display(), kind.name());
         return Ok(());
@@ -112,7 +118,9 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
 /// Arguments of `sluice bench`.
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Rule sets to measure.
+    /// Rule sets to measure: port-forward, l3, l3l4, select-group (port
+    /// forwarding through a select group of two buckets), meter (through
+    /// a meter no traffic reaches), routes:N, prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
     rules: Vec<RuleSetKind>,
     /// Flow counts.

@@ -22,6 +22,8 @@
 //!
 //! Uses: `meta.in_port`, `meta.hash`. Sets: `meta` offsets, packet bytes.
 
+mod direct;
+
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::FlowRef;
@@ -31,7 +33,7 @@ use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
-use crate::execute::{execute, has_destination, PacketInQueue, RecircQueue};
+use crate::execute::{execute, PacketInQueue, RecircQueue};
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
@@ -605,7 +607,9 @@ impl Pipeline {
         self.group_packets(batch, classified);
         // A recirculation pass has packets whose fate is counted already:
         // `execute` knows them.
-        if self.in_recirc || !self.output_directly(batch, classified, pool, out, stats, now_us) {
+        if self.in_recirc
+            || !self.output_directly(batch, classified, rules, pool, out, stats, now_us)
+        {
             for (i, p) in batch.drain().enumerate() {
                 if classified & (1 << i) == 0 {
                     if self.counted & (1 << i) == 0 {
@@ -719,72 +723,6 @@ impl Pipeline {
         for g in &self.groups {
             self.group_index[g.target.index_slot()] = (Target::NONE, 0);
         }
-    }
-
-    /// The common case: every flow of the batch just sends to one known
-    /// port (forwarding, routing without rewrites) or drops. Then each
-    /// packet moves straight from the rx batch to its port's output batch
-    /// (or back to the pool) in arrival order, which keeps every flow's
-    /// order, and a batch bound for one port moves whole. Returns false,
-    /// having moved nothing, otherwise.
-    fn output_directly(
-        &mut self,
-        batch: &mut PacketBatch,
-        classified: u32,
-        pool: &mut PacketPool,
-        out: &mut OutputStage,
-        stats: &mut DpStats,
-        now_us: u64,
-    ) -> bool {
-        for g in self.groups.iter_mut() {
-            let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
-            g.fate = match *actions {
-                [DpAction::Output(ofport)] => match out.index_of(ofport) {
-                    Some(idx) => Some(Fate::Port(idx)),
-                    None => return false,
-                },
-                _ if !has_destination(actions) => {
-                    // As `execute` drops a flow with no output.
-                    Some(Fate::Drop(DropReason::Xlate(
-                        drop.unwrap_or(XlateDrop::NoOutput),
-                    )))
-                }
-                _ => return false,
-            };
-        }
-        let n = classified.count_ones() as usize;
-        let n_rx = batch.len();
-        let first = self.groups.first().and_then(|g| g.fate);
-        let one_port = first
-            .filter(|f| matches!(f, Fate::Port(_)) && self.groups.iter().all(|g| g.fate == first));
-        match one_port {
-            Some(Fate::Port(idx)) if n == n_rx => {
-                out.enqueue_all(idx, batch, pool, stats, now_us);
-                stats.forwarded += n as u64;
-            }
-            _ => {
-                let mut unload = batch.unload();
-                for i in 0..n_rx {
-                    if classified & (1 << i) == 0 {
-                        stats.dropped[self.unclassified_reason(i).index()] += 1;
-                        unload.free(pool);
-                        continue;
-                    }
-                    let g = &self.groups[self.group_of[i] as usize];
-                    match g.fate.expect("resolved above") {
-                        Fate::Port(idx) => {
-                            out.enqueue_front(idx, &mut unload, pool, stats, now_us);
-                            stats.forwarded += 1;
-                        }
-                        Fate::Drop(reason) => {
-                            stats.dropped[reason.index()] += 1;
-                            unload.free(pool);
-                        }
-                    }
-                }
-            }
-        }
-        true
     }
 }
 
