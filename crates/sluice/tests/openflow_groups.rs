@@ -5,33 +5,21 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
-
 use support::*;
 
 #[test]
 fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("of.sock");
     let (p2, p3) = (dir.path().join("p2.pcap"), dir.path().join("p3.pcap"));
-    let mut child = Command::new(sluice_bin())
-        .args(["run", "--port", "1=null", "--duration", "60", "--listen"])
-        .arg(format!("punix:{}", sock.display()))
-        .arg("--port")
-        .arg(format!("2=pcap:tx={}", p2.display()))
-        .arg("--port")
-        .arg(format!("3=pcap:tx={}", p3.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the socket", 20, || sock.exists());
-    let t = format!("unix:{}", sock.display());
-    let run = |args: &[&str]| {
-        let (ok, out) = ofctl(args);
-        assert!(ok, "ovs-ofctl {args:?}: {out}");
-        out
-    };
+    let sw = OfSwitch::start(
+        dir.path(),
+        &[
+            format!("2=pcap:tx={}", p2.display()),
+            format!("3=pcap:tx={}", p3.display()),
+        ],
+    );
+    let t = sw.target.clone();
+    let run = ofctl_ok;
     run(&[
         "add-group",
         &t,
@@ -76,11 +64,7 @@ fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
     assert!(!flows.contains("group:1"), "{flows}");
     assert!(!run(&["dump-groups", &t]).contains("group_id=1,"));
     // Stopped, the capture ports have written what they sent.
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    sw.stop();
     assert_eq!(
         (pcap_frames(&p2), pcap_frames(&p3)),
         (1, 1),

@@ -5,31 +5,15 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
-
 use support::*;
 
 #[test]
 fn meters_from_ovs_ofctl_limit_count_and_go_with_their_flows() {
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("of.sock");
     let p2 = dir.path().join("p2.pcap");
-    let mut child = Command::new(sluice_bin())
-        .args(["run", "--port", "1=null", "--duration", "60", "--listen"])
-        .arg(format!("punix:{}", sock.display()))
-        .arg("--port")
-        .arg(format!("2=pcap:tx={}", p2.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for("the socket", 20, || sock.exists());
-    let t = format!("unix:{}", sock.display());
-    let run = |args: &[&str]| {
-        let (ok, out) = ofctl(args);
-        assert!(ok, "ovs-ofctl {args:?}: {out}");
-        out
-    };
+    let sw = OfSwitch::start(dir.path(), &[format!("2=pcap:tx={}", p2.display())]);
+    let t = sw.target.clone();
+    let run = ofctl_ok;
     // One packet a second, a burst of three.
     run(&[
         "add-meter",
@@ -67,11 +51,7 @@ fn meters_from_ovs_ofctl_limit_count_and_go_with_their_flows() {
     run(&["del-meters", &t, "meter=1"]);
     assert!(!run(&["dump-flows", &t]).contains("meter:1"));
     assert!(!run(&["dump-meters", &t]).contains("meter=1"));
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(child.wait().unwrap().success());
+    sw.stop();
     assert_eq!(
         pcap_frames(&p2),
         3,

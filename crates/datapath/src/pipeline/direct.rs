@@ -5,6 +5,7 @@
 
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::DpAction;
+use sluice_classifier::meter::Meter;
 use sluice_classifier::XlateDrop;
 use sluice_packet::{PacketBatch, PacketPool, BATCH_SIZE};
 
@@ -32,8 +33,9 @@ impl Pipeline {
         stats: &mut DpStats,
         now_us: u64,
     ) -> bool {
-        let mut metered_flows = false;
-        for g in self.groups.iter_mut() {
+        // The flows that go through a meter, with it.
+        let mut meters = ArrayVec::<(usize, &Meter), BATCH_SIZE>::new();
+        for (gi, g) in self.groups.iter_mut().enumerate() {
             let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
             g.fate = match *actions {
                 [DpAction::Output(ofport)] => match out.index_of(ofport) {
@@ -43,7 +45,7 @@ impl Pipeline {
                 [DpAction::Meter(id), DpAction::Output(ofport)] => {
                     match (rules.meter(id), out.index_of(ofport)) {
                         (Some(m), Some(idx)) if m.drops_only() => {
-                            metered_flows = true;
+                            meters.push((gi, m));
                             Some(Fate::Port(idx))
                         }
                         _ => return false,
@@ -59,10 +61,7 @@ impl Pipeline {
             };
         }
         // Every flow qualified: now its meter, once per flow (as `execute`).
-        let mut metered = 0u32;
-        if metered_flows {
-            metered = self.meter_groups(batch, rules, now_us);
-        }
+        let metered = self.meter_groups(batch, &meters, now_us);
         let n = classified.count_ones() as usize;
         let n_rx = batch.len();
         let first = self.groups.first().and_then(|g| g.fate);
@@ -103,23 +102,14 @@ impl Pipeline {
         true
     }
 
-    /// Applies the meter of each flow whose actions start with one (drop
-    /// bands only: [`Pipeline::output_directly`] checked) to its packets;
-    /// returns the batch positions the meters drop.
-    fn meter_groups(
-        &self,
-        batch: &PacketBatch,
-        rules: &sluice_classifier::RuleSet,
-        now_us: u64,
-    ) -> u32 {
+    /// Applies each metered flow's meter (drop bands only:
+    /// [`Pipeline::output_directly`] checked), given as (group, meter), to
+    /// its packets; returns the batch positions the meters drop.
+    fn meter_groups(&self, batch: &PacketBatch, meters: &[(usize, &Meter)], now_us: u64) -> u32 {
         let pkts = batch.as_slice();
         let mut dropped = 0u32;
-        for g in &self.groups {
-            let (actions, _) = actions_of(&self.caches, &self.temps, g.target);
-            let [DpAction::Meter(id), ..] = *actions else {
-                continue;
-            };
-            let Some(m) = rules.meter(id) else { continue };
+        for &(gi, m) in meters {
+            let g = &self.groups[gi];
             let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
             for &i in &g.pkts {
                 lens.push(pkts[i as usize].len());

@@ -5,8 +5,9 @@
 //! [`Packet`] with [`PacketPool::adopt_external`]. The packet travels the
 //! datapath like any other (its bytes are the device buffer's) and ends in
 //! one of two ways: the same kind of port sends it, taking the buffer back
-//! as it is ([`PacketPool::release_external`]: no copy on either side), or
-//! anything else frees it to the pool, which gathers such buffers and gives
+//! as it is ([`PacketPool::external_parts`], then
+//! [`PacketPool::release_sent`]: no copy on either side), or anything else
+//! frees it to the pool, which gathers such buffers and gives
 //! them back to their owner in bulk through the function the port
 //! registered ([`PacketPool::set_external_return`]): a push per packet, one
 //! call per [`RETURN_BATCH`] buffers, never an allocation.

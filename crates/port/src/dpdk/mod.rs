@@ -61,7 +61,9 @@ static NEXT_POOL: AtomicU32 = AtomicU32::new(0);
 /// of it came back (else it stays: a packet somewhere still holds one).
 struct Device {
     port: u16,
-    mps: Vec<(*mut Mempool, u32)>,
+    mps: Vec<*mut Mempool>,
+    /// mbufs in each of them.
+    mbufs: u32,
 }
 
 // SAFETY: the device is only stopped (once, by the last owner) and its
@@ -75,11 +77,11 @@ impl Drop for Device {
     fn drop(&mut self) {
         // SAFETY: the device was started by us; no queue of it is left.
         unsafe { sl_port_stop(self.port) };
-        for &(mp, size) in &self.mps {
+        for &mp in &self.mps {
             // SAFETY: mp is a valid pool; with all its mbufs free and the
             // device closed, nothing refers to it.
             unsafe {
-                if sl_pool_avail(mp) == size {
+                if sl_pool_avail(mp) == self.mbufs {
                     sl_pool_free(mp);
                 }
             }
@@ -210,7 +212,8 @@ impl DpdkPort {
         }
         let dev = Arc::new(Device {
             port,
-            mps: mps.iter().map(|&mp| (mp, per_queue)).collect(),
+            mps: mps.clone(),
+            mbufs: per_queue,
         });
         Ok(mps
             .into_iter()

@@ -412,6 +412,55 @@ pub fn wait_for(what: &str, secs: u64, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// `ovs-ofctl -O OpenFlow13 ARGS`, which must succeed: its output.
+pub fn ofctl_ok(args: &[&str]) -> String {
+    let (ok, out) = ofctl(args);
+    assert!(ok, "ovs-ofctl {args:?}: {out}");
+    out
+}
+
+/// `sluice run` with `1=null` and `ports` (N=SPEC each), listening for
+/// OpenFlow on a unix socket in `dir`; killed if the test ends without
+/// [`OfSwitch::stop`].
+pub struct OfSwitch {
+    child: Killed,
+    /// Its `ovs-ofctl` target (`unix:PATH`).
+    pub target: String,
+}
+
+impl OfSwitch {
+    /// Starts it and waits for its socket.
+    pub fn start(dir: &Path, ports: &[String]) -> OfSwitch {
+        let sock = dir.join("of.sock");
+        let mut cmd = Command::new(sluice_bin());
+        cmd.args(["run", "--port", "1=null", "--duration", "60", "--listen"])
+            .arg(format!("punix:{}", sock.display()));
+        for p in ports {
+            cmd.arg("--port").arg(p);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the socket", 20, || sock.exists());
+        OfSwitch {
+            child: Killed(child),
+            target: format!("unix:{}", sock.display()),
+        }
+    }
+
+    /// Stops it with SIGTERM (its capture ports then write what they
+    /// sent) and asserts it exits cleanly.
+    pub fn stop(mut self) {
+        Command::new("kill")
+            .args(["-TERM", &self.child.0.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(self.child.0.wait().unwrap().success());
+    }
+}
+
 /// A child process, killed and reaped when the guard drops.
 pub struct Killed(pub Child);
 
