@@ -34,6 +34,7 @@ pub mod stream;
 pub mod sys;
 pub mod tap;
 pub mod xdp_prog;
+pub mod xdp_send;
 
 use sluice_packet::{PacketBatch, PacketPool};
 

@@ -24,14 +24,14 @@ pub const MAX_QUEUES: u32 = 64;
 /// One eBPF instruction.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct Insn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
+pub(crate) struct Insn {
+    pub(crate) code: u8,
+    pub(crate) regs: u8,
+    pub(crate) off: i16,
+    pub(crate) imm: i32,
 }
 
-const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+pub(crate) const fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     Insn {
         code,
         regs: (src << 4) | dst,
@@ -57,7 +57,7 @@ fn program(map_fd: i32) -> [Insn; 6] {
     ]
 }
 
-fn bpf<T>(cmd: i64, attr: &mut T) -> io::Result<i64> {
+pub(crate) fn bpf<T>(cmd: i64, attr: &mut T) -> io::Result<i64> {
     // SAFETY: attr is a valid, initialised bpf_attr prefix of the size we
     // pass; the kernel reads (and for some commands writes) only that much.
     let rc = unsafe {
@@ -74,9 +74,70 @@ fn bpf<T>(cmd: i64, attr: &mut T) -> io::Result<i64> {
     Ok(rc)
 }
 
-fn owned(fd: i64) -> OwnedFd {
+pub(crate) fn owned(fd: i64) -> OwnedFd {
     // SAFETY: fd is a fresh descriptor the kernel just returned to us.
     unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// Creates a map of `entries` u32 keys to values of `value_size` bytes.
+pub(crate) fn create_map(map_type: u32, value_size: u32, entries: u32) -> io::Result<OwnedFd> {
+    #[repr(C)]
+    struct MapCreate {
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        map_flags: u32,
+    }
+    let mut attr = MapCreate {
+        map_type,
+        key_size: 4,
+        value_size,
+        max_entries: entries,
+        map_flags: 0,
+    };
+    bpf(BPF_MAP_CREATE, &mut attr).map(owned)
+}
+
+/// Loads an XDP program (GPL, as the helpers it calls need).
+pub(crate) fn load_xdp(insns: &[Insn], prog_name: &[u8]) -> Result<OwnedFd, String> {
+    let license = b"GPL\0";
+    let mut log = vec![0u8; 4096];
+    #[repr(C)]
+    struct ProgLoad {
+        prog_type: u32,
+        insn_cnt: u32,
+        insns: u64,
+        license: u64,
+        log_level: u32,
+        log_size: u32,
+        log_buf: u64,
+        kern_version: u32,
+        prog_flags: u32,
+        prog_name: [u8; 16],
+    }
+    let mut name = [0u8; 16];
+    let n = prog_name.len().min(15);
+    name[..n].copy_from_slice(&prog_name[..n]);
+    let mut attr = ProgLoad {
+        prog_type: BPF_PROG_TYPE_XDP,
+        insn_cnt: insns.len() as u32,
+        insns: insns.as_ptr() as u64,
+        license: license.as_ptr() as u64,
+        log_level: 1,
+        log_size: log.len() as u32,
+        log_buf: log.as_mut_ptr() as u64,
+        kern_version: 0,
+        prog_flags: 0,
+        prog_name: name,
+    };
+    bpf(BPF_PROG_LOAD, &mut attr).map(owned).map_err(|e| {
+        let text = String::from_utf8_lossy(&log);
+        format!(
+            "loading the XDP program: {e}: {}",
+            text.trim_end_matches('\0').trim()
+        )
+    })
 }
 
 /// The loaded program, its map and its attachment; dropping it detaches.
@@ -89,61 +150,10 @@ pub struct XdpRedirect {
 impl XdpRedirect {
     /// Loads the program and attaches it to interface `ifindex`.
     pub fn attach(ifindex: u32) -> Result<XdpRedirect, String> {
-        #[repr(C)]
-        struct MapCreate {
-            map_type: u32,
-            key_size: u32,
-            value_size: u32,
-            max_entries: u32,
-            map_flags: u32,
-        }
-        let mut attr = MapCreate {
-            map_type: BPF_MAP_TYPE_XSKMAP,
-            key_size: 4,
-            value_size: 4,
-            max_entries: MAX_QUEUES,
-            map_flags: 0,
-        };
-        let map =
-            owned(bpf(BPF_MAP_CREATE, &mut attr).map_err(|e| format!("creating the XSKMAP: {e}"))?);
+        let map = create_map(BPF_MAP_TYPE_XSKMAP, 4, MAX_QUEUES)
+            .map_err(|e| format!("creating the XSKMAP: {e}"))?;
         use std::os::fd::AsRawFd;
-        let insns = program(map.as_raw_fd());
-        let license = b"GPL\0";
-        let mut log = vec![0u8; 4096];
-        #[repr(C)]
-        struct ProgLoad {
-            prog_type: u32,
-            insn_cnt: u32,
-            insns: u64,
-            license: u64,
-            log_level: u32,
-            log_size: u32,
-            log_buf: u64,
-            kern_version: u32,
-            prog_flags: u32,
-            prog_name: [u8; 16],
-        }
-        let mut name = [0u8; 16];
-        name[..10].copy_from_slice(b"sluice_xsk");
-        let mut attr = ProgLoad {
-            prog_type: BPF_PROG_TYPE_XDP,
-            insn_cnt: insns.len() as u32,
-            insns: insns.as_ptr() as u64,
-            license: license.as_ptr() as u64,
-            log_level: 1,
-            log_size: log.len() as u32,
-            log_buf: log.as_mut_ptr() as u64,
-            kern_version: 0,
-            prog_flags: 0,
-            prog_name: name,
-        };
-        let prog = owned(bpf(BPF_PROG_LOAD, &mut attr).map_err(|e| {
-            let text = String::from_utf8_lossy(&log);
-            format!(
-                "loading the XDP program: {e}: {}",
-                text.trim_end_matches('\0').trim()
-            )
-        })?);
+        let prog = load_xdp(&program(map.as_raw_fd()), b"sluice_xsk")?;
         #[repr(C)]
         struct LinkCreate {
             prog_fd: u32,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 mod bench_cmd;
 mod io_floor;
+mod xdp_send;
 
 use clap::{Args, Parser, Subcommand};
 use sluice::config::{parse_port_arg, Config};
@@ -69,6 +70,11 @@ enum Command {
     /// of one port, no datapath between (like dpdk-testpmd's io mode).
     #[command(name = "io-floor", after_help = io_floor::IO_FLOOR_HELP)]
     IoFloor(io_floor::IoFloorArgs),
+    /// Send frames out of an interface from inside the kernel (XDP live
+    /// frames): a sender for benchmarks over veth that one core can run
+    /// several times faster than a socket.
+    #[command(name = "xdp-send", after_help = xdp_send::XDP_SEND_HELP)]
+    XdpSend(xdp_send::XdpSendArgs),
     /// Run the built-in workload in memory (what `sluice` alone does).
     Demo {
         /// Packets each of the two sending ports replays.
@@ -696,6 +702,7 @@ fn main() -> ExitCode {
         Some(Command::Gen(a)) => bench_cmd::gen(a),
         Some(Command::Bench(a)) => bench_cmd::bench(a),
         Some(Command::IoFloor(a)) => io_floor::io_floor(a),
+        Some(Command::XdpSend(a)) => xdp_send::xdp_send(a, stop_flag()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

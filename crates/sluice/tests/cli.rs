@@ -1045,3 +1045,31 @@ fn io_floor_forwards_everything_it_receives_and_refuses_what_it_cannot_measure()
     let o = sluice(&["io-floor", "--port", &once, "--port", "2=null"]);
     assert!(stderr(&o).contains("endless input"), "{}", stderr(&o));
 }
+
+/// `sluice xdp-send` refuses what it cannot send, with the reason.
+#[test]
+fn xdp_send_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pcap");
+    // A pcap header and no records.
+    let mut hdr = vec![0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0];
+    hdr.extend([0u8; 8]);
+    hdr.extend(65535u32.to_le_bytes());
+    hdr.extend(1u32.to_le_bytes());
+    std::fs::write(&empty, hdr).unwrap();
+    let e = empty.display().to_string();
+    for (args, why) in [
+        (vec!["lo", "--size", "10"], "--size must be 60 to"),
+        (vec!["lo", "--flows", "0"], "--flows must be 1 to 60000"),
+        (vec!["lo", "--burst", "0"], "--burst must be at least 1"),
+        (vec!["lo", "--seconds=-1"], "--seconds must be 0 or more"),
+        (vec!["lo", "--pcap", &e], "the capture is empty"),
+        (vec!["nosuchif0"], "no network interface 'nosuchif0'"),
+    ] {
+        let mut a = vec!["xdp-send"];
+        a.extend(args);
+        let o = sluice(&a);
+        assert_eq!(o.status.code(), Some(2), "{a:?}");
+        assert!(stderr(&o).contains(why), "{a:?}: {}", stderr(&o));
+    }
+}

@@ -601,3 +601,60 @@ fn afpacket_exact_accounting_on_a_replayed_capture() {
 fn afxdp_exact_accounting_on_a_replayed_capture() {
     exact_accounting_on_a_replayed_capture("afxdp");
 }
+
+/// `sluice xdp-send` (frames sent from inside the kernel, XDP live frames)
+/// into an AF_XDP port: every frame it sent is received or counted as a
+/// kernel ring drop, and the frames make the flows asked for.
+#[test]
+fn xdp_send_reaches_an_afxdp_port_as_distinct_flows() {
+    require_root_and(&["ip", "ethtool"]);
+    let a = Host::new("xs", None);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.pcap");
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\n",
+        &[
+            &format!("1=afxdp:{}", a.root_if),
+            &format!("2=pcap:tx={}", out.display()),
+        ],
+    );
+    let sent = a.exec(&format!(
+        "{} xdp-send eth0 --flows 10 --count 300 --burst 100 --seconds 0",
+        sluice_bin()
+    ));
+    assert!(sent.starts_with("300 frames out of eth0"), "{sent}");
+    // "rx packets: N, bytes: B, dropped: D (...)" of port 1.
+    let seen = |dump: &str| -> u64 {
+        let line = dump
+            .split("port 1 (")
+            .nth(1)
+            .and_then(|rest| rest.lines().find(|l| l.contains("rx packets:")))
+            .unwrap_or("");
+        let num = |key: &str| -> u64 {
+            line.split(key).nth(1).map_or(0, |t| {
+                t.trim()
+                    .split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap_or("")
+                    .parse()
+                    .unwrap_or(0)
+            })
+        };
+        num("rx packets:") + num("dropped:")
+    };
+    wait_for("the frames to arrive", 10, || {
+        seen(&sw.ctl(&["dump-ports"])) >= 300
+    });
+    let report = sw.stop();
+    assert_balanced(&report);
+    let p1 = port(&report, 1);
+    let rx = p1["rx_packets"].as_u64().unwrap();
+    assert_eq!(rx + drops(p1, "rx_dropped"), 300, "{p1}");
+    let bytes = std::fs::read(&out).unwrap();
+    let frames = sluice_port::pcap::read_all(&bytes).unwrap();
+    assert_eq!(frames.len() as u64, rx);
+    let sports: std::collections::BTreeSet<[u8; 2]> =
+        frames.iter().map(|r| [r.data[34], r.data[35]]).collect();
+    assert_eq!(sports.len(), 10.min(frames.len()), "UDP source ports");
+}
