@@ -280,6 +280,11 @@ impl RuleSet {
         &self.recirc
     }
 
+    /// The same, shared (every version made from this one holds it).
+    pub fn recirc_shared(&self) -> &Arc<crate::recirc::RecircTable> {
+        &self.recirc
+    }
+
     /// Whether a rule has an idle or hard timeout (O(1)).
     pub fn has_timeouts(&self) -> bool {
         self.timed > 0

@@ -169,6 +169,7 @@ pub struct Datapath {
     last_expire_us: u64,
     last_cache_us: u64,
     removed_ports: Vec<PortReport>,
+    recirc_gc: crate::recirc_gc::RecircGc,
 }
 
 impl Datapath {
@@ -196,6 +197,7 @@ impl Datapath {
             last_expire_us: 0,
             last_cache_us: 0,
             removed_ports: Vec::new(),
+            recirc_gc: Default::default(),
         };
         dp.set_rules(rules);
         Ok(dp)
@@ -501,6 +503,10 @@ impl Datapath {
                 REVALIDATE_BUDGET,
                 &mut self.stats,
             );
+            self.stats.recirc_freed += self
+                .recirc_gc
+                .pass(self.rules.recirc_shared(), &self.pipeline.caches.megaflows)
+                as u64;
         }
     }
 

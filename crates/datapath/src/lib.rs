@@ -16,6 +16,7 @@ pub mod datapath;
 pub mod execute;
 mod output;
 pub mod pipeline;
+mod recirc_gc;
 pub mod stats;
 mod upcall_budget;
 

@@ -143,6 +143,9 @@ pub struct DpStats {
     pub invalidated: u64,
     /// Megaflows removed for being idle.
     pub idle_expired: u64,
+    /// Recirculation states freed after this thread's passes found no
+    /// cache using them ([`sluice_classifier::recirc`]).
+    pub recirc_freed: u64,
     /// Copies handed to output queues (a flooded packet counts once per port).
     pub output_copies: u64,
     /// Copies that could not be made (pool empty); each is also a lost copy.
@@ -204,6 +207,7 @@ impl DpStats {
             revalidated,
             invalidated,
             idle_expired,
+            recirc_freed,
             output_copies,
             copy_failures,
             sent_packets,
@@ -239,6 +243,7 @@ impl DpStats {
         self.revalidated += revalidated;
         self.invalidated += invalidated;
         self.idle_expired += idle_expired;
+        self.recirc_freed += recirc_freed;
         self.output_copies += output_copies;
         self.copy_failures += copy_failures;
         self.sent_packets += sent_packets;

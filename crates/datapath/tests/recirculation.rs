@@ -168,3 +168,88 @@ fn icmp_under_a_label_comes_out_whole() {
     dp.run(|| 0, |_| false).unwrap();
     assert_eq!(sent.lock().unwrap().as_slice(), &[inner]);
 }
+
+/// Frozen states no cache uses any more are freed (after the grace of
+/// `sluice_classifier::recirc::GRACE_US` of real time); one that a live
+/// megaflow still uses is kept, and its packets keep being forwarded, from
+/// the caches and from a fresh translation.
+#[test]
+fn states_no_cache_uses_are_freed_and_used_ones_kept() {
+    use sluice_classifier::parse::{parse_flow, Require};
+    use sluice_classifier::table::Selection;
+    // 20 labels, each popped and its inner destination rewritten: 20
+    // distinct frozen states (the rewrite needs the inner header).
+    let text: String = (0..20)
+        .map(|i| {
+            format!(
+                "mpls,mpls_label={},actions=pop_mpls:0x0800,mod_nw_dst:10.9.0.{i},output:2\n",
+                100 + i
+            )
+        })
+        .collect();
+    let first = rules(&text);
+    let frame = |i: u32| under_labels(&ipv4(2, 1000).build(), &[(100 + i, 64)]);
+    let frames: Frames = (0..20).map(frame).collect();
+    let mut dp = Datapath::new(DatapathConfig::default(), Arc::clone(&first)).unwrap();
+    let (cap, sent) = CapturePort::new();
+    dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+        .unwrap();
+    dp.add_port(2, Box::new(cap)).unwrap();
+    let mut t = 0;
+    while !dp.rx_exhausted() {
+        dp.poll_once(t);
+        t += 10;
+    }
+    let table = Arc::clone(first.recirc_shared());
+    assert_eq!(table.len(), 20);
+    assert_eq!(sent.lock().unwrap().len(), 20);
+    // Every rule but label 100's goes: their states are used by no cache
+    // once the megaflows are revalidated against the new rules.
+    let mut next = (*first).clone();
+    for i in 1..20 {
+        let sel = parse_flow(&format!("mpls,mpls_label={}", 100 + i), Require::NoActions).unwrap();
+        assert_eq!(next.delete(&sel, Selection::Strict, false).len(), 1);
+    }
+    dp.set_rules(Arc::new(next));
+    std::thread::sleep(std::time::Duration::from_micros(
+        sluice_classifier::recirc::GRACE_US + 200_000,
+    ));
+    // Housekeeping runs once a second of the datapath's time.
+    for _ in 0..3 {
+        t += sluice_datapath::datapath::CACHE_INTERVAL_US;
+        dp.poll_once(t);
+    }
+    assert_eq!(table.len(), 1, "the state label 100's megaflow uses");
+    assert_eq!(dp.stats().recirc_freed, 19);
+    // Label 100 still forwards: through its cached megaflows, and through
+    // a fresh translation once they expired (idle for 10 s of the
+    // datapath's time; too little real time for the state to go).
+    let one = |name: &str| {
+        let mut f = Frames::new();
+        f.push(&frame(0), 0);
+        Box::new(ReplayPort::new(name, f, false))
+    };
+    dp.add_port(3, one("again")).unwrap();
+    while !dp.rx_exhausted() {
+        dp.poll_once(t);
+        t += 10;
+    }
+    let upcalls = dp.stats().upcalls;
+    for _ in 0..12 {
+        t += sluice_datapath::datapath::CACHE_INTERVAL_US;
+        dp.poll_once(t);
+    }
+    assert_eq!(dp.cache_occupancy().0, 0, "every megaflow expired");
+    dp.add_port(4, one("fresh")).unwrap();
+    while !dp.rx_exhausted() {
+        dp.poll_once(t);
+        t += 10;
+    }
+    assert_eq!(dp.stats().upcalls, upcalls + 2, "both passes translated");
+    dp.finish().unwrap();
+    let sent = sent.lock().unwrap();
+    assert_eq!(sent.len(), 22);
+    assert_eq!(sent[20], sent[0]);
+    assert_eq!(sent[21], sent[0]);
+    assert!(dp.stats().rx_balanced());
+}

@@ -230,6 +230,9 @@ pub fn text(s: &RunSummary) -> String {
         "  megaflows revalidated: {}, invalidated: {}, idle expired: {}",
         st.revalidated, st.invalidated, st.idle_expired
     );
+    if st.recirc_freed > 0 {
+        let _ = writeln!(o, "  recirculation states freed: {}", st.recirc_freed);
+    }
     let _ = writeln!(o, "  sent batches: {}", st.sent_batches);
     let _ = writeln!(
         o,
@@ -340,6 +343,7 @@ pub fn json(s: &RunSummary) -> Value {
             "megaflows revalidated": st.revalidated,
             "megaflows invalidated": st.invalidated,
             "megaflows idle expired": st.idle_expired,
+            "recirculation states freed": st.recirc_freed,
             "sent batches": st.sent_batches,
             "avg. packets per output batch": st.packets_per_batch(),
             "iterations": st.iterations,
