@@ -75,6 +75,7 @@ impl RuleSetKind {
                         of_buckets: None,
                         counter: Arc::new(Rule::counter()),
                         created_us: 0,
+                        slots: Default::default(),
                     })
                     .map_err(|e| format!("select-group: {e:?}"))
             }

@@ -45,6 +45,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 used_us: 0,
                 created_us: 0,
                 credited: (0, 0),
+                select_hits: Vec::new(),
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

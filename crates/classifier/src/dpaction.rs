@@ -16,7 +16,7 @@ pub enum PacketInReason {
 }
 
 /// One datapath action.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DpAction {
     /// Send a copy to this OpenFlow port.
     Output(u32),
@@ -116,7 +116,41 @@ pub enum DpAction {
     /// datapath again, re-parsed, with this recirculation id
     /// ([`crate::recirc`]).
     Recirc(u32),
+    /// A select group chosen per packet: the datapath hashes the packet
+    /// ([`crate::group::symmetric_hash`]) and runs the variant of its
+    /// slot. Only ever the whole action list of a flow (each variant is
+    /// the full list for the packets that pick it).
+    Select(std::sync::Arc<Select>),
 }
+
+/// A select group's per-packet choice ([`DpAction::Select`]).
+#[derive(Debug)]
+pub struct Select {
+    /// The group.
+    pub group: u32,
+    /// The variant each hash slot picks (`slots.variant`; variant `v` is
+    /// bucket `slots.buckets[v]`).
+    pub slots: std::sync::Arc<crate::group::SlotTable>,
+    /// Per variant: its bucket and the whole action list of its packets.
+    pub variants: Vec<(u32, std::sync::Arc<[DpAction]>)>,
+    /// Per variant: its bucket's counter, credited with its packets.
+    pub counters: Vec<std::sync::Arc<crate::table::Rule>>,
+}
+
+impl PartialEq for Select {
+    fn eq(&self, o: &Self) -> bool {
+        self.group == o.group
+            && std::sync::Arc::ptr_eq(&self.slots, &o.slots)
+            && self.variants == o.variants
+            && self.counters.len() == o.counters.len()
+            && self
+                .counters
+                .iter()
+                .zip(&o.counters)
+                .all(|(a, b)| std::sync::Arc::ptr_eq(a, b))
+    }
+}
+impl Eq for Select {}
 
 impl std::fmt::Display for DpAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -181,6 +215,13 @@ impl std::fmt::Display for DpAction {
             DpAction::SetPbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
+            DpAction::Select(sel) => {
+                write!(f, "select(group={},hash=sym_l4", sel.group)?;
+                for (bucket, acts) in &sel.variants {
+                    write!(f, ",bucket{bucket}:[{}]", format_dp_actions(acts))?;
+                }
+                f.write_str(")")
+            }
         }
     }
 }

@@ -40,4 +40,4 @@ pub use parse::{
     parse_flow, parse_flow_file, parse_flow_file_parallel, FlowSpec, ParseError, Require,
 };
 pub use table::{Rule, RuleSet};
-pub use xlate::{translate, translate_actions, Translation, XlateDrop, XlateEnv};
+pub use xlate::{resolve_select, translate, translate_actions, Translation, XlateDrop, XlateEnv};

@@ -57,6 +57,9 @@ pub struct Megaflow {
     /// push megaflow stats), so PMD threads do not fight over the cache
     /// lines of shared rule counters: see [`Megaflow::credit_rules`].
     pub credited: (u64, u64),
+    /// For a per-packet select ([`DpAction::Select`]): hits per variant
+    /// (packets, bytes) not yet credited to its bucket's counter.
+    pub select_hits: Vec<(u64, u64)>,
 }
 
 impl Megaflow {
@@ -70,6 +73,14 @@ impl Megaflow {
                 r.credit(p, b, self.used_us);
             }
             self.credited = (self.packets, self.bytes);
+        }
+        if let [DpAction::Select(sel)] = &*self.actions {
+            for (c, (p, b)) in sel.counters.iter().zip(&mut self.select_hits) {
+                if *p > 0 {
+                    c.credit(*p, *b, self.used_us);
+                    (*p, *b) = (0, 0);
+                }
+            }
         }
     }
 }
@@ -508,6 +519,7 @@ mod tests {
             used_us: 0,
             created_us: 0,
             credited: (0, 0),
+            select_hits: Vec::new(),
         }
     }
 

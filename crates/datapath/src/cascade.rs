@@ -222,6 +222,7 @@ impl Caches {
             used_us: now_us,
             created_us: now_us,
             credited: (0, 0),
+            select_hits: Vec::new(),
         };
         match self.megaflows.insert(m) {
             Ok(r) => {

@@ -14,7 +14,7 @@ use sluice_classifier::meter::raise_drop_precedence;
 use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
-use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
+use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
@@ -146,16 +146,18 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::Output(_)
         | DpAction::Controller { .. }
         | DpAction::Recirc(_)
-        | DpAction::Meter(_) => true,
+        | DpAction::Meter(_)
+        | DpAction::Select(_) => true,
     };
 }
 
 /// Whether a datapath action gives the packet (or a copy) a destination.
 fn sends(a: &DpAction) -> bool {
-    matches!(
-        a,
-        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_)
-    )
+    match a {
+        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_) => true,
+        DpAction::Select(sel) => sel.variants.iter().any(|(_, v)| has_destination(v)),
+        _ => false,
+    }
 }
 
 /// Whether a flow's actions send its packets anywhere (or recirculate them).
@@ -183,7 +185,66 @@ pub(crate) fn execute(
     recirc: &mut RecircQueue,
     counted: u32,
     rules: &RuleSet,
+    keys: &[FlowKey],
 ) {
+    if let [DpAction::Select(sel)] = acts {
+        // A select group chosen per packet: each variant's packets run
+        // its whole action list (no variant is a select again).
+        let mut variant = [0u16; BATCH_SIZE];
+        let mut todo = 0u32;
+        for &i in pkts {
+            let h = sluice_classifier::group::symmetric_hash(&keys[i as usize]);
+            variant[i as usize] = sel.slots.variant[sluice_classifier::group::select_slot(h)];
+            todo |= 1 << i;
+        }
+        let mut group = [0u8; BATCH_SIZE];
+        while todo != 0 {
+            let v = variant[todo.trailing_zeros() as usize];
+            let (mut n, mut bytes) = (0usize, 0u64);
+            for &i in pkts {
+                if todo & (1 << i) != 0 && variant[i as usize] == v {
+                    todo &= !(1 << i);
+                    group[n] = i;
+                    n += 1;
+                    bytes += slots[i as usize].as_ref().map_or(0, |p| p.len() as u64);
+                }
+            }
+            let list = match sel.variants.get(v as usize) {
+                // One select per translation: a variant is never one.
+                Some((_, list)) if !matches!(**list, [DpAction::Select(_)]) => list,
+                _ => {
+                    for &i in &group[..n] {
+                        if let Some(p) = slots[i as usize].take() {
+                            pool.free(p);
+                        }
+                        if counted & (1 << i) == 0 {
+                            stats.dropped[DropReason::Xlate(XlateDrop::NoOutput).index()] += 1;
+                        }
+                    }
+                    continue;
+                }
+            };
+            if let Some(c) = sel.counters.get(v as usize) {
+                c.credit(n as u64, bytes, now_us);
+            }
+            execute(
+                list,
+                drop,
+                &group[..n],
+                slots,
+                pool,
+                out,
+                stats,
+                packet_ins,
+                now_us,
+                recirc,
+                counted,
+                rules,
+                keys,
+            );
+        }
+        return;
+    }
     let uncounted = |n: &[u8]| {
         if counted == 0 {
             n.len() as u64

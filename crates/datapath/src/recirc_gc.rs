@@ -52,15 +52,27 @@ impl RecircGc {
                 continue;
             }
             last = Some(&f.actions);
-            self.ids.extend(f.actions.iter().filter_map(|a| match a {
-                DpAction::Recirc(id) => Some(*id),
-                _ => None,
-            }));
+            recirc_ids(&f.actions, &mut self.ids);
         }
         self.ids.sort_unstable();
         self.ids.dedup();
         table.mark(&self.ids, start);
         let m = self.reg.as_ref().map_or(usize::MAX, |(_, m)| *m);
         table.pass_complete(m, start)
+    }
+}
+
+/// The ids of the `recirc` actions in `acts` (and in its select variants).
+fn recirc_ids(acts: &[DpAction], ids: &mut Vec<u32>) {
+    for a in acts {
+        match a {
+            DpAction::Recirc(id) => ids.push(*id),
+            DpAction::Select(sel) => {
+                for (_, v) in &sel.variants {
+                    recirc_ids(v, ids);
+                }
+            }
+            _ => {}
+        }
     }
 }

@@ -485,6 +485,7 @@ pub fn to_group(gm: &crate::group::GroupMod, now_us: u64) -> Result<Group, OfErr
         of_buckets: Some(gm.raw_buckets.clone().into()),
         counter: Arc::new(Rule::counter()),
         created_us: now_us,
+        slots: Default::default(),
     })
 }
 

@@ -168,6 +168,11 @@ fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Transla
     if let Some(d) = t.drop {
         o += &format!("Drop reason: {}\n", d.name());
     }
+    if let [sluice_classifier::dpaction::DpAction::Select(_)] = t.actions.as_slice() {
+        // What this packet runs (a recirculation in it is followed).
+        t.actions = sluice_classifier::resolve_select(&t.actions, key).to_vec();
+        o += &format!("This packet's actions: {}\n", format_dp_actions(&t.actions));
+    }
     let hit = t.rules.iter().filter(|r| !r.is_counter()).count();
     if hit > 0 {
         o += &format!("Rules hit: {hit}\n");

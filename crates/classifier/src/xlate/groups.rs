@@ -35,12 +35,14 @@ impl Ctx<'_, '_> {
                 .find(|&i| self.bucket_live(&g.buckets[i], 0))
                 .into_iter()
                 .collect(),
-            GroupType::Select => {
-                let hash = self.select_hash();
-                crate::group::select_bucket(&g.buckets, hash, |b| self.bucket_live(b, 0))
-                    .into_iter()
-                    .collect()
-            }
+            GroupType::Select => match g.slots(|b| self.bucket_live(b, 0)) {
+                Some(t) if self.select_in_datapath(g, &t, table) => return,
+                Some(t) => {
+                    let hash = self.select_hash();
+                    vec![t.bucket(crate::group::select_slot(hash))]
+                }
+                None => Vec::new(),
+            },
         };
         if chosen.is_empty() {
             self.note(self.depth, &format!(">> group {id}: no live bucket"));
@@ -123,44 +125,32 @@ impl Ctx<'_, '_> {
         true
     }
 
-    /// A select group's hash of the flow: Ethernet addresses and type, IP
-    /// (or ARP) addresses and protocol, L4 ports, each pair combined so
-    /// both directions of a connection hash alike (OVS's symmetric_l4
-    /// fields, less the VLAN ID, plus ARP's addresses); every field it
-    /// reads is un-wildcarded.
+    /// A select group's hash of the flow ([`crate::group::symmetric_hash`]),
+    /// chosen at translation: every field it reads is un-wildcarded.
     pub(super) fn select_hash(&mut self) -> u64 {
         let f = self.flow;
         let w = &mut self.out.wc;
         w.dl_src = [0xff; 6];
         w.dl_dst = [0xff; 6];
         w.dl_type = 0xffff;
-        let mac = |m: [u8; 6]| m.iter().fold(0u64, |h, &b| h << 8 | u64::from(b));
-        let mut h = mac(f.dl_src) ^ mac(f.dl_dst);
-        h = crate::group::mix(h ^ u64::from(f.dl_type) << 48);
         if f.is_arp() {
             w.nw_src = u32::MAX;
             w.nw_dst = u32::MAX;
-            h = crate::group::mix(h ^ u64::from(f.nw_src ^ f.nw_dst));
         }
         if f.is_ip() {
             w.nw_proto = 0xff;
             if f.is_ipv4() {
                 w.nw_src = u32::MAX;
                 w.nw_dst = u32::MAX;
-                h = crate::group::mix(h ^ u64::from(f.nw_src ^ f.nw_dst));
             } else {
                 w.ipv6_src = [0xff; 16];
                 w.ipv6_dst = [0xff; 16];
-                let a = u128::from_be_bytes(f.ipv6_src) ^ u128::from_be_bytes(f.ipv6_dst);
-                h = crate::group::mix(h ^ a as u64 ^ (a >> 64) as u64);
             }
-            h = crate::group::mix(h ^ u64::from(f.nw_proto));
             if matches!(f.nw_proto, proto::TCP | proto::UDP | proto::SCTP) {
                 w.tp_src = 0xffff;
                 w.tp_dst = 0xffff;
-                h = crate::group::mix(h ^ u64::from(f.tp_src ^ f.tp_dst));
             }
         }
-        h
+        crate::group::symmetric_hash(&f)
     }
 }

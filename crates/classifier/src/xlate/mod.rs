@@ -149,6 +149,9 @@ struct Ctx<'a, 'o> {
     /// action needed a re-parsed packet; each action list on the way out
     /// adds what it had left to run ([`crate::recirc`]).
     frozen: Option<crate::recirc::Frozen>,
+    /// A select group the datapath chooses per packet, waiting for the
+    /// end of the translation ([`select`]).
+    select: Option<select::Pending>,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -236,6 +239,7 @@ fn run(
         action_set: Vec::new(),
         stale: encap::Stale::None,
         frozen: None,
+        select: None,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -260,6 +264,7 @@ fn run(
         cx.run_action_set();
     }
     cx.finish_freeze();
+    cx.finish_select();
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
         cx.out.actions.clear();
@@ -698,5 +703,7 @@ impl Ctx<'_, '_> {
 mod commit;
 mod encap;
 mod groups;
+mod select;
+pub use select::resolve as resolve_select;
 #[cfg(test)]
 mod tests;

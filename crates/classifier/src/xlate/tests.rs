@@ -567,6 +567,7 @@ fn group(
         of_buckets: None,
         counter: Arc::new(Rule::counter()),
         created_us: 0,
+        slots: Default::default(),
     }
 }
 
@@ -627,20 +628,61 @@ fn failover_indirect_select_and_missing_groups() {
         ],
     ))
     .unwrap();
+    // Chosen per packet by the datapath: one list per bucket, and the
+    // megaflow does not read the hashed fields.
     let mut k = tcp_key();
     let there = run(&r, &k);
-    assert_eq!(there.outputs, 1);
-    assert_eq!(there.wc.tp_src, 0xffff, "the hash reads the ports");
+    let [DpAction::Select(sel)] = there.actions.as_slice() else {
+        panic!("a per-packet select: {:?}", there.actions);
+    };
+    assert_eq!(sel.variants.len(), 3);
+    assert_eq!(there.wc.tp_src, 0, "the megaflow does not read the ports");
+    assert_eq!(there.wc.nw_src, 0);
+    let picked = crate::resolve_select(&there.actions, &k).to_vec();
     (k.nw_src, k.nw_dst, k.tp_src, k.tp_dst) = (k.nw_dst, k.nw_src, k.tp_dst, k.tp_src);
-    assert_eq!(run(&r, &k).actions, there.actions, "both directions alike");
+    assert_eq!(
+        crate::resolve_select(&there.actions, &k),
+        picked.as_slice(),
+        "both directions alike"
+    );
     let spread: std::collections::BTreeSet<String> = (0..64u16)
         .map(|p| {
             let mut k = tcp_key();
             k.tp_src = 1000 + p;
-            format!("{:?}", run(&r, &k).actions)
+            format!("{:?}", crate::resolve_select(&there.actions, &k))
         })
         .collect();
     assert_eq!(spread.len(), 3, "flows spread over the buckets");
+    // A bucket that pushes a tag: chosen at translation, by the same hash
+    // and slots, and the megaflow reads what the hash read.
+    r.modify_group(group(
+        1,
+        GroupType::Select,
+        &[
+            ("push_vlan:0x8100,output:2", 1, PORT_ANY),
+            ("output:3", 1, PORT_ANY),
+            ("output:4", 1, PORT_ANY),
+        ],
+    ))
+    .unwrap();
+    for p in 0..64u16 {
+        let mut k = tcp_key();
+        k.tp_src = 1000 + p;
+        let t = run(&r, &k);
+        assert_eq!(t.wc.tp_src, 0xffff, "the hash reads the ports");
+        assert_eq!(t.outputs, 1);
+        let port = |acts: &[DpAction]| {
+            acts.iter().find_map(|a| match a {
+                DpAction::Output(p) => Some(*p),
+                _ => None,
+            })
+        };
+        assert_eq!(
+            port(&t.actions),
+            port(crate::resolve_select(&there.actions, &k)),
+            "the same bucket either way"
+        );
+    }
     assert!(r
         .delete_group(1)
         .iter()

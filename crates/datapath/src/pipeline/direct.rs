@@ -4,15 +4,20 @@
 //! execution.
 
 use arrayvec::ArrayVec;
-use sluice_classifier::dpaction::DpAction;
+use sluice_classifier::dpaction::{DpAction, Select};
+use sluice_classifier::group::{select_slot, symmetric_hash};
+use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::meter::Meter;
 use sluice_classifier::XlateDrop;
 use sluice_packet::{PacketBatch, PacketPool, BATCH_SIZE};
 
-use super::{actions_of, Fate, Pipeline};
+use super::{actions_of, Fate, Pipeline, TargetKind};
 use crate::execute::has_destination;
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
+
+/// Most buckets of a select group the direct path takes.
+const MAX_VARIANTS: usize = 16;
 
 impl Pipeline {
     /// The common case: every flow of the batch just sends to one known
@@ -35,9 +40,35 @@ impl Pipeline {
     ) -> bool {
         // The flows that go through a meter, with it.
         let mut meters = ArrayVec::<(usize, &Meter), BATCH_SIZE>::new();
+        // Select groups of outputs only: the group, its variants' ports.
+        let mut selects = ArrayVec::<(usize, &Select, [u16; MAX_VARIANTS]), 4>::new();
         for (gi, g) in self.groups.iter_mut().enumerate() {
             let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
             g.fate = match *actions {
+                [DpAction::Select(ref sel)] => {
+                    let mut ports = [0u16; MAX_VARIANTS];
+                    if sel.variants.len() > MAX_VARIANTS || selects.is_full() {
+                        return false;
+                    }
+                    for (p, (_, v)) in ports.iter_mut().zip(&sel.variants) {
+                        match **v {
+                            [DpAction::Output(ofport)] => match out.index_of(ofport) {
+                                Some(idx) => *p = idx as u16,
+                                None => return false,
+                            },
+                            _ => return false,
+                        }
+                    }
+                    selects.push((gi, sel, ports));
+                    let n = sel.variants.len();
+                    if ports[1..n].iter().all(|&p| p == ports[0]) {
+                        // One port whichever bucket: only the counters
+                        // need each packet's choice.
+                        Some(Fate::Port(usize::from(ports[0])))
+                    } else {
+                        Some(Fate::PerPacket)
+                    }
+                }
                 [DpAction::Output(ofport)] => match out.index_of(ofport) {
                     Some(idx) => Some(Fate::Port(idx)),
                     None => return false,
@@ -60,8 +91,60 @@ impl Pipeline {
                 _ => return false,
             };
         }
-        // Every flow qualified: now its meter, once per flow (as `execute`).
+        // Every flow qualified: now its meter, once per flow (as `execute`),
+        // and each select's packets' ports.
         let metered = self.meter_groups(batch, &meters, now_us);
+        let mut port_of = [0u16; BATCH_SIZE];
+        let mut hits = ArrayVec::<(FlowRef, usize, [(u64, u64); MAX_VARIANTS]), 4>::new();
+        for &(gi, sel, ports) in &selects {
+            let g = &self.groups[gi];
+            let pkts = batch.as_slice();
+            let mut vs = [0u8; BATCH_SIZE];
+            let mut lens = [0u64; BATCH_SIZE];
+            for (k, &i) in g.pkts.iter().enumerate() {
+                let h = symmetric_hash(&self.keys[i as usize]);
+                let v = usize::from(sel.slots.variant[select_slot(h)]) & (MAX_VARIANTS - 1);
+                port_of[i as usize] = ports[v];
+                vs[k] = v as u8;
+                lens[k] = pkts[i as usize].len() as u64;
+            }
+            // Counted per variant without branches (which bucket a packet
+            // takes is as good as random) and in registers.
+            let mut counts = [(0u64, 0u64); MAX_VARIANTS];
+            let m = g.pkts.len();
+            for (v, c) in counts.iter_mut().enumerate().take(sel.variants.len()) {
+                let (mut n, mut b) = (0u64, 0u64);
+                for (&x, &len) in vs[..m].iter().zip(&lens[..m]) {
+                    let hit = u64::from(usize::from(x) == v);
+                    n += hit;
+                    b += hit * len;
+                }
+                *c = (n, b);
+            }
+            match g.target.kind() {
+                TargetKind::Mega(r) => hits.push((r, sel.variants.len(), counts)),
+                _ => {
+                    for (c, (n, bytes)) in sel.counters.iter().zip(counts) {
+                        if n > 0 {
+                            c.credit(n, bytes, now_us);
+                        }
+                    }
+                }
+            }
+        }
+        // Credited to the buckets with the megaflow's own hits, in bulk
+        // ([`Megaflow::credit_rules`]).
+        drop(selects);
+        for (r, n, counts) in hits {
+            let f = self.caches.megaflows.get_mut(r).expect("still live");
+            if f.select_hits.len() < n {
+                f.select_hits.resize(n, (0, 0));
+            }
+            for (h, c) in f.select_hits.iter_mut().zip(counts) {
+                h.0 += c.0;
+                h.1 += c.1;
+            }
+        }
         let n = classified.count_ones() as usize;
         let n_rx = batch.len();
         let first = self.groups.first().and_then(|g| g.fate);
@@ -74,7 +157,7 @@ impl Pipeline {
             }
             _ => {
                 let mut unload = batch.unload();
-                for i in 0..n_rx {
+                for (i, &port) in port_of.iter().enumerate().take(n_rx) {
                     if classified & (1 << i) == 0 {
                         stats.dropped[self.unclassified_reason(i).index()] += 1;
                         unload.free(pool);
@@ -94,6 +177,11 @@ impl Pipeline {
                         Fate::Drop(reason) => {
                             stats.dropped[reason.index()] += 1;
                             unload.free(pool);
+                        }
+                        Fate::PerPacket => {
+                            let idx = usize::from(port);
+                            out.enqueue_front(idx, &mut unload, pool, stats, now_us);
+                            stats.forwarded += 1;
                         }
                     }
                 }

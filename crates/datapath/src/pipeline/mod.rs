@@ -119,6 +119,9 @@ enum Fate {
     Port(usize),
     /// It has no output: dropped for this reason.
     Drop(DropReason),
+    /// A select group whose every bucket is one output: each packet's
+    /// port is chosen by its hash ([`direct`]).
+    PerPacket,
 }
 
 /// Per-thread batch-processing state, allocated once.
@@ -338,6 +341,7 @@ impl Pipeline {
             &mut self.recirc,
             0,
             env.rules,
+            std::slice::from_ref(&key),
         );
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
@@ -635,6 +639,7 @@ impl Pipeline {
                     &mut self.recirc,
                     self.counted,
                     rules,
+                    &self.keys,
                 );
             }
         }
