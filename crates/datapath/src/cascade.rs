@@ -53,6 +53,12 @@ pub struct CacheConfig {
     /// it are dropped as `upcall budget` so that established flows keep
     /// their rate in a miss storm. 100: no limit.
     pub upcall_share_pct: u32,
+    /// Share (%) of the PMD's cycles making packet-ins may take while the
+    /// PMD also forwards (10): a flood of packet-ins for the controller
+    /// beyond it is dropped as `upcall budget`, so forwarded flows keep at
+    /// least about 80 % of their rate even with no packet-in rate limit.
+    /// With nothing forwarded, nothing is refused. 100: no limit.
+    pub packet_in_share_pct: u32,
 }
 
 impl Default for CacheConfig {
@@ -66,6 +72,7 @@ impl Default for CacheConfig {
             max_idle_us: 10_000_000,
             megaflows: true,
             upcall_share_pct: 25,
+            packet_in_share_pct: 10,
         }
     }
 }

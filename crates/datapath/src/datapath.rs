@@ -679,6 +679,14 @@ impl Datapath {
         }
     }
 
+    /// Charges `cycles` spent handing packet-ins over to the packet-in
+    /// share ([`crate::cascade::CacheConfig::packet_in_share_pct`]).
+    pub fn charge_packet_ins(&mut self, cycles: u64) {
+        if let Some(b) = &mut self.pipeline.packet_ins.budget {
+            b.charge(cycles);
+        }
+    }
+
     /// Takes back packet-ins the OpenFlow channel has sent: their buffers
     /// serve the next ones (up to the queue's length of them); `batch` is
     /// left empty, its capacity kept for the next hand-over.
@@ -705,6 +713,12 @@ impl Datapath {
     #[inline]
     pub fn has_packet_ins(&self) -> bool {
         !self.pipeline.packet_ins.queue.is_empty()
+    }
+
+    /// How many packet-ins wait.
+    #[inline]
+    pub fn packet_ins_waiting(&self) -> usize {
+        self.pipeline.packet_ins.queue.len()
     }
 
     /// Forwards a packet a controller sent (PACKET_OUT) by `actions`, as

@@ -18,6 +18,7 @@ use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
 use crate::stats::{DpStats, DropReason};
+use crate::upcall_budget::UpcallBudget;
 
 /// A packet queued for the controller (the OpenFlow channel to come).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,6 +90,9 @@ pub(crate) struct PacketInQueue {
     /// next ones: in a storm no packet-in costs an allocation (or a free
     /// on another thread, which costs the allocator's lock).
     pub spare: Vec<Vec<u8>>,
+    /// The share of the PMD's cycles making packet-ins may take while it
+    /// also forwards (its "hits" are batches that forwarded something).
+    pub budget: Option<UpcallBudget>,
 }
 
 impl PacketInQueue {
@@ -285,6 +289,7 @@ pub(crate) fn execute(
     // Packets a meter's drop band took.
     let mut metered = 0u32;
     let mut ctl_rate = 0u32;
+    let mut ctl_budget = 0u32;
     let mut ctl_port = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
         let is_last = ai == last;
@@ -322,6 +327,18 @@ pub(crate) fn execute(
                 cookie,
                 metadata,
             } => {
+                // What making these packet-ins costs is charged to the
+                // packet-in budget, which refuses them (as `upcall
+                // budget`) once spent while forwarding competes.
+                let start = packet_ins.budget.as_mut().map(|b| {
+                    let now = crate::cycles::now();
+                    b.refill(now);
+                    now
+                });
+                let allowed = match (&packet_ins.budget, start) {
+                    (Some(b), Some(now)) => b.allows(now),
+                    _ => true,
+                };
                 for &i in pkts {
                     if metered & (1u32 << i) != 0 {
                         continue;
@@ -335,6 +352,8 @@ pub(crate) fn execute(
                             .is_some_and(|k| out.ports[k].no_packet_in)
                         {
                             ctl_port |= bit;
+                        } else if !allowed {
+                            ctl_budget |= bit;
                         } else if packet_ins.queue.len() >= packet_ins.cap {
                             ctl_full |= bit;
                         } else if !packet_ins.admit(now_us) {
@@ -362,6 +381,9 @@ pub(crate) fn execute(
                             pool.free(p);
                         }
                     }
+                }
+                if let (Some(b), Some(t0)) = (packet_ins.budget.as_mut(), start) {
+                    b.charge(crate::cycles::now().wrapping_sub(t0));
                 }
             }
             DpAction::Meter(id) => {
@@ -461,6 +483,8 @@ pub(crate) fn execute(
             stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
         } else if ctl_rate & bit != 0 {
             stats.dropped[DropReason::ControllerRateLimit.index()] += 1;
+        } else if ctl_budget & bit != 0 {
+            stats.dropped[DropReason::UpcallBudget.index()] += 1;
         } else if ctl_port & bit != 0 {
             stats.dropped[DropReason::PortNoPacketIn.index()] += 1;
         } else if no_buf & bit != 0 {

@@ -57,6 +57,7 @@ const ALWAYS_EMC: CacheConfig = CacheConfig {
     max_idle_us: 10_000_000,
     megaflows: true,
     upcall_share_pct: 100,
+    packet_in_share_pct: 100,
 };
 
 #[test]

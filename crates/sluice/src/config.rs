@@ -19,6 +19,7 @@
 //! smc = true
 //! megaflows = true              # false: exact-match megaflows only
 //! upcall_share = 25             # % of PMD cycles upcalls may take under contention
+//! packet_in_share = 10          # % of PMD cycles packet-ins may take while forwarding
 //! flow_limit = 200000
 //! mask_limit = 512
 //!
@@ -137,6 +138,7 @@ struct FileDatapath {
     smc: Option<bool>,
     megaflows: Option<bool>,
     upcall_share: Option<u32>,
+    packet_in_share: Option<u32>,
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
     tx_flush_interval: Option<u64>,
@@ -321,6 +323,14 @@ impl Config {
                     ));
                 }
                 c.upcall_share_pct = p;
+            }
+            if let Some(p) = d.packet_in_share {
+                if !(1..=100).contains(&p) {
+                    return Err(format!(
+                        "[datapath] packet_in_share = {p}: expected a percentage from 1 to 100"
+                    ));
+                }
+                c.packet_in_share_pct = p;
             }
             if let Some(n) = d.flow_limit {
                 c.megaflow.max_flows = n;

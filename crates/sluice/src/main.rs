@@ -111,6 +111,14 @@ struct CacheArgs {
     /// flows keep their rate; with no cached traffic nothing is refused.
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
     upcall_share: Option<u32>,
+    /// Share (%) of a PMD's cycles making packet-ins (for OpenFlow
+    /// controllers) may take while the PMD also forwards (default 10; 100 =
+    /// no limit). Beyond it packet-ins are dropped (counted as `upcall
+    /// budget`), so forwarded flows keep their rate in a flood of
+    /// packet-ins even with no --controller-rate-limit; with nothing
+    /// forwarded nothing is refused.
+    #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
+    packet_in_share: Option<u32>,
     /// Most megaflows (default 200000); installs beyond are refused and
     /// their packets forwarded uncached.
     #[arg(long, value_name = "N")]
@@ -186,6 +194,9 @@ impl CacheArgs {
         }
         if let Some(p) = self.upcall_share {
             c.upcall_share_pct = p;
+        }
+        if let Some(p) = self.packet_in_share {
+            c.packet_in_share_pct = p;
         }
         if let Some(n) = self.flow_limit {
             c.megaflow.max_flows = n;

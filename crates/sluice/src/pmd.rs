@@ -308,6 +308,7 @@ pub fn spawn(
                 inputs_left: true,
             };
             let mut pending_pins: Option<Vec<PacketIn>> = None;
+            let mut pins_since: Option<u64> = None;
             let (back_tx, back_rx) = mpsc::sync_channel::<Vec<PacketIn>>(PIN_RETURNS);
             let mut spare_batches: Vec<Vec<PacketIn>> = Vec::new();
             'poll: loop {
@@ -337,13 +338,32 @@ pub fn spawn(
                 // room for waits here, and the datapath's own bounded
                 // queue fills behind it (then drops, counted).
                 if let Some(tx) = &packet_ins {
+                    // What handing packet-ins over costs counts against
+                    // the PMD's packet-in share, as making them does.
+                    let t0 = sluice_datapath::cycles::now();
+                    let mut worked = false;
                     // Batches the channel is done with come back: their
                     // buffers serve the next packet-ins.
                     while let Ok(mut used) = back_rx.try_recv() {
                         dp.recycle_packet_ins(&mut used);
                         spare_batches.push(used);
+                        worked = true;
                     }
-                    if pending_pins.is_none() && dp.has_packet_ins() {
+                    // Handed over a batch at a time: 64 waiting, or the
+                    // first has waited 50 µs (each hand-over may wake the
+                    // channel's thread, a system call on this core).
+                    let waiting = dp.packet_ins_waiting();
+                    if waiting == 0 {
+                        pins_since = None;
+                    } else if pins_since.is_none() {
+                        pins_since = Some(t0);
+                    }
+                    let due = waiting >= 64
+                        || pins_since
+                            .is_some_and(|t| clock.us_at(t0).saturating_sub(clock.us_at(t)) >= 50);
+                    if pending_pins.is_none() && due {
+                        worked = true;
+                        pins_since = None;
                         let mut batch = spare_batches.pop().unwrap_or_default();
                         dp.hand_over_packet_ins(|p| {
                             batch.push(p);
@@ -359,6 +379,9 @@ pub fn spawn(
                         if let Err(mpsc::TrySendError::Full(b)) = tx.try_send(b) {
                             pending_pins = Some(b.items);
                         }
+                    }
+                    if worked {
+                        dp.charge_packet_ins(sluice_datapath::cycles::now().wrapping_sub(t0));
                     }
                 }
                 if max_packets.is_some() && n > 0 {

@@ -190,6 +190,8 @@ impl Pipeline {
             counted: 0,
             packet_ins: PacketInQueue {
                 cap: packet_in_cap,
+                budget: (cache.packet_in_share_pct < 100)
+                    .then(|| UpcallBudget::new(cache.packet_in_share_pct)),
                 ..Default::default()
             },
         }
@@ -287,6 +289,7 @@ impl Pipeline {
         if todo != 0 {
             self.upcall_stage(todo, env, epoch, now_us, stats);
         }
+        let forwarded = stats.forwarded;
         self.execute_groups(
             batch,
             classified & !self.refused,
@@ -296,6 +299,12 @@ impl Pipeline {
             stats,
             now_us,
         );
+        // Forwarding in this batch: packet-ins now compete with it.
+        if stats.forwarded != forwarded {
+            if let Some(b) = &mut self.packet_ins.budget {
+                b.note_hits(now_cycles);
+            }
+        }
     }
 
     /// Runs a packet a controller sent (PACKET_OUT) through `actions`, as
