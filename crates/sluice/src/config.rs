@@ -384,7 +384,7 @@ mod tests {
     #[test]
     fn toml_config() {
         let cfg = Config::from_toml(
-            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nupcall_share = 20\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nupcall_share = 20\npacket_in_share = 30\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
             Path::new("/cfg"),
         )
         .unwrap();
@@ -395,6 +395,9 @@ mod tests {
         assert_eq!(cfg.datapath.cache.upcall_share_pct, 20);
         let bad = Config::from_toml("[datapath]\nupcall_share = 0\n", Path::new("."));
         assert!(bad.unwrap_err().contains("upcall_share = 0"));
+        assert_eq!(cfg.datapath.cache.packet_in_share_pct, 30);
+        let bad = Config::from_toml("[datapath]\npacket_in_share = 101\n", Path::new("."));
+        assert!(bad.unwrap_err().contains("packet_in_share = 101"));
         assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 1);
         assert_eq!(
             cfg.ports[0],
