@@ -286,41 +286,46 @@ impl<T: Clone + Ord> PrefixTrie<T> {
     /// addresses overlap instead of each waiting for the one before (a
     /// large trie's nodes are not in the CPU caches, and a walk is a chain
     /// of dependent loads).
-    pub fn warm(&self, xs: impl Iterator<Item = u128>) {
+    pub fn warm(&self, xs: impl Iterator<Item = u128>, deep: impl Fn(&T)) {
         let Some(root) = self.root.as_deref() else {
             return;
         };
-        let mut at = arrayvec::ArrayVec::<(&Node<T>, u128), WARM>::new();
+        // Each walk keeps the items of the longest prefix it matched: the
+        // ones a lookup uses (every prefix's on a long path would fill the
+        // list after a few walks).
+        let mut at = arrayvec::ArrayVec::<(&Node<T>, u128, Option<&Vec<T>>), WARM>::new();
         for x in xs.take(WARM) {
-            at.push((root, x));
+            at.push((root, x, None));
         }
-        let mut lists = arrayvec::ArrayVec::<&Vec<T>, { 2 * WARM }>::new();
+        let mut lists = arrayvec::ArrayVec::<&Vec<T>, WARM>::new();
         while !at.is_empty() {
             let mut i = 0;
             while i < at.len() {
-                let (n, x) = at[i];
+                let (n, x, mut last) = at[i];
                 let diff = (x ^ n.key).leading_zeros();
-                if diff < n.end {
-                    at.swap_remove(i);
-                    continue;
-                }
-                if let Some(items) = n.here.as_deref() {
-                    if lists.try_push(items).is_ok() {
-                        sluice_packet::prefetch::read(items);
-                    }
-                }
-                let next = if n.end == 128 {
+                let next = if diff < n.end {
                     None
                 } else {
-                    n.kids[usize::from(diff == n.end)].as_deref()
+                    if let Some(items) = n.here.as_deref() {
+                        last = Some(items);
+                    }
+                    if n.end == 128 {
+                        None
+                    } else {
+                        n.kids[usize::from(diff == n.end)].as_deref()
+                    }
                 };
                 match next {
                     Some(k) => {
                         sluice_packet::prefetch::read(k);
-                        at[i].0 = k;
+                        at[i] = (k, x, last);
                         i += 1;
                     }
                     None => {
+                        if let Some(items) = last {
+                            sluice_packet::prefetch::read(items);
+                            let _ = lists.try_push(items);
+                        }
                         at.swap_remove(i);
                     }
                 }
@@ -328,6 +333,13 @@ impl<T: Clone + Ord> PrefixTrie<T> {
         }
         for l in &lists {
             sluice_packet::prefetch::read_addr(l.as_ptr());
+        }
+        // Then what the best item of each points to (its lists' loads
+        // overlap: each waits for its own line only).
+        for l in &lists {
+            if let Some(first) = l.first() {
+                deep(first);
+            }
         }
     }
 
@@ -462,7 +474,7 @@ mod tests {
             let near: Vec<u128> = prefixes.iter().map(|&(v, _)| v).chain(xs.iter().copied()).collect();
             // Warming walks every kind of path (leaving inside a node,
             // ending at /128, matching on the way) and changes nothing.
-            t.warm(near.iter().copied());
+            t.warm(near.iter().copied(), |_| {});
             for &x in &near {
                 check(&t, &prefixes, x);
             }

@@ -703,7 +703,11 @@ impl TableIndex {
     pub fn warm<'k>(&self, keys: impl Iterator<Item = &'k FlowKey> + Clone) {
         for (slot, r) in slot_regions().enumerate() {
             if !self.tries[slot].is_empty() {
-                self.tries[slot].warm(keys.clone().map(|k| r.left(bytemuck::bytes_of(k))));
+                self.tries[slot].warm(
+                    keys.clone().map(|k| r.left(bytemuck::bytes_of(k))),
+                    // The rule a prefix leads to: the lookup reads it.
+                    |r: &Ranked| sluice_packet::prefetch::read(&*r.0),
+                );
             }
         }
     }
