@@ -12,6 +12,7 @@
 //! vlan_limit = 1                # VLAN tags parsed (OVS's other_config:vlan-limit; 0 = all)
 //! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
 //! frag_rewrites = "ovs"         # ovs or correct: what rewrites do to fragments
+//! push_vlan = "ovs"             # ovs or spec: a tag pushed over a tag copies its VID/PCP (spec)
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -45,6 +46,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use sluice_classifier::table::PushVlan;
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
 use sluice_packet::rewrite::FragRewrites;
@@ -75,6 +77,8 @@ pub struct Config {
     pub frag_handling: FragHandling,
     /// What rewrites do to fragments' L4 bytes (`--frag-rewrites`).
     pub frag_rewrites: FragRewrites,
+    /// What a pushed VLAN tag carries over a tag (`--push-vlan`).
+    pub push_vlan: PushVlan,
     /// The `[openflow]` section.
     pub openflow: OpenFlowConfig,
 }
@@ -94,6 +98,7 @@ struct FileConfig {
     vlan_limit: Option<usize>,
     frag_handling: Option<String>,
     frag_rewrites: Option<String>,
+    push_vlan: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -289,6 +294,9 @@ impl Config {
             cfg.frag_rewrites =
                 FragRewrites::parse(m).map_err(|e| format!("frag_rewrites: {e}"))?;
         }
+        if let Some(m) = &f.push_vlan {
+            cfg.push_vlan = PushVlan::parse(m).map_err(|e| format!("push_vlan: {e}"))?;
+        }
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
@@ -428,7 +436,7 @@ mod tests {
             (1, FragHandling::Normal, FragRewrites::Ovs)
         );
         let cfg = Config::from_toml(
-            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\n",
+            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\npush_vlan = \"spec\"\n",
             Path::new("."),
         )
         .unwrap();
@@ -439,6 +447,15 @@ mod tests {
                 cfg.frag_rewrites
             ),
             (0, FragHandling::NxMatch, FragRewrites::Correct)
+        );
+        assert_eq!(
+            (d.push_vlan, cfg.push_vlan),
+            (PushVlan::Ovs, PushVlan::Spec)
+        );
+        let e = Config::from_toml("push_vlan = \"copy\"\n", Path::new(".")).unwrap_err();
+        assert!(
+            e.contains("push_vlan: unknown push_vlan mode 'copy'"),
+            "{e}"
         );
         let e = Config::from_toml("frag_handling = \"reassemble\"\n", Path::new(".")).unwrap_err();
         assert!(e.contains("does not reassemble"), "{e}");

@@ -16,6 +16,7 @@ use sluice::pmd::Placement;
 use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
+use sluice_classifier::table::PushVlan;
 use sluice_classifier::FragHandling;
 use sluice_packet::rewrite::FragRewrites;
 use sluice_port::spec::SPEC_SYNTAX;
@@ -158,6 +159,11 @@ struct OvsBehaviourArgs {
     /// not updated) or correct (only real L4 headers; see the README).
     #[arg(long, value_name = "MODE", value_parser = FragRewrites::parse)]
     frag_rewrites: Option<FragRewrites>,
+    /// What a push_vlan onto a tagged packet puts in the new tag: ovs
+    /// (default, as OVS 3.1: VID 0, PCP 0) or spec (the outer tag's VID and
+    /// PCP, as OpenFlow 1.3 says).
+    #[arg(long, value_name = "MODE", value_parser = PushVlan::parse)]
+    push_vlan: Option<PushVlan>,
 }
 
 impl OvsBehaviourArgs {
@@ -170,6 +176,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.frag_rewrites {
             config.frag_rewrites = m;
+        }
+        if let Some(m) = self.push_vlan {
+            config.push_vlan = m;
         }
     }
 }
@@ -541,6 +550,7 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     let mut rules = runner::load_rules(&a.flows)?;
     rules.set_frag_handling(cfg.frag_handling);
     rules.set_frag_rewrites(cfg.frag_rewrites);
+    rules.set_push_vlan(cfg.push_vlan);
     let key = match (&a.flow, &a.packet) {
         (_, Some(hex)) => {
             trace::key_from_packet(hex, a.in_port.unwrap_or(0), cfg.datapath.vlan_limit)?

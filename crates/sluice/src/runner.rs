@@ -542,6 +542,7 @@ pub fn run(
     };
     rules.set_frag_handling(cfg.frag_handling);
     rules.set_frag_rewrites(cfg.frag_rewrites);
+    rules.set_push_vlan(cfg.push_vlan);
     let placements = placements(cfg)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {

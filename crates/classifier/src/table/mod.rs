@@ -225,6 +225,29 @@ impl Default for TableCounters {
     }
 }
 
+/// What a `push_vlan` puts in the new tag when the packet has one already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PushVlan {
+    /// VID 0 and PCP 0, as Open vSwitch 3.1 (`push_vlan(vid=0,pcp=0)` in
+    /// `ofproto/trace`).
+    #[default]
+    Ovs,
+    /// The outer tag's VID and PCP, as OpenFlow 1.3 says (section 7.2.5,
+    /// table 6: "VLAN ID/priority: copied from the existing tag").
+    Spec,
+}
+
+impl PushVlan {
+    /// Parses `ovs` or `spec`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(PushVlan::Ovs),
+            "spec" => Ok(PushVlan::Spec),
+            _ => Err(format!("unknown push_vlan mode '{s}' (ovs or spec)")),
+        }
+    }
+}
+
 /// A versioned set of rule tables.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
@@ -236,6 +259,7 @@ pub struct RuleSet {
     next_id: RuleId,
     frag_handling: crate::FragHandling,
     frag_rewrites: FragRewrites,
+    push_vlan: PushVlan,
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
     timed: usize,
@@ -269,6 +293,7 @@ impl RuleSet {
             next_id: 1,
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
+            push_vlan: PushVlan::Ovs,
             timed: 0,
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
@@ -451,6 +476,17 @@ impl RuleSet {
     /// Changes what rewrites do to fragments' L4 bytes (a new version).
     pub fn set_frag_rewrites(&mut self, mode: FragRewrites) {
         self.frag_rewrites = mode;
+        self.version += 1;
+    }
+
+    /// What a pushed VLAN tag carries.
+    pub fn push_vlan(&self) -> PushVlan {
+        self.push_vlan
+    }
+
+    /// Changes what a pushed VLAN tag carries (a new version).
+    pub fn set_push_vlan(&mut self, mode: PushVlan) {
+        self.push_vlan = mode;
         self.version += 1;
     }
 
@@ -709,6 +745,7 @@ impl RuleSet {
             next_id: self.next_id,
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
+            push_vlan: self.push_vlan,
             timed: 0,
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),

@@ -501,7 +501,16 @@ impl Ctx<'_, '_> {
     /// tags, as OVS's (FLOW_MAX_VLAN_HEADERS): a third push forgets the
     /// innermost, and the commit then leaves it out of the packet, as OVS.
     fn push_vlan(&mut self, tpid: u16) {
-        self.flow.vlan_tci = [tci::PRESENT, self.flow.vlan_tci[0]];
+        let mut new = tci::PRESENT;
+        if self.env.rules.push_vlan() == crate::table::PushVlan::Spec {
+            // OpenFlow 1.3: the new tag copies the outer one's VID and PCP
+            // (which the decision then reads, presence included).
+            self.unwc_vlan(0, 0xffff, 0);
+            if self.flow.vlan_tci[0] & tci::PRESENT != 0 {
+                new = self.flow.vlan_tci[0];
+            }
+        }
+        self.flow.vlan_tci = [new, self.flow.vlan_tci[0]];
         self.flow.vlan_tpid = [tpid, self.flow.vlan_tpid[0]];
         self.vlan_origin = [None, self.vlan_origin[0]];
         self.vlans_touched = true;

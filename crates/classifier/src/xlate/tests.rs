@@ -194,6 +194,44 @@ fn vlan_actions() {
     assert_eq!(t.actions, vec![DpAction::Output(2)]);
 }
 
+/// `--push-vlan spec`: a tag pushed over a tag copies its VID and PCP (as
+/// OpenFlow 1.3 says), which the decision then reads; onto an untagged
+/// packet it is VID 0, PCP 0 in both modes.
+#[test]
+fn push_vlan_spec_mode_copies_the_outer_tag() {
+    let mut r = set("actions=push_vlan:0x88a8,output:2\n");
+    r.set_push_vlan(crate::table::PushVlan::Spec);
+    let mut tagged = tcp_key();
+    tagged.vlan_tci[0] = 0x7005; // pcp 3, present, vid 5
+    tagged.vlan_tpid[0] = 0x8100;
+    let t = run(&r, &tagged);
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 0x6005
+            },
+            DpAction::Output(2)
+        ]
+    );
+    assert_eq!(
+        t.wc.vlan_tci[0], 0xffff,
+        "the outer tag decided the new one"
+    );
+    let t = run(&r, &tcp_key());
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 0
+            },
+            DpAction::Output(2)
+        ]
+    );
+}
+
 #[test]
 fn resubmit_loop_is_an_error() {
     let t = run(&set("actions=resubmit(,0)\n"), &tcp_key());
