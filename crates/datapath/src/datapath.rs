@@ -66,6 +66,10 @@ pub struct DatapathConfig {
     /// only, so a second tag's TPID is the EtherType and no L3 field is
     /// keyed; 2, or 0 (no limit), parses both tags a key holds.
     pub vlan_limit: usize,
+    /// Pad frames shorter than 60 bytes with zeros to 60 when they are
+    /// sent, as an Ethernet NIC does on the wire (false, as Open vSwitch:
+    /// a frame leaves as short as its actions made it, e.g. after a pop).
+    pub pad_short_frames: bool,
 }
 
 impl Default for DatapathConfig {
@@ -78,6 +82,7 @@ impl Default for DatapathConfig {
             cache: CacheConfig::default(),
             tx_flush_interval_us: 0,
             vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
+            pad_short_frames: false,
         }
     }
 }
@@ -185,6 +190,7 @@ impl Datapath {
             out: OutputStage {
                 ports: Vec::new(),
                 tx_flush_interval_us: cfg.tx_flush_interval_us,
+                pad_short: cfg.pad_short_frames,
             },
             port_numbers: Vec::new(),
             fwd_numbers: Vec::new(),
@@ -199,6 +205,7 @@ impl Datapath {
             removed_ports: Vec::new(),
             recirc_gc: Default::default(),
         };
+        dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.set_rules(rules);
         Ok(dp)
     }

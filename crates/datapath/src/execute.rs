@@ -93,6 +93,9 @@ pub(crate) struct PacketInQueue {
     /// The share of the PMD's cycles making packet-ins may take while it
     /// also forwards (its "hits" are batches that forwarded something).
     pub budget: Option<UpcallBudget>,
+    /// Packet-ins of frames shorter than 60 bytes carry them padded, as
+    /// they are sent ([`crate::datapath::DatapathConfig::pad_short_frames`]).
+    pub pad_short: bool,
 }
 
 impl PacketInQueue {
@@ -363,11 +366,16 @@ pub(crate) fn execute(
                             let mut data = packet_ins.spare.pop().unwrap_or_default();
                             data.clear();
                             data.extend_from_slice(&p.data()[..n]);
+                            let mut total_len = p.len();
+                            if packet_ins.pad_short && total_len < crate::output::MIN_FRAME {
+                                total_len = crate::output::MIN_FRAME;
+                                data.resize(total_len.min(max_len as usize).max(n), 0);
+                            }
                             packet_ins.queue.push_back(PacketIn {
                                 in_port: p.meta.in_port,
                                 reason,
                                 data,
-                                total_len: p.len(),
+                                total_len,
                                 table_id,
                                 cookie,
                                 metadata,

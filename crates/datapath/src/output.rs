@@ -71,6 +71,24 @@ pub(crate) struct OutputStage {
     pub ports: Vec<PortSlot>,
     /// `tx-flush-interval` for ports without their own.
     pub tx_flush_interval_us: u64,
+    /// Pad frames shorter than [`MIN_FRAME`] when sent.
+    pub pad_short: bool,
+}
+
+/// The shortest Ethernet frame on the wire, less its FCS.
+pub const MIN_FRAME: usize = 60;
+
+/// Pads every frame of `b` shorter than [`MIN_FRAME`] with zeros (one with
+/// no room behind it in its buffer is left as it is).
+#[cold]
+fn pad_short_frames(b: &mut PacketBatch) {
+    for p in b.as_mut_slice() {
+        let n = p.len();
+        if n < MIN_FRAME && p.tailroom() >= MIN_FRAME - n {
+            p.set_len(MIN_FRAME);
+            p.data_mut()[n..].fill(0);
+        }
+    }
 }
 
 impl OutputStage {
@@ -175,6 +193,9 @@ impl OutputStage {
         let n = slot.txq.len();
         if n == 0 {
             return;
+        }
+        if self.pad_short {
+            pad_short_frames(&mut slot.txq);
         }
         if !slot.caps.tx_offload && slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
             return flush_resolving(slot, pool, stats);

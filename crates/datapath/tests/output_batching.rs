@@ -375,3 +375,57 @@ fn a_moving_rx_queue_takes_nothing_out_of_order() {
     }
     assert_eq!(b.port_reports()[0].rxqs.len(), 2);
 }
+
+/// `pad_short_frames`: a frame a pop made shorter than 60 bytes leaves
+/// padded with zeros to 60; without it (OVS's behaviour) as it is.
+#[test]
+fn short_frames_are_padded_only_when_asked() {
+    use sluice_port::capture::CapturePort;
+    // A tagged 60-byte frame (its IPv4 length says so): the pop leaves 56.
+    let inner = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
+    let mut tagged = inner[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+    tagged.extend_from_slice(&inner[12..]);
+    assert_eq!(tagged.len(), inner.len() + 4);
+    for pad in [false, true] {
+        let rules = Arc::new(RuleSet::from_specs(
+            &parse_flow_file("in_port=1,actions=strip_vlan,output:2\n", None).unwrap(),
+            0,
+        ));
+        let cfg = DatapathConfig {
+            pad_short_frames: pad,
+            ..Default::default()
+        };
+        let mut dp = Datapath::new(cfg, rules).unwrap();
+        let mut frames = Frames::new();
+        let mut short = tagged[..60].to_vec();
+        short[16 + 2..16 + 4].copy_from_slice(&(60u16 - 18).to_be_bytes());
+        frames.push(&short, 0);
+        let (cap, sent) = CapturePort::new();
+        dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
+            .unwrap();
+        dp.add_port(2, Box::new(cap)).unwrap();
+        let mut t = 0;
+        while !dp.rx_exhausted() {
+            dp.poll_once(t);
+            t += 10;
+        }
+        dp.finish().unwrap();
+        let sent = sent.lock().unwrap();
+        assert_eq!(sent.len(), 1);
+        if pad {
+            assert_eq!(sent[0].len(), 60);
+            assert_eq!(
+                &sent[0][..56],
+                &short[..12]
+                    .iter()
+                    .chain(&short[16..])
+                    .copied()
+                    .collect::<Vec<u8>>()[..]
+            );
+            assert!(sent[0][56..].iter().all(|&b| b == 0));
+        } else {
+            assert_eq!(sent[0].len(), 56);
+        }
+    }
+}

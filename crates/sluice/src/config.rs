@@ -13,6 +13,7 @@
 //! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
 //! frag_rewrites = "ovs"         # ovs or correct: what rewrites do to fragments
 //! push_vlan = "ovs"             # ovs or spec: a tag pushed over a tag copies its VID/PCP (spec)
+//! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -96,6 +97,7 @@ struct FileConfig {
     pmd_auto_lb_load_threshold: Option<u32>,
     pmd_auto_lb_improvement_threshold: Option<u32>,
     vlan_limit: Option<usize>,
+    pad_short_frames: Option<bool>,
     frag_handling: Option<String>,
     frag_rewrites: Option<String>,
     push_vlan: Option<String>,
@@ -285,6 +287,9 @@ impl Config {
         };
         if let Some(n) = f.vlan_limit {
             cfg.datapath.vlan_limit = n;
+        }
+        if let Some(b) = f.pad_short_frames {
+            cfg.datapath.pad_short_frames = b;
         }
         if let Some(m) = &f.frag_handling {
             cfg.frag_handling =

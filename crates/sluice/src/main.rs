@@ -164,6 +164,11 @@ struct OvsBehaviourArgs {
     /// PCP, as OpenFlow 1.3 says).
     #[arg(long, value_name = "MODE", value_parser = PushVlan::parse)]
     push_vlan: Option<PushVlan>,
+    /// Pad frames shorter than 60 bytes with zeros to 60 when they are
+    /// sent, as an Ethernet NIC does on the wire (default: off, as OVS: a
+    /// frame leaves as short as its actions made it, e.g. after a pop).
+    #[arg(long)]
+    pad_short_frames: bool,
 }
 
 impl OvsBehaviourArgs {
@@ -179,6 +184,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.push_vlan {
             config.push_vlan = m;
+        }
+        if self.pad_short_frames {
+            config.datapath.pad_short_frames = true;
         }
     }
 }
