@@ -58,7 +58,41 @@ fn plain(a: &DpAction) -> bool {
     )
 }
 
+/// The translation state a bucket run changes, to put back.
+#[derive(Clone, Copy)]
+struct Snapshot {
+    flow: FlowKey,
+    dirty: FlowKey,
+    vlan_origin: [Option<usize>; 2],
+    base: ([u16; 2], [u16; 2], [Option<usize>; 2]),
+    vlans_touched: bool,
+    arp_base: FlowKey,
+    reason: Option<super::XlateDrop>,
+}
+
 impl Ctx<'_, '_> {
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            flow: self.flow,
+            dirty: self.dirty,
+            vlan_origin: self.vlan_origin,
+            base: (self.base_tci, self.base_tpid, self.base_origin),
+            vlans_touched: self.vlans_touched,
+            arp_base: self.arp_base,
+            reason: self.reason,
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.flow = s.flow;
+        self.dirty = s.dirty;
+        self.vlan_origin = s.vlan_origin;
+        (self.base_tci, self.base_tpid, self.base_origin) = s.base;
+        self.vlans_touched = s.vlans_touched;
+        self.arp_base = s.arp_base;
+        self.reason = s.reason;
+    }
+
     /// Emits select group `g` as a per-packet choice over slot table `t`;
     /// false (nothing changed) when it cannot be one.
     pub(super) fn select_in_datapath(&mut self, g: &Group, t: &Arc<SlotTable>, table: u8) -> bool {
@@ -77,15 +111,7 @@ impl Ctx<'_, '_> {
             return false;
         }
         // What to put back if a bucket turns out not to be plain.
-        let saved = (
-            self.flow,
-            self.dirty,
-            self.vlan_origin,
-            (self.base_tci, self.base_tpid, self.base_origin),
-            self.vlans_touched,
-            self.arp_base,
-            self.reason,
-        );
+        let saved = self.snapshot();
         let (acts0, rules0, outputs0, wc0) = (
             self.out.actions.len(),
             self.out.rules.len(),
@@ -139,15 +165,7 @@ impl Ctx<'_, '_> {
         }
         self.group_depth -= 1;
         if !ok {
-            (
-                self.flow,
-                self.dirty,
-                self.vlan_origin,
-                (self.base_tci, self.base_tpid, self.base_origin),
-                self.vlans_touched,
-                self.arp_base,
-                self.reason,
-            ) = saved;
+            self.restore(saved);
             self.error = None;
             self.frozen = None;
             self.out.actions.truncate(acts0);
