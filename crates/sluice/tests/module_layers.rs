@@ -24,6 +24,7 @@ const ORDER: &[&str] = &[
     "runner",
     "bench_cmd",
     "io_floor",
+    "xdp_send",
 ];
 
 #[test]
