@@ -46,6 +46,13 @@ impl SlotTable {
     pub fn bucket(&self, s: usize) -> usize {
         usize::from(self.buckets[usize::from(self.variant[s])])
     }
+
+    /// The variant (index into `buckets`) a packet with key `key` picks:
+    /// its slot by [`symmetric_hash`].
+    #[inline]
+    pub fn variant_of(&self, key: &FlowKey) -> usize {
+        usize::from(self.variant[select_slot(symmetric_hash(key))])
+    }
 }
 
 /// A group's slot tables for the sets of live buckets seen, made on first

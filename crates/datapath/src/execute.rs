@@ -200,8 +200,7 @@ pub(crate) fn execute(
         let mut variant = [0u16; BATCH_SIZE];
         let mut todo = 0u32;
         for &i in pkts {
-            let h = sluice_classifier::group::symmetric_hash(&keys[i as usize]);
-            variant[i as usize] = sel.slots.variant[sluice_classifier::group::select_slot(h)];
+            variant[i as usize] = sel.slots.variant_of(&keys[i as usize]) as u16;
             todo |= 1 << i;
         }
         let mut group = [0u8; BATCH_SIZE];

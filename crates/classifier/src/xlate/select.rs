@@ -20,7 +20,7 @@ use sluice_packet::key::FlowKey;
 
 use super::Ctx;
 use crate::dpaction::{DpAction, Select};
-use crate::group::{select_slot, symmetric_hash, Group, SlotTable};
+use crate::group::{Group, SlotTable};
 
 /// A select group whose lists wait for the end of the translation: the
 /// actions before it (`..at`) and after it go around each bucket's.
@@ -180,7 +180,7 @@ impl Ctx<'_, '_> {
         // Whatever a bucket changed is set back before the next output.
         self.dirty = changed;
         if self.out.trace.is_some() {
-            let b = t.bucket(select_slot(symmetric_hash(&self.flow)));
+            let b = t.buckets[t.variant_of(&self.flow)];
             self.note(
                 self.depth,
                 &format!("group {}: this packet's hash picks bucket {b}", g.id),
@@ -237,7 +237,7 @@ impl Ctx<'_, '_> {
 pub fn resolve<'a>(acts: &'a [DpAction], key: &FlowKey) -> &'a [DpAction] {
     match acts {
         [DpAction::Select(sel)] => {
-            let v = usize::from(sel.slots.variant[select_slot(symmetric_hash(key))]);
+            let v = sel.slots.variant_of(key);
             sel.variants.get(v).map_or(&[], |(_, l)| l)
         }
         _ => acts,

@@ -5,7 +5,6 @@
 
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::{DpAction, Select};
-use sluice_classifier::group::{select_slot, symmetric_hash};
 use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::meter::Meter;
 use sluice_classifier::XlateDrop;
@@ -102,8 +101,7 @@ impl Pipeline {
             let mut vs = [0u8; BATCH_SIZE];
             let mut lens = [0u64; BATCH_SIZE];
             for (k, &i) in g.pkts.iter().enumerate() {
-                let h = symmetric_hash(&self.keys[i as usize]);
-                let v = usize::from(sel.slots.variant[select_slot(h)]) & (MAX_VARIANTS - 1);
+                let v = sel.slots.variant_of(&self.keys[i as usize]) & (MAX_VARIANTS - 1);
                 port_of[i as usize] = ports[v];
                 vs[k] = v as u8;
                 lens[k] = pkts[i as usize].len() as u64;
