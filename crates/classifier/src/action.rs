@@ -176,6 +176,21 @@ pub fn groups_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
     })
 }
 
+/// The fields an action list's `set_field`s write (in its write-actions
+/// too).
+pub fn fields_written(actions: &[Action]) -> impl Iterator<Item = &'static Field> + '_ {
+    actions.iter().flat_map(|a| {
+        let inner: &[Action] = match a {
+            Action::WriteActions(set) => set,
+            a => std::slice::from_ref(a),
+        };
+        inner.iter().filter_map(|a| match a {
+            Action::SetField { field, .. } => Some(*field),
+            _ => None,
+        })
+    })
+}
+
 /// The meters an action list sends its packets through (`meter:N`).
 pub fn meters_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
     actions.iter().filter_map(|a| match a {

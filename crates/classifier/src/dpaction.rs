@@ -47,6 +47,12 @@ pub enum DpAction {
     SetIpv6Dst([u8; 16], FragRewrites),
     /// Set the IPv6 flow label.
     SetIpv6Label(u32),
+    /// Set the EtherType after the VLAN tags (`--set-field spec`).
+    SetEthType(u16),
+    /// Set the IP protocol / the IPv6 upper-layer next header, updating
+    /// the IPv4 header checksum and the transport checksum's pseudo-header
+    /// (`--set-field spec`).
+    SetIpProto(u8, FragRewrites),
     /// Set the `mask` bits of the TOS / traffic class byte.
     SetIpTos {
         /// New bits.
@@ -166,6 +172,8 @@ impl std::fmt::Display for DpAction {
             DpAction::SetIpv6Src(a, _) => write!(f, "set(ipv6(src={}))", fmt_ipv6(a)),
             DpAction::SetIpv6Dst(a, _) => write!(f, "set(ipv6(dst={}))", fmt_ipv6(a)),
             DpAction::SetIpv6Label(l) => write!(f, "set(ipv6(label={l:#x}))"),
+            DpAction::SetEthType(t) => write!(f, "set(eth_type({t:#06x}))"),
+            DpAction::SetIpProto(p, _) => write!(f, "set(ip(proto={p}))"),
             DpAction::SetIpTos { tos, mask: 0xff } => write!(f, "set(ip(tos={tos:#x}))"),
             DpAction::SetIpTos { tos, mask } => write!(f, "set(ip(tos={tos:#x}/{mask:#x}))"),
             DpAction::SetIpTtl(t) => write!(f, "set(ip(ttl={t}))"),

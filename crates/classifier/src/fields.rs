@@ -197,8 +197,26 @@ impl Field {
     pub fn write_prereq(&self) -> Prereq {
         match self.prereq {
             Prereq::IcmpAny => Prereq::Icmp4,
+            // ip_proto (written only with `--set-field spec`): the IP
+            // protocol, not an ARP opcode.
+            Prereq::IpOrArpProto => Prereq::Ip,
             p => p,
         }
+    }
+
+    /// Whether `set_field` may write it under OpenFlow 1.3, which lets it
+    /// write every header field: the [`writable`](Self::writable) ones and
+    /// those Open vSwitch keeps read-only (`eth_type`, `ip_proto`,
+    /// `mpls_bos`), which a rule set writes only in
+    /// [`SetFieldMode::Spec`](crate::table::SetFieldMode::Spec).
+    pub fn spec_writable(&self) -> bool {
+        self.writable || self.read_only_in_ovs()
+    }
+
+    /// Whether it is one of the header fields Open vSwitch does not let
+    /// `set_field` write but OpenFlow 1.3 does.
+    pub fn read_only_in_ovs(&self) -> bool {
+        matches!(self.name, "dl_type" | "nw_proto" | "mpls_bos")
     }
 
     /// Where an OpenFlow 1.0 action (`mod_nw_src`, `mod_tp_dst`, ...) on

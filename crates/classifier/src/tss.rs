@@ -90,10 +90,11 @@ type LevelKey = ArrayVec<u8, KEY_BYTES>;
 /// A level key as the B-trees hold it: the first 16 bytes inline, so that
 /// most comparisons in a node touch no other memory (a boxed key costs a
 /// cache miss per comparison), and the rest, if any, boxed. Keys of one
-/// level all have one length, so this orders as the bytes do.
+/// level all have one length, so this orders as the bytes do. The head is
+/// held as a big-endian number: one integer comparison, not a `memcmp`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct SplitKey {
-    head: [u8; 16],
+    head: u128,
     rest: Option<Box<[u8]>>,
 }
 
@@ -103,7 +104,10 @@ impl SplitKey {
         let mut head = [0u8; 16];
         head[..n].copy_from_slice(&bytes[..n]);
         let rest = (bytes.len() > 16).then(|| Box::from(&bytes[16..]));
-        SplitKey { head, rest }
+        SplitKey {
+            head: u128::from_be_bytes(head),
+            rest,
+        }
     }
 }
 
@@ -401,14 +405,17 @@ impl Subtable {
         let (Some(n), Some(v)) = (next, v) else {
             return;
         };
-        let c = n.entry(v).or_insert(0);
         if up {
-            *c += 1;
-        } else {
-            *c -= 1;
-            if *c == 0 {
-                n.remove(&v);
+            // A value new to the group is the common case: one walk.
+            if let Some(c) = n.insert(v, 1) {
+                n.insert(v, c + 1);
             }
+            return;
+        }
+        let c = n.get_mut(&v).expect("a counted value");
+        *c -= 1;
+        if *c == 0 {
+            n.remove(&v);
         }
     }
 
@@ -434,31 +441,86 @@ impl Subtable {
         keys
     }
 
-    fn insert(&mut self, rule: Arc<Rule>) {
+    /// Adds a rule, or, when the subtable has one with the same match and
+    /// priority (OpenFlow's "identical"), puts it in that one's place and
+    /// returns the one it replaced. The level that holds the rules is
+    /// looked at first, so finding an identical rule costs no walk of its
+    /// own, and a new key is inserted with its group whole (one walk).
+    fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let v = self.values(&rule.matcher);
         let vb = bytemuck::bytes_of(&v);
-        *self.prios.entry(rule.priority).or_insert(0) += 1;
-        self.root.count += 1;
-        let v0 = self.prefix_value(0, vb);
-        Self::bump(&mut self.root.next, v0, true);
-        let keys = self.level_keys(vb);
-        let nexts: ArrayVec<Option<u128>, { REGIONS.len() }> =
-            (1..=keys.len()).map(|j| self.prefix_value(j, vb)).collect();
-        let mut last = &mut self.root;
-        for ((k, nv), level) in keys.into_iter().zip(nexts).zip(self.levels.iter_mut()) {
-            let g = level.entry(k).or_insert_with(|| Group {
-                next: nv.map(|_| OrdMap::new()),
-                ..Group::default()
-            });
-            g.count += 1;
-            Self::bump(&mut g.next, nv, true);
-            last = g;
+        let mut keys = self.level_keys(vb);
+        match keys.pop() {
+            Some(k) => {
+                let level = self.levels.last_mut().expect("a level per region");
+                match level.get_mut(&k) {
+                    Some(g) => {
+                        if let Err(old) = Self::put_rule(g, &rule) {
+                            return Some(old);
+                        }
+                    }
+                    None => {
+                        level.insert(
+                            k,
+                            Group {
+                                count: 1,
+                                next: None,
+                                rules: Arc::new(vec![Arc::clone(&rule)]),
+                            },
+                        );
+                    }
+                }
+                self.root.count += 1;
+                let v0 = self.prefix_value(0, vb);
+                Self::bump(&mut self.root.next, v0, true);
+                for (j, k) in keys.into_iter().enumerate() {
+                    let nv = self.prefix_value(j + 1, vb);
+                    let level = &mut self.levels[j];
+                    match level.get_mut(&k) {
+                        Some(g) => {
+                            g.count += 1;
+                            Self::bump(&mut g.next, nv, true);
+                        }
+                        None => {
+                            let next = nv.map(|v| OrdMap::unit(v, 1));
+                            level.insert(
+                                k,
+                                Group {
+                                    count: 1,
+                                    next,
+                                    ..Group::default()
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            // No region: the root holds the rules.
+            None => {
+                if let Err(old) = Self::put_rule(&mut self.root, &rule) {
+                    return Some(old);
+                }
+            }
         }
-        let pos = last
-            .rules
-            .partition_point(|x| order_key(x) < order_key(&rule));
+        *self.prios.entry(rule.priority).or_insert(0) += 1;
         self.maxp = self.maxp.max(rule.priority);
-        Arc::make_mut(&mut last.rules).insert(pos, rule);
+        None
+    }
+
+    /// Puts `rule` into the group that holds its match's rules: in the
+    /// place of the one with its priority, which is returned as `Err` (the
+    /// count unchanged), or else in best-first order, counted.
+    fn put_rule(g: &mut Group, rule: &Arc<Rule>) -> Result<(), Arc<Rule>> {
+        let rules = Arc::make_mut(&mut g.rules);
+        let identical =
+            |r: &&mut Arc<Rule>| r.priority == rule.priority && r.matcher == rule.matcher;
+        if let Some(same) = rules.iter_mut().find(identical) {
+            return Err(std::mem::replace(same, Arc::clone(rule)));
+        }
+        let pos = rules.partition_point(|x| order_key(x) < order_key(rule));
+        rules.insert(pos, Arc::clone(rule));
+        g.count += 1;
+        Ok(())
     }
 
     /// Removes the rule with this id (whose match is `m`), if present.
@@ -634,10 +696,10 @@ impl TableIndex {
         }
     }
 
-    /// Adds a rule (the caller has removed any rule it replaces).
-    pub fn insert(&mut self, rule: Arc<Rule>) {
+    /// Adds a rule; a rule with the same match and priority (OpenFlow's
+    /// "identical") is replaced in its place, and returned.
+    pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let mid = *rule.matcher.mask.words();
-        self.order.insert(order_key(&rule), Arc::clone(&rule));
         let i = match self.pos.get(&mid) {
             Some(&i) => i,
             None => {
@@ -654,14 +716,25 @@ impl TableIndex {
         };
         let st = &mut Arc::make_mut(&mut self.probe)[i];
         let before = (st.maxp, st.is_empty());
-        if let Some((slot, v, plen)) = st.trie_prefix(&rule.matcher) {
+        let prefix = st.trie_prefix(&rule.matcher);
+        let replaced = st.insert(Arc::clone(&rule));
+        if let Some(old) = &replaced {
+            // Same match and priority: the same place in every index.
+            if let Some((slot, v, plen)) = prefix {
+                self.tries[slot].remove(v, plen, &Ranked(Arc::clone(old)));
+            }
+            self.order.remove(&order_key(old));
+        } else {
+            st.regate();
+            if (st.maxp, st.is_empty()) != before {
+                self.reposition(i);
+            }
+        }
+        if let Some((slot, v, plen)) = prefix {
             self.tries[slot].insert(v, plen, Ranked(Arc::clone(&rule)));
         }
-        st.insert(rule);
-        st.regate();
-        if (st.maxp, st.is_empty()) != before {
-            self.reposition(i);
-        }
+        self.order.insert(order_key(&rule), rule);
+        replaced
     }
 
     /// Removes a rule of this table.

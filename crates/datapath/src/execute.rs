@@ -128,6 +128,8 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::SetIpv6Src(a, m) => rewrite::set_ipv6_src(pkt, a, m),
         DpAction::SetIpv6Dst(a, m) => rewrite::set_ipv6_dst(pkt, a, m),
         DpAction::SetIpv6Label(l) => rewrite::set_ipv6_label(pkt, l),
+        DpAction::SetEthType(t) => rewrite::set_eth_type(pkt, t),
+        DpAction::SetIpProto(p, m) => rewrite::set_ip_proto(pkt, p, m),
         DpAction::SetIpTos { tos, mask } => rewrite::set_ip_tos(pkt, tos, mask),
         DpAction::SetIpTtl(t) => rewrite::set_ip_ttl(pkt, t),
         DpAction::SetTpSrc(p) => rewrite::set_tp_port(pkt, PortField::Src, p),

@@ -236,7 +236,8 @@ impl OfAction {
 /// Reads actions until `b` ends.
 pub fn decode_actions(b: &[u8]) -> Result<Vec<OfAction>, OfError> {
     let mut r = Rd::new(b, OfError::BAD_ACTION_LEN);
-    let mut out = Vec::new();
+    // An action takes 8 bytes or more: room for all, up to a bound.
+    let mut out = Vec::with_capacity((b.len() / 8).min(16));
     while r.left() > 0 {
         out.push(OfAction::decode(&mut r)?);
     }
@@ -359,7 +360,7 @@ impl Instruction {
 /// Reads instructions until `b` ends.
 pub fn decode_instructions(b: &[u8]) -> Result<Vec<Instruction>, OfError> {
     let mut r = Rd::new(b, OfError::BAD_INST_LEN);
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity((b.len() / 8).min(4));
     while r.left() > 0 {
         out.push(Instruction::decode(&mut r)?);
     }

@@ -66,10 +66,19 @@ pub fn matched_fields() -> Vec<(u8, &'static str)> {
     MAP.iter().map(|&(f, n, _)| (f, n)).collect()
 }
 
+/// The classifier field and prerequisite of an OXM field: a table by field
+/// number, made once (a flow-mod's match looks up each of its fields).
 fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
-    MAP.iter()
-        .find(|m| m.0 == field)
-        .map(|&(_, name, p)| (field_by_name(name).expect("a classifier field"), p))
+    type ByField = [Option<(&'static Field, Prereq)>; 128];
+    static BY_FIELD: std::sync::OnceLock<ByField> = std::sync::OnceLock::new();
+    let table = BY_FIELD.get_or_init(|| {
+        let mut t: ByField = [None; 128];
+        for &(f, name, p) in MAP {
+            t[usize::from(f)] = Some((field_by_name(name).expect("a classifier field"), p));
+        }
+        t
+    });
+    table.get(usize::from(field)).copied().flatten()
 }
 
 /// The match of an OXM list. Fields Sluice does not match on yet are
@@ -204,7 +213,9 @@ fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
         }
         OfAction::SetField(o) => {
             let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
-            if !fd.writable {
+            // The fields Open vSwitch keeps read-only convert; the rule set
+            // refuses them in its mode (`RuleSet::read_only_write`).
+            if !fd.spec_writable() {
                 return Err(OfError::BAD_SET_TYPE);
             }
             if o.value & !fd.full_mask() != 0 {
@@ -331,7 +342,7 @@ pub fn meter_bands(m: &Meter) -> Vec<crate::meter::OfBand> {
 /// instructions, in the order OpenFlow runs them whatever their order in
 /// the message: apply-actions, clear-actions, write-actions, goto-table.
 pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Action>, OfError> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(4);
     // The match as the actions so far leave the packet's type (pushes and
     // pops of MPLS and PBB change it), for the prerequisites of the
     // actions after them (as Open vSwitch checks action lists).
@@ -426,13 +437,13 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
 
 /// `m` as action `a` leaves the packet's EtherType.
 fn retype(m: &mut Match, a: &Action) {
-    let dl_type = field_by_name("dl_type").expect("a classifier field");
+    let dl_type = || mapped(f::ETH_TYPE).expect("a classifier field").0;
     match a {
         Action::PushMpls(t) | Action::PopMpls(t) | Action::PushPbb(t) => {
-            m.set(dl_type, u128::from(*t), 0xffff)
+            m.set(dl_type(), u128::from(*t), 0xffff)
         }
         // The customer frame's type is not known before it is parsed.
-        Action::PopPbb => m.set(dl_type, 0, 0),
+        Action::PopPbb => m.set(dl_type(), 0, 0),
         _ => {}
     }
 }
@@ -613,7 +624,7 @@ pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
         table_given: !all_tables,
         flags: fm.flags,
         of_instructions: (!deleting).then(|| {
-            let mut b = Vec::new();
+            let mut b = Vec::with_capacity(64);
             for i in &fm.instructions {
                 i.encode(&mut b);
             }

@@ -64,8 +64,9 @@ fn oxm_header(out: &mut Vec<u8>, field: u8, masked: bool) {
 }
 
 /// The `ofp_table_features` entry of table `t` of `n_tables`, each holding
-/// up to `max_entries` rules.
-pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
+/// up to `max_entries` rules; `spec_set_field`: set_field may also write
+/// the fields Open vSwitch keeps read-only (`--set-field spec`).
+pub fn table_features(t: u8, n_tables: u8, max_entries: u32, spec_set_field: bool) -> Vec<u8> {
     let mut v = Vec::with_capacity(1024);
     v.extend_from_slice(&[0, 0, t, 0, 0, 0, 0, 0]);
     put_str(&mut v, &format!("table{t}"), 32);
@@ -121,7 +122,10 @@ pub fn table_features(t: u8, n_tables: u8, max_entries: u32) -> Vec<u8> {
     for p in [prop::WRITE_SETFIELD, prop::APPLY_SETFIELD] {
         property(&mut v, p, |o| {
             for &(f, name) in &fields {
-                if field_by_name(name).is_some_and(|fd| fd.writable) {
+                let settable = |fd: &sluice_classifier::fields::Field| {
+                    fd.writable || spec_set_field && fd.spec_writable()
+                };
+                if field_by_name(name).is_some_and(settable) {
                     oxm_header(o, f, false);
                 }
             }

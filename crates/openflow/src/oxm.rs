@@ -156,7 +156,9 @@ pub fn decode_match(r: &mut Rd<'_>) -> Result<Vec<Oxm>, OfError> {
     r.skip((8 - len % 8) % 8)
         .map_err(|_| OfError::BAD_MATCH_LEN)?;
     let mut b = Rd::new(body, OfError::BAD_MATCH_LEN);
-    let mut out: Vec<Oxm> = Vec::new();
+    // An OXM takes at least 8 bytes but for a few; a guess that spares
+    // the pushes' regrowth, bounded.
+    let mut out: Vec<Oxm> = Vec::with_capacity((body.len() / 6).min(16));
     let mut seen = 0u64;
     while b.left() > 0 {
         let o = Oxm::decode(&mut b)?;

@@ -13,6 +13,7 @@
 //! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
 //! frag_rewrites = "ovs"         # ovs or correct: what rewrites do to fragments
 //! push_vlan = "ovs"             # ovs or spec: a tag pushed over a tag copies its VID/PCP (spec)
+//! set_field = "ovs"             # ovs or spec: set_field may write eth_type, ip_proto, mpls_bos (spec)
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //!
 //! [datapath]
@@ -47,7 +48,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sluice_classifier::table::PushVlan;
+use sluice_classifier::table::{PushVlan, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
 use sluice_packet::rewrite::FragRewrites;
@@ -80,6 +81,8 @@ pub struct Config {
     pub frag_rewrites: FragRewrites,
     /// What a pushed VLAN tag carries over a tag (`--push-vlan`).
     pub push_vlan: PushVlan,
+    /// Which fields set_field may write (`--set-field`).
+    pub set_field: SetFieldMode,
     /// The `[openflow]` section.
     pub openflow: OpenFlowConfig,
 }
@@ -101,6 +104,7 @@ struct FileConfig {
     frag_handling: Option<String>,
     frag_rewrites: Option<String>,
     push_vlan: Option<String>,
+    set_field: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -302,6 +306,9 @@ impl Config {
         if let Some(m) = &f.push_vlan {
             cfg.push_vlan = PushVlan::parse(m).map_err(|e| format!("push_vlan: {e}"))?;
         }
+        if let Some(m) = &f.set_field {
+            cfg.set_field = SetFieldMode::parse(m).map_err(|e| format!("set_field: {e}"))?;
+        }
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
@@ -366,6 +373,14 @@ impl Config {
         self.ports.push((n, spec));
         Ok(())
     }
+}
+
+/// Why a `set_field` on a field Open vSwitch keeps read-only is refused.
+pub fn read_only_message(f: &sluice_classifier::fields::Field) -> String {
+    format!(
+        "{} is read-only (as in Open vSwitch); --set-field spec lets set_field write it, as OpenFlow 1.3 does",
+        f.name
+    )
 }
 
 #[cfg(test)]
@@ -441,7 +456,7 @@ mod tests {
             (1, FragHandling::Normal, FragRewrites::Ovs)
         );
         let cfg = Config::from_toml(
-            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\npush_vlan = \"spec\"\n",
+            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\npush_vlan = \"spec\"\nset_field = \"spec\"\n",
             Path::new("."),
         )
         .unwrap();
@@ -457,6 +472,12 @@ mod tests {
             (d.push_vlan, cfg.push_vlan),
             (PushVlan::Ovs, PushVlan::Spec)
         );
+        assert_eq!(
+            (d.set_field, cfg.set_field),
+            (SetFieldMode::Ovs, SetFieldMode::Spec)
+        );
+        let e = Config::from_toml("set_field = \"all\"\n", Path::new(".")).unwrap_err();
+        assert!(e.contains("set_field: unknown set_field mode 'all'"), "{e}");
         let e = Config::from_toml("push_vlan = \"copy\"\n", Path::new(".")).unwrap_err();
         assert!(
             e.contains("push_vlan: unknown push_vlan mode 'copy'"),

@@ -453,17 +453,19 @@ impl Control {
     /// and returns once every PMD runs it. Each op's error, if any, by
     /// position.
     /// Also returns the rules deleted that asked for FLOW_REMOVED.
+    /// The ops come one at a time (decoded as they are applied: a burst of
+    /// ten thousand is not held as a list of flow specs).
     pub(crate) fn apply_flow_mods(
         &self,
-        ops: &[Result<FlowModOp, OfError>],
+        ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
     ) -> Result<Applied, String> {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
         let now = self.now_us();
         let mut removed = Vec::new();
         let errs = ops
-            .iter()
-            .map(|op| match op {
+            .into_iter()
+            .map(|op| match &op {
                 Err(e) => Some(*e),
                 Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
                     if next.missing_group(&spec.actions).is_some() =>
@@ -474,6 +476,11 @@ impl Control {
                     if next.missing_meter(&spec.actions).is_some() =>
                 {
                     Some(OfError::METER_UNKNOWN)
+                }
+                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
+                    if next.read_only_write(&spec.actions).is_some() =>
+                {
+                    Some(OfError::BAD_SET_TYPE)
                 }
                 Ok(FlowModOp::Add(spec)) => {
                     if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(spec) {
@@ -504,6 +511,18 @@ impl Control {
             *rules = next;
         }
         Ok((errs, removed))
+    }
+
+    /// Whether `actions` write a field the rule set keeps read-only
+    /// (`--set-field ovs`).
+    pub(crate) fn read_only_write(&self, actions: &[sluice_classifier::Action]) -> bool {
+        let rules = self.rules.lock().expect("rules");
+        rules.read_only_write(actions).is_some()
+    }
+
+    /// Which fields set_field may write (`--set-field`).
+    pub(crate) fn set_field_mode(&self) -> sluice_classifier::table::SetFieldMode {
+        self.rules.lock().expect("rules").set_field_mode()
     }
 
     /// Changes the rule set with `f` (a group change) and, when it made a
@@ -639,10 +658,20 @@ impl Control {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
         let now = self.now_us();
+        // A rule writing a field the rule set keeps read-only is refused.
+        let admit = |specs: &[sluice_classifier::parse::FlowSpec]| -> Result<(), String> {
+            for s in specs {
+                if let Some(f) = next.read_only_write(&s.actions) {
+                    return Err(crate::config::read_only_message(f));
+                }
+            }
+            Ok(())
+        };
         let out = match cmd {
             "add-flow" => {
                 let line = args.join(" ");
                 let spec = parse_flow(&line, Require::Actions).map_err(|e| e.to_string())?;
+                admit(std::slice::from_ref(&spec))?;
                 next.add(&spec, now);
                 "added 1 rule".to_string()
             }
@@ -651,6 +680,7 @@ impl Control {
                     return Err(format!("{cmd} needs a file"));
                 };
                 let specs = parse_flow_file(text, Some(name)).map_err(|e| e.to_string())?;
+                admit(&specs)?;
                 if cmd == "add-flows" {
                     for s in &specs {
                         next.add(s, now);
@@ -664,6 +694,7 @@ impl Control {
             "mod-flows" => {
                 let spec =
                     parse_flow(&args.join(" "), Require::Actions).map_err(|e| e.to_string())?;
+                admit(std::slice::from_ref(&spec))?;
                 format!(
                     "modified {} rules",
                     next.modify(&spec, how, !spec.table_given)

@@ -15,6 +15,7 @@ pub mod ofchannel;
 mod ofgroups;
 pub mod ofhub;
 mod ofmeters;
+mod ofmultipart;
 pub mod oftarget;
 pub mod pmd;
 pub mod report;

@@ -16,7 +16,7 @@ use sluice::pmd::Placement;
 use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
-use sluice_classifier::table::PushVlan;
+use sluice_classifier::table::{PushVlan, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_packet::rewrite::FragRewrites;
 use sluice_port::spec::SPEC_SYNTAX;
@@ -164,6 +164,13 @@ struct OvsBehaviourArgs {
     /// PCP, as OpenFlow 1.3 says).
     #[arg(long, value_name = "MODE", value_parser = PushVlan::parse)]
     push_vlan: Option<PushVlan>,
+    /// Which fields set_field may write: ovs (default, as OVS 3.1:
+    /// eth_type, ip_proto and mpls_bos are read-only, and a rule, group
+    /// bucket or packet-out writing one is refused) or spec (OpenFlow 1.3:
+    /// those too; ip_proto updates the IPv4 header checksum and the
+    /// transport checksum's pseudo-header).
+    #[arg(long, value_name = "MODE", value_parser = SetFieldMode::parse)]
+    set_field: Option<SetFieldMode>,
     /// Pad frames shorter than 60 bytes with zeros to 60 when they are
     /// sent, as an Ethernet NIC does on the wire (default: off, as OVS: a
     /// frame leaves as short as its actions made it, e.g. after a pop).
@@ -184,6 +191,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.push_vlan {
             config.push_vlan = m;
+        }
+        if let Some(m) = self.set_field {
+            config.set_field = m;
         }
         if self.pad_short_frames {
             config.datapath.pad_short_frames = true;
@@ -556,9 +566,7 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     let mut cfg = Config::default();
     a.ovs.apply(&mut cfg);
     let mut rules = runner::load_rules(&a.flows)?;
-    rules.set_frag_handling(cfg.frag_handling);
-    rules.set_frag_rewrites(cfg.frag_rewrites);
-    rules.set_push_vlan(cfg.push_vlan);
+    runner::set_rule_modes(&mut rules, &cfg)?;
     let key = match (&a.flow, &a.packet) {
         (_, Some(hex)) => {
             trace::key_from_packet(hex, a.in_port.unwrap_or(0), cfg.datapath.vlan_limit)?

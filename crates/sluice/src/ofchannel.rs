@@ -25,18 +25,16 @@ use sluice_datapath::PortConfig;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
-use sluice_openflow::convert::{flow_mod_op, flow_stats, outputs_to, to_action, to_match};
-use sluice_openflow::features::table_features;
+use sluice_openflow::convert::{flow_mod_op, to_action};
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
-use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
+use sluice_openflow::multipart::MpRequest;
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use crate::ctl::Control;
-use crate::ofhub::{port_desc, Hub, Listener, SESSION_QUEUE};
+use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
 
-/// Tables a controller may use (0..=253; 254 is OVS's too).
-pub const N_TABLES: u8 = 254;
+pub use crate::ofmultipart::N_TABLES;
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
@@ -390,17 +388,14 @@ impl<S: Conn> Session<S> {
             return Ok(());
         }
         let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
-        let ops: Vec<_> = mods
-            .iter()
-            .map(|&(a, l)| match decode(&buf[a..a + l]) {
-                // A slave controller may not change the switch.
-                Ok(_) if slave => Err(OfError::IS_SLAVE),
-                Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, N_TABLES),
-                Ok(_) => Err(OfError::BAD_TYPE),
-                Err((_, e)) => Err(e),
-            })
-            .collect();
-        let (errs, removed) = self.control.apply_flow_mods(&ops)?;
+        let ops = mods.iter().map(|&(a, l)| match decode(&buf[a..a + l]) {
+            // A slave controller may not change the switch.
+            Ok(_) if slave => Err(OfError::IS_SLAVE),
+            Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, N_TABLES),
+            Ok(_) => Err(OfError::BAD_TYPE),
+            Err((_, e)) => Err(e),
+        });
+        let (errs, removed) = self.control.apply_flow_mods(ops)?;
         self.tell_removed(&removed);
         for (&(a, l), e) in mods.iter().zip(errs) {
             if let Some(e) = e {
@@ -552,6 +547,9 @@ impl<S: Conn> Session<S> {
                 Ok(())
             }
             Message::PacketOut(po) => match packet_out(&po) {
+                Ok((_, actions)) if self.control.read_only_write(&actions) => {
+                    self.reply(&error_reply(OfError::BAD_SET_TYPE, frame), h.xid)
+                }
                 Ok((in_port, actions)) => {
                     match self.control.packet_out(po.data, in_port, actions) {
                         Ok(()) => Ok(()),
@@ -625,150 +623,9 @@ impl<S: Conn> Session<S> {
     }
 
     fn multipart(&mut self, req: MpRequest, xid: u32, frame: &[u8]) -> Result<(), String> {
-        let one = |body: MpReply| to_bytes(&Message::MultipartReply { flags: 0, body }, xid);
-        match req {
-            MpRequest::Desc => {
-                let d = Desc {
-                    mfr: "Sluice".into(),
-                    hw: "Sluice userspace switch".into(),
-                    sw: env!("CARGO_PKG_VERSION").into(),
-                    serial: "None".into(),
-                    dp: format!("dpid {:016x}", self.info.datapath_id),
-                };
-                self.send(&one(MpReply::Desc(d)))
-            }
-            MpRequest::Flow(q) => {
-                let filter = match Filter::new(&q) {
-                    Ok(f) => f,
-                    Err(e) => return self.reply(&error_reply(e, frame), xid),
-                };
-                let entries = self.control.with_rules(|rules, now| {
-                    rules
-                        .iter()
-                        .filter(|r| filter.takes(r))
-                        .map(|r| {
-                            let mut v = Vec::new();
-                            flow_stats(r, now).encode(&mut v);
-                            v
-                        })
-                        .collect::<Vec<_>>()
-                })?;
-                for m in split_reply(mp::FLOW, xid, entries.into_iter()) {
-                    self.send(&m)?;
-                }
-                Ok(())
-            }
-            MpRequest::Aggregate(q) => {
-                let filter = match Filter::new(&q) {
-                    Ok(f) => f,
-                    Err(e) => return self.reply(&error_reply(e, frame), xid),
-                };
-                let (p, b, n) = self.control.with_rules(|rules, _| {
-                    rules.iter().filter(|r| filter.takes(r)).fold(
-                        (0u64, 0u64, 0u32),
-                        |(p, b, n), r| {
-                            let (rp, rb) = r.counters();
-                            (p + rp, b + rb, n + 1)
-                        },
-                    )
-                })?;
-                self.send(&one(MpReply::Aggregate {
-                    packet_count: p,
-                    byte_count: b,
-                    flow_count: n,
-                }))
-            }
-            MpRequest::Table => {
-                let tables = self.control.with_rules(|rules, _| {
-                    (0..N_TABLES)
-                        .map(|t| {
-                            let (active_count, lookups, matched) = rules.table_counts(t);
-                            sluice_openflow::multipart::TableStats {
-                                table_id: t,
-                                active_count,
-                                lookup_count: lookups,
-                                matched_count: matched,
-                            }
-                        })
-                        .collect()
-                })?;
-                self.send(&one(MpReply::Table(tables)))
-            }
-            MpRequest::PortDesc => {
-                let ports = self.control.port_reports()?;
-                let descs = ports
-                    .iter()
-                    .map(|p| port_desc(p.ofport, &p.name, self.control.port_config(p.ofport)))
-                    .collect();
-                self.send(&one(MpReply::PortDesc(descs)))
-            }
-            MpRequest::PortStats(want) => {
-                let up = self.control.uptime_us();
-                let ports = self.control.port_reports()?;
-                let stats = ports
-                    .iter()
-                    .filter(|p| want == port::ANY || p.ofport == want)
-                    .map(|p| sluice_openflow::multipart::PortStats {
-                        port_no: p.ofport,
-                        rx_packets: p.stats.rx_packets,
-                        tx_packets: p.stats.tx_packets,
-                        rx_bytes: p.stats.rx_bytes,
-                        tx_bytes: p.stats.tx_bytes,
-                        rx_dropped: p.stats.rx_dropped.iter().sum(),
-                        tx_dropped: p.stats.tx_dropped.iter().sum(),
-                        duration_sec: (up / 1_000_000) as u32,
-                        duration_nsec: (up % 1_000_000 * 1000) as u32,
-                        ..Default::default()
-                    })
-                    .collect();
-                self.send(&one(MpReply::PortStats(stats)))
-            }
-            // A query (no body); setting features is not supported.
-            MpRequest::Other(mp::TABLE_FEATURES, body) if body.is_empty() => {
-                let entries = (0..N_TABLES).map(|t| table_features(t, N_TABLES, 1 << 24));
-                for m in split_reply(mp::TABLE_FEATURES, xid, entries) {
-                    self.send(&m)?;
-                }
-                Ok(())
-            }
-            // No queues: an empty list (the spec allows it).
-            MpRequest::Other(mp::QUEUE, body) if body.len() == 8 => {
-                self.send(&one(MpReply::Other(mp::QUEUE, Vec::new())))
-            }
-            MpRequest::Other(mp::TABLE_FEATURES, _) => {
-                self.reply(&error_reply(OfError::TABLE_FEATURES_EPERM, frame), xid)
-            }
-            MpRequest::Other(
-                t @ (mp::GROUP
-                | mp::GROUP_DESC
-                | mp::GROUP_FEATURES
-                | mp::METER
-                | mp::METER_CONFIG
-                | mp::METER_FEATURES),
-                body,
-            ) => {
-                let served = if matches!(t, mp::METER | mp::METER_CONFIG | mp::METER_FEATURES) {
-                    crate::ofmeters::meter_multipart(&self.control, t, &body)?
-                } else {
-                    crate::ofgroups::group_multipart(&self.control, t, &body)?
-                };
-                match served {
-                    // A features reply is one body, not entries.
-                    Some(Ok(mut b)) if matches!(t, mp::GROUP_FEATURES | mp::METER_FEATURES) => {
-                        self.send(&one(MpReply::Other(t, b.pop().unwrap_or_default())))
-                    }
-                    Some(Ok(entries)) => {
-                        // Entries of whatever number: replies under 64 KiB.
-                        for m in split_reply(t, xid, entries.into_iter()) {
-                            self.send(&m)?;
-                        }
-                        Ok(())
-                    }
-                    Some(Err(e)) => self.reply(&error_reply(e, frame), xid),
-                    None => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
-                }
-            }
-            MpRequest::Other(..) => self.reply(&error_reply(OfError::BAD_MULTIPART, frame), xid),
+        match crate::ofmultipart::replies(&self.control, self.info.datapath_id, req, xid)? {
+            Ok(msgs) => msgs.iter().try_for_each(|m| self.send(m)),
+            Err(e) => self.reply(&error_reply(e, frame), xid),
         }
     }
 }
@@ -805,44 +662,4 @@ fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(|acts| (in_port, acts))
-}
-
-/// A flow or aggregate request's selection: table, cookie, out_port and
-/// a loose match.
-struct Filter {
-    q: FlowStatsRequest,
-    m: sluice_classifier::Match,
-}
-
-impl Filter {
-    fn new(q: &FlowStatsRequest) -> Result<Self, OfError> {
-        if q.table_id != sluice_openflow::consts::TABLE_ALL && q.table_id >= N_TABLES {
-            return Err(OfError::BAD_TABLE_ID);
-        }
-        Ok(Filter {
-            m: to_match(&q.oxms)?,
-            q: q.clone(),
-        })
-    }
-
-    fn takes(&self, r: &sluice_classifier::Rule) -> bool {
-        (self.q.table_id == sluice_openflow::consts::TABLE_ALL || r.table == self.q.table_id)
-            && r.cookie & self.q.cookie_mask == self.q.cookie & self.q.cookie_mask
-            && outputs_to(r, self.q.out_port)
-            && loosely_within(&r.matcher, &self.m)
-    }
-}
-
-/// Whether rule match `r` is at least as specific as `sel` and agrees
-/// with it where `sel` looks (OpenFlow's non-strict selection).
-fn loosely_within(r: &sluice_classifier::Match, sel: &sluice_classifier::Match) -> bool {
-    let rm = bytemuck_words(&r.mask);
-    let sm = bytemuck_words(&sel.mask);
-    let rv = bytemuck_words(&r.value);
-    let sv = bytemuck_words(&sel.value);
-    (0..rm.len()).all(|i| sm[i] & !rm[i] == 0 && (rv[i] ^ sv[i]) & sm[i] == 0)
-}
-
-fn bytemuck_words(k: &sluice_packet::FlowKey) -> &[u64] {
-    k.words()
 }

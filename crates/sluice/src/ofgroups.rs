@@ -30,6 +30,12 @@ pub(crate) fn group_mod(
     control.change_rules(|rules| match gm.command {
         cmd::ADD | cmd::MODIFY => {
             let g = to_group(&gm, now)?;
+            if g.buckets
+                .iter()
+                .any(|b| rules.read_only_write(&b.actions).is_some())
+            {
+                return Err(OfError::BAD_SET_TYPE);
+            }
             let done = if gm.command == cmd::ADD {
                 rules.add_group(g)
             } else {

@@ -96,6 +96,31 @@ pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>
         .map_err(|e| e.to_string())
 }
 
+/// Gives the rules the configured choices where OVS and OpenFlow differ,
+/// and refuses a rule that writes a field the configuration keeps
+/// read-only.
+pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
+    rules.set_frag_handling(cfg.frag_handling);
+    rules.set_frag_rewrites(cfg.frag_rewrites);
+    rules.set_push_vlan(cfg.push_vlan);
+    rules.set_set_field_mode(cfg.set_field);
+    for r in rules.iter() {
+        if let Some(f) = rules.read_only_write(&r.actions) {
+            let m = r.matcher.to_string();
+            return Err(format!(
+                "rule 'table={},priority={}{}{} actions={}': {}",
+                r.table,
+                r.priority,
+                if m.is_empty() { "" } else { "," },
+                m,
+                sluice_classifier::action::format_actions(&r.actions),
+                crate::config::read_only_message(f)
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Ports the rules name (in matches and outputs), for warnings and traces.
 pub fn ports_named_by(rules: &RuleSet) -> Vec<u32> {
     let mut ports = Vec::new();
@@ -540,9 +565,7 @@ pub fn run(
         // An empty table: a miss drops until a controller says otherwise.
         None => RuleSet::new(),
     };
-    rules.set_frag_handling(cfg.frag_handling);
-    rules.set_frag_rewrites(cfg.frag_rewrites);
-    rules.set_push_vlan(cfg.push_vlan);
+    set_rule_modes(&mut rules, cfg)?;
     let placements = placements(cfg)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {

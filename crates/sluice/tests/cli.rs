@@ -6,20 +6,8 @@ use std::process::{Command, Output};
 use sluice_packet::build::{Frame, L4};
 use sluice_port::pcap::{read_all, write_all};
 
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod support;
+use support::{sluice, stderr, stdout};
 
 fn write_capture(path: &Path, n: usize) {
     let frames: Vec<Vec<u8>> = (0..n)
@@ -886,107 +874,6 @@ fn ctl_at(sock: &str, args: &[&str]) -> Output {
     let mut a = vec!["ctl", "--ctl", sock];
     a.extend_from_slice(args);
     sluice(&a)
-}
-
-/// `--vlan-limit`, `--frag-handling` and `--frag-rewrites` reach the
-/// datapath of `sluice run` (and `trace`), each with OVS's default.
-#[test]
-fn ovs_behaviour_settings_reach_the_datapath() {
-    let d = tempfile::tempdir().unwrap();
-    let p = |s: &str| d.path().join(s).display().to_string();
-    let tcp = || L4::Tcp {
-        src: 1,
-        dst: 80,
-        flags: 2,
-    };
-    let qinq = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], tcp())
-        .vlan(0x88a8, 10)
-        .vlan(0x8100, 20)
-        .build();
-    // A later fragment of a TCP datagram (offset 64 bytes).
-    let later = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], tcp())
-        .frag(8)
-        .build();
-    std::fs::write(p("in.pcap"), write_all(&[qinq, later.clone()])).unwrap();
-    std::fs::write(
-        p("r.flows"),
-        "priority=10,tcp,actions=mod_nw_src:10.9.9.9,output:2\npriority=5,ip,actions=mod_nw_src:10.9.9.9,output:3\npriority=1,actions=output:4\n",
-    )
-    .unwrap();
-    let run = |extra: &[&str]| {
-        let mut a = vec![
-            "run".to_string(),
-            "--json".into(),
-            "--flows".into(),
-            p("r.flows"),
-            "--port".into(),
-            format!("1=pcap:rx={}", p("in.pcap")),
-        ];
-        for n in 2..=4 {
-            a.push("--port".into());
-            a.push(format!("{n}=pcap:tx={}", p(&format!("out{n}.pcap"))));
-        }
-        a.extend(extra.iter().map(|s| s.to_string()));
-        let o = sluice(&a.iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
-        let r: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-        let sent = |n: u32| -> Vec<Vec<u8>> {
-            let recs = read_all(&std::fs::read(p(&format!("out{n}.pcap"))).unwrap()).unwrap();
-            recs.into_iter().map(|r| r.data).collect()
-        };
-        (r, [sent(2), sent(3), sent(4)])
-    };
-    // OVS's defaults: the QinQ frame is not IP (vlan-limit 1); the later
-    // fragment matches 'tcp' and gets OVS's update of its payload bytes
-    // 16-17 (where a TCP checksum would be).
-    let (_, [tcp_out, ip_out, other]) = run(&[]);
-    assert_eq!((tcp_out.len(), ip_out.len(), other.len()), (1, 0, 1));
-    let l4 = 14 + 20;
-    assert_ne!(tcp_out[0][l4 + 16..l4 + 18], later[l4 + 16..l4 + 18]);
-    // vlan-limit 2 sees TCP inside the QinQ frame; 'correct' leaves the
-    // fragment's payload alone.
-    let (_, [tcp_out, _, other]) = run(&["--vlan-limit", "2", "--frag-rewrites", "correct"]);
-    assert_eq!((tcp_out.len(), other.len()), (2, 0));
-    let frag_out = tcp_out.iter().find(|f| f.len() == later.len()).unwrap();
-    assert_eq!(frag_out[l4 + 16..l4 + 18], later[l4 + 16..l4 + 18]);
-    // drop: the fragment is counted as 'ip fragment'.
-    let (r, [tcp_out, _, _]) = run(&["--frag-handling", "drop"]);
-    assert_eq!(tcp_out.len(), 0);
-    assert_eq!(r["datapath"]["dropped"]["ip fragment"], 1);
-    let o = sluice(&[
-        "run",
-        "--frag-handling",
-        "reassemble",
-        "--flows",
-        &p("r.flows"),
-    ]);
-    assert!(stderr(&o).contains("does not reassemble"), "{}", stderr(&o));
-    // trace parses as many tags as it is told.
-    let hex: String = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], tcp())
-        .vlan(0x8100, 10)
-        .vlan(0x8100, 20)
-        .build()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    for (limit, out) in [("1", "output:4"), ("2", "output:2")] {
-        let o = sluice(&[
-            "trace",
-            "--flows",
-            &p("r.flows"),
-            "--in-port",
-            "1",
-            "--packet",
-            &hex,
-            "--vlan-limit",
-            limit,
-        ]);
-        assert!(
-            stdout(&o).contains(out),
-            "vlan-limit {limit}: {}",
-            stdout(&o)
-        );
-    }
 }
 
 #[test]

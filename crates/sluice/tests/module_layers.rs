@@ -20,6 +20,7 @@ const ORDER: &[&str] = &[
     "ofhub",
     "ofgroups",
     "ofmeters",
+    "ofmultipart",
     "ofchannel",
     "runner",
     "bench_cmd",

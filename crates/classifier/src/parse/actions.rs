@@ -198,7 +198,9 @@ pub(super) fn parse_actions(
                 let Some(field) = field_by_name(fname.trim()) else {
                     return Err(cx.err(fat, unknown_field_message(fname.trim())));
                 };
-                if !field.writable {
+                // eth_type, ip_proto and mpls_bos parse; a rule set in
+                // Open vSwitch's mode refuses them when the rule is added.
+                if !field.spec_writable() {
                     return Err(cx.err(fat, format!("{} cannot be set", field.name)));
                 }
                 let value = parse_value(cx, field, val.trim(), arg_at)?;

@@ -27,6 +27,9 @@ use crate::parse::{FlowSpec, N_TABLES};
 use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
+mod modes;
+pub use modes::{PushVlan, SetFieldMode};
+
 /// A rule's identity, unique within a switch's lifetime.
 pub type RuleId = u64;
 
@@ -225,29 +228,6 @@ impl Default for TableCounters {
     }
 }
 
-/// What a `push_vlan` puts in the new tag when the packet has one already.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PushVlan {
-    /// VID 0 and PCP 0, as Open vSwitch 3.1 (`push_vlan(vid=0,pcp=0)` in
-    /// `ofproto/trace`).
-    #[default]
-    Ovs,
-    /// The outer tag's VID and PCP, as OpenFlow 1.3 says (section 7.2.5,
-    /// table 6: "VLAN ID/priority: copied from the existing tag").
-    Spec,
-}
-
-impl PushVlan {
-    /// Parses `ovs` or `spec`.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "ovs" => Ok(PushVlan::Ovs),
-            "spec" => Ok(PushVlan::Spec),
-            _ => Err(format!("unknown push_vlan mode '{s}' (ovs or spec)")),
-        }
-    }
-}
-
 /// A versioned set of rule tables.
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
@@ -260,6 +240,7 @@ pub struct RuleSet {
     frag_handling: crate::FragHandling,
     frag_rewrites: FragRewrites,
     push_vlan: PushVlan,
+    set_field: SetFieldMode,
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
     timed: usize,
@@ -294,6 +275,7 @@ impl RuleSet {
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
             push_vlan: PushVlan::Ovs,
+            set_field: SetFieldMode::Ovs,
             timed: 0,
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
@@ -490,6 +472,30 @@ impl RuleSet {
         self.version += 1;
     }
 
+    /// Which fields `set_field` may write.
+    pub fn set_field_mode(&self) -> SetFieldMode {
+        self.set_field
+    }
+
+    /// Changes which fields `set_field` may write (rules already in the
+    /// set are not checked again).
+    pub fn set_set_field_mode(&mut self, mode: SetFieldMode) {
+        self.set_field = mode;
+        self.version += 1;
+    }
+
+    /// In Open vSwitch's mode, the first field Open vSwitch keeps
+    /// read-only (`eth_type`, `ip_proto`, `mpls_bos`) that `actions`
+    /// (their action set included) write: a rule, bucket or packet-out
+    /// with it is refused (`ip_proto is read-only`, OpenFlow's
+    /// `BAD_SET_TYPE`). `None` in the spec's mode.
+    pub fn read_only_write(&self, actions: &[Action]) -> Option<&'static crate::fields::Field> {
+        if self.set_field == SetFieldMode::Spec {
+            return None;
+        }
+        crate::action::fields_written(actions).find(|f| f.read_only_in_ovs())
+    }
+
     /// A set holding `specs`, added in order (a later identical rule
     /// replaces an earlier one, as repeated `add-flow` does).
     ///
@@ -615,16 +621,16 @@ impl RuleSet {
         if self.tables.len() <= t {
             self.tables.resize_with(t + 1, TableIndex::default);
         }
-        if let Some(old) = self.tables[t].find(&rule.matcher, rule.priority).cloned() {
-            if old.id == rule.id {
-                // A modify: the new rule takes the old one's counters.
-                self.take_out(&old);
-            } else {
-                self.retire(&old);
+        self.timed += Self::timed(&rule);
+        let id = rule.id;
+        if let Some(old) = self.tables[t].insert(rule) {
+            self.timed -= Self::timed(&old);
+            // A modify (the same id) takes the old rule's counters; an add
+            // in its place leaves its matches in the table's count.
+            if old.id != id {
+                self.counters.retired[t].fetch_add(old.counters().0, Ordering::Relaxed);
             }
         }
-        self.timed += Self::timed(&rule);
-        self.tables[t].insert(rule);
     }
 
     fn selected(rule: &Rule, sel: &FlowSpec, how: Selection, all_tables: bool) -> bool {
@@ -746,6 +752,7 @@ impl RuleSet {
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
             push_vlan: self.push_vlan,
+            set_field: self.set_field,
             timed: 0,
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),

@@ -28,11 +28,16 @@ impl Ctx<'_, '_> {
         if d.dl_dst != [0; 6] {
             self.push(DpAction::SetEthDst(f.dl_dst));
         }
+        if d.dl_type != 0 {
+            // set_field on eth_type (`--set-field spec`): the bytes only;
+            // the headers after it stay as they were.
+            self.push(DpAction::SetEthType(f.dl_type));
+        }
         if self.commit_encap(&f, &d) {
             return;
         }
         let mut l3 = d;
-        (l3.dl_src, l3.dl_dst) = ([0; 6], [0; 6]);
+        (l3.dl_src, l3.dl_dst, l3.dl_type) = ([0; 6], [0; 6], 0);
         if !l3.is_zero() && (f.is_ip() || f.is_arp()) {
             // As OVS's commit_set_nw_action and commit_set_port_action: a
             // flow whose nw_proto is 0 (IP protocol 0, an IPv6 extension
@@ -158,6 +163,12 @@ impl Ctx<'_, '_> {
                         }
                     }
                 }
+            }
+            if d.nw_proto != 0 {
+                // set_field on ip_proto (`--set-field spec`), after the
+                // port rewrites, which act on the transport header the
+                // packet has.
+                self.push(DpAction::SetIpProto(f.nw_proto, csum));
             }
         }
     }

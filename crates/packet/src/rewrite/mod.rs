@@ -270,6 +270,78 @@ pub fn set_ipv6_dst(pkt: &mut Packet, a: [u8; 16], mode: FragRewrites) -> bool {
     true
 }
 
+/// Sets the EtherType after the VLAN tags (OpenFlow's `eth_type`); the
+/// bytes after it are left as they are.
+pub fn set_eth_type(pkt: &mut Packet, t: u16) -> bool {
+    let data = pkt.data_mut();
+    let mut at = 12;
+    while at + 2 <= data.len() && is_vlan_tpid(be16(data, at)) {
+        at += VLAN_HEADER_LEN;
+    }
+    if at + 2 > data.len() {
+        return false;
+    }
+    put16(data, at, t);
+    true
+}
+
+/// Sets the IP protocol (IPv4) or the next header that names the
+/// upper-layer protocol (IPv6: the last of the extension chain), with the
+/// IPv4 header checksum and the change of the pseudo-header in the
+/// TCP/UDP/ICMPv6 checksum of the transport header the packet has (as
+/// `fix_l4_pseudo` does for an address).
+pub fn set_ip_proto(pkt: &mut Packet, p: u8, mode: FragRewrites) -> bool {
+    let Some(l3) = pkt.meta.l3() else {
+        return false;
+    };
+    let l3_type = pkt.meta.l3_type;
+    let at = match l3_type {
+        ethertype::IPV4 if ipv4(pkt).is_some() => l3 + 9,
+        ethertype::IPV6 if ipv6(pkt).is_some() => match v6_upper_next_header(&pkt.data()[l3..]) {
+            Some(off) => l3 + off,
+            None => return false,
+        },
+        _ => return false,
+    };
+    let old = pkt.data()[at];
+    if old == p {
+        return true;
+    }
+    // The pseudo-header's protocol word is (0, protocol) in both versions.
+    fix_l4_pseudo(pkt, mode, false, |c| {
+        update16(c, u16::from(old), u16::from(p))
+    });
+    if pkt.meta.l3_type == ethertype::IPV4 {
+        if let Some(mut h) = ipv4(pkt) {
+            h.set_protocol(p);
+        }
+    } else {
+        pkt.data_mut()[at] = p;
+    }
+    true
+}
+
+/// The offset, from the IPv6 header, of the next-header byte that names
+/// the upper-layer protocol: the fixed header's, or the last extension
+/// header's. `None` when the chain runs past the bytes there are.
+fn v6_upper_next_header(h: &[u8]) -> Option<usize> {
+    let (mut at, mut off) = (6, IPV6_HEADER_LEN);
+    loop {
+        let next = *h.get(at)?;
+        let len = match next {
+            ext::HOPOPTS | ext::DSTOPTS | ext::ROUTING => (*h.get(off + 1)? as usize + 1) * 8,
+            ext::AH => (*h.get(off + 1)? as usize + 2) * 4,
+            ext::FRAGMENT => 8,
+            _ => return Some(at),
+        };
+        if off + len > h.len() {
+            return None;
+        }
+        at = off;
+        off += len;
+    }
+}
+
 /// Sets the IPv6 flow label.
 pub fn set_ipv6_label(pkt: &mut Packet, label: u32) -> bool {
     ipv6(pkt).map(|mut h| h.set_flow_label(label)).is_some()

@@ -347,3 +347,64 @@ fn truncated_arp_gets_what_fits() {
     );
     pool.free(p);
 }
+
+/// `--set-field spec`'s ip_proto: the IPv4 header checksum and the
+/// transport checksum stay valid for the new protocol in the
+/// pseudo-header (what a frame built with that protocol would carry).
+#[test]
+fn ip_proto_rewrite_keeps_checksums_valid_for_the_new_protocol() {
+    use crate::wire::checksum::{self, finish, pseudo_v4, pseudo_v6, sum};
+    let mut pool = PacketPool::new(4, 2048).unwrap();
+    // (frame, L3 offset, L4 offset, checksum offset in L4)
+    let v4 = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], tcp56()).payload(b"abc");
+    let mut p = parsed(&mut pool, &v4);
+    assert!(set_ip_proto(&mut p, 17, FragRewrites::Ovs));
+    let d = p.data().to_vec();
+    assert_eq!(d[14 + 9], 17);
+    assert_eq!(checksum::checksum(&d[14..34]), 0, "IPv4 header checksum");
+    // The segment by the IP length (the frame is padded to 60 bytes).
+    let l4 = &d[34..14 + usize::from(u16::from_be_bytes([d[16], d[17]]))];
+    let acc = pseudo_v4(0x0a00_0001, 0x0a00_0002, 17, l4.len() as u16);
+    assert_eq!(finish(sum(acc, l4)), 0, "TCP checksum under protocol 17");
+    pool.free(p);
+
+    // IPv6 behind a destination-options header: the last next header.
+    let mut p = v6_with_ext(&mut pool, ext::DSTOPTS, [6, 0, 1, 4, 0, 0, 0, 0]);
+    assert!(set_ip_proto(&mut p, 17, FragRewrites::Ovs));
+    let d = p.data().to_vec();
+    assert_eq!(
+        (d[20], d[54]),
+        (ext::DSTOPTS, 17),
+        "fixed header kept, option's set"
+    );
+    let l4 = &d[62..54 + usize::from(u16::from_be_bytes([d[18], d[19]]))];
+    let acc = pseudo_v6(&[1; 16], &[2; 16], 17, l4.len() as u32);
+    assert_eq!(finish(sum(acc, l4)), 0, "TCP checksum under next header 17");
+    // The same protocol again changes nothing.
+    assert!(set_ip_proto(&mut p, 17, FragRewrites::Ovs));
+    assert_eq!(p.data(), &d[..]);
+    pool.free(p);
+
+    // Not IP: nothing.
+    let arp = Frame::arp(1, [1; 6], [1, 1, 1, 1], [0; 6], [2, 2, 2, 2]);
+    let mut p = parsed(&mut pool, &arp);
+    let before = p.data().to_vec();
+    assert!(!set_ip_proto(&mut p, 17, FragRewrites::Ovs));
+    assert_eq!(p.data(), &before[..]);
+    pool.free(p);
+}
+
+/// `--set-field spec`'s eth_type: the EtherType after the tags, nothing
+/// else.
+#[test]
+fn eth_type_rewrite_writes_after_the_tags() {
+    let mut pool = PacketPool::new(2, 2048).unwrap();
+    let f = Frame::ipv4([1, 1, 1, 1], [2, 2, 2, 2], tcp56());
+    let mut p = parsed(&mut pool, &f);
+    assert!(push_vlan(&mut p, 0x8100, 10));
+    let mut want = p.data().to_vec();
+    assert!(set_eth_type(&mut p, 0x8848));
+    want[16..18].copy_from_slice(&[0x88, 0x48]);
+    assert_eq!(p.data(), &want[..]);
+    pool.free(p);
+}

@@ -130,6 +130,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         self.bm()[8] = ttl;
         self.fix16(old, be16(self.b(), 8));
     }
+    /// Sets the protocol, updating the header checksum.
+    pub fn set_protocol(&mut self, p: u8) {
+        let old = be16(self.b(), 8);
+        self.bm()[9] = p;
+        self.fix16(old, be16(self.b(), 8));
+    }
     /// Sets the source address, updating the header checksum.
     pub fn set_src(&mut self, ip: u32) {
         let old = self.src();

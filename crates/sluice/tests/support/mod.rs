@@ -236,6 +236,21 @@ pub fn sluice_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
 }
 
+/// Runs `sluice ARGS` to its end.
+pub fn sluice(args: &[&str]) -> Output {
+    Command::new(sluice_bin()).args(args).output().unwrap()
+}
+
+/// What a command wrote to stderr.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// What a command wrote to stdout.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 impl Sluice {
     /// Starts `sluice run --json --ctl SOCK` with `flows` and the port
     /// specs, in namespace `ns` (or the root namespace), and waits until its

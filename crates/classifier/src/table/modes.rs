@@ -1,0 +1,51 @@
+//! Where Open vSwitch and OpenFlow 1.3 differ, the rule set's choice:
+//! Open vSwitch's behaviour by default, the spec's as an option.
+
+/// What a `push_vlan` puts in the new tag when the packet has one already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PushVlan {
+    /// VID 0 and PCP 0, as Open vSwitch 3.1 (`push_vlan(vid=0,pcp=0)` in
+    /// `ofproto/trace`).
+    #[default]
+    Ovs,
+    /// The outer tag's VID and PCP, as OpenFlow 1.3 says (section 7.2.5,
+    /// table 6: "VLAN ID/priority: copied from the existing tag").
+    Spec,
+}
+
+impl PushVlan {
+    /// Parses `ovs` or `spec`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(PushVlan::Ovs),
+            "spec" => Ok(PushVlan::Spec),
+            _ => Err(format!("unknown push_vlan mode '{s}' (ovs or spec)")),
+        }
+    }
+}
+
+/// Which header fields `set_field` may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SetFieldMode {
+    /// As Open vSwitch 3.1: `eth_type`, `ip_proto` and `mpls_bos` are
+    /// read-only (`ovs-ofctl: ip_proto is read-only`; OpenFlow's
+    /// `BAD_SET_TYPE`).
+    #[default]
+    Ovs,
+    /// As OpenFlow 1.3 (section 7.2.5, "Set-Field"): every header field,
+    /// those three included: the EtherType, the IP protocol (the IPv4
+    /// header checksum and the transport checksum's pseudo-header updated)
+    /// and the outermost MPLS label's bottom-of-stack bit.
+    Spec,
+}
+
+impl SetFieldMode {
+    /// Parses `ovs` or `spec`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(SetFieldMode::Ovs),
+            "spec" => Ok(SetFieldMode::Spec),
+            _ => Err(format!("unknown set_field mode '{s}' (ovs or spec)")),
+        }
+    }
+}
