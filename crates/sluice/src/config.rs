@@ -13,6 +13,7 @@
 //! frag_handling = "normal"      # normal, nx-match or drop (ovs-ofctl set-frags)
 //! frag_rewrites = "ovs"         # ovs or correct: what rewrites do to fragments
 //! push_vlan = "ovs"             # ovs or spec: a tag pushed over a tag copies its VID/PCP (spec)
+//! push_mpls = "ovs"             # ovs or spec: a label pushed onto non-IP has TTL 64 (ovs) or 0 (spec)
 //! set_field = "ovs"             # ovs or spec: set_field may write eth_type, ip_proto, mpls_bos (spec)
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //!
@@ -48,7 +49,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sluice_classifier::table::{PushVlan, SetFieldMode};
+use sluice_classifier::table::{PushMpls, PushVlan, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
 use sluice_packet::rewrite::FragRewrites;
@@ -81,6 +82,8 @@ pub struct Config {
     pub frag_rewrites: FragRewrites,
     /// What a pushed VLAN tag carries over a tag (`--push-vlan`).
     pub push_vlan: PushVlan,
+    /// A pushed label's TTL over a packet that is not IP (`--push-mpls`).
+    pub push_mpls: PushMpls,
     /// Which fields set_field may write (`--set-field`).
     pub set_field: SetFieldMode,
     /// The `[openflow]` section.
@@ -104,6 +107,7 @@ struct FileConfig {
     frag_handling: Option<String>,
     frag_rewrites: Option<String>,
     push_vlan: Option<String>,
+    push_mpls: Option<String>,
     set_field: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
@@ -306,6 +310,9 @@ impl Config {
         if let Some(m) = &f.push_vlan {
             cfg.push_vlan = PushVlan::parse(m).map_err(|e| format!("push_vlan: {e}"))?;
         }
+        if let Some(m) = &f.push_mpls {
+            cfg.push_mpls = PushMpls::parse(m).map_err(|e| format!("push_mpls: {e}"))?;
+        }
         if let Some(m) = &f.set_field {
             cfg.set_field = SetFieldMode::parse(m).map_err(|e| format!("set_field: {e}"))?;
         }
@@ -456,7 +463,7 @@ mod tests {
             (1, FragHandling::Normal, FragRewrites::Ovs)
         );
         let cfg = Config::from_toml(
-            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\npush_vlan = \"spec\"\nset_field = \"spec\"\n",
+            "vlan_limit = 0\nfrag_handling = \"nx-match\"\nfrag_rewrites = \"correct\"\npush_vlan = \"spec\"\npush_mpls = \"spec\"\nset_field = \"spec\"\n",
             Path::new("."),
         )
         .unwrap();
@@ -475,6 +482,10 @@ mod tests {
         assert_eq!(
             (d.set_field, cfg.set_field),
             (SetFieldMode::Ovs, SetFieldMode::Spec)
+        );
+        assert_eq!(
+            (d.push_mpls, cfg.push_mpls),
+            (PushMpls::Ovs, PushMpls::Spec)
         );
         let e = Config::from_toml("set_field = \"all\"\n", Path::new(".")).unwrap_err();
         assert!(e.contains("set_field: unknown set_field mode 'all'"), "{e}");

@@ -16,7 +16,7 @@ use sluice::pmd::Placement;
 use sluice::report::{self, RunSummary};
 use sluice::runner::{self, RunOptions};
 use sluice::{trace, workload};
-use sluice_classifier::table::{PushVlan, SetFieldMode};
+use sluice_classifier::table::{PushMpls, PushVlan, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_packet::rewrite::FragRewrites;
 use sluice_port::spec::SPEC_SYNTAX;
@@ -164,6 +164,12 @@ struct OvsBehaviourArgs {
     /// PCP, as OpenFlow 1.3 says).
     #[arg(long, value_name = "MODE", value_parser = PushVlan::parse)]
     push_vlan: Option<PushVlan>,
+    /// The TTL of an MPLS label pushed onto a packet that is neither MPLS
+    /// nor IP: ovs (default, as OVS 3.1: 64) or spec (0, as OpenFlow 1.3:
+    /// a pushed header's fields are 0 unless copied from an MPLS or IP
+    /// header).
+    #[arg(long, value_name = "MODE", value_parser = PushMpls::parse)]
+    push_mpls: Option<PushMpls>,
     /// Which fields set_field may write: ovs (default, as OVS 3.1:
     /// eth_type, ip_proto and mpls_bos are read-only, and a rule, group
     /// bucket or packet-out writing one is refused) or spec (OpenFlow 1.3:
@@ -191,6 +197,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.push_vlan {
             config.push_vlan = m;
+        }
+        if let Some(m) = self.push_mpls {
+            config.push_mpls = m;
         }
         if let Some(m) = self.set_field {
             config.set_field = m;

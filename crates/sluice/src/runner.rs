@@ -103,6 +103,7 @@ pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
     rules.set_frag_handling(cfg.frag_handling);
     rules.set_frag_rewrites(cfg.frag_rewrites);
     rules.set_push_vlan(cfg.push_vlan);
+    rules.set_push_mpls(cfg.push_mpls);
     rules.set_set_field_mode(cfg.set_field);
     for r in rules.iter() {
         if let Some(f) = rules.read_only_write(&r.actions) {

@@ -181,3 +181,27 @@ fn set_field_on_read_only_fields_needs_the_spec_mode() {
         stderr(&o)
     );
 }
+
+/// `--push-mpls`: a label pushed onto ARP has TTL 64 (OVS) or 0 (spec).
+#[test]
+fn push_mpls_ttl_over_arp_follows_the_mode() {
+    let d = tempfile::tempdir().unwrap();
+    let flows = d.path().join("r.flows").display().to_string();
+    std::fs::write(&flows, "arp,actions=push_mpls:0x8847,output:2\n").unwrap();
+    for (mode, ttl) in [("ovs", "ttl=64"), ("spec", "ttl=0")] {
+        let o = sluice(&[
+            "trace",
+            "--push-mpls",
+            mode,
+            "--flows",
+            &flows,
+            "arp,in_port=1",
+        ]);
+        let out = stdout(&o);
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("Datapath actions:"))
+            .unwrap_or_else(|| panic!("{mode}: {out}{}", stderr(&o)));
+        assert!(line.contains(ttl), "{mode}: {line}");
+    }
+}

@@ -28,7 +28,7 @@ use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
 mod modes;
-pub use modes::{PushVlan, SetFieldMode};
+pub use modes::{PushMpls, PushVlan, SetFieldMode};
 
 /// A rule's identity, unique within a switch's lifetime.
 pub type RuleId = u64;
@@ -240,6 +240,7 @@ pub struct RuleSet {
     frag_handling: crate::FragHandling,
     frag_rewrites: FragRewrites,
     push_vlan: PushVlan,
+    push_mpls: PushMpls,
     set_field: SetFieldMode,
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
@@ -275,6 +276,7 @@ impl RuleSet {
             frag_handling: crate::FragHandling::Normal,
             frag_rewrites: FragRewrites::Ovs,
             push_vlan: PushVlan::Ovs,
+            push_mpls: PushMpls::Ovs,
             set_field: SetFieldMode::Ovs,
             timed: 0,
             meters: im::OrdMap::new(),
@@ -469,6 +471,19 @@ impl RuleSet {
     /// Changes what a pushed VLAN tag carries (a new version).
     pub fn set_push_vlan(&mut self, mode: PushVlan) {
         self.push_vlan = mode;
+        self.version += 1;
+    }
+
+    /// What a pushed MPLS label's TTL is over a packet that is neither MPLS
+    /// nor IP.
+    pub fn push_mpls(&self) -> PushMpls {
+        self.push_mpls
+    }
+
+    /// Changes what a pushed MPLS label's TTL is over a packet that is
+    /// neither MPLS nor IP (a new version).
+    pub fn set_push_mpls(&mut self, mode: PushMpls) {
+        self.push_mpls = mode;
         self.version += 1;
     }
 
@@ -752,6 +767,7 @@ impl RuleSet {
             frag_handling: self.frag_handling,
             frag_rewrites: self.frag_rewrites,
             push_vlan: self.push_vlan,
+            push_mpls: self.push_mpls,
             set_field: self.set_field,
             timed: 0,
             meters: self.meters.clone(),

@@ -24,6 +24,30 @@ impl PushVlan {
     }
 }
 
+/// What a `push_mpls` onto a packet that is neither MPLS nor IP puts in
+/// the new label's TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PushMpls {
+    /// 64, as Open vSwitch 3.1 (`push_mpls` on ARP: `ttl=64`).
+    #[default]
+    Ovs,
+    /// 0, as OpenFlow 1.3 says (section 7.2.5: the new header's fields are
+    /// set to 0 unless table 7 copies them; the TTL is copied only from an
+    /// MPLS or IP header).
+    Spec,
+}
+
+impl PushMpls {
+    /// Parses `ovs` or `spec`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(PushMpls::Ovs),
+            "spec" => Ok(PushMpls::Spec),
+            _ => Err(format!("unknown push_mpls mode '{s}' (ovs or spec)")),
+        }
+    }
+}
+
 /// Which header fields `set_field` may write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SetFieldMode {

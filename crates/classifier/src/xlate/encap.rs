@@ -212,7 +212,7 @@ impl Ctx<'_, '_> {
 
     /// `push_mpls`: a new outermost label, copied from the one there was
     /// (bottom of stack cleared), or label 0 with the IP TTL (64 when not
-    /// IP), as Open vSwitch.
+    /// IP, as Open vSwitch; 0 with `--push-mpls spec`).
     pub(super) fn push_mpls(&mut self, eth_type: u16) {
         let was_mpls = self.is_mpls();
         self.commit();
@@ -223,6 +223,8 @@ impl Ctx<'_, '_> {
         } else if f.is_ip() {
             self.out.wc.nw_ttl = 0xff;
             mpls::BOS | u32::from(f.nw_ttl)
+        } else if self.env.rules.push_mpls() == crate::table::PushMpls::Spec {
+            mpls::BOS
         } else {
             mpls::BOS | 64
         };

@@ -715,6 +715,6 @@ mod groups;
 mod select;
 pub use select::resolve as resolve_select;
 #[cfg(test)]
-mod spec_field_tests;
+mod spec_mode_tests;
 #[cfg(test)]
 mod tests;

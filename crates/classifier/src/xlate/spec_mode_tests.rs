@@ -1,9 +1,11 @@
-//! `--set-field spec`: set_field on the fields Open vSwitch keeps
-//! read-only (eth_type, ip_proto, mpls_bos), refused or translated.
+//! Where OpenFlow 1.3 and Open vSwitch differ: `--set-field spec`
+//! (set_field on the fields Open vSwitch keeps read-only: eth_type,
+//! ip_proto, mpls_bos) and `--push-mpls spec` (a label pushed onto a packet
+//! that is not IP gets TTL 0).
 
 use super::*;
 use crate::parse::parse_flow_file;
-use crate::table::SetFieldMode;
+use crate::table::{PushMpls, SetFieldMode};
 use sluice_packet::rewrite::FragRewrites;
 
 fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
@@ -82,4 +84,25 @@ fn read_only_fields_are_refused_in_ovs_mode_and_written_in_spec_mode() {
         run(&r, &mpls).actions,
         [DpAction::SetMplsLse(5 << 12 | 9), DpAction::Output(2)]
     );
+}
+
+#[test]
+fn push_mpls_onto_arp_has_ttl_64_as_ovs_or_0_as_the_spec() {
+    let mut r = RuleSet::from_specs(
+        &parse_flow_file("arp,actions=push_mpls:0x8847,output:2", None).unwrap(),
+        0,
+    );
+    let arp = FlowKey {
+        in_port: 1,
+        dl_type: 0x0806,
+        ..Default::default()
+    };
+    let lse = |r: &RuleSet| match run(r, &arp).actions[0] {
+        DpAction::PushMpls { lse, .. } => lse,
+        ref a => panic!("{a:?}"),
+    };
+    // Label 0, bottom of stack, TTL 64 / 0.
+    assert_eq!(lse(&r), 0x100 | 64);
+    r.set_push_mpls(PushMpls::Spec);
+    assert_eq!(lse(&r), 0x100);
 }
