@@ -522,7 +522,7 @@ impl Control {
 
     /// Which fields set_field may write (`--set-field`).
     pub(crate) fn set_field_mode(&self) -> sluice_classifier::table::SetFieldMode {
-        self.rules.lock().expect("rules").set_field_mode()
+        self.rules.lock().expect("rules").modes().set_field
     }
 
     /// Changes the rule set with `f` (a group change) and, when it made a

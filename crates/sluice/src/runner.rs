@@ -100,11 +100,13 @@ pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>
 /// and refuses a rule that writes a field the configuration keeps
 /// read-only.
 pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
-    rules.set_frag_handling(cfg.frag_handling);
-    rules.set_frag_rewrites(cfg.frag_rewrites);
-    rules.set_push_vlan(cfg.push_vlan);
-    rules.set_push_mpls(cfg.push_mpls);
-    rules.set_set_field_mode(cfg.set_field);
+    rules.set_modes(sluice_classifier::table::Modes {
+        frag_handling: cfg.frag_handling,
+        frag_rewrites: cfg.frag_rewrites,
+        push_vlan: cfg.push_vlan,
+        push_mpls: cfg.push_mpls,
+        set_field: cfg.set_field,
+    });
     for r in rules.iter() {
         if let Some(f) = rules.read_only_write(&r.actions) {
             let m = r.matcher.to_string();

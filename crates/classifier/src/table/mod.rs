@@ -18,7 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sluice_packet::key::FlowKey;
-use sluice_packet::rewrite::FragRewrites;
 
 use crate::action::Action;
 use crate::flow_match::Match;
@@ -28,7 +27,7 @@ use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
 mod modes;
-pub use modes::{PushMpls, PushVlan, SetFieldMode};
+pub use modes::{Modes, PushMpls, PushVlan, SetFieldMode};
 
 /// A rule's identity, unique within a switch's lifetime.
 pub type RuleId = u64;
@@ -237,11 +236,8 @@ pub struct RuleSet {
     groups: im::OrdMap<u32, Arc<Group>>,
     pub(crate) version: u64,
     next_id: RuleId,
-    frag_handling: crate::FragHandling,
-    frag_rewrites: FragRewrites,
-    push_vlan: PushVlan,
-    push_mpls: PushMpls,
-    set_field: SetFieldMode,
+    /// Where Open vSwitch and OpenFlow 1.3 (or the RFCs) differ.
+    modes: Modes,
     /// Rules with an idle or hard timeout (the datapath looks for expired
     /// rules only when there are some).
     timed: usize,
@@ -273,11 +269,7 @@ impl RuleSet {
             groups: im::OrdMap::new(),
             version: 1,
             next_id: 1,
-            frag_handling: crate::FragHandling::Normal,
-            frag_rewrites: FragRewrites::Ovs,
-            push_vlan: PushVlan::Ovs,
-            push_mpls: PushMpls::Ovs,
-            set_field: SetFieldMode::Ovs,
+            modes: Modes::default(),
             timed: 0,
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
@@ -441,61 +433,16 @@ impl RuleSet {
         (rules, matched + self.miss_counter(t).counters().0, matched)
     }
 
-    /// How the tables see IP fragments.
-    pub fn frag_handling(&self) -> crate::FragHandling {
-        self.frag_handling
+    /// Where Open vSwitch and OpenFlow 1.3 (or the RFCs) differ: the
+    /// choices this set translates with.
+    pub fn modes(&self) -> Modes {
+        self.modes
     }
 
-    /// Changes how the tables see IP fragments (a new version).
-    pub fn set_frag_handling(&mut self, mode: crate::FragHandling) {
-        self.frag_handling = mode;
-        self.version += 1;
-    }
-
-    /// What rewrites do to fragments' L4 bytes.
-    pub fn frag_rewrites(&self) -> FragRewrites {
-        self.frag_rewrites
-    }
-
-    /// Changes what rewrites do to fragments' L4 bytes (a new version).
-    pub fn set_frag_rewrites(&mut self, mode: FragRewrites) {
-        self.frag_rewrites = mode;
-        self.version += 1;
-    }
-
-    /// What a pushed VLAN tag carries.
-    pub fn push_vlan(&self) -> PushVlan {
-        self.push_vlan
-    }
-
-    /// Changes what a pushed VLAN tag carries (a new version).
-    pub fn set_push_vlan(&mut self, mode: PushVlan) {
-        self.push_vlan = mode;
-        self.version += 1;
-    }
-
-    /// What a pushed MPLS label's TTL is over a packet that is neither MPLS
-    /// nor IP.
-    pub fn push_mpls(&self) -> PushMpls {
-        self.push_mpls
-    }
-
-    /// Changes what a pushed MPLS label's TTL is over a packet that is
-    /// neither MPLS nor IP (a new version).
-    pub fn set_push_mpls(&mut self, mode: PushMpls) {
-        self.push_mpls = mode;
-        self.version += 1;
-    }
-
-    /// Which fields `set_field` may write.
-    pub fn set_field_mode(&self) -> SetFieldMode {
-        self.set_field
-    }
-
-    /// Changes which fields `set_field` may write (rules already in the
-    /// set are not checked again).
-    pub fn set_set_field_mode(&mut self, mode: SetFieldMode) {
-        self.set_field = mode;
+    /// Changes those choices (a new version; rules already in the set are
+    /// not checked again against [`Modes::set_field`]).
+    pub fn set_modes(&mut self, modes: Modes) {
+        self.modes = modes;
         self.version += 1;
     }
 
@@ -505,7 +452,7 @@ impl RuleSet {
     /// with it is refused (`ip_proto is read-only`, OpenFlow's
     /// `BAD_SET_TYPE`). `None` in the spec's mode.
     pub fn read_only_write(&self, actions: &[Action]) -> Option<&'static crate::fields::Field> {
-        if self.set_field == SetFieldMode::Spec {
+        if self.modes.set_field == SetFieldMode::Spec {
             return None;
         }
         crate::action::fields_written(actions).find(|f| f.read_only_in_ovs())
@@ -701,8 +648,26 @@ impl RuleSet {
     ) -> Vec<Arc<Rule>> {
         let mut gone = self.select(sel, how, all_tables);
         gone.retain(|r| pick(r));
+        // A table losing every rule (`del-flows` with no match) is emptied
+        // at once, not rule by rule through its indexes.
+        let mut per_table = vec![0usize; self.tables.len()];
         for r in &gone {
-            self.retire(r);
+            per_table[usize::from(r.table)] += 1;
+        }
+        for (t, &n) in per_table.iter().enumerate() {
+            if n > 0 && n == self.tables[t].len() {
+                self.tables[t] = TableIndex::default();
+            }
+        }
+        for r in &gone {
+            let t = usize::from(r.table);
+            if self.tables[t].is_empty() {
+                // Emptied above: what retire does but the removal.
+                self.timed -= Self::timed(r);
+                self.counters.retired[t].fetch_add(r.counters().0, Ordering::Relaxed);
+            } else {
+                self.retire(r);
+            }
         }
         if !gone.is_empty() {
             self.version += 1;
@@ -764,11 +729,7 @@ impl RuleSet {
             groups: self.groups.clone(),
             version: self.version + 1,
             next_id: self.next_id,
-            frag_handling: self.frag_handling,
-            frag_rewrites: self.frag_rewrites,
-            push_vlan: self.push_vlan,
-            push_mpls: self.push_mpls,
-            set_field: self.set_field,
+            modes: self.modes,
             timed: 0,
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),

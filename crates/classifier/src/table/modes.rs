@@ -1,6 +1,26 @@
 //! Where Open vSwitch and OpenFlow 1.3 differ, the rule set's choice:
 //! Open vSwitch's behaviour by default, the spec's as an option.
 
+use sluice_packet::rewrite::FragRewrites;
+
+use crate::FragHandling;
+
+/// Every choice a rule set translates with where Open vSwitch and
+/// OpenFlow 1.3 (or the RFCs) differ; each defaults to Open vSwitch's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Modes {
+    /// How the tables see IP fragments (`ovs-ofctl set-frags`).
+    pub frag_handling: FragHandling,
+    /// What rewrites do to fragments' L4 bytes.
+    pub frag_rewrites: FragRewrites,
+    /// What a pushed VLAN tag carries over a tag.
+    pub push_vlan: PushVlan,
+    /// A pushed MPLS label's TTL over a packet neither MPLS nor IP.
+    pub push_mpls: PushMpls,
+    /// Which fields `set_field` may write.
+    pub set_field: SetFieldMode,
+}
+
 /// What a `push_vlan` puts in the new tag when the packet has one already.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PushVlan {

@@ -177,3 +177,46 @@ fn table_counts_keep_matches_of_removed_rules_and_count_misses() {
     );
     assert_eq!(set.table_counts(1), (0, 0, 0));
 }
+
+/// Deleting every rule of a table empties it at once; its rules' matches
+/// stay in its count, timeouts are forgotten, other tables are untouched,
+/// and a partial delete still goes rule by rule.
+#[test]
+fn delete_all_of_a_table_empties_it_and_keeps_the_accounting() {
+    let mut set = RuleSet::new();
+    for i in 0..100 {
+        set.add(
+            &spec(&format!(
+                "idle_timeout=5,ip,nw_dst=10.0.0.{i},actions=output:1"
+            )),
+            0,
+        );
+    }
+    set.add(&spec("table=1,ip,actions=output:2"), 0);
+    let key = FlowKey {
+        dl_type: 0x0800,
+        nw_dst: 0x0a00_0007,
+        ..Default::default()
+    };
+    set.lookup(0, &key, &mut FlowKey::default())
+        .unwrap()
+        .credit(3, 300, 0);
+    assert!(set.has_timeouts());
+    // Only table 1's rules, by out_port: a partial delete overall.
+    let gone = set.delete_if(&spec("table=1"), Selection::Loose, false, |_| true);
+    assert_eq!((gone.len(), set.len()), (1, 100));
+    let gone = set.delete(&spec(""), Selection::Loose, true);
+    assert_eq!((gone.len(), set.len()), (100, 0));
+    assert!(set.table_index(0).unwrap().is_empty());
+    assert_eq!(set.table_index(0).unwrap().n_subtables(), 0);
+    assert!(!set.has_timeouts());
+    assert!(set.lookup(0, &key, &mut FlowKey::default()).is_none());
+    // The 3 packets the deleted rule matched still count for table 0.
+    assert_eq!(set.table_counts(0), (0, 3, 3));
+    // A table that keeps some rules loses the others one by one.
+    set.add(&spec("priority=2,ip,actions=output:1"), 0);
+    set.add(&spec("priority=1,arp,actions=output:1"), 0);
+    let gone = set.delete(&spec("arp"), Selection::Loose, true);
+    assert_eq!((gone.len(), set.len()), (1, 1));
+    assert!(set.lookup(0, &key, &mut FlowKey::default()).is_some());
+}

@@ -20,7 +20,7 @@ impl Ctx<'_, '_> {
             return;
         }
         let (f, d) = (self.flow, self.dirty);
-        let csum = self.env.rules.frag_rewrites();
+        let csum = self.env.rules.modes().frag_rewrites;
         self.dirty = FlowKey::default();
         if d.dl_src != [0; 6] {
             self.push(DpAction::SetEthSrc(f.dl_src));

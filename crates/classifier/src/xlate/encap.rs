@@ -223,7 +223,7 @@ impl Ctx<'_, '_> {
         } else if f.is_ip() {
             self.out.wc.nw_ttl = 0xff;
             mpls::BOS | u32::from(f.nw_ttl)
-        } else if self.env.rules.push_mpls() == crate::table::PushMpls::Spec {
+        } else if self.env.rules.modes().push_mpls == crate::table::PushMpls::Spec {
             mpls::BOS
         } else {
             mpls::BOS | 64

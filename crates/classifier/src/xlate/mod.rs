@@ -246,12 +246,12 @@ fn run(
         // (OVS unwildcards nw_frag for all IP traffic likewise).
         cx.out.wc.nw_frag = 0xff;
     }
-    if env.rules.frag_handling() == FragHandling::Drop {
+    if env.rules.modes().frag_handling == FragHandling::Drop {
         // The drop decision reads nw_frag for every packet: a megaflow made
         // by a non-IP packet must not also take IP fragments.
         cx.out.wc.nw_frag |= FRAG_ANY;
     }
-    if key.nw_frag & FRAG_ANY != 0 && env.rules.frag_handling() == FragHandling::Drop {
+    if key.nw_frag & FRAG_ANY != 0 && env.rules.modes().frag_handling == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
     } else if key.recirc_id != 0 {
         cx.resume(key.recirc_id);
@@ -293,17 +293,18 @@ impl Ctx<'_, '_> {
         }
         let rules = self.env.rules;
         let mut wc = FlowKey::default();
-        let found =
-            if self.flow.nw_frag & FRAG_ANY != 0 && rules.frag_handling() == FragHandling::Normal {
-                // OVS's `normal` mode: the tables see no L4 fields in a
-                // fragment (the actions still see the packet as it is).
-                let mut seen = self.flow;
-                seen.tp_src = 0;
-                seen.tp_dst = 0;
-                rules.lookup(t, &seen, &mut wc)
-            } else {
-                rules.lookup(t, &self.flow, &mut wc)
-            };
+        let found = if self.flow.nw_frag & FRAG_ANY != 0
+            && rules.modes().frag_handling == FragHandling::Normal
+        {
+            // OVS's `normal` mode: the tables see no L4 fields in a
+            // fragment (the actions still see the packet as it is).
+            let mut seen = self.flow;
+            seen.tp_src = 0;
+            seen.tp_dst = 0;
+            rules.lookup(t, &seen, &mut wc)
+        } else {
+            rules.lookup(t, &self.flow, &mut wc)
+        };
         self.merge_wc(&wc);
         let Some(rule) = found else {
             // Counted as a miss of this table (TABLE statistics).
@@ -502,7 +503,7 @@ impl Ctx<'_, '_> {
     /// innermost, and the commit then leaves it out of the packet, as OVS.
     fn push_vlan(&mut self, tpid: u16) {
         let mut new = tci::PRESENT;
-        if self.env.rules.push_vlan() == crate::table::PushVlan::Spec {
+        if self.env.rules.modes().push_vlan == crate::table::PushVlan::Spec {
             // OpenFlow 1.3: the new tag copies the outer one's VID and PCP
             // (which the decision then reads, presence included).
             self.unwc_vlan(0, 0xffff, 0);

@@ -44,7 +44,10 @@ fn read_only_fields_are_refused_in_ovs_mode_and_written_in_spec_mode() {
     let other = parse_flow_file("ip,actions=set_field:1->ip_dscp,output:2", None).unwrap();
     assert!(r.read_only_write(&other[0].actions).is_none());
 
-    r.set_set_field_mode(SetFieldMode::Spec);
+    r.set_modes(crate::table::Modes {
+        set_field: SetFieldMode::Spec,
+        ..r.modes()
+    });
     assert!(r.iter().all(|x| r.read_only_write(&x.actions).is_none()));
 
     // ip_proto after the port rewrite (which acts on the header there is).
@@ -103,6 +106,9 @@ fn push_mpls_onto_arp_has_ttl_64_as_ovs_or_0_as_the_spec() {
     };
     // Label 0, bottom of stack, TTL 64 / 0.
     assert_eq!(lse(&r), 0x100 | 64);
-    r.set_push_mpls(PushMpls::Spec);
+    r.set_modes(crate::table::Modes {
+        push_mpls: PushMpls::Spec,
+        ..r.modes()
+    });
     assert_eq!(lse(&r), 0x100);
 }

@@ -200,7 +200,10 @@ fn vlan_actions() {
 #[test]
 fn push_vlan_spec_mode_copies_the_outer_tag() {
     let mut r = set("actions=push_vlan:0x88a8,output:2\n");
-    r.set_push_vlan(crate::table::PushVlan::Spec);
+    r.set_modes(crate::table::Modes {
+        push_vlan: crate::table::PushVlan::Spec,
+        ..r.modes()
+    });
     let mut tagged = tcp_key();
     tagged.vlan_tci[0] = 0x7005; // pcp 3, present, vid 5
     tagged.vlan_tpid[0] = 0x8100;
@@ -436,13 +439,19 @@ fn fragment_handling_modes_as_ovs() {
         tp_src: 8,
         ..Default::default()
     };
-    assert_eq!(r.frag_handling(), FragHandling::Normal);
+    assert_eq!(r.modes().frag_handling, FragHandling::Normal);
     let t = run(&r, &key);
     assert_eq!(t.actions, vec![DpAction::Output(3)], "{:?}", t.trace);
     assert_eq!(t.wc.nw_frag, 0xff, "the decision depends on nw_frag");
-    r.set_frag_handling(FragHandling::NxMatch);
+    r.set_modes(crate::table::Modes {
+        frag_handling: FragHandling::NxMatch,
+        ..r.modes()
+    });
     assert_eq!(run(&r, &key).actions, vec![DpAction::Output(2)]);
-    r.set_frag_handling(FragHandling::Drop);
+    r.set_modes(crate::table::Modes {
+        frag_handling: FragHandling::Drop,
+        ..r.modes()
+    });
     let t = run(&r, &key);
     assert_eq!((t.outputs, t.drop), (0, Some(XlateDrop::Fragment)));
     // Not a fragment: every mode matches the L4 fields.
@@ -464,7 +473,10 @@ fn fragment_handling_modes_as_ovs() {
     let t = run(&set("priority=1,actions=output:3\n"), &arp);
     assert_eq!(t.wc.nw_frag, 0, "other modes do not look");
     let mut catch_all = set("priority=1,actions=output:3\n");
-    catch_all.set_frag_handling(FragHandling::Drop);
+    catch_all.set_modes(crate::table::Modes {
+        frag_handling: FragHandling::Drop,
+        ..catch_all.modes()
+    });
     let t = run(&catch_all, &arp);
     assert_eq!(t.actions, vec![DpAction::Output(3)]);
     assert_ne!(t.wc.nw_frag & sluice_packet::key::FRAG_ANY, 0);
@@ -496,7 +508,10 @@ fn icmp_set_on_a_later_fragment_as_ovs() {
         run(&ttl, &later).actions,
         vec![DpAction::SetIpTtl(9), DpAction::Output(2)]
     );
-    r.set_frag_rewrites(FragRewrites::Correct);
+    r.set_modes(crate::table::Modes {
+        frag_rewrites: FragRewrites::Correct,
+        ..r.modes()
+    });
     assert_eq!(run(&r, &later).actions, vec![DpAction::Output(2)]);
     let whole = FlowKey {
         nw_frag: 0,
