@@ -739,3 +739,50 @@ fn a_multipart_request_in_parts_is_served_whole() {
     let e = expect(&mut s, 1);
     assert_eq!(&e[8..12], &[0, 13, 0, 5]);
 }
+
+/// A flow-mod whose set_field writes ip_proto: BAD_ACTION/BAD_SET_TYPE
+/// from a switch in Open vSwitch's mode (the default), added by one run
+/// with `--set-field spec`. (`ovs-ofctl` refuses to send it at all.)
+#[test]
+fn set_field_on_ip_proto_is_refused_unless_the_spec_mode_is_on() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let mut fm = vec![4, 14, 0, 104, 0, 0, 0, 7];
+    fm.extend_from_slice(&[0; 16]); // cookie, mask
+    fm.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // table, add, timeouts, priority
+    fm.extend_from_slice(&[0xff; 12]); // buffer, out_port, out_group
+    fm.extend_from_slice(&[0; 4]); // flags, pad
+                                   // match: eth_type=0x0800 (the prerequisite of writing ip_proto)
+    fm.extend_from_slice(&[0, 1, 0, 10, 0x80, 0, 10, 2, 0x08, 0, 0, 0, 0, 0, 0, 0]);
+    // apply_actions(set_field:17->ip_proto, output:2)
+    fm.extend_from_slice(&[0, 4, 0, 40, 0, 0, 0, 0]);
+    fm.extend_from_slice(&[0, 25, 0, 16, 0x80, 0, 20, 1, 17, 0, 0, 0, 0, 0, 0, 0]);
+    fm.extend_from_slice(&[0, 0, 0, 16, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(fm.len(), 104);
+    let barrier = [4, 20, 0, 8, 0, 0, 0, 8];
+    for (extra, refused) in [(&[][..], true), (&["--set-field", "spec"][..], false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_sw, t) = logged_switch(dir.path(), "2=null", extra);
+        let mut s = UnixStream::connect(t.strip_prefix("unix:").unwrap()).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        hello(&mut s);
+        s.write_all(&fm).unwrap();
+        s.write_all(&barrier).unwrap();
+        let m = read_msg(&mut s).unwrap();
+        if refused {
+            assert_eq!((m[1], &m[4..8]), (1, &[0u8, 0, 0, 7][..]), "{m:02x?}");
+            let (ty, code) = (
+                u16::from_be_bytes([m[8], m[9]]),
+                u16::from_be_bytes([m[10], m[11]]),
+            );
+            assert_eq!((ty, code), (2, 13), "BAD_ACTION/BAD_SET_TYPE");
+            assert_eq!(expect(&mut s, 21)[1], 21);
+        } else {
+            assert_eq!(m[1], 21, "no error before the barrier reply: {m:02x?}");
+            // (dump-flows would show it, but ovs-ofctl cannot decode a
+            // set_field on ip_proto: it counts it instead.)
+            let (ok, agg) = ofctl(&["dump-aggregate", &t]);
+            assert!(ok && agg.contains("flow_count=1"), "{agg}");
+        }
+    }
+}
