@@ -32,12 +32,8 @@ fn one_by_one(text: &str, cache: CacheConfig, frames: Vec<Vec<u8>>) -> (Datapath
         .unwrap();
     let (cap, sent) = CapturePort::new();
     dp.add_port(2, Box::new(cap)).unwrap();
-    let mut t = 0;
-    while !dp.rx_exhausted() {
-        dp.poll_once(t);
-        t += 10;
-    }
-    dp.finish().unwrap();
+    let mut clock = (0u64..).step_by(10);
+    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
     (dp, sent)
 }
 
@@ -271,12 +267,8 @@ fn run_bursts(text: &str, cache: CacheConfig, bursts: Vec<Vec<Vec<u8>>>) -> (Dat
         .unwrap();
     let (cap, sent) = CapturePort::new();
     dp.add_port(2, Box::new(cap)).unwrap();
-    let mut t = 0;
-    while !dp.rx_exhausted() {
-        dp.poll_once(t);
-        t += 10;
-    }
-    dp.finish().unwrap();
+    let mut clock = (0u64..).step_by(10);
+    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
     (dp, sent)
 }
 

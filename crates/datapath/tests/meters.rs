@@ -48,12 +48,8 @@ fn run(
     .unwrap();
     let (cap, sent) = CapturePort::new();
     dp.add_port(2, Box::new(cap)).unwrap();
-    let mut t = 1;
-    while !dp.rx_exhausted() {
-        dp.poll_once(t);
-        t += tick_us;
-    }
-    dp.finish().unwrap();
+    let mut clock = (1u64..).step_by(tick_us as usize);
+    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
     let sent = sent.lock().unwrap().clone();
     (sent.len() as f64 / secs as f64, dp, sent)
 }

@@ -405,12 +405,8 @@ fn short_frames_are_padded_only_when_asked() {
         dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
             .unwrap();
         dp.add_port(2, Box::new(cap)).unwrap();
-        let mut t = 0;
-        while !dp.rx_exhausted() {
-            dp.poll_once(t);
-            t += 10;
-        }
-        dp.finish().unwrap();
+        let mut clock = (0u64..).step_by(10);
+        dp.run(|| clock.next().unwrap(), |_| false).unwrap();
         let sent = sent.lock().unwrap();
         assert_eq!(sent.len(), 1);
         if pad {

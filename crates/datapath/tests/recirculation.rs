@@ -59,12 +59,8 @@ fn pop_mpls_then_a_match_on_the_inner_header_recirculates() {
     dp.add_port(1, Box::new(ReplayPort::new("in", frames, false)))
         .unwrap();
     dp.add_port(2, Box::new(cap)).unwrap();
-    let mut t = 0;
-    while !dp.rx_exhausted() {
-        dp.poll_once(t);
-        t += 10;
-    }
-    dp.finish().unwrap();
+    let mut clock = (0u64..).step_by(10);
+    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
     let st = dp.stats();
     assert_eq!(st.rx_packets, 20);
     assert_eq!(st.recirculations, 20, "each packet passes twice");

@@ -78,12 +78,8 @@ fn a_select_group_is_chosen_per_packet_under_one_megaflow() {
         .unwrap();
     dp.add_port(2, Box::new(c2)).unwrap();
     dp.add_port(3, Box::new(c3)).unwrap();
-    let mut t = 0;
-    while !dp.rx_exhausted() {
-        dp.poll_once(t);
-        t += 10;
-    }
-    dp.finish().unwrap();
+    let mut clock = (0u64..).step_by(10);
+    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
     let st = dp.stats();
     assert_eq!(st.forwarded, total);
     assert!(st.rx_balanced(), "{st:?}");
