@@ -370,6 +370,20 @@ fn expect(s: &mut std::os::unix::net::UnixStream, typ: u8) -> Vec<u8> {
     }
 }
 
+/// The header and fixed part of an ADD flow-mod of `len` bytes in all
+/// (table 0, priority 0x8000, no buffer, no timeouts, flags or cookie);
+/// the match and instructions follow.
+fn add_flow_head(len: u16, xid: u32) -> Vec<u8> {
+    let mut fm = vec![4, 14];
+    fm.extend_from_slice(&len.to_be_bytes());
+    fm.extend_from_slice(&xid.to_be_bytes());
+    fm.extend_from_slice(&[0; 16]); // cookie, mask
+    fm.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // table, add, timeouts, priority
+    fm.extend_from_slice(&[0xff; 12]); // buffer, out_port, out_group
+    fm.extend_from_slice(&[0; 4]); // flags, pad
+    fm
+}
+
 fn hello(s: &mut std::os::unix::net::UnixStream) {
     use std::io::Write;
     s.write_all(&[4, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x10])
@@ -407,11 +421,7 @@ fn bad_input_gets_errors_or_a_clean_disconnect_and_nothing_else_stops() {
     assert_eq!(err_of(&expect(&mut s, 1)), (1, 6));
     // A flow-mod whose OXM claims more bytes than the match holds:
     // BAD_MATCH/BAD_LEN.
-    let mut fm = vec![4, 14, 0, 64, 0, 0, 0, 45];
-    fm.extend_from_slice(&[0; 16]); // cookie, mask
-    fm.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // table, add, timeouts, priority
-    fm.extend_from_slice(&[0xff; 12]); // buffer, out_port, out_group
-    fm.extend_from_slice(&[0; 4]); // flags, pad
+    let mut fm = add_flow_head(64, 45);
     fm.extend_from_slice(&[0, 1, 0, 12, 0x80, 0, 0x18, 9, 10, 0, 0, 1, 0, 0, 0, 0]);
     s.write_all(&fm).unwrap();
     assert_eq!(err_of(&expect(&mut s, 1)), (4, 1));
@@ -747,12 +757,8 @@ fn a_multipart_request_in_parts_is_served_whole() {
 fn set_field_on_ip_proto_is_refused_unless_the_spec_mode_is_on() {
     use std::io::Write;
     use std::os::unix::net::UnixStream;
-    let mut fm = vec![4, 14, 0, 104, 0, 0, 0, 7];
-    fm.extend_from_slice(&[0; 16]); // cookie, mask
-    fm.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0x80, 0]); // table, add, timeouts, priority
-    fm.extend_from_slice(&[0xff; 12]); // buffer, out_port, out_group
-    fm.extend_from_slice(&[0; 4]); // flags, pad
-                                   // match: eth_type=0x0800 (the prerequisite of writing ip_proto)
+    let mut fm = add_flow_head(104, 7);
+    // match: eth_type=0x0800 (the prerequisite of writing ip_proto)
     fm.extend_from_slice(&[0, 1, 0, 10, 0x80, 0, 10, 2, 0x08, 0, 0, 0, 0, 0, 0, 0]);
     // apply_actions(set_field:17->ip_proto, output:2)
     fm.extend_from_slice(&[0, 4, 0, 40, 0, 0, 0, 0]);
