@@ -46,6 +46,15 @@ impl Match {
         self.set(field, value, u128::MAX);
     }
 
+    /// Whether this match is at least as specific as `sel` and agrees with
+    /// it wherever `sel` looks: OpenFlow's non-strict selection (a loose
+    /// delete or modify, a flow or aggregate statistics request).
+    pub fn is_within(&self, sel: &Match) -> bool {
+        let (rv, rm) = (self.value.words(), self.mask.words());
+        let (sv, sm) = (sel.value.words(), sel.mask.words());
+        (0..rv.len()).all(|i| rm[i] & sm[i] == sm[i] && rv[i] & sm[i] == sv[i])
+    }
+
     /// Whether `key` matches.
     #[inline]
     pub fn matches(&self, key: &FlowKey) -> bool {

@@ -186,20 +186,6 @@ impl Filter {
         (self.q.table_id == sluice_openflow::consts::TABLE_ALL || r.table == self.q.table_id)
             && r.cookie & self.q.cookie_mask == self.q.cookie & self.q.cookie_mask
             && outputs_to(r, self.q.out_port)
-            && loosely_within(&r.matcher, &self.m)
+            && r.matcher.is_within(&self.m)
     }
-}
-
-/// Whether rule match `r` is at least as specific as `sel` and agrees
-/// with it where `sel` looks (OpenFlow's non-strict selection).
-fn loosely_within(r: &sluice_classifier::Match, sel: &sluice_classifier::Match) -> bool {
-    let rm = bytemuck_words(&r.mask);
-    let sm = bytemuck_words(&sel.mask);
-    let rv = bytemuck_words(&r.value);
-    let sv = bytemuck_words(&sel.value);
-    (0..rm.len()).all(|i| sm[i] & !rm[i] == 0 && (rv[i] ^ sv[i]) & sm[i] == 0)
-}
-
-fn bytemuck_words(k: &sluice_packet::FlowKey) -> &[u64] {
-    k.words()
 }

@@ -604,11 +604,7 @@ impl RuleSet {
         }
         match how {
             Selection::Strict => rule.priority == sel.priority && rule.matcher == sel.matcher,
-            Selection::Loose => {
-                let (rv, rm) = (rule.matcher.value.words(), rule.matcher.mask.words());
-                let (sv, sm) = (sel.matcher.value.words(), sel.matcher.mask.words());
-                (0..rv.len()).all(|i| rm[i] & sm[i] == sm[i] && rv[i] & sm[i] == sv[i])
-            }
+            Selection::Loose => rule.matcher.is_within(&sel.matcher),
         }
     }
 
