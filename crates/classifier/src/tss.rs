@@ -91,24 +91,45 @@ type LevelKey = ArrayVec<u8, KEY_BYTES>;
 /// most comparisons in a node touch no other memory (a boxed key costs a
 /// cache miss per comparison), and the rest, if any, boxed. Keys of one
 /// level all have one length, so this orders as the bytes do. The head is
-/// held as a big-endian number: one integer comparison, not a `memcmp`.
+/// held as two big-endian words: integer comparisons, not a `memcmp`, and
+/// 8-byte aligned (a `u128` would pad every entry to 16).
+///
+/// Entries are kept small (24 bytes here, 24 for the group): a B-tree
+/// node holds 64 of them inline, and an insert shifts half a node and a
+/// new version copies whole nodes, so their size is what an insert costs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct SplitKey {
-    head: u128,
-    rest: Option<Box<[u8]>>,
+    head: Addr,
+    rest: Option<Box<Rest>>,
 }
+
+/// The bytes of a level key past its first 16 (behind a thin pointer).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Rest(Box<[u8]>);
 
 impl SplitKey {
     fn new(bytes: &[u8]) -> Self {
         let n = bytes.len().min(16);
         let mut head = [0u8; 16];
         head[..n].copy_from_slice(&bytes[..n]);
-        let rest = (bytes.len() > 16).then(|| Box::from(&bytes[16..]));
+        let rest = (bytes.len() > 16).then(|| Box::new(Rest(Box::from(&bytes[16..]))));
         SplitKey {
-            head: u128::from_be_bytes(head),
+            head: addr(u128::from_be_bytes(head)),
             rest,
         }
     }
+}
+
+/// A `u128` as two words, high first (ordered as the number is), 8-byte
+/// aligned.
+type Addr = [u64; 2];
+
+fn addr(v: u128) -> Addr {
+    [(v >> 64) as u64, v as u64]
+}
+
+fn from_addr(a: &Addr) -> u128 {
+    u128::from(a[0]) << 64 | u128::from(a[1])
 }
 
 /// A key region a subtable's mask covers.
@@ -164,8 +185,8 @@ struct Group {
     /// Rules whose values agree with this group's key.
     count: u32,
     /// When the next region is an address: its distinct values among
-    /// these rules, with counts.
-    next: Option<OrdMap<u128, u32>>,
+    /// these rules, with counts (behind a pointer: most groups have none).
+    next: Option<Arc<OrdMap<Addr, u32>>>,
     /// At the last level: the rules, best first (priority, then age).
     /// Shared: a B-tree node copied for a new version copies a pointer
     /// per group, not its list.
@@ -329,7 +350,7 @@ impl Subtable {
             next: regions
                 .first()
                 .filter(|r| r.is_prefix())
-                .map(|_| OrdMap::new()),
+                .map(|_| Arc::new(OrdMap::new())),
             ..Group::default()
         };
         Subtable {
@@ -401,10 +422,12 @@ impl Subtable {
     }
 
     /// Counts value `v` in (or out of) a group's distinct next-region values.
-    fn bump(next: &mut Option<OrdMap<u128, u32>>, v: Option<u128>, up: bool) {
+    fn bump(next: &mut Option<Arc<OrdMap<Addr, u32>>>, v: Option<u128>, up: bool) {
         let (Some(n), Some(v)) = (next, v) else {
             return;
         };
+        let n = Arc::make_mut(n);
+        let v = addr(v);
         if up {
             // A value new to the group is the common case: one walk.
             if let Some(c) = n.insert(v, 1) {
@@ -453,21 +476,20 @@ impl Subtable {
         match keys.pop() {
             Some(k) => {
                 let level = self.levels.last_mut().expect("a level per region");
-                match level.get_mut(&k) {
-                    Some(g) => {
-                        if let Err(old) = Self::put_rule(g, &rule) {
-                            return Some(old);
-                        }
-                    }
-                    None => {
-                        level.insert(
-                            k,
-                            Group {
-                                count: 1,
-                                next: None,
-                                rules: Arc::new(vec![Arc::clone(&rule)]),
-                            },
-                        );
+                // Inserted first: a key new to the level (an add's common
+                // case) then costs one walk, not a look-up and an insert.
+                let fresh = Group {
+                    count: 1,
+                    next: None,
+                    rules: Arc::new(vec![Arc::clone(&rule)]),
+                };
+                if let Some(mut g) = level.insert(k.clone(), fresh) {
+                    // The key was there: the rule joins its group.
+                    let put = Self::put_rule(&mut g, &rule);
+                    level.insert(k, g);
+                    if let Err(old) = put {
+                        // An identical rule replaced: nothing else moves.
+                        return Some(old);
                     }
                 }
                 self.root.count += 1;
@@ -482,7 +504,7 @@ impl Subtable {
                             Self::bump(&mut g.next, nv, true);
                         }
                         None => {
-                            let next = nv.map(|v| OrdMap::unit(v, 1));
+                            let next = nv.map(|v| Arc::new(OrdMap::unit(addr(v), 1)));
                             level.insert(
                                 k,
                                 Group {
@@ -607,12 +629,12 @@ impl Subtable {
         let x = r.value(kb);
         let below = x
             .checked_sub(1)
-            .and_then(|b| next.get_prev(&b))
-            .map(|(v, _)| *v);
+            .and_then(|b| next.get_prev(&addr(b)))
+            .map(|(v, _)| from_addr(v));
         let above = x
             .checked_add(1)
-            .and_then(|a| next.get_next(&a))
-            .map(|(v, _)| *v);
+            .and_then(|a| next.get_next(&addr(a)))
+            .map(|(v, _)| from_addr(v));
         let mut bits = 0u128;
         for v in [below, above].into_iter().flatten() {
             bits |= prefix_through_first_diff(x ^ v, r.bits());

@@ -465,8 +465,8 @@ impl Control {
         let mut removed = Vec::new();
         let errs = ops
             .into_iter()
-            .map(|op| match &op {
-                Err(e) => Some(*e),
+            .map(|op| match op {
+                Err(e) => Some(e),
                 Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
                     if next.missing_group(&spec.actions).is_some() =>
                 {
@@ -483,14 +483,14 @@ impl Control {
                     Some(OfError::BAD_SET_TYPE)
                 }
                 Ok(FlowModOp::Add(spec)) => {
-                    if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(spec) {
+                    if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(&spec) {
                         return Some(OfError::OVERLAP);
                     }
-                    next.add(spec, now);
+                    next.add_owned(spec, now);
                     None
                 }
                 Ok(FlowModOp::Modify(spec, how)) => {
-                    next.modify(spec, *how, false);
+                    next.modify(&spec, how, false);
                     None
                 }
                 Ok(FlowModOp::Delete {
@@ -499,8 +499,7 @@ impl Control {
                     all_tables,
                     out_port,
                 }) => {
-                    let gone =
-                        next.delete_if(spec, *how, *all_tables, |r| outputs_to(r, *out_port));
+                    let gone = next.delete_if(&spec, how, all_tables, |r| outputs_to(r, out_port));
                     removed.extend(gone);
                     None
                 }

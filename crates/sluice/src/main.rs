@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod allocator;
 mod bench_cmd;
 mod io_floor;
 mod xdp_send;
@@ -717,6 +718,7 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
 }
 
 fn main() -> ExitCode {
+    allocator::tune();
     let missing = sluice::cpu::missing_features();
     if !missing.is_empty() {
         eprintln!(

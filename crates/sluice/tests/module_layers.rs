@@ -5,6 +5,7 @@ use std::path::Path;
 
 /// Bottom to top. `main.rs` (the binary) sits above all.
 const ORDER: &[&str] = &[
+    "allocator",
     "link",
     "oftarget",
     "cpu",

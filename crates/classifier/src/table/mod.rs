@@ -486,6 +486,11 @@ impl RuleSet {
     }
 
     fn rule_of(spec: &FlowSpec, id: RuleId, now_us: u64) -> Rule {
+        Self::rule_with(spec, spec.actions.clone(), id, now_us)
+    }
+
+    /// The rule of `spec` with `actions` (its own, cloned or moved out).
+    fn rule_with(spec: &FlowSpec, actions: Vec<Action>, id: RuleId, now_us: u64) -> Rule {
         Rule {
             id,
             table: spec.table,
@@ -494,7 +499,7 @@ impl RuleSet {
             idle_timeout: spec.idle_timeout,
             hard_timeout: spec.hard_timeout,
             matcher: spec.matcher,
-            actions: spec.actions.clone(),
+            actions,
             created_us: now_us,
             flags: spec.flags,
             of_instructions: spec.of_instructions.clone(),
@@ -569,9 +574,20 @@ impl RuleSet {
     /// Adds a rule (OpenFlow ADD): an existing rule with the same table,
     /// priority and match is replaced, counters reset.
     pub fn add(&mut self, spec: &FlowSpec, now_us: u64) -> RuleId {
+        self.add_rule(|id| Self::rule_of(spec, id, now_us))
+    }
+
+    /// [`add`](Self::add) taking the spec, whose actions the rule keeps
+    /// (a flow-mod's: no copy of its action list).
+    pub fn add_owned(&mut self, mut spec: FlowSpec, now_us: u64) -> RuleId {
+        let actions = std::mem::take(&mut spec.actions);
+        self.add_rule(|id| Self::rule_with(&spec, actions, id, now_us))
+    }
+
+    fn add_rule(&mut self, rule: impl FnOnce(RuleId) -> Rule) -> RuleId {
         let id = self.next_id;
         self.next_id += 1;
-        self.put(Arc::new(Self::rule_of(spec, id, now_us)));
+        self.put(Arc::new(rule(id)));
         self.version += 1;
         id
     }
