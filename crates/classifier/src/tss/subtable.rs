@@ -1,36 +1,7 @@
-//! One OpenFlow table's classifier: tuple space search.
-//!
-//! Rules are grouped in subtables by mask; a lookup probes the subtables
-//! in order of their highest priority and stops at the first whose highest
-//! priority is below the best match so far, so its cost is bounded by the
-//! number of distinct masks, not of rules.
-//!
-//! Within a subtable the rules are also indexed by prefixes of their
-//! values: level `j` groups them by their values in the mask's first `j+1`
-//! key regions (in the order of [`crate::wildcards`]), with a count. A
-//! lookup walks the levels with the packet's values; a region where the
-//! count drops is one where some rules differ from the packet, and its
-//! bits go into the megaflow mask; a region where no rule drops out is
-//! left wildcarded. For address regions each level also keeps the rules'
-//! distinct values, so that only the prefix down to the first bit where the
-//! closest one differs is un-wildcarded. The mask is the one the linear
-//! scan ([`crate::wildcards::explain_miss`] for each rule passed over) gives
-//! for the rules probed, so megaflows stay as wide.
-//!
-//! A subtable whose first address region has a prefix mask, and which is
-//! the only one of its table with that prefix length on that field, can be
-//! passed over without a look inside: one walk of the table's prefix trie
-//! for that field ([`crate::trie`]) tells whether any of its prefixes holds
-//! the packet's address, and if none does, how many leading bits prove it
-//! (the same bits the walk inside would un-wildcard). An LPM-style table
-//! over 20 prefix lengths then costs one trie walk and the subtables whose
-//! length matched, not 20 probes.
-//!
-//! Every map is persistent (`im`, or shared `Arc`s copied on write): cloning
-//! a table is O(1); the first change after a clone copies the list of
-//! subtables (O(masks), not O(rules)) and each change then copies O(log n)
-//! nodes, so a new version of a rule set of any size costs the changes it
-//! holds, and readers of the old one are untouched.
+//! A subtable of [`super::TableIndex`]: the rules of one mask, indexed by
+//! the prefixes of their values level by level (see the parent module),
+//! with the key regions its mask covers and its use of the table's prefix
+//! tries.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -39,51 +10,13 @@ use arrayvec::ArrayVec;
 use im::OrdMap;
 use sluice_packet::key::{FlowKey, KEY_WORDS};
 
+use super::{order_key, MaskId};
 use crate::flow_match::Match;
 use crate::table::{Rule, RuleId};
-use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
-
-/// Address regions (prefix kinds) of [`REGIONS`]: each has a trie per table.
-const N_PREFIX: usize = {
-    let mut n = 0;
-    let mut i = 0;
-    while i < REGIONS.len() {
-        if !matches!(REGIONS[i].2, Kind::Whole) {
-            n += 1;
-        }
-        i += 1;
-    }
-    n
-};
-
-/// A rule as the tries hold it: ordered best first (priority, then age).
-#[derive(Debug, Clone)]
-struct Ranked(Arc<Rule>);
-
-impl PartialEq for Ranked {
-    fn eq(&self, o: &Self) -> bool {
-        self.0.id == o.0.id
-    }
-}
-impl Eq for Ranked {}
-impl PartialOrd for Ranked {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ranked {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        order_key(&self.0).cmp(&order_key(&o.0))
-    }
-}
-
-/// One lookup's trie walks, made when first needed.
-type TrieMemo<'a> = [Option<TrieMatch<'a, Ranked>>; N_PREFIX];
 
 const KEY_BYTES: usize = KEY_WORDS * 8;
 
-type MaskId = [u64; KEY_WORDS];
 /// A level's key, built on the stack for lookups.
 type LevelKey = ArrayVec<u8, KEY_BYTES>;
 
@@ -134,12 +67,12 @@ fn from_addr(a: &Addr) -> u128 {
 
 /// A key region a subtable's mask covers.
 #[derive(Debug, Clone, Copy)]
-struct Region {
-    off: usize,
-    len: usize,
-    kind: Kind,
+pub(super) struct Region {
+    pub(super) off: usize,
+    pub(super) len: usize,
+    pub(super) kind: Kind,
     /// For an address region: which of the table's tries is its field's.
-    slot: usize,
+    pub(super) slot: usize,
 }
 
 impl Region {
@@ -160,17 +93,17 @@ impl Region {
         }
     }
 
-    fn bits(&self) -> u32 {
+    pub(super) fn bits(&self) -> u32 {
         self.len as u32 * 8
     }
 
     /// The value moved to the top of a `u128`, as the tries hold it.
-    fn left(&self, bytes: &[u8]) -> u128 {
+    pub(super) fn left(&self, bytes: &[u8]) -> u128 {
         self.value(bytes) << (128 - self.bits())
     }
 
     /// Writes `v` (a number as [`Region::value`] reads it) OR'ed into `bytes`.
-    fn or_value(&self, bytes: &mut [u8], v: u128) {
+    pub(super) fn or_value(&self, bytes: &mut [u8], v: u128) {
         let old = self.value(bytes);
         let b = &mut bytes[self.off..self.off + self.len];
         match self.kind {
@@ -195,16 +128,16 @@ struct Group {
 
 /// A subtable's use of its table's prefix trie.
 #[derive(Debug, Clone, Copy)]
-struct TrieUse {
+pub(super) struct TrieUse {
     /// Index of the address region in the subtable's regions.
-    region: usize,
+    pub(super) region: usize,
     /// The trie (by [`Region::slot`]).
-    slot: usize,
+    pub(super) slot: usize,
     /// The mask's prefix length on that field.
-    plen: u32,
+    pub(super) plen: u32,
     /// Whether no other subtable has this prefix length on this field (only
     /// then are the trie's prefixes of that length this subtable's).
-    alone: bool,
+    pub(super) alone: bool,
     /// The mask over the regions before the address region.
     pre_mask: FlowKey,
 }
@@ -213,13 +146,13 @@ struct TrieUse {
 /// has the values `value` under `TrieUse::pre_mask` (one group before the
 /// address region), and the subtable is alone with its prefix length.
 #[derive(Debug, Clone)]
-struct TrieGate {
-    slot: usize,
-    plen: u32,
-    region: Region,
+pub(super) struct TrieGate {
+    pub(super) slot: usize,
+    pub(super) plen: u32,
+    pub(super) region: Region,
     /// Whether the address is the subtable's last region: then the trie's
     /// rules for a matched prefix are the subtable's rules for the packet.
-    last: bool,
+    pub(super) last: bool,
     /// The words of the key the regions before the address are in: index,
     /// mask and the rules' value.
     pre: ArrayVec<(u8, u64, u64), PRE_WORDS>,
@@ -229,21 +162,21 @@ struct TrieGate {
 const PRE_WORDS: usize = 4;
 
 impl TrieGate {
-    fn agrees(&self, key: &FlowKey) -> bool {
+    pub(super) fn agrees(&self, key: &FlowKey) -> bool {
         let k = key.words();
         self.pre.iter().all(|&(i, m, v)| k[i as usize] & m == v)
     }
 }
 
 #[derive(Debug, Clone)]
-struct Subtable {
+pub(super) struct Subtable {
     mask: FlowKey,
     /// Highest priority of its rules (kept with every change).
-    maxp: u16,
+    pub(super) maxp: u16,
     regions: Arc<[Region]>,
-    trie: Option<TrieUse>,
+    pub(super) trie: Option<TrieUse>,
     /// Set while the trie alone can pass this subtable over.
-    gate: Option<TrieGate>,
+    pub(super) gate: Option<TrieGate>,
     root: Group,
     /// Level `j`: groups by the values of the first `j+1` regions. B-trees
     /// (nodes at least half full) rather than hash tries, whose sparse
@@ -252,65 +185,8 @@ struct Subtable {
     prios: OrdMap<u16, u32>,
 }
 
-/// The address region of each trie, by slot.
-fn slot_regions() -> impl Iterator<Item = Region> {
-    REGIONS
-        .iter()
-        .filter(|r| r.2 != Kind::Whole)
-        .enumerate()
-        .map(|(slot, &(off, len, kind))| Region {
-            off,
-            len,
-            kind,
-            slot,
-        })
-}
-
-/// A key that clusters rules as the indexes hold them, for bulk loads:
-/// by mask (one subtable; a fingerprint, as only grouping matters), then
-/// by the first 16 bytes of the masked values region after region,
-/// addresses as numbers (the order of the prefix tries and of the groups'
-/// address values; the levels' B-trees then see runs of neighbouring
-/// keys). Fixed-size, so that sorting a million takes no allocation.
-pub(crate) fn load_order_key(m: &Match) -> (u64, u128) {
-    let fingerprint = m.mask.words().iter().fold(0u64, |h, &w| {
-        (h.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95)
-    });
-    let v = m.value.masked(&m.mask);
-    let vb = bytemuck::bytes_of(&v);
-    let mb = bytemuck::bytes_of(&m.mask);
-    let mut head = [0u8; 16];
-    let mut n = 0;
-    // The subtable's regions: those its mask covers (as `Subtable::new`).
-    for &(off, len, kind) in REGIONS {
-        if n == head.len() {
-            break;
-        }
-        if mb[off..off + len].iter().all(|&b| b == 0) {
-            continue;
-        }
-        let b = &vb[off..off + len];
-        let be;
-        let b = match kind {
-            Kind::PrefixU32 => {
-                be = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_be_bytes();
-                &be[..]
-            }
-            _ => b,
-        };
-        let take = b.len().min(head.len() - n);
-        head[n..n + take].copy_from_slice(&b[..take]);
-        n += take;
-    }
-    (fingerprint, u128::from_be_bytes(head))
-}
-
-fn order_key(r: &Rule) -> (Reverse<u16>, RuleId) {
-    (Reverse(r.priority), r.id)
-}
-
 impl Subtable {
-    fn new(mask: &FlowKey) -> Self {
+    pub(super) fn new(mask: &FlowKey) -> Self {
         let m = bytemuck::bytes_of(mask);
         let mut slot = 0;
         let regions: Vec<Region> = REGIONS
@@ -365,18 +241,18 @@ impl Subtable {
         }
     }
 
-    fn mask_id(&self) -> &MaskId {
+    pub(super) fn mask_id(&self) -> &MaskId {
         self.mask.words()
     }
 
     /// Where the probe order puts it: highest priority first.
-    fn probe_key(&self) -> (Reverse<u16>, &MaskId) {
+    pub(super) fn probe_key(&self) -> (Reverse<u16>, &MaskId) {
         (Reverse(self.maxp), self.mask_id())
     }
 
     /// Sets or clears the gate after a change: open while the subtable is
     /// alone with its prefix length and its rules agree before the address.
-    fn regate(&mut self) {
+    pub(super) fn regate(&mut self) {
         let open = self
             .trie
             .filter(|t| t.alone && (t.region == 0 || self.levels[t.region - 1].len() == 1));
@@ -405,14 +281,14 @@ impl Subtable {
     }
 
     /// The rule's prefix in this subtable's trie, if it uses one.
-    fn trie_prefix(&self, m: &Match) -> Option<(usize, u128, u32)> {
+    pub(super) fn trie_prefix(&self, m: &Match) -> Option<(usize, u128, u32)> {
         let t = self.trie?;
         let v = self.values(m);
         let r = &self.regions[t.region];
         Some((t.slot, r.left(bytemuck::bytes_of(&v)), t.plen))
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.root.count == 0
     }
 
@@ -469,7 +345,7 @@ impl Subtable {
     /// returns the one it replaced. The level that holds the rules is
     /// looked at first, so finding an identical rule costs no walk of its
     /// own, and a new key is inserted with its group whole (one walk).
-    fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
+    pub(super) fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let v = self.values(&rule.matcher);
         let vb = bytemuck::bytes_of(&v);
         let mut keys = self.level_keys(vb);
@@ -546,7 +422,7 @@ impl Subtable {
     }
 
     /// Removes the rule with this id (whose match is `m`), if present.
-    fn remove(&mut self, m: &Match, id: RuleId) -> Option<Arc<Rule>> {
+    pub(super) fn remove(&mut self, m: &Match, id: RuleId) -> Option<Arc<Rule>> {
         let v = self.values(m);
         let vb = bytemuck::bytes_of(&v);
         let keys = self.level_keys(vb);
@@ -584,7 +460,7 @@ impl Subtable {
     }
 
     /// The rule of this subtable with exactly this match and priority.
-    fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
+    pub(super) fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let v = self.values(m);
         let keys = self.level_keys(bytemuck::bytes_of(&v));
         let last = match keys.last() {
@@ -596,7 +472,7 @@ impl Subtable {
 
     /// The best rule matching `key` here, OR-ing into `wc` the bits that
     /// show which of this subtable's rules the key misses.
-    fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+    pub(super) fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         let k = key.masked(&self.mask);
         let kb = bytemuck::bytes_of(&k);
         let mb = bytemuck::bytes_of(&self.mask);
@@ -640,228 +516,5 @@ impl Subtable {
             bits |= prefix_through_first_diff(x ^ v, r.bits());
         }
         r.or_value(w, bits & r.value(mb));
-    }
-}
-
-/// The rules of one table, indexed for lookup and for flow-mods.
-#[derive(Debug, Clone, Default)]
-pub struct TableIndex {
-    order: OrdMap<(Reverse<u16>, RuleId), Arc<Rule>>,
-    /// The subtables in probe order: highest priority first.
-    probe: Arc<Vec<Subtable>>,
-    /// Where each mask's subtable is in `probe`.
-    pos: Arc<hashbrown::HashMap<MaskId, usize>>,
-    /// One prefix trie per address field.
-    tries: [PrefixTrie<Ranked>; N_PREFIX],
-    /// Subtables using each (trie, prefix length).
-    trie_users: OrdMap<(usize, u32), u32>,
-}
-
-impl TableIndex {
-    /// Number of rules.
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    /// Whether the table has no rules.
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    /// Number of distinct masks (subtables).
-    pub fn n_subtables(&self) -> usize {
-        self.probe.len()
-    }
-
-    /// The rules, highest priority first; among equals, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        self.order.values()
-    }
-
-    /// Moves the subtable at `i` to its place in the probe order (after its
-    /// highest priority changed), keeping `pos`.
-    fn reposition(&mut self, i: usize) {
-        let probe = Arc::make_mut(&mut self.probe);
-        let st = probe.remove(i);
-        let j = probe.partition_point(|s| s.probe_key() < st.probe_key());
-        probe.insert(j, st);
-        self.reindex(i.min(j), i.max(j) + 1);
-    }
-
-    /// Records in `pos` where the subtables at `from..to` now are.
-    fn reindex(&mut self, from: usize, to: usize) {
-        let pos = Arc::make_mut(&mut self.pos);
-        for (k, s) in self.probe.iter().enumerate().take(to).skip(from) {
-            pos.insert(*s.mask_id(), k);
-        }
-    }
-
-    /// Counts a subtable in or out of its (trie, length), and marks whether
-    /// the one left alone with it may use the trie.
-    fn count_trie_user(&mut self, t: TrieUse, up: bool) {
-        let key = (t.slot, t.plen);
-        let c = self.trie_users.entry(key).or_insert(0);
-        if up {
-            *c += 1;
-        } else {
-            *c -= 1;
-        }
-        let n = *c;
-        if n == 0 {
-            self.trie_users.remove(&key);
-        }
-        for st in Arc::make_mut(&mut self.probe).iter_mut() {
-            if let Some(u) = st.trie.as_mut().filter(|u| (u.slot, u.plen) == key) {
-                u.alone = n == 1;
-                st.regate();
-            }
-        }
-    }
-
-    /// Adds a rule; a rule with the same match and priority (OpenFlow's
-    /// "identical") is replaced in its place, and returned.
-    pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
-        let mid = *rule.matcher.mask.words();
-        let i = match self.pos.get(&mid) {
-            Some(&i) => i,
-            None => {
-                let st = Subtable::new(&rule.matcher.mask);
-                let t = st.trie;
-                let probe = Arc::make_mut(&mut self.probe);
-                probe.push(st);
-                Arc::make_mut(&mut self.pos).insert(mid, probe.len() - 1);
-                if let Some(t) = t {
-                    self.count_trie_user(t, true);
-                }
-                self.probe.len() - 1
-            }
-        };
-        let st = &mut Arc::make_mut(&mut self.probe)[i];
-        let before = (st.maxp, st.is_empty());
-        let prefix = st.trie_prefix(&rule.matcher);
-        let replaced = st.insert(Arc::clone(&rule));
-        if let Some(old) = &replaced {
-            // Same match and priority: the same place in every index.
-            if let Some((slot, v, plen)) = prefix {
-                self.tries[slot].remove(v, plen, &Ranked(Arc::clone(old)));
-            }
-            self.order.remove(&order_key(old));
-        } else {
-            st.regate();
-            if (st.maxp, st.is_empty()) != before {
-                self.reposition(i);
-            }
-        }
-        if let Some((slot, v, plen)) = prefix {
-            self.tries[slot].insert(v, plen, Ranked(Arc::clone(&rule)));
-        }
-        self.order.insert(order_key(&rule), rule);
-        replaced
-    }
-
-    /// Removes a rule of this table.
-    pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
-        let mid = *rule.matcher.mask.words();
-        let i = *self.pos.get(&mid)?;
-        let probe = Arc::make_mut(&mut self.probe);
-        let st = &mut probe[i];
-        let before = st.maxp;
-        let gone = st.remove(&rule.matcher, rule.id)?;
-        if let Some((slot, v, plen)) = st.trie_prefix(&gone.matcher) {
-            self.tries[slot].remove(v, plen, &Ranked(Arc::clone(&gone)));
-        }
-        st.regate();
-        if st.is_empty() {
-            let t = st.trie;
-            probe.remove(i);
-            Arc::make_mut(&mut self.pos).remove(&mid);
-            self.reindex(i, self.probe.len());
-            if let Some(t) = t {
-                self.count_trie_user(t, false);
-            }
-        } else if st.maxp != before {
-            self.reposition(i);
-        }
-        self.order.remove(&order_key(&gone));
-        Some(gone)
-    }
-
-    /// The rule with exactly this match and priority (OpenFlow's "identical").
-    pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
-        let i = *self.pos.get(m.mask.words())?;
-        self.probe[i].find(m, priority)
-    }
-
-    /// Brings into the cache what the lookups of `keys` (up to a batch of
-    /// 32) will read of the prefix tries: call it before looking up a
-    /// batch of misses one by one.
-    pub fn warm<'k>(&self, keys: impl Iterator<Item = &'k FlowKey> + Clone) {
-        for (slot, r) in slot_regions().enumerate() {
-            if !self.tries[slot].is_empty() {
-                self.tries[slot].warm(
-                    keys.clone().map(|k| r.left(bytemuck::bytes_of(k))),
-                    // The rule a prefix leads to: the lookup reads it.
-                    |r: &Ranked| sluice_packet::prefetch::read(&*r.0),
-                );
-            }
-        }
-    }
-
-    /// The highest-priority rule matching `key` (the oldest among equals),
-    /// OR-ing into `wc` the bits that decided it: the whole mask of the
-    /// rule found, and for every subtable probed the bits that prove the
-    /// rules it passed over miss.
-    pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
-        let mut best: Option<&Arc<Rule>> = None;
-        let mut memo: TrieMemo = Default::default();
-        // Subtables answered from the trie's rules, without their walk.
-        let mut answered = ArrayVec::<(usize, RuleId), 8>::new();
-        for (i, st) in self.probe.iter().enumerate() {
-            if best.is_some_and(|b| st.maxp < b.priority) {
-                break;
-            }
-            let mut found = None;
-            if let Some(g) = st.gate.as_ref().filter(|g| g.agrees(key)) {
-                // The packet agrees with every rule here before the
-                // address: the trie says whether any has its prefix, and
-                // if none has, which bits prove it (those the walk inside
-                // would un-wildcard).
-                let m = memo[g.slot].get_or_insert_with(|| {
-                    self.tries[g.slot].lookup(g.region.left(bytemuck::bytes_of(key)))
-                });
-                if !lens_has(m.matched, g.plen) {
-                    let bits = top(u32::from(m.proof[g.plen as usize]));
-                    g.region
-                        .or_value(bytemuck::bytes_of_mut(wc), bits >> (128 - g.region.bits()));
-                    continue;
-                }
-                // With the address last, the prefix's rules are this
-                // subtable's rules for the packet, best first.
-                if g.last && !answered.is_full() {
-                    found = m.items(g.plen).and_then(|r| r.first()).map(|r| &r.0);
-                    if let Some(r) = found {
-                        answered.push((i, r.id));
-                    }
-                }
-            }
-            let Some(r) = found.or_else(|| st.lookup(key, wc)) else {
-                continue;
-            };
-            if best.is_none_or(|b| order_key(r) < order_key(b)) {
-                best = Some(r);
-            }
-        }
-        if let Some(b) = best {
-            wc.or_assign(&b.matcher.mask);
-            // A subtable answered from the trie whose rule lost: its walk
-            // adds the bits that prove its other rules miss (the winner's
-            // mask holds them when it is the one that won).
-            for &(i, id) in &answered {
-                if id != b.id {
-                    self.probe[i].lookup(key, wc);
-                }
-            }
-        }
-        best
     }
 }
