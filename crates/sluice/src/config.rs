@@ -382,14 +382,6 @@ impl Config {
     }
 }
 
-/// Why a `set_field` on a field Open vSwitch keeps read-only is refused.
-pub fn read_only_message(f: &sluice_classifier::fields::Field) -> String {
-    format!(
-        "{} is read-only (as in Open vSwitch); --set-field spec lets set_field write it, as OpenFlow 1.3 does",
-        f.name
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -468,19 +468,9 @@ impl Control {
             .map(|op| match op {
                 Err(e) => Some(e),
                 Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
-                    if next.missing_group(&spec.actions).is_some() =>
+                    if next.refusal(&spec.actions).is_some() =>
                 {
-                    Some(OfError::BAD_OUT_GROUP)
-                }
-                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
-                    if next.missing_meter(&spec.actions).is_some() =>
-                {
-                    Some(OfError::METER_UNKNOWN)
-                }
-                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
-                    if next.read_only_write(&spec.actions).is_some() =>
-                {
-                    Some(OfError::BAD_SET_TYPE)
+                    next.refusal(&spec.actions).map(of_refusal)
                 }
                 Ok(FlowModOp::Add(spec)) => {
                     if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(&spec) {
@@ -512,11 +502,11 @@ impl Control {
         Ok((errs, removed))
     }
 
-    /// Whether `actions` write a field the rule set keeps read-only
-    /// (`--set-field ovs`).
-    pub(crate) fn read_only_write(&self, actions: &[sluice_classifier::Action]) -> bool {
+    /// The error that refuses a packet-out's `actions`, if the rule set
+    /// refuses them ([`RuleSet::refusal`]).
+    pub(crate) fn refusal(&self, actions: &[sluice_classifier::Action]) -> Option<OfError> {
         let rules = self.rules.lock().expect("rules");
-        rules.read_only_write(actions).is_some()
+        rules.refusal(actions).map(of_refusal)
     }
 
     /// Which fields set_field may write (`--set-field`).
@@ -657,14 +647,13 @@ impl Control {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
         let now = self.now_us();
-        // A rule writing a field the rule set keeps read-only is refused.
+        // Rules the rule set refuses (a missing group or meter, a field
+        // kept read-only) are refused, the whole command with them.
         let admit = |specs: &[sluice_classifier::parse::FlowSpec]| -> Result<(), String> {
-            for s in specs {
-                if let Some(f) = next.read_only_write(&s.actions) {
-                    return Err(crate::config::read_only_message(f));
-                }
+            match specs.iter().find_map(|s| next.refusal(&s.actions)) {
+                Some(r) => Err(r.to_string()),
+                None => Ok(()),
             }
-            Ok(())
         };
         let out = match cmd {
             "add-flow" => {
@@ -711,6 +700,16 @@ impl Control {
         self.publish(&next)?;
         *rules = next;
         Ok(out)
+    }
+}
+
+/// The OpenFlow error for what a rule set refuses.
+pub(crate) fn of_refusal(r: sluice_classifier::table::Refusal) -> OfError {
+    use sluice_classifier::table::Refusal;
+    match r {
+        Refusal::MissingGroup(_) => OfError::BAD_OUT_GROUP,
+        Refusal::MissingMeter(_) => OfError::METER_UNKNOWN,
+        Refusal::ReadOnly(_) => OfError::BAD_SET_TYPE,
     }
 }
 

@@ -58,10 +58,14 @@ enum Command {
     /// Talk to a running sluice over its control socket.
     #[command(after_help = CTL_HELP)]
     Ctl(CtlArgs),
-    /// Validate a flow file and print its rules as Sluice reads them.
+    /// Validate a flow file and print its rules as Sluice reads them
+    /// (refusing what `run` refuses: a group or meter that does not exist,
+    /// a field kept read-only).
     Check {
         /// The flow file (ovs-ofctl syntax, one rule per line).
         flows: PathBuf,
+        #[command(flatten)]
+        ovs: OvsBehaviourArgs,
     },
     /// Write a traffic profile (pcap) or a benchmark rule set.
     Gen(bench_cmd::GenArgs),
@@ -637,12 +641,15 @@ fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
     }
 }
 
-fn cmd_check(flows: PathBuf) -> Result<(), String> {
+fn cmd_check(flows: PathBuf, ovs: OvsBehaviourArgs) -> Result<(), String> {
     let t0 = std::time::Instant::now();
     let specs = runner::read_rules(&flows)?;
     let read = t0.elapsed().as_secs_f64();
-    let rules = sluice_classifier::table::RuleSet::from_specs(&specs, 0);
+    let mut rules = sluice_classifier::table::RuleSet::from_specs(&specs, 0);
     drop(specs);
+    let mut cfg = Config::default();
+    ovs.apply(&mut cfg);
+    runner::set_rule_modes(&mut rules, &cfg).map_err(|e| format!("{}: {e}", flows.display()))?;
     let took = t0.elapsed().as_secs_f64();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let tables = rules
@@ -745,7 +752,7 @@ fn main() -> ExitCode {
         }) => cmd_demo(packets, flow_count, json, &cache),
         Some(Command::Run(a)) => cmd_run(*a),
         Some(Command::Trace(a)) => cmd_trace(a),
-        Some(Command::Check { flows }) => cmd_check(flows),
+        Some(Command::Check { flows, ovs }) => cmd_check(flows, ovs),
         Some(Command::Ctl(a)) => cmd_ctl(a),
         Some(Command::Gen(a)) => bench_cmd::gen(a),
         Some(Command::Bench(a)) => bench_cmd::bench(a),

@@ -547,8 +547,9 @@ impl<S: Conn> Session<S> {
                 Ok(())
             }
             Message::PacketOut(po) => match packet_out(&po) {
-                Ok((_, actions)) if self.control.read_only_write(&actions) => {
-                    self.reply(&error_reply(OfError::BAD_SET_TYPE, frame), h.xid)
+                Ok((_, actions)) if self.control.refusal(&actions).is_some() => {
+                    let e = self.control.refusal(&actions).expect("refused");
+                    self.reply(&error_reply(e, frame), h.xid)
                 }
                 Ok((in_port, actions)) => {
                     match self.control.packet_out(po.data, in_port, actions) {

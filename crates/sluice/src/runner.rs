@@ -97,8 +97,9 @@ pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>
 }
 
 /// Gives the rules the configured choices where OVS and OpenFlow differ,
-/// and refuses a rule that writes a field the configuration keeps
-/// read-only.
+/// and refuses a rule the rule set refuses ([`RuleSet::refusal`]): one
+/// that writes a field the configuration keeps read-only, or sends to a
+/// group or uses a meter (none exists before a controller adds it).
 pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
     rules.set_modes(sluice_classifier::table::Modes {
         frag_handling: cfg.frag_handling,
@@ -108,7 +109,7 @@ pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
         set_field: cfg.set_field,
     });
     for r in rules.iter() {
-        if let Some(f) = rules.read_only_write(&r.actions) {
+        if let Some(refused) = rules.refusal(&r.actions) {
             let m = r.matcher.to_string();
             return Err(format!(
                 "rule 'table={},priority={}{}{} actions={}': {}",
@@ -117,7 +118,7 @@ pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
                 if m.is_empty() { "" } else { "," },
                 m,
                 sluice_classifier::action::format_actions(&r.actions),
-                crate::config::read_only_message(f)
+                refused
             ));
         }
     }

@@ -545,6 +545,17 @@ fn ctl_changes_rules_of_a_running_switch() {
     let bad = ctl(&["add-flow", "tp_dst=80,actions=drop"]);
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("tp_dst requires"), "{}", stderr(&bad));
+    // A group or meter that does not exist is refused, as ovs-ofctl's
+    // add-flow is (BAD_OUT_GROUP, METER_UNKNOWN), and nothing is added.
+    for (action, said) in [
+        ("group:7", "group 7 does not exist"),
+        ("meter:3,output:2", "meter 3 does not exist"),
+    ] {
+        let bad = ctl(&["add-flow", &format!("priority=41000,actions={action}")]);
+        assert_eq!(bad.status.code(), Some(2));
+        assert!(stderr(&bad).contains(said), "{}", stderr(&bad));
+    }
+    assert!(!stdout(&ctl(&["dump-flows"])).contains("priority=41000"));
     assert!(ctl(&["set", "tx-flush-interval=20"]).status.success());
     let r = run.finish();
     assert!(

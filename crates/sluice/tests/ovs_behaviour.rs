@@ -109,6 +109,46 @@ fn ovs_behaviour_settings_reach_the_datapath() {
     }
 }
 
+/// A flow file whose rules send to a group or use a meter is refused by
+/// `run`, `check` and `trace` (no group or meter exists before a
+/// controller adds one; Open vSwitch refuses such a rule too), with the
+/// rule and the reason, not loaded to drop what it matches.
+#[test]
+fn rules_naming_a_missing_group_or_meter_are_refused_at_load() {
+    let d = tempfile::tempdir().unwrap();
+    for (rule, said) in [
+        ("in_port=1,actions=group:5", "group 5 does not exist"),
+        (
+            "in_port=1,actions=meter:3,output:2",
+            "meter 3 does not exist",
+        ),
+    ] {
+        let flows = d.path().join("f.flows").display().to_string();
+        std::fs::write(&flows, format!("priority=9,actions=output:2\n{rule}\n")).unwrap();
+        for args in [
+            vec!["check", flows.as_str()],
+            vec!["trace", "--flows", flows.as_str(), "in_port=1"],
+            vec![
+                "run",
+                "--flows",
+                flows.as_str(),
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+            ],
+        ] {
+            let o = sluice(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}");
+            assert!(
+                stderr(&o).contains(said) && stderr(&o).contains(rule.split(',').nth(1).unwrap()),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}
+
 /// `--set-field`: a rule writing ip_proto is refused by default (as
 /// `ovs-ofctl` refuses it), and with `spec` it leaves with the new
 /// protocol and checksums valid for it.

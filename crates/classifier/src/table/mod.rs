@@ -26,7 +26,9 @@ use crate::parse::{FlowSpec, N_TABLES};
 use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
+mod admit;
 mod modes;
+pub use admit::Refusal;
 pub use modes::{Modes, PushMpls, PushVlan, SetFieldMode};
 
 /// A rule's identity, unique within a switch's lifetime.
