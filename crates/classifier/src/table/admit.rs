@@ -55,14 +55,15 @@ impl fmt::Display for Refusal {
 
 impl RuleSet {
     /// What refuses `actions` (a rule's, with its write-actions, or a
-    /// packet-out's) in this rule set, if anything: a group or meter that
-    /// does not exist, then a field kept read-only.
+    /// packet-out's) in this rule set, if anything: a meter that does not
+    /// exist, then a group (Open vSwitch's order), then a field kept
+    /// read-only.
     pub fn refusal(&self, actions: &[Action]) -> Option<Refusal> {
-        if let Some(g) = self.missing_group(actions) {
-            return Some(Refusal::MissingGroup(g));
-        }
         if let Some(m) = self.missing_meter(actions) {
             return Some(Refusal::MissingMeter(m));
+        }
+        if let Some(g) = self.missing_group(actions) {
+            return Some(Refusal::MissingGroup(g));
         }
         self.read_only_write(actions).map(Refusal::ReadOnly)
     }
@@ -81,13 +82,13 @@ mod tests {
     }
 
     #[test]
-    fn groups_then_meters_then_read_only_fields_are_refused() {
+    fn meters_then_groups_then_read_only_fields_are_refused() {
         let mut r = RuleSet::new();
         assert!(r.refusal(&actions("output:2")).is_none());
-        let both = actions("meter:3,set_field:17->ip_proto,group:5");
-        assert!(matches!(r.refusal(&both), Some(Refusal::MissingGroup(5))));
-        let meter = actions("meter:3,set_field:17->ip_proto,output:2");
-        assert!(matches!(r.refusal(&meter), Some(Refusal::MissingMeter(3))));
+        let all = actions("meter:3,set_field:17->ip_proto,group:5");
+        assert!(matches!(r.refusal(&all), Some(Refusal::MissingMeter(3))));
+        let group = actions("set_field:17->ip_proto,group:5");
+        assert!(matches!(r.refusal(&group), Some(Refusal::MissingGroup(5))));
         let ro = actions("set_field:17->ip_proto,output:2");
         let Some(refused @ Refusal::ReadOnly(f)) = r.refusal(&ro) else {
             panic!("{:?}", r.refusal(&ro));
