@@ -526,3 +526,77 @@ impl Monitor {
         std::fs::read_to_string(&self.out).unwrap() + &std::fs::read_to_string(&self.err).unwrap()
     }
 }
+
+/// Writes `n` UDP frames (one flow per frame) to a capture at `path`.
+pub fn write_capture(path: &Path, n: usize) {
+    let frames: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            sluice_packet::build::Frame::ipv4(
+                [10, 0, 0, 1],
+                [10, 0, (i % 3) as u8, 9],
+                sluice_packet::build::L4::Udp {
+                    src: 1000 + i as u16,
+                    dst: 53,
+                },
+            )
+            .build()
+        })
+        .collect();
+    std::fs::write(path, sluice_port::pcap::write_all(&frames)).unwrap();
+}
+
+/// A `sluice run --json --ctl SOCK ARGS` in the background.
+pub struct RunningSwitch {
+    child: std::process::Child,
+    pub sock: String,
+}
+
+impl RunningSwitch {
+    /// Starts it and waits for its control socket.
+    pub fn start(sock: &str, args: &[&str]) -> RunningSwitch {
+        let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["run", "--json", "--ctl", sock])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while !Path::new(sock).exists() {
+            assert!(
+                t0.elapsed().as_secs() < 10,
+                "the control socket did not appear"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        RunningSwitch {
+            child,
+            sock: sock.to_string(),
+        }
+    }
+
+    /// `sluice ctl --ctl SOCK ARGS`.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        ctl_at(&self.sock, args)
+    }
+
+    /// Waits for the end of the run; its JSON report.
+    pub fn finish(self) -> serde_json::Value {
+        self.finish_with_stderr().0
+    }
+
+    /// Waits for the end of the run; its JSON report and what it logged.
+    pub fn finish_with_stderr(self) -> (serde_json::Value, String) {
+        let out = self.child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        (serde_json::from_slice(&out.stdout).unwrap(), err)
+    }
+}
+
+/// `sluice ctl --ctl SOCK ARGS`.
+pub fn ctl_at(sock: &str, args: &[&str]) -> Output {
+    let mut a = vec!["ctl", "--ctl", sock];
+    a.extend_from_slice(args);
+    sluice(&a)
+}

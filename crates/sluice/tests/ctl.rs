@@ -1,0 +1,141 @@
+//! `sluice ctl`: changing a running switch's rules, and clients of the
+//! control socket that must not hold each other up.
+
+use std::path::Path;
+
+mod support;
+use support::{ctl_at, stderr, stdout, write_capture, RunningSwitch};
+
+#[test]
+fn ctl_changes_rules_of_a_running_switch() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 50);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &sock,
+        &[
+            "--duration",
+            "3",
+            "--flows",
+            &p("r.flows"),
+            "--port",
+            &input,
+            "--port",
+            "2=null",
+            "--port",
+            "3=null",
+        ],
+    );
+    let ctl = |args: &[&str]| ctl_at(&sock, args);
+    let o = ctl(&["pmd-stats"]);
+    assert!(
+        o.status.success() && stdout(&o).contains("packets received"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = ctl(&["add-flow", "priority=40000,actions=output:3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&ctl(&["dump-flows"])).contains("priority=40000 actions=output:3"));
+    let bad = ctl(&["add-flow", "tp_dst=80,actions=drop"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(stderr(&bad).contains("tp_dst requires"), "{}", stderr(&bad));
+    // A group or meter that does not exist is refused, as ovs-ofctl's
+    // add-flow is (BAD_OUT_GROUP, METER_UNKNOWN), and nothing is added.
+    for (action, said) in [
+        ("group:7", "group 7 does not exist"),
+        ("meter:3,output:2", "meter 3 does not exist"),
+    ] {
+        let bad = ctl(&["add-flow", &format!("priority=41000,actions={action}")]);
+        assert_eq!(bad.status.code(), Some(2));
+        assert!(stderr(&bad).contains(said), "{}", stderr(&bad));
+    }
+    assert!(!stdout(&ctl(&["dump-flows"])).contains("priority=41000"));
+    assert!(ctl(&["set", "tx-flush-interval=20"]).status.success());
+    let r = run.finish();
+    assert!(
+        r["ports"][2]["tx_packets"].as_u64().unwrap() > 0,
+        "port 3 got traffic after the change"
+    );
+    assert!(!Path::new(&sock).exists(), "socket removed at exit");
+    let o = ctl(&["pmd-stats"]);
+    assert!(
+        stderr(&o).contains("is `sluice run --ctl"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// Idle or half-sent control connections never hold up another client:
+/// 200 clients connect and send nothing, one sends half a request, one a
+/// line far too long; `sluice ctl pmd-stats` still answers at once.
+#[test]
+fn idle_control_clients_do_not_block_others() {
+    use std::io::{Read, Write};
+    use std::os::unix::net::UnixStream;
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 50);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let run = RunningSwitch::start(
+        &sock,
+        &[
+            "--duration",
+            "8",
+            "--flows",
+            &p("r.flows"),
+            "--port",
+            &input,
+            "--port",
+            "2=null",
+        ],
+    );
+    // The socket file appears before the server thread accepts: wait for
+    // a first answer.
+    let t0 = std::time::Instant::now();
+    while !run.ctl(&["pmd-stats"]).status.success() {
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "no answer on the control socket"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mut idle: Vec<UnixStream> = (0..200)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let mut half = UnixStream::connect(&sock).unwrap();
+    half.write_all(b"{\"cmd\": \"pmd-st").unwrap();
+    idle.push(half);
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let o = run.ctl(&["pmd-stats"]);
+        let took = t.elapsed();
+        assert!(
+            o.status.success() && stdout(&o).contains("packets received"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(
+            took < std::time::Duration::from_millis(900),
+            "pmd-stats took {took:?}"
+        );
+    }
+    // A request beyond the size limit is refused with a reason.
+    let mut long = UnixStream::connect(&sock).unwrap();
+    let junk = vec![b'x'; (64 << 20) + (64 << 10) + 1];
+    let _ = long.write_all(&junk);
+    let mut answer = String::new();
+    long.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = long.read_to_string(&mut answer);
+    assert!(answer.contains("longer than"), "{answer}");
+    drop(idle);
+    let o = run.ctl(&["pmd-stats"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    run.finish();
+}
