@@ -546,22 +546,26 @@ impl<S: Conn> Session<S> {
                 }
                 Ok(())
             }
-            Message::PacketOut(po) => match packet_out(&po) {
-                Ok((_, actions)) if self.control.refusal(&actions).is_some() => {
-                    let e = self.control.refusal(&actions).expect("refused");
-                    self.reply(&error_reply(e, frame), h.xid)
-                }
-                Ok((in_port, actions)) => {
-                    match self.control.packet_out(po.data, in_port, actions) {
-                        Ok(()) => Ok(()),
-                        Err(e) => {
-                            eprintln!("sluice: packet-out: {e}");
-                            self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
+            Message::PacketOut(po) => {
+                // Actions the rule set refuses get its error, as bad ones do.
+                let checked = packet_out(&po).and_then(|(in_port, actions)| {
+                    self.control
+                        .refusal(&actions)
+                        .map_or(Ok((in_port, actions)), Err)
+                });
+                match checked {
+                    Ok((in_port, actions)) => {
+                        match self.control.packet_out(po.data, in_port, actions) {
+                            Ok(()) => Ok(()),
+                            Err(e) => {
+                                eprintln!("sluice: packet-out: {e}");
+                                self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
+                            }
                         }
                     }
+                    Err(e) => self.reply(&error_reply(e, frame), h.xid),
                 }
-                Err(e) => self.reply(&error_reply(e, frame), h.xid),
-            },
+            }
             _ => self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid),
         }
     }

@@ -45,6 +45,10 @@ fn groups_from_ovs_ofctl_forward_count_and_go_with_their_flows() {
     // One frame through group 1 by a packet-out: a copy out of each port.
     let frame = "0202020202020101010101010800450000240000000040110000c0a80001c0a800020035003500100000deadbeefcafe";
     run(&["packet-out", &t, "CONTROLLER", "group:1", frame]);
+    // A packet-out to a group that does not exist is refused, as OVS
+    // refuses it, and sends nothing.
+    let (ok, out) = ofctl(&["packet-out", &t, "CONTROLLER", "group:9", frame]);
+    assert!(!ok && out.contains("BAD_OUT_GROUP"), "{out}");
     let stats = run(&["dump-group-stats", &t]);
     let line = stats
         .lines()
