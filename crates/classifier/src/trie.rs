@@ -173,7 +173,10 @@ impl<T: Clone + Ord> PrefixTrie<T> {
             } else {
                 n.kids[bit(v, common)] = Some(Node::leaf(v, plen, item));
             }
-            n.relens();
+            // An insert only adds a length below: no need to read the
+            // children's (a sibling per level is a cache miss in a large
+            // trie).
+            n.lens |= len_bit(plen);
             return;
         }
         if n.end == plen {
@@ -185,7 +188,7 @@ impl<T: Clone + Ord> PrefixTrie<T> {
                 None => n.kids[b] = Some(Node::leaf(v, plen, item)),
             }
         }
-        n.relens();
+        n.lens |= len_bit(plen);
     }
 
     /// Removes `item` from prefix `v`/`plen`, if there.

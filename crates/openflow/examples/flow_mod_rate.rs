@@ -4,8 +4,13 @@
 //! `bench/openflow-compare` sends them) and converts each to the
 //! classifier's flow spec, and prints the time per message of each step
 //! (all decoded, then all converted) and of both one message at a time (as
-//! the OpenFlow channel does).
-use sluice_openflow::convert::flow_mod_op;
+//! the OpenFlow channel does, instructions shared from one to the next);
+//! then of all the channel does with a burst but read the socket and wait
+//! for the PMDs: decode, convert and add each to a rule set, a new version
+//! (a clone, as a publication makes, the one before dropped) every
+//! `[VERSION]` messages (default 10,000).
+use sluice_classifier::table::RuleSet;
+use sluice_openflow::convert::{flow_mod_op, flow_mod_op_with, FlowModOp, Instructions};
 use sluice_openflow::msg::{decode, Message};
 use std::time::Instant;
 
@@ -37,9 +42,9 @@ fn flow_mod(i: u32) -> Vec<u8> {
 }
 
 fn main() {
-    let n: u32 = std::env::args()
-        .nth(1)
-        .map_or(100_000, |a| a.parse().expect("N"));
+    let mut args = std::env::args().skip(1);
+    let n: u32 = args.next().map_or(100_000, |a| a.parse().expect("N"));
+    let every: usize = args.next().map_or(10_000, |a| a.parse().expect("VERSION"));
     let msgs: Vec<Vec<u8>> = (0..n).map(flow_mod).collect();
     for _ in 0..3 {
         let t = Instant::now();
@@ -58,21 +63,42 @@ fn main() {
             .collect();
         let t_convert = t.elapsed();
         let t = Instant::now();
+        let mut ins = Instructions::default();
         for m in &msgs {
             let Ok((_, Message::FlowMod(fm))) = decode(m) else {
                 panic!("not a flow-mod")
             };
-            std::hint::black_box(flow_mod_op(&fm, 254).expect("a valid flow-mod"));
+            std::hint::black_box(flow_mod_op_with(&fm, 254, &mut ins).expect("a valid flow-mod"));
         }
         let t_both = t.elapsed();
+        let t = Instant::now();
+        let mut ins = Instructions::default();
+        let mut set = RuleSet::new();
+        let mut published = set.clone();
+        for (i, m) in msgs.iter().enumerate() {
+            let Ok((_, Message::FlowMod(fm))) = decode(m) else {
+                panic!("not a flow-mod")
+            };
+            let Ok(FlowModOp::Add(spec)) = flow_mod_op_with(&fm, 254, &mut ins) else {
+                panic!("not an add")
+            };
+            set.add_owned(spec, 0);
+            if (i + 1) % every == 0 {
+                published = set.clone();
+            }
+        }
+        let t_all = t.elapsed();
+        assert_eq!(set.len(), msgs.len());
+        drop(published);
         let per = |d: std::time::Duration| d.as_nanos() as f64 / f64::from(n);
         println!(
             "{n} flow-mods: decode {:.0} ns, to a flow spec {:.0} ns per message ({} ops); \
-             both, one message at a time: {:.0} ns",
+             both, one message at a time: {:.0} ns; and added, a version every {every}: {:.0} ns",
             per(t_decode),
             per(t_convert),
             ops.len(),
-            per(t_both)
+            per(t_both),
+            per(t_all)
         );
     }
 }

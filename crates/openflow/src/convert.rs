@@ -86,7 +86,6 @@ fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
 /// prerequisite the match lacks `BAD_PREREQ`.
 pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
     let mut m = Match::catch_all();
-    let mut fields = Vec::with_capacity(oxms.len());
     for o in oxms {
         // Ethernet packets are all Sluice forwards: packet_type=(0,0) says
         // nothing more (OVS sends it), any other type matches nothing.
@@ -96,7 +95,7 @@ pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
             }
             continue;
         }
-        let (fd, pre) = mapped(o.field).ok_or(OfError::BAD_FIELD)?;
+        let (fd, _) = mapped(o.field).ok_or(OfError::BAD_FIELD)?;
         let full = fd.full_mask();
         if o.value & !full != 0 {
             return Err(OfError::BAD_VALUE);
@@ -108,11 +107,15 @@ pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
             Some(mk) => mk,
         };
         m.set(fd, o.value, mask);
-        fields.push(pre);
     }
     // Prerequisites are checked on the whole match: OpenFlow does not ask
-    // for them to come first.
-    if fields.iter().any(|p| !p.holds(&m.value, &m.mask)) {
+    // for them to come first. (A second pass over the list rather than a
+    // list of them: no allocation per flow-mod.)
+    let unmet = oxms
+        .iter()
+        .filter_map(|o| mapped(o.field))
+        .any(|(_, pre)| !pre.holds(&m.value, &m.mask));
+    if unmet {
         return Err(OfError::BAD_PREREQ);
     }
     Ok(m)
@@ -590,8 +593,48 @@ pub enum FlowModOp {
     },
 }
 
+/// The instructions of the flow-mods one connection sends, as their rules
+/// keep them ([`FlowSpec::of_instructions`]): encoded into a buffer kept
+/// from one flow-mod to the next, and shared with the previous flow-mod's
+/// when they are the same bytes (a controller installing many flows
+/// mostly sends the same instructions: one copy, not one per rule, and no
+/// allocation for it).
+#[derive(Debug, Default)]
+pub struct Instructions {
+    scratch: Vec<u8>,
+    last: Option<std::sync::Arc<[u8]>>,
+}
+
+impl Instructions {
+    /// The encoding of `ins`, shared with the last one if equal.
+    pub fn encoded(&mut self, ins: &[Instruction]) -> std::sync::Arc<[u8]> {
+        self.scratch.clear();
+        for i in ins {
+            i.encode(&mut self.scratch);
+        }
+        match &self.last {
+            Some(l) if **l == self.scratch[..] => std::sync::Arc::clone(l),
+            _ => {
+                let new: std::sync::Arc<[u8]> = self.scratch[..].into();
+                self.last = Some(std::sync::Arc::clone(&new));
+                new
+            }
+        }
+    }
+}
+
 /// The operation of a flow-mod, checked.
 pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
+    flow_mod_op_with(fm, n_tables, &mut Instructions::default())
+}
+
+/// [`flow_mod_op`] for one of a connection's flow-mods: `ins` keeps the
+/// instructions from one to the next ([`Instructions`]).
+pub fn flow_mod_op_with(
+    fm: &FlowMod,
+    n_tables: u8,
+    ins: &mut Instructions,
+) -> Result<FlowModOp, OfError> {
     if fm.buffer_id != crate::consts::NO_BUFFER && fm.command <= fm::MODIFY_STRICT {
         return Err(OfError::BUFFER_UNKNOWN);
     }
@@ -623,13 +666,7 @@ pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
         actions,
         table_given: !all_tables,
         flags: fm.flags,
-        of_instructions: (!deleting).then(|| {
-            let mut b = Vec::with_capacity(64);
-            for i in &fm.instructions {
-                i.encode(&mut b);
-            }
-            b.into()
-        }),
+        of_instructions: (!deleting).then(|| ins.encoded(&fm.instructions)),
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec),

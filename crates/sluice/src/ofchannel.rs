@@ -25,7 +25,7 @@ use sluice_datapath::PortConfig;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
-use sluice_openflow::convert::{flow_mod_op, to_action};
+use sluice_openflow::convert::{flow_mod_op_with, to_action, Instructions};
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
@@ -196,6 +196,8 @@ struct Session<S> {
     registered: Option<u64>,
     /// Who it is, for the log.
     peer: String,
+    /// Its flow-mods' instructions, shared from one rule to the next.
+    instructions: Instructions,
 }
 
 impl<S> Drop for Session<S> {
@@ -234,6 +236,7 @@ impl<S: Conn> Session<S> {
             listener: Arc::new(Listener::default()),
             registered: None,
             peer,
+            instructions: Instructions::default(),
         }
     }
 
@@ -391,7 +394,9 @@ impl<S: Conn> Session<S> {
         let ops = mods.iter().map(|&(a, l)| match decode(&buf[a..a + l]) {
             // A slave controller may not change the switch.
             Ok(_) if slave => Err(OfError::IS_SLAVE),
-            Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, N_TABLES),
+            Ok((_, Message::FlowMod(fm))) => {
+                flow_mod_op_with(&fm, N_TABLES, &mut self.instructions)
+            }
             Ok(_) => Err(OfError::BAD_TYPE),
             Err((_, e)) => Err(e),
         });

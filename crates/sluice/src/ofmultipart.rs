@@ -63,13 +63,13 @@ pub(crate) fn replies(
                 Err(e) => return Ok(Err(e)),
             };
             let (p, b, n) = control.with_rules(|rules, _| {
-                rules
-                    .iter()
-                    .filter(|r| filter.takes(r))
-                    .fold((0u64, 0u64, 0u32), |(p, b, n), r| {
+                rules.rules().filter(|r| filter.takes(r)).fold(
+                    (0u64, 0u64, 0u32),
+                    |(p, b, n), r| {
                         let (rp, rb) = r.counters();
                         (p + rp, b + rb, n + 1)
-                    })
+                    },
+                )
             })?;
             Ok(vec![one(MpReply::Aggregate {
                 packet_count: p,

@@ -317,7 +317,8 @@ impl RuleSet {
     /// Retires every rule `uses` picks (those of a deleted group or
     /// meter), as one new version. Returns them.
     pub(crate) fn retire_users(&mut self, uses: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
-        let rules: Vec<Arc<Rule>> = self.iter().filter(|r| uses(r)).cloned().collect();
+        let mut rules: Vec<Arc<Rule>> = self.rules().filter(|r| uses(r)).cloned().collect();
+        rules.sort_unstable_by_key(|r| Self::set_order(r));
         for r in &rules {
             self.retire(r);
         }
@@ -330,7 +331,7 @@ impl RuleSet {
     /// One pass over the table's rules.
     pub fn table_counts(&self, t: u8) -> (u32, u64, u64) {
         let (rules, hits) = self
-            .table(t)
+            .table_rules(t)
             .fold((0u32, 0u64), |(n, p), r| (n + 1, p + r.counters().0));
         let matched = hits + self.counters.retired[usize::from(t)].load(Ordering::Relaxed);
         (rules, matched + self.miss_counter(t).counters().0, matched)
@@ -433,6 +434,26 @@ impl RuleSet {
             .flat_map(TableIndex::iter)
     }
 
+    /// Rules of one table in no particular order.
+    fn table_rules(&self, t: u8) -> impl Iterator<Item = &Arc<Rule>> {
+        self.tables
+            .get(t as usize)
+            .into_iter()
+            .flat_map(TableIndex::rules)
+    }
+
+    /// Where [`RuleSet::iter`] puts a rule: by table, then priority, then
+    /// age.
+    fn set_order(r: &Rule) -> (u8, std::cmp::Reverse<u16>, RuleId) {
+        (r.table, std::cmp::Reverse(r.priority), r.id)
+    }
+
+    /// Every rule in no particular order (O(n), where [`RuleSet::iter`]
+    /// sorts them).
+    pub fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        self.tables.iter().flat_map(TableIndex::rules)
+    }
+
     /// The index of one table, if it has ever held rules.
     pub fn table_index(&self, t: u8) -> Option<&TableIndex> {
         self.tables.get(t as usize)
@@ -448,7 +469,7 @@ impl RuleSet {
     /// of the table), paid only by flow-mods that ask.
     pub fn overlaps(&self, spec: &FlowSpec) -> bool {
         let (v, m) = (spec.matcher.value.words(), spec.matcher.mask.words());
-        self.table(spec.table)
+        self.table_rules(spec.table)
             .filter(|r| r.priority == spec.priority)
             .any(|r| {
                 let (rv, rm) = (r.matcher.value.words(), r.matcher.mask.words());
@@ -461,10 +482,11 @@ impl RuleSet {
         if self.timed == 0 {
             return Vec::new();
         }
-        let gone: Vec<(Arc<Rule>, Removal)> = self
-            .iter()
+        let mut gone: Vec<(Arc<Rule>, Removal)> = self
+            .rules()
             .filter_map(|r| r.timed_out(now_us).map(|why| (Arc::clone(r), why)))
             .collect();
+        gone.sort_unstable_by_key(|(r, _)| Self::set_order(r));
         for (r, _) in &gone {
             self.retire(r);
         }
@@ -540,10 +562,15 @@ impl RuleSet {
                 .cloned()
                 .collect();
         }
-        self.iter()
+        // A scan in no order, then the few selected sorted: they are
+        // deleted (and reported) by table and priority.
+        let mut picked: Vec<Arc<Rule>> = self
+            .rules()
             .filter(|r| Self::selected(r, sel, how, all_tables))
             .cloned()
-            .collect()
+            .collect();
+        picked.sort_unstable_by_key(|r| Self::set_order(r));
+        picked
     }
 
     /// Removes the selected rules (OpenFlow DELETE / DELETE_STRICT) and
@@ -634,7 +661,7 @@ impl RuleSet {
         );
         let ident = |t: u8, p: u16, m: &Match| (t, p, *m.value.words(), *m.mask.words());
         let old: std::collections::HashMap<Identity, Arc<Rule>> = self
-            .iter()
+            .rules()
             .map(|r| (ident(r.table, r.priority, &r.matcher), Arc::clone(r)))
             .collect();
         let n_old = old.len();

@@ -26,6 +26,13 @@
 //! over 20 prefix lengths then costs one trie walk and the subtables whose
 //! length matched, not 20 probes.
 //!
+//! A field's trie is kept only once two or more prefix lengths of it are
+//! in use in the table (and then until none is): for a table of one
+//! prefix length, host routes say, the subtable's own walk answers as
+//! fast as the trie would, and keeping the trie would cost every flow-mod
+//! a walk of twenty levels and two allocations (a quarter of an add). The
+//! trie is built from the rules when the second length comes, O(n) once.
+//!
 //! Every map is persistent (`im`, or shared `Arc`s copied on write): cloning
 //! a table is O(1); the first change after a clone copies the list of
 //! subtables (O(masks), not O(rules)) and each change then copies O(log n)
@@ -146,7 +153,10 @@ fn order_key(r: &Rule) -> (Reverse<u16>, RuleId) {
 /// The rules of one table, indexed for lookup and for flow-mods.
 #[derive(Debug, Clone, Default)]
 pub struct TableIndex {
-    order: OrdMap<(Reverse<u16>, RuleId), Arc<Rule>>,
+    /// Number of rules. (No index in priority order: the subtables hold
+    /// the rules, and the few who want them in that order, dumps, sort
+    /// them; a flow-mod then costs one B-tree insert fewer.)
+    n: usize,
     /// The subtables in probe order: highest priority first.
     probe: Arc<Vec<Subtable>>,
     /// Where each mask's subtable is in `probe`.
@@ -155,17 +165,20 @@ pub struct TableIndex {
     tries: [PrefixTrie<Ranked>; N_PREFIX],
     /// Subtables using each (trie, prefix length).
     trie_users: OrdMap<(usize, u32), u32>,
+    /// Whether each trie is kept: since its field has had two prefix
+    /// lengths in use, until it has none (see the module's notes).
+    kept: [bool; N_PREFIX],
 }
 
 impl TableIndex {
     /// Number of rules.
     pub fn len(&self) -> usize {
-        self.order.len()
+        self.n
     }
 
     /// Whether the table has no rules.
     pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.n == 0
     }
 
     /// Number of distinct masks (subtables).
@@ -173,9 +186,18 @@ impl TableIndex {
         self.probe.len()
     }
 
-    /// The rules, highest priority first; among equals, oldest first.
+    /// The rules, highest priority first; among equals, oldest first
+    /// (sorted for the call: O(n log n); [`TableIndex::rules`] when the
+    /// order does not matter).
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        self.order.values()
+        let mut all: Vec<&Arc<Rule>> = self.rules().collect();
+        all.sort_unstable_by_key(|r| order_key(r));
+        all.into_iter()
+    }
+
+    /// The rules in no particular order (subtable by subtable), O(n).
+    pub fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        self.probe.iter().flat_map(Subtable::rules)
     }
 
     /// Moves the subtable at `i` to its place in the probe order (after its
@@ -196,8 +218,10 @@ impl TableIndex {
         }
     }
 
-    /// Counts a subtable in or out of its (trie, length), and marks whether
-    /// the one left alone with it may use the trie.
+    /// Counts a subtable in or out of its (trie, length); starts keeping
+    /// the trie when its field gets a second length (and stops when it
+    /// has none); marks which subtables may use it: those alone with their
+    /// length on a kept trie.
     fn count_trie_user(&mut self, t: TrieUse, up: bool) {
         let key = (t.slot, t.plen);
         let c = self.trie_users.entry(key).or_insert(0);
@@ -206,16 +230,48 @@ impl TableIndex {
         } else {
             *c -= 1;
         }
-        let n = *c;
-        if n == 0 {
+        if *c == 0 {
             self.trie_users.remove(&key);
         }
+        let lens = self
+            .trie_users
+            .range((t.slot, 0)..=(t.slot, u32::MAX))
+            .count();
+        if lens >= 2 && !self.kept[t.slot] {
+            self.kept[t.slot] = true;
+            self.build_trie(t.slot);
+        } else if lens == 0 {
+            self.kept[t.slot] = false;
+            self.tries[t.slot] = PrefixTrie::default();
+        }
+        let kept = self.kept[t.slot];
         for st in Arc::make_mut(&mut self.probe).iter_mut() {
-            if let Some(u) = st.trie.as_mut().filter(|u| (u.slot, u.plen) == key) {
-                u.alone = n == 1;
+            if let Some(u) = st.trie.as_mut().filter(|u| u.slot == t.slot) {
+                u.alone = kept && self.trie_users.get(&(u.slot, u.plen)) == Some(&1);
                 st.regate();
             }
         }
+    }
+
+    /// Puts the prefixes of every rule of the subtables using trie `slot`
+    /// into it (when it starts being kept).
+    fn build_trie(&mut self, slot: usize) {
+        for st in self.probe.iter() {
+            if st.trie.is_none_or(|u| u.slot != slot) {
+                continue;
+            }
+            for r in st.rules() {
+                if let Some((s, v, plen)) = st.trie_prefix(&r.matcher) {
+                    self.tries[s].insert(v, plen, Ranked(Arc::clone(r)));
+                }
+            }
+        }
+    }
+
+    /// The rule's prefix in the trie of subtable `st`, if it uses one and
+    /// that trie is kept.
+    fn kept_prefix(&self, st: &Subtable, m: &Match) -> Option<(usize, u128, u32)> {
+        st.trie_prefix(m).filter(|&(slot, ..)| self.kept[slot])
     }
 
     /// Adds a rule; a rule with the same match and priority (OpenFlow's
@@ -236,17 +292,17 @@ impl TableIndex {
                 self.probe.len() - 1
             }
         };
+        let prefix = self.kept_prefix(&self.probe[i], &rule.matcher);
         let st = &mut Arc::make_mut(&mut self.probe)[i];
         let before = (st.maxp, st.is_empty());
-        let prefix = st.trie_prefix(&rule.matcher);
         let replaced = st.insert(Arc::clone(&rule));
         if let Some(old) = &replaced {
             // Same match and priority: the same place in every index.
             if let Some((slot, v, plen)) = prefix {
                 self.tries[slot].remove(v, plen, &Ranked(Arc::clone(old)));
             }
-            self.order.remove(&order_key(old));
         } else {
+            self.n += 1;
             st.regate();
             if (st.maxp, st.is_empty()) != before {
                 self.reposition(i);
@@ -255,7 +311,6 @@ impl TableIndex {
         if let Some((slot, v, plen)) = prefix {
             self.tries[slot].insert(v, plen, Ranked(Arc::clone(&rule)));
         }
-        self.order.insert(order_key(&rule), rule);
         replaced
     }
 
@@ -263,11 +318,13 @@ impl TableIndex {
     pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
         let mid = *rule.matcher.mask.words();
         let i = *self.pos.get(&mid)?;
+        // (The removed rule's match is `rule`'s: the same prefix.)
+        let prefix = self.kept_prefix(&self.probe[i], &rule.matcher);
         let probe = Arc::make_mut(&mut self.probe);
         let st = &mut probe[i];
         let before = st.maxp;
         let gone = st.remove(&rule.matcher, rule.id)?;
-        if let Some((slot, v, plen)) = st.trie_prefix(&gone.matcher) {
+        if let Some((slot, v, plen)) = prefix {
             self.tries[slot].remove(v, plen, &Ranked(Arc::clone(&gone)));
         }
         st.regate();
@@ -282,7 +339,7 @@ impl TableIndex {
         } else if st.maxp != before {
             self.reposition(i);
         }
-        self.order.remove(&order_key(&gone));
+        self.n -= 1;
         Some(gone)
     }
 

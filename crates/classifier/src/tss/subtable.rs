@@ -135,8 +135,9 @@ pub(super) struct TrieUse {
     pub(super) slot: usize,
     /// The mask's prefix length on that field.
     pub(super) plen: u32,
-    /// Whether no other subtable has this prefix length on this field (only
-    /// then are the trie's prefixes of that length this subtable's).
+    /// Whether the trie is kept and no other subtable has this prefix
+    /// length on this field (only then are the trie's prefixes of that
+    /// length this subtable's).
     pub(super) alone: bool,
     /// The mask over the regions before the address region.
     pre_mask: FlowKey,
@@ -457,6 +458,15 @@ impl Subtable {
             self.maxp = self.prios.get_max().map_or(0, |(p, _)| *p);
         }
         Some(rule)
+    }
+
+    /// Its rules, in no particular order.
+    pub(super) fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
+        let groups: Box<dyn Iterator<Item = &Group>> = match self.levels.last() {
+            Some(last) => Box::new(last.values()),
+            None => Box::new(std::iter::once(&self.root)),
+        };
+        groups.flat_map(|g| g.rules.iter())
     }
 
     /// The rule of this subtable with exactly this match and priority.
