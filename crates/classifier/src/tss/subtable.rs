@@ -36,6 +36,34 @@ struct SplitKey {
     rest: Option<Box<Rest>>,
 }
 
+impl SplitKey {
+    /// Whether the key's bytes start with `p` (at most 16 bytes long
+    /// plus the rest).
+    fn starts_with(&self, p: &[u8]) -> bool {
+        let head = from_addr(&self.head).to_be_bytes();
+        let n = p.len().min(16);
+        if head[..n] != p[..n] {
+            return false;
+        }
+        p.len() <= 16
+            || self
+                .rest
+                .as_ref()
+                .is_some_and(|r| r.0.starts_with(&p[16..]))
+    }
+
+    /// The `len` bytes at `at` of the key's bytes.
+    fn region(&self, at: usize, len: usize) -> LevelKey {
+        let mut all = LevelKey::new();
+        let head = from_addr(&self.head).to_be_bytes();
+        let _ = all.try_extend_from_slice(&head);
+        if let Some(r) = &self.rest {
+            let _ = all.try_extend_from_slice(&r.0);
+        }
+        all[at..at + len].iter().copied().collect()
+    }
+}
+
 /// The bytes of a level key past its first 16 (behind a thin pointer).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Rest(Box<[u8]>);
@@ -93,6 +121,43 @@ impl Region {
         }
     }
 
+    /// Appends the region of `bytes` to a level key: as they are, but a
+    /// host-order address as big-endian, so that keys order addresses as
+    /// numbers (a group's next addresses are then neighbours among the
+    /// next level's keys).
+    fn push_key(&self, bytes: &[u8], key: &mut LevelKey) {
+        let b = &bytes[self.off..self.off + self.len];
+        let r = match self.kind {
+            Kind::PrefixU32 => {
+                let be = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_be_bytes();
+                key.try_extend_from_slice(&be)
+            }
+            _ => key.try_extend_from_slice(b),
+        };
+        r.expect("regions fit in a key");
+    }
+
+    /// Appends address `v` (a number, as [`Region::value`] reads it) as
+    /// [`Region::push_key`] would.
+    fn push_value(&self, v: u128, key: &mut LevelKey) {
+        let be = v.to_be_bytes();
+        key.try_extend_from_slice(&be[16 - self.len..])
+            .expect("regions fit in a key");
+    }
+
+    /// The address a level key holds in this region's place (`at`).
+    fn key_value(&self, k: &SplitKey, at: usize) -> u128 {
+        let b = k.region(at, self.len);
+        let mut a = [0u8; 16];
+        a[16 - self.len..].copy_from_slice(&b);
+        u128::from_be_bytes(a)
+    }
+
+    /// The largest address the region holds.
+    fn max_value(&self) -> u128 {
+        u128::MAX >> (128 - self.bits())
+    }
+
     pub(super) fn bits(&self) -> u32 {
         self.len as u32 * 8
     }
@@ -115,11 +180,11 @@ impl Region {
 
 #[derive(Debug, Clone, Default)]
 struct Group {
-    /// Rules whose values agree with this group's key.
+    /// Rules whose values agree with this group's key. (When the next
+    /// region is an address, its distinct values among these rules are
+    /// the next level's keys that extend this group's: neighbours there,
+    /// as keys order addresses as numbers.)
     count: u32,
-    /// When the next region is an address: its distinct values among
-    /// these rules, with counts (behind a pointer: most groups have none).
-    next: Option<Arc<OrdMap<Addr, u32>>>,
     /// At the last level: the rules, best first (priority, then age).
     /// Shared: a B-tree node copied for a new version copies a pointer
     /// per group, not its list.
@@ -223,13 +288,7 @@ impl Subtable {
         });
         let mut levels = Vec::with_capacity(regions.len());
         levels.resize_with(regions.len(), OrdMap::new);
-        let root = Group {
-            next: regions
-                .first()
-                .filter(|r| r.is_prefix())
-                .map(|_| Arc::new(OrdMap::new())),
-            ..Group::default()
-        };
+        let root = Group::default();
         Subtable {
             mask: *mask,
             maxp: 0,
@@ -298,44 +357,13 @@ impl Subtable {
         m.value.masked(&self.mask)
     }
 
-    /// Counts value `v` in (or out of) a group's distinct next-region values.
-    fn bump(next: &mut Option<Arc<OrdMap<Addr, u32>>>, v: Option<u128>, up: bool) {
-        let (Some(n), Some(v)) = (next, v) else {
-            return;
-        };
-        let n = Arc::make_mut(n);
-        let v = addr(v);
-        if up {
-            // A value new to the group is the common case: one walk.
-            if let Some(c) = n.insert(v, 1) {
-                n.insert(v, c + 1);
-            }
-            return;
-        }
-        let c = n.get_mut(&v).expect("a counted value");
-        *c -= 1;
-        if *c == 0 {
-            n.remove(&v);
-        }
-    }
-
-    /// Region `j`'s value in `vb`, if that region is an address (whose
-    /// distinct values the group before it keeps).
-    fn prefix_value(&self, j: usize, vb: &[u8]) -> Option<u128> {
-        self.regions
-            .get(j)
-            .filter(|r| r.is_prefix())
-            .map(|r| r.value(vb))
-    }
-
     /// The key of each level for the value bytes `vb`: level `j`'s is the
     /// values of regions `0..=j`.
     fn level_keys(&self, vb: &[u8]) -> ArrayVec<SplitKey, { REGIONS.len() }> {
         let mut key = LevelKey::new();
         let mut keys = ArrayVec::new();
         for r in self.regions.iter() {
-            key.try_extend_from_slice(&vb[r.off..r.off + r.len])
-                .expect("regions fit in a key");
+            r.push_key(vb, &mut key);
             keys.push(SplitKey::new(&key));
         }
         keys
@@ -357,7 +385,6 @@ impl Subtable {
                 // case) then costs one walk, not a look-up and an insert.
                 let fresh = Group {
                     count: 1,
-                    next: None,
                     rules: Arc::new(vec![Arc::clone(&rule)]),
                 };
                 if let Some(mut g) = level.insert(k.clone(), fresh) {
@@ -370,26 +397,16 @@ impl Subtable {
                     }
                 }
                 self.root.count += 1;
-                let v0 = self.prefix_value(0, vb);
-                Self::bump(&mut self.root.next, v0, true);
                 for (j, k) in keys.into_iter().enumerate() {
-                    let nv = self.prefix_value(j + 1, vb);
                     let level = &mut self.levels[j];
                     match level.get_mut(&k) {
-                        Some(g) => {
-                            g.count += 1;
-                            Self::bump(&mut g.next, nv, true);
-                        }
+                        Some(g) => g.count += 1,
                         None => {
-                            let next = nv.map(|v| Arc::new(OrdMap::unit(addr(v), 1)));
-                            level.insert(
-                                k,
-                                Group {
-                                    count: 1,
-                                    next,
-                                    ..Group::default()
-                                },
-                            );
+                            let g = Group {
+                                count: 1,
+                                ..Group::default()
+                            };
+                            level.insert(k, g);
                         }
                     }
                 }
@@ -434,18 +451,13 @@ impl Subtable {
         let pos = last.rules.iter().position(|r| r.id == id)?;
         let rule = Arc::make_mut(&mut last.rules).remove(pos);
         self.root.count -= 1;
-        let v0 = self.prefix_value(0, vb);
-        Self::bump(&mut self.root.next, v0, false);
         for (j, k) in keys.iter().enumerate() {
-            let nv = self.prefix_value(j + 1, vb);
             let g = self.levels[j]
                 .get_mut(k)
                 .expect("every level holds the rule");
             g.count -= 1;
             if g.count == 0 {
                 self.levels[j].remove(k);
-            } else {
-                Self::bump(&mut g.next, nv, false);
             }
         }
         let c = self
@@ -489,38 +501,51 @@ impl Subtable {
         let mut prev = &self.root;
         let mut lk = LevelKey::new();
         for (j, r) in self.regions.iter().enumerate() {
-            lk.try_extend_from_slice(&kb[r.off..r.off + r.len])
-                .expect("regions fit in a key");
+            let at = lk.len();
+            r.push_key(kb, &mut lk);
             let g = self.levels[j].get(&SplitKey::new(&lk));
             if g.map_or(0, |g| g.count) < prev.count {
-                Self::explain(r, prev, kb, mb, wc);
+                self.explain(j, &lk[..at], kb, mb, wc);
             }
             prev = g?;
         }
         prev.rules.first()
     }
 
-    /// Un-wildcards what proves the rules of `prev` that differ from the
-    /// key in region `r` miss it.
-    fn explain(r: &Region, prev: &Group, kb: &[u8], mb: &[u8], wc: &mut FlowKey) {
+    /// Un-wildcards what proves the rules of the group keyed `pre` at
+    /// level `j - 1` (the root for `j` 0) that differ from the key in
+    /// region `j` miss it: the whole region, or for an address, its bits
+    /// down to the first where the closest value of those rules differs
+    /// (those values are the level-`j` keys that extend `pre`, ordered as
+    /// numbers: the closest are the neighbours of the key's own).
+    fn explain(&self, j: usize, pre: &[u8], kb: &[u8], mb: &[u8], wc: &mut FlowKey) {
+        let r = &self.regions[j];
         let w = bytemuck::bytes_of_mut(wc);
-        let Some(next) = prev.next.as_ref().filter(|_| r.is_prefix()) else {
+        if !r.is_prefix() {
             for i in r.off..r.off + r.len {
                 w[i] |= mb[i];
             }
             return;
-        };
-        // The closest values below and above (get_prev/get_next walk the
-        // tree without the allocation a range iterator makes).
+        }
+        let level = &self.levels[j];
         let x = r.value(kb);
+        let probe = |v: u128| {
+            let mut k = LevelKey::new();
+            k.try_extend_from_slice(pre).expect("regions fit in a key");
+            r.push_value(v, &mut k);
+            SplitKey::new(&k)
+        };
+        let ours = |k: &SplitKey| k.starts_with(pre).then(|| r.key_value(k, pre.len()));
+        // (get_prev/get_next walk the tree without the allocation a range
+        // iterator makes.)
         let below = x
             .checked_sub(1)
-            .and_then(|b| next.get_prev(&addr(b)))
-            .map(|(v, _)| from_addr(v));
-        let above = x
-            .checked_add(1)
-            .and_then(|a| next.get_next(&addr(a)))
-            .map(|(v, _)| from_addr(v));
+            .and_then(|b| level.get_prev(&probe(b)))
+            .and_then(|(k, _)| ours(k));
+        let above = (x < r.max_value())
+            .then(|| level.get_next(&probe(x + 1)))
+            .flatten()
+            .and_then(|(k, _)| ours(k));
         let mut bits = 0u128;
         for v in [below, above].into_iter().flatten() {
             bits |= prefix_through_first_diff(x ^ v, r.bits());
