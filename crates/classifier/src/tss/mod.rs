@@ -11,9 +11,12 @@
 //! lookup walks the levels with the packet's values; a region where the
 //! count drops is one where some rules differ from the packet, and its
 //! bits go into the megaflow mask; a region where no rule drops out is
-//! left wildcarded. For address regions each level also keeps the rules'
-//! distinct values, so that only the prefix down to the first bit where the
-//! closest one differs is un-wildcarded. The mask is the one the linear
+//! left wildcarded. For an address region only the prefix down to the
+//! first bit where the closest value among the group's rules differs is
+//! un-wildcarded: level keys hold addresses as big-endian numbers, so
+//! those values are the next level's keys that extend the group's, and
+//! the closest are the neighbours of the packet's own key there (no map
+//! of values to keep beside the levels). The mask is the one the linear
 //! scan ([`crate::wildcards::explain_miss`] for each rule passed over) gives
 //! for the rules probed, so megaflows stay as wide.
 //!

@@ -27,7 +27,7 @@ type LevelKey = ArrayVec<u8, KEY_BYTES>;
 /// held as two big-endian words: integer comparisons, not a `memcmp`, and
 /// 8-byte aligned (a `u128` would pad every entry to 16).
 ///
-/// Entries are kept small (24 bytes here, 24 for the group): a B-tree
+/// Entries are kept small (24 bytes here, 16 for the group): a B-tree
 /// node holds 64 of them inline, and an insert shifts half a node and a
 /// new version copies whole nodes, so their size is what an insert costs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
