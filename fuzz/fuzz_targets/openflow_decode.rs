@@ -2,22 +2,34 @@
 //! each message that decodes encoded again and decoded to the same thing
 //! (after one pass, which settles lossy names);
 //! flow-mods, group-mods, meter-mods and packet-outs mapped onto the
-//! classifier's rules, groups, meters and actions (errors, never a panic).
+//! classifier's rules, groups, meters and actions (errors, never a panic);
+//! every flow-mod frame also read as the channel reads them, through one
+//! reader kept across the input's frames, with the same result.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_openflow::convert::{flow_mod_op, to_action};
+use sluice_openflow::convert::{flow_mod_op, to_action, FlowModReader};
 use sluice_openflow::msg::to_bytes;
 use sluice_openflow::{decode, frame_len, Message};
 
 fuzz_target!(|data: &[u8]| {
     let mut at = 0;
+    let mut reader = FlowModReader::default();
     while let Ok(Some(len)) = frame_len(&data[at..]) {
         if at + len > data.len() {
             break;
         }
         let frame = &data[at..at + len];
         at += len;
+        if frame.get(1) == Some(&sluice_openflow::consts::msg::FLOW_MOD) {
+            let read = reader.read(frame).map(|_| ()).and_then(|()| reader.op(254));
+            let fresh = match decode(frame) {
+                Ok((_, Message::FlowMod(fm))) => flow_mod_op(&fm, 254),
+                Ok(_) => Err(sluice_openflow::OfError::BAD_TYPE),
+                Err((_, e)) => Err(e),
+            };
+            assert_eq!(format!("{read:?}"), format!("{fresh:?}"));
+        }
         let Ok((h, m)) = decode(frame) else { continue };
         // Encoding then decoding gives the message back, once what the
         // wire cannot hold twice is settled (a name that is not UTF-8 is

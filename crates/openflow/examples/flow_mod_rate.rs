@@ -10,7 +10,7 @@
 //! (a clone, as a publication makes, the one before dropped) every
 //! `[VERSION]` messages (default 10,000).
 use sluice_classifier::table::RuleSet;
-use sluice_openflow::convert::{flow_mod_op, flow_mod_op_with, FlowModOp, Instructions};
+use sluice_openflow::convert::{flow_mod_op, FlowModOp, FlowModReader};
 use sluice_openflow::msg::{decode, Message};
 use std::time::Instant;
 
@@ -63,23 +63,19 @@ fn main() {
             .collect();
         let t_convert = t.elapsed();
         let t = Instant::now();
-        let mut ins = Instructions::default();
+        let mut reader = FlowModReader::default();
         for m in &msgs {
-            let Ok((_, Message::FlowMod(fm))) = decode(m) else {
-                panic!("not a flow-mod")
-            };
-            std::hint::black_box(flow_mod_op_with(&fm, 254, &mut ins).expect("a valid flow-mod"));
+            reader.read(m).expect("a flow-mod");
+            std::hint::black_box(reader.op(254).expect("a valid flow-mod"));
         }
         let t_both = t.elapsed();
         let t = Instant::now();
-        let mut ins = Instructions::default();
+        let mut reader = FlowModReader::default();
         let mut set = RuleSet::new();
         let mut published = set.clone();
         for (i, m) in msgs.iter().enumerate() {
-            let Ok((_, Message::FlowMod(fm))) = decode(m) else {
-                panic!("not a flow-mod")
-            };
-            let Ok(FlowModOp::Add(spec)) = flow_mod_op_with(&fm, 254, &mut ins) else {
+            reader.read(m).expect("a flow-mod");
+            let Ok(FlowModOp::Add(spec)) = reader.op(254) else {
                 panic!("not an add")
             };
             set.add_owned(spec, 0);

@@ -593,47 +593,62 @@ pub enum FlowModOp {
     },
 }
 
-/// The instructions of the flow-mods one connection sends, as their rules
-/// keep them ([`FlowSpec::of_instructions`]): encoded into a buffer kept
-/// from one flow-mod to the next, and shared with the previous flow-mod's
-/// when they are the same bytes (a controller installing many flows
-/// mostly sends the same instructions: one copy, not one per rule, and no
-/// allocation for it).
+/// Reads the flow-mods of one connection: decodes each into buffers kept
+/// from one message to the next (no allocation for its match), and, when
+/// its instructions are the bytes of the one before (a controller
+/// installing many flows mostly sends the same), neither decodes them
+/// again nor keeps another copy of them: its rule shares the one before's
+/// ([`FlowSpec::of_instructions`]).
 #[derive(Debug, Default)]
-pub struct Instructions {
-    scratch: Vec<u8>,
-    last: Option<std::sync::Arc<[u8]>>,
+pub struct FlowModReader {
+    fm: FlowMod,
+    /// The instruction bytes of `fm`, as they came.
+    raw: Vec<u8>,
+    /// `fm`'s instructions encoded, once a rule has asked for them.
+    encoded: Option<std::sync::Arc<[u8]>>,
 }
 
-impl Instructions {
-    /// The encoding of `ins`, shared with the last one if equal.
-    pub fn encoded(&mut self, ins: &[Instruction]) -> std::sync::Arc<[u8]> {
-        self.scratch.clear();
-        for i in ins {
-            i.encode(&mut self.scratch);
+impl FlowModReader {
+    /// Decodes a FLOW_MOD frame as [`crate::msg::decode`] does (the same
+    /// errors); another type of message is `BAD_TYPE`.
+    pub fn read(&mut self, frame: &[u8]) -> Result<&FlowMod, OfError> {
+        let same = crate::msg::decode_flow_mod_into(frame, &mut self.fm, &mut self.raw);
+        if same != Ok(true) {
+            self.encoded = None;
         }
-        match &self.last {
-            Some(l) if **l == self.scratch[..] => std::sync::Arc::clone(l),
-            _ => {
-                let new: std::sync::Arc<[u8]> = self.scratch[..].into();
-                self.last = Some(std::sync::Arc::clone(&new));
-                new
-            }
-        }
+        same?;
+        Ok(&self.fm)
     }
+
+    /// The operation of the flow-mod last read ([`flow_mod_op`]).
+    pub fn op(&mut self, n_tables: u8) -> Result<FlowModOp, OfError> {
+        let (fm, encoded) = (&self.fm, &mut self.encoded);
+        op_of(fm, n_tables, || {
+            std::sync::Arc::clone(encoded.get_or_insert_with(|| encode_instructions(fm)))
+        })
+    }
+}
+
+/// A flow-mod's instructions as a rule keeps them.
+fn encode_instructions(fm: &FlowMod) -> std::sync::Arc<[u8]> {
+    let mut b = Vec::with_capacity(64);
+    for i in &fm.instructions {
+        i.encode(&mut b);
+    }
+    b.into()
 }
 
 /// The operation of a flow-mod, checked.
 pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
-    flow_mod_op_with(fm, n_tables, &mut Instructions::default())
+    op_of(fm, n_tables, || encode_instructions(fm))
 }
 
-/// [`flow_mod_op`] for one of a connection's flow-mods: `ins` keeps the
-/// instructions from one to the next ([`Instructions`]).
-pub fn flow_mod_op_with(
+/// [`flow_mod_op`], with what its rule keeps of the instructions from
+/// `instructions`.
+fn op_of(
     fm: &FlowMod,
     n_tables: u8,
-    ins: &mut Instructions,
+    instructions: impl FnOnce() -> std::sync::Arc<[u8]>,
 ) -> Result<FlowModOp, OfError> {
     if fm.buffer_id != crate::consts::NO_BUFFER && fm.command <= fm::MODIFY_STRICT {
         return Err(OfError::BUFFER_UNKNOWN);
@@ -666,7 +681,7 @@ pub fn flow_mod_op_with(
         actions,
         table_given: !all_tables,
         flags: fm.flags,
-        of_instructions: (!deleting).then(|| ins.encoded(&fm.instructions)),
+        of_instructions: (!deleting).then(instructions),
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec),

@@ -5,7 +5,7 @@
 use crate::action::{decode_instructions, Instruction};
 use crate::consts::{msg, OfError, OFP13};
 use crate::multipart::{MpReply, MpRequest};
-use crate::oxm::{decode_match, encode_match, Oxm};
+use crate::oxm::{decode_match, decode_match_into, encode_match, Oxm};
 use crate::wire::{patch_u16, Rd};
 
 /// The 8-byte header every message starts with.
@@ -65,7 +65,7 @@ pub struct Features {
 }
 
 /// `FLOW_MOD`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowMod {
     /// Cookie (add) or cookie to select by (modify, delete).
     pub cookie: u64,
@@ -253,6 +253,13 @@ pub enum Message {
 /// Decodes one whole message (`frame` is exactly its length). On failure
 /// the header, when it could be read, comes with the error to answer.
 pub fn decode(frame: &[u8]) -> Result<(Header, Message), (Option<Header>, OfError)> {
+    let (h, mut r) = header(frame)?;
+    let m = body(&h, &mut r).map_err(|e| (Some(h), e))?;
+    Ok((h, m))
+}
+
+/// The header of a frame, checked against it, and a reader at its body.
+fn header(frame: &[u8]) -> Result<(Header, Rd<'_>), (Option<Header>, OfError)> {
     let mut r = Rd::new(frame, OfError::BAD_LEN);
     let h = (|| {
         Ok::<_, OfError>(Header {
@@ -269,8 +276,25 @@ pub fn decode(frame: &[u8]) -> Result<(Header, Message), (Option<Header>, OfErro
     if h.typ != msg::HELLO && h.version != OFP13 {
         return Err((Some(h), OfError::BAD_VERSION));
     }
-    let m = body(&h, &mut r).map_err(|e| (Some(h), e))?;
-    Ok((h, m))
+    Ok((h, r))
+}
+
+/// [`decode`] of a FLOW_MOD frame into `fm`, whose buffers it reuses
+/// (no allocation for the match). `last` holds the instruction bytes of
+/// the flow-mod decoded into `fm` before: when this one's are the same,
+/// `fm.instructions` are kept as they are, not decoded again. Returns
+/// whether they were. Errors are [`decode`]'s (the same code reads the
+/// message); another type of message is `BAD_TYPE`.
+pub fn decode_flow_mod_into(
+    frame: &[u8],
+    fm: &mut FlowMod,
+    last: &mut Vec<u8>,
+) -> Result<bool, OfError> {
+    let (h, mut r) = header(frame).map_err(|(_, e)| e)?;
+    if h.typ != msg::FLOW_MOD {
+        return Err(OfError::BAD_TYPE);
+    }
+    flow_mod_into(&mut r, fm, Some(last))
 }
 
 fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
@@ -325,7 +349,11 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
                 empty(r, Message::GetConfigReply(c))?
             }
         }
-        msg::FLOW_MOD => Message::FlowMod(flow_mod(r)?),
+        msg::FLOW_MOD => {
+            let mut fm = FlowMod::default();
+            flow_mod_into(r, &mut fm, None)?;
+            Message::FlowMod(fm)
+        }
         msg::PACKET_IN => {
             let buffer_id = r.u32()?;
             let total_len = r.u16()?;
@@ -491,36 +519,44 @@ fn hello_versions(version: u8, elems: &[u8]) -> u32 {
     }
 }
 
-fn flow_mod(r: &mut Rd<'_>) -> Result<FlowMod, OfError> {
-    let cookie = r.u64()?;
-    let cookie_mask = r.u64()?;
-    let table_id = r.u8()?;
-    let command = r.u8()?;
-    let idle_timeout = r.u16()?;
-    let hard_timeout = r.u16()?;
-    let priority = r.u16()?;
-    let buffer_id = r.u32()?;
-    let out_port = r.u32()?;
-    let out_group = r.u32()?;
-    let flags = r.u16()?;
+/// Reads a flow-mod's body into `fm`. With `last` (the instruction bytes
+/// of the flow-mod in `fm` before), instructions equal to those are not
+/// decoded again; returns whether they were equal.
+fn flow_mod_into(
+    r: &mut Rd<'_>,
+    fm: &mut FlowMod,
+    last: Option<&mut Vec<u8>>,
+) -> Result<bool, OfError> {
+    fm.cookie = r.u64()?;
+    fm.cookie_mask = r.u64()?;
+    fm.table_id = r.u8()?;
+    fm.command = r.u8()?;
+    fm.idle_timeout = r.u16()?;
+    fm.hard_timeout = r.u16()?;
+    fm.priority = r.u16()?;
+    fm.buffer_id = r.u32()?;
+    fm.out_port = r.u32()?;
+    fm.out_group = r.u32()?;
+    fm.flags = r.u16()?;
     r.skip(2)?;
-    let oxms = decode_match(r)?;
-    let instructions = decode_instructions(r.rest())?;
-    Ok(FlowMod {
-        cookie,
-        cookie_mask,
-        table_id,
-        command,
-        idle_timeout,
-        hard_timeout,
-        priority,
-        buffer_id,
-        out_port,
-        out_group,
-        flags,
-        oxms,
-        instructions,
-    })
+    decode_match_into(r, &mut fm.oxms)?;
+    let raw = r.rest();
+    match last {
+        Some(last) if last[..] == *raw => Ok(true),
+        Some(last) => {
+            // Forgotten first: if these do not decode, `fm` no longer
+            // holds the instructions of `last`.
+            last.clear();
+            fm.instructions.clear();
+            fm.instructions = decode_instructions(raw)?;
+            last.extend_from_slice(raw);
+            Ok(false)
+        }
+        None => {
+            fm.instructions = decode_instructions(raw)?;
+            Ok(false)
+        }
+    }
 }
 
 /// The type number of a message.

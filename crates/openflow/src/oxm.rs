@@ -144,6 +144,15 @@ impl Oxm {
 /// Reads an `ofp_match` (OXM type, its padding included). Fields appear at
 /// most once.
 pub fn decode_match(r: &mut Rd<'_>) -> Result<Vec<Oxm>, OfError> {
+    let mut out = Vec::new();
+    decode_match_into(r, &mut out)?;
+    Ok(out)
+}
+
+/// [`decode_match`] into `out` (cleared first): a buffer kept from one
+/// message to the next spares an allocation per message.
+pub fn decode_match_into(r: &mut Rd<'_>, out: &mut Vec<Oxm>) -> Result<(), OfError> {
+    out.clear();
     let typ = r.u16()?;
     let len = usize::from(r.u16()?);
     if typ != MATCH_OXM {
@@ -158,7 +167,7 @@ pub fn decode_match(r: &mut Rd<'_>) -> Result<Vec<Oxm>, OfError> {
     let mut b = Rd::new(body, OfError::BAD_MATCH_LEN);
     // An OXM takes at least 8 bytes but for a few; a guess that spares
     // the pushes' regrowth, bounded.
-    let mut out: Vec<Oxm> = Vec::with_capacity((body.len() / 6).min(16));
+    out.reserve((body.len() / 6).min(16));
     let mut seen = 0u64;
     while b.left() > 0 {
         let o = Oxm::decode(&mut b)?;
@@ -168,7 +177,7 @@ pub fn decode_match(r: &mut Rd<'_>) -> Result<Vec<Oxm>, OfError> {
         seen |= 1 << o.field;
         out.push(o);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Appends an `ofp_match` holding `oxms`, padded to 8 bytes.

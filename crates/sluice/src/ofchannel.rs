@@ -25,7 +25,7 @@ use sluice_datapath::PortConfig;
 use sluice_openflow::action::OfAction;
 use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
-use sluice_openflow::convert::{flow_mod_op_with, to_action, Instructions};
+use sluice_openflow::convert::{to_action, FlowModReader};
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
@@ -196,8 +196,9 @@ struct Session<S> {
     registered: Option<u64>,
     /// Who it is, for the log.
     peer: String,
-    /// Its flow-mods' instructions, shared from one rule to the next.
-    instructions: Instructions,
+    /// Reads its flow-mods (buffers and instructions kept from one to the
+    /// next).
+    flow_mods: FlowModReader,
 }
 
 impl<S> Drop for Session<S> {
@@ -236,7 +237,7 @@ impl<S: Conn> Session<S> {
             listener: Arc::new(Listener::default()),
             registered: None,
             peer,
-            instructions: Instructions::default(),
+            flow_mods: FlowModReader::default(),
         }
     }
 
@@ -391,14 +392,14 @@ impl<S: Conn> Session<S> {
             return Ok(());
         }
         let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
-        let ops = mods.iter().map(|&(a, l)| match decode(&buf[a..a + l]) {
+        let reader = &mut self.flow_mods;
+        let ops = mods.iter().map(|&(a, l)| {
+            reader.read(&buf[a..a + l])?;
             // A slave controller may not change the switch.
-            Ok(_) if slave => Err(OfError::IS_SLAVE),
-            Ok((_, Message::FlowMod(fm))) => {
-                flow_mod_op_with(&fm, N_TABLES, &mut self.instructions)
+            if slave {
+                return Err(OfError::IS_SLAVE);
             }
-            Ok(_) => Err(OfError::BAD_TYPE),
-            Err((_, e)) => Err(e),
+            reader.op(N_TABLES)
         });
         let (errs, removed) = self.control.apply_flow_mods(ops)?;
         self.tell_removed(&removed);
