@@ -389,7 +389,7 @@ impl RuleSet {
         set
     }
 
-    fn rule_of(spec: &FlowSpec, id: RuleId, now_us: u64) -> Rule {
+    pub(crate) fn rule_of(spec: &FlowSpec, id: RuleId, now_us: u64) -> Rule {
         Self::rule_with(spec, spec.actions.clone(), id, now_us)
     }
 

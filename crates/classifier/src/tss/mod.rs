@@ -54,6 +54,7 @@ use crate::table::{Rule, RuleId};
 use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{Kind, REGIONS};
 
+mod rules;
 mod subtable;
 use subtable::{Region, Subtable, TrieUse};
 

@@ -10,7 +10,8 @@ use arrayvec::ArrayVec;
 use im::OrdMap;
 use sluice_packet::key::{FlowKey, KEY_WORDS};
 
-use super::{order_key, MaskId};
+use super::rules::Rules;
+use super::MaskId;
 use crate::flow_match::Match;
 use crate::table::{Rule, RuleId};
 use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
@@ -91,6 +92,25 @@ fn addr(v: u128) -> Addr {
 
 fn from_addr(a: &Addr) -> u128 {
     u128::from(a[0]) << 64 | u128::from(a[1])
+}
+
+/// The keys of every level for one rule's values: the bytes of the
+/// last level's key and where each level's ends (the keys themselves
+/// made when asked: a list of them all would be moved around whole).
+struct LevelKeys {
+    bytes: LevelKey,
+    ends: ArrayVec<u8, { REGIONS.len() }>,
+}
+
+impl LevelKeys {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Level `j`'s key.
+    fn key(&self, j: usize) -> SplitKey {
+        SplitKey::new(&self.bytes[..usize::from(self.ends[j])])
+    }
 }
 
 /// A key region a subtable's mask covers.
@@ -186,9 +206,7 @@ struct Group {
     /// as keys order addresses as numbers.)
     count: u32,
     /// At the last level: the rules, best first (priority, then age).
-    /// Shared: a B-tree node copied for a new version copies a pointer
-    /// per group, not its list.
-    rules: Arc<Vec<Arc<Rule>>>,
+    rules: Rules,
 }
 
 /// A subtable's use of its table's prefix trie.
@@ -359,12 +377,14 @@ impl Subtable {
 
     /// The key of each level for the value bytes `vb`: level `j`'s is the
     /// values of regions `0..=j`.
-    fn level_keys(&self, vb: &[u8]) -> ArrayVec<SplitKey, { REGIONS.len() }> {
-        let mut key = LevelKey::new();
-        let mut keys = ArrayVec::new();
+    fn level_keys(&self, vb: &[u8]) -> LevelKeys {
+        let mut keys = LevelKeys {
+            bytes: LevelKey::new(),
+            ends: ArrayVec::new(),
+        };
         for r in self.regions.iter() {
-            r.push_key(vb, &mut key);
-            keys.push(SplitKey::new(&key));
+            r.push_key(vb, &mut keys.bytes);
+            keys.ends.push(keys.bytes.len() as u8);
         }
         keys
     }
@@ -377,15 +397,15 @@ impl Subtable {
     pub(super) fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let v = self.values(&rule.matcher);
         let vb = bytemuck::bytes_of(&v);
-        let mut keys = self.level_keys(vb);
-        match keys.pop() {
-            Some(k) => {
+        let keys = self.level_keys(vb);
+        match keys.len().checked_sub(1).map(|last| (last, keys.key(last))) {
+            Some((last, k)) => {
                 let level = self.levels.last_mut().expect("a level per region");
                 // Inserted first: a key new to the level (an add's common
                 // case) then costs one walk, not a look-up and an insert.
                 let fresh = Group {
                     count: 1,
-                    rules: Arc::new(vec![Arc::clone(&rule)]),
+                    rules: Rules::one(Arc::clone(&rule)),
                 };
                 if let Some(mut g) = level.insert(k.clone(), fresh) {
                     // The key was there: the rule joins its group.
@@ -397,7 +417,8 @@ impl Subtable {
                     }
                 }
                 self.root.count += 1;
-                for (j, k) in keys.into_iter().enumerate() {
+                for j in 0..last {
+                    let k = keys.key(j);
                     let level = &mut self.levels[j];
                     match level.get_mut(&k) {
                         Some(g) => g.count += 1,
@@ -427,14 +448,7 @@ impl Subtable {
     /// place of the one with its priority, which is returned as `Err` (the
     /// count unchanged), or else in best-first order, counted.
     fn put_rule(g: &mut Group, rule: &Arc<Rule>) -> Result<(), Arc<Rule>> {
-        let rules = Arc::make_mut(&mut g.rules);
-        let identical =
-            |r: &&mut Arc<Rule>| r.priority == rule.priority && r.matcher == rule.matcher;
-        if let Some(same) = rules.iter_mut().find(identical) {
-            return Err(std::mem::replace(same, Arc::clone(rule)));
-        }
-        let pos = rules.partition_point(|x| order_key(x) < order_key(rule));
-        rules.insert(pos, Arc::clone(rule));
+        g.rules.put(rule)?;
         g.count += 1;
         Ok(())
     }
@@ -444,20 +458,21 @@ impl Subtable {
         let v = self.values(m);
         let vb = bytemuck::bytes_of(&v);
         let keys = self.level_keys(vb);
-        let last = match keys.last() {
-            Some(k) => self.levels[keys.len() - 1].get_mut(k)?,
+        let n = keys.len();
+        let last = match n.checked_sub(1) {
+            Some(j) => self.levels[j].get_mut(&keys.key(j))?,
             None => &mut self.root,
         };
-        let pos = last.rules.iter().position(|r| r.id == id)?;
-        let rule = Arc::make_mut(&mut last.rules).remove(pos);
+        let rule = last.rules.remove(id)?;
         self.root.count -= 1;
-        for (j, k) in keys.iter().enumerate() {
+        for j in 0..n {
+            let k = keys.key(j);
             let g = self.levels[j]
-                .get_mut(k)
+                .get_mut(&k)
                 .expect("every level holds the rule");
             g.count -= 1;
             if g.count == 0 {
-                self.levels[j].remove(k);
+                self.levels[j].remove(&k);
             }
         }
         let c = self
@@ -485,8 +500,8 @@ impl Subtable {
     pub(super) fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let v = self.values(m);
         let keys = self.level_keys(bytemuck::bytes_of(&v));
-        let last = match keys.last() {
-            Some(k) => self.levels[keys.len() - 1].get(k)?,
+        let last = match keys.len().checked_sub(1) {
+            Some(j) => self.levels[j].get(&keys.key(j))?,
             None => &self.root,
         };
         last.rules.iter().find(|r| r.priority == priority)
