@@ -40,7 +40,8 @@ fn a_select_group_is_chosen_per_packet_under_one_megaflow() {
         Require::Actions,
     )
     .unwrap()
-    .actions;
+    .actions
+    .to_vec();
     rules
         .add_group(Group {
             id: 1,

@@ -606,6 +606,11 @@ pub struct FlowModReader {
     raw: Vec<u8>,
     /// `fm`'s instructions encoded, once a rule has asked for them.
     encoded: Option<std::sync::Arc<[u8]>>,
+    /// `fm`'s actions in a table, when they do not depend on the match (no
+    /// set-field, set-TTL or pop, whose prerequisites the match must
+    /// have): the rules of the next flow-mods with these instructions in
+    /// that table share them.
+    actions: Option<(u8, std::sync::Arc<[Action]>)>,
 }
 
 impl FlowModReader {
@@ -615,6 +620,7 @@ impl FlowModReader {
         let same = crate::msg::decode_flow_mod_into(frame, &mut self.fm, &mut self.raw);
         if same != Ok(true) {
             self.encoded = None;
+            self.actions = None;
         }
         same?;
         Ok(&self.fm)
@@ -622,11 +628,42 @@ impl FlowModReader {
 
     /// The operation of the flow-mod last read ([`flow_mod_op`]).
     pub fn op(&mut self, n_tables: u8) -> Result<FlowModOp, OfError> {
-        let (fm, encoded) = (&self.fm, &mut self.encoded);
-        op_of(fm, n_tables, || {
-            std::sync::Arc::clone(encoded.get_or_insert_with(|| encode_instructions(fm)))
-        })
+        let (fm, encoded, shared) = (&self.fm, &mut self.encoded, &mut self.actions);
+        op_of(
+            fm,
+            n_tables,
+            |m, table| match shared {
+                Some((t, a)) if *t == table => Ok(std::sync::Arc::clone(a)),
+                _ => {
+                    let a: std::sync::Arc<[Action]> =
+                        to_actions(&fm.instructions, table, m)?.into();
+                    if !match_dependent(&fm.instructions) {
+                        *shared = Some((table, std::sync::Arc::clone(&a)));
+                    }
+                    Ok(a)
+                }
+            },
+            || std::sync::Arc::clone(encoded.get_or_insert_with(|| encode_instructions(fm))),
+        )
     }
+}
+
+/// Whether what instructions convert to (or the error they get) depends
+/// on the match: whether an action in them has prerequisites the match
+/// must have.
+fn match_dependent(ins: &[Instruction]) -> bool {
+    ins.iter().any(|i| match i {
+        Instruction::ApplyActions(acts) | Instruction::WriteActions(acts) => acts.iter().any(|a| {
+            matches!(
+                a,
+                OfAction::PopMpls(_)
+                    | OfAction::PopPbb
+                    | OfAction::SetNwTtl(_)
+                    | OfAction::SetField(_)
+            )
+        }),
+        _ => false,
+    })
 }
 
 /// A flow-mod's instructions as a rule keeps them.
@@ -640,7 +677,12 @@ fn encode_instructions(fm: &FlowMod) -> std::sync::Arc<[u8]> {
 
 /// The operation of a flow-mod, checked.
 pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
-    op_of(fm, n_tables, || encode_instructions(fm))
+    op_of(
+        fm,
+        n_tables,
+        |m, table| to_actions(&fm.instructions, table, m).map(Into::into),
+        || encode_instructions(fm),
+    )
 }
 
 /// [`flow_mod_op`], with what its rule keeps of the instructions from
@@ -648,6 +690,7 @@ pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
 fn op_of(
     fm: &FlowMod,
     n_tables: u8,
+    actions: impl FnOnce(&Match, u8) -> Result<std::sync::Arc<[Action]>, OfError>,
     instructions: impl FnOnce() -> std::sync::Arc<[u8]>,
 ) -> Result<FlowModOp, OfError> {
     if fm.buffer_id != crate::consts::NO_BUFFER && fm.command <= fm::MODIFY_STRICT {
@@ -661,9 +704,9 @@ fn op_of(
     let matcher = to_match(&fm.oxms)?;
     let table = if all_tables { 0 } else { fm.table_id };
     let actions = if deleting {
-        Vec::new()
+        Default::default()
     } else {
-        to_actions(&fm.instructions, table, &matcher)?
+        actions(&matcher, table)?
     };
     let spec = FlowSpec {
         table,

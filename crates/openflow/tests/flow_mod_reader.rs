@@ -1,8 +1,8 @@
 //! The OpenFlow channel's flow-mod reader (buffers and instructions kept
 //! from one message to the next) against decoding each message afresh:
 //! for any sequence of flow-mods, valid, refused or corrupt, with the same
-//! or changing instructions, every one gives the same operation or the
-//! same error.
+//! or changing instructions and tables, every one gives the same
+//! operation or the same error.
 
 use proptest::prelude::*;
 use sluice_openflow::action::{Instruction, OfAction};
@@ -26,7 +26,7 @@ fn flow_mod(r: &[u32; 6]) -> FlowMod {
         2 => oxms.push(Oxm::exact(f::TCP_DST, 80)),
         _ => oxms.clear(),
     }
-    let instructions = match r[2] % 5 {
+    let instructions = match r[2] % 6 {
         0 | 1 => vec![Instruction::ApplyActions(vec![OfAction::Output {
             port: 2,
             max_len: 0,
@@ -39,6 +39,15 @@ fn flow_mod(r: &[u32; 6]) -> FlowMod {
             Instruction::WriteActions(vec![OfAction::DecNwTtl]),
             Instruction::GotoTable(1 + (r[3] % 3) as u8),
         ],
+        // Actions whose prerequisites the match must have (not shared
+        // from one flow-mod to the next).
+        4 => vec![Instruction::ApplyActions(vec![
+            OfAction::SetField(Oxm::exact(f::IPV4_SRC, 0x0a00_0001)),
+            OfAction::Output {
+                port: 2,
+                max_len: 0,
+            },
+        ])],
         _ => Vec::new(),
     };
     FlowMod {

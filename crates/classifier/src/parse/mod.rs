@@ -46,7 +46,7 @@ pub struct FlowSpec {
     /// The match.
     pub matcher: Match,
     /// The actions (empty = drop).
-    pub actions: Vec<Action>,
+    pub actions: std::sync::Arc<[Action]>,
     /// Whether the line had `actions=`.
     pub has_actions: bool,
     /// Whether the line named a table (commands that select rules use
@@ -71,7 +71,7 @@ impl Default for FlowSpec {
             idle_timeout: 0,
             hard_timeout: 0,
             matcher: Match::catch_all(),
-            actions: Vec::new(),
+            actions: Default::default(),
             has_actions: false,
             table_given: false,
             flags: 0,
@@ -371,7 +371,7 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
             ));
         }
         (Some((text, base, _)), _) => {
-            spec.actions = parse_actions(&cx, text, base, &spec)?;
+            spec.actions = parse_actions(&cx, text, base, &spec)?.into();
             spec.has_actions = true;
         }
         (None, _) => {}

@@ -79,6 +79,7 @@ mod tests {
         parse_flow(&format!("ip,actions={text}"), Require::Actions)
             .unwrap()
             .actions
+            .to_vec()
     }
 
     #[test]

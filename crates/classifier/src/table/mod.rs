@@ -63,7 +63,7 @@ pub struct Rule {
     /// Match.
     pub matcher: Match,
     /// Actions (empty = drop).
-    pub actions: Vec<Action>,
+    pub actions: std::sync::Arc<[Action]>,
     /// When the rule was added (µs on the switch clock).
     pub created_us: u64,
     /// OpenFlow flow-mod flags ([`flag`]).
@@ -88,7 +88,7 @@ impl Rule {
             idle_timeout: 0,
             hard_timeout: 0,
             matcher: Match::catch_all(),
-            actions: Vec::new(),
+            actions: Default::default(),
             created_us: 0,
             flags: 0,
             of_instructions: None,
@@ -394,7 +394,7 @@ impl RuleSet {
     }
 
     /// The rule of `spec` with `actions` (its own, cloned or moved out).
-    fn rule_with(spec: &FlowSpec, actions: Vec<Action>, id: RuleId, now_us: u64) -> Rule {
+    fn rule_with(spec: &FlowSpec, actions: Arc<[Action]>, id: RuleId, now_us: u64) -> Rule {
         Rule {
             id,
             table: spec.table,

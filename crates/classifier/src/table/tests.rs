@@ -19,7 +19,7 @@ fn priority_then_age_order() {
     let mut wc = FlowKey::default();
     let r = set.lookup(0, &key, &mut wc).unwrap();
     assert_eq!(
-        r.actions,
+        r.actions.to_vec(),
         vec![Action::Output(2)],
         "equal priority: first added wins"
     );
@@ -32,7 +32,7 @@ fn priority_then_age_order() {
     };
     let mut wc = FlowKey::default();
     assert_eq!(
-        set.lookup(0, &key, &mut wc).unwrap().actions,
+        set.lookup(0, &key, &mut wc).unwrap().actions.to_vec(),
         vec![Action::Output(3)]
     );
     assert_eq!(
@@ -58,7 +58,7 @@ fn add_replaces_identical() {
     assert_eq!(set.len(), 1);
     assert!(set.version() > v);
     assert_eq!(
-        set.table(0).next().unwrap().actions,
+        set.table(0).next().unwrap().actions.to_vec(),
         vec![Action::Output(2)]
     );
 }
@@ -75,7 +75,7 @@ fn delete_and_modify_strict_and_loose() {
         2
     );
     assert_eq!(
-        set.table(0).nth(1).unwrap().actions,
+        set.table(0).nth(1).unwrap().actions.to_vec(),
         vec![Action::Output(9)]
     );
     assert_eq!(

@@ -613,7 +613,8 @@ fn group(
                     crate::parse::Require::Actions,
                 )
                 .unwrap()
-                .actions,
+                .actions
+                .to_vec(),
                 counter: Arc::new(Rule::counter()),
             })
             .collect(),
@@ -739,7 +740,7 @@ fn failover_indirect_select_and_missing_groups() {
     assert!(r
         .delete_group(1)
         .iter()
-        .any(|x| x.actions == vec![Action::Group(1)]));
+        .any(|x| *x.actions == [Action::Group(1)]));
     let r = set("ip,actions=group:5\n");
     assert_eq!(run(&r, &tcp_key()).drop, Some(XlateDrop::NoSuchGroup));
 }
