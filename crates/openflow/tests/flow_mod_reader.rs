@@ -55,7 +55,7 @@ fn flow_mod(r: &[u32; 6]) -> FlowMod {
         table_id: (r[4] % 3) as u8,
         command: [0, 0, 0, 1, 2, 3, 4][r[5] as usize % 7],
         priority: r[5] as u16,
-        buffer_id: if r[5] % 11 == 0 { 7 } else { u32::MAX },
+        buffer_id: if r[5].is_multiple_of(11) { 7 } else { u32::MAX },
         out_port: u32::MAX,
         out_group: u32::MAX,
         oxms,
@@ -83,7 +83,7 @@ proptest! {
             let mut frame = to_bytes(&Message::FlowMod(flow_mod(&r)), 1);
             // One in four corrupt: a byte past the header changed (the
             // length kept, so that the frame still reads as one message).
-            if r[3] % 4 == 0 {
+            if r[3].is_multiple_of(4) {
                 let at = 8 + usize::from(at) % (frame.len() - 8);
                 frame[at] ^= byte | 1;
             }
