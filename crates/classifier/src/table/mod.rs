@@ -317,8 +317,7 @@ impl RuleSet {
     /// Retires every rule `uses` picks (those of a deleted group or
     /// meter), as one new version. Returns them.
     pub(crate) fn retire_users(&mut self, uses: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
-        let mut rules: Vec<Arc<Rule>> = self.rules().filter(|r| uses(r)).cloned().collect();
-        rules.sort_unstable_by_key(|r| Self::set_order(r));
+        let rules = self.picked(uses);
         for r in &rules {
             self.retire(r);
         }
@@ -562,13 +561,14 @@ impl RuleSet {
                 .cloned()
                 .collect();
         }
-        // A scan in no order, then the few selected sorted: they are
-        // deleted (and reported) by table and priority.
-        let mut picked: Vec<Arc<Rule>> = self
-            .rules()
-            .filter(|r| Self::selected(r, sel, how, all_tables))
-            .cloned()
-            .collect();
+        self.picked(|r| Self::selected(r, sel, how, all_tables))
+    }
+
+    /// The rules `pick` takes, in [`RuleSet::iter`]'s order: a scan in no
+    /// order, then the few taken sorted (they are deleted, and reported,
+    /// by table and priority).
+    fn picked(&self, pick: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
+        let mut picked: Vec<Arc<Rule>> = self.rules().filter(|r| pick(r)).cloned().collect();
         picked.sort_unstable_by_key(|r| Self::set_order(r));
         picked
     }

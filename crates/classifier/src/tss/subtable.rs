@@ -38,30 +38,15 @@ struct SplitKey {
 }
 
 impl SplitKey {
-    /// Whether the key's bytes start with `p` (at most 16 bytes long
-    /// plus the rest).
-    fn starts_with(&self, p: &[u8]) -> bool {
-        let head = from_addr(&self.head).to_be_bytes();
-        let n = p.len().min(16);
-        if head[..n] != p[..n] {
-            return false;
-        }
-        p.len() <= 16
-            || self
-                .rest
-                .as_ref()
-                .is_some_and(|r| r.0.starts_with(&p[16..]))
-    }
-
-    /// The `len` bytes at `at` of the key's bytes.
-    fn region(&self, at: usize, len: usize) -> LevelKey {
+    /// The key's bytes (one shorter than 16 bytes followed by zeros).
+    fn bytes(&self) -> LevelKey {
         let mut all = LevelKey::new();
-        let head = from_addr(&self.head).to_be_bytes();
-        let _ = all.try_extend_from_slice(&head);
+        all.try_extend_from_slice(&from_addr(&self.head).to_be_bytes())
+            .expect("a key fits");
         if let Some(r) = &self.rest {
-            let _ = all.try_extend_from_slice(&r.0);
+            all.try_extend_from_slice(&r.0).expect("a key fits");
         }
-        all[at..at + len].iter().copied().collect()
+        all
     }
 }
 
@@ -146,15 +131,12 @@ impl Region {
     /// numbers (a group's next addresses are then neighbours among the
     /// next level's keys).
     fn push_key(&self, bytes: &[u8], key: &mut LevelKey) {
-        let b = &bytes[self.off..self.off + self.len];
-        let r = match self.kind {
-            Kind::PrefixU32 => {
-                let be = u32::from_ne_bytes([b[0], b[1], b[2], b[3]]).to_be_bytes();
-                key.try_extend_from_slice(&be)
-            }
-            _ => key.try_extend_from_slice(b),
-        };
-        r.expect("regions fit in a key");
+        if self.is_prefix() {
+            self.push_value(self.value(bytes), key);
+        } else {
+            key.try_extend_from_slice(&bytes[self.off..self.off + self.len])
+                .expect("regions fit in a key");
+        }
     }
 
     /// Appends address `v` (a number, as [`Region::value`] reads it) as
@@ -165,11 +147,11 @@ impl Region {
             .expect("regions fit in a key");
     }
 
-    /// The address a level key holds in this region's place (`at`).
-    fn key_value(&self, k: &SplitKey, at: usize) -> u128 {
-        let b = k.region(at, self.len);
+    /// The address the bytes of a level key hold at `at` (as
+    /// [`Region::push_value`] wrote it).
+    fn key_value(&self, key: &[u8], at: usize) -> u128 {
         let mut a = [0u8; 16];
-        a[16 - self.len..].copy_from_slice(&b);
+        a[16 - self.len..].copy_from_slice(&key[at..at + self.len]);
         u128::from_be_bytes(a)
     }
 
@@ -489,11 +471,14 @@ impl Subtable {
 
     /// Its rules, in no particular order.
     pub(super) fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        let groups: Box<dyn Iterator<Item = &Group>> = match self.levels.last() {
-            Some(last) => Box::new(last.values()),
-            None => Box::new(std::iter::once(&self.root)),
-        };
-        groups.flat_map(|g| g.rules.iter())
+        // The last level's groups hold them, or the root when there is
+        // no level.
+        let last = self.levels.last();
+        let root = last.is_none().then_some(&self.root);
+        last.into_iter()
+            .flat_map(OrdMap::values)
+            .chain(root)
+            .flat_map(|g| g.rules.iter())
     }
 
     /// The rule of this subtable with exactly this match and priority.
@@ -550,7 +535,10 @@ impl Subtable {
             r.push_value(v, &mut k);
             SplitKey::new(&k)
         };
-        let ours = |k: &SplitKey| k.starts_with(pre).then(|| r.key_value(k, pre.len()));
+        let ours = |k: &SplitKey| {
+            let b = k.bytes();
+            b.starts_with(pre).then(|| r.key_value(&b, pre.len()))
+        };
         // (get_prev/get_next walk the tree without the allocation a range
         // iterator makes.)
         let below = x
