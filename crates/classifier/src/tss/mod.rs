@@ -36,7 +36,9 @@
 //! a walk of twenty levels and two allocations (a quarter of an add). The
 //! trie is built from the rules when the second length comes, O(n) once.
 //!
-//! Every map is persistent (`im`, or shared `Arc`s copied on write): cloning
+//! Every map is persistent (a subtable's levels are B-trees of our own,
+//! `pmap.rs`; the
+//! rest `im` or shared `Arc`s copied on write): cloning
 //! a table is O(1); the first change after a clone copies the list of
 //! subtables (O(masks), not O(rules)) and each change then copies O(log n)
 //! nodes, so a new version of a rule set of any size costs the changes it
@@ -54,6 +56,7 @@ use crate::table::{Rule, RuleId};
 use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{Kind, REGIONS};
 
+mod pmap;
 mod rules;
 mod subtable;
 use subtable::{Region, Subtable, TrieUse};

@@ -1,8 +1,8 @@
-//! The rules of one group of a subtable (one match), best first: the best
-//! inline and the rest, which a group seldom has, in a list beside it,
-//! behind one shared pointer. A group of one rule costs one allocation,
-//! a B-tree node copied for a new version copies a pointer per group, and
-//! a lookup reaches the best rule in one load from the group.
+//! The rules of one group of a subtable (one match), best first. A group
+//! of one rule, by far the most common, holds the rule's own pointer (no
+//! allocation of its own); two or more are the best and the rest behind
+//! one shared pointer, so a lookup reaches the best rule in one load from
+//! the group either way.
 
 use std::sync::Arc;
 
@@ -11,46 +11,65 @@ use crate::table::{Rule, RuleId};
 
 /// A group's rules (none outside the last level).
 #[derive(Debug, Clone, Default)]
-pub(super) struct Rules(Option<Arc<List>>);
+pub(super) enum Rules {
+    #[default]
+    None,
+    One(Arc<Rule>),
+    /// Two or more.
+    Many(Arc<List>),
+}
 
 #[derive(Debug, Clone)]
-struct List {
+pub(super) struct List {
     best: Arc<Rule>,
-    /// The others, best first.
+    /// The others, best first (never empty).
     rest: Vec<Arc<Rule>>,
 }
 
 impl Rules {
-    /// The rules of a new group: `rule` alone.
-    pub(super) fn one(rule: Arc<Rule>) -> Self {
-        Rules(Some(Arc::new(List {
-            best: rule,
-            rest: Vec::new(),
-        })))
-    }
-
     /// The best rule.
     pub(super) fn first(&self) -> Option<&Arc<Rule>> {
-        self.0.as_ref().map(|l| &l.best)
+        match self {
+            Rules::None => None,
+            Rules::One(r) => Some(r),
+            Rules::Many(l) => Some(&l.best),
+        }
     }
 
     /// Best first.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        self.0
-            .iter()
-            .flat_map(|l| std::iter::once(&l.best).chain(&l.rest))
+        let rest = match self {
+            Rules::Many(l) => &l.rest[..],
+            _ => &[],
+        };
+        self.first().into_iter().chain(rest)
     }
 
     /// Puts `rule` in the place of the one with its priority and match
     /// (OpenFlow's "identical"), which is returned as `Err`, or else in
     /// best-first order (priority, then age).
     pub(super) fn put(&mut self, rule: &Arc<Rule>) -> Result<(), Arc<Rule>> {
-        let Some(list) = self.0.as_mut() else {
-            *self = Rules::one(Arc::clone(rule));
-            return Ok(());
-        };
-        let list = Arc::make_mut(list);
         let identical = |r: &Arc<Rule>| r.priority == rule.priority && r.matcher == rule.matcher;
+        let list = match self {
+            Rules::None => {
+                *self = Rules::One(Arc::clone(rule));
+                return Ok(());
+            }
+            Rules::One(r) if identical(r) => return Err(std::mem::replace(r, Arc::clone(rule))),
+            Rules::One(r) => {
+                let (best, other) = if order_key(rule) < order_key(r) {
+                    (Arc::clone(rule), Arc::clone(r))
+                } else {
+                    (Arc::clone(r), Arc::clone(rule))
+                };
+                *self = Rules::Many(Arc::new(List {
+                    best,
+                    rest: vec![other],
+                }));
+                return Ok(());
+            }
+            Rules::Many(list) => Arc::make_mut(list),
+        };
         if identical(&list.best) {
             return Err(std::mem::replace(&mut list.best, Arc::clone(rule)));
         }
@@ -71,17 +90,29 @@ impl Rules {
 
     /// Removes the rule with this id, if here.
     pub(super) fn remove(&mut self, id: RuleId) -> Option<Arc<Rule>> {
-        let list = self.0.as_mut()?;
-        if list.best.id == id {
-            if list.rest.is_empty() {
-                return self.0.take().map(|l| Arc::unwrap_or_clone(l).best);
+        let list = match self {
+            Rules::None => return None,
+            Rules::One(r) if r.id == id => {
+                let Rules::One(r) = std::mem::take(self) else {
+                    unreachable!("matched One")
+                };
+                return Some(r);
             }
+            Rules::One(_) => return None,
+            Rules::Many(list) => list,
+        };
+        let gone = if list.best.id == id {
             let list = Arc::make_mut(list);
             let next = list.rest.remove(0);
-            return Some(std::mem::replace(&mut list.best, next));
+            std::mem::replace(&mut list.best, next)
+        } else {
+            let pos = list.rest.iter().position(|r| r.id == id)?;
+            Arc::make_mut(list).rest.remove(pos)
+        };
+        if list.rest.is_empty() {
+            *self = Rules::One(Arc::clone(&list.best));
         }
-        let pos = list.rest.iter().position(|r| r.id == id)?;
-        Some(Arc::make_mut(list).rest.remove(pos))
+        Some(gone)
     }
 }
 
@@ -113,6 +144,7 @@ mod tests {
         assert!(rs.put(&rule(4, 20, "ip,nw_tos=4")).is_ok());
         // Priority first, then age (id) among equals.
         assert_eq!(ids(&rs), [2, 3, 4, 1]);
+        assert!(matches!(rs, Rules::Many(_)));
         // The identical rule (priority and match) is replaced in place.
         assert_eq!(rs.put(&rule(5, 20, "ip")).map_err(|r| r.id), Err(3));
         assert_eq!(ids(&rs), [2, 5, 4, 1]);
@@ -124,7 +156,14 @@ mod tests {
         // A copy made before is untouched (a version readers hold).
         assert_eq!(ids(&shared), [2, 5, 4, 1]);
         assert_eq!(rs.remove(5).map(|r| r.id), Some(5));
+        // One left: held without a list.
+        assert!(matches!(&rs, Rules::One(r) if r.id == 1));
+        assert_eq!(rs.put(&rule(6, 5, "ip")).map_err(|r| r.id), Ok(()));
+        assert_eq!(ids(&rs), [1, 6]);
         assert_eq!(rs.remove(1).map(|r| r.id), Some(1));
+        assert_eq!(rs.remove(1).map(|r| r.id), None);
+        assert_eq!(rs.put(&rule(7, 5, "ip")).map_err(|r| r.id), Err(6));
+        assert_eq!(rs.remove(7).map(|r| r.id), Some(7));
         assert!(rs.first().is_none() && rs.iter().next().is_none());
     }
 }

@@ -7,9 +7,9 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
-use im::OrdMap;
 use sluice_packet::key::{FlowKey, KEY_WORDS};
 
+use super::pmap::PMap;
 use super::rules::Rules;
 use super::MaskId;
 use crate::flow_match::Match;
@@ -28,9 +28,10 @@ type LevelKey = ArrayVec<u8, KEY_BYTES>;
 /// held as two big-endian words: integer comparisons, not a `memcmp`, and
 /// 8-byte aligned (a `u128` would pad every entry to 16).
 ///
-/// Entries are kept small (24 bytes here, 16 for the group): a B-tree
-/// node holds 64 of them inline, and an insert shifts half a node and a
-/// new version copies whole nodes, so their size is what an insert costs.
+/// Keys are kept small (24 bytes): a B-tree node holds 32 of them inline
+/// (its values, 24-byte groups, in an array beside them), an insert
+/// shifts part of a node and a new version copies whole nodes, so their
+/// size is what an insert costs.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct SplitKey {
     head: Addr,
@@ -244,11 +245,13 @@ pub(super) struct Subtable {
     /// Set while the trie alone can pass this subtable over.
     pub(super) gate: Option<TrieGate>,
     root: Group,
-    /// Level `j`: groups by the values of the first `j+1` regions. B-trees
-    /// (nodes at least half full) rather than hash tries, whose sparse
-    /// nodes cost kilobytes per handful of entries.
-    levels: Vec<OrdMap<SplitKey, Group>>,
-    prios: OrdMap<u16, u32>,
+    /// Level `j`: groups by the values of the first `j+1` regions.
+    /// B-trees ([`PMap`], nodes full or at least half full) rather than
+    /// hash tries, whose sparse nodes cost kilobytes per handful of
+    /// entries.
+    levels: Vec<PMap<SplitKey, Group>>,
+    /// How many rules of each priority.
+    prios: PMap<u16, u32>,
 }
 
 impl Subtable {
@@ -287,7 +290,7 @@ impl Subtable {
             })
         });
         let mut levels = Vec::with_capacity(regions.len());
-        levels.resize_with(regions.len(), OrdMap::new);
+        levels.resize_with(regions.len(), PMap::new);
         let root = Group::default();
         Subtable {
             mask: *mask,
@@ -297,7 +300,7 @@ impl Subtable {
             gate: None,
             root,
             levels,
-            prios: OrdMap::new(),
+            prios: PMap::new(),
         }
     }
 
@@ -375,7 +378,7 @@ impl Subtable {
     /// priority (OpenFlow's "identical"), puts it in that one's place and
     /// returns the one it replaced. The level that holds the rules is
     /// looked at first, so finding an identical rule costs no walk of its
-    /// own, and a new key is inserted with its group whole (one walk).
+    /// own; each level costs one walk, finding its group or making it.
     pub(super) fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let v = self.values(&rule.matcher);
         let vb = bytemuck::bytes_of(&v);
@@ -383,35 +386,16 @@ impl Subtable {
         match keys.len().checked_sub(1).map(|last| (last, keys.key(last))) {
             Some((last, k)) => {
                 let level = self.levels.last_mut().expect("a level per region");
-                // Inserted first: a key new to the level (an add's common
-                // case) then costs one walk, not a look-up and an insert.
-                let fresh = Group {
-                    count: 1,
-                    rules: Rules::one(Arc::clone(&rule)),
-                };
-                if let Some(mut g) = level.insert(k.clone(), fresh) {
-                    // The key was there: the rule joins its group.
-                    let put = Self::put_rule(&mut g, &rule);
-                    level.insert(k, g);
-                    if let Err(old) = put {
-                        // An identical rule replaced: nothing else moves.
-                        return Some(old);
-                    }
+                // One walk finds the group or makes it.
+                let (g, had) = level.entry(k, Group::default);
+                if let Err(old) = Self::put_rule(g, &rule) {
+                    // An identical rule replaced: nothing else moves.
+                    return Some(old);
                 }
+                debug_assert!(had || g.count == 1);
                 self.root.count += 1;
                 for j in 0..last {
-                    let k = keys.key(j);
-                    let level = &mut self.levels[j];
-                    match level.get_mut(&k) {
-                        Some(g) => g.count += 1,
-                        None => {
-                            let g = Group {
-                                count: 1,
-                                ..Group::default()
-                            };
-                            level.insert(k, g);
-                        }
-                    }
+                    self.levels[j].entry(keys.key(j), Group::default).0.count += 1;
                 }
             }
             // No region: the root holds the rules.
@@ -421,7 +405,7 @@ impl Subtable {
                 }
             }
         }
-        *self.prios.entry(rule.priority).or_insert(0) += 1;
+        *self.prios.entry(rule.priority, || 0).0 += 1;
         self.maxp = self.maxp.max(rule.priority);
         None
     }
@@ -476,7 +460,7 @@ impl Subtable {
         let last = self.levels.last();
         let root = last.is_none().then_some(&self.root);
         last.into_iter()
-            .flat_map(OrdMap::values)
+            .flat_map(PMap::values)
             .chain(root)
             .flat_map(|g| g.rules.iter())
     }
