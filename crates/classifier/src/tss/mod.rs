@@ -37,12 +37,11 @@
 //! trie is built from the rules when the second length comes, O(n) once.
 //!
 //! Every map is persistent (a subtable's levels are B-trees of our own,
-//! `pmap.rs`; the
-//! rest `im` or shared `Arc`s copied on write): cloning
-//! a table is O(1); the first change after a clone copies the list of
-//! subtables (O(masks), not O(rules)) and each change then copies O(log n)
-//! nodes, so a new version of a rule set of any size costs the changes it
-//! holds, and readers of the old one are untouched.
+//! `pmap.rs`; the rest `im` maps or shared `Arc`s copied on write):
+//! cloning a table is O(1); the first change after a clone copies the
+//! list of subtables (O(masks), not O(rules)) and each change then copies
+//! O(log n) nodes, so a new version of a rule set of any size costs the
+//! changes it holds, and readers of the old one are untouched.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
