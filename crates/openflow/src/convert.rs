@@ -708,7 +708,9 @@ fn op_of(
     } else {
         actions(&matcher, table)?
     };
-    let spec = FlowSpec {
+    // Made where the operation is returned (a spec built first and moved
+    // in would be copied, its match whole, once more per flow-mod).
+    let spec = move || FlowSpec {
         table,
         priority: fm.priority,
         cookie: fm.cookie,
@@ -727,11 +729,11 @@ fn op_of(
         of_instructions: (!deleting).then(instructions),
     };
     Ok(match fm.command {
-        fm::ADD => FlowModOp::Add(spec),
-        fm::MODIFY => FlowModOp::Modify(spec, Selection::Loose),
-        fm::MODIFY_STRICT => FlowModOp::Modify(spec, Selection::Strict),
+        fm::ADD => FlowModOp::Add(spec()),
+        fm::MODIFY => FlowModOp::Modify(spec(), Selection::Loose),
+        fm::MODIFY_STRICT => FlowModOp::Modify(spec(), Selection::Strict),
         fm::DELETE | fm::DELETE_STRICT => FlowModOp::Delete {
-            spec,
+            spec: spec(),
             how: if fm.command == fm::DELETE {
                 Selection::Loose
             } else {

@@ -6,7 +6,7 @@ use crate::action::{decode_instructions, Instruction};
 use crate::consts::{msg, OfError, OFP13};
 use crate::multipart::{MpReply, MpRequest};
 use crate::oxm::{decode_match, decode_match_into, encode_match, Oxm};
-use crate::wire::{patch_u16, Rd};
+use crate::wire::{be16, be32, be64, patch_u16, Rd};
 
 /// The 8-byte header every message starts with.
 pub const HEADER_LEN: usize = 8;
@@ -261,15 +261,13 @@ pub fn decode(frame: &[u8]) -> Result<(Header, Message), (Option<Header>, OfErro
 /// The header of a frame, checked against it, and a reader at its body.
 fn header(frame: &[u8]) -> Result<(Header, Rd<'_>), (Option<Header>, OfError)> {
     let mut r = Rd::new(frame, OfError::BAD_LEN);
-    let h = (|| {
-        Ok::<_, OfError>(Header {
-            version: r.u8()?,
-            typ: r.u8()?,
-            len: r.u16()?,
-            xid: r.u32()?,
-        })
-    })()
-    .map_err(|e| (None, e))?;
+    let a: [u8; 8] = r.array().map_err(|e| (None, e))?;
+    let h = Header {
+        version: a[0],
+        typ: a[1],
+        len: be16(&a, 2),
+        xid: be32(&a, 4),
+    };
     if usize::from(h.len) != frame.len() {
         return Err((Some(h), OfError::BAD_LEN));
     }
@@ -527,18 +525,19 @@ fn flow_mod_into(
     fm: &mut FlowMod,
     last: Option<&mut Vec<u8>>,
 ) -> Result<bool, OfError> {
-    fm.cookie = r.u64()?;
-    fm.cookie_mask = r.u64()?;
-    fm.table_id = r.u8()?;
-    fm.command = r.u8()?;
-    fm.idle_timeout = r.u16()?;
-    fm.hard_timeout = r.u16()?;
-    fm.priority = r.u16()?;
-    fm.buffer_id = r.u32()?;
-    fm.out_port = r.u32()?;
-    fm.out_group = r.u32()?;
-    fm.flags = r.u16()?;
-    r.skip(2)?;
+    // The fixed part, read at once (then the match).
+    let a: [u8; 40] = r.array()?;
+    fm.cookie = be64(&a, 0);
+    fm.cookie_mask = be64(&a, 8);
+    fm.table_id = a[16];
+    fm.command = a[17];
+    fm.idle_timeout = be16(&a, 18);
+    fm.hard_timeout = be16(&a, 20);
+    fm.priority = be16(&a, 22);
+    fm.buffer_id = be32(&a, 24);
+    fm.out_port = be32(&a, 28);
+    fm.out_group = be32(&a, 32);
+    fm.flags = be16(&a, 36);
     decode_match_into(r, &mut fm.oxms)?;
     let raw = r.rest();
     match last {

@@ -2,7 +2,7 @@
 //! and `ofp_match`, the list of them padded to 8 bytes.
 
 use crate::consts::OfError;
-use crate::wire::{pad8, patch_u16, put_uint, Rd};
+use crate::wire::{be16, be_uint, pad8, patch_u16, put_uint, Rd};
 
 /// `OFPXMC_OPENFLOW_BASIC`.
 pub const OXM_BASIC: u16 = 0x8000;
@@ -103,9 +103,8 @@ impl Oxm {
 
     /// Reads one TLV.
     pub fn decode(r: &mut Rd<'_>) -> Result<Oxm, OfError> {
-        let class = r.u16()?;
-        let fh = r.u8()?;
-        let len = usize::from(r.u8()?);
+        let h: [u8; 4] = r.array()?;
+        let (class, fh, len) = (be16(&h, 0), h[2], usize::from(h[3]));
         let body = r.take(len)?;
         if class != OXM_BASIC {
             return Err(OfError::BAD_FIELD);
@@ -118,9 +117,9 @@ impl Oxm {
         if len != size * (1 + usize::from(has_mask)) {
             return Err(OfError::BAD_MATCH_LEN);
         }
-        let mut b = Rd::new(body, OfError::BAD_MATCH_LEN);
-        let value = b.uint(size)?;
-        let mask = if has_mask { Some(b.uint(size)?) } else { None };
+        // (The length was checked against the size just above.)
+        let value = be_uint(&body[..size]);
+        let mask = has_mask.then(|| be_uint(&body[size..]));
         Ok(Oxm {
             field,
             value: value & mask.unwrap_or(u128::MAX),

@@ -42,6 +42,15 @@ impl<'a> Rd<'a> {
         self.take(n).map(|_| ())
     }
 
+    /// The next `N` bytes, as an array: a fixed part read with one
+    /// check, its fields then at constant offsets ([`be16`], [`be32`],
+    /// [`be64`]).
+    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], OfError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
     /// One byte.
     pub fn u8(&mut self) -> Result<u8, OfError> {
         Ok(self.take(1)?[0])
@@ -71,6 +80,21 @@ impl<'a> Rd<'a> {
     pub fn uint(&mut self, n: usize) -> Result<u128, OfError> {
         Ok(be_uint(self.take(n)?))
     }
+}
+
+/// The big-endian u16 at `at` of a fixed part ([`Rd::array`]).
+pub fn be16<const N: usize>(a: &[u8; N], at: usize) -> u16 {
+    u16::from_be_bytes([a[at], a[at + 1]])
+}
+
+/// The big-endian u32 at `at` of a fixed part.
+pub fn be32<const N: usize>(a: &[u8; N], at: usize) -> u32 {
+    u32::from_be_bytes([a[at], a[at + 1], a[at + 2], a[at + 3]])
+}
+
+/// The big-endian u64 at `at` of a fixed part.
+pub fn be64<const N: usize>(a: &[u8; N], at: usize) -> u64 {
+    u64::from(be32(a, at)) << 32 | u64::from(be32(a, at + 4))
 }
 
 /// A big-endian number of up to 16 bytes.
