@@ -17,6 +17,7 @@
 //! `seps[i - 1]` and below `seps[i]`. Removals may leave a separator that
 //! is no longer a key; it still bounds the keys, which is all a walk needs.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
@@ -90,6 +91,13 @@ impl<K: Ord, V> Inner<K, V> {
     /// The child whose keys would include `k`.
     fn route(&self, k: &K) -> usize {
         self.seps.partition_point(|s| s <= k)
+    }
+}
+
+impl<K, V> Inner<K, V> {
+    /// [`Inner::route`] of the key `probe` orders against.
+    fn route_by(&self, probe: &impl Fn(&K) -> Ordering) -> usize {
+        self.seps.partition_point(|s| probe(s) != Ordering::Greater)
     }
 }
 
@@ -209,11 +217,18 @@ impl<K: Ord + Clone, V: Clone> Inner<K, V> {
 impl<K: Ord + Clone, V: Clone> PMap<K, V> {
     /// The value of `k`.
     pub(super) fn get(&self, k: &K) -> Option<&V> {
+        self.get_by(|x| x.cmp(k))
+    }
+
+    /// The value of the key that `probe` says is equal, where `probe(x)`
+    /// orders key `x` against the one sought (as `x.cmp(sought)`): a
+    /// look-up by a key that is not built as a `K` (no allocation).
+    pub(super) fn get_by(&self, probe: impl Fn(&K) -> Ordering) -> Option<&V> {
         let mut node = self.root.as_deref()?;
         loop {
             match node {
-                Node::Leaf(l) => return l.keys.binary_search(k).ok().map(|i| &l.vals[i]),
-                Node::Inner(n) => node = &n.kids[n.route(k)],
+                Node::Leaf(l) => return l.keys.binary_search_by(&probe).ok().map(|i| &l.vals[i]),
+                Node::Inner(n) => node = &n.kids[n.route_by(&probe)],
             }
         }
     }
@@ -307,33 +322,60 @@ impl<K: Ord + Clone, V: Clone> PMap<K, V> {
     }
 
     /// The entry with the greatest key at most `k`.
+    #[cfg(test)]
     pub(super) fn get_prev(&self, k: &K) -> Option<(&K, &V)> {
-        fn prev<'a, K: Ord, V>(node: &'a Node<K, V>, k: &K) -> Option<(&'a K, &'a V)> {
-            match node {
-                Node::Leaf(l) => {
-                    let i = l.keys.partition_point(|x| x <= k).checked_sub(1)?;
-                    Some((&l.keys[i], &l.vals[i]))
-                }
-                // (A child before the routed one holds keys below `k`:
-                // it answers if the routed one has none at most `k`.)
-                Node::Inner(n) => (0..=n.route(k)).rev().find_map(|j| prev(&n.kids[j], k)),
-            }
-        }
-        prev(self.root.as_deref()?, k)
+        self.get_prev_by(|x| x.cmp(k))
     }
 
     /// The entry with the least key at least `k`.
+    #[cfg(test)]
     pub(super) fn get_next(&self, k: &K) -> Option<(&K, &V)> {
-        fn next<'a, K: Ord, V>(node: &'a Node<K, V>, k: &K) -> Option<(&'a K, &'a V)> {
+        self.get_next_by(|x| x.cmp(k))
+    }
+
+    /// [`PMap::get_prev`] of the key `probe` orders against (see
+    /// [`PMap::get_by`]).
+    pub(super) fn get_prev_by(&self, probe: impl Fn(&K) -> Ordering) -> Option<(&K, &V)> {
+        fn prev<'a, K, V>(
+            node: &'a Node<K, V>,
+            probe: &impl Fn(&K) -> Ordering,
+        ) -> Option<(&'a K, &'a V)> {
             match node {
                 Node::Leaf(l) => {
-                    let i = l.keys.partition_point(|x| x < k);
-                    Some((l.keys.get(i)?, &l.vals[i]))
+                    let i = l
+                        .keys
+                        .partition_point(|x| probe(x) != Ordering::Greater)
+                        .checked_sub(1)?;
+                    Some((&l.keys[i], &l.vals[i]))
                 }
-                Node::Inner(n) => (n.route(k)..n.kids.len()).find_map(|j| next(&n.kids[j], k)),
+                // (A child before the routed one holds keys below the
+                // probe's: it answers if the routed one has none at most
+                // the probe's.)
+                Node::Inner(n) => (0..=n.route_by(probe))
+                    .rev()
+                    .find_map(|j| prev(&n.kids[j], probe)),
             }
         }
-        next(self.root.as_deref()?, k)
+        prev(self.root.as_deref()?, &probe)
+    }
+
+    /// [`PMap::get_next`] of the key `probe` orders against.
+    pub(super) fn get_next_by(&self, probe: impl Fn(&K) -> Ordering) -> Option<(&K, &V)> {
+        fn next<'a, K, V>(
+            node: &'a Node<K, V>,
+            probe: &impl Fn(&K) -> Ordering,
+        ) -> Option<(&'a K, &'a V)> {
+            match node {
+                Node::Leaf(l) => {
+                    let i = l.keys.partition_point(|x| probe(x) == Ordering::Less);
+                    Some((l.keys.get(i)?, &l.vals[i]))
+                }
+                Node::Inner(n) => {
+                    (n.route_by(probe)..n.kids.len()).find_map(|j| next(&n.kids[j], probe))
+                }
+            }
+        }
+        next(self.root.as_deref()?, &probe)
     }
 
     /// The entry with the least key.
@@ -533,6 +575,7 @@ mod tests {
             for k in (0..2100).step_by(7) {
                 prop_assert_eq!(m.get(&k), r.get(&k));
                 prop_assert_eq!(m.get_prev(&k), r.range(..=k).next_back());
+                prop_assert_eq!(m.get_by(|x| x.cmp(&k)), r.get(&k));
                 prop_assert_eq!(m.get_next(&k), r.range(k..).next());
             }
             prop_assert_eq!(m.get_min(), r.iter().next());

@@ -51,6 +51,43 @@ impl SplitKey {
     }
 }
 
+/// A level key to look for, as [`SplitKey`] would hold it but borrowing
+/// its bytes past 16: a lookup's probes make no allocation. Made once
+/// per probe (its head read whole, once), compared with
+/// [`SplitKey::cmp_probe`] at every step of the walk.
+struct Probe<'a> {
+    head: Addr,
+    tail: &'a [u8],
+}
+
+impl<'a> Probe<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        let n = b.len().min(16);
+        let mut head = [0u8; 16];
+        head[..n].copy_from_slice(&b[..n]);
+        Probe {
+            head: addr(u128::from_be_bytes(head)),
+            tail: b.get(16..).unwrap_or_default(),
+        }
+    }
+}
+
+impl SplitKey {
+    /// How this key orders against the one `SplitKey::new` would make of
+    /// the probe's bytes.
+    fn cmp_probe(&self, p: &Probe<'_>) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        self.head
+            .cmp(&p.head)
+            .then_with(|| match (&self.rest, p.tail.is_empty()) {
+                (None, true) => Ordering::Equal,
+                (None, false) => Ordering::Less,
+                (Some(_), true) => Ordering::Greater,
+                (Some(r), false) => r.0[..].cmp(p.tail),
+            })
+    }
+}
+
 /// The bytes of a level key past its first 16 (behind a thin pointer).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Rest(Box<[u8]>);
@@ -487,7 +524,8 @@ impl Subtable {
         for (j, r) in self.regions.iter().enumerate() {
             let at = lk.len();
             r.push_key(kb, &mut lk);
-            let g = self.levels[j].get(&SplitKey::new(&lk));
+            let p = Probe::new(&lk);
+            let g = self.levels[j].get_by(|x| x.cmp_probe(&p));
             if g.map_or(0, |g| g.count) < prev.count {
                 self.explain(j, &lk[..at], kb, mb, wc);
             }
@@ -517,26 +555,57 @@ impl Subtable {
             let mut k = LevelKey::new();
             k.try_extend_from_slice(pre).expect("regions fit in a key");
             r.push_value(v, &mut k);
-            SplitKey::new(&k)
+            k
         };
         let ours = |k: &SplitKey| {
             let b = k.bytes();
             b.starts_with(pre).then(|| r.key_value(&b, pre.len()))
         };
-        // (get_prev/get_next walk the tree without the allocation a range
-        // iterator makes.)
+        // (Probed by bytes: no key made, so no allocation for one past 16
+        // bytes.)
         let below = x
             .checked_sub(1)
-            .and_then(|b| level.get_prev(&probe(b)))
+            .map(probe)
+            .and_then(|b| {
+                let p = Probe::new(&b);
+                level.get_prev_by(|k| k.cmp_probe(&p))
+            })
             .and_then(|(k, _)| ours(k));
         let above = (x < r.max_value())
-            .then(|| level.get_next(&probe(x + 1)))
-            .flatten()
+            .then(|| probe(x + 1))
+            .and_then(|b| {
+                let p = Probe::new(&b);
+                level.get_next_by(|k| k.cmp_probe(&p))
+            })
             .and_then(|(k, _)| ours(k));
         let mut bits = 0u128;
         for v in [below, above].into_iter().flatten() {
             bits |= prefix_through_first_diff(x ^ v, r.bits());
         }
         r.or_value(w, bits & r.value(mb));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A key orders against bytes as against the key they make, and
+        /// keys of one length order as their bytes do (past 16 bytes too).
+        #[test]
+        fn keys_order_as_their_bytes(
+            (a, b) in (0usize..40).prop_flat_map(|n| (
+                prop::collection::vec(0u8..3, n),
+                prop::collection::vec(0u8..3, n),
+            )),
+        ) {
+            let (ka, kb) = (SplitKey::new(&a), SplitKey::new(&b));
+            prop_assert_eq!(ka.cmp(&kb), a.cmp(&b));
+            prop_assert_eq!(ka.cmp_probe(&Probe::new(&b)), a.cmp(&b));
+            prop_assert_eq!(ka.cmp_probe(&Probe::new(&a)), std::cmp::Ordering::Equal);
+            prop_assert_eq!(&ka.bytes()[..a.len()], &a[..]);
+        }
     }
 }
