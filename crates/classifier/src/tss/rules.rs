@@ -93,10 +93,10 @@ impl Rules {
         let list = match self {
             Rules::None => return None,
             Rules::One(r) if r.id == id => {
-                let Rules::One(r) = std::mem::take(self) else {
-                    unreachable!("matched One")
+                return match std::mem::take(self) {
+                    Rules::One(r) => Some(r),
+                    _ => None,
                 };
-                return Some(r);
             }
             Rules::One(_) => return None,
             Rules::Many(list) => list,
