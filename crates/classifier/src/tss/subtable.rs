@@ -93,14 +93,12 @@ impl SplitKey {
 struct Rest(Box<[u8]>);
 
 impl SplitKey {
+    /// The key of `bytes` (the probe for them, its tail owned).
     fn new(bytes: &[u8]) -> Self {
-        let n = bytes.len().min(16);
-        let mut head = [0u8; 16];
-        head[..n].copy_from_slice(&bytes[..n]);
-        let rest = (bytes.len() > 16).then(|| Box::new(Rest(Box::from(&bytes[16..]))));
+        let p = Probe::new(bytes);
         SplitKey {
-            head: addr(u128::from_be_bytes(head)),
-            rest,
+            head: p.head,
+            rest: (bytes.len() > 16).then(|| Box::new(Rest(Box::from(p.tail)))),
         }
     }
 }
@@ -132,7 +130,12 @@ impl LevelKeys {
 
     /// Level `j`'s key.
     fn key(&self, j: usize) -> SplitKey {
-        SplitKey::new(&self.bytes[..usize::from(self.ends[j])])
+        SplitKey::new(self.level(j))
+    }
+
+    /// Level `j`'s key bytes.
+    fn level(&self, j: usize) -> &[u8] {
+        &self.bytes[..usize::from(self.ends[j])]
     }
 }
 
@@ -507,7 +510,10 @@ impl Subtable {
         let v = self.values(m);
         let keys = self.level_keys(bytemuck::bytes_of(&v));
         let last = match keys.len().checked_sub(1) {
-            Some(j) => self.levels[j].get(&keys.key(j))?,
+            Some(j) => {
+                let p = Probe::new(keys.level(j));
+                self.levels[j].get_by(|x| x.cmp_probe(&p))?
+            }
             None => &self.root,
         };
         last.rules.iter().find(|r| r.priority == priority)
