@@ -175,6 +175,11 @@ pub struct Datapath {
     last_cache_us: u64,
     removed_ports: Vec<PortReport>,
     recirc_gc: crate::recirc_gc::RecircGc,
+    /// Whether a finite input (a capture) has come to its end.
+    input_ended: bool,
+    /// Packets the rx bursts may still take (`--packets`): `usize::MAX`
+    /// for no limit.
+    rx_budget: usize,
 }
 
 impl Datapath {
@@ -204,6 +209,8 @@ impl Datapath {
             last_cache_us: 0,
             removed_ports: Vec::new(),
             recirc_gc: Default::default(),
+            input_ended: false,
+            rx_budget: usize::MAX,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.set_rules(rules);
@@ -430,11 +437,14 @@ impl Datapath {
                 (&mut r.port, &mut r.rx_done)
             }
         };
-        if *rx_done {
+        if *rx_done || self.rx_budget == 0 {
             return 0;
         }
-        let mut batch = PacketBatch::new();
-        match port.rx_burst(&mut self.pool, &mut batch, ofport) {
+        let mut batch = PacketBatch::with_room(self.rx_budget);
+        let status = port.rx_burst(&mut self.pool, &mut batch, ofport);
+        batch.unlimit();
+        self.rx_budget = self.rx_budget.saturating_sub(batch.len());
+        match status {
             RxStatus::Received(_) if no_recv => {
                 let received = batch.len();
                 self.stats.rx_packets += received as u64;
@@ -476,6 +486,7 @@ impl Datapath {
             }
             RxStatus::Exhausted => {
                 *rx_done = true;
+                self.input_ended = true;
                 0
             }
             RxStatus::Idle => 0,
@@ -554,6 +565,24 @@ impl Datapath {
             c.emc.occupancy(),
             c.smc.occupancy(),
         )
+    }
+
+    /// Limits what the rx bursts take from now on to `n` packets in all
+    /// (`None`: no limit), so that a run stops at exactly `--packets`.
+    pub fn set_rx_budget(&mut self, n: Option<usize>) {
+        self.rx_budget = n.unwrap_or(usize::MAX);
+    }
+
+    /// What is left of the [`set_rx_budget`](Self::set_rx_budget) limit.
+    pub fn rx_budget(&self) -> usize {
+        self.rx_budget
+    }
+
+    /// Whether some finite input (a capture read to its end) has ended:
+    /// false for a datapath whose ports never could receive, or whose
+    /// live ports were removed.
+    pub fn input_ended(&self) -> bool {
+        self.input_ended
     }
 
     /// Whether every port that receives has run out of input.

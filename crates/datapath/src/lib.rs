@@ -30,3 +30,16 @@ pub use stats::{DpStats, DropReason, DROP_REASONS};
 /// Open vSwitch's `MAX_RECIRC_DEPTH`): a rule set that recirculates in a
 /// loop drops the packet there, counted as `recirculation limit`.
 pub const MAX_RECIRC_DEPTH: u32 = 6;
+
+/// The longest `tx-flush-interval` (µs), as Open vSwitch's (one second).
+pub const MAX_TX_FLUSH_INTERVAL_US: u64 = 1_000_000;
+
+/// Checks a `tx-flush-interval` against [`MAX_TX_FLUSH_INTERVAL_US`].
+pub fn check_tx_flush_interval(us: u64) -> Result<u64, String> {
+    if us > MAX_TX_FLUSH_INTERVAL_US {
+        return Err(format!(
+            "tx-flush-interval {us}: give 0 to {MAX_TX_FLUSH_INTERVAL_US} µs"
+        ));
+    }
+    Ok(us)
+}

@@ -26,9 +26,18 @@ const _: () = assert!(!std::mem::needs_drop::<Packet>());
 
 /// A fixed-capacity batch of packets. Lives on the stack or inside a
 /// per-thread structure; never allocates.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PacketBatch {
     pkts: ArrayVec<Packet, BATCH_SIZE>,
+    /// How many packets it takes: [`BATCH_SIZE`] unless an rx burst is
+    /// held to fewer ([`PacketBatch::with_room`]).
+    room: u8,
+}
+
+impl Default for PacketBatch {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl PacketBatch {
@@ -36,7 +45,24 @@ impl PacketBatch {
     pub fn new() -> Self {
         PacketBatch {
             pkts: ArrayVec::new(),
+            room: BATCH_SIZE as u8,
         }
+    }
+
+    /// An empty batch that takes at most `room` packets (at most
+    /// [`BATCH_SIZE`]): a receive burst held to what a packet limit
+    /// leaves (ports fill a batch until [`is_full`](Self::is_full)).
+    pub fn with_room(room: usize) -> Self {
+        PacketBatch {
+            pkts: ArrayVec::new(),
+            room: room.min(BATCH_SIZE) as u8,
+        }
+    }
+
+    /// Lifts a [`with_room`](Self::with_room) limit.
+    #[inline]
+    pub fn unlimit(&mut self) {
+        self.room = BATCH_SIZE as u8;
     }
 
     /// Number of packets.
@@ -51,21 +77,25 @@ impl PacketBatch {
         self.pkts.is_empty()
     }
 
-    /// Whether the batch holds [`BATCH_SIZE`] packets.
+    /// Whether the batch holds as many packets as it takes
+    /// ([`BATCH_SIZE`] unless made [`with_room`](Self::with_room)).
     #[inline]
     pub fn is_full(&self) -> bool {
-        self.pkts.is_full()
+        self.pkts.len() >= usize::from(self.room)
     }
 
     /// Room left.
     #[inline]
     pub fn remaining(&self) -> usize {
-        BATCH_SIZE - self.pkts.len()
+        usize::from(self.room).saturating_sub(self.pkts.len())
     }
 
     /// Appends a packet; gives it back if the batch is full.
     #[inline]
     pub fn push(&mut self, pkt: Packet) -> Result<(), Packet> {
+        if self.is_full() {
+            return Err(pkt);
+        }
         self.pkts.try_push(pkt).map_err(|e| e.element())
     }
 
@@ -272,6 +302,27 @@ mod tests {
         assert_eq!(set_bits(0b1010_0001).collect::<Vec<_>>(), vec![0, 5, 7]);
         assert_eq!(set_bits(0).count(), 0);
         assert_eq!(set_bits(u32::MAX).count(), 32);
+    }
+
+    #[test]
+    fn a_batch_with_room_takes_no_more_until_unlimited() {
+        let mut pool = PacketPool::new(64, 256).unwrap();
+        let mut b = PacketBatch::with_room(5);
+        let mut refused = 0;
+        for i in 0..8u8 {
+            if let Err(p) = b.push(pool.alloc_from(&[i; 20]).unwrap()) {
+                pool.free(p);
+                refused += 1;
+            }
+        }
+        assert_eq!((b.len(), refused, b.remaining()), (5, 3, 0));
+        assert!(b.is_full());
+        b.unlimit();
+        assert_eq!(b.remaining(), BATCH_SIZE - 5);
+        assert!(!b.is_full());
+        assert_eq!(PacketBatch::with_room(1000).remaining(), BATCH_SIZE);
+        b.free_all(&mut pool);
+        assert_eq!(pool.available(), 64);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod spec;
 pub mod stream;
 pub mod sys;
 pub mod tap;
+pub mod unix_listen;
 pub mod xdp_prog;
 pub mod xdp_send;
 

@@ -2,7 +2,7 @@
 //! `pcap:rx=in.pcap,loop`, `null`, `afpacket:eth0`, `tap:tap0`,
 //! `stream:unix:/run/sw.sock`, `stream:punix:/run/sw.sock`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::afpacket::{AfPacketOptions, AfPacketPort};
 use crate::afxdp::AfXdpPort;
@@ -430,8 +430,93 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
     }
 }
 
+/// What names a file for [`check_files`]: its device and inode when it
+/// exists (so that two names of one file, links or `a/../a`, are one),
+/// else its absolute path.
+#[derive(Debug, PartialEq, Eq)]
+enum FileId {
+    Inode(u64, u64),
+    Path(PathBuf),
+}
+
+fn file_id(p: &Path) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    if let Ok(m) = std::fs::metadata(p) {
+        return FileId::Inode(m.dev(), m.ino());
+    }
+    // Not there yet (a capture to be written): its directory's real path
+    // and its name.
+    let name = p.file_name().map(PathBuf::from).unwrap_or_default();
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    FileId::Path(std::fs::canonicalize(&dir).unwrap_or(dir).join(name))
+}
+
+/// Refuses ports whose capture files meet: a `tx=` file that is any
+/// port's `rx=` file or another `tx=` file (the same file by any name),
+/// which opening it for writing would destroy or interleave. Called on
+/// every spec before any is opened.
+pub fn check_files(ports: &[(u32, &PortSpec)]) -> Result<(), String> {
+    let mut seen: Vec<(FileId, u32, &'static str, &Path)> = Vec::new();
+    for &(n, spec) in ports {
+        let PortSpec::Pcap { rx, tx, .. } = spec else {
+            continue;
+        };
+        for (p, how) in [(rx, "rx"), (tx, "tx")] {
+            let Some(p) = p else { continue };
+            let id = file_id(p);
+            if let Some((_, m, other, q)) = seen
+                .iter()
+                .find(|(i, _, other, _)| *i == id && (how == "tx" || *other == "tx"))
+            {
+                return Err(format!(
+                    "port {n}: {how}={} is the file of port {m}'s {other}={}: a capture written while it is read, or written twice, is destroyed; give another file",
+                    p.display(),
+                    q.display()
+                ));
+            }
+            seen.push((id, n, how, p));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_capture_is_not_written_while_read_or_written_twice() {
+        use super::{check_files, PortSpec};
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f.pcap");
+        std::fs::write(&f, b"x").unwrap();
+        let link = d.path().join("link.pcap");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let pcap = |rx: Option<&std::path::Path>, tx: Option<&std::path::Path>| PortSpec::Pcap {
+            rx: rx.map(Into::into),
+            tx: tx.map(Into::into),
+            looping: false,
+        };
+        let (a, b) = (pcap(Some(&f), None), pcap(None, Some(&link)));
+        let e = check_files(&[(1, &a), (2, &b)]).unwrap_err();
+        assert!(
+            e.contains("port 2: tx=") && e.contains("port 1's rx="),
+            "{e}"
+        );
+        // One port both ways, and two tx ports on a file not yet made.
+        assert!(check_files(&[(1, &pcap(Some(&f), Some(&f)))]).is_err());
+        let new = d.path().join("sub/../new.pcap");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let (c, e2) = (
+            pcap(None, Some(&d.path().join("new.pcap"))),
+            pcap(None, Some(&new)),
+        );
+        assert!(check_files(&[(3, &c), (4, &e2)]).is_err());
+        // Two ports reading one file is fine; so are distinct files.
+        assert!(check_files(&[(1, &a), (2, &pcap(Some(&link), None)), (3, &c)]).is_ok());
+    }
+
     use super::*;
 
     #[test]

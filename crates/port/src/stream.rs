@@ -58,8 +58,11 @@ pub fn next_frame(buf: &[u8]) -> Framing {
 }
 
 enum Mode {
-    Connect { last_try: Option<Instant> },
-    Listen(UnixListener),
+    Connect {
+        last_try: Option<Instant>,
+    },
+    /// The listener and its socket file (removed when the port goes).
+    Listen(UnixListener, crate::unix_listen::SocketFile),
 }
 
 /// A netdev-dummy-compatible stream port.
@@ -89,25 +92,11 @@ impl StreamPort {
             message: m,
         };
         let mode = if listen {
-            if path.exists() {
-                // A stale socket from an earlier run; refuse anything else.
-                let meta = std::fs::symlink_metadata(path)
-                    .map_err(|e| err(format!("{}: {e}", path.display())))?;
-                use std::os::unix::fs::FileTypeExt;
-                if !meta.file_type().is_socket() {
-                    return Err(err(format!(
-                        "{} exists and is not a socket: not replacing it",
-                        path.display()
-                    )));
-                }
-                std::fs::remove_file(path)
-                    .map_err(|e| err(format!("removing stale {}: {e}", path.display())))?;
-            }
-            let l = UnixListener::bind(path)
-                .map_err(|e| err(format!("cannot listen on {}: {e}", path.display())))?;
+            let (l, file) =
+                crate::unix_listen::listen(path).map_err(|e| err(format!("cannot listen: {e}")))?;
             l.set_nonblocking(true)
                 .map_err(|e| err(format!("non-blocking: {e}")))?;
-            Mode::Listen(l)
+            Mode::Listen(l, file)
         } else {
             Mode::Connect { last_try: None }
         };
@@ -139,7 +128,7 @@ impl StreamPort {
             return;
         }
         let conn = match &mut self.mode {
-            Mode::Listen(l) => match l.accept() {
+            Mode::Listen(l, _) => match l.accept() {
                 Ok((s, _)) => Some(s),
                 Err(_) => None,
             },
@@ -344,8 +333,8 @@ impl Port for StreamPort {
 
 impl Drop for StreamPort {
     fn drop(&mut self) {
-        if matches!(self.mode, Mode::Listen(_)) {
-            let _ = std::fs::remove_file(&self.path);
+        if let Mode::Listen(_, file) = &self.mode {
+            file.remove();
         }
     }
 }

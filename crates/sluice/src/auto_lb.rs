@@ -57,9 +57,11 @@ impl AutoLb {
         load_threshold_pct: u32,
         improvement_pct: u32,
     ) -> Result<Self, String> {
-        if !(interval_s.is_finite() && interval_s >= 0.1) {
+        // At most a billion seconds (config::MAX_SECONDS): more cannot be
+        // added to a clock.
+        if !(interval_s.is_finite() && (0.1..=1e9).contains(&interval_s)) {
             return Err(format!(
-                "pmd-auto-lb interval {interval_s}: give at least 0.1 seconds"
+                "pmd-auto-lb interval {interval_s}: give 0.1 to 1e9 seconds"
             ));
         }
         if !(1..=100).contains(&load_threshold_pct) {
@@ -180,8 +182,9 @@ mod tests {
     fn settings_are_checked() {
         assert!(AutoLb::new(0.05, 95, 25)
             .unwrap_err()
-            .contains("0.1 seconds"));
+            .contains("0.1 to 1e9 seconds"));
         assert!(AutoLb::new(f64::NAN, 95, 25).is_err());
+        assert!(AutoLb::new(1e300, 95, 25).is_err());
         assert!(AutoLb::new(60.0, 0, 25).unwrap_err().contains("1 to 100"));
         assert!(AutoLb::new(60.0, 101, 25).is_err());
         assert!(AutoLb::new(60.0, 95, 101).unwrap_err().contains("0 to 100"));

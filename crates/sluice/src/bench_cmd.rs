@@ -57,6 +57,18 @@ fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
     if a.flows == 0 || a.packets == 0 {
         return Err("--flows and --packets must be at least 1".into());
     }
+    if a.flows > MAX_FLOWS {
+        return Err(format!(
+            "--flows {}: at most {MAX_FLOWS} (flows differ in 24 bits of their addresses)",
+            a.flows
+        ));
+    }
+    if a.packets > MAX_GEN_PACKETS {
+        return Err(format!(
+            "--packets {}: at most {MAX_GEN_PACKETS} (a profile is made in memory)",
+            a.packets
+        ));
+    }
     match a.profile.as_str() {
         "flows" => Ok(flows_profile(a.flows, a.dist, a.packets, a.size, a.seed)),
         "churn" => Ok(churn_profile(
@@ -73,6 +85,14 @@ fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
         )),
     }
 }
+
+/// The most flows a profile has: flows differ in 24 bits of their
+/// addresses ([`sluice_bench::profile::flow_frame`]).
+const MAX_FLOWS: u64 = 1 << 24;
+/// The most packets `sluice gen` writes (a profile is made in memory).
+const MAX_GEN_PACKETS: u64 = 100_000_000;
+/// The most PMD threads a benchmark row may run.
+const MAX_BENCH_PMDS: usize = 64;
 
 /// `sluice gen`.
 pub fn gen(a: GenArgs) -> Result<(), String> {
@@ -204,8 +224,26 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             ));
         }
     }
-    if a.pmds.contains(&0) {
-        return Err("--pmds: give PMD counts of 1 or more".into());
+    if let Some(n) = a.pmds.iter().find(|&&n| !(1..=MAX_BENCH_PMDS).contains(&n)) {
+        return Err(format!(
+            "--pmds {n}: give PMD counts of 1 to {MAX_BENCH_PMDS}"
+        ));
+    }
+    if let Some(f) = a.flows.iter().find(|&&f| !(1..=MAX_FLOWS).contains(&f)) {
+        return Err(format!("--flows {f}: give 1 to {MAX_FLOWS} flows"));
+    }
+    if a.packets == 0 {
+        return Err("--packets: give 1 or more".into());
+    }
+    sluice_datapath::check_tx_flush_interval(a.tx_flush_interval).map_err(|e| format!("--{e}"))?;
+    if !(a.storm_established_mpps.is_finite()
+        && a.storm_established_mpps > 0.0
+        && a.storm_established_mpps <= 1000.0)
+    {
+        return Err(format!(
+            "--storm-established-mpps {}: give more than 0, at most 1000",
+            a.storm_established_mpps
+        ));
     }
     let cpus = sluice_port::sys::allowed_cpus().map_err(|e| format!("CPU affinity: {e}"))?;
     if let Some(&n) = a.pmds.iter().find(|&&n| n > cpus.len()) {

@@ -189,18 +189,56 @@ pub fn parse_flush_arg(s: &str) -> Result<(Option<u32>, u64), String> {
             .parse::<u64>()
             .map_err(|_| format!("'{s}': {what} '{v}' is not a number"))
     };
-    match s.split_once('=') {
-        Some((p, us)) => Ok((Some(num(p, "port")? as u32), num(us, "interval")?)),
-        None => Ok((None, num(s, "interval")?)),
-    }
+    let (port, us) = match s.split_once('=') {
+        Some((p, us)) => {
+            let p = p
+                .trim()
+                .parse::<u32>()
+                .map_err(|_| format!("'{s}': port '{p}' is not a port number"))?;
+            (Some(p), num(us, "interval")?)
+        }
+        None => (None, num(s, "interval")?),
+    };
+    Ok((port, sluice_datapath::check_tx_flush_interval(us)?))
 }
 
-/// Parses a CPU list as given to `--pmd-cores`: `0,1`, `2-5`, `0,2-3`.
+/// The CPUs this machine has (numbered 0 to N-1): from
+/// /sys/devices/system/cpu/possible, else the CPUs this process may use.
+pub fn cpu_count() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|t| {
+            t.trim()
+                .split(',')
+                .filter_map(|r| r.rsplit('-').next()?.trim().parse::<usize>().ok())
+                .max()
+        })
+        .map(|last| last + 1)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Parses a CPU list as given to `--pmd-cores`: `0,1`, `2-5`, `0,2-3`;
+/// every CPU must exist on this machine (see [`check_cpus`]).
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    parse_cpu_list_within(s, cpu_count())
+}
+
+/// [`parse_cpu_list`] on a machine of `n` CPUs.
+pub fn parse_cpu_list_within(s: &str, n: usize) -> Result<Vec<usize>, String> {
     let num = |v: &str| {
         v.trim()
             .parse::<usize>()
             .map_err(|_| format!("'{s}': '{v}' is not a CPU number (expected e.g. 0,1 or 2-5)"))
+    };
+    let exists = |c: usize| {
+        if c < n {
+            Ok(c)
+        } else {
+            Err(format!(
+                "'{s}': CPU {c} does not exist (this machine has CPUs 0-{})",
+                n - 1
+            ))
+        }
     };
     let mut cpus = Vec::new();
     for part in s.split(',') {
@@ -210,12 +248,74 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
                 if a > b {
                     return Err(format!("'{s}': range {a}-{b} runs backwards"));
                 }
+                // Checked before the range is expanded: 0-1000000000000
+                // is an error, not eight terabytes of CPU numbers.
+                exists(b)?;
                 cpus.extend(a..=b);
             }
-            None => cpus.push(num(part)?),
+            None => cpus.push(exists(num(part)?)?),
         }
     }
     Ok(cpus)
+}
+
+/// Checks that every CPU of a list (a configuration file's `pmd_cores`)
+/// exists on this machine.
+pub fn check_cpus(cpus: &[usize]) -> Result<(), String> {
+    let n = cpu_count();
+    match cpus.iter().find(|&&c| c >= n) {
+        Some(c) => Err(format!(
+            "CPU {c} does not exist (this machine has CPUs 0-{})",
+            n - 1
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The most rx queues a port may have.
+pub const MAX_RXQ: usize = 128;
+
+/// Checks an `n_rxq` (`--n-rxq`): 1 to [`MAX_RXQ`].
+pub fn check_n_rxq(n: usize) -> Result<usize, String> {
+    if !(1..=MAX_RXQ).contains(&n) {
+        return Err(format!("n_rxq {n}: give 1 to {MAX_RXQ} queues"));
+    }
+    Ok(n)
+}
+
+/// The longest time any option takes, in seconds (about 31 years): more
+/// cannot be added to a clock.
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// Checks a number of seconds: finite, not negative, at most
+/// [`MAX_SECONDS`], and above 0 unless `zero_ok`.
+pub fn check_seconds(v: f64, zero_ok: bool) -> Result<f64, String> {
+    let lowest = if zero_ok { "0 or more" } else { "more than 0" };
+    if !v.is_finite() || v < 0.0 || (v == 0.0 && !zero_ok) {
+        return Err(format!("{v}: give a number of seconds, {lowest}"));
+    }
+    if v > MAX_SECONDS {
+        return Err(format!("{v}: at most {MAX_SECONDS:e} seconds"));
+    }
+    Ok(v)
+}
+
+/// Parses a number of seconds above 0 (`--duration 2.5`).
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    check_seconds(v, false)
+}
+
+/// Parses a number of seconds, 0 allowed.
+pub fn parse_seconds_or_zero(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    check_seconds(v, true)
 }
 
 /// Parses `N=SPEC` as given to `--port`.
@@ -267,8 +367,11 @@ impl Config {
         let f: FileConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         let mut cfg = Config {
             flows: f.flows.map(|p| resolve(base, p)),
-            pmd_cores: f.pmd_cores,
-            n_rxq: f.n_rxq,
+            pmd_cores: {
+                check_cpus(&f.pmd_cores).map_err(|e| format!("pmd_cores: {e}"))?;
+                f.pmd_cores
+            },
+            n_rxq: f.n_rxq.map(check_n_rxq).transpose()?,
             auto_lb: auto_lb_settings(
                 f.pmd_auto_lb,
                 f.pmd_auto_lb_interval,
@@ -320,6 +423,7 @@ impl Config {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
             if let Some(us) = p.tx_flush_interval {
+                sluice_datapath::check_tx_flush_interval(us)?;
                 cfg.port_tx_flush_us.push((p.number, us));
             }
         }
@@ -366,7 +470,7 @@ impl Config {
                 c.megaflow.max_masks = n;
             }
             if let Some(us) = d.tx_flush_interval {
-                cfg.datapath.tx_flush_interval_us = us;
+                cfg.datapath.tx_flush_interval_us = sluice_datapath::check_tx_flush_interval(us)?;
             }
         }
         Ok(cfg)
@@ -504,10 +608,23 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("1").unwrap(), vec![1]);
-        assert_eq!(parse_cpu_list("0,2-4").unwrap(), vec![0, 2, 3, 4]);
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
-        assert!(parse_cpu_list("a").unwrap_err().contains("not a CPU"));
+        assert_eq!(parse_cpu_list_within("1", 8).unwrap(), vec![1]);
+        assert_eq!(parse_cpu_list_within("0,2-4", 8).unwrap(), vec![0, 2, 3, 4]);
+        assert!(parse_cpu_list_within("3-1", 8)
+            .unwrap_err()
+            .contains("backwards"));
+        assert!(parse_cpu_list_within("a", 8)
+            .unwrap_err()
+            .contains("not a CPU"));
+        // CPUs that do not exist, checked before a range is expanded.
+        let e = parse_cpu_list_within("0-1000000000000", 8).unwrap_err();
+        assert!(
+            e.contains("CPU 1000000000000 does not exist (this machine has CPUs 0-7)"),
+            "{e}"
+        );
+        assert!(parse_cpu_list_within("0,8", 8).is_err());
+        assert!(parse_cpu_list("0").is_ok(), "CPU 0 exists everywhere");
+        assert!(check_cpus(&[0, usize::MAX]).is_err());
         let cfg = Config::from_toml("pmd_cores = [0, 1]\nn_rxq = 4\n", Path::new(".")).unwrap();
         assert_eq!(cfg.pmd_cores, vec![0, 1]);
         assert_eq!(cfg.n_rxq, Some(4));

@@ -18,6 +18,7 @@ use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
 use sluice_datapath::PortConfig;
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
+use sluice_port::PortSpec;
 
 use crate::auto_lb::{AutoLb, Verdict};
 use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
@@ -66,6 +67,9 @@ pub struct Control {
     /// Ports' OpenFlow config bits set by PORT_MOD.
     port_config: Mutex<HashMap<u32, u32>>,
     of_status: Mutex<Option<Box<dyn Fn() -> String + Send + Sync>>>,
+    /// The ports' specs, by number: an added port's capture files are
+    /// checked against them.
+    specs: Mutex<Vec<(u32, PortSpec)>>,
 }
 
 /// A port change.
@@ -125,7 +129,13 @@ impl Control {
             port_watcher: Mutex::new(None),
             port_config: Mutex::new(HashMap::new()),
             of_status: Mutex::new(None),
+            specs: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Tells it the ports the switch started with.
+    pub fn set_port_specs(&self, specs: Vec<(u32, PortSpec)>) {
+        *self.specs.lock().expect("specs") = specs;
     }
 
     fn now_us(&self) -> u64 {
@@ -228,7 +238,9 @@ impl Control {
                         _ => return Err(format!("'{a}': expected tx-flush-interval=US [port=N]")),
                     }
                 }
-                let us = interval.ok_or("expected tx-flush-interval=US")?;
+                let us = sluice_datapath::check_tx_flush_interval(
+                    interval.ok_or("expected tx-flush-interval=US")?,
+                )?;
                 for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, us, tx))? {
                     r?;
                 }
@@ -246,6 +258,13 @@ impl Control {
                 let _reconfig = self.reconfig.lock().expect("reconfig");
                 let arg = rest.join(" ");
                 let (n, spec) = crate::config::parse_port_arg(&arg)?;
+                let mut specs = self.specs.lock().expect("specs");
+                {
+                    let mut all: Vec<(u32, &PortSpec)> =
+                        specs.iter().map(|(m, s)| (*m, s)).collect();
+                    all.push((n, &spec));
+                    sluice_port::spec::check_files(&all)?;
+                }
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
                 let count = crate::rxq_assign::queue_count(self.n_rxq, &spec, n_pmds)?;
                 let queues =
@@ -272,6 +291,8 @@ impl Control {
                     }
                     return Err(e);
                 }
+                specs.push((n, spec.clone()));
+                drop(specs);
                 self.port_changed(PortChange::Added, n, &spec.to_string());
                 Ok(format!(
                     "added port {n} ({spec}){}",
@@ -304,6 +325,7 @@ impl Control {
                     .map(|r| r.map(|p| vec![p]))
                     .collect::<Result<Vec<_>, _>>()?;
                 let merged = merge_ports(&reports);
+                self.specs.lock().expect("specs").retain(|(m, _)| *m != n);
                 if let Some(p) = merged.first() {
                     self.port_changed(PortChange::Deleted, n, &p.name);
                 }

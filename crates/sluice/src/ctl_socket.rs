@@ -6,12 +6,13 @@
 //! `{"ok": true, "output": "..."}`.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use sluice_port::unix_listen::{self, SocketFile};
 
 use crate::ctl::{Control, PMD_TIMEOUT};
 pub use crate::ctl::{Request, Response};
@@ -33,20 +34,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// [`MAX_CONNECTIONS`] at once, each request at most [`MAX_REQUEST`] bytes
 /// arriving within [`REQUEST_DEADLINE`], and an idle connection closed
 /// after [`IDLE_TIMEOUT`].
-pub fn serve(path: &Path, control: Arc<Control>) -> Result<PathBuf, String> {
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(format!(
-                "{}: another sluice is listening there",
-                path.display()
-            ));
-        }
-        std::fs::remove_file(path)
-            .map_err(|e| format!("{}: cannot remove the stale socket: {e}", path.display()))?;
-    }
-    let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn serve(path: &Path, control: Arc<Control>) -> Result<SocketFile, String> {
+    let (listener, file) = unix_listen::listen(path)?;
     let open = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("ctl".into())
@@ -80,7 +69,7 @@ pub fn serve(path: &Path, control: Arc<Control>) -> Result<PathBuf, String> {
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok(path.to_path_buf())
+    Ok(file)
 }
 
 fn reply(w: &mut UnixStream, resp: Response) -> std::io::Result<()> {

@@ -35,10 +35,10 @@ pub struct IoFloorArgs {
     #[arg(long)]
     to: Option<u32>,
     /// Seconds to measure, after the warm-up.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 4.0, value_parser = sluice::config::parse_seconds)]
     seconds: f64,
     /// Seconds to run before measuring.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = sluice::config::parse_seconds_or_zero)]
     warmup: f64,
     /// Frames in the packet pool (the DPDK port needs none: it forwards
     /// its mbufs).

@@ -11,6 +11,7 @@ pub mod cpu;
 pub mod ctl;
 pub mod ctl_socket;
 pub mod link;
+pub mod loglimit;
 pub mod ofchannel;
 mod ofgroups;
 pub mod ofhub;

@@ -51,7 +51,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Forward packets between ports by the rules of a flow file.
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = RUN_HELP, allow_negative_numbers = true)]
     Run(Box<RunArgs>),
     /// Show how the rules handle one packet (like ovs-appctl ofproto/trace).
     Trace(TraceArgs),
@@ -313,7 +313,7 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Stop after this many seconds (for endless inputs).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = sluice::config::parse_seconds)]
     duration: Option<f64>,
     /// Stop after receiving this many packets.
     #[arg(long, value_name = "N")]
@@ -375,7 +375,7 @@ struct RunArgs {
     pmd_auto_lb: bool,
     /// Seconds between looks at the load (default 60, OVS's one minute;
     /// at least 0.1).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = sluice::config::parse_seconds)]
     pmd_auto_lb_interval: Option<f64>,
     /// Busy share (%) that makes a PMD overloaded (default 95).
     #[arg(long, value_name = "PCT")]
@@ -498,17 +498,13 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         cfg.ports.retain(|(m, _)| *m != n);
         cfg.add_port(n, spec)?;
     }
-    if let Some(d) = a.duration {
-        if !(d > 0.0 && d.is_finite()) {
-            return Err(format!("--duration {d}: give a positive number of seconds"));
-        }
-    }
     if let Some(cores) = &a.pmd_cores {
         cfg.pmd_cores =
             sluice::config::parse_cpu_list(cores).map_err(|e| format!("--pmd-cores {e}"))?;
     }
     if let Some(n) = a.n_rxq {
-        cfg.n_rxq = Some(n);
+        cfg.n_rxq =
+            Some(sluice::config::check_n_rxq(n).map_err(|e| format!("--{}", e.replace('_', "-")))?);
     }
     let from_file = cfg.auto_lb;
     cfg.auto_lb = sluice::config::auto_lb_settings(

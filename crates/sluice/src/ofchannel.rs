@@ -12,8 +12,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
@@ -31,13 +30,19 @@ use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
+use sluice_port::unix_listen::SocketFile;
+
 use crate::ctl::Control;
-use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
+use crate::loglimit::LogLimit;
+use crate::ofhub::{Hub, Listener, MAX_OF_CONNECTIONS, SESSION_QUEUE};
 
 pub use crate::ofmultipart::N_TABLES;
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
+/// How long an accepted connection may take to send its HELLO before it
+/// is closed (and counted): an idle or trickling peer holds no slot long.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// A peer that takes this long to accept a reply is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most bytes the writer thread gathers from its queue for one write.
@@ -127,8 +132,13 @@ impl Conn for UnixStream {
 }
 
 /// Listens on `target` and serves each connection on its own thread.
-/// Returns what it listens on, for the log.
-pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Result<String, String> {
+/// Returns what it listens on, for the log, and the socket file of a
+/// `punix:` target (to remove at exit).
+pub fn listen(
+    target: &Target,
+    control: Arc<Control>,
+    info: SwitchInfo,
+) -> Result<(String, Option<SocketFile>), String> {
     match target {
         Target::Tcp(addr) => {
             let l = TcpListener::bind(addr).map_err(|e| format!("ptcp:{addr}: {e}"))?;
@@ -137,46 +147,78 @@ pub fn listen(target: &Target, control: Arc<Control>, info: SwitchInfo) -> Resul
                 .name("of-listen".into())
                 .spawn(move || {
                     for s in l.incoming().flatten() {
-                        let _ = s.set_nodelay(true);
                         let from = s
                             .peer_addr()
                             .map_or_else(|_| "tcp".to_string(), |a| format!("tcp:{a}"));
+                        if !admit(&info.hub, &from) {
+                            continue; // dropping `s` closes it
+                        }
+                        let _ = s.set_nodelay(true);
                         spawn_conn(s, Arc::clone(&control), info.clone(), from);
                     }
                 })
                 .map_err(|e| e.to_string())?;
-            Ok(name)
+            Ok((name, None))
         }
         Target::Unix(path) => {
-            let _ = std::fs::remove_file(path);
-            let l =
-                UnixListener::bind(path).map_err(|e| format!("punix:{}: {e}", path.display()))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                .map_err(|e| format!("punix:{}: {e}", path.display()))?;
+            let (l, file) =
+                sluice_port::unix_listen::listen(path).map_err(|e| format!("punix:{e}"))?;
             let name = format!("unix:{}", path.display());
             let label = name.clone();
             std::thread::Builder::new()
                 .name("of-listen".into())
                 .spawn(move || {
                     for s in l.incoming().flatten() {
-                        spawn_conn(s, Arc::clone(&control), info.clone(), label.clone());
+                        if admit(&info.hub, &label) {
+                            spawn_conn(s, Arc::clone(&control), info.clone(), label.clone());
+                        }
                     }
                 })
                 .map_err(|e| e.to_string())?;
-            Ok(name)
+            Ok((name, Some(file)))
         }
     }
 }
 
+/// Log lines about accepted connections: at most 20 a second.
+static CONN_LOG: LogLimit = LogLimit::new(20, Duration::from_secs(1));
+
+/// Whether a listener takes one more connection: at most
+/// [`MAX_OF_CONNECTIONS`] open at once (counted in the hub until the
+/// connection's thread ends).
+fn admit(hub: &Hub, peer: &str) -> bool {
+    if hub.accepted_open.fetch_add(1, Ordering::AcqRel) >= MAX_OF_CONNECTIONS {
+        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
+        hub.refused_busy.fetch_add(1, Ordering::Relaxed);
+        CONN_LOG.log(&format!(
+            "sluice: OpenFlow connection {peer} refused: {MAX_OF_CONNECTIONS} connections open"
+        ));
+        return false;
+    }
+    true
+}
+
+/// Serves an accepted connection on a thread of its own; it counts in
+/// the hub's `accepted_open` until it ends.
 fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) {
-    let _ = std::thread::Builder::new()
+    let hub = Arc::clone(&info.hub);
+    let spawned = std::thread::Builder::new()
         .name("of-conn".into())
+        .stack_size(512 << 10)
         .spawn(move || {
+            let hub = Arc::clone(&info.hub);
             let mut c = Session::new(s, control, info, peer.clone());
-            if let Err(e) = c.run() {
-                eprintln!("sluice: OpenFlow connection {peer} closed: {e}");
+            c.hello_deadline = Some(HELLO_TIMEOUT);
+            let result = c.run();
+            drop(c);
+            hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
+            if let Err(e) = result {
+                CONN_LOG.log(&format!("sluice: OpenFlow connection {peer} closed: {e}"));
             }
         });
+    if spawned.is_err() {
+        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// One OpenFlow connection. Its thread reads and answers; everything it
@@ -199,6 +241,8 @@ struct Session<S> {
     /// Reads its flow-mods (buffers and instructions kept from one to the
     /// next).
     flow_mods: FlowModReader,
+    /// For an accepted connection: how long its HELLO may take.
+    hello_deadline: Option<Duration>,
 }
 
 impl<S> Drop for Session<S> {
@@ -238,6 +282,7 @@ impl<S: Conn> Session<S> {
             registered: None,
             peer,
             flow_mods: FlowModReader::default(),
+            hello_deadline: None,
         }
     }
 
@@ -303,7 +348,24 @@ impl<S: Conn> Session<S> {
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_heard = Instant::now();
         let mut probed = false;
+        let opened = Instant::now();
+        if let Some(d) = self.hello_deadline {
+            // Wake in time to close a peer that never says HELLO.
+            self.s
+                .set_timeouts(Some(d.min(PROBE)), Some(WRITE_TIMEOUT))
+                .map_err(|e| e.to_string())?;
+        }
         loop {
+            if !self.hello && self.hello_deadline.is_some_and(|d| opened.elapsed() >= d) {
+                self.info
+                    .hub
+                    .closed_no_hello
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(format!(
+                    "no HELLO within {} s",
+                    self.hello_deadline.unwrap_or_default().as_secs()
+                ));
+            }
             match self.s.read(&mut chunk) {
                 Ok(0) => return Ok(()),
                 Ok(n) => {
@@ -454,7 +516,7 @@ impl<S: Conn> Session<S> {
                 return Err("the peer speaks no OpenFlow 1.3".into());
             }
             self.hello = true;
-            eprintln!("sluice: OpenFlow 1.3 connection {}", self.peer);
+            CONN_LOG.log(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
                 self.listener
                     .wants_packet_ins

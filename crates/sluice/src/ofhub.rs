@@ -155,7 +155,17 @@ pub struct Hub {
     pub no_controller: AtomicU64,
     /// The greatest generation_id a master or slave request brought.
     generation: Mutex<Option<u64>>,
+    /// Connections accepted by the listeners and still open.
+    pub accepted_open: std::sync::atomic::AtomicUsize,
+    /// Connections the listeners refused: [`MAX_OF_CONNECTIONS`] were open.
+    pub refused_busy: AtomicU64,
+    /// Accepted connections closed for sending no HELLO in time.
+    pub closed_no_hello: AtomicU64,
 }
+
+/// Most connections the OpenFlow listeners (`--listen`) keep open at
+/// once; one more is closed at once and counted.
+pub const MAX_OF_CONNECTIONS: usize = 128;
 
 impl Hub {
     /// A hub limiting each controller to `rate` packet-ins a second (0:
@@ -185,9 +195,13 @@ impl Hub {
     pub fn show(&self) -> String {
         let outlets = self.outlets.lock().expect("outlets");
         let mut o = format!(
-            "OpenFlow connections: {} (packet-ins no controller took: {})\n",
+            "OpenFlow connections: {} (packet-ins no controller took: {})\n\
+             listeners: {} open of at most {MAX_OF_CONNECTIONS}, refused (too many open) {}, closed (no HELLO in time) {}\n",
             outlets.len(),
-            self.no_controller.load(Ordering::Relaxed)
+            self.no_controller.load(Ordering::Relaxed),
+            self.accepted_open.load(Ordering::Relaxed),
+            self.refused_busy.load(Ordering::Relaxed),
+            self.closed_no_hello.load(Ordering::Relaxed),
         );
         for c in outlets.iter() {
             let l = &c.listener;

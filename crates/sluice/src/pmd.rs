@@ -58,10 +58,19 @@ pub struct Shared {
     pub stop: Arc<AtomicBool>,
     /// Packets received by all PMDs, kept only when `--packets` is given.
     pub received: AtomicU64,
+    /// Packets PMDs may receive: `received` and what each PMD has
+    /// reserved for its next poll (given back unused), so that together
+    /// they receive exactly `--packets`.
+    pub claimed: AtomicU64,
     /// PMDs whose inputs are not all used up. A PMD whose inputs end keeps
     /// polling (its ports' queues stay served, it answers commands) until
     /// every PMD's inputs end.
     pub busy: AtomicUsize,
+    /// Whether some PMD's finite input (a capture) has ended. With
+    /// [`Limits::hold`], a run ends for want of input only then: a switch
+    /// whose ports never received, or whose live ports were removed,
+    /// waits for ports to be added.
+    pub input_ended: AtomicBool,
 }
 
 /// A PMD's packet-ins on their way to the OpenFlow channel, and where to
@@ -135,12 +144,33 @@ impl Liveness<'_> {
     /// Counts this PMD in or out of `busy` as its datapath says.
     fn update(&mut self, dp: &Datapath) {
         let live = !dp.rx_exhausted();
+        if dp.input_ended() {
+            self.shared.input_ended.store(true, Ordering::Relaxed);
+        }
         if live && !self.inputs_left {
             self.shared.busy.fetch_add(1, Ordering::AcqRel);
         } else if !live && self.inputs_left {
             self.shared.busy.fetch_sub(1, Ordering::AcqRel);
         }
         self.inputs_left = live;
+    }
+}
+
+/// Packets a PMD reserves for one poll under `--packets` (a few bursts).
+const RESERVE: u64 = 8 * sluice_packet::BATCH_SIZE as u64;
+
+/// Takes up to `want` of what is left below `max` in `claimed`.
+fn reserve(claimed: &AtomicU64, max: u64, want: u64) -> u64 {
+    let mut cur = claimed.load(Ordering::Acquire);
+    loop {
+        let k = want.min(max.saturating_sub(cur));
+        if k == 0 {
+            return 0;
+        }
+        match claimed.compare_exchange_weak(cur, cur + k, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return k,
+            Err(now) => cur = now,
+        }
     }
 }
 
@@ -151,6 +181,9 @@ pub struct Limits {
     pub duration: Option<std::time::Duration>,
     /// Packets received.
     pub packets: Option<u64>,
+    /// Keep running when no port receives (a control front end can add
+    /// ports): only a finite input that ended, a limit or a stop ends it.
+    pub hold: bool,
 }
 
 /// A running PMD thread.
@@ -279,6 +312,7 @@ pub fn spawn(
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
     let deadline = limits.duration.map(|d| start + d);
     let max_packets = limits.packets;
+    let hold = limits.hold;
     let join = std::thread::Builder::new()
         .name(format!("pmd{}", placement.index))
         .spawn(move || {
@@ -320,7 +354,8 @@ pub fn spawn(
                     }
                 }
                 live.update(&dp);
-                if shared.busy.load(Ordering::Acquire) == 0
+                if (shared.busy.load(Ordering::Acquire) == 0
+                    && (!hold || shared.input_ended.load(Ordering::Relaxed)))
                     || shared.stop.load(Ordering::Relaxed)
                     || max_packets.is_some_and(|n| shared.received.load(Ordering::Relaxed) >= n)
                 {
@@ -331,7 +366,18 @@ pub fn spawn(
                 }) {
                     break;
                 }
-                let n = dp.poll_once_clocked(&clock);
+                // With --packets, this poll may take what it reserved.
+                let reserved = max_packets.map(|max| {
+                    let k = reserve(&shared.claimed, max, RESERVE);
+                    dp.set_rx_budget(Some(k as usize));
+                    k
+                });
+                dp.poll_once_clocked(&clock);
+                if let Some(k) = reserved {
+                    let unused = dp.rx_budget() as u64;
+                    shared.claimed.fetch_sub(unused, Ordering::AcqRel);
+                    shared.received.fetch_add(k - unused, Ordering::AcqRel);
+                }
                 // Packet-ins leave for the OpenFlow channel in one batch
                 // per iteration through a bounded queue (one hand-over, at
                 // most one wake-up, per batch). A batch the queue has no
@@ -383,9 +429,6 @@ pub fn spawn(
                     if worked {
                         dp.charge_packet_ins(sluice_datapath::cycles::now().wrapping_sub(t0));
                     }
-                }
-                if max_packets.is_some() && n > 0 {
-                    shared.received.fetch_add(n as u64, Ordering::Relaxed);
                 }
             }
             if live.inputs_left {

@@ -53,6 +53,7 @@ impl RunOptions {
         pmd::Limits {
             duration: self.duration,
             packets: self.packets,
+            hold: self.ctl.is_some() || self.openflow(),
         }
     }
 }
@@ -342,15 +343,16 @@ pub fn run_ports(
         .map(|p| (p.placement, p.commands.clone()))
         .collect();
     let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
+    control.set_port_specs(cfg.ports.clone());
     let socket = match &opts.ctl {
         Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
-            Ok(p) => {
+            Ok(f) => {
                 eprintln!(
                     "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
-                    p.display(),
-                    p.display()
+                    f.path().display(),
+                    f.path().display()
                 );
-                Some(p)
+                Some(f)
             }
             Err(e) => {
                 shared.stop.store(true, Ordering::Relaxed);
@@ -362,8 +364,54 @@ pub fn run_ports(
         },
         None => None,
     };
-    if opts.openflow() {
-        let hub = Arc::new(crate::ofhub::Hub::new(opts.controller_rate_limit));
+    // Timeouts are the control plane's: it removes timed-out rules from
+    // the rules it owns, in every mode (a flow file's or `sluice ctl`'s
+    // rules time out as a controller's do), and tells the controllers
+    // (FLOW_REMOVED) when there are any.
+    let of_hub = opts
+        .openflow()
+        .then(|| Arc::new(crate::ofhub::Hub::new(opts.controller_rate_limit)));
+    {
+        let (control, hub, stop) = (Arc::clone(&control), of_hub.clone(), Arc::clone(&shared));
+        std::thread::Builder::new()
+            .name("expire".into())
+            .spawn(move || {
+                let mut links = crate::link::LinkWatch::default();
+                let mut tick = 0u64;
+                while !stop.stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(250));
+                    tick += 1;
+                    // Every half second, for controllers: live ports whose
+                    // link went up or down (PORT_STATUS, reason modify).
+                    if hub.is_some() && tick.is_multiple_of(2) {
+                        if let Ok(ports) = control.port_reports() {
+                            let specs = ports.iter().map(|p| (p.ofport, p.name.as_str()));
+                            for (ofport, _) in links.changes(specs) {
+                                if let Some(p) = ports.iter().find(|p| p.ofport == ofport) {
+                                    control.port_changed(
+                                        crate::ctl::PortChange::Modified,
+                                        ofport,
+                                        &p.name,
+                                    );
+                                }
+                            }
+                        }
+                    }
+                    if let Ok(gone) = control.expire_rules() {
+                        let Some(hub) = &hub else { continue };
+                        let now = control.uptime_us();
+                        for (r, why) in gone {
+                            if r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0 {
+                                hub.flow_removed(&r, why, now);
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| format!("rule expiry thread: {e}"))?;
+    }
+    let mut of_sockets = Vec::new();
+    if let Some(hub) = of_hub {
         if let Some(rx) = pin_rx {
             hub.spawn(rx)
                 .map_err(|e| format!("packet-in thread: {e}"))?;
@@ -381,50 +429,6 @@ pub fn run_ports(
                 "secure: with no controller connected the rules stay as they are"
             }
         );
-        // Timeouts are the control plane's: it removes timed-out rules
-        // from the rules it owns and tells the controllers (FLOW_REMOVED).
-        {
-            let (control, hub, stop) = (
-                Arc::clone(&control),
-                Arc::clone(&info.hub),
-                Arc::clone(&shared),
-            );
-            std::thread::Builder::new()
-                .name("of-expire".into())
-                .spawn(move || {
-                    let mut links = crate::link::LinkWatch::default();
-                    let mut tick = 0u64;
-                    while !stop.stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(250));
-                        tick += 1;
-                        // Every half second: live ports whose link went up
-                        // or down (PORT_STATUS, reason modify).
-                        if tick.is_multiple_of(2) {
-                            if let Ok(ports) = control.port_reports() {
-                                let specs = ports.iter().map(|p| (p.ofport, p.name.as_str()));
-                                for (ofport, _) in links.changes(specs) {
-                                    if let Some(p) = ports.iter().find(|p| p.ofport == ofport) {
-                                        control.port_changed(
-                                            crate::ctl::PortChange::Modified,
-                                            ofport,
-                                            &p.name,
-                                        );
-                                    }
-                                }
-                            }
-                        }
-                        if let Ok(gone) = control.expire_rules() {
-                            let now = control.uptime_us();
-                            for (r, why) in gone {
-                                if r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0 {
-                                    hub.flow_removed(&r, why, now);
-                                }
-                            }
-                        }
-                    }
-                })
-                .map_err(|e| format!("rule expiry thread: {e}"))?;
-        }
         let hub = Arc::clone(&info.hub);
         control.on_of_show(Box::new(move || hub.show()));
         let hub = Arc::clone(&info.hub);
@@ -446,9 +450,12 @@ pub fn run_ports(
         }
         for t in &opts.listen {
             match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
-                Ok(name) => eprintln!(
-                    "sluice: OpenFlow 1.3 on {name} ('ovs-ofctl -O OpenFlow13 dump-flows {name}')"
-                ),
+                Ok((name, file)) => {
+                    eprintln!(
+                        "sluice: OpenFlow 1.3 on {name} ('ovs-ofctl -O OpenFlow13 dump-flows {name}')"
+                    );
+                    of_sockets.extend(file);
+                }
                 Err(e) => {
                     shared.stop.store(true, Ordering::Relaxed);
                     for p in pmds {
@@ -481,8 +488,9 @@ pub fn run_ports(
             }
         }
     }
-    if let Some(p) = socket {
-        let _ = std::fs::remove_file(p);
+    // Only the sockets this run bound, if they are still there.
+    for f in socket.iter().chain(&of_sockets) {
+        f.remove();
     }
     if let Some(t) = auto_lb {
         // The PMDs set `stop` as they end, which ends it too.
@@ -571,6 +579,9 @@ pub fn run(
     };
     set_rule_modes(&mut rules, cfg)?;
     let placements = placements(cfg)?;
+    let specs: Vec<(u32, &sluice_port::PortSpec)> =
+        cfg.ports.iter().map(|(n, s)| (*n, s)).collect();
+    sluice_port::spec::check_files(&specs)?;
     let mut ports = Vec::new();
     for (n, spec) in &cfg.ports {
         let count = queue_count(cfg.n_rxq, spec, placements.len())?;

@@ -24,22 +24,33 @@ pub fn key_from_description(desc: &str) -> Result<(FlowKey, bool), String> {
     Ok((key, ttl_assumed))
 }
 
-/// The bytes of a packet given in hex.
+/// The bytes of a packet given in hex (spaces and colons between digits
+/// allowed).
 pub fn packet_bytes(hex: &str) -> Result<Vec<u8>, String> {
-    let clean: String = hex
+    let digits: Vec<char> = hex
         .chars()
         .filter(|c| !c.is_whitespace() && *c != ':')
         .collect();
-    if !clean.len().is_multiple_of(2) {
-        return Err("packet: odd number of hex digits".into());
+    if let Some((at, c)) = hex
+        .chars()
+        .enumerate()
+        .find(|(_, c)| !c.is_ascii_hexdigit() && !c.is_whitespace() && *c != ':')
+    {
+        return Err(format!(
+            "--packet: '{c}' (character {}) is not a hex digit",
+            at + 1
+        ));
     }
-    (0..clean.len())
-        .step_by(2)
-        .map(|i| {
-            u8::from_str_radix(&clean[i..i + 2], 16)
-                .map_err(|_| format!("packet: '{}' is not hex", &clean[i..i + 2]))
+    if !digits.len().is_multiple_of(2) {
+        return Err("--packet: odd number of hex digits".into());
+    }
+    Ok(digits
+        .chunks(2)
+        .map(|d| {
+            // Both are ASCII hex digits (checked above).
+            (d[0].to_digit(16).unwrap_or(0) << 4 | d[1].to_digit(16).unwrap_or(0)) as u8
         })
-        .collect::<Result<Vec<u8>, String>>()
+        .collect())
 }
 
 /// The flow of a packet given in hex, received on `in_port`, with VLAN
@@ -183,7 +194,28 @@ fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Transla
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use sluice_classifier::parse_flow_file;
+
+    #[test]
+    fn packet_hex_refuses_what_is_not_hex_without_panicking() {
+        assert_eq!(packet_bytes("0a:1B ff").unwrap(), vec![0x0a, 0x1b, 0xff]);
+        let e = packet_bytes("aéb").unwrap_err();
+        assert!(e.contains("'é' (character 2) is not a hex digit"), "{e}");
+        assert!(packet_bytes("abc").unwrap_err().contains("odd"));
+        assert!(packet_bytes("+1").unwrap_err().contains("'+'"));
+    }
+
+    proptest! {
+        /// Any text is bytes or an error, never a panic; hex of bytes
+        /// reads back as those bytes.
+        #[test]
+        fn packet_hex_takes_any_text(text in "\\PC{0,40}", bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = packet_bytes(&text);
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            prop_assert_eq!(packet_bytes(&hex).unwrap(), bytes);
+        }
+    }
 
     #[test]
     fn trace_like_ofproto_trace() {

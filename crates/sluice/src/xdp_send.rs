@@ -49,7 +49,7 @@ pub struct XdpSendArgs {
     #[arg(long, default_value_t = 64)]
     size: usize,
     /// Seconds to send (0: until interrupted or --count is reached).
-    #[arg(long, default_value_t = 10.0)]
+    #[arg(long, default_value_t = 10.0, value_parser = sluice::config::parse_seconds_or_zero)]
     seconds: f64,
     /// Frames to send in all, then stop (0: no limit).
     #[arg(long, default_value_t = 0)]

@@ -417,7 +417,7 @@ fn several_pmds_share_the_work_and_the_accounting() {
     let o = run(&format!("{},{}", cpus[0], cpus[0]), "2=null");
     assert!(stderr(&o).contains("given twice"), "{}", stderr(&o));
     let o = run("100000", "2=null");
-    assert!(stderr(&o).contains("not available"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
     let o = run("x", "2=null");
     assert!(stderr(&o).contains("not a CPU"), "{}", stderr(&o));
     if cpus.len() >= 2 {
@@ -532,7 +532,7 @@ fn io_floor_forwards_everything_it_receives_and_refuses_what_it_cannot_measure()
         (vec!["--port", "2=null"], "no port that receives"),
         (
             vec!["--port", &rx, "--port", "2=null", "--seconds", "0"],
-            "--seconds must be above 0",
+            "for '--seconds <SECONDS>': 0: give a number of seconds, more than 0",
         ),
     ] {
         let mut a = vec!["io-floor"];
@@ -562,7 +562,10 @@ fn xdp_send_refuses_bad_input() {
         (vec!["lo", "--size", "10"], "--size must be 60 to"),
         (vec!["lo", "--flows", "0"], "--flows must be 1 to 60000"),
         (vec!["lo", "--burst", "0"], "--burst must be at least 1"),
-        (vec!["lo", "--seconds=-1"], "--seconds must be 0 or more"),
+        (
+            vec!["lo", "--seconds=-1"],
+            "for '--seconds <SECONDS>': -1: give a number of seconds, 0 or more",
+        ),
         (vec!["lo", "--pcap", &e], "the capture is empty"),
         (vec!["nosuchif0"], "no network interface 'nosuchif0'"),
     ] {
