@@ -37,7 +37,8 @@ pub use dpaction::DpAction;
 pub use flow_match::Match;
 pub use frag::FragHandling;
 pub use parse::{
-    parse_flow, parse_flow_file, parse_flow_file_parallel, FlowSpec, ParseError, Require,
+    parse_flow, parse_flow_file, parse_flow_file_parallel, parse_flow_file_with_warnings,
+    parse_flow_with_warnings, FlowSpec, ParseError, Require,
 };
 pub use table::{Rule, RuleSet};
 pub use xlate::{resolve_select, translate, translate_actions, Translation, XlateDrop, XlateEnv};

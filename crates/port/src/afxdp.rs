@@ -51,6 +51,14 @@ const RING_SIZE: u32 = 1024;
 /// Frames kept in the fill ring (at most; fewer when the pool is short).
 const FILL_TARGET: usize = 1024;
 
+/// The pool frames a datapath with `sockets` AF_XDP sockets on its pool
+/// should have at least: each socket lends [`FILL_TARGET`] frames to its
+/// fill ring, and as many again stay free for output queues, the copies a
+/// multi-output rule makes and packet-ins.
+pub fn pool_frames_for(sockets: usize) -> usize {
+    sockets * FILL_TARGET * 2
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct RingOffsets {
@@ -367,8 +375,13 @@ impl AfXdpPort {
         let Some(live) = &mut self.live else { return };
         let want = FILL_TARGET.saturating_sub(self.in_fill);
         let room = live.fill.free() as usize;
+        // A quarter of the pool is never lent: the datapath needs frames of
+        // its own for the copies a multi-output rule makes (one frame to
+        // several ports), or those copies could not be made at all.
+        let reserve = pool.capacity() / 4;
+        let spare = pool.available().saturating_sub(reserve);
         let mut added = 0;
-        for _ in 0..want.min(room) {
+        for _ in 0..want.min(room).min(spare) {
             let Some(pkt) = pool.alloc() else { break };
             let frame = pkt.frame_index() as usize;
             live.fill.write_addr(frame as u64 * live.frame_size);

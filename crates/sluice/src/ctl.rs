@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sluice_classifier::table::{flag, Removal, Selection};
 use sluice_classifier::Rule;
-use sluice_classifier::{parse_flow, parse_flow_file, Require, RuleSet};
+use sluice_classifier::{parse_flow, Require, RuleSet};
 use sluice_datapath::PortConfig;
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
@@ -680,25 +680,30 @@ impl Control {
         let out = match cmd {
             "add-flow" => {
                 let line = args.join(" ");
-                let spec = parse_flow(&line, Require::Actions).map_err(|e| e.to_string())?;
+                let (spec, warnings) =
+                    sluice_classifier::parse_flow_with_warnings(&line, Require::Actions)
+                        .map_err(|e| e.to_string())?;
                 admit(std::slice::from_ref(&spec))?;
                 next.add(&spec, now);
-                "added 1 rule".to_string()
+                format!("{}added 1 rule", warning_lines(&warnings))
             }
             "add-flows" | "replace-flows" => {
                 let [name, text] = args else {
                     return Err(format!("{cmd} needs a file"));
                 };
-                let specs = parse_flow_file(text, Some(name)).map_err(|e| e.to_string())?;
+                let (specs, warnings) =
+                    sluice_classifier::parse_flow_file_with_warnings(text, Some(name))
+                        .map_err(|e| e.to_string())?;
                 admit(&specs)?;
+                let said = warning_lines(&warnings);
                 if cmd == "add-flows" {
                     for s in &specs {
                         next.add(s, now);
                     }
-                    format!("added {} rules", specs.len())
+                    format!("{said}added {} rules", specs.len())
                 } else {
                     let (kept, added, removed) = next.replace_with(&specs, now);
-                    format!("kept {kept}, added {added}, removed {removed} rules")
+                    format!("{said}kept {kept}, added {added}, removed {removed} rules")
                 }
             }
             "mod-flows" => {
@@ -723,6 +728,11 @@ impl Control {
         *rules = next;
         Ok(out)
     }
+}
+
+/// Parse warnings (a field dropped from a match), a line each.
+fn warning_lines(warnings: &[sluice_classifier::ParseError]) -> String {
+    warnings.iter().map(|w| format!("warning: {w}\n")).collect()
 }
 
 /// The OpenFlow error for what a rule set refuses.

@@ -88,13 +88,20 @@ pub fn load_rules(path: &Path) -> Result<RuleSet, String> {
 }
 
 /// Reads and parses a flow file (all-or-nothing) on every core: for
-/// loading before anything forwards.
+/// loading before anything forwards. What a rule kept differs from its
+/// line (a field dropped from the match, as Open vSwitch does) is said on
+/// stderr with its line and column.
 pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read flow file {}: {e}", path.display()))?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
-        .map_err(|e| e.to_string())
+    let (specs, warnings) =
+        parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
+            .map_err(|e| e.to_string())?;
+    for w in warnings {
+        eprintln!("sluice: warning: {w}");
+    }
+    Ok(specs)
 }
 
 /// Gives the rules the configured choices where OVS and OpenFlow differ,
@@ -207,6 +214,19 @@ impl PmdPorts {
         rules: Arc<RuleSet>,
         port_tx_flush_us: &[(u32, u64)],
     ) -> Result<Datapath, String> {
+        // AF_XDP sockets lend pool frames to their fill rings: a pool too
+        // small for them leaves no frame to copy a packet into.
+        let xdp = self
+            .own
+            .iter()
+            .map(|(_, _, q)| q.name())
+            .chain(self.extra.iter().map(|(_, q)| q.port.name()))
+            .filter(|n| n.starts_with("afxdp:"))
+            .count();
+        let mut cfg = cfg;
+        cfg.pool_frames = cfg
+            .pool_frames
+            .max(sluice_port::afxdp::pool_frames_for(xdp));
         let mut dp = Datapath::new(cfg, rules).map_err(|e| e.to_string())?;
         for (ofport, qid, q) in self.own {
             dp.add_port_queue(ofport, qid, q)

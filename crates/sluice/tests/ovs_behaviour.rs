@@ -245,3 +245,70 @@ fn push_mpls_ttl_over_arp_follows_the_mode() {
         assert!(line.contains(ttl), "{mode}: {line}");
     }
 }
+
+/// A neighbor discovery field whose prerequisite the ICMPv6 type or code
+/// of the same rule rules out is dropped from the match with a warning
+/// (line:column), as Open vSwitch 3.1 normalises it away; each kept match
+/// is the one `ovs-ofctl parse-flow` prints.
+#[test]
+fn nd_fields_unmet_by_a_value_are_dropped_as_ovs_does() {
+    let d = tempfile::tempdir().unwrap();
+    let lines = [
+        (
+            "icmp6,icmp_type=136,icmp_code=4,nd_target=2001:db8::10",
+            "icmp6,icmp_type=136,icmp_code=4",
+        ),
+        (
+            "icmp6,icmp_type=136,nd_sll=00:00:00:00:00:01",
+            "icmp6,icmp_type=136",
+        ),
+        (
+            "icmp6,icmp_type=135,nd_tll=00:00:00:00:00:01",
+            "icmp6,icmp_type=135",
+        ),
+        ("icmp6,icmp_type=134,nd_target=::1", "icmp6,icmp_type=134"),
+        (
+            "icmp6,icmp_type=135,nd_sll=00:00:00:00:00:01",
+            "icmp6,icmp_type=135,nd_sll=00:00:00:00:00:01",
+        ),
+        (
+            "icmp6,icmp_type=136,icmp_code=0,nd_target=::1",
+            "icmp6,icmp_type=136,icmp_code=0,nd_target=::1",
+        ),
+    ];
+    let flows = d.path().join("nd.flows");
+    let text: String = lines
+        .iter()
+        .enumerate()
+        .map(|(i, (l, _))| format!("priority={},{l},actions=drop\n", 100 + i))
+        .collect();
+    std::fs::write(&flows, text).unwrap();
+    let o = sluice(&["check", &flows.display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("nd.flows:1:46: nd_target dropped from the match: icmp_code=4 is not 0"),
+        "{err}"
+    );
+    assert_eq!(err.matches("dropped from the match").count(), 4, "{err}");
+    let out = stdout(&o);
+    for (i, (line, kept)) in lines.iter().enumerate() {
+        let want = format!("priority={},{kept} actions=drop", 100 + i);
+        assert!(out.contains(&want), "{line}: want {want} in\n{out}");
+        // The reference: what OVS keeps of the same line.
+        let (ok, ovs) = support::ofctl(&[
+            "parse-flow",
+            &format!("priority={},{line},actions=drop", 100 + i),
+        ]);
+        assert!(ok, "{ovs}");
+        assert!(
+            ovs.contains(&format!("ADD {want}")),
+            "OVS keeps {want}: {ovs}"
+        );
+    }
+    // Missing a match (no icmp_type) is still refused, with the reason.
+    std::fs::write(&flows, "icmp6,nd_target=::1,actions=drop\n").unwrap();
+    let o = sluice(&["check", &flows.display().to_string()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nd_target requires"), "{}", stderr(&o));
+}

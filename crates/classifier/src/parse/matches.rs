@@ -182,9 +182,18 @@ impl MatchParser<'_> {
     }
 
     /// Checks each named field's prerequisite against the whole match, so
-    /// that field order in the line does not matter.
-    pub(super) fn check_prereqs(&self) -> Result<(), ParseError> {
+    /// that field order in the line does not matter. A neighbor discovery
+    /// field whose prerequisite fails only by the ICMPv6 type or code given
+    /// (`icmp6,icmp_type=136,icmp_code=4,nd_target=...`) is dropped from
+    /// the match, as Open vSwitch normalises it away, with a warning in
+    /// `warn`; any other unmet prerequisite is an error.
+    pub(super) fn check_prereqs(&mut self, warn: &mut Vec<ParseError>) -> Result<(), ParseError> {
+        let mut dropped = Vec::new();
         for &(field, at) in &self.named {
+            if let Some(why) = nd_unmet_by_value(field, &self.m) {
+                dropped.push((field, at, why));
+                continue;
+            }
             if !field.prereq.holds(&self.m.value, &self.m.mask) && field.prereq != Prereq::Vlan {
                 return Err(self.cx.err(
                     at,
@@ -192,7 +201,50 @@ impl MatchParser<'_> {
                 ));
             }
         }
+        for (field, at, why) in dropped {
+            self.m.set(field, 0, 0);
+            warn.push(self.cx.err(
+                at,
+                format!(
+                    "{} dropped from the match: {why} (as Open vSwitch does)",
+                    field.name
+                ),
+            ));
+        }
         Ok(())
+    }
+}
+
+/// Why a neighbor discovery field's prerequisite fails by a value the
+/// match gives (an ICMPv6 type or code), or `None` when it holds or fails
+/// for want of a match (`icmp6`, `icmp_type`), which stays an error.
+fn nd_unmet_by_value(field: &Field, m: &Match) -> Option<String> {
+    if field.prereq != Prereq::Nd || !Prereq::Icmp6.holds(&m.value, &m.mask) {
+        return None;
+    }
+    let (v, mk) = (&m.value, &m.mask);
+    if mk.tp_src & 0xff != 0xff {
+        return None; // no icmp_type: a missing match, an error
+    }
+    let (ty, code) = (v.tp_src & 0xff, v.tp_dst & mk.tp_dst & 0xff);
+    if ty != 135 && ty != 136 {
+        return Some(format!(
+            "icmp_type={ty} is not a neighbor solicitation (135) or advertisement (136)"
+        ));
+    }
+    if code != 0 {
+        return Some(format!(
+            "icmp_code={code} is not 0, as a neighbor discovery message's is"
+        ));
+    }
+    match field.name {
+        "nd_sll" if ty != 135 => {
+            Some("nd_sll is in neighbor solicitations (icmp_type=135) only".into())
+        }
+        "nd_tll" if ty != 136 => {
+            Some("nd_tll is in neighbor advertisements (icmp_type=136) only".into())
+        }
+        _ => None,
     }
 }
 

@@ -140,13 +140,35 @@ impl LineCtx<'_> {
 
 /// Parses one rule line (line number 1 in errors).
 pub fn parse_flow(line: &str, require: Require) -> Result<FlowSpec, ParseError> {
-    parse_line(line, 1, require)
+    parse_line(line, 1, require, &mut Vec::new())
+}
+
+/// [`parse_flow`], with the warnings: what the rule kept differs from
+/// the line (a field dropped from the match, as Open vSwitch does).
+pub fn parse_flow_with_warnings(
+    line: &str,
+    require: Require,
+) -> Result<(FlowSpec, Vec<ParseError>), ParseError> {
+    let mut warn = Vec::new();
+    let spec = parse_line(line, 1, require, &mut warn)?;
+    Ok((spec, warn))
 }
 
 /// Parses a flow file: one rule per line, `#` comments and blank lines
 /// ignored. The first error rejects the whole file.
 pub fn parse_flow_file(text: &str, file: Option<&str>) -> Result<Vec<FlowSpec>, ParseError> {
-    parse_lines(text, 1).map_err(|e| in_file(e, file))
+    parse_flow_file_with_warnings(text, file).map(|(specs, _)| specs)
+}
+
+/// [`parse_flow_file`], with the warnings in file order (see
+/// [`parse_flow_with_warnings`]).
+pub fn parse_flow_file_with_warnings(
+    text: &str,
+    file: Option<&str>,
+) -> Result<(Vec<FlowSpec>, Vec<ParseError>), ParseError> {
+    let mut warn = Vec::new();
+    let specs = parse_lines(text, 1, &mut warn).map_err(|e| in_file(e, file))?;
+    Ok((specs, warn.into_iter().map(|w| in_file(w, file)).collect()))
 }
 
 fn in_file(mut e: ParseError, file: Option<&str>) -> ParseError {
@@ -163,12 +185,12 @@ pub fn parse_flow_file_parallel(
     text: &str,
     file: Option<&str>,
     threads: usize,
-) -> Result<Vec<FlowSpec>, ParseError> {
+) -> Result<(Vec<FlowSpec>, Vec<ParseError>), ParseError> {
     /// Below this, one thread is as quick.
     const MIN_CHUNK: usize = 1 << 20;
     let n = threads.clamp(1, 16).min(text.len() / MIN_CHUNK).max(1);
     if n == 1 {
-        return parse_flow_file(text, file);
+        return parse_flow_file_with_warnings(text, file);
     }
     // Cut at the newline after each n-th of the text; each run knows the
     // number of its first line.
@@ -187,30 +209,45 @@ pub fn parse_flow_file_parallel(
         start = end;
     }
     // Collected in file order: the first run's error is the file's first.
-    let parsed: Result<Vec<Vec<FlowSpec>>, ParseError> = std::thread::scope(|s| {
+    type Run = (Vec<FlowSpec>, Vec<ParseError>);
+    let parsed: Result<Vec<Run>, ParseError> = std::thread::scope(|s| {
         let handles: Vec<_> = runs
             .iter()
-            .map(|&(run, first)| s.spawn(move || parse_lines(run, first)))
+            .map(|&(run, first)| {
+                s.spawn(move || {
+                    let mut warn = Vec::new();
+                    parse_lines(run, first, &mut warn).map(|specs| (specs, warn))
+                })
+            })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("a parse thread does not panic"))
             .collect()
     });
-    parsed
-        .map(|runs| runs.concat())
-        .map_err(|e| in_file(e, file))
+    let runs = parsed.map_err(|e| in_file(e, file))?;
+    let mut specs = Vec::with_capacity(runs.iter().map(|r| r.0.len()).sum());
+    let mut warn = Vec::new();
+    for (s, w) in runs {
+        specs.extend(s);
+        warn.extend(w.into_iter().map(|w| in_file(w, file)));
+    }
+    Ok((specs, warn))
 }
 
 /// Parses the lines of `text`, the first numbered `first`.
-fn parse_lines(text: &str, first: usize) -> Result<Vec<FlowSpec>, ParseError> {
+fn parse_lines(
+    text: &str,
+    first: usize,
+    warn: &mut Vec<ParseError>,
+) -> Result<Vec<FlowSpec>, ParseError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = strip_comment(raw);
         if line.trim().is_empty() {
             continue;
         }
-        out.push(parse_line(line, first + i, Require::Actions)?);
+        out.push(parse_line(line, first + i, Require::Actions, warn)?);
     }
     Ok(out)
 }
@@ -307,7 +344,12 @@ const IGNORED_STATS: &[&str] = &[
     "byte_count",
 ];
 
-fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, ParseError> {
+fn parse_line(
+    line: &str,
+    line_no: usize,
+    require: Require,
+    warn: &mut Vec<ParseError>,
+) -> Result<FlowSpec, ParseError> {
     let cx = LineCtx { line, line_no };
     let mut spec = FlowSpec::default();
     let (match_part, actions) = match find_actions(line) {
@@ -358,7 +400,7 @@ fn parse_line(line: &str, line_no: usize, require: Require) -> Result<FlowSpec, 
             _ => mp.field(name, value, tok.at, vat)?,
         }
     }
-    mp.check_prereqs()?;
+    mp.check_prereqs(warn)?;
     spec.matcher = mp.m;
     match (actions, require) {
         (Some((_, _, at)), Require::NoActions) => {

@@ -255,13 +255,32 @@ fn parallel_parse_is_the_serial_parse() {
     assert!(text.len() > 2 << 20);
     let serial = parse_flow_file(&text, Some("f")).unwrap();
     for threads in [1, 2, 3, 8] {
-        let par = parse_flow_file_parallel(&text, Some("f"), threads).unwrap();
+        let (par, warnings) = parse_flow_file_parallel(&text, Some("f"), threads).unwrap();
+        assert!(warnings.is_empty());
         assert_eq!(par.len(), serial.len());
         assert!(par
             .iter()
             .zip(&serial)
             .all(|(a, b)| a.matcher == b.matcher && a.priority == b.priority));
     }
+    // Warnings (a field dropped from a match) come in file order with
+    // their line numbers, from whichever run read them.
+    let mut lines: Vec<&str> = text.split('\n').collect();
+    let nd = "icmp6,icmp_type=136,icmp_code=4,nd_target=::1,actions=drop";
+    let (first, last) = (10, lines.len() - 10);
+    lines[first] = nd;
+    lines[last] = nd;
+    let warned = lines.join("\n");
+    let (_, serial_w) = parse_flow_file_with_warnings(&warned, Some("f")).unwrap();
+    let (_, par_w) = parse_flow_file_parallel(&warned, Some("f"), 4).unwrap();
+    assert_eq!(par_w, serial_w);
+    assert_eq!(
+        par_w.iter().map(|w| w.line).collect::<Vec<_>>(),
+        vec![first + 1, last + 1]
+    );
+    assert!(par_w[0]
+        .to_string()
+        .starts_with(&format!("f:{}:33: nd_target dropped", first + 1)));
     // The first bad line is the one reported, with its number, from any run.
     let mut lines: Vec<&str> = text.split('\n').collect();
     let (early, late) = (1_000, lines.len() - 100);
