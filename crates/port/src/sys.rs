@@ -313,6 +313,28 @@ pub fn recv_nowait(fd: std::os::fd::RawFd, buf: &mut [u8]) -> io::Result<usize> 
     Ok(n as usize)
 }
 
+/// Waits up to `timeout_ms` for events on descriptors (`poll(2)`): each
+/// entry is (fd, events asked, as `libc::POLLIN`...); returns the events
+/// that came, in the same order (0 for none). `Interrupted` when a signal
+/// came first.
+pub fn poll(fds: &[(RawFd, i16)], timeout_ms: i32) -> io::Result<Vec<i16>> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, events)| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `p` is a valid array of `p.len()` pollfd for the whole call;
+    // poll writes only their `revents`.
+    let rc = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, timeout_ms) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.iter().map(|x| x.revents).collect())
+}
+
 /// Pins the calling thread to CPU `cpu` (a PMD thread owns its core, as
 /// OVS's `pmd-cpu-mask` threads do).
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
@@ -375,6 +397,23 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn poll_says_which_descriptor_is_ready() {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (c, _d) = std::os::unix::net::UnixStream::pair().unwrap();
+        let fds = [(b.as_raw_fd(), libc::POLLIN), (c.as_raw_fd(), libc::POLLIN)];
+        assert_eq!(super::poll(&fds, 0).unwrap(), vec![0, 0]);
+        a.write_all(b"x").unwrap();
+        let r = super::poll(&fds, 1000).unwrap();
+        assert!(r[0] & libc::POLLIN != 0 && r[1] == 0, "{r:?}");
+        assert!(
+            super::poll(&[(-5, libc::POLLIN)], 0).is_ok(),
+            "a bad fd is ignored (POLLNVAL)"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -133,6 +133,12 @@ pub struct OpenFlowConfig {
     pub fail_mode: Option<String>,
     /// `--controller-rate-limit`.
     pub controller_rate_limit: Option<u32>,
+    /// `--private-key` (for ssl:/pssl:), relative to the file.
+    pub private_key: Option<PathBuf>,
+    /// `--certificate`, relative to the file.
+    pub certificate: Option<PathBuf>,
+    /// `--ca-cert`, relative to the file.
+    pub ca_cert: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -391,6 +397,9 @@ impl Config {
                     };
                     o.listen.iter_mut().for_each(fix);
                     o.controllers.iter_mut().for_each(fix);
+                    for p in [&mut o.private_key, &mut o.certificate, &mut o.ca_cert] {
+                        *p = p.take().map(|p| resolve(base, p));
+                    }
                     o
                 })
                 .unwrap_or_default(),
@@ -507,6 +516,20 @@ mod tests {
                 o.controller_rate_limit
             ),
             (Some("ab"), Some("standalone"), Some(50))
+        );
+        let tls = Config::from_toml(
+            "[openflow]\nprivate_key = \"k.pem\"\ncertificate = \"/etc/c.pem\"\nca_cert = \"ca.pem\"\n",
+            Path::new("/cfg"),
+        )
+        .unwrap()
+        .openflow;
+        assert_eq!(
+            (tls.private_key, tls.certificate, tls.ca_cert),
+            (
+                Some("/cfg/k.pem".into()),
+                Some("/etc/c.pem".into()),
+                Some("/cfg/ca.pem".into())
+            )
         );
         let e = Config::from_toml("[openflow]\ncontroler = []\n", Path::new("/")).unwrap_err();
         assert!(e.contains("unknown field"), "{e}");

@@ -18,6 +18,7 @@ pub mod ofhub;
 mod ofmeters;
 mod ofmultipart;
 pub mod oftarget;
+pub mod oftls;
 pub mod pmd;
 pub mod report;
 pub mod runner;

@@ -326,15 +326,29 @@ struct RunArgs {
     ctl: Option<PathBuf>,
     /// Accept OpenFlow 1.3 connections (controllers, 'ovs-ofctl -O
     /// OpenFlow13 ... tcp:127.0.0.1:6653'): ptcp:PORT[:IP] (IP defaults to
-    /// 127.0.0.1) or punix:PATH (owner-only). Repeatable. With it, --flows
-    /// is optional: the tables start empty and a miss drops.
+    /// 127.0.0.1), pssl:PORT[:IP] (TLS: the peer's certificate must chain
+    /// to --ca-cert) or punix:PATH (owner-only). Repeatable. With it,
+    /// --flows is optional: the tables start empty and a miss drops.
     #[arg(long, value_name = "TARGET")]
     listen: Vec<String>,
-    /// Connect to an OpenFlow 1.3 controller: tcp:IP[:PORT] (port 6653 by
-    /// default) or unix:PATH; reconnects with backoff (1 s doubling to 8 s)
-    /// for as long as the switch runs. Repeatable.
+    /// Connect to an OpenFlow 1.3 controller: tcp:IP[:PORT], ssl:IP[:PORT]
+    /// (TLS; port 6653 by default) or unix:PATH; reconnects with backoff
+    /// (1 s doubling to 8 s) for as long as the switch runs. Repeatable.
     #[arg(long, value_name = "TARGET")]
     controller: Vec<String>,
+    /// For ssl:/pssl:: the switch's private key (PEM), as OVS's
+    /// --private-key.
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// For ssl:/pssl:: the switch's certificate (PEM), as OVS's
+    /// --certificate.
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// For ssl:/pssl:: the CA certificate that every peer's certificate
+    /// must chain to (PEM), as OVS's --ca-cert. A peer without one is
+    /// refused, and the refusal logged.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
     /// OpenFlow datapath id, 16 hex digits (0x optional); default: random,
     /// printed at start.
     #[arg(long, value_name = "HEX")]
@@ -560,6 +574,11 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             .or(cfg.openflow.datapath_id.as_deref())
             .map(parse_datapath_id)
             .transpose()?,
+        tls: sluice::oftls::TlsFiles {
+            private_key: a.private_key.or(cfg.openflow.private_key.clone()),
+            certificate: a.certificate.or(cfg.openflow.certificate.clone()),
+            ca_cert: a.ca_cert.or(cfg.openflow.ca_cert.clone()),
+        },
     };
     if a.mlockall {
         // Before any datapath exists, so all of its memory is locked.

@@ -75,6 +75,22 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                     Peer::Unix(p) => UnixStream::connect(p).map(|s| {
                         Session::new(s, Arc::clone(&control), info.clone(), peer.to_string()).run()
                     }),
+                    Peer::Ssl(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).and_then(|s| {
+                        let tls = info.tls.as_ref().ok_or_else(|| {
+                            std::io::Error::other(
+                                "ssl: needs --private-key, --certificate and --ca-cert",
+                            )
+                        })?;
+                        let plain = crate::oftls::connect(tls, s, &peer.to_string())
+                            .map_err(std::io::Error::other)?;
+                        Ok(Session::new(
+                            plain,
+                            Arc::clone(&control),
+                            info.clone(),
+                            peer.to_string(),
+                        )
+                        .run())
+                    }),
                 };
                 match result {
                     Ok(Ok(())) => eprintln!("sluice: controller {peer} closed the connection"),
@@ -104,6 +120,8 @@ pub struct SwitchInfo {
     pub datapath_id: u64,
     /// Where packet-ins reach the connections.
     pub hub: Arc<Hub>,
+    /// TLS for ssl: and pssl: (made at start when either is used).
+    pub tls: Option<Arc<crate::oftls::Tls>>,
 }
 
 trait Conn: Read + Write + Send + Sized + AsRawFd + 'static {
@@ -160,6 +178,37 @@ pub fn listen(
                 .map_err(|e| e.to_string())?;
             Ok((name, None))
         }
+        Target::Ssl(addr) => {
+            let tls = info
+                .tls
+                .clone()
+                .ok_or("pssl: needs --private-key, --certificate and --ca-cert")?;
+            let l = TcpListener::bind(addr).map_err(|e| format!("pssl:{addr}: {e}"))?;
+            let name = format!("ssl:{}", l.local_addr().map_err(|e| e.to_string())?);
+            std::thread::Builder::new()
+                .name("of-listen".into())
+                .spawn(move || {
+                    for s in l.incoming().flatten() {
+                        let from = s
+                            .peer_addr()
+                            .map_or_else(|_| "ssl".to_string(), |a| format!("ssl:{a}"));
+                        if !admit(&info.hub, &from) {
+                            continue;
+                        }
+                        match crate::oftls::accept(&tls, s, &from) {
+                            Ok(plain) => {
+                                spawn_conn(plain, Arc::clone(&control), info.clone(), from)
+                            }
+                            Err(e) => {
+                                info.hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
+                                log_connection(&format!("sluice: OpenFlow connection {from}: {e}"));
+                            }
+                        }
+                    }
+                })
+                .map_err(|e| e.to_string())?;
+            Ok((name, None))
+        }
         Target::Unix(path) => {
             let (l, file) =
                 sluice_port::unix_listen::listen(path).map_err(|e| format!("punix:{e}"))?;
@@ -182,6 +231,11 @@ pub fn listen(
 
 /// Log lines about accepted connections: at most 20 a second.
 static CONN_LOG: LogLimit = LogLimit::new(20, Duration::from_secs(1));
+
+/// Writes a line about a connection to stderr, rate-limited.
+pub(crate) fn log_connection(line: &str) {
+    CONN_LOG.log(line);
+}
 
 /// Whether a listener takes one more connection: at most
 /// [`MAX_OF_CONNECTIONS`] open at once (counted in the hub until the

@@ -24,13 +24,19 @@ pub enum Target {
     Tcp(SocketAddr),
     /// `punix:PATH`.
     Unix(std::path::PathBuf),
+    /// `pssl:PORT[:IP]`: TCP with TLS, a client certificate required.
+    Ssl(SocketAddr),
 }
 
-/// Parses `ptcp:PORT[:IP]` (IP defaults to 127.0.0.1) or `punix:PATH`.
+/// Parses `ptcp:PORT[:IP]`, `pssl:PORT[:IP]` (IP defaults to 127.0.0.1)
+/// or `punix:PATH`.
 pub fn parse_listen(s: &str) -> Result<Target, String> {
-    if let Some(rest) = s.strip_prefix("ptcp:") {
-        let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
-        return Ok(Target::Tcp(address(s, ip, p)?));
+    for (pre, tls) in [("ptcp:", false), ("pssl:", true)] {
+        if let Some(rest) = s.strip_prefix(pre) {
+            let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
+            let a = address(s, ip, p)?;
+            return Ok(if tls { Target::Ssl(a) } else { Target::Tcp(a) });
+        }
     }
     if let Some(path) = s.strip_prefix("punix:") {
         if path.is_empty() {
@@ -39,7 +45,7 @@ pub fn parse_listen(s: &str) -> Result<Target, String> {
         return Ok(Target::Unix(path.into()));
     }
     Err(format!(
-        "'{s}': expected ptcp:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
+        "'{s}': expected ptcp:PORT[:IP], pssl:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
     ))
 }
 
@@ -50,6 +56,8 @@ pub enum Peer {
     Tcp(SocketAddr),
     /// `unix:PATH`.
     Unix(std::path::PathBuf),
+    /// `ssl:IP[:PORT]`: TCP with TLS.
+    Ssl(SocketAddr),
 }
 
 impl std::fmt::Display for Peer {
@@ -57,13 +65,19 @@ impl std::fmt::Display for Peer {
         match self {
             Peer::Tcp(a) => write!(f, "tcp:{a}"),
             Peer::Unix(p) => write!(f, "unix:{}", p.display()),
+            Peer::Ssl(a) => write!(f, "ssl:{a}"),
         }
     }
 }
 
 /// Parses `tcp:IP[:PORT]` (port 6653 by default) or `unix:PATH`.
 pub fn parse_controller(s: &str) -> Result<Peer, String> {
-    if let Some(rest) = s.strip_prefix("tcp:") {
+    let (rest, tls) = match (s.strip_prefix("tcp:"), s.strip_prefix("ssl:")) {
+        (Some(r), _) => (Some(r), false),
+        (_, Some(r)) => (Some(r), true),
+        _ => (None, false),
+    };
+    if let Some(rest) = rest {
         // An IPv6 address is bracketed when a port follows.
         let (ip, p) = match rest.rsplit_once(':') {
             Some((ip, p)) if !ip.is_empty() && (rest.starts_with('[') || !ip.contains(':')) => {
@@ -71,7 +85,8 @@ pub fn parse_controller(s: &str) -> Result<Peer, String> {
             }
             _ => (rest, None),
         };
-        return Ok(Peer::Tcp(address(s, ip, p.unwrap_or("6653"))?));
+        let a = address(s, ip, p.unwrap_or("6653"))?;
+        return Ok(if tls { Peer::Ssl(a) } else { Peer::Tcp(a) });
     }
     if let Some(path) = s.strip_prefix("unix:") {
         if path.is_empty() {
@@ -80,7 +95,7 @@ pub fn parse_controller(s: &str) -> Result<Peer, String> {
         return Ok(Peer::Unix(path.into()));
     }
     Err(format!(
-        "'{s}': expected tcp:IP[:PORT] (port 6653 by default) or unix:PATH"
+        "'{s}': expected tcp:IP[:PORT], ssl:IP[:PORT] (port 6653 by default) or unix:PATH"
     ))
 }
 
@@ -120,5 +135,20 @@ mod tests {
         assert_eq!(parse_controller("unix:/x").unwrap().to_string(), "unix:/x");
         assert!(parse_controller("unix:").is_err());
         assert!(parse_controller("ptcp:1").is_err());
+        // TLS, written as OVS writes it.
+        assert_eq!(
+            parse_listen("pssl:6653:0.0.0.0").unwrap(),
+            Target::Ssl("0.0.0.0:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_controller("ssl:[2001:db8::1]:6633").unwrap(),
+            Peer::Ssl("[2001:db8::1]:6633".parse().unwrap())
+        );
+        assert_eq!(
+            parse_controller("ssl:10.0.0.1").unwrap().to_string(),
+            "ssl:10.0.0.1:6653"
+        );
+        assert!(parse_listen("pssl:").is_err());
+        assert!(parse_controller("ssl:").is_err());
     }
 }

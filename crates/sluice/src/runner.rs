@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub controller_rate_limit: u32,
     /// The OpenFlow datapath id (`--datapath-id`; default: random).
     pub datapath_id: Option<u64>,
+    /// Key, certificate and CA for `ssl:`/`pssl:`.
+    pub tls: crate::oftls::TlsFiles,
 }
 
 impl RunOptions {
@@ -436,9 +438,32 @@ pub fn run_ports(
             hub.spawn(rx)
                 .map_err(|e| format!("packet-in thread: {e}"))?;
         }
+        let uses_tls = opts
+            .listen
+            .iter()
+            .any(|t| matches!(t, crate::ofchannel::Target::Ssl(_)))
+            || opts
+                .controllers
+                .iter()
+                .any(|p| matches!(p, crate::ofchannel::Peer::Ssl(_)));
+        let tls = if uses_tls {
+            match opts.tls.load() {
+                Ok(t) => Some(Arc::new(t)),
+                Err(e) => {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    for p in pmds {
+                        let _ = p.join();
+                    }
+                    return Err(e);
+                }
+            }
+        } else {
+            None
+        };
         let info = crate::ofchannel::SwitchInfo {
             datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
             hub,
+            tls,
         };
         eprintln!(
             "sluice: OpenFlow datapath id {:016x}, fail-mode {}",

@@ -20,6 +20,7 @@ const ORDER: &[&str] = &[
     "ctl",
     "ctl_socket",
     "ofhub",
+    "oftls",
     "ofgroups",
     "ofmeters",
     "ofmultipart",

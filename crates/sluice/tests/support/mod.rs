@@ -585,6 +585,12 @@ impl RunningSwitch {
         self.finish_with_stderr().0
     }
 
+    /// Stops it (SIGTERM) and returns its JSON report and what it logged.
+    pub fn stop_with_stderr(self) -> (serde_json::Value, String) {
+        sh(&format!("kill -TERM {}", self.child.id()));
+        self.finish_with_stderr()
+    }
+
     /// Waits for the end of the run; its JSON report and what it logged.
     pub fn finish_with_stderr(self) -> (serde_json::Value, String) {
         let out = self.child.wait_with_output().unwrap();
