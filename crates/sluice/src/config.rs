@@ -308,20 +308,20 @@ pub fn check_seconds(v: f64, zero_ok: bool) -> Result<f64, String> {
 
 /// Parses a number of seconds above 0 (`--duration 2.5`).
 pub fn parse_seconds(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    check_seconds(v, false)
+    seconds_of(s, false)
 }
 
 /// Parses a number of seconds, 0 allowed.
 pub fn parse_seconds_or_zero(s: &str) -> Result<f64, String> {
+    seconds_of(s, true)
+}
+
+fn seconds_of(s: &str, zero_ok: bool) -> Result<f64, String> {
     let v: f64 = s
         .trim()
         .parse()
         .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    check_seconds(v, true)
+    check_seconds(v, zero_ok)
 }
 
 /// Parses `N=SPEC` as given to `--port`.

@@ -159,55 +159,29 @@ pub fn listen(
 ) -> Result<(String, Option<SocketFile>), String> {
     match target {
         Target::Tcp(addr) => {
-            let l = TcpListener::bind(addr).map_err(|e| format!("ptcp:{addr}: {e}"))?;
-            let name = format!("tcp:{}", l.local_addr().map_err(|e| e.to_string())?);
-            std::thread::Builder::new()
-                .name("of-listen".into())
-                .spawn(move || {
-                    for s in l.incoming().flatten() {
-                        let from = s
-                            .peer_addr()
-                            .map_or_else(|_| "tcp".to_string(), |a| format!("tcp:{a}"));
-                        if !admit(&info.hub, &from) {
-                            continue; // dropping `s` closes it
-                        }
-                        let _ = s.set_nodelay(true);
-                        spawn_conn(s, Arc::clone(&control), info.clone(), from);
-                    }
-                })
-                .map_err(|e| e.to_string())?;
-            Ok((name, None))
+            tcp_listener(addr, "tcp", control, info, |s, _, control, info, from| {
+                let _ = s.set_nodelay(true);
+                spawn_conn(s, control, info, from);
+            })
         }
         Target::Ssl(addr) => {
             let tls = info
                 .tls
                 .clone()
                 .ok_or("pssl: needs --private-key, --certificate and --ca-cert")?;
-            let l = TcpListener::bind(addr).map_err(|e| format!("pssl:{addr}: {e}"))?;
-            let name = format!("ssl:{}", l.local_addr().map_err(|e| e.to_string())?);
-            std::thread::Builder::new()
-                .name("of-listen".into())
-                .spawn(move || {
-                    for s in l.incoming().flatten() {
-                        let from = s
-                            .peer_addr()
-                            .map_or_else(|_| "ssl".to_string(), |a| format!("ssl:{a}"));
-                        if !admit(&info.hub, &from) {
-                            continue;
-                        }
-                        match crate::oftls::accept(&tls, s, &from) {
-                            Ok(plain) => {
-                                spawn_conn(plain, Arc::clone(&control), info.clone(), from)
-                            }
-                            Err(e) => {
-                                info.hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
-                                log_connection(&format!("sluice: OpenFlow connection {from}: {e}"));
-                            }
-                        }
+            tcp_listener(
+                addr,
+                "ssl",
+                control,
+                info,
+                move |s, hub, control, info, from| match crate::oftls::accept(&tls, s, &from) {
+                    Ok(plain) => spawn_conn(plain, control, info, from),
+                    Err(e) => {
+                        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
+                        log_connection(&format!("sluice: OpenFlow connection {from}: {e}"));
                     }
-                })
-                .map_err(|e| e.to_string())?;
-            Ok((name, None))
+                },
+            )
         }
         Target::Unix(path) => {
             let (l, file) =
@@ -231,6 +205,35 @@ pub fn listen(
 
 /// Log lines about accepted connections: at most 20 a second.
 static CONN_LOG: LogLimit = LogLimit::new(20, Duration::from_secs(1));
+
+/// Listens on TCP `addr` (`scheme` is `tcp` or `ssl`, for names) and
+/// hands each connection a listener admits to `serve` (which owns its
+/// slot in the hub's count from then on).
+fn tcp_listener(
+    addr: &std::net::SocketAddr,
+    scheme: &'static str,
+    control: Arc<Control>,
+    info: SwitchInfo,
+    serve: impl Fn(TcpStream, &Hub, Arc<Control>, SwitchInfo, String) + Send + 'static,
+) -> Result<(String, Option<SocketFile>), String> {
+    let l = TcpListener::bind(addr).map_err(|e| format!("p{scheme}:{addr}: {e}"))?;
+    let name = format!("{scheme}:{}", l.local_addr().map_err(|e| e.to_string())?);
+    std::thread::Builder::new()
+        .name("of-listen".into())
+        .spawn(move || {
+            for s in l.incoming().flatten() {
+                let from = s
+                    .peer_addr()
+                    .map_or_else(|_| scheme.to_string(), |a| format!("{scheme}:{a}"));
+                if admit(&info.hub, &from) {
+                    serve(s, &info.hub, Arc::clone(&control), info.clone(), from);
+                }
+                // else dropping `s` closes it
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    Ok((name, None))
+}
 
 /// Writes a line about a connection to stderr, rate-limited.
 pub(crate) fn log_connection(line: &str) {

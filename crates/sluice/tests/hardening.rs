@@ -11,7 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod support;
-use support::{ctl_at, sluice, sluice_bin, stderr, stdout, write_capture, RunningSwitch};
+use support::{
+    ctl_at, free_port, sluice, sluice_bin, stderr, stdout, write_capture, RunningSwitch,
+};
 
 fn wait_for_path(p: &Path) {
     let t0 = Instant::now();
@@ -373,15 +375,6 @@ fn benchmark_hugepages_go_back_to_what_they_were() {
         assert_eq!(st.code(), code, "{how}");
         assert_eq!(nr_hugepages(), before, "{how}: hugepages as they were");
     }
-}
-
-/// A free TCP port on the loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Whether the switch has closed a connection (a read sees the end, or a

@@ -11,6 +11,25 @@ fn tag(kind: &str, t: &str) -> String {
     format!("{}{t}", &kind[2..3])
 }
 
+/// `n` hosts (tag `t`, addresses 10.SUBNET.0.i/24), host i on port i of
+/// kind `kind`: the hosts and the port specs.
+fn hosts_on_ports(kind: &str, t: &str, n: usize, subnet: u8) -> (Vec<Host>, Vec<String>) {
+    let hosts: Vec<Host> = (1..=n)
+        .map(|i| {
+            Host::new(
+                &tag(kind, &format!("{t}{i}")),
+                Some(&format!("10.{subnet}.0.{i}/24")),
+            )
+        })
+        .collect();
+    let specs = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| format!("{}={kind}:{}", i + 1, h.root_if))
+        .collect();
+    (hosts, specs)
+}
+
 /// Four hosts on four ports of `kind`, every frame flooded to all four
 /// (the copy to its own input port dropped, counted): every host reaches
 /// every other.
@@ -20,19 +39,7 @@ fn flood_reaches_every_host(kind: &str, flows: &str) {
 
 fn flood_reaches_every_host_as(kind: &str, t: &str, flows: &str) {
     require_root_and(&["ip", "ping", "ethtool"]);
-    let hosts: Vec<Host> = (1..=4)
-        .map(|i| {
-            Host::new(
-                &tag(kind, &format!("{t}{i}")),
-                Some(&format!("10.77.0.{i}/24")),
-            )
-        })
-        .collect();
-    let specs: Vec<String> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| format!("{}={kind}:{}", i + 1, h.root_if))
-        .collect();
+    let (hosts, specs) = hosts_on_ports(kind, t, 4, 77);
     let specs: Vec<&str> = specs.iter().map(String::as_str).collect();
     let sw = Sluice::start(None, flows, &specs);
     let mut failed = Vec::new();
@@ -88,19 +95,7 @@ fn afxdp_flood_with_header_changes_between_outputs() {
 /// of the other fifteen ports sends its copy, and no copy goes unmade.
 fn flood_to_sixteen_ports(kind: &str) {
     require_root_and(&["ip", "ping", "ethtool"]);
-    let hosts: Vec<Host> = (1..=16)
-        .map(|i| {
-            Host::new(
-                &tag(kind, &format!("s{i}")),
-                Some(&format!("10.79.0.{i}/24")),
-            )
-        })
-        .collect();
-    let specs: Vec<String> = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, h)| format!("{}={kind}:{}", i + 1, h.root_if))
-        .collect();
+    let (hosts, specs) = hosts_on_ports(kind, "s", 16, 79);
     let specs: Vec<&str> = specs.iter().map(String::as_str).collect();
     let flood: String = format!(
         "priority=1,actions={}\n",

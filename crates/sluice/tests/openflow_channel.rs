@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{ofctl, osken_manager, wait_for, Killed as Switch, Monitor};
+use support::{free_port, ofctl, osken_manager, wait_for, Killed as Switch, Monitor};
 
 #[test]
 fn ovs_ofctl_reads_a_running_switch() {
@@ -222,14 +222,6 @@ fn ovs_ofctl_programs_the_rules() {
 }
 
 /// A free TCP port on 127.0.0.1 (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn connects_to_an_os_ken_controller_and_reconnects() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod support;
-use support::{ofctl, sluice, stderr, wait_for, Killed, RunningSwitch};
+use support::{free_port, ofctl, sluice, stderr, wait_for, Killed, RunningSwitch};
 
 /// A CA `ca`, a second CA `other`, and certificates signed by them:
 /// `sw` and `ctl` by `ca`, `intruder` by `other`; each NAME.key, NAME.pem.
@@ -40,14 +40,6 @@ fn make_pki(dir: &Path) {
             "openssl req -newkey rsa:2048 -nodes -keyout {leaf}.key -out {leaf}.csr -subj /CN={leaf} && openssl x509 -req -in {leaf}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {leaf}.pem -days 30 -extfile ext"
         ));
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `ovs-ofctl -O OpenFlow13 -p KEY -c CERT -C CA ARGS`.

@@ -231,6 +231,15 @@ pub struct Sluice {
     _dir: tempfile::TempDir,
 }
 
+/// A free TCP port on the loopback (bound, read, released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// The path of the built `sluice` binary.
 pub fn sluice_bin() -> &'static str {
     env!("CARGO_BIN_EXE_sluice")
