@@ -1,28 +1,10 @@
 //! Untrusted flow-file text: parse, and for every rule that parses,
 //! format it and parse the formatted text again (same rule).
+//! (The checks are in `fuzz/checks/flow_parse.rs`, which `cargo test` also runs
+//! over the kept corpus, `fuzz/corpus/flow_parse/`.)
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use sluice_classifier::action::format_actions;
-use sluice_classifier::{parse_flow, parse_flow_file, Require};
+#[path = "../checks/flow_parse.rs"]
+mod check;
 
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    let Ok(specs) = parse_flow_file(text, Some("fuzz")) else {
-        return;
-    };
-    for s in specs {
-        let line = format!(
-            "table={},priority={},{} actions={}",
-            s.table,
-            s.priority,
-            s.matcher,
-            format_actions(&s.actions)
-        );
-        let back = parse_flow(&line, Require::Actions).unwrap_or_else(|e| panic!("{line}: {e}"));
-        assert_eq!(back.matcher, s.matcher, "{line}");
-        assert_eq!(back.actions, s.actions, "{line}");
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::run(data));

@@ -1,9 +1,10 @@
 //! Untrusted capture files: the pcap reader must refuse or read them,
 //! never panic, and never allocate more than its record limit.
+//! (The checks are in `fuzz/checks/pcap_read.rs`, which `cargo test` also runs
+//! over the kept corpus, `fuzz/corpus/pcap_read/`.)
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
+#[path = "../checks/pcap_read.rs"]
+mod check;
 
-fuzz_target!(|data: &[u8]| {
-    let _ = sluice_port::pcap::read_all(data);
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check::run(data));

@@ -24,6 +24,7 @@ pub mod memory;
 pub mod meta;
 pub mod ndisc;
 pub mod offload;
+pub mod partial_csum;
 #[allow(unsafe_code)]
 pub mod pool;
 #[allow(unsafe_code)]

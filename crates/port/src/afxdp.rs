@@ -559,6 +559,13 @@ impl Port for AfXdpPort {
                     pkt.set_data_range(ofs, len as usize);
                     pkt.meta = Default::default();
                     pkt.meta.in_port = in_port;
+                    // AF_XDP says nothing of a sender's checksum offload:
+                    // a field that holds only the pseudo-header sum is
+                    // marked for completion on the way out.
+                    if let Some(o) = sluice_packet::partial_csum::partial_csum_in(pkt.data()) {
+                        pkt.meta.offload = o;
+                        self.stats.rx_csum_partial += 1;
+                    }
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += u64::from(len);
                     let _ = batch.push(pkt);

@@ -182,6 +182,11 @@ pub struct PortStats {
     /// Sent packets copied into a device buffer (a DPDK port: packets that
     /// came from another kind of port; its own go out in place).
     pub tx_copied: u64,
+    /// Received packets whose TCP/UDP checksum field held only the
+    /// pseudo-header sum (a sender's checksum offload, which an AF_XDP port
+    /// is not told of): marked for completion
+    /// ([`sluice_packet::partial_csum`]).
+    pub rx_csum_partial: u64,
 }
 
 impl PortStats {
@@ -201,7 +206,9 @@ impl PortStats {
             tx_gso_packets,
             rx_copied,
             tx_copied,
+            rx_csum_partial,
         } = o;
+        self.rx_csum_partial += rx_csum_partial;
         self.rx_copied += rx_copied;
         self.tx_copied += tx_copied;
         self.rx_gso_packets += rx_gso_packets;

@@ -62,6 +62,15 @@ impl LogLimit {
     }
 }
 
+/// Lines about OpenFlow connections (accepted, refused, closed, TLS
+/// failures): at most 20 a second, whatever the peers do.
+static CONNECTIONS: LogLimit = LogLimit::new(20, Duration::from_secs(1));
+
+/// Writes a line about a connection to stderr, rate-limited.
+pub fn log_connection(line: &str) {
+    CONNECTIONS.log(line);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

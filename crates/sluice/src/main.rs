@@ -285,9 +285,11 @@ Port specs:
 
 Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
 SIGTERM, --duration or --packets. Traffic that enters through an afxdp port
-carries no checksum state: turn off TX checksum offload on the sender behind
-it (ethtool -K IF tx off); with vnet=off, also TSO and GSO (ethtool -K IF tx
-off tso off gso off), or its 64 KB super-frames are the drop 'too big'.
+carries no checksum state: a TCP/UDP checksum that holds only the
+pseudo-header sum (a sender's checksum offload) is completed on the way out
+('rx partial checksums'). With afpacket vnet=off, turn off the sender's
+offloads (ethtool -K IF tx off tso off gso off), or its 64 KB super-frames
+are the drop 'too big'.
 
 With finite inputs, the run drains them, flushes every output, prints the
 counters and exits 0. Every received packet is reported as forwarded, sent to

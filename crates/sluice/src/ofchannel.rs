@@ -33,7 +33,7 @@ use sluice_openflow::{decode, frame_len, Message, OfError};
 use sluice_port::unix_listen::SocketFile;
 
 use crate::ctl::Control;
-use crate::loglimit::LogLimit;
+use crate::loglimit::log_connection;
 use crate::ofhub::{Hub, Listener, MAX_OF_CONNECTIONS, SESSION_QUEUE};
 
 pub use crate::ofmultipart::N_TABLES;
@@ -203,9 +203,6 @@ pub fn listen(
     }
 }
 
-/// Log lines about accepted connections: at most 20 a second.
-static CONN_LOG: LogLimit = LogLimit::new(20, Duration::from_secs(1));
-
 /// Listens on TCP `addr` (`scheme` is `tcp` or `ssl`, for names) and
 /// hands each connection a listener admits to `serve` (which owns its
 /// slot in the hub's count from then on).
@@ -235,9 +232,44 @@ fn tcp_listener(
     Ok((name, None))
 }
 
-/// Writes a line about a connection to stderr, rate-limited.
-pub(crate) fn log_connection(line: &str) {
-    CONN_LOG.log(line);
+/// Runs one OpenFlow session of `control` on `input`, as if a peer sent
+/// those bytes and closed, and returns what the switch sent back. For the
+/// `openflow_session` fuzz target and its corpus replay: the whole
+/// message sequence through the channel's state (HELLO, multipart parts,
+/// flow-mod bursts, roles), not one message at a time.
+pub fn serve_bytes(control: Arc<Control>, input: &[u8]) -> Vec<u8> {
+    let (mut peer, ours) = match UnixStream::pair() {
+        Ok(p) => p,
+        Err(_) => return Vec::new(),
+    };
+    let info = SwitchInfo {
+        datapath_id: 1,
+        hub: Arc::new(Hub::new(0)),
+        tls: None,
+    };
+    let mut reader = match peer.try_clone() {
+        Ok(r) => r,
+        Err(_) => return Vec::new(),
+    };
+    // What the switch sends is read as it comes, so that its writer never
+    // waits on a full socket.
+    let drain = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        let _ = reader.read_to_end(&mut got);
+        got
+    });
+    // And what the peer sends goes from a thread of its own, so that a
+    // long input never waits for the session to start reading.
+    let input = input.to_vec();
+    let feed = std::thread::spawn(move || {
+        let _ = peer.write_all(&input);
+        let _ = peer.shutdown(std::net::Shutdown::Write);
+    });
+    let mut session = Session::new(ours, control, info, "fuzz".into());
+    let _ = session.run();
+    drop(session);
+    let _ = feed.join();
+    drain.join().unwrap_or_default()
 }
 
 /// Whether a listener takes one more connection: at most
@@ -247,7 +279,7 @@ fn admit(hub: &Hub, peer: &str) -> bool {
     if hub.accepted_open.fetch_add(1, Ordering::AcqRel) >= MAX_OF_CONNECTIONS {
         hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
         hub.refused_busy.fetch_add(1, Ordering::Relaxed);
-        CONN_LOG.log(&format!(
+        log_connection(&format!(
             "sluice: OpenFlow connection {peer} refused: {MAX_OF_CONNECTIONS} connections open"
         ));
         return false;
@@ -270,7 +302,7 @@ fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, 
             drop(c);
             hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = result {
-                CONN_LOG.log(&format!("sluice: OpenFlow connection {peer} closed: {e}"));
+                log_connection(&format!("sluice: OpenFlow connection {peer} closed: {e}"));
             }
         });
     if spawned.is_err() {
@@ -573,7 +605,7 @@ impl<S: Conn> Session<S> {
                 return Err("the peer speaks no OpenFlow 1.3".into());
             }
             self.hello = true;
-            CONN_LOG.log(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
+            log_connection(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
                 self.listener
                     .wants_packet_ins

@@ -205,7 +205,7 @@ fn relay(tcp: TcpStream, mut conn: Connection, peer: String) -> Result<UnixStrea
         .stack_size(256 << 10)
         .spawn(move || {
             if let Err(e) = pump(&mut conn, tcp, mine) {
-                crate::ofchannel::log_connection(&format!(
+                crate::loglimit::log_connection(&format!(
                     "sluice: OpenFlow TLS connection {peer} closed: {e}"
                 ));
             }

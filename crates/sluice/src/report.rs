@@ -129,6 +129,13 @@ pub fn port_text(p: &PortReport) -> String {
             ps.rx_gso_packets, ps.tx_gso_packets
         );
     }
+    if ps.rx_csum_partial > 0 {
+        let _ = writeln!(
+            o,
+            "    rx partial checksums: {} (only the pseudo-header sum: completed on the way out)",
+            ps.rx_csum_partial
+        );
+    }
     if ps.rx_copied + ps.tx_copied > 0 {
         let _ = writeln!(
             o,
@@ -311,6 +318,7 @@ pub fn json(s: &RunSummary) -> Value {
             "tx_kicks": p.stats.tx_kicks,
             "tx_high_priority": p.stats.tx_high_priority,
             "rx_gso_packets": p.stats.rx_gso_packets,
+            "rx_csum_partial": p.stats.rx_csum_partial,
             "tx_gso_packets": p.stats.tx_gso_packets,
             "rx_copied": p.stats.rx_copied,
             "tx_copied": p.stats.tx_copied,

@@ -288,3 +288,45 @@ fn ipv6_tcp_and_udp_with_default_offloads_into_afxdp_arrive_valid() {
         "UDP datagrams that reached b's socket: {udp}"
     );
 }
+
+/// TCP from hosts that keep every default offload (partial checksums)
+/// into and out of AF_XDP ports, with no `ethtool -K ... tx off`: AF_XDP
+/// hands over no checksum state, so Sluice recognises a checksum field
+/// that holds only the pseudo-header sum and completes it (counted as
+/// `checksums completed`); the receivers' stacks, which drop a bad
+/// checksum, take the stream.
+#[test]
+fn tcp_from_hosts_with_default_offloads_through_afxdp_ports() {
+    require_root_and(&["ip", "iperf3", "ethtool"]);
+    let a = Host::with_offloads("xta", Some("10.78.0.1/24"));
+    let b = Host::with_offloads("xtb", Some("10.78.0.2/24"));
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afxdp:{}", a.root_if),
+            &format!("2=afxdp:{}", b.root_if),
+        ],
+    );
+    b.exec("iperf3 -s -1 -D");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = a.exec("timeout 20 iperf3 -c 10.78.0.2 -t 2 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    let report = sw.stop();
+    eprintln!(
+        "afxdp, default offloads: {bytes} bytes in 2 s; port 1 {}",
+        port(&report, 1)
+    );
+    assert_balanced(&report);
+    assert!(
+        bytes > 5_000_000,
+        "iperf3 moved only {bytes} bytes: {report}"
+    );
+    let dp = &report["datapath"];
+    assert!(
+        dp["checksums completed"].as_u64().unwrap() > 1000,
+        "{report}"
+    );
+    assert_eq!(dp["offload failures"].as_u64(), Some(0), "{report}");
+}

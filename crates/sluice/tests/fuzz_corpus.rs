@@ -1,0 +1,76 @@
+//! Replays the kept fuzz corpus (`fuzz/corpus/TARGET/`) through the very
+//! checks the cargo-fuzz targets run (`fuzz/checks/TARGET.rs`), on the
+//! stable toolchain: every input a fuzzing run kept, and every crash it
+//! found (kept there once fixed), is a regression test. Seconds, not a
+//! fuzz run; `scripts/fuzz` fuzzes.
+
+use std::path::Path;
+
+#[path = "../../../fuzz/checks/config_toml.rs"]
+mod config_toml;
+#[path = "../../../fuzz/checks/ctl_request.rs"]
+mod ctl_request;
+#[path = "../../../fuzz/checks/flow_parse.rs"]
+mod flow_parse;
+#[path = "../../../fuzz/checks/openflow_decode.rs"]
+mod openflow_decode;
+#[path = "../../../fuzz/checks/openflow_session.rs"]
+mod openflow_session;
+#[path = "../../../fuzz/checks/packet_extract.rs"]
+mod packet_extract;
+#[path = "../../../fuzz/checks/pcap_read.rs"]
+mod pcap_read;
+#[path = "../../../fuzz/checks/stream_frames.rs"]
+mod stream_frames;
+#[path = "../../../fuzz/checks/vnet_offload.rs"]
+mod vnet_offload;
+
+/// A target's check of one input.
+type Check = fn(&[u8]);
+
+/// Every target and its check.
+const TARGETS: &[(&str, Check)] = &[
+    ("config_toml", config_toml::run),
+    ("ctl_request", ctl_request::run),
+    ("flow_parse", flow_parse::run),
+    ("openflow_decode", openflow_decode::run),
+    ("openflow_session", openflow_session::run),
+    ("packet_extract", packet_extract::run),
+    ("pcap_read", pcap_read::run),
+    ("stream_frames", stream_frames::run),
+    ("vnet_offload", vnet_offload::run),
+];
+
+#[test]
+fn every_kept_fuzz_input_passes_its_check() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let mut missing = Vec::new();
+    for (name, check) in TARGETS {
+        assert!(
+            root.join("fuzz_targets")
+                .join(format!("{name}.rs"))
+                .exists(),
+            "{name}: no such fuzz target"
+        );
+        let dir = root.join("corpus").join(name);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            missing.push(*name);
+            continue;
+        };
+        let mut n = 0;
+        for e in entries.flatten() {
+            let data = std::fs::read(e.path()).unwrap();
+            let path = e.path();
+            let r = std::panic::catch_unwind(|| check(&data));
+            assert!(r.is_ok(), "{name}: {} fails its check", path.display());
+            n += 1;
+        }
+        assert!(n > 0, "{name}: empty corpus");
+    }
+    assert!(missing.is_empty(), "no corpus for {missing:?}");
+    // Every target of the fuzz crate is replayed here.
+    let listed = std::fs::read_dir(root.join("fuzz_targets"))
+        .unwrap()
+        .count();
+    assert_eq!(listed, TARGETS.len(), "a fuzz target is not replayed");
+}

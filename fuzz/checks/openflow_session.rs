@@ -1,0 +1,50 @@
+//! Untrusted bytes from an OpenFlow peer, as a whole session: HELLO,
+//! then any sequence of messages (multipart requests in parts, flow-mod
+//! bursts, group and meter mods, roles, barriers) through the channel and
+//! a switch's rule tables (a `Control` with no PMD thread). What the
+//! switch sends back is a sequence of well-framed OpenFlow 1.3 messages;
+//! nothing panics.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use sluice::ctl::Control;
+use sluice_classifier::RuleSet;
+
+/// One input, as the fuzz target and the corpus replay run it.
+pub fn run(data: &[u8]) {
+    let control = Arc::new(Control::new(
+        RuleSet::new(),
+        Vec::new(),
+        Instant::now(),
+        None,
+    ));
+    let out = sluice::ofchannel::serve_bytes(control, data);
+    // The switch speaks first (its HELLO), and every reply is a whole
+    // OpenFlow 1.3 message.
+    assert!(
+        out.len() >= 8 && out[..2] == [4, 0],
+        "no HELLO first: {:02x?}",
+        &out[..out.len().min(16)]
+    );
+    let mut types = Vec::new();
+    let mut at = 0;
+    while at < out.len() {
+        types.push(out[at + 1]);
+        assert!(out.len() - at >= 8, "a cut message: {:02x?}", &out[at..]);
+        assert_eq!(out[at], 4, "an OpenFlow 1.3 message");
+        let len = usize::from(u16::from_be_bytes([out[at + 2], out[at + 3]]));
+        assert!(len >= 8 && at + len <= out.len(), "length {len} at {at}");
+        at += len;
+    }
+    // A peer that says HELLO and then asks for the features is answered.
+    let hello_then_features = data.len() >= 16
+        && data[..2] == [4, 0]
+        && usize::from(u16::from_be_bytes([data[2], data[3]])) == 16
+        && data[16..].len() >= 8
+        && data[16..18] == [4, 5]
+        && data[18..20] == [0, 8];
+    if hello_then_features {
+        assert!(types.contains(&6), "no FEATURES_REPLY: {types:?}");
+    }
+}
