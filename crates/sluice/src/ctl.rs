@@ -173,7 +173,11 @@ impl Control {
         make: impl FnOnce(Sender<T>) -> PmdCommand,
     ) -> Result<T, String> {
         let (tx, rx) = mpsc::channel();
-        self.pmds.lock().expect("pmd senders")[i]
+        self.pmds
+            .lock()
+            .expect("pmd senders")
+            .get(i)
+            .ok_or_else(|| format!("no datapath thread {i}"))?
             .1
             .send(make(tx))
             .map_err(|_| "the datapath has stopped".to_string())?;

@@ -34,8 +34,10 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// [`MAX_CONNECTIONS`] at once, each request at most [`MAX_REQUEST`] bytes
 /// arriving within [`REQUEST_DEADLINE`], and an idle connection closed
 /// after [`IDLE_TIMEOUT`].
-pub fn serve(path: &Path, control: Arc<Control>) -> Result<SocketFile, String> {
+pub fn serve(path: &Path, control: Arc<Control>) -> Result<Server, String> {
     let (listener, file) = unix_listen::listen(path)?;
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let busy = Arc::clone(&in_flight);
     let open = Arc::new(AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("ctl".into())
@@ -55,12 +57,13 @@ pub fn serve(path: &Path, control: Arc<Control>) -> Result<SocketFile, String> {
                     );
                     continue;
                 }
-                let (control, mine) = (Arc::clone(&control), Arc::clone(&open));
+                let (control, mine, busy) =
+                    (Arc::clone(&control), Arc::clone(&open), Arc::clone(&busy));
                 let spawned = std::thread::Builder::new()
                     .name("ctl-conn".into())
                     .stack_size(256 << 10)
                     .spawn(move || {
-                        let _ = answer(stream, &control);
+                        let _ = answer(stream, &control, &busy);
                         mine.fetch_sub(1, Ordering::AcqRel);
                     });
                 if spawned.is_err() {
@@ -69,7 +72,27 @@ pub fn serve(path: &Path, control: Arc<Control>) -> Result<SocketFile, String> {
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok(file)
+    Ok(Server { file, in_flight })
+}
+
+/// A serving control socket.
+pub struct Server {
+    /// Its socket file.
+    pub file: SocketFile,
+    /// Requests being carried out or answered.
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Server {
+    /// Waits, at most `limit`, until no request is being carried out or
+    /// answered: a run that ends lets a command that was in force (an
+    /// `add-port` whose capture then drained) send its reply first.
+    pub fn quiesce(&self, limit: Duration) {
+        let until = Instant::now() + limit;
+        while self.in_flight.load(Ordering::Acquire) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 fn reply(w: &mut UnixStream, resp: Response) -> std::io::Result<()> {
@@ -135,7 +158,7 @@ fn read_request(
     }
 }
 
-fn answer(mut stream: UnixStream, control: &Control) -> std::io::Result<()> {
+fn answer(mut stream: UnixStream, control: &Control, busy: &AtomicUsize) -> std::io::Result<()> {
     stream.set_write_timeout(Some(REQUEST_DEADLINE))?;
     let mut buf = vec![0u8; 1 << 20];
     let mut pending = Vec::new();
@@ -153,6 +176,7 @@ fn answer(mut stream: UnixStream, control: &Control) -> std::io::Result<()> {
                 )
             }
         };
+        busy.fetch_add(1, Ordering::AcqRel);
         let resp = match serde_json::from_slice::<Request>(&line) {
             Ok(req) => match control.execute(&req) {
                 Ok(output) => Response { ok: true, output },
@@ -163,7 +187,9 @@ fn answer(mut stream: UnixStream, control: &Control) -> std::io::Result<()> {
                 output: format!("bad request: {e}"),
             },
         };
-        reply(&mut stream, resp)?;
+        let sent = reply(&mut stream, resp);
+        busy.fetch_sub(1, Ordering::AcqRel);
+        sent?;
     }
 }
 

@@ -373,10 +373,14 @@ pub fn spawn(
                     k
                 });
                 dp.poll_once_clocked(&clock);
-                if let Some(k) = reserved {
+                if let Some(k) = reserved.filter(|&k| k > 0) {
                     let unused = dp.rx_budget() as u64;
-                    shared.claimed.fetch_sub(unused, Ordering::AcqRel);
-                    shared.received.fetch_add(k - unused, Ordering::AcqRel);
+                    if unused > 0 {
+                        shared.claimed.fetch_sub(unused, Ordering::AcqRel);
+                    }
+                    if unused < k {
+                        shared.received.fetch_add(k - unused, Ordering::AcqRel);
+                    }
                 }
                 // Packet-ins leave for the OpenFlow channel in one batch
                 // per iteration through a bounded queue (one hand-over, at

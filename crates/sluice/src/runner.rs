@@ -371,8 +371,8 @@ pub fn run_ports(
             Ok(f) => {
                 eprintln!(
                     "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
-                    f.path().display(),
-                    f.path().display()
+                    f.file.path().display(),
+                    f.file.path().display()
                 );
                 Some(f)
             }
@@ -533,8 +533,12 @@ pub fn run_ports(
             }
         }
     }
+    // A command carried out just as the run ended still gets its reply.
+    if let Some(s) = &socket {
+        s.quiesce(Duration::from_secs(2));
+    }
     // Only the sockets this run bound, if they are still there.
-    for f in socket.iter().chain(&of_sockets) {
+    for f in socket.iter().map(|s| &s.file).chain(&of_sockets) {
         f.remove();
     }
     if let Some(t) = auto_lb {

@@ -437,3 +437,39 @@ fn the_openflow_listener_bounds_idle_connections() {
     let refusals = err.matches("refused").count();
     assert!(refusals <= 21, "the log is rate-limited: {refusals} lines");
 }
+
+/// A capture added with `sluice ctl add-port` may drain, and so end the
+/// run, before the command's reply is written: the reply still comes.
+#[test]
+fn a_command_gets_its_reply_when_the_run_ends_under_it() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    write_capture(&d.path().join("in.pcap"), 5);
+    for i in 0..40 {
+        let sock = p(&format!("s{i}.ctl"));
+        let run = RunningSwitch::start(
+            &sock,
+            &[
+                "--duration",
+                "20",
+                "--flows",
+                &p("r.flows"),
+                "--port",
+                "1=null",
+                "--port",
+                "2=null",
+            ],
+        );
+        let t0 = Instant::now();
+        let o = run.ctl(&["add-port", &format!("5=pcap:rx={}", p("in.pcap"))]);
+        assert!(o.status.success(), "try {i}: {}", stderr(&o));
+        assert!(stdout(&o).contains("added port 5"), "{}", stdout(&o));
+        let r = run.finish();
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the drained capture ended the run"
+        );
+        assert_eq!(r["datapath"]["packets received"].as_u64(), Some(5));
+    }
+}
