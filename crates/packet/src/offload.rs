@@ -184,7 +184,17 @@ fn layout(pkt: &Packet) -> Result<Layout, OffloadError> {
     };
     let hdr = l4 + l4_hdr;
     let ip_min = if v6 { 40 } else { 20 };
-    if l4_hdr < 8 || hdr > d.len() || l3 + ip_min > l4 {
+    // A TCP header is at least 20 bytes (segments get their sequence
+    // number, flags and checksum written at fixed offsets in it); an IPv4
+    // header's own length must fit before L4 (its checksum is made over
+    // it). A data offset of 2 to 4 words once let a segment be written
+    // past its end (found by the vnet_offload fuzz target).
+    let ihl_ok = v6 || {
+        let ihl = usize::from(d[l3] & 0x0f) * 4;
+        ihl >= 20 && l3 + ihl <= l4
+    };
+    let l4_min = if proto == TCP { 20 } else { 8 };
+    if l4_hdr < l4_min || hdr > d.len() || l3 + ip_min > l4 || !ihl_ok {
         return Err(OffloadError::Malformed);
     }
     // The IP length says where the datagram ends; 0 (a super-frame past
@@ -537,6 +547,28 @@ mod tests {
             Err(OffloadError::Malformed)
         );
         pool.free(p);
+    }
+
+    #[test]
+    fn a_tcp_header_shorter_than_20_bytes_is_not_segmented() {
+        // A data offset of 2 to 4 words: segments used to be written past
+        // their end (the vnet_offload fuzz target's find).
+        let mut pool = pool();
+        for words in 2..5u8 {
+            let mut p = super_frame(&mut pool, false, false, &[1u8; 100], 40);
+            let l4 = p.meta.l4().unwrap();
+            p.data_mut()[l4 + 12] = words << 4;
+            assert_eq!(
+                segment(&p, &mut pool, &mut |s| panic!(
+                    "a segment of {} bytes",
+                    s.len()
+                )),
+                Err(OffloadError::Malformed),
+                "data offset {words}"
+            );
+            pool.free(p);
+        }
+        assert_eq!(pool.available(), pool.capacity());
     }
 
     /// Address and port rewrites on a packet whose checksum is partial

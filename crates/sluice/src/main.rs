@@ -314,16 +314,22 @@ struct RunArgs {
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Stop after this many seconds (for endless inputs).
+    /// Stop after this many seconds (for endless inputs; more than 0, at
+    /// most 1e9).
     #[arg(long, value_name = "SECS", value_parser = sluice::config::parse_seconds)]
     duration: Option<f64>,
-    /// Stop after receiving this many packets.
+    /// Stop after receiving exactly this many packets, counted over every
+    /// port (and every PMD).
     #[arg(long, value_name = "N")]
     packets: Option<u64>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Serve `sluice ctl` on this unix socket while running.
+    /// Serve `sluice ctl` on this unix socket while running: owner-only
+    /// (0600), removed at exit; only a stale socket already at PATH is
+    /// replaced, anything else is an error. With it (or an OpenFlow
+    /// front end) a switch with no receiving port stays up for ports to be
+    /// added.
     #[arg(long, value_name = "PATH")]
     ctl: Option<PathBuf>,
     /// Accept OpenFlow 1.3 connections (controllers, 'ovs-ofctl -O
@@ -338,16 +344,16 @@ struct RunArgs {
     /// (1 s doubling to 8 s) for as long as the switch runs. Repeatable.
     #[arg(long, value_name = "TARGET")]
     controller: Vec<String>,
-    /// For ssl:/pssl:: the switch's private key (PEM), as OVS's
+    /// With ssl: or pssl:, the switch's private key (PEM), as OVS's
     /// --private-key.
     #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
-    /// For ssl:/pssl:: the switch's certificate (PEM), as OVS's
+    /// With ssl: or pssl:, the switch's certificate (PEM), as OVS's
     /// --certificate.
     #[arg(long, value_name = "FILE")]
     certificate: Option<PathBuf>,
-    /// For ssl:/pssl:: the CA certificate that every peer's certificate
-    /// must chain to (PEM), as OVS's --ca-cert. A peer without one is
+    /// With ssl: or pssl:, the CA certificate that every peer's
+    /// certificate must chain to (PEM), as OVS's --ca-cert. A peer without one is
     /// refused, and the refusal logged.
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
