@@ -37,11 +37,14 @@ pub fn run(data: &[u8]) {
         assert!(len >= 8 && at + len <= out.len(), "length {len} at {at}");
         at += len;
     }
-    // A peer that says HELLO and then asks for the features is answered.
-    let hello_then_features = data.len() >= 16
+    // A peer whose HELLO offers OpenFlow 1.3 (a version bitmap with bit
+    // 4) and that then asks for the features is answered. (One that offers
+    // no 1.3 gets HELLO_INCOMPATIBLE and is closed.)
+    let hello_then_features = data.len() >= 24
         && data[..2] == [4, 0]
         && usize::from(u16::from_be_bytes([data[2], data[3]])) == 16
-        && data[16..].len() >= 8
+        && data[8..12] == [0, 1, 0, 8]
+        && u32::from_be_bytes([data[12], data[13], data[14], data[15]]) & (1 << 4) != 0
         && data[16..18] == [4, 5]
         && data[18..20] == [0, 8];
     if hello_then_features {

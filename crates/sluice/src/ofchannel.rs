@@ -332,12 +332,22 @@ struct Session<S> {
     flow_mods: FlowModReader,
     /// For an accepted connection: how long its HELLO may take.
     hello_deadline: Option<Duration>,
+    /// The writer thread, joined when the session ends (after its queue
+    /// is closed), so that a session that is gone has no thread left.
+    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl<S> Drop for Session<S> {
     fn drop(&mut self) {
         if let Some(id) = self.registered.take() {
             self.info.hub.unregister(id);
+        }
+        // The queue closes (the hub's clone went with `unregister`): the
+        // writer sends what is queued, or gives up at its write timeout,
+        // and ends.
+        self.out = None;
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
         }
         let l = &self.listener;
         let (q, r) = (
@@ -372,6 +382,7 @@ impl<S: Conn> Session<S> {
             peer,
             flow_mods: FlowModReader::default(),
             hello_deadline: None,
+            writer: None,
         }
     }
 
@@ -389,7 +400,7 @@ impl<S: Conn> Session<S> {
         let mut w = self.s.writer().map_err(|e| e.to_string())?;
         let listener = Arc::clone(&self.listener);
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(SESSION_QUEUE);
-        std::thread::Builder::new()
+        let writer = std::thread::Builder::new()
             .name("of-writer".into())
             .spawn(move || {
                 // What is queued goes out together, up to WRITE_BATCH
@@ -415,6 +426,7 @@ impl<S: Conn> Session<S> {
             })
             .map_err(|e| e.to_string())?;
         self.out = Some(tx);
+        self.writer = Some(writer);
         Ok(())
     }
 
