@@ -1,8 +1,9 @@
-//! Replays the kept fuzz corpus (`fuzz/corpus/TARGET/`) through the very
-//! checks the cargo-fuzz targets run (`fuzz/checks/TARGET.rs`), on the
-//! stable toolchain: every input a fuzzing run kept, and every crash it
-//! found (kept there once fixed), is a regression test. Seconds, not a
-//! fuzz run; `scripts/fuzz` fuzzes.
+//! Replays the kept fuzz corpus (`fuzz/corpus/TARGET/`, what fuzzing
+//! found and `cargo fuzz cmin` kept) and the regression inputs
+//! (`fuzz/regressions/TARGET/`: hand-written seeds and every crash a
+//! fuzzing run found, kept once fixed; never minimised away) through the
+//! very checks the cargo-fuzz targets run (`fuzz/checks/TARGET.rs`), on
+//! the stable toolchain. Seconds, not a fuzz run; `scripts/fuzz` fuzzes.
 
 use std::path::Path;
 
@@ -52,13 +53,16 @@ fn every_kept_fuzz_input_passes_its_check() {
                 .exists(),
             "{name}: no such fuzz target"
         );
-        let dir = root.join("corpus").join(name);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let dirs = ["corpus", "regressions"].map(|d| root.join(d).join(name));
+        if !dirs.iter().all(|d| d.is_dir()) {
             missing.push(*name);
             continue;
-        };
+        }
         let mut n = 0;
-        for e in entries.flatten() {
+        for e in dirs
+            .iter()
+            .flat_map(|d| std::fs::read_dir(d).unwrap().flatten())
+        {
             let path = e.path();
             let data = match std::fs::read(&path) {
                 Ok(d) => d,
@@ -73,7 +77,10 @@ fn every_kept_fuzz_input_passes_its_check() {
         }
         assert!(n > 0, "{name}: empty corpus");
     }
-    assert!(missing.is_empty(), "no corpus for {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "no corpus or regressions for {missing:?}"
+    );
     // Every target of the fuzz crate is replayed here.
     let listed = std::fs::read_dir(root.join("fuzz_targets"))
         .unwrap()
