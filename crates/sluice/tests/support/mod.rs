@@ -171,9 +171,13 @@ impl Host {
 
 impl Drop for Host {
     fn drop(&mut self) {
+        // Whatever the test left running in the namespace (an iperf3
+        // server whose client never came) goes with it: a process keeps a
+        // deleted namespace alive, and would outlive the test run.
         let _ = sh_status(&format!(
-            "ip netns del {} 2>/dev/null; ip link del {} 2>/dev/null",
-            self.ns, self.root_if
+            "ip netns pids {ns} 2>/dev/null | xargs -r kill -9; ip netns del {ns} 2>/dev/null; ip link del {} 2>/dev/null",
+            self.root_if,
+            ns = self.ns
         ));
     }
 }
