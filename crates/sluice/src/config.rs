@@ -236,16 +236,7 @@ pub fn parse_cpu_list_within(s: &str, n: usize) -> Result<Vec<usize>, String> {
             .parse::<usize>()
             .map_err(|_| format!("'{s}': '{v}' is not a CPU number (expected e.g. 0,1 or 2-5)"))
     };
-    let exists = |c: usize| {
-        if c < n {
-            Ok(c)
-        } else {
-            Err(format!(
-                "'{s}': CPU {c} does not exist (this machine has CPUs 0-{})",
-                n - 1
-            ))
-        }
-    };
+    let exists = |c: usize| existing_cpu(c, n).map_err(|e| format!("'{s}': {e}"));
     let mut cpus = Vec::new();
     for part in s.split(',') {
         match part.split_once('-') {
@@ -269,12 +260,19 @@ pub fn parse_cpu_list_within(s: &str, n: usize) -> Result<Vec<usize>, String> {
 /// exists on this machine.
 pub fn check_cpus(cpus: &[usize]) -> Result<(), String> {
     let n = cpu_count();
-    match cpus.iter().find(|&&c| c >= n) {
-        Some(c) => Err(format!(
+    cpus.iter()
+        .try_for_each(|&c| existing_cpu(c, n).map(|_| ()))
+}
+
+/// CPU `c` on a machine of `n` CPUs, or why it cannot be used.
+fn existing_cpu(c: usize, n: usize) -> Result<usize, String> {
+    if c < n {
+        Ok(c)
+    } else {
+        Err(format!(
             "CPU {c} does not exist (this machine has CPUs 0-{})",
             n - 1
-        )),
-        None => Ok(()),
+        ))
     }
 }
 

@@ -63,11 +63,6 @@ fn read_certs(p: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, Stri
 }
 
 impl TlsFiles {
-    /// Whether any was given.
-    pub fn any(&self) -> bool {
-        self.private_key.is_some() || self.certificate.is_some() || self.ca_cert.is_some()
-    }
-
     /// Reads the files and makes both configurations; each missing or
     /// unreadable file is an error that names its option.
     pub fn load(&self) -> Result<Tls, String> {
@@ -93,23 +88,24 @@ impl TlsFiles {
                 .map_err(|e| format!("--ca-cert {}: {e}", ca.display()))?;
         }
         let roots = Arc::new(roots);
+        let provider = provider();
         let bad = |e: Error| format!("TLS set-up: {e}");
         let client_verifier =
-            WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), provider())
+            WebPkiClientVerifier::builder_with_provider(Arc::clone(&roots), Arc::clone(&provider))
                 .build()
                 .map_err(|e| format!("--ca-cert {}: {e}", ca.display()))?;
-        let server = ServerConfig::builder_with_provider(provider())
+        let server = ServerConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(bad)?
             .with_client_cert_verifier(client_verifier)
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(|e| format!("--private-key/--certificate: {e}"))?;
         let chain_only = ChainOnly(
-            WebPkiServerVerifier::builder_with_provider(roots, provider())
+            WebPkiServerVerifier::builder_with_provider(roots, Arc::clone(&provider))
                 .build()
                 .map_err(|e| format!("--ca-cert {}: {e}", ca.display()))?,
         );
-        let client = ClientConfig::builder_with_provider(provider())
+        let client = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(bad)?
             .dangerous()

@@ -277,6 +277,19 @@ pub fn run_ports(
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
     let n_pmds = placements.len();
+    // TLS for ssl:/pssl:, read before any thread starts: a bad key file
+    // stops the run before it has begun.
+    let uses_tls = opts
+        .listen
+        .iter()
+        .any(|t| matches!(t, crate::ofchannel::Target::Ssl(_)))
+        || opts
+            .controllers
+            .iter()
+            .any(|p| matches!(p, crate::ofchannel::Peer::Ssl(_)));
+    let tls = uses_tls
+        .then(|| opts.tls.load().map(Arc::new))
+        .transpose()?;
     let mut warnings = Vec::new();
     let numbers: Vec<u32> = ports.iter().map(|(n, _)| *n).collect();
     for p in ports_named_by(&rules) {
@@ -438,28 +451,6 @@ pub fn run_ports(
             hub.spawn(rx)
                 .map_err(|e| format!("packet-in thread: {e}"))?;
         }
-        let uses_tls = opts
-            .listen
-            .iter()
-            .any(|t| matches!(t, crate::ofchannel::Target::Ssl(_)))
-            || opts
-                .controllers
-                .iter()
-                .any(|p| matches!(p, crate::ofchannel::Peer::Ssl(_)));
-        let tls = if uses_tls {
-            match opts.tls.load() {
-                Ok(t) => Some(Arc::new(t)),
-                Err(e) => {
-                    shared.stop.store(true, Ordering::Relaxed);
-                    for p in pmds {
-                        let _ = p.join();
-                    }
-                    return Err(e);
-                }
-            }
-        } else {
-            None
-        };
         let info = crate::ofchannel::SwitchInfo {
             datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
             hub,
