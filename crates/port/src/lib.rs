@@ -34,6 +34,7 @@ pub mod stream;
 pub mod sys;
 pub mod tap;
 pub mod unix_listen;
+pub mod vhost;
 pub mod xdp_prog;
 pub mod xdp_send;
 
@@ -66,7 +67,7 @@ impl RxStatus {
 }
 
 /// How many [`PortDrop`] reasons there are.
-pub const N_PORT_DROPS: usize = 8;
+pub const N_PORT_DROPS: usize = 9;
 
 /// Why a port dropped a packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -89,6 +90,9 @@ pub enum PortDrop {
     /// A virtio-net header asked for what cannot be done (UFO, offsets
     /// past the frame's end), or a segment could not be made.
     BadOffload,
+    /// A guest broke the virtio rules (a descriptor outside its memory or
+    /// with the wrong direction): its queue is stopped until it resets it.
+    GuestFault,
 }
 
 impl PortDrop {
@@ -102,6 +106,7 @@ impl PortDrop {
         PortDrop::KernelRingFull,
         PortDrop::NotConnected,
         PortDrop::BadOffload,
+        PortDrop::GuestFault,
     ];
 
     /// Short counter name.
@@ -115,6 +120,7 @@ impl PortDrop {
             PortDrop::KernelRingFull => "kernel ring full",
             PortDrop::NotConnected => "not connected",
             PortDrop::BadOffload => "bad offload",
+            PortDrop::GuestFault => "guest fault",
         }
     }
 

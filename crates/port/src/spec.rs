@@ -12,6 +12,7 @@ use crate::pcap_port::PcapPort;
 use crate::replay::ReplayPort;
 use crate::stream::StreamPort;
 use crate::tap::TapPort;
+use crate::vhost::VhostPort;
 use crate::{Port, PortError};
 
 /// What a port spec says.
@@ -65,10 +66,18 @@ pub enum PortSpec {
         /// Listen (`punix:`) rather than connect (`unix:`).
         listen: bool,
     },
+    /// A vhost-user port: a virtual machine or DPDK's virtio-user.
+    Vhost {
+        /// Socket path.
+        path: PathBuf,
+        /// Listen (`vhost:`, as OVS's `dpdkvhostuser`) rather than connect
+        /// and reconnect (`vhost-client:`, as `dpdkvhostuserclient`).
+        server: bool,
+    },
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -211,6 +220,15 @@ impl std::str::FromStr for PortSpec {
                     "'{s}': expected stream:unix:PATH (connect) or stream:punix:PATH (listen)"
                 )),
             },
+            "vhost" | "vhost-client" if !args.is_empty() && !args.contains(',') => {
+                Ok(PortSpec::Vhost {
+                    path: PathBuf::from(args),
+                    server: kind == "vhost",
+                })
+            }
+            "vhost" | "vhost-client" => Err(format!(
+                "'{s}': expected vhost:PATH (listen for the VM's frontend) or vhost-client:PATH (connect to the hypervisor's socket)"
+            )),
             "pcap" => {
                 let (mut rx, mut tx, mut looping) = (None, None, false);
                 for opt in args.split(',').filter(|o| !o.is_empty()) {
@@ -272,6 +290,10 @@ impl std::fmt::Display for PortSpec {
                     write!(f, ",vnet={}", on_off(opts.vnet))?;
                 }
                 write_mtu(f, opts.mtu)
+            }
+            PortSpec::Vhost { path, server } => {
+                let kind = if *server { "vhost" } else { "vhost-client" };
+                write!(f, "{kind}:{}", path.display())
             }
             PortSpec::Tap { ifname, vnet, mtu } => {
                 write!(f, "tap:{ifname}")?;
@@ -343,6 +365,11 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             &spec.to_string(),
             path,
             *listen,
+        )?)),
+        PortSpec::Vhost { path, server } => Ok(Box::new(VhostPort::open(
+            &spec.to_string(),
+            path,
+            *server,
         )?)),
         PortSpec::Pcap { rx, tx, looping } => Ok(Box::new(PcapPort::open(
             &spec.to_string(),

@@ -1,0 +1,392 @@
+//! vhost-user ports: virtual machines (QEMU) and DPDK's virtio-user on a
+//! unix socket, without DPDK.
+//!
+//! `vhost:PATH` listens on PATH (as OVS's `dpdkvhostuser`); `vhost-client:
+//! PATH` connects to the hypervisor's socket at PATH and reconnects
+//! whenever it comes back (as OVS's `dpdkvhostuserclient`). A control
+//! thread per port speaks the protocol ([`conn`], [`device`]: the `vhost`
+//! crate's message layer); the PMD polls the guest's transmit ring and
+//! fills its receive ring ([`ring`]: `virtio-queue` split rings over
+//! `vm-memory`'s checked guest memory), taking each queue's lock once per
+//! burst. The guest is asked not to kick (Sluice polls); Sluice notifies
+//! the guest through its call eventfd once per burst, only when the guest
+//! wants to be told (`EVENT_IDX`, `NO_INTERRUPT`): those writes are the
+//! port's `tx kicks`, which output batching amortises.
+//!
+//! Copies: one each way. A guest's frame is copied from its memory into a
+//! pool frame (the guest reclaims its buffer at once, so the pipeline may
+//! keep, rewrite and queue the packet); a frame for the guest is copied
+//! into the buffers the guest gave (guest memory is the guest's: the
+//! switch cannot hand it a pool frame).
+
+mod conn;
+pub(crate) mod device;
+pub mod ring;
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use sluice_packet::offload::{from_vnet_hdr, VNET_HDR_LEN};
+use sluice_packet::{Packet, PacketBatch, PacketPool};
+use virtio_queue::{QueueOwnedT, QueueT};
+
+use self::conn::Mode;
+use self::device::{Shared, Vq};
+use self::ring::{chain_len, read_chain, wants_interrupt, write_frame, ChainError, MAX_HDR_LEN};
+use crate::egress::{EgressQueue, PriorityClass, Push};
+use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
+
+/// A vhost-user port (one queue pair).
+pub struct VhostPort {
+    name: String,
+    shared: Arc<Shared>,
+    ctl: Option<JoinHandle<()>>,
+    socket: Option<crate::unix_listen::SocketFile>,
+    /// Frames waiting for the guest to give receive buffers.
+    egress: EgressQueue,
+    stats: PortStats,
+}
+
+/// Queue pairs a port offers.
+const PAIRS: usize = 1;
+/// The guest's receive queue (Sluice sends on it) and transmit queue.
+const TO_GUEST: usize = 0;
+const FROM_GUEST: usize = 1;
+
+impl VhostPort {
+    /// Opens a port: listens on `path` when `server`, else connects to it
+    /// (in the background, again whenever the frontend goes).
+    pub fn open(name: &str, path: &Path, server: bool) -> Result<VhostPort, PortError> {
+        let err = |message: String| PortError {
+            port: name.to_string(),
+            message,
+        };
+        let (mode, socket) = if server {
+            let (l, f) =
+                crate::unix_listen::listen(path).map_err(|e| err(format!("cannot listen: {e}")))?;
+            l.set_nonblocking(true)
+                .map_err(|e| err(format!("cannot listen: {e}")))?;
+            (Mode::Server(l), Some(f))
+        } else {
+            if path.as_os_str().len() > crate::unix_listen::MAX_SOCKET_PATH {
+                return Err(err(format!(
+                    "socket path longer than {} bytes",
+                    crate::unix_listen::MAX_SOCKET_PATH
+                )));
+            }
+            (Mode::Client(path.to_path_buf()), None)
+        };
+        let shared = Shared::new(PAIRS);
+        let ctl = {
+            let (shared, name) = (shared.clone(), name.to_string());
+            std::thread::Builder::new()
+                .name("vhost-ctl".into())
+                .spawn(move || conn::run(&name, &mode, &shared))
+                .map_err(|e| err(format!("cannot start its control thread: {e}")))?
+        };
+        Ok(VhostPort {
+            name: name.to_string(),
+            shared,
+            ctl: Some(ctl),
+            socket,
+            egress: EgressQueue::new(PriorityClass::default()),
+            stats: PortStats::default(),
+        })
+    }
+
+    /// Whether a frontend is connected and both rings run.
+    pub fn link_up(&self) -> bool {
+        self.shared.connected.load(Ordering::Acquire)
+            && self.shared.vq(TO_GUEST).live()
+            && self.shared.vq(FROM_GUEST).live()
+    }
+
+    /// Stops queue `vq` after a guest's fault.
+    fn fault(&self, vq: &mut Vq, which: usize, e: &ChainError) {
+        vq.broken = Some(e.to_string());
+        self.shared.guest_faults.fetch_add(1, Ordering::Relaxed);
+        self.shared.warn(format!(
+            "queue {which} stopped: {e} (until the guest resets it)"
+        ));
+    }
+}
+
+impl Port for VhostPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn caps(&self) -> PortCaps {
+        PortCaps {
+            rx: true,
+            tx: true,
+            finite_rx: false,
+            rx_hash: false,
+            tx_offload: false,
+        }
+    }
+
+    fn rx_burst(
+        &mut self,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+        in_port: u32,
+    ) -> RxStatus {
+        let shared = self.shared.clone();
+        let mut guard = shared.vq(FROM_GUEST);
+        if !guard.live() {
+            return RxStatus::Idle;
+        }
+        let vq = &mut *guard;
+        let mem = vq.mem.clone().expect("a live queue has memory");
+        let mem = &*mem;
+        if !vq.kicks_off {
+            // Sluice polls: the guest need not kick.
+            let _ = vq.queue.disable_notification(mem);
+            vq.kicks_off = true;
+        }
+        let hdr_len = vq.hdr_len;
+        let (mut n, mut used) = (0, 0);
+        let mut fault = None;
+        while !batch.is_full() {
+            let Some(chain) = vq.queue.pop_descriptor_chain(mem) else {
+                break;
+            };
+            let head = chain.head_index();
+            let total = match chain_len(chain.clone(), false) {
+                Ok(t) => t as usize,
+                Err(e) => {
+                    fault = Some(e);
+                    break;
+                }
+            };
+            let len = total.saturating_sub(hdr_len);
+            let Some(mut pkt) = pool.alloc_for(len) else {
+                if len > pool.max_len() {
+                    self.stats.rx_drop(PortDrop::TooBig, 1);
+                    let _ = vq.queue.add_used(mem, head, 0);
+                    used += 1;
+                    continue;
+                }
+                // No frame free: leave the chain in the ring for later.
+                vq.queue.go_to_previous_position();
+                break;
+            };
+            pkt.set_len(len);
+            let mut hdr = [0u8; MAX_HDR_LEN];
+            let got = read_chain(mem, chain, &mut hdr[..hdr_len], pkt.data_mut());
+            let _ = vq.queue.add_used(mem, head, 0);
+            used += 1;
+            let got = match got {
+                Ok(g) => g,
+                Err(e) => {
+                    pool.free(pkt);
+                    self.stats.rx_drop(PortDrop::GuestFault, 1);
+                    fault = Some(e);
+                    break;
+                }
+            };
+            pkt.set_len(got);
+            let h: &[u8; VNET_HDR_LEN] = hdr[..VNET_HDR_LEN].try_into().expect("10 bytes");
+            match from_vnet_hdr(h) {
+                Ok(o) => pkt.meta.offload = o,
+                Err(_) => {
+                    self.stats.rx_drop(PortDrop::BadOffload, 1);
+                    pool.free(pkt);
+                    continue;
+                }
+            }
+            pkt.meta.in_port = in_port;
+            self.stats.rx_packets += 1;
+            self.stats.rx_bytes += got as u64;
+            self.stats.rx_copied += 1;
+            if pkt.meta.offload.gso() != 0 {
+                self.stats.rx_gso_packets += 1;
+            }
+            let _ = batch.push(pkt);
+            n += 1;
+        }
+        if let Some(e) = fault {
+            self.fault(vq, FROM_GUEST, &e);
+        }
+        if used > 0 && wants_interrupt(&mut vq.queue, mem) {
+            vq.notify();
+        }
+        RxStatus::of_burst(n, false)
+    }
+
+    fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
+        let shared = self.shared.clone();
+        let mut guard = shared.vq(TO_GUEST);
+        if !guard.live() {
+            let n = batch.len() as u64;
+            self.stats.tx_drop(PortDrop::NotConnected, n);
+            batch.drain().for_each(|p| pool.free(p));
+            return 0;
+        }
+        let mut taken = 0;
+        for pkt in batch.drain() {
+            // Behind packets already waiting, in order.
+            let pkt = if self.egress.is_empty() {
+                match self.send_one(&mut guard, pool, pkt) {
+                    Sent::Done => {
+                        taken += 1;
+                        continue;
+                    }
+                    Sent::Dropped => continue,
+                    Sent::NoRoom(p) => p,
+                }
+            } else {
+                pkt
+            };
+            match self.egress.push(pkt) {
+                Push::Queued => taken += 1,
+                Push::Displaced(p) => {
+                    taken += 1;
+                    self.stats.tx_drop(PortDrop::QueueFull, 1);
+                    pool.free(p);
+                }
+                Push::Refused(p) => {
+                    self.stats.tx_drop(PortDrop::QueueFull, 1);
+                    pool.free(p);
+                }
+            }
+        }
+        self.drain_egress(&mut guard, pool);
+        self.interrupt(&mut guard);
+        taken
+    }
+
+    fn tx_pending(&self) -> usize {
+        self.egress.len()
+    }
+
+    fn tx_drain(&mut self, pool: &mut PacketPool) {
+        let shared = self.shared.clone();
+        let mut guard = shared.vq(TO_GUEST);
+        if guard.live() {
+            self.drain_egress(&mut guard, pool);
+            self.interrupt(&mut guard);
+        } else {
+            // The guest went: what waited for it cannot be sent.
+            let n = self.egress.clear(pool);
+            self.stats.tx_drop(PortDrop::NotConnected, n as u64);
+        }
+    }
+
+    fn flush(&mut self, pool: &mut PacketPool) -> Result<(), PortError> {
+        self.tx_drain(pool);
+        let n = self.egress.clear(pool);
+        self.stats.tx_drop(PortDrop::QueueFull, n as u64);
+        Ok(())
+    }
+
+    fn stats(&self) -> PortStats {
+        let mut s = self.stats.clone();
+        s.tx_high_priority = self.egress.high_packets;
+        s
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.shared
+            .warnings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .to_vec()
+    }
+}
+
+/// What became of a frame offered to the guest.
+enum Sent {
+    /// Written into the guest's buffers (its frame back in the pool).
+    Done,
+    /// Counted as a drop (its frame back in the pool).
+    Dropped,
+    /// The guest has no buffer free now: here it is back.
+    NoRoom(Packet),
+}
+
+impl VhostPort {
+    /// Writes `pkt` into the guest's receive ring (frames go whole,
+    /// checksums complete: the port offers no receive offloads yet, so the
+    /// header says nothing but `num_buffers`).
+    fn send_one(&mut self, vq: &mut Vq, pool: &mut PacketPool, pkt: Packet) -> Sent {
+        if vq.broken.is_some() {
+            self.stats.tx_drop(PortDrop::GuestFault, 1);
+            pool.free(pkt);
+            return Sent::Dropped;
+        }
+        let mem = vq.mem.clone().expect("a live queue has memory");
+        let hdr = [0u8; MAX_HDR_LEN];
+        match write_frame(
+            &mut vq.queue,
+            &*mem,
+            &hdr[..vq.hdr_len],
+            pkt.data(),
+            vq.mergeable,
+        ) {
+            Ok(Some(chains)) => {
+                for (head, len) in chains {
+                    let _ = vq.queue.add_used(&*mem, head, len);
+                }
+                vq.unsignalled += 1;
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += pkt.len() as u64;
+                self.stats.tx_copied += 1;
+                pool.free(pkt);
+                Sent::Done
+            }
+            Ok(None) => Sent::NoRoom(pkt),
+            Err(e) => {
+                if e == ChainError::TooBig {
+                    self.stats.tx_drop(PortDrop::TooBig, 1);
+                } else {
+                    self.stats.tx_drop(PortDrop::GuestFault, 1);
+                    self.fault(vq, TO_GUEST, &e);
+                }
+                pool.free(pkt);
+                Sent::Dropped
+            }
+        }
+    }
+
+    /// Moves waiting packets into the guest's ring while it has room.
+    fn drain_egress(&mut self, vq: &mut Vq, pool: &mut PacketPool) {
+        while let Some(pkt) = self.egress.pop_within_limit() {
+            match self.send_one(vq, pool, pkt) {
+                Sent::Done | Sent::Dropped => {}
+                Sent::NoRoom(p) => {
+                    self.egress.unpop(p);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Tells the guest of frames written since it was last told, if it
+    /// wants to be told: one eventfd write (a `tx kick`) for them all.
+    fn interrupt(&mut self, vq: &mut Vq) {
+        if vq.unsignalled == 0 {
+            return;
+        }
+        vq.unsignalled = 0;
+        let mem = vq.mem.clone().expect("a live queue has memory");
+        if wants_interrupt(&mut vq.queue, &*mem) && vq.notify() {
+            self.stats.tx_kicks += 1;
+        }
+    }
+}
+
+impl Drop for VhostPort {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.ctl.take() {
+            let _ = t.join();
+        }
+        if let Some(f) = &self.socket {
+            f.remove();
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! vhost-user ports against DPDK's virtio-user, the guest driver DPDK and
+//! OVS test vhost-user with, no VM needed: `dpdk-testpmd --no-huge --vdev
+//! net_virtio_user0,path=SOCK` (its memory in memfd, shared with Sluice
+//! over the socket) forwarding in `macswap` mode, so every frame a host
+//! sends through Sluice to it comes back with its MAC addresses swapped.
+//! Both port modes: `vhost:` (Sluice listens, testpmd connects) and
+//! `vhost-client:` (testpmd listens with `server=1`; Sluice connects, and
+//! reconnects when testpmd comes back).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use sluice_packet::build::{Frame, L4};
+use support::*;
+
+/// testpmd and Sluice's PMD each poll a core of this 2-core machine: one
+/// such pair at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// A testpmd in macswap mode on a virtio-user port.
+struct Testpmd {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Testpmd {
+    /// Starts testpmd on socket `sock` (`server`: it listens there) and
+    /// waits until it forwards.
+    fn start(dir: &Path, tag: &str, sock: &Path, server: bool) -> Testpmd {
+        let out = dir.join(format!("testpmd-{tag}.out"));
+        let vdev = format!(
+            "net_virtio_user0,path={},queues=1{}",
+            sock.display(),
+            if server { ",server=1" } else { "" }
+        );
+        // stdbuf: testpmd's stdout is a file here, which it would buffer.
+        let child = Command::new("stdbuf")
+            .args(["-oL", "dpdk-testpmd"])
+            .args([
+                "-l",
+                "0,1",
+                "--no-huge",
+                "-m",
+                "512",
+                "--no-pci",
+                "--no-shconf",
+            ])
+            .arg(format!("--file-prefix=sl{}{tag}", std::process::id()))
+            .arg(format!("--vdev={vdev}"))
+            .args([
+                "--",
+                "--forward-mode=macswap",
+                "-a",
+                "--total-num-mbufs=4096",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting dpdk-testpmd");
+        let mut t = Testpmd { child, out };
+        if !server {
+            t.wait_forwarding();
+        }
+        t
+    }
+
+    /// Waits for testpmd to say it forwards (its rings are set up).
+    fn wait_forwarding(&mut self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+            if text.contains("Press enter to exit") {
+                return;
+            }
+            if let Some(st) = self.child.try_wait().unwrap() {
+                panic!("dpdk-testpmd exited ({st}):\n{text}");
+            }
+            assert!(
+                Instant::now() < until,
+                "dpdk-testpmd did not start forwarding:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Testpmd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `n` UDP frames of varied sizes, each different.
+fn frames(n: usize, seed: u8) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| {
+            let pad = 18 + (i * 37) % 1400;
+            let payload: Vec<u8> = (0..pad).map(|j| (i + j) as u8 ^ seed).collect();
+            Frame::ipv4(
+                [10, 1, 0, 1],
+                [10, 1, 0, 2],
+                L4::Udp {
+                    src: 1000 + i as u16,
+                    dst: 7,
+                },
+            )
+            .payload(&payload)
+            .build()
+        })
+        .collect()
+}
+
+const SEND_AND_RECEIVE: &str = r#"
+import socket, struct, sys, time
+frames, out, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+rx.bind(("eth0", 0))
+rx.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
+rx.settimeout(0.2)
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+tx.bind(("eth0", 0))
+d = open(frames, "rb").read()
+i = 0
+k = 0
+while i < len(d):
+    n = struct.unpack(">H", d[i:i+2])[0]
+    tx.send(d[i+2:i+2+n])
+    i += 2 + n
+    k += 1
+    if k % 100 == 0:
+        time.sleep(0.005)
+got = []
+until = time.time() + 20
+while len(got) < want and time.time() < until:
+    try:
+        f, addr = rx.recvfrom(65536)
+    except socket.timeout:
+        continue
+    if addr[2] != socket.PACKET_OUTGOING:
+        got.append(f)
+time.sleep(0.3)
+while True:
+    try:
+        f, addr = rx.recvfrom(65536)
+    except socket.timeout:
+        break
+    if addr[2] != socket.PACKET_OUTGOING:
+        got.append(f)
+with open(out, "wb") as o:
+    for f in got:
+        o.write(struct.pack(">H", len(f)) + f)
+"#;
+
+/// Sends `frames` from `host` and returns what came back to it.
+fn round_trip(host: &Host, dir: &Path, tag: &str, frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    let script = dir.join("rt.py");
+    std::fs::write(&script, SEND_AND_RECEIVE).unwrap();
+    let (inp, out) = (
+        dir.join(format!("{tag}.in")),
+        dir.join(format!("{tag}.out")),
+    );
+    let mut bytes = Vec::new();
+    for f in frames {
+        bytes.extend_from_slice(&(f.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(f);
+    }
+    std::fs::write(&inp, bytes).unwrap();
+    host.exec(&format!(
+        "python3 {} {} {} {}",
+        script.display(),
+        inp.display(),
+        out.display(),
+        frames.len()
+    ));
+    let d = std::fs::read(&out).unwrap();
+    let mut got = Vec::new();
+    let mut i = 0;
+    while i < d.len() {
+        let n = u16::from_be_bytes([d[i], d[i + 1]]) as usize;
+        got.push(d[i + 2..i + 2 + n].to_vec());
+        i += 2 + n;
+    }
+    got
+}
+
+fn mac_swapped(f: &[u8]) -> Vec<u8> {
+    let mut g = f.to_vec();
+    g[0..6].copy_from_slice(&f[6..12]);
+    g[6..12].copy_from_slice(&f[0..6]);
+    g
+}
+
+/// Every frame came back once, MACs swapped, in order.
+fn assert_reflected(sent: &[Vec<u8>], got: &[Vec<u8>]) {
+    assert_eq!(
+        got.len(),
+        sent.len(),
+        "frames back: {} of {}",
+        got.len(),
+        sent.len()
+    );
+    for (i, (s, g)) in sent.iter().zip(got).enumerate() {
+        assert_eq!(*g, mac_swapped(s), "frame {i} came back changed");
+    }
+}
+
+#[test]
+fn testpmd_on_a_listening_vhost_port_gets_every_frame_and_returns_it() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("vh", None);
+    let sock = dir.path().join("vh.sock");
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", host.root_if),
+            &format!("2=vhost:{}", sock.display()),
+        ],
+    );
+    let mode = std::fs::metadata(&sock).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o600,
+        "the vhost socket is owner-only"
+    );
+    let _pmd = Testpmd::start(dir.path(), "a", &sock, false);
+    // More frames than the switch's pool holds: a frame not given back
+    // after it was copied to the guest would show as a stall.
+    let sent = frames(6000, 0);
+    let got = round_trip(&host, dir.path(), "a", &sent);
+    let report = sw.stop();
+    assert_reflected(&sent, &got);
+    assert_balanced(&report);
+    let vh = port(&report, 2);
+    assert_eq!(vh["rx_packets"], 6000, "{vh}");
+    assert_eq!(vh["tx_packets"], 6000, "{vh}");
+    assert!(
+        !sock.exists(),
+        "the socket is removed when the switch stops"
+    );
+}
+
+#[test]
+fn a_client_vhost_port_reconnects_when_testpmd_comes_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("vc", None);
+    let sock = dir.path().join("vc.sock");
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", host.root_if),
+            &format!("2=vhost-client:{}", sock.display()),
+        ],
+    );
+    for (round, seed) in [("first", 1u8), ("second", 2)] {
+        let mut pmd = Testpmd::start(dir.path(), round, &sock, true);
+        pmd.wait_forwarding();
+        let sent = frames(200, seed);
+        let got = round_trip(&host, dir.path(), round, &sent);
+        assert_reflected(&sent, &got);
+        drop(pmd);
+        let _ = std::fs::remove_file(&sock);
+    }
+    let report = sw.stop();
+    assert_balanced(&report);
+    let vh = port(&report, 2);
+    assert_eq!(vh["rx_packets"], 400, "{vh}");
+}
