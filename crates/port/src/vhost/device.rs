@@ -37,8 +37,6 @@ pub mod feature {
     pub const HOST_ECN: u64 = 1 << 13;
     /// Frames to the guest may span several receive buffers.
     pub const MRG_RXBUF: u64 = 1 << 15;
-    /// Several queue pairs.
-    pub const MQ: u64 = 1 << 22;
     /// Indirect descriptor tables.
     pub const INDIRECT_DESC: u64 = 1 << 28;
     /// `used_event` / `avail_event` notification suppression.
@@ -52,14 +50,15 @@ pub mod feature {
 
     /// What Sluice offers: the guest's offloads on transmit (carried to
     /// the datapath in the packet's metadata), none on receive yet
-    /// (frames reach the guest whole, checksums complete).
+    /// (frames reach the guest whole, checksums complete); one queue pair
+    /// (no `MQ` yet: the protocol's queue count says 1, so a frontend
+    /// asking for more is told at once).
     pub const OFFERED: u64 = CSUM
         | HOST_TSO4
         | HOST_TSO6
         | HOST_ECN
         | HOST_USO
         | MRG_RXBUF
-        | MQ
         | INDIRECT_DESC
         | EVENT_IDX
         | PROTOCOL_FEATURES

@@ -28,9 +28,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use arrayvec::ArrayVec;
+use sluice_packet::batch::BATCH_SIZE;
 use sluice_packet::offload::{from_vnet_hdr, VNET_HDR_LEN};
 use sluice_packet::{Packet, PacketBatch, PacketPool};
-use virtio_queue::{QueueOwnedT, QueueT};
+use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
+use vm_memory::GuestMemoryMmap;
 
 use self::conn::Mode;
 use self::device::{Shared, Vq};
@@ -148,47 +151,36 @@ impl Port for VhostPort {
             vq.kicks_off = true;
         }
         let hdr_len = vq.hdr_len;
+        // The chains the guest offers, read off its ring with one look at
+        // its index; those not taken below are handed back.
+        let mut chains: ArrayVec<DescriptorChain<&GuestMemoryMmap>, BATCH_SIZE> = ArrayVec::new();
+        if let Ok(it) = vq.queue.iter(mem) {
+            chains.extend(it.take(batch.remaining()));
+        }
+        let popped = chains.len();
         let (mut n, mut used) = (0, 0);
         let mut fault = None;
-        while !batch.is_full() {
-            let Some(chain) = vq.queue.pop_descriptor_chain(mem) else {
-                break;
-            };
+        for chain in chains {
             let head = chain.head_index();
-            let total = match chain_len(chain.clone(), false) {
-                Ok(t) => t as usize,
-                Err(e) => {
-                    fault = Some(e);
-                    break;
-                }
-            };
-            let len = total.saturating_sub(hdr_len);
-            let Some(mut pkt) = pool.alloc_for(len) else {
-                if len > pool.max_len() {
+            let mut hdr = [0u8; MAX_HDR_LEN];
+            let pkt = match self.read_from_guest(pool, mem, chain, &mut hdr[..hdr_len]) {
+                Ok(Some(p)) => p,
+                Ok(None) => break,
+                Err(ChainError::TooBig) => {
                     self.stats.rx_drop(PortDrop::TooBig, 1);
                     let _ = vq.queue.add_used(mem, head, 0);
                     used += 1;
                     continue;
                 }
-                // No frame free: leave the chain in the ring for later.
-                vq.queue.go_to_previous_position();
-                break;
-            };
-            pkt.set_len(len);
-            let mut hdr = [0u8; MAX_HDR_LEN];
-            let got = read_chain(mem, chain, &mut hdr[..hdr_len], pkt.data_mut());
-            let _ = vq.queue.add_used(mem, head, 0);
-            used += 1;
-            let got = match got {
-                Ok(g) => g,
                 Err(e) => {
-                    pool.free(pkt);
                     self.stats.rx_drop(PortDrop::GuestFault, 1);
                     fault = Some(e);
                     break;
                 }
             };
-            pkt.set_len(got);
+            let _ = vq.queue.add_used(mem, head, 0);
+            used += 1;
+            let mut pkt = pkt;
             let h: &[u8; VNET_HDR_LEN] = hdr[..VNET_HDR_LEN].try_into().expect("10 bytes");
             match from_vnet_hdr(h) {
                 Ok(o) => pkt.meta.offload = o,
@@ -200,13 +192,16 @@ impl Port for VhostPort {
             }
             pkt.meta.in_port = in_port;
             self.stats.rx_packets += 1;
-            self.stats.rx_bytes += got as u64;
+            self.stats.rx_bytes += pkt.len() as u64;
             self.stats.rx_copied += 1;
             if pkt.meta.offload.gso() != 0 {
                 self.stats.rx_gso_packets += 1;
             }
             let _ = batch.push(pkt);
             n += 1;
+        }
+        for _ in used..popped {
+            vq.queue.go_to_previous_position();
         }
         if let Some(e) = fault {
             self.fault(vq, FROM_GUEST, &e);
@@ -295,6 +290,59 @@ impl Port for VhostPort {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .to_vec()
+    }
+}
+
+impl VhostPort {
+    /// Copies one transmit chain out of the guest into a pool frame: a
+    /// regular one, or a big one for a frame that does not fit.
+    /// `Ok(None)`: no frame free (the chain stays for later).
+    fn read_from_guest(
+        &mut self,
+        pool: &mut PacketPool,
+        mem: &GuestMemoryMmap,
+        chain: DescriptorChain<&GuestMemoryMmap>,
+        hdr: &mut [u8],
+    ) -> Result<Option<Packet>, ChainError> {
+        let Some(mut pkt) = pool.alloc() else {
+            return Ok(None);
+        };
+        pkt.set_len(pool.max_packet_len());
+        match read_chain(mem, chain.clone(), hdr, pkt.data_mut()) {
+            Ok(got) => {
+                pkt.set_len(got);
+                return Ok(Some(pkt));
+            }
+            Err(ChainError::TooBig) => pool.free(pkt),
+            Err(e) => {
+                pool.free(pkt);
+                return Err(e);
+            }
+        }
+        let len = (chain_len(chain.clone(), false)? as usize).saturating_sub(hdr.len());
+        if len > pool.max_len() {
+            return Err(ChainError::TooBig);
+        }
+        let Some(mut big) = pool.alloc_for(len) else {
+            return Ok(None);
+        };
+        big.set_len(len);
+        match read_chain(mem, chain, hdr, big.data_mut()) {
+            Ok(got) => {
+                big.set_len(got);
+                Ok(Some(big))
+            }
+            Err(e) => {
+                pool.free(big);
+                // Longer now than a moment ago: the guest changed the
+                // chain under us.
+                Err(if e == ChainError::TooBig {
+                    ChainError::WrongDirection
+                } else {
+                    e
+                })
+            }
+        }
     }
 }
 

@@ -12,7 +12,7 @@
 use arrayvec::ArrayVec;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestMemory};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend};
 
 /// The longest virtio-net header (VERSION_1 or MRG_RXBUF: with
 /// `num_buffers`).
@@ -50,6 +50,38 @@ impl std::fmt::Display for ChainError {
     }
 }
 
+/// Copies guest memory at `addr` into `dst`: one bounds-checked slice of
+/// the region it lies in (the common case), else `vm-memory`'s general
+/// path for a range across regions.
+#[inline]
+fn read_guest<M: GuestMemoryBackend>(
+    mem: &M,
+    addr: GuestAddress,
+    dst: &mut [u8],
+) -> Result<(), ChainError> {
+    if let Ok(s) = mem.get_slice(addr, dst.len()) {
+        s.copy_to(dst);
+        return Ok(());
+    }
+    mem.read_slice(dst, addr)
+        .map_err(|_| ChainError::BadAddress(addr.0))
+}
+
+/// Copies `src` into guest memory at `addr` (as [`read_guest`]).
+#[inline]
+fn write_guest<M: GuestMemoryBackend>(
+    mem: &M,
+    addr: GuestAddress,
+    src: &[u8],
+) -> Result<(), ChainError> {
+    if let Ok(s) = mem.get_slice(addr, src.len()) {
+        s.copy_from(src);
+        return Ok(());
+    }
+    mem.write_slice(src, addr)
+        .map_err(|_| ChainError::BadAddress(addr.0))
+}
+
 /// The total length of a chain's descriptors (those the device reads when
 /// `writable` is false, else those it writes), or a fault.
 pub fn chain_len(
@@ -70,7 +102,7 @@ pub fn chain_len(
 /// rest into `buf`. Returns the frame's length. `buf` must hold the
 /// chain's length less the header ([`chain_len`]); a longer chain is
 /// [`ChainError::TooBig`].
-pub fn read_chain<M: GuestMemory>(
+pub fn read_chain<M: GuestMemoryBackend>(
     mem: &M,
     chain: impl Iterator<Item = Descriptor>,
     hdr: &mut [u8],
@@ -85,8 +117,7 @@ pub fn read_chain<M: GuestMemory>(
         let mut len = d.len() as usize;
         if h < hdr.len() {
             let take = len.min(hdr.len() - h);
-            mem.read_slice(&mut hdr[h..h + take], addr)
-                .map_err(|_| ChainError::BadAddress(addr.0))?;
+            read_guest(mem, addr, &mut hdr[h..h + take])?;
             h += take;
             len -= take;
             addr = addr.unchecked_add(take as u64);
@@ -97,8 +128,7 @@ pub fn read_chain<M: GuestMemory>(
         let Some(dst) = buf.get_mut(n..n + len) else {
             return Err(ChainError::TooBig);
         };
-        mem.read_slice(dst, addr)
-            .map_err(|_| ChainError::BadAddress(addr.0))?;
+        read_guest(mem, addr, dst)?;
         n += len;
     }
     if h < hdr.len() {
@@ -113,7 +143,7 @@ pub fn read_chain<M: GuestMemory>(
 /// written), not yet marked used: the caller adds them to the used ring.
 /// On an error, or `Ok(None)` (not enough chains available now), every
 /// chain taken is handed back ([`Queue::go_to_previous_position`]).
-pub fn write_frame<M: GuestMemory>(
+pub fn write_frame<M: GuestMemoryBackend>(
     queue: &mut Queue,
     mem: &M,
     hdr: &[u8],
@@ -168,9 +198,9 @@ pub fn write_frame<M: GuestMemory>(
                     &frame[done - hdr.len()..]
                 };
                 let take = left.min(src.len());
-                if mem.write_slice(&src[..take], addr).is_err() {
+                if let Err(e) = write_guest(mem, addr, &src[..take]) {
                     give_back(queue, n_chains);
-                    return Err(ChainError::BadAddress(addr.0));
+                    return Err(e);
                 }
                 done += take;
                 left -= take;
@@ -185,14 +215,14 @@ pub fn write_frame<M: GuestMemory>(
 /// Whether the guest wants an interrupt for what was just added to the
 /// used ring: by `used_event` with `EVENT_IDX`, else unless its available
 /// ring's flags say `NO_INTERRUPT` (which `virtio-queue` does not read).
-pub fn wants_interrupt<M: GuestMemory>(queue: &mut Queue, mem: &M) -> bool {
+pub fn wants_interrupt<M: GuestMemoryBackend>(queue: &mut Queue, mem: &M) -> bool {
     if queue.event_idx_enabled() {
         return queue.needs_notification(mem).unwrap_or(true);
     }
     const NO_INTERRUPT: u16 = 1;
     std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
     mem.load::<u16>(
-        vm_memory::GuestAddress(queue.avail_ring()),
+        GuestAddress(queue.avail_ring()),
         std::sync::atomic::Ordering::Acquire,
     )
     .map_or(true, |f| u16::from_le(f) & NO_INTERRUPT == 0)
