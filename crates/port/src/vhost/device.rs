@@ -51,8 +51,8 @@ pub mod feature {
     /// What Sluice offers: the guest's offloads on transmit (carried to
     /// the datapath in the packet's metadata), none on receive yet
     /// (frames reach the guest whole, checksums complete); one queue pair
-    /// (no `MQ` yet: the protocol's queue count says 1, so a frontend
-    /// asking for more is told at once).
+    /// (no `MQ` yet); vhost-user protocol features, which QEMU needs to
+    /// start its rings.
     pub const OFFERED: u64 = CSUM
         | HOST_TSO4
         | HOST_TSO6
@@ -386,6 +386,12 @@ impl VhostUserBackendReqHandlerMut for Handler {
             return Err(Error::InvalidParam);
         }
         vq.started = true;
+        // A started ring is enabled until SET_VRING_ENABLE says otherwise.
+        // (With protocol features the protocol has it start disabled, but
+        // QEMU sends its SET_VRING_ENABLE before SET_FEATURES, which the
+        // `vhost` crate refuses unanswered, so it would never run; DPDK's
+        // vhost library takes the message whenever it comes.)
+        vq.enabled = true;
         vq.broken = None;
         Ok(())
     }
@@ -401,7 +407,10 @@ impl VhostUserBackendReqHandlerMut for Handler {
     }
 
     fn get_protocol_features(&mut self) -> Result<VhostUserProtocolFeatures> {
-        Ok(VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::REPLY_ACK)
+        // No REPLY_ACK: QEMU sends SET_VRING_ENABLE before SET_FEATURES,
+        // which the `vhost` crate refuses (as the protocol says) without an
+        // answer; a frontend waiting for that answer would hang.
+        Ok(VhostUserProtocolFeatures::MQ)
     }
 
     fn set_protocol_features(&mut self, features: u64) -> Result<()> {
