@@ -38,6 +38,7 @@ impl Testpmd {
             if server { ",server=1" } else { "" }
         );
         // stdbuf: testpmd's stdout is a file here, which it would buffer.
+        let log = std::fs::File::create(&out).unwrap();
         let child = Command::new("stdbuf")
             .args(["-oL", "dpdk-testpmd"])
             .args([
@@ -58,8 +59,8 @@ impl Testpmd {
                 "--total-num-mbufs=4096",
             ])
             .stdin(Stdio::piped())
-            .stdout(std::fs::File::create(&out).unwrap())
-            .stderr(Stdio::inherit())
+            .stderr(log.try_clone().unwrap())
+            .stdout(log)
             .spawn()
             .expect("starting dpdk-testpmd");
         let mut t = Testpmd { child, out };

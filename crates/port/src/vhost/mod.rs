@@ -37,7 +37,9 @@ use vm_memory::GuestMemoryMmap;
 
 use self::conn::Mode;
 use self::device::{Shared, Vq};
-use self::ring::{chain_len, read_chain, wants_interrupt, write_frame, ChainError, MAX_HDR_LEN};
+use self::ring::{
+    chain_len, read_chain, wants_interrupt, write_frame, ChainError, Used, MAX_HDR_LEN,
+};
 use crate::egress::{EgressQueue, PriorityClass, Push};
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 
@@ -221,21 +223,11 @@ impl Port for VhostPort {
             batch.drain().for_each(|p| pool.free(p));
             return 0;
         }
+        // Every frame joins the egress queue (behind those already
+        // waiting, high-priority ones first), which then goes into the
+        // guest's buffers as far as they reach.
         let mut taken = 0;
         for pkt in batch.drain() {
-            // Behind packets already waiting, in order.
-            let pkt = if self.egress.is_empty() {
-                match self.send_one(&mut guard, pool, pkt) {
-                    Sent::Done => {
-                        taken += 1;
-                        continue;
-                    }
-                    Sent::Dropped => continue,
-                    Sent::NoRoom(p) => p,
-                }
-            } else {
-                pkt
-            };
             match self.egress.push(pkt) {
                 Push::Queued => taken += 1,
                 Push::Displaced(p) => {
@@ -249,7 +241,8 @@ impl Port for VhostPort {
                 }
             }
         }
-        self.drain_egress(&mut guard, pool);
+        let mem = guard.mem.clone().expect("a live queue has memory");
+        self.drain_egress(&mut guard, &mem, pool);
         self.interrupt(&mut guard);
         taken
     }
@@ -262,7 +255,8 @@ impl Port for VhostPort {
         let shared = self.shared.clone();
         let mut guard = shared.vq(TO_GUEST);
         if guard.live() {
-            self.drain_egress(&mut guard, pool);
+            let mem = guard.mem.clone().expect("a live queue has memory");
+            self.drain_egress(&mut guard, &mem, pool);
             self.interrupt(&mut guard);
         } else {
             // The guest went: what waited for it cannot be sent.
@@ -344,71 +338,68 @@ impl VhostPort {
             }
         }
     }
-}
 
-/// What became of a frame offered to the guest.
-enum Sent {
-    /// Written into the guest's buffers (its frame back in the pool).
-    Done,
-    /// Counted as a drop (its frame back in the pool).
-    Dropped,
-    /// The guest has no buffer free now: here it is back.
-    NoRoom(Packet),
-}
-
-impl VhostPort {
-    /// Writes `pkt` into the guest's receive ring (frames go whole,
-    /// checksums complete: the port offers no receive offloads yet, so the
-    /// header says nothing but `num_buffers`).
-    fn send_one(&mut self, vq: &mut Vq, pool: &mut PacketPool, pkt: Packet) -> Sent {
+    /// Moves waiting frames into the guest's receive buffers while it has
+    /// some: the guest's ring index read once per round, the used ring
+    /// written once per round (up to [`ring::USED_PER_BURST`] chains).
+    fn drain_egress(&mut self, vq: &mut Vq, mem: &GuestMemoryMmap, pool: &mut PacketPool) {
         if vq.broken.is_some() {
-            self.stats.tx_drop(PortDrop::GuestFault, 1);
-            pool.free(pkt);
-            return Sent::Dropped;
+            let n = self.egress.clear(pool);
+            self.stats.tx_drop(PortDrop::GuestFault, n as u64);
+            return;
         }
-        let mem = vq.mem.clone().expect("a live queue has memory");
         let hdr = [0u8; MAX_HDR_LEN];
-        match write_frame(
-            &mut vq.queue,
-            &*mem,
-            &hdr[..vq.hdr_len],
-            pkt.data(),
-            vq.mergeable,
-        ) {
-            Ok(Some(chains)) => {
-                for (head, len) in chains {
-                    let _ = vq.queue.add_used(&*mem, head, len);
+        let (hdr_len, mergeable) = (vq.hdr_len, vq.mergeable);
+        loop {
+            let mut used = Used::new();
+            let mut fault = None;
+            if let Ok(mut avail) = vq.queue.iter(mem) {
+                while let Some(pkt) = self.egress.pop_within_limit() {
+                    let wrote = write_frame(
+                        &mut avail,
+                        mem,
+                        &hdr[..hdr_len],
+                        pkt.data(),
+                        mergeable,
+                        &mut used,
+                    );
+                    match wrote {
+                        Ok(true) => {
+                            self.stats.tx_packets += 1;
+                            self.stats.tx_bytes += pkt.len() as u64;
+                            self.stats.tx_copied += 1;
+                            vq.unsignalled += 1;
+                            pool.free(pkt);
+                        }
+                        Ok(false) => {
+                            self.egress.unpop(pkt);
+                            break;
+                        }
+                        Err(ChainError::TooBig) => {
+                            self.stats.tx_drop(PortDrop::TooBig, 1);
+                            pool.free(pkt);
+                        }
+                        Err(e) => {
+                            self.stats.tx_drop(PortDrop::GuestFault, 1);
+                            pool.free(pkt);
+                            fault = Some(e);
+                            break;
+                        }
+                    }
                 }
-                vq.unsignalled += 1;
-                self.stats.tx_packets += 1;
-                self.stats.tx_bytes += pkt.len() as u64;
-                self.stats.tx_copied += 1;
-                pool.free(pkt);
-                Sent::Done
             }
-            Ok(None) => Sent::NoRoom(pkt),
-            Err(e) => {
-                if e == ChainError::TooBig {
-                    self.stats.tx_drop(PortDrop::TooBig, 1);
-                } else {
-                    self.stats.tx_drop(PortDrop::GuestFault, 1);
-                    self.fault(vq, TO_GUEST, &e);
-                }
-                pool.free(pkt);
-                Sent::Dropped
+            for &(head, len) in &used {
+                let _ = vq.queue.add_used(mem, head, len);
             }
-        }
-    }
-
-    /// Moves waiting packets into the guest's ring while it has room.
-    fn drain_egress(&mut self, vq: &mut Vq, pool: &mut PacketPool) {
-        while let Some(pkt) = self.egress.pop_within_limit() {
-            match self.send_one(vq, pool, pkt) {
-                Sent::Done | Sent::Dropped => {}
-                Sent::NoRoom(p) => {
-                    self.egress.unpop(p);
-                    break;
-                }
+            if let Some(e) = fault {
+                self.fault(vq, TO_GUEST, &e);
+                return;
+            }
+            // Another round only when this one stopped for want of room
+            // in `used`, not of the guest's buffers.
+            if used.len() + ring::MAX_CHAINS_PER_FRAME <= used.capacity() || self.egress.is_empty()
+            {
+                return;
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use arrayvec::ArrayVec;
 use virtio_queue::desc::split::Descriptor;
-use virtio_queue::{Queue, QueueOwnedT, QueueT};
+use virtio_queue::{AvailIter, Queue, QueueT};
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend};
 
 /// The longest virtio-net header (VERSION_1 or MRG_RXBUF: with
@@ -137,40 +137,53 @@ pub fn read_chain<M: GuestMemoryBackend>(
     Ok(n)
 }
 
-/// Writes `hdr` then `frame` into the guest's receive chains, as many as it
-/// takes when `mergeable` (the header's `num_buffers`, bytes 10..12, is set
-/// to their count), else into one. Returns the chains used as (head, bytes
-/// written), not yet marked used: the caller adds them to the used ring.
-/// On an error, or `Ok(None)` (not enough chains available now), every
-/// chain taken is handed back ([`Queue::go_to_previous_position`]).
+/// The receive chains frames went into: (head, bytes written).
+pub type Used = ArrayVec<(u16, u32), USED_PER_BURST>;
+
+/// At most this many receive chains are filled per burst (the used ring
+/// is written once for them all).
+pub const USED_PER_BURST: usize = 256;
+
+/// Writes `hdr` then `frame` into the guest's receive chains taken from
+/// `avail` (one look at the guest's ring index for a whole burst), as
+/// many as it takes when `mergeable` (the header's `num_buffers`, bytes
+/// 10..12, is set to their count), else into one. Appends the chains it
+/// used to `used` (the caller adds them to the used ring) and returns
+/// true. On an error, or `Ok(false)` (not enough chains available now, or
+/// no room left in `used`), every chain it took is handed back.
 pub fn write_frame<M: GuestMemoryBackend>(
-    queue: &mut Queue,
+    avail: &mut AvailIter<'_, &M>,
     mem: &M,
     hdr: &[u8],
     frame: &[u8],
     mergeable: bool,
-) -> Result<Option<ArrayVec<(u16, u32), MAX_CHAINS_PER_FRAME>>, ChainError> {
+    used: &mut Used,
+) -> Result<bool, ChainError> {
     let total = (hdr.len() + frame.len()) as u64;
     let mut chains: ArrayVec<_, MAX_CHAINS_PER_FRAME> = ArrayVec::new();
     let mut room = 0u64;
-    let give_back = |queue: &mut Queue, n: usize| {
+    let give_back = |avail: &mut AvailIter<'_, &M>, n: usize| {
         for _ in 0..n {
-            queue.go_to_previous_position();
+            avail.go_to_previous_position();
         }
     };
     while room < total {
         if chains.is_full() || (!mergeable && !chains.is_empty()) {
-            give_back(queue, chains.len());
+            give_back(avail, chains.len());
             return Err(ChainError::TooBig);
         }
-        let Some(chain) = queue.pop_descriptor_chain(mem) else {
-            give_back(queue, chains.len());
-            return Ok(None);
+        if used.len() + chains.len() == used.capacity() {
+            give_back(avail, chains.len());
+            return Ok(false);
+        }
+        let Some(chain) = avail.next() else {
+            give_back(avail, chains.len());
+            return Ok(false);
         };
         match chain_len(chain.clone(), true) {
             Ok(n) => room += n,
             Err(e) => {
-                give_back(queue, chains.len() + 1);
+                give_back(avail, chains.len() + 1);
                 return Err(e);
             }
         }
@@ -183,12 +196,14 @@ pub fn write_frame<M: GuestMemoryBackend>(
     }
     let hdr = &h[..hdr.len()];
     let n_chains = chains.len();
-    let mut used = ArrayVec::new();
+    let first = used.len();
     let mut done = 0usize;
-    for chain in chains {
+    // By reference: the chains stay where they are (a move would copy
+    // the whole array for every frame).
+    for chain in chains.iter() {
         let head = chain.head_index();
         let start = done;
-        for d in chain {
+        for d in chain.clone() {
             let mut addr = d.addr();
             let mut left = d.len() as usize;
             while left > 0 && done < total as usize {
@@ -199,7 +214,8 @@ pub fn write_frame<M: GuestMemoryBackend>(
                 };
                 let take = left.min(src.len());
                 if let Err(e) = write_guest(mem, addr, &src[..take]) {
-                    give_back(queue, n_chains);
+                    give_back(avail, n_chains);
+                    used.truncate(first);
                     return Err(e);
                 }
                 done += take;
@@ -209,7 +225,7 @@ pub fn write_frame<M: GuestMemoryBackend>(
         }
         used.push((head, (done - start) as u32));
     }
-    Ok(Some(used))
+    Ok(true)
 }
 
 /// Whether the guest wants an interrupt for what was just added to the
@@ -234,6 +250,7 @@ mod tests {
     //! descriptors, available ring and buffers the test writes itself.
     use super::*;
     use proptest::prelude::*;
+    use virtio_queue::QueueOwnedT;
     use vm_memory::{GuestAddress, GuestMemoryMmap};
 
     const SIZE: u16 = 16;
@@ -403,8 +420,9 @@ mod tests {
 
         #[test]
         fn a_frame_spans_receive_buffers_with_num_buffers_set(
-            frame in proptest::collection::vec(any::<u8>(), 1..6000),
-            sizes in proptest::collection::vec(1usize..2048, 1..12),
+            frame in proptest::collection::vec(any::<u8>(), 1..12000),
+            // Two descriptors a chain: at most 8 chains in a table of 16.
+            sizes in proptest::collection::vec(1usize..2048, 1..=8),
             mergeable in any::<bool>(),
         ) {
             let mut g = Guest::new();
@@ -414,11 +432,15 @@ mod tests {
             }
             let hdr = [0u8; MAX_HDR_LEN];
             let room: usize = if mergeable { sizes.iter().sum() } else { sizes[0] };
-            let got = write_frame(&mut g.queue, &g.mem, &hdr, &frame, mergeable);
+            let mut chains = Used::new();
+            let got = {
+                let mut avail = g.queue.iter(&g.mem).unwrap();
+                write_frame(&mut avail, &g.mem, &hdr, &frame, mergeable, &mut chains)
+            };
             let need = frame.len() + MAX_HDR_LEN;
             if need > room {
                 if mergeable {
-                    prop_assert_eq!(got, Ok(None));
+                    prop_assert_eq!(got, Ok(false));
                 } else {
                     prop_assert_eq!(got, Err(ChainError::TooBig));
                 }
@@ -426,7 +448,7 @@ mod tests {
                 prop_assert_eq!(g.queue.next_avail(), 0);
                 return Ok(());
             }
-            let chains = got.unwrap().unwrap();
+            prop_assert_eq!(got, Ok(true));
             let mut bytes = Vec::new();
             for (k, (head, len)) in chains.iter().enumerate() {
                 prop_assert_eq!(*head, heads[k]);
@@ -477,8 +499,11 @@ mod tests {
                 g2.offer(*h);
             }
             let frame = vec![0xabu8; 3000];
+            let mut used = Used::new();
             for _ in 0..heads.len() {
-                let _ = write_frame(&mut g2.queue, &g2.mem, &[0u8; 12], &frame, true);
+                if let Ok(mut avail) = g2.queue.iter(&g2.mem) {
+                    let _ = write_frame(&mut avail, &g2.mem, &[0u8; 12], &frame, true, &mut used);
+                }
             }
         }
     }
@@ -511,7 +536,11 @@ mod tests {
         // A read-only buffer in a receive chain: refused, and given back.
         let mut g = Guest::new();
         g.chain_of(&[0u8; 2048], &[], 0, false);
-        let r = write_frame(&mut g.queue, &g.mem, &[0u8; 12], &[1u8; 60], true);
+        let r = {
+            let mut avail = g.queue.iter(&g.mem).unwrap();
+            let mut used = Used::new();
+            write_frame(&mut avail, &g.mem, &[0u8; 12], &[1u8; 60], true, &mut used)
+        };
         assert_eq!(r, Err(ChainError::WrongDirection));
         assert_eq!(g.queue.next_avail(), 0);
     }
