@@ -17,8 +17,15 @@ pub fn interface(spec: &str) -> Option<&str> {
 /// Whether the link of port `spec` is up: `None` for a port without an
 /// interface (always up); for a live port, whether its interface has
 /// carrier (an interface that is administratively down, or gone, has
-/// none).
+/// none); for a vhost-user port, whether a guest's driver runs its rings.
 pub fn link_up(spec: &str) -> Option<bool> {
+    if let Some(path) = spec
+        .strip_prefix("vhost:")
+        .or_else(|| spec.strip_prefix("vhost-client:"))
+    {
+        // Up while a guest's driver runs both rings.
+        return Some(sluice_port::vhost::link_up(std::path::Path::new(path)) == Some(true));
+    }
     let name = interface(spec)?;
     // A name that could climb out of /sys/class/net has no link.
     if name.is_empty() || name.contains('/') || name.starts_with('.') {

@@ -361,9 +361,18 @@ impl Hub {
 }
 
 /// The OpenFlow name of a port: a live port's interface name
-/// (`afpacket:veth1` is `veth1`), any other port's spec; 15 bytes at most.
+/// (`afpacket:veth1` is `veth1`), a vhost-user port's socket file name
+/// (`vhost:/run/sluice/vm1.sock` is `vm1.sock`, as OVS names a
+/// `dpdkvhostuser` port's socket after the port), any other port's spec;
+/// 15 bytes at most.
 pub fn of_port_name(spec: &str) -> String {
-    let name = crate::link::interface(spec).unwrap_or(spec);
+    let vhost = spec
+        .strip_prefix("vhost:")
+        .or_else(|| spec.strip_prefix("vhost-client:"))
+        .map(|p| p.rsplit('/').next().unwrap_or(p));
+    let name = vhost
+        .or_else(|| crate::link::interface(spec))
+        .unwrap_or(spec);
     let mut end = name.len().min(15);
     while !name.is_char_boundary(end) {
         end -= 1;
@@ -417,6 +426,11 @@ mod tests {
         assert_eq!(of_port_name("afpacket:veth1,fanout=hash"), "veth1");
         assert_eq!(of_port_name("afxdp:eth0:3"), "eth0");
         assert_eq!(of_port_name("tap:tap0"), "tap0");
+        assert_eq!(of_port_name("vhost:/run/sluice/vm1.sock"), "vm1.sock");
+        assert_eq!(
+            of_port_name("vhost-client:/var/run/vm-000001-net0"),
+            "vm-000001-net0"
+        );
         assert_eq!(of_port_name("null"), "null");
         assert_eq!(
             of_port_name("pcap:rx=/a/very/long/path.pcap"),

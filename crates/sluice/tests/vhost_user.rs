@@ -256,22 +256,44 @@ fn a_client_vhost_port_reconnects_when_testpmd_comes_back() {
     let dir = tempfile::tempdir().unwrap();
     let host = Host::new("vc", None);
     let sock = dir.path().join("vc.sock");
-    let sw = Sluice::start(
+    let of = free_port();
+    let sw = Sluice::start_with(
         None,
         "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
         &[
             &format!("1=afpacket:{}", host.root_if),
             &format!("2=vhost-client:{}", sock.display()),
         ],
+        &["--listen", &format!("ptcp:{of}")],
     );
+    // The port's link, as a controller sees it: down until a guest's
+    // driver runs both rings.
+    let state = || {
+        let (_, out) = ofctl(&["dump-ports-desc", &format!("tcp:127.0.0.1:{of}")]);
+        let at = out
+            .find("vc.sock")
+            .unwrap_or_else(|| panic!("no vc.sock port: {out}"));
+        out[at..]
+            .lines()
+            .find(|l| l.contains("state:"))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(state().contains("LINK_DOWN"), "{}", state());
     for (round, seed) in [("first", 1u8), ("second", 2)] {
         let mut pmd = Testpmd::start(dir.path(), round, &sock, true);
         pmd.wait_forwarding();
+        wait_for("the vhost port's link to come up", 10, || {
+            state().contains("LIVE")
+        });
         let sent = frames(200, seed);
         let got = round_trip(&host, dir.path(), round, &sent);
         assert_reflected(&sent, &got);
         drop(pmd);
         let _ = std::fs::remove_file(&sock);
+        wait_for("the vhost port's link to go down", 10, || {
+            state().contains("LINK_DOWN")
+        });
     }
     let report = sw.stop();
     assert_balanced(&report);

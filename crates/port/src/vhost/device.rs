@@ -166,6 +166,12 @@ impl Shared {
         self.vqs[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether a frontend is connected and both rings of the first pair
+    /// run.
+    pub fn link_up(&self) -> bool {
+        self.connected.load(Ordering::Acquire) && self.vq(0).live() && self.vq(1).live()
+    }
+
     /// Notes a warning.
     pub fn warn(&self, w: String) {
         self.warnings

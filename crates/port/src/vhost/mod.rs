@@ -23,9 +23,9 @@ mod conn;
 pub(crate) mod device;
 pub mod ring;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 
 use arrayvec::ArrayVec;
@@ -84,6 +84,7 @@ impl VhostPort {
             (Mode::Client(path.to_path_buf()), None)
         };
         let shared = Shared::new(PAIRS);
+        links().push((path.to_path_buf(), Arc::downgrade(&shared)));
         let ctl = {
             let (shared, name) = (shared.clone(), name.to_string());
             std::thread::Builder::new()
@@ -103,9 +104,7 @@ impl VhostPort {
 
     /// Whether a frontend is connected and both rings run.
     pub fn link_up(&self) -> bool {
-        self.shared.connected.load(Ordering::Acquire)
-            && self.shared.vq(TO_GUEST).live()
-            && self.shared.vq(FROM_GUEST).live()
+        self.shared.link_up()
     }
 
     /// Stops queue `vq` after a guest's fault.
@@ -418,8 +417,29 @@ impl VhostPort {
     }
 }
 
+/// The ports open in this process, by socket path, for [`link_up`].
+fn links() -> std::sync::MutexGuard<'static, Vec<(PathBuf, Weak<Shared>)>> {
+    static LINKS: Mutex<Vec<(PathBuf, Weak<Shared>)>> = Mutex::new(Vec::new());
+    LINKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The link of the vhost-user port on socket `path` in this process: up
+/// while a frontend is connected and both its rings run (the guest's
+/// driver is loaded); `None` when no such port is open. What OpenFlow's
+/// PORT_STATUS and port descriptions say of the port.
+pub fn link_up(path: &Path) -> Option<bool> {
+    links()
+        .iter()
+        .find(|(p, _)| p == path)
+        .and_then(|(_, w)| w.upgrade())
+        .map(|s| s.link_up())
+}
+
 impl Drop for VhostPort {
     fn drop(&mut self) {
+        links().retain(|(_, w)| {
+            w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.shared))
+        });
         self.shared.stop.store(true, Ordering::Release);
         if let Some(t) = self.ctl.take() {
             let _ = t.join();
