@@ -5,6 +5,7 @@
 //! shutdown and reconfiguration force a flush, so nothing waits when no
 //! more packets come. A port's batch is FIFO, so per-flow order holds.
 
+use sluice_packet::meta::OffloadMask;
 use sluice_packet::offload::{self, Segmenter};
 use sluice_packet::{Packet, PacketBatch, PacketPool, Unload};
 use sluice_port::{Port, PortCaps};
@@ -197,8 +198,20 @@ impl OutputStage {
         if self.pad_short {
             pad_short_frames(&mut slot.txq);
         }
-        if !slot.caps.tx_offload && slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
-            return flush_resolving(slot, pool, stats);
+        if slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
+            let takes = if slot.caps.tx_offload {
+                OffloadMask::ALL
+            } else {
+                slot.port.tx_offloads()
+            };
+            if slot
+                .txq
+                .as_slice()
+                .iter()
+                .any(|p| !takes.takes(&p.meta.offload))
+            {
+                return flush_resolving(slot, pool, stats, takes);
+            }
         }
         let sent = slot.port.tx_burst(pool, &mut slot.txq);
         debug_assert!(slot.txq.is_empty(), "tx_burst must consume the whole batch");
@@ -233,11 +246,16 @@ fn send(slot: &mut PortSlot, batch: &mut PacketBatch, pool: &mut PacketPool, sta
 /// partial checksums completed first, in queue order. A super-frame
 /// counts as its segments among the output copies.
 #[cold]
-fn flush_resolving(slot: &mut PortSlot, pool: &mut PacketPool, stats: &mut DpStats) {
+fn flush_resolving(
+    slot: &mut PortSlot,
+    pool: &mut PacketPool,
+    stats: &mut DpStats,
+    takes: OffloadMask,
+) {
     let mut queued = std::mem::take(&mut slot.txq);
     let mut out = PacketBatch::new();
     for mut pkt in queued.drain() {
-        if pkt.meta.offload.pending() {
+        if !takes.takes(&pkt.meta.offload) {
             if offload::needs_segmenting(&pkt) {
                 let (made, failed) = segment_into(slot, &mut out, &pkt, pool, stats);
                 pool.free(pkt);

@@ -93,6 +93,53 @@ impl Offload {
     pub fn pending(&self) -> bool {
         self.flags != 0
     }
+
+    /// What a receiver must be able to do to take this packet as it is.
+    #[inline]
+    pub fn needs(&self) -> OffloadMask {
+        let mut m = 0;
+        if self.needs_csum() {
+            m |= OffloadMask::CSUM;
+        }
+        m |= match self.gso() {
+            Self::GSO_TCPV4 => OffloadMask::TSO4,
+            Self::GSO_TCPV6 => OffloadMask::TSO6,
+            Self::GSO_UDP_L4 => OffloadMask::USO,
+            _ => 0,
+        };
+        if self.flags & Self::ECN != 0 {
+            m |= OffloadMask::ECN;
+        }
+        OffloadMask(m)
+    }
+}
+
+/// The offload requests a port can take with a packet now: partial
+/// checksums, TCP (v4, v6) and UDP super-frames, ECN on them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OffloadMask(pub u8);
+
+impl OffloadMask {
+    /// Partial checksums.
+    pub const CSUM: u8 = 1;
+    /// TCP over IPv4 super-frames.
+    pub const TSO4: u8 = 2;
+    /// TCP over IPv6 super-frames.
+    pub const TSO6: u8 = 4;
+    /// UDP super-frames.
+    pub const USO: u8 = 8;
+    /// ECN on TCP super-frames.
+    pub const ECN: u8 = 16;
+    /// Nothing: every request is carried out before the packet goes.
+    pub const NONE: OffloadMask = OffloadMask(0);
+    /// Everything (a kernel tap or socket with virtio-net headers).
+    pub const ALL: OffloadMask = OffloadMask(0x1f);
+
+    /// Whether a packet with offload state `o` can go as it is.
+    #[inline]
+    pub fn takes(self, o: &Offload) -> bool {
+        o.needs().0 & !self.0 == 0
+    }
 }
 
 // The offload state rides in the padding: a packet's metadata stays 32 bytes.

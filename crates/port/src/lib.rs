@@ -385,6 +385,18 @@ pub trait Port: Send {
         Ok(())
     }
 
+    /// The offload requests the port takes with a packet now (those it
+    /// does not, the datapath carries out before the packet goes): all of
+    /// them or none, by [`PortCaps::tx_offload`], unless the port says
+    /// otherwise (a vhost-user port: what the guest's driver accepted).
+    fn tx_offloads(&self) -> sluice_packet::meta::OffloadMask {
+        if self.caps().tx_offload {
+            sluice_packet::meta::OffloadMask::ALL
+        } else {
+            sluice_packet::meta::OffloadMask::NONE
+        }
+    }
+
     /// The port's own counters.
     fn stats(&self) -> PortStats;
 

@@ -322,9 +322,10 @@ fn guest_kernel() -> (PathBuf, String) {
 /// A real VM: QEMU with Debian's kernel and a small initramfs (busybox,
 /// iperf3, the virtio-net driver), its virtio-net on a `vhost:` port with
 /// memory shared from memfd. The guest pings a namespace host behind an
-/// `afpacket:` port and runs an iperf3 TCP client against it (its
+/// `afpacket:` port and runs iperf3 TCP against it both ways (its
 /// offloads on: TSO super-frames and partial checksums from the guest,
-/// segmented by the switch for the veth), then reboots, and does it all
+/// segmented by the switch for the veth; frames to it with partial
+/// checksums, as its driver accepted), then reboots, and does it all
 /// again on the same port.
 #[test]
 fn a_vm_pings_and_runs_tcp_through_a_vhost_port_and_again_after_a_reboot() {
@@ -353,7 +354,7 @@ fn a_vm_pings_and_runs_tcp_through_a_vhost_port_and_again_after_a_reboot() {
         env!("CARGO_MANIFEST_DIR"),
         initrd.display()
     ));
-    let host = Host::new("vm", Some("10.77.0.1/24"));
+    let host = Host::with_offloads("vm", Some("10.77.0.1/24"));
     host.exec("iperf3 -s -D");
     let sock = dir.path().join("vm.sock");
     let sw = Sluice::start(
@@ -415,11 +416,23 @@ fn a_vm_pings_and_runs_tcp_through_a_vhost_port_and_again_after_a_reboot() {
     let _ = vm.0.wait();
     assert_eq!(log.matches("PING-OK").count(), 2, "{log}");
     assert_eq!(log.matches("IPERF-OK").count(), 2, "{log}");
+    assert_eq!(log.matches("IPERF-R-OK").count(), 2, "{log}");
+    for l in log.lines().filter(|l| l.contains("IPERF")) {
+        eprintln!("{l}");
+    }
     let report = sw.stop();
     assert_balanced(&report);
     let vh = port(&report, 2);
     assert!(vh["rx_packets"].as_u64().unwrap() > 1000, "{vh}");
     assert!(vh["tx_packets"].as_u64().unwrap() > 1000, "{vh}");
+    eprintln!(
+        "vhost port: rx {} ({} super-frames), tx {} ({} super-frames)",
+        vh["rx_packets"], vh["rx_gso_packets"], vh["tx_packets"], vh["tx_gso_packets"]
+    );
+    // Super-frames both ways: the guest's TSO, and the host's, taken by
+    // the guest's driver as they are.
+    assert!(vh["rx_gso_packets"].as_u64().unwrap() > 0, "{vh}");
+    assert!(vh["tx_gso_packets"].as_u64().unwrap() > 0, "{vh}");
     assert_eq!(vh["rx_dropped"]["guest fault"], 0, "{vh}");
     assert_eq!(vh["tx_dropped"]["guest fault"], 0, "{vh}");
 }

@@ -23,12 +23,26 @@ use vhost::VhostUserMemoryRegionBase;
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 
+use sluice_packet::meta::OffloadMask;
+
 use crate::Warnings;
 
 /// Virtio-net feature bits Sluice offers (virtio 1.2, 5.1.3).
 pub mod feature {
     /// The guest may send frames with a partial checksum.
     pub const CSUM: u64 = 1 << 0;
+    /// The guest takes frames with a partial checksum.
+    pub const GUEST_CSUM: u64 = 1 << 1;
+    /// The guest takes TCPv4 super-frames.
+    pub const GUEST_TSO4: u64 = 1 << 7;
+    /// The guest takes TCPv6 super-frames.
+    pub const GUEST_TSO6: u64 = 1 << 8;
+    /// ... with ECN.
+    pub const GUEST_ECN: u64 = 1 << 9;
+    /// The guest takes UDPv4 super-frames.
+    pub const GUEST_USO4: u64 = 1 << 54;
+    /// The guest takes UDPv6 super-frames.
+    pub const GUEST_USO6: u64 = 1 << 55;
     /// The guest may send TCPv4 super-frames.
     pub const HOST_TSO4: u64 = 1 << 11;
     /// The guest may send TCPv6 super-frames.
@@ -48,12 +62,19 @@ pub mod feature {
     /// The guest may send UDP super-frames (USO).
     pub const HOST_USO: u64 = 1 << 56;
 
-    /// What Sluice offers: the guest's offloads on transmit (carried to
-    /// the datapath in the packet's metadata), none on receive yet
-    /// (frames reach the guest whole, checksums complete); one queue pair
+    /// What Sluice offers: the guest's offloads both ways (carried to the
+    /// datapath in the packet's metadata on transmit; on receive, what
+    /// the guest's driver accepted goes to it as it is, the rest is
+    /// carried out by the datapath first); one queue pair
     /// (no `MQ` yet); vhost-user protocol features, which QEMU needs to
     /// start its rings.
     pub const OFFERED: u64 = CSUM
+        | GUEST_CSUM
+        | GUEST_TSO4
+        | GUEST_TSO6
+        | GUEST_ECN
+        | GUEST_USO4
+        | GUEST_USO6
         | HOST_TSO4
         | HOST_TSO6
         | HOST_ECN
@@ -143,6 +164,8 @@ pub struct Shared {
     pub connections: AtomicU64,
     /// Queues stopped for a guest's fault.
     pub guest_faults: AtomicU64,
+    /// The virtio features the guest's driver accepted (0 until then).
+    pub features: AtomicU64,
     /// Problems met off the hot path (requests refused, disconnects).
     pub warnings: Mutex<Warnings>,
 }
@@ -156,6 +179,7 @@ impl Shared {
             connected: AtomicBool::new(false),
             connections: AtomicU64::new(0),
             guest_faults: AtomicU64::new(0),
+            features: AtomicU64::new(0),
             warnings: Mutex::new(Warnings::new(32)),
         })
     }
@@ -172,6 +196,29 @@ impl Shared {
         self.connected.load(Ordering::Acquire) && self.vq(0).live() && self.vq(1).live()
     }
 
+    /// The offload requests the guest's driver takes with a frame.
+    pub fn guest_offloads(&self) -> OffloadMask {
+        let f = self.features.load(Ordering::Acquire);
+        let has = |bits: u64| f & bits == bits;
+        let mut m = 0;
+        if has(feature::GUEST_CSUM) {
+            m |= OffloadMask::CSUM;
+            if has(feature::GUEST_TSO4) {
+                m |= OffloadMask::TSO4;
+            }
+            if has(feature::GUEST_TSO6) {
+                m |= OffloadMask::TSO6;
+            }
+            if has(feature::GUEST_USO4 | feature::GUEST_USO6) {
+                m |= OffloadMask::USO;
+            }
+            if has(feature::GUEST_ECN) {
+                m |= OffloadMask::ECN;
+            }
+        }
+        OffloadMask(m)
+    }
+
     /// Notes a warning.
     pub fn warn(&self, w: String) {
         self.warnings
@@ -183,6 +230,7 @@ impl Shared {
     /// Forgets everything the frontend set up: queues stopped, memory
     /// unmapped, eventfds closed.
     pub fn reset(&self) {
+        self.features.store(0, Ordering::Release);
         for i in 0..self.vqs.len() {
             *self.vq(i) = Vq::new();
         }
@@ -279,6 +327,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
             return Err(Error::InvalidParam);
         }
         self.features = features;
+        self.shared.features.store(features, Ordering::Release);
         let hdr_len = if features & (feature::VERSION_1 | feature::MRG_RXBUF) != 0 {
             12
         } else {

@@ -30,7 +30,8 @@ use std::thread::JoinHandle;
 
 use arrayvec::ArrayVec;
 use sluice_packet::batch::BATCH_SIZE;
-use sluice_packet::offload::{from_vnet_hdr, VNET_HDR_LEN};
+use sluice_packet::meta::OffloadMask;
+use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
 use sluice_packet::{Packet, PacketBatch, PacketPool};
 use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
 use vm_memory::GuestMemoryMmap;
@@ -271,6 +272,10 @@ impl Port for VhostPort {
         Ok(())
     }
 
+    fn tx_offloads(&self) -> OffloadMask {
+        self.shared.guest_offloads()
+    }
+
     fn stats(&self) -> PortStats {
         let mut s = self.stats.clone();
         s.tx_high_priority = self.egress.high_packets;
@@ -347,13 +352,19 @@ impl VhostPort {
             self.stats.tx_drop(PortDrop::GuestFault, n as u64);
             return;
         }
-        let hdr = [0u8; MAX_HDR_LEN];
         let (hdr_len, mergeable) = (vq.hdr_len, vq.mergeable);
         loop {
             let mut used = Used::new();
             let mut fault = None;
             if let Ok(mut avail) = vq.queue.iter(mem) {
                 while let Some(pkt) = self.egress.pop_within_limit() {
+                    // The offload requests the guest accepted go with the
+                    // frame (the datapath carried out the others).
+                    let mut hdr = [0u8; MAX_HDR_LEN];
+                    if pkt.meta.offload.pending() {
+                        hdr[..VNET_HDR_LEN].copy_from_slice(&vnet_hdr_of(&pkt));
+                    }
+                    let gso = pkt.meta.offload.gso() != 0;
                     let wrote = write_frame(
                         &mut avail,
                         mem,
@@ -365,6 +376,7 @@ impl VhostPort {
                     match wrote {
                         Ok(true) => {
                             self.stats.tx_packets += 1;
+                            self.stats.tx_gso_packets += u64::from(gso);
                             self.stats.tx_bytes += pkt.len() as u64;
                             self.stats.tx_copied += 1;
                             vq.unsignalled += 1;
