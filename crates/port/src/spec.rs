@@ -388,6 +388,7 @@ impl PortSpec {
                 self,
                 PortSpec::Null
                     | PortSpec::AfPacket { .. }
+                    | PortSpec::Vhost { .. }
                     | PortSpec::Pcap {
                         rx: Some(_),
                         tx: None,
@@ -404,7 +405,8 @@ impl PortSpec {
 /// `null`; `pcap:rx=FILE,loop` (the file's flows dealt over the queues by
 /// an RSS-style hash); `afpacket` (one socket per queue in a fanout group,
 /// spread by the kernel's flow hash); `dpdk` (one rx/tx queue pair per
-/// PMD, RSS where the device hashes). The others have one queue and
+/// PMD, RSS where the device hashes); `vhost` (one queue pair: the first
+/// PMD polls the guest's transmit ring, every PMD sends to the guest). The others have one queue and
 /// refuse `n` > 1 with an error that says so.
 pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>, PortError> {
     let name = spec.to_string();
@@ -451,8 +453,12 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
             .into_iter()
             .map(|p| Box::new(p) as Box<dyn Port>)
             .collect()),
+        PortSpec::Vhost { path, server } => Ok(VhostPort::open_shared(&name, path, *server, n)?
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Port>)
+            .collect()),
         _ => Err(err(format!(
-            "this port has one queue and cannot be shared by {n} PMD threads; with several PMDs use null, pcap:rx=FILE,loop (no tx file), afpacket or dpdk ports, or run one PMD"
+            "this port has one queue and cannot be shared by {n} PMD threads; with several PMDs use null, pcap:rx=FILE,loop (no tx file), afpacket, vhost or dpdk ports, or run one PMD"
         ))),
     }
 }

@@ -374,7 +374,8 @@ struct RunArgs {
     fail_mode: Option<String>,
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
     /// its CPU with its own caches and megaflows; every port then has one
-    /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can).
+    /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can; a
+    /// vhost port is polled by the first PMD and sent to by all).
     /// Default: one PMD, not pinned.
     #[arg(long, value_name = "CPUS")]
     pmd_cores: Option<String>,

@@ -97,24 +97,24 @@ impl Drop for Testpmd {
     }
 }
 
-/// `n` UDP frames of varied sizes, each different.
-fn frames(n: usize, seed: u8) -> Vec<Vec<u8>> {
+/// `n` UDP frames of varied sizes, each different: each its own flow, or
+/// all of one flow (`one_flow`: what one PMD handles, in order, when
+/// several share the input).
+fn frames_of(n: usize, seed: u8, one_flow: bool) -> Vec<Vec<u8>> {
     (0..n)
         .map(|i| {
             let pad = 18 + (i * 37) % 1400;
             let payload: Vec<u8> = (0..pad).map(|j| (i + j) as u8 ^ seed).collect();
-            Frame::ipv4(
-                [10, 1, 0, 1],
-                [10, 1, 0, 2],
-                L4::Udp {
-                    src: 1000 + i as u16,
-                    dst: 7,
-                },
-            )
-            .payload(&payload)
-            .build()
+            let src = if one_flow { 1000 } else { 1000 + i as u16 };
+            Frame::ipv4([10, 1, 0, 1], [10, 1, 0, 2], L4::Udp { src, dst: 7 })
+                .payload(&payload)
+                .build()
         })
         .collect()
+}
+
+fn frames(n: usize, seed: u8) -> Vec<Vec<u8>> {
+    frames_of(n, seed, false)
 }
 
 const SEND_AND_RECEIVE: &str = r#"
@@ -247,6 +247,31 @@ fn testpmd_on_a_listening_vhost_port_gets_every_frame_and_returns_it() {
         !sock.exists(),
         "the socket is removed when the switch stops"
     );
+}
+
+#[test]
+fn two_pmds_share_a_vhost_port() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("v2", None);
+    let sock = dir.path().join("v2.sock");
+    let sw = Sluice::start_with(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", host.root_if),
+            &format!("2=vhost:{}", sock.display()),
+        ],
+        &["--pmd-cores", "0,1"],
+    );
+    let _pmd = Testpmd::start(dir.path(), "two", &sock, false);
+    let sent = frames_of(2000, 3, true);
+    let got = round_trip(&host, dir.path(), "two", &sent);
+    assert_reflected(&sent, &got);
+    let report = sw.stop();
+    assert_balanced(&report);
+    assert_eq!(port(&report, 2)["tx_packets"], 2000);
 }
 
 #[test]

@@ -44,10 +44,12 @@ use self::ring::{
 use crate::egress::{EgressQueue, PriorityClass, Push};
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 
-/// A vhost-user port (one queue pair).
+/// A vhost-user port (one queue pair), or one PMD's handle on it.
 pub struct VhostPort {
     name: String,
     shared: Arc<Shared>,
+    /// The first handle's: it owns the control thread and polls the
+    /// guest's transmit ring.
     ctl: Option<JoinHandle<()>>,
     socket: Option<crate::unix_listen::SocketFile>,
     /// Frames waiting for the guest to give receive buffers.
@@ -103,6 +105,33 @@ impl VhostPort {
         })
     }
 
+    /// The port as `n` handles, one per PMD thread: the first owns the
+    /// control thread and polls the guest's transmit ring; every handle
+    /// sends into the guest's receive ring (taking its lock per burst,
+    /// with an egress queue of its own). One queue pair until the port
+    /// offers several (`MQ`).
+    pub fn open_shared(
+        name: &str,
+        path: &Path,
+        server: bool,
+        n: usize,
+    ) -> Result<Vec<VhostPort>, PortError> {
+        let first = VhostPort::open(name, path, server)?;
+        let mut all = Vec::with_capacity(n);
+        for _ in 1..n {
+            all.push(VhostPort {
+                name: name.to_string(),
+                shared: first.shared.clone(),
+                ctl: None,
+                socket: None,
+                egress: EgressQueue::new(PriorityClass::default()),
+                stats: PortStats::default(),
+            });
+        }
+        all.insert(0, first);
+        Ok(all)
+    }
+
     /// Whether a frontend is connected and both rings run.
     pub fn link_up(&self) -> bool {
         self.shared.link_up()
@@ -139,6 +168,10 @@ impl Port for VhostPort {
         batch: &mut PacketBatch,
         in_port: u32,
     ) -> RxStatus {
+        if self.ctl.is_none() {
+            // Another handle polls the guest's transmit ring.
+            return RxStatus::Idle;
+        }
         let shared = self.shared.clone();
         let mut guard = shared.vq(FROM_GUEST);
         if !guard.live() {
@@ -449,6 +482,9 @@ pub fn link_up(path: &Path) -> Option<bool> {
 
 impl Drop for VhostPort {
     fn drop(&mut self) {
+        if self.ctl.is_none() {
+            return;
+        }
         links().retain(|(_, w)| {
             w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(&self.shared))
         });
