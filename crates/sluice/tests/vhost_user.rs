@@ -250,6 +250,36 @@ fn testpmd_on_a_listening_vhost_port_gets_every_frame_and_returns_it() {
 }
 
 #[test]
+fn a_vhost_port_added_and_removed_at_run_time() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("va", None);
+    let sock = dir.path().join("va.sock");
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[&format!("1=afpacket:{}", host.root_if)],
+    );
+    sw.ctl(&["add-port", &format!("2=vhost:{}", sock.display())]);
+    assert!(sock.exists(), "add-port made the socket");
+    let pmd = Testpmd::start(dir.path(), "add", &sock, false);
+    let sent = frames(300, 4);
+    let got = round_trip(&host, dir.path(), "add", &sent);
+    assert_reflected(&sent, &got);
+    sw.ctl(&["del-port", "2"]);
+    assert!(!sock.exists(), "del-port removed the socket");
+    drop(pmd);
+    // The same path again: a new port, a new guest.
+    sw.ctl(&["add-port", &format!("2=vhost:{}", sock.display())]);
+    let _pmd = Testpmd::start(dir.path(), "again", &sock, false);
+    let sent = frames(300, 5);
+    let got = round_trip(&host, dir.path(), "again", &sent);
+    assert_reflected(&sent, &got);
+    assert_balanced(&sw.stop());
+}
+
+#[test]
 fn two_pmds_share_a_vhost_port() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     require_root_and(&["ip", "python3", "dpdk-testpmd"]);
