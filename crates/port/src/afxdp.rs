@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use sluice_packet::{Packet, PacketBatch, PacketPool};
 
-use crate::egress::{EgressQueue, Push};
+use crate::egress::EgressQueue;
 use crate::sys::{self, Mmap};
 use crate::xdp_prog::{XdpRedirect, MAX_QUEUES};
 use crate::{fits_mtu, Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
@@ -610,18 +610,7 @@ impl Port for AfXdpPort {
                     }
                 }
             }
-            match self.egress.push(pkt) {
-                Push::Queued => taken += 1,
-                Push::Displaced(victim) => {
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(victim);
-                    taken += 1;
-                }
-                Push::Refused(pkt) => {
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(pkt);
-                }
-            }
+            taken += usize::from(self.egress.offer(pkt, pool, &mut self.stats));
         }
         self.fill_tx_and_kick();
         taken

@@ -218,6 +218,25 @@ impl EgressQueue {
         Push::Refused(pkt)
     }
 
+    /// [`push`](Self::push) for a port's `tx_burst`: what does not wait
+    /// (refused, or displaced by a priority packet) goes back to `pool`,
+    /// counted as `queue full` in `stats`. Whether `pkt` was taken.
+    pub fn offer(
+        &mut self,
+        pkt: Packet,
+        pool: &mut PacketPool,
+        stats: &mut crate::PortStats,
+    ) -> bool {
+        let (taken, dropped) = match self.push(pkt) {
+            Push::Queued => return true,
+            Push::Displaced(victim) => (true, victim),
+            Push::Refused(pkt) => (false, pkt),
+        };
+        stats.tx_drop(crate::PortDrop::QueueFull, 1);
+        pool.free(dropped);
+        taken
+    }
+
     /// The next packet to hand to the device if the byte limit lets it
     /// go (priority band first). A device with nothing in flight always
     /// takes one packet, so a limit below a frame's size cannot stall it.

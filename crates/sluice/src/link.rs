@@ -14,15 +14,19 @@ pub fn interface(spec: &str) -> Option<&str> {
         .map(|rest| rest.split([',', ':']).next().unwrap_or(rest))
 }
 
+/// The socket path of a vhost-user port's spec (`vhost:PATH`,
+/// `vhost-client:PATH`); `None` for other ports.
+pub fn vhost_socket(spec: &str) -> Option<&str> {
+    spec.strip_prefix("vhost:")
+        .or_else(|| spec.strip_prefix("vhost-client:"))
+}
+
 /// Whether the link of port `spec` is up: `None` for a port without an
 /// interface (always up); for a live port, whether its interface has
 /// carrier (an interface that is administratively down, or gone, has
 /// none); for a vhost-user port, whether a guest's driver runs its rings.
 pub fn link_up(spec: &str) -> Option<bool> {
-    if let Some(path) = spec
-        .strip_prefix("vhost:")
-        .or_else(|| spec.strip_prefix("vhost-client:"))
-    {
+    if let Some(path) = vhost_socket(spec) {
         // Up while a guest's driver runs both rings.
         return Some(sluice_port::vhost::link_up(std::path::Path::new(path)) == Some(true));
     }

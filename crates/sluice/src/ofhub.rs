@@ -366,10 +366,7 @@ impl Hub {
 /// `dpdkvhostuser` port's socket after the port), any other port's spec;
 /// 15 bytes at most.
 pub fn of_port_name(spec: &str) -> String {
-    let vhost = spec
-        .strip_prefix("vhost:")
-        .or_else(|| spec.strip_prefix("vhost-client:"))
-        .map(|p| p.rsplit('/').next().unwrap_or(p));
+    let vhost = crate::link::vhost_socket(spec).map(|p| p.rsplit('/').next().unwrap_or(p));
     let name = vhost
         .or_else(|| crate::link::interface(spec))
         .unwrap_or(spec);

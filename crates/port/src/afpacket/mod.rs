@@ -36,7 +36,7 @@ use sluice_packet::meta::Offload;
 use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
 use sluice_packet::{PacketBatch, PacketPool};
 
-use crate::egress::{EgressQueue, PriorityClass, Push};
+use crate::egress::{EgressQueue, PriorityClass};
 use crate::sys::{self, Mmap};
 use crate::{fits_mtu, Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
@@ -535,19 +535,9 @@ impl Port for AfPacketPort {
                 pool.free(pkt);
                 continue;
             }
-            match self.egress.push(pkt) {
-                Push::Queued => accepted += 1,
-                Push::Displaced(victim) => {
-                    // Taken earlier, dropped now for a priority packet.
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(victim);
-                    accepted += 1;
-                }
-                Push::Refused(pkt) => {
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(pkt);
-                }
-            }
+            // A displaced packet was taken earlier, dropped now for a
+            // priority one.
+            accepted += usize::from(self.egress.offer(pkt, pool, &mut self.stats));
         }
         self.fill_and_kick(pool);
         accepted

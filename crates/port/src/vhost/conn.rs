@@ -76,7 +76,6 @@ pub fn run(name: &str, mode: &Mode, shared: &Arc<Shared>) {
 /// Answers one frontend until it goes or the port stops.
 fn serve(name: &str, stream: UnixStream, shared: &Arc<Shared>) {
     let fd = stream.as_raw_fd();
-    shared.connections.fetch_add(1, Ordering::Relaxed);
     shared.connected.store(true, Ordering::Release);
     let handler = Arc::new(Mutex::new(Handler::new(shared.clone())));
     let mut req = BackendReqHandler::from_stream(stream, handler);

@@ -160,10 +160,6 @@ pub struct Shared {
     pub stop: AtomicBool,
     /// Whether a frontend is connected.
     pub connected: AtomicBool,
-    /// Connections made, over the port's life.
-    pub connections: AtomicU64,
-    /// Queues stopped for a guest's fault.
-    pub guest_faults: AtomicU64,
     /// The virtio features the guest's driver accepted (0 until then).
     pub features: AtomicU64,
     /// Problems met off the hot path (requests refused, disconnects).
@@ -177,8 +173,6 @@ impl Shared {
             vqs: (0..2 * pairs).map(|_| Mutex::new(Vq::new())).collect(),
             stop: AtomicBool::new(false),
             connected: AtomicBool::new(false),
-            connections: AtomicU64::new(0),
-            guest_faults: AtomicU64::new(0),
             features: AtomicU64::new(0),
             warnings: Mutex::new(Warnings::new(32)),
         })
@@ -250,9 +244,7 @@ pub struct Handler {
     shared: Arc<Shared>,
     owned: bool,
     features: u64,
-    protocol: u64,
     regions: Vec<Region>,
-    mem: Option<Arc<GuestMemoryMmap>>,
 }
 
 fn refused(why: &'static str) -> Error {
@@ -266,9 +258,7 @@ impl Handler {
             shared,
             owned: false,
             features: 0,
-            protocol: 0,
             regions: Vec::new(),
-            mem: None,
         }
     }
 
@@ -307,7 +297,6 @@ impl VhostUserBackendReqHandlerMut for Handler {
     fn reset_owner(&mut self) -> Result<()> {
         self.owned = false;
         self.features = 0;
-        self.protocol = 0;
         self.shared.reset();
         Ok(())
     }
@@ -373,7 +362,6 @@ impl VhostUserBackendReqHandlerMut for Handler {
             self.shared.vq(i).mem = Some(mem.clone());
         }
         self.regions = regions;
-        self.mem = Some(mem);
         Ok(None)
     }
 
@@ -468,8 +456,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         Ok(VhostUserProtocolFeatures::MQ)
     }
 
-    fn set_protocol_features(&mut self, features: u64) -> Result<()> {
-        self.protocol = features;
+    fn set_protocol_features(&mut self, _features: u64) -> Result<()> {
         Ok(())
     }
 

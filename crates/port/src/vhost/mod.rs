@@ -41,7 +41,7 @@ use self::device::{Shared, Vq};
 use self::ring::{
     chain_len, read_chain, wants_interrupt, write_frame, ChainError, Used, MAX_HDR_LEN,
 };
-use crate::egress::{EgressQueue, PriorityClass, Push};
+use crate::egress::{EgressQueue, PriorityClass};
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 
 /// A vhost-user port (one queue pair), or one PMD's handle on it.
@@ -132,15 +132,9 @@ impl VhostPort {
         Ok(all)
     }
 
-    /// Whether a frontend is connected and both rings run.
-    pub fn link_up(&self) -> bool {
-        self.shared.link_up()
-    }
-
     /// Stops queue `vq` after a guest's fault.
     fn fault(&self, vq: &mut Vq, which: usize, e: &ChainError) {
         vq.broken = Some(e.to_string());
-        self.shared.guest_faults.fetch_add(1, Ordering::Relaxed);
         self.shared.warn(format!(
             "queue {which} stopped: {e} (until the guest resets it)"
         ));
@@ -274,18 +268,7 @@ impl Port for VhostPort {
         // guest's buffers as far as they reach.
         let mut taken = 0;
         for pkt in batch.drain() {
-            match self.egress.push(pkt) {
-                Push::Queued => taken += 1,
-                Push::Displaced(p) => {
-                    taken += 1;
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(p);
-                }
-                Push::Refused(p) => {
-                    self.stats.tx_drop(PortDrop::QueueFull, 1);
-                    pool.free(p);
-                }
-            }
+            taken += usize::from(self.egress.offer(pkt, pool, &mut self.stats));
         }
         let mem = guard.mem.clone().expect("a live queue has memory");
         self.drain_egress(&mut guard, &mem, pool);
