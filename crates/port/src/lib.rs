@@ -14,7 +14,8 @@
 //! (Open vSwitch's netdev-dummy framing over unix sockets). Ports whose
 //! device ring can fill keep an [`egress`] queue (seed 002).
 //! Imports only `sluice-packet`. `unsafe` appears only at the OS boundary
-//! ([`sys`], [`afpacket`], [`afxdp`], [`xdp_prog`]), each block commented.
+//! ([`sys`], [`afpacket`], [`afxdp`], [`xdp_prog`]) and in the guest memory of
+//! [`vhost`] ports (`vhost::guest`, [`vhost::split`]), each block commented.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]

@@ -23,6 +23,8 @@ mod packet_extract;
 mod pcap_read;
 #[path = "../../../fuzz/checks/stream_frames.rs"]
 mod stream_frames;
+#[path = "../../../fuzz/checks/vhost_ring.rs"]
+mod vhost_ring;
 #[path = "../../../fuzz/checks/vnet_offload.rs"]
 mod vnet_offload;
 
@@ -39,6 +41,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("packet_extract", packet_extract::run),
     ("pcap_read", pcap_read::run),
     ("stream_frames", stream_frames::run),
+    ("vhost_ring", vhost_ring::run),
     ("vnet_offload", vnet_offload::run),
 ];
 

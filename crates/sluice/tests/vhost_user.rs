@@ -31,9 +31,15 @@ impl Testpmd {
     /// Starts testpmd on socket `sock` (`server`: it listens there) and
     /// waits until it forwards.
     fn start(dir: &Path, tag: &str, sock: &Path, server: bool) -> Testpmd {
+        Testpmd::start_queues(dir, tag, sock, server, 1)
+    }
+
+    /// [`Testpmd::start`] with `queues` queue pairs (virtio's `MQ`),
+    /// each forwarded back on itself.
+    fn start_queues(dir: &Path, tag: &str, sock: &Path, server: bool, queues: usize) -> Testpmd {
         let out = dir.join(format!("testpmd-{tag}.out"));
         let vdev = format!(
-            "net_virtio_user0,path={},queues=1{}",
+            "net_virtio_user0,path={},queues={queues}{}",
             sock.display(),
             if server { ",server=1" } else { "" }
         );
@@ -58,6 +64,8 @@ impl Testpmd {
                 "-a",
                 "--total-num-mbufs=4096",
             ])
+            .arg(format!("--rxq={queues}"))
+            .arg(format!("--txq={queues}"))
             .stdin(Stdio::piped())
             .stderr(log.try_clone().unwrap())
             .stdout(log)
@@ -87,6 +95,21 @@ impl Testpmd {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl Testpmd {
+    /// Stops testpmd (SIGTERM: it prints its forwarding statistics) and
+    /// returns what it printed.
+    fn stop(mut self) -> String {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(10);
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::fs::read_to_string(&self.out).unwrap_or_default()
     }
 }
 
@@ -302,6 +325,54 @@ fn two_pmds_share_a_vhost_port() {
     let report = sw.stop();
     assert_balanced(&report);
     assert_eq!(port(&report, 2)["tx_packets"], 2000);
+}
+
+#[test]
+fn two_pmds_each_serve_a_queue_pair_of_a_multiqueue_guest() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("vq", None);
+    let sock = dir.path().join("vq.sock");
+    // Two PMDs: the vhost port gets two queue pairs (MQ), one per PMD, as
+    // the afpacket port gets two rx queues (a fanout by flow hash).
+    let sw = Sluice::start_with(
+        None,
+        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", host.root_if),
+            &format!("2=vhost:{}", sock.display()),
+        ],
+        &["--pmd-cores", "0,1"],
+    );
+    let pmd = Testpmd::start_queues(dir.path(), "mq", &sock, false, 2);
+    let sent = frames_of(2000, 5, false);
+    let mut got = round_trip(&host, dir.path(), "mq", &sent);
+    // Flows on different PMDs interleave: compare as sets.
+    let mut want: Vec<Vec<u8>> = sent.iter().map(|f| mac_swapped(f)).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got.len(), want.len(), "frames back");
+    assert!(got == want, "frames came back changed");
+    let out = pmd.stop();
+    let report = sw.stop();
+    assert_balanced(&report);
+    assert_eq!(port(&report, 2)["tx_packets"], 2000);
+    // Both of the guest's queues received frames (testpmd's statistics
+    // per forwarding stream, printed as it stops).
+    for q in 0..2 {
+        let head = format!("RX Port= 0/Queue= {q} -> TX Port= 0/Queue= {q}");
+        let at = out
+            .find(&head)
+            .unwrap_or_else(|| panic!("testpmd has no stream for queue {q}:\n{out}"));
+        let rx: u64 = out[at..]
+            .split("RX-packets:")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(rx > 0, "queue {q} received nothing:\n{out}");
+    }
 }
 
 #[test]

@@ -20,11 +20,12 @@ use vhost::vhost_user::message::{
 };
 use vhost::vhost_user::{Error, GpuBackend, Result, VhostUserBackendReqHandlerMut};
 use vhost::VhostUserMemoryRegionBase;
-use virtio_queue::{Queue, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryMmap, GuestRegionMmap};
 
 use sluice_packet::meta::OffloadMask;
 
+use super::guest::GuestMap;
+use super::split::{RingAddrs, SplitRing};
 use crate::Warnings;
 
 /// Virtio-net feature bits Sluice offers (virtio 1.2, 5.1.3).
@@ -59,15 +60,22 @@ pub mod feature {
     pub const PROTOCOL_FEATURES: u64 = 1 << 30;
     /// Virtio 1.0 (little-endian, 12-byte header).
     pub const VERSION_1: u64 = 1 << 32;
+    /// The device uses buffers in the order they were made available
+    /// (Sluice always does: chains are taken and returned in ring order),
+    /// so the driver may reclaim them without searching: DPDK's virtio
+    /// driver then takes its in-order paths.
+    pub const IN_ORDER: u64 = 1 << 35;
     /// The guest may send UDP super-frames (USO).
     pub const HOST_USO: u64 = 1 << 56;
+    /// Several queue pairs (offered when the port has more than one).
+    pub const MQ: u64 = 1 << 22;
 
     /// What Sluice offers: the guest's offloads both ways (carried to the
     /// datapath in the packet's metadata on transmit; on receive, what
     /// the guest's driver accepted goes to it as it is, the rest is
-    /// carried out by the datapath first); one queue pair
-    /// (no `MQ` yet); vhost-user protocol features, which QEMU needs to
-    /// start its rings.
+    /// carried out by the datapath first); vhost-user protocol features,
+    /// which QEMU needs to start its rings. `MQ` besides when the port has
+    /// several queue pairs ([`Shared::offered`]).
     pub const OFFERED: u64 = CSUM
         | GUEST_CSUM
         | GUEST_TSO4
@@ -83,7 +91,8 @@ pub mod feature {
         | INDIRECT_DESC
         | EVENT_IDX
         | PROTOCOL_FEATURES
-        | VERSION_1;
+        | VERSION_1
+        | IN_ORDER;
 }
 
 /// The largest ring Sluice takes (QEMU's and DPDK's largest).
@@ -91,10 +100,19 @@ pub const MAX_QUEUE_SIZE: u16 = 1024;
 
 /// One virtqueue as the PMD uses it.
 pub struct Vq {
-    /// The rings.
-    pub queue: Queue,
+    /// Its index (even: the guest's receive queue, odd: its transmit queue).
+    pub index: usize,
+    /// The ring, while it runs.
+    pub ring: Option<SplitRing>,
+    /// Where the frontend put it.
+    addrs: RingAddrs,
+    /// Where a ring starts (SET_VRING_BASE) or stopped (GET_VRING_BASE).
+    next_avail: u16,
+    next_used: u16,
+    /// `EVENT_IDX` negotiated.
+    event_idx: bool,
     /// The guest's memory (dropped, and so unmapped, on disconnect or a new
-    /// table).
+    /// table, once the ring that maps it is gone too).
     pub mem: Option<Arc<GuestMemoryMmap>>,
     /// The guest's interrupt: written to notify it of used buffers.
     pub call: Option<File>,
@@ -110,16 +128,20 @@ pub struct Vq {
     pub mergeable: bool,
     /// Why the queue was stopped after a guest's fault.
     pub broken: Option<String>,
-    /// The guest was asked not to kick this queue (Sluice polls).
-    pub kicks_off: bool,
-    /// Used buffers the guest has not been told of.
-    pub unsignalled: u32,
 }
 
 impl Vq {
-    fn new() -> Vq {
+    fn new(index: usize) -> Vq {
         Vq {
-            queue: Queue::new(MAX_QUEUE_SIZE).expect("a power of two"),
+            index,
+            ring: None,
+            addrs: RingAddrs {
+                size: MAX_QUEUE_SIZE,
+                ..RingAddrs::default()
+            },
+            next_avail: 0,
+            next_used: 0,
+            event_idx: false,
             mem: None,
             call: None,
             kick: None,
@@ -128,14 +150,43 @@ impl Vq {
             hdr_len: 12,
             mergeable: false,
             broken: None,
-            kicks_off: false,
-            unsignalled: 0,
         }
     }
 
     /// Whether the PMD may use the queue.
     pub fn live(&self) -> bool {
-        self.started && self.enabled && self.broken.is_none() && self.mem.is_some()
+        self.started && self.enabled && self.broken.is_none() && self.ring.is_some()
+    }
+
+    /// Maps the ring where the frontend put it, in the memory it gave
+    /// last, from where it started or stopped.
+    fn map_ring(&mut self) -> std::result::Result<(), &'static str> {
+        self.unmap_ring();
+        let mem = self.mem.clone().ok_or("no memory table yet")?;
+        let ring = SplitRing::new(
+            GuestMap::new(mem),
+            &self.addrs,
+            self.next_avail,
+            self.next_used,
+            self.event_idx,
+        )?;
+        // Sluice polls every ring it uses: the guest need not kick any
+        // (a kick is a system call in the guest's driver, per burst).
+        let mut ring = ring;
+        ring.no_kicks();
+        self.ring = Some(ring);
+        Ok(())
+    }
+
+    /// Unmaps the ring, keeping where it stopped; the next available
+    /// entry's index.
+    fn unmap_ring(&mut self) -> u16 {
+        if let Some(mut r) = self.ring.take() {
+            r.publish();
+            self.next_avail = r.next_avail();
+            self.next_used = r.next_used();
+        }
+        self.next_avail
     }
 
     /// Notifies the guest through its call eventfd; false when it has none
@@ -170,7 +221,7 @@ impl Shared {
     /// State for `pairs` queue pairs.
     pub fn new(pairs: usize) -> Arc<Shared> {
         Arc::new(Shared {
-            vqs: (0..2 * pairs).map(|_| Mutex::new(Vq::new())).collect(),
+            vqs: (0..2 * pairs).map(|i| Mutex::new(Vq::new(i))).collect(),
             stop: AtomicBool::new(false),
             connected: AtomicBool::new(false),
             features: AtomicU64::new(0),
@@ -188,6 +239,21 @@ impl Shared {
     /// run.
     pub fn link_up(&self) -> bool {
         self.connected.load(Ordering::Acquire) && self.vq(0).live() && self.vq(1).live()
+    }
+
+    /// Queue pairs the port has.
+    pub fn pairs(&self) -> usize {
+        self.vqs.len() / 2
+    }
+
+    /// The virtio features offered: [`feature::OFFERED`], and `MQ` with
+    /// several queue pairs.
+    pub fn offered(&self) -> u64 {
+        if self.pairs() > 1 {
+            feature::OFFERED | feature::MQ
+        } else {
+            feature::OFFERED
+        }
     }
 
     /// The offload requests the guest's driver takes with a frame.
@@ -226,7 +292,7 @@ impl Shared {
     pub fn reset(&self) {
         self.features.store(0, Ordering::Release);
         for i in 0..self.vqs.len() {
-            *self.vq(i) = Vq::new();
+            *self.vq(i) = Vq::new(i);
         }
     }
 }
@@ -279,10 +345,6 @@ impl Handler {
             .map(|r| r.gpa + (uva - r.uva))
             .ok_or(Error::InvalidParam)
     }
-
-    fn set_addr(q: &mut Queue, gpa: u64, set: fn(&mut Queue, Option<u32>, Option<u32>)) {
-        set(q, Some(gpa as u32), Some((gpa >> 32) as u32));
-    }
 }
 
 impl VhostUserBackendReqHandlerMut for Handler {
@@ -308,11 +370,11 @@ impl VhostUserBackendReqHandlerMut for Handler {
     }
 
     fn get_features(&mut self) -> Result<u64> {
-        Ok(feature::OFFERED)
+        Ok(self.shared.offered())
     }
 
     fn set_features(&mut self, features: u64) -> Result<()> {
-        if features & !feature::OFFERED != 0 {
+        if features & !self.shared.offered() != 0 {
             return Err(Error::InvalidParam);
         }
         self.features = features;
@@ -327,7 +389,11 @@ impl VhostUserBackendReqHandlerMut for Handler {
             let mut vq = self.shared.vq(i);
             vq.hdr_len = hdr_len;
             vq.mergeable = features & feature::MRG_RXBUF != 0;
-            vq.queue.set_event_idx(features & feature::EVENT_IDX != 0);
+            vq.event_idx = features & feature::EVENT_IDX != 0;
+            let on = vq.event_idx;
+            if let Some(r) = vq.ring.as_mut() {
+                r.set_event_idx(on);
+            }
             if no_protocol {
                 // Without protocol features a ring is enabled as it starts.
                 vq.enabled = true;
@@ -359,7 +425,18 @@ impl VhostUserBackendReqHandlerMut for Handler {
             .map(Arc::new)
             .map_err(|_| Error::InvalidParam)?;
         for i in 0..self.shared.vqs.len() {
-            self.shared.vq(i).mem = Some(mem.clone());
+            let mut vq = self.shared.vq(i);
+            vq.mem = Some(mem.clone());
+            if vq.ring.is_some() {
+                // A new table under a running ring (memory hot-plug): the
+                // ring is mapped again in it, or stops.
+                if let Err(why) = vq.map_ring() {
+                    vq.started = false;
+                    drop(vq);
+                    self.shared
+                        .warn(format!("queue {i} stopped by a new memory table: {why}"));
+                }
+            }
         }
         self.regions = regions;
         Ok(None)
@@ -370,7 +447,7 @@ impl VhostUserBackendReqHandlerMut for Handler {
         if num == 0 || num > u32::from(MAX_QUEUE_SIZE) || !num.is_power_of_two() {
             return Err(Error::InvalidParam);
         }
-        self.shared.vq(i).queue.set_size(num as u16);
+        self.shared.vq(i).addrs.size = num as u16;
         Ok(())
     }
 
@@ -390,17 +467,17 @@ impl VhostUserBackendReqHandlerMut for Handler {
             self.to_gpa(available)?,
         );
         let mut vq = self.shared.vq(i);
-        Self::set_addr(&mut vq.queue, d, Queue::set_desc_table_address);
-        Self::set_addr(&mut vq.queue, u, Queue::set_used_ring_address);
-        Self::set_addr(&mut vq.queue, a, Queue::set_avail_ring_address);
+        vq.addrs.desc = d;
+        vq.addrs.used = u;
+        vq.addrs.avail = a;
         Ok(())
     }
 
     fn set_vring_base(&mut self, index: u32, base: u32) -> Result<()> {
         let i = self.index(index)?;
         let mut vq = self.shared.vq(i);
-        vq.queue.set_next_avail(base as u16);
-        vq.queue.set_next_used(base as u16);
+        vq.next_avail = base as u16;
+        vq.next_used = base as u16;
         Ok(())
     }
 
@@ -408,10 +485,8 @@ impl VhostUserBackendReqHandlerMut for Handler {
         let i = self.index(index)?;
         let mut vq = self.shared.vq(i);
         vq.started = false;
-        vq.kicks_off = false;
         vq.kick = None;
-        vq.queue.set_ready(false);
-        let base = vq.queue.next_avail();
+        let base = vq.unmap_ring();
         Ok(VhostUserVringState::new(index, u32::from(base)))
     }
 
@@ -419,13 +494,9 @@ impl VhostUserBackendReqHandlerMut for Handler {
         let i = self.index(u32::from(index))?;
         let mut vq = self.shared.vq(i);
         vq.kick = fd;
-        vq.queue.set_ready(true);
-        let valid = vq.mem.as_deref().is_some_and(|m| vq.queue.is_valid(m));
-        if !valid {
+        if let Err(why) = vq.map_ring() {
             drop(vq);
-            self.shared.warn(format!(
-                "queue {i}: rings outside the guest's memory or misaligned; not started"
-            ));
+            self.shared.warn(format!("queue {i} not started: {why}"));
             return Err(Error::InvalidParam);
         }
         vq.started = true;

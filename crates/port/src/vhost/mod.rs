@@ -5,13 +5,15 @@
 //! PATH` connects to the hypervisor's socket at PATH and reconnects
 //! whenever it comes back (as OVS's `dpdkvhostuserclient`). A control
 //! thread per port speaks the protocol ([`conn`], [`device`]: the `vhost`
-//! crate's message layer); the PMD polls the guest's transmit ring and
-//! fills its receive ring ([`ring`]: `virtio-queue` split rings over
-//! `vm-memory`'s checked guest memory), taking each queue's lock once per
-//! burst. The guest is asked not to kick (Sluice polls); Sluice notifies
-//! the guest through its call eventfd once per burst, only when the guest
-//! wants to be told (`EVENT_IDX`, `NO_INTERRUPT`): those writes are the
-//! port's `tx kicks`, which output batching amortises.
+//! crate's message layer); the PMD polls the guest's transmit rings and
+//! fills its receive rings ([`split`]: Sluice's split ring over the
+//! guest's mapped regions, [`guest`]; [`ring`]: frames in and out of
+//! descriptor chains), taking each queue's lock once per burst. The guest
+//! is asked not to kick (Sluice polls); Sluice notifies the guest through
+//! its call eventfd once per burst, only when the guest wants to be told
+//! (`EVENT_IDX`, `NO_INTERRUPT`): those writes are the port's `tx kicks`,
+//! which output batching amortises. Several queue pairs (`MQ`): one
+//! handle per pair, dealt over the PMDs.
 //!
 //! Copies: one each way. A guest's frame is copied from its memory into a
 //! pool frame (the guest reclaims its buffer at once, so the pipeline may
@@ -21,7 +23,9 @@
 
 mod conn;
 pub(crate) mod device;
+pub mod guest;
 pub mod ring;
+pub mod split;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -33,21 +37,24 @@ use sluice_packet::batch::BATCH_SIZE;
 use sluice_packet::meta::OffloadMask;
 use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
 use sluice_packet::{Packet, PacketBatch, PacketPool};
-use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
-use vm_memory::{GuestMemoryBackend, GuestMemoryMmap};
 
 use self::conn::Mode;
 use self::device::{Shared, Vq};
-use self::ring::{
-    chain_len, read_chain, wants_interrupt, write_frame, ChainError, Used, MAX_HDR_LEN,
-};
+use self::ring::{chain_len, read_chain, write_frame, ChainError, MAX_HDR_LEN};
+use self::split::{Avail, SplitRing};
 use crate::egress::{EgressQueue, PriorityClass};
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 
-/// A vhost-user port (one queue pair), or one PMD's handle on it.
+/// Queue pairs a port may have (QEMU's limit for a vhost-user netdev is
+/// higher; a PMD per pair is the useful bound).
+pub const MAX_PAIRS: usize = 16;
+
+/// A vhost-user port, or one handle on it (one queue pair each).
 pub struct VhostPort {
     name: String,
     shared: Arc<Shared>,
+    /// The queue pair this handle polls (and sends on, once enabled).
+    pair: usize,
     /// The first handle's: it owns the control thread and polls the
     /// guest's transmit ring.
     ctl: Option<JoinHandle<()>>,
@@ -57,16 +64,29 @@ pub struct VhostPort {
     stats: PortStats,
 }
 
-/// Queue pairs a port offers.
-const PAIRS: usize = 1;
-/// The guest's receive queue (Sluice sends on it) and transmit queue.
-const TO_GUEST: usize = 0;
-const FROM_GUEST: usize = 1;
+/// The guest's receive queue of pair `p` (Sluice sends on it) and its
+/// transmit queue (Sluice polls it).
+fn to_guest(pair: usize) -> usize {
+    2 * pair
+}
+fn from_guest(pair: usize) -> usize {
+    2 * pair + 1
+}
 
 impl VhostPort {
     /// Opens a port: listens on `path` when `server`, else connects to it
     /// (in the background, again whenever the frontend goes).
     pub fn open(name: &str, path: &Path, server: bool) -> Result<VhostPort, PortError> {
+        Self::open_pairs(name, path, server, 1)
+    }
+
+    /// [`open`](Self::open) with `pairs` queue pairs.
+    fn open_pairs(
+        name: &str,
+        path: &Path,
+        server: bool,
+        pairs: usize,
+    ) -> Result<VhostPort, PortError> {
         let err = |message: String| PortError {
             port: name.to_string(),
             message,
@@ -86,7 +106,7 @@ impl VhostPort {
             }
             (Mode::Client(path.to_path_buf()), None)
         };
-        let shared = Shared::new(PAIRS);
+        let shared = Shared::new(pairs);
         links().push((path.to_path_buf(), Arc::downgrade(&shared)));
         let ctl = {
             let (shared, name) = (shared.clone(), name.to_string());
@@ -98,6 +118,7 @@ impl VhostPort {
         Ok(VhostPort {
             name: name.to_string(),
             shared,
+            pair: 0,
             ctl: Some(ctl),
             socket,
             egress: EgressQueue::new(PriorityClass::default()),
@@ -105,23 +126,31 @@ impl VhostPort {
         })
     }
 
-    /// The port as `n` handles, one per PMD thread: the first owns the
-    /// control thread and polls the guest's transmit ring; every handle
-    /// sends into the guest's receive ring (taking its lock per burst,
-    /// with an egress queue of its own). One queue pair until the port
-    /// offers several (`MQ`).
+    /// The port with `n` queue pairs (virtio's `MQ`), one handle each,
+    /// dealt over the PMDs as other ports' rx queues are: handle `i` polls
+    /// the guest's transmit queue of pair `i` and sends on pair `i`'s
+    /// receive queue, or on pair 0's while the guest has not enabled
+    /// pair `i` (a guest may use fewer pairs than offered). The first
+    /// handle owns the control thread.
     pub fn open_shared(
         name: &str,
         path: &Path,
         server: bool,
         n: usize,
     ) -> Result<Vec<VhostPort>, PortError> {
-        let first = VhostPort::open(name, path, server)?;
+        if n > MAX_PAIRS {
+            return Err(PortError {
+                port: name.to_string(),
+                message: format!("{n} queue pairs: a vhost-user port has at most {MAX_PAIRS}"),
+            });
+        }
+        let first = VhostPort::open_pairs(name, path, server, n.max(1))?;
         let mut all = Vec::with_capacity(n);
-        for _ in 1..n {
+        for pair in 1..n {
             all.push(VhostPort {
                 name: name.to_string(),
                 shared: first.shared.clone(),
+                pair,
                 ctl: None,
                 socket: None,
                 egress: EgressQueue::new(PriorityClass::default()),
@@ -133,11 +162,23 @@ impl VhostPort {
     }
 
     /// Stops queue `vq` after a guest's fault.
-    fn fault(&self, vq: &mut Vq, which: usize, e: &ChainError) {
+    fn fault(&self, vq: &mut Vq, e: &ChainError) {
         vq.broken = Some(e.to_string());
         self.shared.warn(format!(
-            "queue {which} stopped: {e} (until the guest resets it)"
+            "queue {} stopped: {e} (until the guest resets it)",
+            vq.index
         ));
+    }
+
+    /// The guest's receive queue this handle sends on: its own pair's
+    /// while the guest runs it, else pair 0's.
+    fn tx_queue(&self) -> usize {
+        let own = to_guest(self.pair);
+        if self.pair == 0 || self.shared.vq(own).live() {
+            own
+        } else {
+            to_guest(0)
+        }
     }
 }
 
@@ -162,56 +203,54 @@ impl Port for VhostPort {
         batch: &mut PacketBatch,
         in_port: u32,
     ) -> RxStatus {
-        if self.ctl.is_none() {
-            // Another handle polls the guest's transmit ring.
-            return RxStatus::Idle;
-        }
         let shared = self.shared.clone();
-        let mut guard = shared.vq(FROM_GUEST);
+        let mut guard = shared.vq(from_guest(self.pair));
         if !guard.live() {
             return RxStatus::Idle;
         }
         let vq = &mut *guard;
-        let mem = vq.mem.clone().expect("a live queue has memory");
-        let mem = &*mem;
-        if !vq.kicks_off {
-            // Sluice polls: the guest need not kick.
-            let _ = vq.queue.disable_notification(mem);
-            vq.kicks_off = true;
-        }
         let hdr_len = vq.hdr_len;
+        let ring = vq.ring.as_mut().expect("a live queue has a ring");
         // The chains the guest offers, read off its ring with one look at
-        // its index; those not taken below are handed back.
-        let mut chains: ArrayVec<DescriptorChain<&GuestMemoryMmap>, BATCH_SIZE> = ArrayVec::new();
-        if let Ok(it) = vq.queue.iter(mem) {
-            chains.extend(it.take(batch.remaining()));
-        }
-        let popped = chains.len();
-        // Ask for every frame's first lines before copying any: the guest
-        // wrote them on another core, and one miss at a time is what a
-        // burst would otherwise wait for (DPDK's vhost library does the same).
-        for chain in chains.iter() {
-            if let Some(d) = chain.clone().next() {
-                let len = (d.len() as usize).min(128);
-                if let Ok(s) = mem.get_slice(d.addr(), len) {
-                    let p = s.ptr_guard().as_ptr();
-                    sluice_packet::prefetch::read_addr(p);
-                    sluice_packet::prefetch::read_addr(p.wrapping_add(64));
+        // its index.
+        let mut avail = match ring.avail() {
+            Ok(a) => a,
+            Err(e) => {
+                self.fault(vq, &e);
+                return RxStatus::Idle;
+            }
+        };
+        let mut heads: ArrayVec<u16, BATCH_SIZE> = ArrayVec::new();
+        let mut fault = None;
+        while heads.len() < batch.remaining() {
+            match ring.next_head(&mut avail) {
+                None => break,
+                Some(Ok(h)) => heads.push(h),
+                Some(Err(e)) => {
+                    fault = Some(e);
+                    break;
                 }
             }
         }
-        let (mut n, mut used) = (0, 0);
-        let mut fault = None;
-        for chain in chains {
-            let head = chain.head_index();
+        // Ask for every frame's first lines before copying any: the guest
+        // wrote them on another core, and one miss at a time is what a
+        // burst would otherwise wait for (DPDK's vhost library does the same).
+        for &h in &heads {
+            if let Some(d) = ring.first(h) {
+                ring.map().prefetch(d.addr, d.len as usize);
+            }
+        }
+        let mut n = 0;
+        let mut taken = 0u16;
+        for &head in &heads {
             let mut hdr = [0u8; MAX_HDR_LEN];
-            let pkt = match self.read_from_guest(pool, mem, chain, &mut hdr[..hdr_len]) {
+            let pkt = match read_from_guest(pool, ring, head, &mut hdr[..hdr_len]) {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(ChainError::TooBig) => {
                     self.stats.rx_drop(PortDrop::TooBig, 1);
-                    let _ = vq.queue.add_used(mem, head, 0);
-                    used += 1;
+                    ring.push_used(head, 0);
+                    taken += 1;
                     continue;
                 }
                 Err(e) => {
@@ -220,8 +259,8 @@ impl Port for VhostPort {
                     break;
                 }
             };
-            let _ = vq.queue.add_used(mem, head, 0);
-            used += 1;
+            ring.push_used(head, 0);
+            taken += 1;
             let mut pkt = pkt;
             let h: &[u8; VNET_HDR_LEN] = hdr[..VNET_HDR_LEN].try_into().expect("10 bytes");
             match from_vnet_hdr(h) {
@@ -242,37 +281,40 @@ impl Port for VhostPort {
             let _ = batch.push(pkt);
             n += 1;
         }
-        for _ in used..popped {
-            vq.queue.go_to_previous_position();
+        // The chains not taken (no pool frame free) stay for later.
+        ring.advance(taken);
+        ring.publish();
+        if ring.wants_interrupt() {
+            vq.notify();
         }
         if let Some(e) = fault {
-            self.fault(vq, FROM_GUEST, &e);
-        }
-        if used > 0 && wants_interrupt(&mut vq.queue, mem) {
-            vq.notify();
+            self.fault(vq, &e);
         }
         RxStatus::of_burst(n, false)
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
         let shared = self.shared.clone();
-        let mut guard = shared.vq(TO_GUEST);
+        let mut guard = shared.vq(self.tx_queue());
         if !guard.live() {
             let n = batch.len() as u64;
             self.stats.tx_drop(PortDrop::NotConnected, n);
             batch.drain().for_each(|p| pool.free(p));
             return 0;
         }
-        // Every frame joins the egress queue (behind those already
-        // waiting, high-priority ones first), which then goes into the
-        // guest's buffers as far as they reach.
+        // Frames already waiting go first; while none wait, this batch's
+        // go straight from it into the guest's buffers; what the guest has
+        // no room for now joins the egress queue.
+        let vq = &mut *guard;
+        self.drain_egress(vq, pool);
         let mut taken = 0;
+        if self.egress.is_empty() && !batch.is_empty() {
+            taken += self.write_batch(vq, pool, batch);
+        }
         for pkt in batch.drain() {
             taken += usize::from(self.egress.offer(pkt, pool, &mut self.stats));
         }
-        let mem = guard.mem.clone().expect("a live queue has memory");
-        self.drain_egress(&mut guard, &mem, pool);
-        self.interrupt(&mut guard);
+        self.interrupt(vq);
         taken
     }
 
@@ -282,10 +324,9 @@ impl Port for VhostPort {
 
     fn tx_drain(&mut self, pool: &mut PacketPool) {
         let shared = self.shared.clone();
-        let mut guard = shared.vq(TO_GUEST);
+        let mut guard = shared.vq(self.tx_queue());
         if guard.live() {
-            let mem = guard.mem.clone().expect("a live queue has memory");
-            self.drain_egress(&mut guard, &mem, pool);
+            self.drain_egress(&mut guard, pool);
             self.interrupt(&mut guard);
         } else {
             // The guest went: what waited for it cannot be sent.
@@ -321,139 +362,227 @@ impl Port for VhostPort {
 }
 
 impl VhostPort {
-    /// Copies one transmit chain out of the guest into a pool frame: a
-    /// regular one, or a big one for a frame that does not fit.
-    /// `Ok(None)`: no frame free (the chain stays for later).
-    fn read_from_guest(
-        &mut self,
-        pool: &mut PacketPool,
-        mem: &GuestMemoryMmap,
-        chain: DescriptorChain<&GuestMemoryMmap>,
-        hdr: &mut [u8],
-    ) -> Result<Option<Packet>, ChainError> {
-        let Some(mut pkt) = pool.alloc() else {
-            return Ok(None);
-        };
-        pkt.set_len(pool.max_packet_len());
-        match read_chain(mem, chain.clone(), hdr, pkt.data_mut()) {
-            Ok(got) => {
-                pkt.set_len(got);
-                return Ok(Some(pkt));
-            }
-            Err(ChainError::TooBig) => pool.free(pkt),
-            Err(e) => {
-                pool.free(pkt);
-                return Err(e);
-            }
-        }
-        let len = (chain_len(chain.clone(), false)? as usize).saturating_sub(hdr.len());
-        if len > pool.max_len() {
-            return Err(ChainError::TooBig);
-        }
-        let Some(mut big) = pool.alloc_for(len) else {
-            return Ok(None);
-        };
-        big.set_len(len);
-        match read_chain(mem, chain, hdr, big.data_mut()) {
-            Ok(got) => {
-                big.set_len(got);
-                Ok(Some(big))
-            }
-            Err(e) => {
-                pool.free(big);
-                // Longer now than a moment ago: the guest changed the
-                // chain under us.
-                Err(if e == ChainError::TooBig {
-                    ChainError::WrongDirection
-                } else {
-                    e
-                })
-            }
-        }
-    }
-
     /// Moves waiting frames into the guest's receive buffers while it has
-    /// some: the guest's ring index read once per round, the used ring
-    /// written once per round (up to [`ring::USED_PER_BURST`] chains).
-    fn drain_egress(&mut self, vq: &mut Vq, mem: &GuestMemoryMmap, pool: &mut PacketPool) {
+    /// some (one look at its ring index, one used-index store).
+    fn drain_egress(&mut self, vq: &mut Vq, pool: &mut PacketPool) {
         if vq.broken.is_some() {
             let n = self.egress.clear(pool);
             self.stats.tx_drop(PortDrop::GuestFault, n as u64);
             return;
         }
-        let (hdr_len, mergeable) = (vq.hdr_len, vq.mergeable);
-        loop {
-            let mut used = Used::new();
-            let mut fault = None;
-            if let Ok(mut avail) = vq.queue.iter(mem) {
-                while let Some(pkt) = self.egress.pop_within_limit() {
-                    // The offload requests the guest accepted go with the
-                    // frame (the datapath carried out the others).
-                    let mut hdr = [0u8; MAX_HDR_LEN];
-                    if pkt.meta.offload.pending() {
-                        hdr[..VNET_HDR_LEN].copy_from_slice(&vnet_hdr_of(&pkt));
-                    }
-                    let gso = pkt.meta.offload.gso() != 0;
-                    let wrote = write_frame(
-                        &mut avail,
-                        mem,
-                        &hdr[..hdr_len],
-                        pkt.data(),
-                        mergeable,
-                        &mut used,
-                    );
-                    match wrote {
-                        Ok(true) => {
-                            self.stats.tx_packets += 1;
-                            self.stats.tx_gso_packets += u64::from(gso);
-                            self.stats.tx_bytes += pkt.len() as u64;
-                            self.stats.tx_copied += 1;
-                            vq.unsignalled += 1;
-                            pool.free(pkt);
-                        }
-                        Ok(false) => {
-                            self.egress.unpop(pkt);
-                            break;
-                        }
-                        Err(ChainError::TooBig) => {
-                            self.stats.tx_drop(PortDrop::TooBig, 1);
-                            pool.free(pkt);
-                        }
-                        Err(e) => {
-                            self.stats.tx_drop(PortDrop::GuestFault, 1);
-                            pool.free(pkt);
-                            fault = Some(e);
-                            break;
-                        }
-                    }
+        if self.egress.is_empty() {
+            return;
+        }
+        let Some(mut w) = ToGuest::start(self, vq, pool) else {
+            return;
+        };
+        while let Some(pkt) = w.port.egress.pop_within_limit() {
+            match w.write(&pkt) {
+                Wrote::Done => w.pool.free(pkt),
+                Wrote::NoRoom => {
+                    w.port.egress.unpop(pkt);
+                    break;
+                }
+                Wrote::Fault => {
+                    w.pool.free(pkt);
+                    break;
                 }
             }
-            for &(head, len) in &used {
-                let _ = vq.queue.add_used(mem, head, len);
-            }
-            if let Some(e) = fault {
-                self.fault(vq, TO_GUEST, &e);
-                return;
-            }
-            // Another round only when this one stopped for want of room
-            // in `used`, not of the guest's buffers.
-            if used.len() + ring::MAX_CHAINS_PER_FRAME <= used.capacity() || self.egress.is_empty()
-            {
-                return;
+        }
+        w.finish();
+    }
+
+    /// Writes `batch`'s frames into the guest's buffers, from its front,
+    /// read in place; those written (or dropped: too big, a guest fault)
+    /// leave the batch, the others stay in it in order. How many left.
+    fn write_batch(
+        &mut self,
+        vq: &mut Vq,
+        pool: &mut PacketPool,
+        batch: &mut PacketBatch,
+    ) -> usize {
+        if vq.broken.is_some() {
+            // Queued, then dropped as a guest fault by `drain_egress`.
+            return 0;
+        }
+        let Some(mut w) = ToGuest::start(self, vq, pool) else {
+            return 0;
+        };
+        let mut left = batch.unload();
+        let mut n = 0;
+        while let Some(pkt) = left.front() {
+            match w.write(pkt) {
+                Wrote::Done => {
+                    left.free(w.pool);
+                    n += 1;
+                }
+                Wrote::NoRoom => break,
+                Wrote::Fault => {
+                    left.free(w.pool);
+                    n += 1;
+                    break;
+                }
             }
         }
+        drop(left);
+        w.finish();
+        n
     }
 
     /// Tells the guest of frames written since it was last told, if it
     /// wants to be told: one eventfd write (a `tx kick`) for them all.
     fn interrupt(&mut self, vq: &mut Vq) {
-        if vq.unsignalled == 0 {
+        let Some(ring) = vq.ring.as_mut() else {
             return;
-        }
-        vq.unsignalled = 0;
-        let mem = vq.mem.clone().expect("a live queue has memory");
-        if wants_interrupt(&mut vq.queue, &*mem) && vq.notify() {
+        };
+        if ring.wants_interrupt() && vq.notify() {
             self.stats.tx_kicks += 1;
+        }
+    }
+}
+
+/// What writing one frame into the guest's buffers came to.
+enum Wrote {
+    /// Written, or dropped and counted (too big for the guest's buffers).
+    Done,
+    /// The guest has no buffers for it now.
+    NoRoom,
+    /// The guest's ring is broken: dropped and counted, the queue stops.
+    Fault,
+}
+
+/// One burst of frames into the guest's receive ring: its available index
+/// read once at the start, the used entries published once at the end.
+struct ToGuest<'a> {
+    port: &'a mut VhostPort,
+    vq: &'a mut Vq,
+    pool: &'a mut PacketPool,
+    avail: Avail,
+    fault: Option<ChainError>,
+}
+
+impl<'a> ToGuest<'a> {
+    /// `None` when the guest's ring index is broken (the queue stops).
+    fn start(
+        port: &'a mut VhostPort,
+        vq: &'a mut Vq,
+        pool: &'a mut PacketPool,
+    ) -> Option<ToGuest<'a>> {
+        let ring = vq.ring.as_mut().expect("a live queue has a ring");
+        match ring.avail() {
+            Ok(avail) => Some(ToGuest {
+                port,
+                vq,
+                pool,
+                avail,
+                fault: None,
+            }),
+            Err(e) => {
+                port.fault(vq, &e);
+                None
+            }
+        }
+    }
+
+    #[inline]
+    fn write(&mut self, pkt: &Packet) -> Wrote {
+        if self.avail.is_empty() {
+            return Wrote::NoRoom;
+        }
+        let (hdr_len, mergeable) = (self.vq.hdr_len, self.vq.mergeable);
+        let ring = self.vq.ring.as_mut().expect("a live queue has a ring");
+        // The offload requests the guest accepted go with the frame (the
+        // datapath carried out the others).
+        let mut hdr = [0u8; MAX_HDR_LEN];
+        if pkt.meta.offload.pending() {
+            hdr[..VNET_HDR_LEN].copy_from_slice(&vnet_hdr_of(pkt));
+        }
+        let stats = &mut self.port.stats;
+        match write_frame(
+            ring,
+            &mut self.avail,
+            &hdr[..hdr_len],
+            pkt.data(),
+            mergeable,
+        ) {
+            Ok(true) => {
+                stats.tx_packets += 1;
+                stats.tx_gso_packets += u64::from(pkt.meta.offload.gso() != 0);
+                stats.tx_bytes += pkt.len() as u64;
+                stats.tx_copied += 1;
+                Wrote::Done
+            }
+            Ok(false) => Wrote::NoRoom,
+            Err(ChainError::TooBig) => {
+                stats.tx_drop(PortDrop::TooBig, 1);
+                Wrote::Done
+            }
+            Err(e) => {
+                stats.tx_drop(PortDrop::GuestFault, 1);
+                self.fault = Some(e);
+                Wrote::Fault
+            }
+        }
+    }
+
+    /// Takes the chains used, publishes them, stops the queue after a
+    /// fault.
+    fn finish(self) {
+        let ring = self.vq.ring.as_mut().expect("a live queue has a ring");
+        ring.consume(&self.avail);
+        ring.publish();
+        if let Some(e) = self.fault {
+            self.port.fault(self.vq, &e);
+        }
+    }
+}
+
+/// Copies the transmit chain at `head` out of the guest into a pool
+/// frame: a regular one, or a big one for a frame that does not fit.
+/// `Ok(None)`: no frame free (the chain stays for later).
+fn read_from_guest(
+    pool: &mut PacketPool,
+    ring: &SplitRing,
+    head: u16,
+    hdr: &mut [u8],
+) -> Result<Option<Packet>, ChainError> {
+    let Some(mut pkt) = pool.alloc() else {
+        return Ok(None);
+    };
+    pkt.set_len(pool.max_packet_len());
+    match read_chain(ring, head, hdr, pkt.data_mut()) {
+        Ok(got) => {
+            pkt.set_len(got);
+            return Ok(Some(pkt));
+        }
+        Err(ChainError::TooBig) => pool.free(pkt),
+        Err(e) => {
+            pool.free(pkt);
+            return Err(e);
+        }
+    }
+    let len = (chain_len(ring, head, false)? as usize).saturating_sub(hdr.len());
+    if len > pool.max_len() {
+        return Err(ChainError::TooBig);
+    }
+    let Some(mut big) = pool.alloc_for(len) else {
+        return Ok(None);
+    };
+    big.set_len(len);
+    match read_chain(ring, head, hdr, big.data_mut()) {
+        Ok(got) => {
+            big.set_len(got);
+            Ok(Some(big))
+        }
+        Err(e) => {
+            pool.free(big);
+            // Longer now than a moment ago: the guest changed the chain
+            // under us.
+            Err(if e == ChainError::TooBig {
+                ChainError::Changed
+            } else {
+                e
+            })
         }
     }
 }

@@ -1,18 +1,18 @@
-//! Frames in and out of a guest's descriptor chains (split virtqueues).
+//! Frames in and out of a guest's descriptor chains.
 //!
 //! A guest's transmit chain holds a virtio-net header and one frame, read
 //! out in one copy into a pool frame ([`read_chain`]); a frame for the
 //! guest is written, header first, into one or (with `MRG_RXBUF`) several
-//! receive chains ([`write_frame`]). Every guest address goes through
-//! `vm-memory`'s checked accessors, so a descriptor pointing outside the
-//! guest's memory is an error here, never a read or write elsewhere; a
-//! chain cannot loop (`virtio-queue` stops after as many descriptors as the
-//! table holds).
+//! receive chains ([`write_frame`]). Every guest address is checked by
+//! [`GuestMap`](super::guest::GuestMap) before a byte moves, so a
+//! descriptor pointing outside the guest's memory is an error here, never
+//! a read or write elsewhere; a looping chain is an error too
+//! ([`split`](super::split)).
 
 use arrayvec::ArrayVec;
-use virtio_queue::desc::split::Descriptor;
-use virtio_queue::{AvailIter, Queue, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemoryBackend};
+
+pub use super::split::ChainError;
+use super::split::{Avail, SplitRing};
 
 /// The longest virtio-net header (VERSION_1 or MRG_RXBUF: with
 /// `num_buffers`).
@@ -22,105 +22,48 @@ pub const MAX_HDR_LEN: usize = 12;
 /// in buffers of 1,518 bytes takes 44).
 pub const MAX_CHAINS_PER_FRAME: usize = 64;
 
-/// What a guest did wrong, or what did not fit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ChainError {
-    /// A descriptor points outside the guest's memory (the queue stops).
-    BadAddress(u64),
-    /// A transmit chain holds a device-writable descriptor, or a receive
-    /// chain a read-only one (the queue stops).
-    WrongDirection,
-    /// The chain is shorter than the virtio-net header (the queue stops).
-    NoHeader,
-    /// The frame is longer than the buffer given for it (a counted drop;
-    /// the chain is used).
-    TooBig,
-}
-
-impl std::fmt::Display for ChainError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ChainError::BadAddress(a) => {
-                write!(f, "descriptor address {a:#x} is outside the guest's memory")
-            }
-            ChainError::WrongDirection => write!(f, "a descriptor has the wrong direction"),
-            ChainError::NoHeader => write!(f, "a chain is shorter than the virtio-net header"),
-            ChainError::TooBig => write!(f, "a frame is larger than its buffer"),
-        }
-    }
-}
-
-/// Copies guest memory at `addr` into `dst`: one bounds-checked slice of
-/// the region it lies in (the common case), else `vm-memory`'s general
-/// path for a range across regions.
-#[inline]
-fn read_guest<M: GuestMemoryBackend>(
-    mem: &M,
-    addr: GuestAddress,
-    dst: &mut [u8],
-) -> Result<(), ChainError> {
-    if let Ok(s) = mem.get_slice(addr, dst.len()) {
-        s.copy_to(dst);
-        return Ok(());
-    }
-    mem.read_slice(dst, addr)
-        .map_err(|_| ChainError::BadAddress(addr.0))
-}
-
-/// Copies `src` into guest memory at `addr` (as [`read_guest`]).
-#[inline]
-fn write_guest<M: GuestMemoryBackend>(
-    mem: &M,
-    addr: GuestAddress,
-    src: &[u8],
-) -> Result<(), ChainError> {
-    if let Ok(s) = mem.get_slice(addr, src.len()) {
-        s.copy_from(src);
-        return Ok(());
-    }
-    mem.write_slice(src, addr)
-        .map_err(|_| ChainError::BadAddress(addr.0))
-}
-
-/// The total length of a chain's descriptors (those the device reads when
-/// `writable` is false, else those it writes), or a fault.
-pub fn chain_len(
-    chain: impl Iterator<Item = Descriptor>,
-    writable: bool,
-) -> Result<u64, ChainError> {
+/// The total length of the chain at `head`'s descriptors (those the
+/// device reads when `writable` is false, else those it writes), or a
+/// fault.
+pub fn chain_len(ring: &SplitRing, head: u16, writable: bool) -> Result<u64, ChainError> {
     let mut total = 0u64;
-    for d in chain {
-        if d.is_write_only() != writable {
+    for d in ring.chain(head) {
+        let d = d?;
+        if d.write != writable {
             return Err(ChainError::WrongDirection);
         }
-        total += u64::from(d.len());
+        total += u64::from(d.len);
     }
     Ok(total)
 }
 
-/// Copies a transmit chain out: the first `hdr.len()` bytes into `hdr`, the
-/// rest into `buf`. Returns the frame's length. `buf` must hold the
-/// chain's length less the header ([`chain_len`]); a longer chain is
-/// [`ChainError::TooBig`].
-pub fn read_chain<M: GuestMemoryBackend>(
-    mem: &M,
-    chain: impl Iterator<Item = Descriptor>,
+/// Copies the transmit chain at `head` out: the first `hdr.len()` bytes
+/// into `hdr`, the rest into `buf`. Returns the frame's length. `buf`
+/// must hold the chain's length less the header ([`chain_len`]); a longer
+/// chain is [`ChainError::TooBig`].
+pub fn read_chain(
+    ring: &SplitRing,
+    head: u16,
     hdr: &mut [u8],
     buf: &mut [u8],
 ) -> Result<usize, ChainError> {
+    let map = ring.map();
     let (mut h, mut n) = (0usize, 0usize);
-    for d in chain {
-        if d.is_write_only() {
+    for d in ring.chain(head) {
+        let d = d?;
+        if d.write {
             return Err(ChainError::WrongDirection);
         }
-        let mut addr = d.addr();
-        let mut len = d.len() as usize;
+        let mut addr = d.addr;
+        let mut len = d.len as usize;
         if h < hdr.len() {
             let take = len.min(hdr.len() - h);
-            read_guest(mem, addr, &mut hdr[h..h + take])?;
+            if !map.read(addr, &mut hdr[h..h + take]) {
+                return Err(ChainError::BadAddress(addr));
+            }
             h += take;
             len -= take;
-            addr = addr.unchecked_add(take as u64);
+            addr = addr.wrapping_add(take as u64);
         }
         if len == 0 {
             continue;
@@ -128,7 +71,9 @@ pub fn read_chain<M: GuestMemoryBackend>(
         let Some(dst) = buf.get_mut(n..n + len) else {
             return Err(ChainError::TooBig);
         };
-        read_guest(mem, addr, dst)?;
+        if !map.read(addr, dst) {
+            return Err(ChainError::BadAddress(addr));
+        }
         n += len;
     }
     if h < hdr.len() {
@@ -137,75 +82,76 @@ pub fn read_chain<M: GuestMemoryBackend>(
     Ok(n)
 }
 
-/// The receive chains frames went into: (head, bytes written).
-pub type Used = ArrayVec<(u16, u32), USED_PER_BURST>;
-
-/// At most this many receive chains are filled per burst (the used ring
-/// is written once for them all).
-pub const USED_PER_BURST: usize = 256;
-
 /// Writes `hdr` then `frame` into the guest's receive chains taken from
-/// `avail` (one look at the guest's ring index for a whole burst), as
-/// many as it takes when `mergeable` (the header's `num_buffers`, bytes
-/// 10..12, is set to their count), else into one. Appends the chains it
-/// used to `used` (the caller adds them to the used ring) and returns
-/// true. On an error, or `Ok(false)` (not enough chains available now, or
-/// no room left in `used`), every chain it took is handed back.
-pub fn write_frame<M: GuestMemoryBackend>(
-    avail: &mut AvailIter<'_, &M>,
-    mem: &M,
+/// `avail`, as many as it takes when `mergeable` (the header's
+/// `num_buffers`, bytes 10..12, is set to their count), else into one,
+/// and writes their used entries (published by the caller, once per
+/// burst). Returns true. On an error, or `Ok(false)` (not enough chains
+/// available now), every chain it took is handed back to `avail` and no
+/// used entry stays written.
+pub fn write_frame(
+    ring: &mut SplitRing,
+    avail: &mut Avail,
     hdr: &[u8],
     frame: &[u8],
     mergeable: bool,
-    used: &mut Used,
 ) -> Result<bool, ChainError> {
     let total = (hdr.len() + frame.len()) as u64;
-    let mut chains: ArrayVec<_, MAX_CHAINS_PER_FRAME> = ArrayVec::new();
+    let start = *avail;
+    let mut heads: ArrayVec<u16, MAX_CHAINS_PER_FRAME> = ArrayVec::new();
     let mut room = 0u64;
-    let give_back = |avail: &mut AvailIter<'_, &M>, n: usize| {
-        for _ in 0..n {
-            avail.go_to_previous_position();
-        }
-    };
     while room < total {
-        if chains.is_full() || (!mergeable && !chains.is_empty()) {
-            give_back(avail, chains.len());
+        if heads.is_full() || (!mergeable && !heads.is_empty()) {
+            *avail = start;
             return Err(ChainError::TooBig);
         }
-        if used.len() + chains.len() == used.capacity() {
-            give_back(avail, chains.len());
-            return Ok(false);
-        }
-        let Some(chain) = avail.next() else {
-            give_back(avail, chains.len());
-            return Ok(false);
+        let head = match ring.next_head(avail) {
+            None => {
+                *avail = start;
+                return Ok(false);
+            }
+            Some(Ok(h)) => h,
+            Some(Err(e)) => {
+                *avail = start;
+                return Err(e);
+            }
         };
-        match chain_len(chain.clone(), true) {
+        match chain_len(ring, head, true) {
             Ok(n) => room += n,
             Err(e) => {
-                give_back(avail, chains.len() + 1);
+                *avail = start;
                 return Err(e);
             }
         }
-        chains.push(chain);
+        heads.push(head);
     }
     let mut h = [0u8; MAX_HDR_LEN];
     h[..hdr.len()].copy_from_slice(hdr);
     if hdr.len() == MAX_HDR_LEN {
-        h[10..12].copy_from_slice(&(chains.len() as u16).to_le_bytes());
+        h[10..12].copy_from_slice(&(heads.len() as u16).to_le_bytes());
     }
     let hdr = &h[..hdr.len()];
-    let n_chains = chains.len();
-    let first = used.len();
     let mut done = 0usize;
-    // By reference: the chains stay where they are (a move would copy
-    // the whole array for every frame).
-    for chain in chains.iter() {
-        let head = chain.head_index();
-        let start = done;
-        for d in chain.clone() {
-            let mut addr = d.addr();
-            let mut left = d.len() as usize;
+    let mut pushed = 0u16;
+    let mut fault = None;
+    'chains: for &head in &heads {
+        let start_len = done;
+        for d in ring.chain(head) {
+            // Checked by `chain_len` a moment ago; a guest that changed
+            // the chain since is caught again here.
+            let d = match d {
+                Ok(d) if d.write => d,
+                Ok(_) => {
+                    fault = Some(ChainError::WrongDirection);
+                    break 'chains;
+                }
+                Err(e) => {
+                    fault = Some(e);
+                    break 'chains;
+                }
+            };
+            let mut addr = d.addr;
+            let mut left = d.len as usize;
             while left > 0 && done < total as usize {
                 let src = if done < hdr.len() {
                     &hdr[done..]
@@ -213,45 +159,40 @@ pub fn write_frame<M: GuestMemoryBackend>(
                     &frame[done - hdr.len()..]
                 };
                 let take = left.min(src.len());
-                if let Err(e) = write_guest(mem, addr, &src[..take]) {
-                    give_back(avail, n_chains);
-                    used.truncate(first);
-                    return Err(e);
+                if !ring.map().write(addr, &src[..take]) {
+                    fault = Some(ChainError::BadAddress(addr));
+                    break 'chains;
                 }
                 done += take;
                 left -= take;
-                addr = addr.unchecked_add(take as u64);
+                addr = addr.wrapping_add(take as u64);
             }
         }
-        used.push((head, (done - start) as u32));
+        ring.push_used(head, (done - start_len) as u32);
+        pushed += 1;
+    }
+    if fault.is_none() && done < total as usize {
+        // Shorter than `chain_len` found: the guest changed it meanwhile.
+        fault = Some(ChainError::Changed);
+    }
+    if let Some(e) = fault {
+        ring.unpush(pushed);
+        *avail = start;
+        return Err(e);
     }
     Ok(true)
-}
-
-/// Whether the guest wants an interrupt for what was just added to the
-/// used ring: by `used_event` with `EVENT_IDX`, else unless its available
-/// ring's flags say `NO_INTERRUPT` (which `virtio-queue` does not read).
-pub fn wants_interrupt<M: GuestMemoryBackend>(queue: &mut Queue, mem: &M) -> bool {
-    if queue.event_idx_enabled() {
-        return queue.needs_notification(mem).unwrap_or(true);
-    }
-    const NO_INTERRUPT: u16 = 1;
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    mem.load::<u16>(
-        GuestAddress(queue.avail_ring()),
-        std::sync::atomic::Ordering::Acquire,
-    )
-    .map_or(true, |f| u16::from_le(f) & NO_INTERRUPT == 0)
 }
 
 #[cfg(test)]
 mod tests {
     //! Against a model guest: a memory of 1 MiB with one split ring whose
     //! descriptors, available ring and buffers the test writes itself.
+    use super::super::guest::GuestMap;
+    use super::super::split::RingAddrs;
     use super::*;
     use proptest::prelude::*;
-    use virtio_queue::QueueOwnedT;
-    use vm_memory::{GuestAddress, GuestMemoryMmap};
+    use std::sync::Arc;
+    use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
     const SIZE: u16 = 16;
     const DESC: u64 = 0x0;
@@ -267,8 +208,8 @@ mod tests {
     type Read = Option<Result<(Vec<u8>, Vec<u8>), ChainError>>;
 
     struct Guest {
-        mem: GuestMemoryMmap,
-        queue: Queue,
+        mem: Arc<GuestMemoryMmap>,
+        ring: SplitRing,
         next_desc: u16,
         avail: u16,
         data: u64,
@@ -276,17 +217,18 @@ mod tests {
 
     impl Guest {
         fn new() -> Guest {
-            let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).unwrap();
-            let mut queue = Queue::new(SIZE).unwrap();
-            queue.set_size(SIZE);
-            queue.set_desc_table_address(Some(DESC as u32), Some(0));
-            queue.set_avail_ring_address(Some(AVAIL as u32), Some(0));
-            queue.set_used_ring_address(Some(USED as u32), Some(0));
-            queue.set_ready(true);
-            assert!(queue.is_valid(&mem));
+            let mem =
+                Arc::new(GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).unwrap());
+            let addrs = RingAddrs {
+                size: SIZE,
+                desc: DESC,
+                avail: AVAIL,
+                used: USED,
+            };
+            let ring = SplitRing::new(GuestMap::new(mem.clone()), &addrs, 0, 0, false).unwrap();
             Guest {
                 mem,
-                queue,
+                ring,
                 next_desc: 0,
                 avail: 0,
                 data: DATA,
@@ -385,14 +327,22 @@ mod tests {
 
         /// Reads the next available chain as a transmit chain.
         fn read_next(&mut self, hdr_len: usize) -> Read {
-            let chain = self.queue.pop_descriptor_chain(&self.mem)?;
-            let total = match chain_len(chain.clone(), false) {
+            let mut avail = match self.ring.avail() {
+                Ok(a) => a,
+                Err(e) => return Some(Err(e)),
+            };
+            let head = match self.ring.next_head(&mut avail)? {
+                Ok(h) => h,
+                Err(e) => return Some(Err(e)),
+            };
+            self.ring.consume(&avail);
+            let total = match chain_len(&self.ring, head, false) {
                 Ok(t) => t as usize,
                 Err(e) => return Some(Err(e)),
             };
             let mut hdr = vec![0u8; hdr_len];
             let mut buf = vec![0u8; total.saturating_sub(hdr_len)];
-            Some(read_chain(&self.mem, chain, &mut hdr, &mut buf).map(|n| {
+            Some(read_chain(&self.ring, head, &mut hdr, &mut buf).map(|n| {
                 buf.truncate(n);
                 (hdr, buf)
             }))
@@ -432,11 +382,8 @@ mod tests {
             }
             let hdr = [0u8; MAX_HDR_LEN];
             let room: usize = if mergeable { sizes.iter().sum() } else { sizes[0] };
-            let mut chains = Used::new();
-            let got = {
-                let mut avail = g.queue.iter(&g.mem).unwrap();
-                write_frame(&mut avail, &g.mem, &hdr, &frame, mergeable, &mut chains)
-            };
+            let mut avail = g.ring.avail().unwrap();
+            let got = write_frame(&mut g.ring, &mut avail, &hdr, &frame, mergeable);
             let need = frame.len() + MAX_HDR_LEN;
             if need > room {
                 if mergeable {
@@ -444,22 +391,25 @@ mod tests {
                 } else {
                     prop_assert_eq!(got, Err(ChainError::TooBig));
                 }
-                // Every chain taken was given back.
-                prop_assert_eq!(g.queue.next_avail(), 0);
+                // Every chain taken was given back, no used entry written.
+                prop_assert_eq!(avail.len(), sizes.len() as u16);
+                prop_assert_eq!(g.ring.next_used(), 0);
                 return Ok(());
             }
             prop_assert_eq!(got, Ok(true));
+            g.ring.consume(&avail);
+            g.ring.publish();
+            let used: u16 = g.mem.read_obj(GuestAddress(USED + 2)).unwrap();
+            prop_assert_eq!(used, g.ring.next_used());
             let mut bytes = Vec::new();
-            for (k, (head, len)) in chains.iter().enumerate() {
-                prop_assert_eq!(*head, heads[k]);
-                g.queue.add_used(&g.mem, *head, *len).unwrap();
-                let (id, l) = g.used_len(k as u16);
-                prop_assert_eq!((id, l), (*head, *len));
-                bytes.extend(g.written(*head, *len));
+            for k in 0..used {
+                let (id, l) = g.used_len(k);
+                prop_assert_eq!(id, heads[usize::from(k)]);
+                bytes.extend(g.written(id, l));
             }
             prop_assert_eq!(&bytes[MAX_HDR_LEN..], &frame[..]);
             let n = u16::from_le_bytes([bytes[10], bytes[11]]);
-            prop_assert_eq!(usize::from(n), chains.len());
+            prop_assert_eq!(n, used);
         }
 
         /// Whatever a guest writes in its ring, reading and writing
@@ -499,12 +449,119 @@ mod tests {
                 g2.offer(*h);
             }
             let frame = vec![0xabu8; 3000];
-            let mut used = Used::new();
             for _ in 0..heads.len() {
-                if let Ok(mut avail) = g2.queue.iter(&g2.mem) {
-                    let _ = write_frame(&mut avail, &g2.mem, &[0u8; 12], &frame, true, &mut used);
+                if let Ok(mut avail) = g2.ring.avail() {
+                    if let Ok(true) = write_frame(&mut g2.ring, &mut avail, &[0u8; 12], &frame, true) {
+                        g2.ring.consume(&avail);
+                    }
                 }
             }
+            g2.ring.publish();
+        }
+    }
+
+    /// The used index the guest sees.
+    fn used_idx(g: &Guest) -> u16 {
+        g.mem.read_obj(GuestAddress(USED + 2)).unwrap()
+    }
+
+    #[test]
+    fn used_entries_are_seen_only_when_published_and_in_order() {
+        let mut g = Guest::new();
+        let mut heads = Vec::new();
+        for _ in 0..3 {
+            heads.push(g.chain_of(&[0u8; 256], &[], WRITE, false));
+        }
+        let mut avail = g.ring.avail().unwrap();
+        for n in 0..3u8 {
+            let frame = vec![n; 60];
+            assert_eq!(
+                write_frame(&mut g.ring, &mut avail, &[0u8; 12], &frame, true),
+                Ok(true)
+            );
+        }
+        g.ring.consume(&avail);
+        assert_eq!(used_idx(&g), 0, "nothing is seen before the publish");
+        g.ring.publish();
+        assert_eq!(used_idx(&g), 3);
+        for (k, h) in heads.iter().enumerate() {
+            assert_eq!(g.used_len(k as u16), (*h, 72));
+            assert_eq!(g.written(*h, 72)[12..], [k as u8; 60]);
+        }
+        // Taken back before a publish: never seen.
+        g.ring.push_used(9, 1);
+        g.ring.unpush(1);
+        g.ring.publish();
+        assert_eq!(used_idx(&g), 3);
+    }
+
+    #[test]
+    fn interrupts_follow_the_guests_flag_or_its_used_event() {
+        let publish_one = |g: &mut Guest| {
+            g.ring.push_used(0, 0);
+            g.ring.publish();
+        };
+        // Without EVENT_IDX: unless the guest set NO_INTERRUPT; never for
+        // nothing new.
+        let mut g = Guest::new();
+        assert!(!g.ring.wants_interrupt(), "nothing was used");
+        publish_one(&mut g);
+        assert!(g.ring.wants_interrupt());
+        assert!(!g.ring.wants_interrupt(), "told already");
+        g.mem.write_obj(1u16.to_le(), GuestAddress(AVAIL)).unwrap();
+        publish_one(&mut g);
+        assert!(!g.ring.wants_interrupt(), "NO_INTERRUPT");
+        // With EVENT_IDX: when the used index passes the guest's
+        // used_event (virtio's vring_need_event).
+        let mut g = Guest::new();
+        g.ring.set_event_idx(true);
+        let used_event = GuestAddress(AVAIL + 4 + 2 * u64::from(SIZE));
+        g.mem.write_obj(2u16.to_le(), used_event).unwrap();
+        publish_one(&mut g); // used 1: event 2 not reached
+        assert!(!g.ring.wants_interrupt());
+        publish_one(&mut g); // used 2
+        assert!(!g.ring.wants_interrupt());
+        publish_one(&mut g); // used 3: passed entry 2
+        assert!(g.ring.wants_interrupt());
+        publish_one(&mut g);
+        publish_one(&mut g); // used 5; event still 2
+        assert!(!g.ring.wants_interrupt());
+    }
+
+    #[test]
+    fn kicks_are_turned_off_through_the_used_flags_without_event_idx() {
+        let mut g = Guest::new();
+        g.ring.no_kicks();
+        let flags: u16 = g.mem.read_obj(GuestAddress(USED)).unwrap();
+        assert_eq!(flags, 1);
+    }
+
+    #[test]
+    fn a_ring_outside_memory_or_misaligned_does_not_start() {
+        let map = || {
+            GuestMap::new(Arc::new(
+                GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).unwrap(),
+            ))
+        };
+        let at = |desc, avail, used, size| RingAddrs {
+            size,
+            desc,
+            avail,
+            used,
+        };
+        for (a, why) in [
+            (
+                at(DESC, AVAIL, MEM as u64 - 8, SIZE),
+                "used ring past the end",
+            ),
+            (at(MEM as u64, AVAIL, USED, SIZE), "table past the end"),
+            (at(DESC + 8, AVAIL, USED, SIZE), "table misaligned"),
+            (at(DESC, AVAIL + 1, USED, SIZE), "avail misaligned"),
+            (at(DESC, AVAIL, USED + 2, SIZE), "used misaligned"),
+            (at(DESC, AVAIL, USED, 12), "not a power of two"),
+            (at(DESC, AVAIL, USED, 0), "empty"),
+        ] {
+            assert!(SplitRing::new(map(), &a, 0, 0, false).is_err(), "{why}");
         }
     }
 
@@ -526,22 +583,47 @@ mod tests {
         let mut g = Guest::new();
         g.chain_of(&[0u8; 8], &[], 0, false);
         assert_eq!(g.read_next(12), Some(Err(ChainError::NoHeader)));
-        // A chain that loops on itself ends after as many descriptors as
-        // the table holds.
+        // A chain that loops on itself: an error after as many
+        // descriptors as the table holds.
         let mut g = Guest::new();
         g.desc_at(DESC, 0, DATA, 100, NEXT, 0);
         g.offer(0);
-        let (_, f) = g.read_next(12).unwrap().unwrap();
-        assert_eq!(f.len(), 100 * SIZE as usize - 12);
+        assert_eq!(g.read_next(12), Some(Err(ChainError::Loop)));
+        // A `next` past the table, and a head past it.
+        let mut g = Guest::new();
+        g.desc_at(DESC, 0, DATA, 100, NEXT, SIZE);
+        g.offer(0);
+        assert_eq!(g.read_next(12), Some(Err(ChainError::BadIndex(SIZE))));
+        let mut g = Guest::new();
+        g.offer(SIZE + 3);
+        assert_eq!(g.read_next(12), Some(Err(ChainError::BadIndex(SIZE + 3))));
+        // An indirect table inside an indirect table, and one whose
+        // length is not a whole number of descriptors.
+        let mut g = Guest::new();
+        g.desc_at(DESC, 0, DATA, 32, INDIRECT, 0);
+        g.desc_at(DATA, 0, DATA + 0x100, 16, INDIRECT, 0);
+        g.offer(0);
+        assert_eq!(g.read_next(12), Some(Err(ChainError::BadIndirect)));
+        let mut g = Guest::new();
+        g.desc_at(DESC, 0, DATA, 24, INDIRECT, 0);
+        g.offer(0);
+        assert_eq!(g.read_next(12), Some(Err(ChainError::BadIndirect)));
+        // An available index further on than the ring holds.
+        let mut g = Guest::new();
+        g.mem
+            .write_obj((SIZE + 1).to_le(), GuestAddress(AVAIL + 2))
+            .unwrap();
+        assert_eq!(
+            g.read_next(12),
+            Some(Err(ChainError::BadAvailIndex(SIZE + 1)))
+        );
         // A read-only buffer in a receive chain: refused, and given back.
         let mut g = Guest::new();
         g.chain_of(&[0u8; 2048], &[], 0, false);
-        let r = {
-            let mut avail = g.queue.iter(&g.mem).unwrap();
-            let mut used = Used::new();
-            write_frame(&mut avail, &g.mem, &[0u8; 12], &[1u8; 60], true, &mut used)
-        };
+        let mut avail = g.ring.avail().unwrap();
+        let r = write_frame(&mut g.ring, &mut avail, &[0u8; 12], &[1u8; 60], true);
         assert_eq!(r, Err(ChainError::WrongDirection));
-        assert_eq!(g.queue.next_avail(), 0);
+        assert_eq!(avail.len(), 1);
+        assert_eq!(g.ring.next_used(), 0);
     }
 }
