@@ -302,14 +302,10 @@ fn a_vhost_port_added_and_removed_at_run_time() {
     assert_balanced(&sw.stop());
 }
 
-#[test]
-fn two_pmds_share_a_vhost_port() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
-    let dir = tempfile::tempdir().unwrap();
-    let host = Host::new("v2", None);
-    let sock = dir.path().join("v2.sock");
-    let sw = Sluice::start_with(
+/// A switch with two PMDs between `host` (port 1, afpacket) and a
+/// `vhost:` port on `sock` (port 2).
+fn two_pmds_between(host: &Host, sock: &Path) -> Sluice {
+    Sluice::start_with(
         None,
         "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
         &[
@@ -317,7 +313,17 @@ fn two_pmds_share_a_vhost_port() {
             &format!("2=vhost:{}", sock.display()),
         ],
         &["--pmd-cores", "0,1"],
-    );
+    )
+}
+
+#[test]
+fn two_pmds_share_a_vhost_port() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd"]);
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new("v2", None);
+    let sock = dir.path().join("v2.sock");
+    let sw = two_pmds_between(&host, &sock);
     let _pmd = Testpmd::start(dir.path(), "two", &sock, false);
     let sent = frames_of(2000, 3, true);
     let got = round_trip(&host, dir.path(), "two", &sent);
@@ -334,17 +340,9 @@ fn two_pmds_each_serve_a_queue_pair_of_a_multiqueue_guest() {
     let dir = tempfile::tempdir().unwrap();
     let host = Host::new("vq", None);
     let sock = dir.path().join("vq.sock");
-    // Two PMDs: the vhost port gets two queue pairs (MQ), one per PMD, as
-    // the afpacket port gets two rx queues (a fanout by flow hash).
-    let sw = Sluice::start_with(
-        None,
-        "in_port=1,actions=output:2\nin_port=2,actions=output:1\n",
-        &[
-            &format!("1=afpacket:{}", host.root_if),
-            &format!("2=vhost:{}", sock.display()),
-        ],
-        &["--pmd-cores", "0,1"],
-    );
+    // The vhost port gets two queue pairs (MQ), one per PMD, as the
+    // afpacket port gets two rx queues (a fanout by flow hash).
+    let sw = two_pmds_between(&host, &sock);
     let pmd = Testpmd::start_queues(dir.path(), "mq", &sock, false, 2);
     let sent = frames_of(2000, 5, false);
     let mut got = round_trip(&host, dir.path(), "mq", &sent);
