@@ -405,8 +405,9 @@ impl PortSpec {
 /// `null`; `pcap:rx=FILE,loop` (the file's flows dealt over the queues by
 /// an RSS-style hash); `afpacket` (one socket per queue in a fanout group,
 /// spread by the kernel's flow hash); `dpdk` (one rx/tx queue pair per
-/// PMD, RSS where the device hashes); `vhost` (one queue pair: the first
-/// PMD polls the guest's transmit ring, every PMD sends to the guest). The others have one queue and
+/// PMD, RSS where the device hashes); `vhost` (a virtio queue pair per
+/// handle, `MQ`; a guest that enables fewer gets every handle's frames
+/// on its first pair). The others have one queue and
 /// refuse `n` > 1 with an error that says so.
 pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>, PortError> {
     let name = spec.to_string();

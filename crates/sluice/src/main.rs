@@ -375,12 +375,13 @@ struct RunArgs {
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
     /// its CPU with its own caches and megaflows; every port then has one
     /// rx/tx queue per PMD (null, pcap:rx=F,loop and afpacket ports can; a
-    /// vhost port is polled by the first PMD and sent to by all).
+    /// vhost port offers the guest one virtio queue pair per PMD).
     /// Default: one PMD, not pinned.
     #[arg(long, value_name = "CPUS")]
     pmd_cores: Option<String>,
     /// Rx queues per port that can have several (null, pcap:rx=F,loop,
-    /// afpacket: a fanout group of N sockets), at least one per PMD. Each
+    /// afpacket: a fanout group of N sockets, vhost: N virtio queue pairs,
+    /// at most 16), at least one per PMD. Each
     /// PMD sends on one queue of every port and polls it; the other queues
     /// are dealt round-robin and can be moved by measured load with
     /// 'sluice ctl pmd-rxq-rebalance' (OVS's pmd-rxq-assign=cycles).
