@@ -415,9 +415,11 @@ fn the_openflow_listener_bounds_idle_connections() {
     );
     let addr = format!("127.0.0.1:{port}");
     // 150 peers that connect and say nothing.
+    let connecting = std::time::Instant::now();
     let mut idle: Vec<std::net::TcpStream> = (0..150)
         .map(|_| std::net::TcpStream::connect(&addr).unwrap())
         .collect();
+    let connected_in = connecting.elapsed();
     // Those past the bound are closed at once.
     std::thread::sleep(Duration::from_millis(500));
     let shut = idle.iter_mut().map(is_closed).filter(|&c| c).count();
@@ -434,8 +436,16 @@ fn the_openflow_listener_bounds_idle_connections() {
     assert!(ok, "{out}");
     assert!(out.contains("actions=drop"), "{out}");
     let (_, err) = run.finish_with_stderr();
+    // At most 20 lines a second: the 22 refusals come within the time the
+    // peers took to connect, so they touch that many one-second windows
+    // of the limit, plus one (a machine under load can take more than a
+    // second to accept 150 connections).
     let refusals = err.matches("refused").count();
-    assert!(refusals <= 21, "the log is rate-limited: {refusals} lines");
+    let windows = connected_in.as_secs() as usize + 1;
+    assert!(
+        refusals <= 20 * windows,
+        "the log is rate-limited: {refusals} lines in {connected_in:?}"
+    );
 }
 
 /// A capture added with `sluice ctl add-port` may drain, and so end the

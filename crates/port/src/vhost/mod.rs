@@ -51,17 +51,44 @@ pub const MAX_PAIRS: usize = 16;
 
 /// A vhost-user port, or one handle on it (one queue pair each).
 pub struct VhostPort {
-    name: String,
     shared: Arc<Shared>,
-    /// The queue pair this handle polls (and sends on, once enabled).
-    pair: usize,
-    /// The first handle's: it owns the control thread and polls the
-    /// guest's transmit ring.
+    /// The first handle's: it owns the control thread.
     ctl: Option<JoinHandle<()>>,
     socket: Option<crate::unix_listen::SocketFile>,
+    io: Io,
+}
+
+/// A handle's own state, apart from what it shares: so that a queue's
+/// lock, borrowed from the shared part, and this are borrowed side by
+/// side (no reference count taken per burst: an atomic add, and with it
+/// a wait for every store in flight, twice per burst).
+struct Io {
+    name: String,
+    /// The queue pair this handle polls (and sends on, once enabled).
+    pair: usize,
     /// Frames waiting for the guest to give receive buffers.
     egress: EgressQueue,
     stats: PortStats,
+}
+
+impl Io {
+    fn new(name: &str, pair: usize) -> Io {
+        Io {
+            name: name.to_string(),
+            pair,
+            egress: EgressQueue::new(PriorityClass::default()),
+            stats: PortStats::default(),
+        }
+    }
+}
+
+/// Stops queue `vq` after a guest's fault.
+fn stop_queue(shared: &Shared, vq: &mut Vq, e: &ChainError) {
+    vq.broken = Some(e.to_string());
+    shared.warn(format!(
+        "queue {} stopped: {e} (until the guest resets it)",
+        vq.index
+    ));
 }
 
 /// The guest's receive queue of pair `p` (Sluice sends on it) and its
@@ -116,13 +143,10 @@ impl VhostPort {
                 .map_err(|e| err(format!("cannot start its control thread: {e}")))?
         };
         Ok(VhostPort {
-            name: name.to_string(),
             shared,
-            pair: 0,
             ctl: Some(ctl),
             socket,
-            egress: EgressQueue::new(PriorityClass::default()),
-            stats: PortStats::default(),
+            io: Io::new(name, 0),
         })
     }
 
@@ -148,33 +172,21 @@ impl VhostPort {
         let mut all = Vec::with_capacity(n);
         for pair in 1..n {
             all.push(VhostPort {
-                name: name.to_string(),
                 shared: first.shared.clone(),
-                pair,
                 ctl: None,
                 socket: None,
-                egress: EgressQueue::new(PriorityClass::default()),
-                stats: PortStats::default(),
+                io: Io::new(name, pair),
             });
         }
         all.insert(0, first);
         Ok(all)
     }
 
-    /// Stops queue `vq` after a guest's fault.
-    fn fault(&self, vq: &mut Vq, e: &ChainError) {
-        vq.broken = Some(e.to_string());
-        self.shared.warn(format!(
-            "queue {} stopped: {e} (until the guest resets it)",
-            vq.index
-        ));
-    }
-
     /// The guest's receive queue this handle sends on: its own pair's
     /// while the guest runs it, else pair 0's.
     fn tx_queue(&self) -> usize {
-        let own = to_guest(self.pair);
-        if self.pair == 0 || self.shared.vq(own).live() {
+        let own = to_guest(self.io.pair);
+        if self.io.pair == 0 || self.shared.vq(own).live() {
             own
         } else {
             to_guest(0)
@@ -184,7 +196,7 @@ impl VhostPort {
 
 impl Port for VhostPort {
     fn name(&self) -> &str {
-        &self.name
+        &self.io.name
     }
 
     fn caps(&self) -> PortCaps {
@@ -203,8 +215,7 @@ impl Port for VhostPort {
         batch: &mut PacketBatch,
         in_port: u32,
     ) -> RxStatus {
-        let shared = self.shared.clone();
-        let mut guard = shared.vq(from_guest(self.pair));
+        let mut guard = self.shared.vq(from_guest(self.io.pair));
         if !guard.live() {
             return RxStatus::Idle;
         }
@@ -216,7 +227,7 @@ impl Port for VhostPort {
         let mut avail = match ring.avail() {
             Ok(a) => a,
             Err(e) => {
-                self.fault(vq, &e);
+                stop_queue(&self.shared, vq, &e);
                 return RxStatus::Idle;
             }
         };
@@ -248,13 +259,13 @@ impl Port for VhostPort {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(ChainError::TooBig) => {
-                    self.stats.rx_drop(PortDrop::TooBig, 1);
+                    self.io.stats.rx_drop(PortDrop::TooBig, 1);
                     ring.push_used(head, 0);
                     taken += 1;
                     continue;
                 }
                 Err(e) => {
-                    self.stats.rx_drop(PortDrop::GuestFault, 1);
+                    self.io.stats.rx_drop(PortDrop::GuestFault, 1);
                     fault = Some(e);
                     break;
                 }
@@ -266,17 +277,17 @@ impl Port for VhostPort {
             match from_vnet_hdr(h) {
                 Ok(o) => pkt.meta.offload = o,
                 Err(_) => {
-                    self.stats.rx_drop(PortDrop::BadOffload, 1);
+                    self.io.stats.rx_drop(PortDrop::BadOffload, 1);
                     pool.free(pkt);
                     continue;
                 }
             }
             pkt.meta.in_port = in_port;
-            self.stats.rx_packets += 1;
-            self.stats.rx_bytes += pkt.len() as u64;
-            self.stats.rx_copied += 1;
+            self.io.stats.rx_packets += 1;
+            self.io.stats.rx_bytes += pkt.len() as u64;
+            self.io.stats.rx_copied += 1;
             if pkt.meta.offload.gso() != 0 {
-                self.stats.rx_gso_packets += 1;
+                self.io.stats.rx_gso_packets += 1;
             }
             let _ = batch.push(pkt);
             n += 1;
@@ -288,17 +299,17 @@ impl Port for VhostPort {
             vq.notify();
         }
         if let Some(e) = fault {
-            self.fault(vq, &e);
+            stop_queue(&self.shared, vq, &e);
         }
         RxStatus::of_burst(n, false)
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
-        let shared = self.shared.clone();
-        let mut guard = shared.vq(self.tx_queue());
+        let q = self.tx_queue();
+        let mut guard = self.shared.vq(q);
         if !guard.live() {
             let n = batch.len() as u64;
-            self.stats.tx_drop(PortDrop::NotConnected, n);
+            self.io.stats.tx_drop(PortDrop::NotConnected, n);
             batch.drain().for_each(|p| pool.free(p));
             return 0;
         }
@@ -306,39 +317,39 @@ impl Port for VhostPort {
         // go straight from it into the guest's buffers; what the guest has
         // no room for now joins the egress queue.
         let vq = &mut *guard;
-        self.drain_egress(vq, pool);
+        self.io.drain_egress(&self.shared, vq, pool);
         let mut taken = 0;
-        if self.egress.is_empty() && !batch.is_empty() {
-            taken += self.write_batch(vq, pool, batch);
+        if self.io.egress.is_empty() && !batch.is_empty() {
+            taken += self.io.write_batch(&self.shared, vq, pool, batch);
         }
         for pkt in batch.drain() {
-            taken += usize::from(self.egress.offer(pkt, pool, &mut self.stats));
+            taken += usize::from(self.io.egress.offer(pkt, pool, &mut self.io.stats));
         }
-        self.interrupt(vq);
+        self.io.interrupt(vq);
         taken
     }
 
     fn tx_pending(&self) -> usize {
-        self.egress.len()
+        self.io.egress.len()
     }
 
     fn tx_drain(&mut self, pool: &mut PacketPool) {
-        let shared = self.shared.clone();
-        let mut guard = shared.vq(self.tx_queue());
+        let q = self.tx_queue();
+        let mut guard = self.shared.vq(q);
         if guard.live() {
-            self.drain_egress(&mut guard, pool);
-            self.interrupt(&mut guard);
+            self.io.drain_egress(&self.shared, &mut guard, pool);
+            self.io.interrupt(&mut guard);
         } else {
             // The guest went: what waited for it cannot be sent.
-            let n = self.egress.clear(pool);
-            self.stats.tx_drop(PortDrop::NotConnected, n as u64);
+            let n = self.io.egress.clear(pool);
+            self.io.stats.tx_drop(PortDrop::NotConnected, n as u64);
         }
     }
 
     fn flush(&mut self, pool: &mut PacketPool) -> Result<(), PortError> {
         self.tx_drain(pool);
-        let n = self.egress.clear(pool);
-        self.stats.tx_drop(PortDrop::QueueFull, n as u64);
+        let n = self.io.egress.clear(pool);
+        self.io.stats.tx_drop(PortDrop::QueueFull, n as u64);
         Ok(())
     }
 
@@ -347,8 +358,8 @@ impl Port for VhostPort {
     }
 
     fn stats(&self) -> PortStats {
-        let mut s = self.stats.clone();
-        s.tx_high_priority = self.egress.high_packets;
+        let mut s = self.io.stats.clone();
+        s.tx_high_priority = self.io.egress.high_packets;
         s
     }
 
@@ -361,10 +372,10 @@ impl Port for VhostPort {
     }
 }
 
-impl VhostPort {
+impl Io {
     /// Moves waiting frames into the guest's receive buffers while it has
     /// some (one look at its ring index, one used-index store).
-    fn drain_egress(&mut self, vq: &mut Vq, pool: &mut PacketPool) {
+    fn drain_egress(&mut self, shared: &Shared, vq: &mut Vq, pool: &mut PacketPool) {
         if vq.broken.is_some() {
             let n = self.egress.clear(pool);
             self.stats.tx_drop(PortDrop::GuestFault, n as u64);
@@ -373,14 +384,14 @@ impl VhostPort {
         if self.egress.is_empty() {
             return;
         }
-        let Some(mut w) = ToGuest::start(self, vq, pool) else {
+        let Some(mut w) = ToGuest::start(self, shared, vq, pool) else {
             return;
         };
-        while let Some(pkt) = w.port.egress.pop_within_limit() {
+        while let Some(pkt) = w.io.egress.pop_within_limit() {
             match w.write(&pkt) {
                 Wrote::Done => w.pool.free(pkt),
                 Wrote::NoRoom => {
-                    w.port.egress.unpop(pkt);
+                    w.io.egress.unpop(pkt);
                     break;
                 }
                 Wrote::Fault => {
@@ -397,6 +408,7 @@ impl VhostPort {
     /// leave the batch, the others stay in it in order. How many left.
     fn write_batch(
         &mut self,
+        shared: &Shared,
         vq: &mut Vq,
         pool: &mut PacketPool,
         batch: &mut PacketBatch,
@@ -405,7 +417,7 @@ impl VhostPort {
             // Queued, then dropped as a guest fault by `drain_egress`.
             return 0;
         }
-        let Some(mut w) = ToGuest::start(self, vq, pool) else {
+        let Some(mut w) = ToGuest::start(self, shared, vq, pool) else {
             return 0;
         };
         let mut left = batch.unload();
@@ -454,7 +466,8 @@ enum Wrote {
 /// One burst of frames into the guest's receive ring: its available index
 /// read once at the start, the used entries published once at the end.
 struct ToGuest<'a> {
-    port: &'a mut VhostPort,
+    io: &'a mut Io,
+    shared: &'a Shared,
     vq: &'a mut Vq,
     pool: &'a mut PacketPool,
     avail: Avail,
@@ -464,21 +477,23 @@ struct ToGuest<'a> {
 impl<'a> ToGuest<'a> {
     /// `None` when the guest's ring index is broken (the queue stops).
     fn start(
-        port: &'a mut VhostPort,
+        io: &'a mut Io,
+        shared: &'a Shared,
         vq: &'a mut Vq,
         pool: &'a mut PacketPool,
     ) -> Option<ToGuest<'a>> {
         let ring = vq.ring.as_mut().expect("a live queue has a ring");
         match ring.avail() {
             Ok(avail) => Some(ToGuest {
-                port,
+                io,
+                shared,
                 vq,
                 pool,
                 avail,
                 fault: None,
             }),
             Err(e) => {
-                port.fault(vq, &e);
+                stop_queue(shared, vq, &e);
                 None
             }
         }
@@ -497,7 +512,7 @@ impl<'a> ToGuest<'a> {
         if pkt.meta.offload.pending() {
             hdr[..VNET_HDR_LEN].copy_from_slice(&vnet_hdr_of(pkt));
         }
-        let stats = &mut self.port.stats;
+        let stats = &mut self.io.stats;
         match write_frame(
             ring,
             &mut self.avail,
@@ -532,7 +547,7 @@ impl<'a> ToGuest<'a> {
         ring.consume(&self.avail);
         ring.publish();
         if let Some(e) = self.fault {
-            self.port.fault(self.vq, &e);
+            stop_queue(self.shared, self.vq, &e);
         }
     }
 }
