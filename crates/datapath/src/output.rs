@@ -199,11 +199,7 @@ impl OutputStage {
             pad_short_frames(&mut slot.txq);
         }
         if slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
-            let takes = if slot.caps.tx_offload {
-                OffloadMask::ALL
-            } else {
-                slot.port.tx_offloads()
-            };
+            let takes = slot.port.tx_offloads();
             if slot
                 .txq
                 .as_slice()

@@ -118,8 +118,6 @@ pub struct Vq {
     pub call: Option<File>,
     /// The guest's kick (kept to hold the descriptor; Sluice polls).
     pub kick: Option<File>,
-    /// Started by SET_VRING_KICK, stopped by GET_VRING_BASE.
-    pub started: bool,
     /// SET_VRING_ENABLE (or enabled at once without protocol features).
     pub enabled: bool,
     /// The virtio-net header's length: 12 (VERSION_1 or MRG_RXBUF) or 10.
@@ -145,7 +143,6 @@ impl Vq {
             mem: None,
             call: None,
             kick: None,
-            started: false,
             enabled: false,
             hdr_len: 12,
             mergeable: false,
@@ -153,9 +150,10 @@ impl Vq {
         }
     }
 
-    /// Whether the PMD may use the queue.
+    /// Whether the PMD may use the queue: its ring mapped (from
+    /// SET_VRING_KICK to GET_VRING_BASE), enabled, not stopped by a fault.
     pub fn live(&self) -> bool {
-        self.started && self.enabled && self.broken.is_none() && self.ring.is_some()
+        self.ring.is_some() && self.enabled && self.broken.is_none()
     }
 
     /// Maps the ring where the frontend put it, in the memory it gave
@@ -163,7 +161,7 @@ impl Vq {
     fn map_ring(&mut self) -> std::result::Result<(), &'static str> {
         self.unmap_ring();
         let mem = self.mem.clone().ok_or("no memory table yet")?;
-        let ring = SplitRing::new(
+        let mut ring = SplitRing::new(
             GuestMap::new(mem),
             &self.addrs,
             self.next_avail,
@@ -172,7 +170,6 @@ impl Vq {
         )?;
         // Sluice polls every ring it uses: the guest need not kick any
         // (a kick is a system call in the guest's driver, per burst).
-        let mut ring = ring;
         ring.no_kicks();
         self.ring = Some(ring);
         Ok(())
@@ -431,7 +428,6 @@ impl VhostUserBackendReqHandlerMut for Handler {
                 // A new table under a running ring (memory hot-plug): the
                 // ring is mapped again in it, or stops.
                 if let Err(why) = vq.map_ring() {
-                    vq.started = false;
                     drop(vq);
                     self.shared
                         .warn(format!("queue {i} stopped by a new memory table: {why}"));
@@ -484,7 +480,6 @@ impl VhostUserBackendReqHandlerMut for Handler {
     fn get_vring_base(&mut self, index: u32) -> Result<VhostUserVringState> {
         let i = self.index(index)?;
         let mut vq = self.shared.vq(i);
-        vq.started = false;
         vq.kick = None;
         let base = vq.unmap_ring();
         Ok(VhostUserVringState::new(index, u32::from(base)))
@@ -499,7 +494,6 @@ impl VhostUserBackendReqHandlerMut for Handler {
             self.shared.warn(format!("queue {i} not started: {why}"));
             return Err(Error::InvalidParam);
         }
-        vq.started = true;
         // A started ring is enabled until SET_VRING_ENABLE says otherwise.
         // (With protocol features the protocol has it start disabled, but
         // QEMU sends its SET_VRING_ENABLE before SET_FEATURES, which the

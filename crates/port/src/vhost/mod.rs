@@ -29,7 +29,7 @@ pub mod split;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use arrayvec::ArrayVec;
@@ -98,6 +98,17 @@ fn to_guest(pair: usize) -> usize {
 }
 fn from_guest(pair: usize) -> usize {
     2 * pair + 1
+}
+
+/// The guest's receive queue handle `pair` sends on, locked: its own
+/// pair's while the guest runs it, else pair 0's.
+fn tx_vq(shared: &Shared, pair: usize) -> MutexGuard<'_, Vq> {
+    let own = shared.vq(to_guest(pair));
+    if pair == 0 || own.live() {
+        return own;
+    }
+    drop(own);
+    shared.vq(to_guest(0))
 }
 
 impl VhostPort {
@@ -169,28 +180,15 @@ impl VhostPort {
             });
         }
         let first = VhostPort::open_pairs(name, path, server, n.max(1))?;
-        let mut all = Vec::with_capacity(n);
-        for pair in 1..n {
-            all.push(VhostPort {
-                shared: first.shared.clone(),
-                ctl: None,
-                socket: None,
-                io: Io::new(name, pair),
-            });
-        }
-        all.insert(0, first);
+        let shared = first.shared.clone();
+        let mut all = vec![first];
+        all.extend((1..n).map(|pair| VhostPort {
+            shared: shared.clone(),
+            ctl: None,
+            socket: None,
+            io: Io::new(name, pair),
+        }));
         Ok(all)
-    }
-
-    /// The guest's receive queue this handle sends on: its own pair's
-    /// while the guest runs it, else pair 0's.
-    fn tx_queue(&self) -> usize {
-        let own = to_guest(self.io.pair);
-        if self.io.pair == 0 || self.shared.vq(own).live() {
-            own
-        } else {
-            to_guest(0)
-        }
     }
 }
 
@@ -255,7 +253,7 @@ impl Port for VhostPort {
         let mut taken = 0u16;
         for &head in &heads {
             let mut hdr = [0u8; MAX_HDR_LEN];
-            let pkt = match read_from_guest(pool, ring, head, &mut hdr[..hdr_len]) {
+            let mut pkt = match read_from_guest(pool, ring, head, &mut hdr[..hdr_len]) {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
                 Err(ChainError::TooBig) => {
@@ -272,7 +270,6 @@ impl Port for VhostPort {
             };
             ring.push_used(head, 0);
             taken += 1;
-            let mut pkt = pkt;
             let h: &[u8; VNET_HDR_LEN] = hdr[..VNET_HDR_LEN].try_into().expect("10 bytes");
             match from_vnet_hdr(h) {
                 Ok(o) => pkt.meta.offload = o,
@@ -305,12 +302,11 @@ impl Port for VhostPort {
     }
 
     fn tx_burst(&mut self, pool: &mut PacketPool, batch: &mut PacketBatch) -> usize {
-        let q = self.tx_queue();
-        let mut guard = self.shared.vq(q);
+        let mut guard = tx_vq(&self.shared, self.io.pair);
         if !guard.live() {
             let n = batch.len() as u64;
             self.io.stats.tx_drop(PortDrop::NotConnected, n);
-            batch.drain().for_each(|p| pool.free(p));
+            batch.free_all(pool);
             return 0;
         }
         // Frames already waiting go first; while none wait, this batch's
@@ -334,8 +330,7 @@ impl Port for VhostPort {
     }
 
     fn tx_drain(&mut self, pool: &mut PacketPool) {
-        let q = self.tx_queue();
-        let mut guard = self.shared.vq(q);
+        let mut guard = tx_vq(&self.shared, self.io.pair);
         if guard.live() {
             self.io.drain_egress(&self.shared, &mut guard, pool);
             self.io.interrupt(&mut guard);
@@ -374,13 +369,9 @@ impl Port for VhostPort {
 
 impl Io {
     /// Moves waiting frames into the guest's receive buffers while it has
-    /// some (one look at its ring index, one used-index store).
+    /// some (one look at its ring index, one used-index store). `vq` is
+    /// live.
     fn drain_egress(&mut self, shared: &Shared, vq: &mut Vq, pool: &mut PacketPool) {
-        if vq.broken.is_some() {
-            let n = self.egress.clear(pool);
-            self.stats.tx_drop(PortDrop::GuestFault, n as u64);
-            return;
-        }
         if self.egress.is_empty() {
             return;
         }
@@ -414,7 +405,8 @@ impl Io {
         batch: &mut PacketBatch,
     ) -> usize {
         if vq.broken.is_some() {
-            // Queued, then dropped as a guest fault by `drain_egress`.
+            // `drain_egress` met a fault a moment ago: the frames are
+            // queued, and dropped when the queue is found stopped.
             return 0;
         }
         let Some(mut w) = ToGuest::start(self, shared, vq, pool) else {
