@@ -12,9 +12,12 @@
 //! first words of the key share the entry's first cache line with its
 //! hash and target, so a *short* key (IPv4, ARP: every word past L4 zero,
 //! [`FlowKey::is_short`]) is looked up, compared and prefetched on one
-//! line.
+//! line. The tunnel metadata of a packet that came out of a tunnel
+//! ([`TUN_WORDS`]) is kept beside the entries, in a table of its own read
+//! only for entries that have some: traffic from no tunnel never touches
+//! it, and its entries stay two lines.
 
-use sluice_packet::key::{KEY_WORDS, SHORT_KEY_WORDS};
+use sluice_packet::key::{SHORT_KEY_WORDS, TUN_WORDS};
 use sluice_packet::FlowKey;
 
 use crate::CacheRef;
@@ -36,25 +39,46 @@ struct Entry {
     /// Whether `key` is short: then it equals a short key when their
     /// first words do.
     short: bool,
+    /// Whether the key has tunnel metadata (in [`Emc`]'s `tails`).
+    tail: bool,
     target: CacheRef,
-    /// The key's words but the last two (the metadata and tunnel_id, zero
-    /// in every packet's key, which is all the EMC holds): the entry stays
-    /// two lines.
+    /// The key's words before the tunnel metadata (the metadata word
+    /// after it is zero in every packet's key, which is all the EMC
+    /// holds): the entry stays two lines.
     key: [u64; WORDS],
 }
 
 /// Words of a key an entry keeps.
-const WORDS: usize = KEY_WORDS - 2;
-const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
+const WORDS: usize = TUN_WORDS.start;
+/// Words of tunnel metadata.
+const TAIL: usize = TUN_WORDS.end - TUN_WORDS.start;
+const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == TUN_WORDS.end * 8);
 
-/// Whether an entry's words are `key`'s (whose metadata must be zero),
-/// word by word without branches.
+/// A key's tunnel metadata words.
 #[inline(always)]
-fn same(words: &[u64; WORDS], key: &FlowKey) -> bool {
+fn tail_of(key: &FlowKey) -> [u64; TAIL] {
     let k = key.words();
-    let mut diff = k[WORDS] | k[WORDS + 1];
-    for i in 0..WORDS {
-        diff |= words[i] ^ k[i];
+    std::array::from_fn(|i| k[WORDS + i])
+}
+
+/// No tunnel metadata.
+static NO_TAIL: [u64; TAIL] = [0; TAIL];
+
+/// Whether an entry (its words and, when it has some, its tunnel
+/// metadata) is `key` (whose metadata must be zero), word by word
+/// without branches: an entry without tunnel metadata compares the key's
+/// tunnel words with zeros, so the tunnel table is read only for entries
+/// that have some.
+#[inline(always)]
+fn same(e: &Entry, tail: &[u64; TAIL], key: &FlowKey) -> bool {
+    let k = key.words();
+    let t = if e.tail { tail } else { &NO_TAIL };
+    let mut diff = k[TUN_WORDS.end];
+    for (w, kw) in e.key.iter().zip(&k[..WORDS]) {
+        diff |= w ^ kw;
+    }
+    for (w, kw) in t.iter().zip(&k[WORDS..TUN_WORDS.end]) {
+        diff |= w ^ kw;
     }
     diff == 0
 }
@@ -83,6 +107,8 @@ const _: () = assert!(std::mem::offset_of!(Entry, key) + SHORT_KEY_WORDS * 8 <= 
 /// An exact-match cache.
 pub struct Emc {
     entries: Vec<Entry>,
+    /// Per entry, its key's tunnel metadata (when `tail` says it has any).
+    tails: Vec<[u64; TAIL]>,
     mask: u32,
     insert_inv_prob: u32,
     rng: u32,
@@ -109,10 +135,12 @@ impl Emc {
             target: CacheRef::default(),
             live: false,
             short: false,
+            tail: false,
         };
         let entries = sluice_packet::memory::huge_vec(n, empty);
         Emc {
             entries,
+            tails: vec![[0; TAIL]; n],
             mask: (n - 1) as u32,
             insert_inv_prob,
             rng: 0x2545_f491,
@@ -169,7 +197,7 @@ impl Emc {
     pub fn lookup(&self, key: &FlowKey, hash: u32) -> Option<CacheRef> {
         for p in self.positions(hash) {
             let e = &self.entries[p];
-            if e.live && e.hash == hash && same(&e.key, key) {
+            if e.live && e.hash == hash && same(e, &self.tails[p], key) {
                 return Some(e.target);
             }
         }
@@ -196,7 +224,7 @@ impl Emc {
         let [a, b] = self.positions(hash);
         for p in [a, b] {
             let e = &mut self.entries[p];
-            if e.live && e.hash == hash && same(&e.key, key) {
+            if e.live && e.hash == hash && same(e, &self.tails[p], key) {
                 e.target = target;
                 return;
             }
@@ -209,17 +237,19 @@ impl Emc {
         } else {
             a
         };
-        debug_assert_eq!(
-            (key.metadata, key.tunnel_id),
-            (0, 0),
-            "the EMC holds packets' keys"
-        );
+        debug_assert_eq!(key.metadata, 0, "the EMC holds packets' keys");
+        let tail = tail_of(key);
+        let has_tail = tail != [0; TAIL];
+        if has_tail {
+            self.tails[victim] = tail;
+        }
         self.entries[victim] = Entry {
             key: words_of(key),
             hash,
             target,
             live: true,
             short: key.is_short(),
+            tail: has_tail,
         };
     }
 
@@ -245,7 +275,7 @@ impl Emc {
     pub fn remove(&mut self, key: &FlowKey, hash: u32) {
         for p in self.positions(hash) {
             let e = &mut self.entries[p];
-            if e.live && e.hash == hash && same(&e.key, key) {
+            if e.live && e.hash == hash && same(e, &self.tails[p], key) {
                 e.live = false;
             }
         }
@@ -285,6 +315,30 @@ mod tests {
 
     fn r(i: u32) -> CacheRef {
         CacheRef { idx: i, gen: 1 }
+    }
+
+    #[test]
+    fn keys_from_tunnels_hit_on_their_tunnel_metadata_too() {
+        let mut emc = Emc::new(64, 1);
+        let plain = key(7);
+        let mut tun = plain;
+        tun.tunnel_id = 42;
+        tun.tun_src = 0x0a5a_0002;
+        tun.tun_dst = 0x0a5a_0001;
+        // The same hash forced for all three: only the key tells them apart.
+        let h = plain.hash();
+        emc.insert(&tun, h, r(1));
+        assert_eq!(emc.lookup(&tun, h), Some(r(1)));
+        assert_eq!(emc.lookup(&plain, h), None, "no tunnel metadata: another packet");
+        let mut other = tun;
+        other.tunnel_id = 43;
+        assert_eq!(emc.lookup(&other, h), None, "another VNI");
+        emc.insert(&plain, h, r(2));
+        assert_eq!(emc.lookup(&plain, h), Some(r(2)));
+        assert_eq!(emc.lookup(&tun, h), Some(r(1)), "both held");
+        emc.remove(&tun, h);
+        assert_eq!(emc.lookup(&tun, h), None);
+        assert_eq!(emc.lookup(&plain, h), Some(r(2)));
     }
 
     #[test]

@@ -127,6 +127,18 @@ pub enum DpAction {
     /// slot. Only ever the whole action list of a flow (each variant is
     /// the full list for the packets that pick it).
     Select(std::sync::Arc<Select>),
+    /// Encapsulate in this outer header and send out of underlay port
+    /// `port` (OVS's `tnl_push`): what an output to a tunnel port becomes.
+    TnlOutput {
+        /// The header, built at translation.
+        header: std::sync::Arc<sluice_packet::tunnel::TnlHeader>,
+        /// The underlay port.
+        port: u32,
+    },
+    /// Check and remove the outer headers, then send the inner frame
+    /// through the datapath again as received on the tunnel port its outer
+    /// headers name, with them as its tunnel metadata (OVS's `tnl_pop`).
+    TnlPop(std::sync::Arc<crate::tunnel::Receivers>),
 }
 
 /// A select group's per-packet choice ([`DpAction::Select`]).
@@ -164,6 +176,20 @@ impl std::fmt::Display for DpAction {
         use sluice_packet::wire::{ethernet::fmt_mac, ipv4::fmt_ipv4, ipv6::fmt_ipv6};
         match self {
             DpAction::Output(p) => write!(f, "{p}"),
+            DpAction::TnlOutput { header, port } => {
+                write!(
+                    f,
+                    "tnl_push(header({}),out_port({port}))",
+                    header.kind.name()
+                )?;
+                let b = header.bytes();
+                write!(f, "[")?;
+                for x in b {
+                    write!(f, "{x:02x}")?;
+                }
+                write!(f, "]")
+            }
+            DpAction::TnlPop(r) => write!(f, "tnl_pop({}:{})", r.kind.name(), r.dst_port),
             DpAction::Controller { max_len, .. } => write!(f, "controller(max_len={max_len})"),
             DpAction::SetEthSrc(m) => write!(f, "set(eth(src={}))", fmt_mac(m)),
             DpAction::SetEthDst(m) => write!(f, "set(eth(dst={}))", fmt_mac(m)),

@@ -312,6 +312,46 @@ pub static FIELDS: &[Field] = &[
         |k| k.tunnel_id,
         |k, v| k.tunnel_id = v as u64
     ),
+    Field {
+        name: "tun_src",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::None,
+        writable: true,
+        get: |k| k.tun_src as u128,
+        put: |k, v| k.tun_src = v as u32,
+    },
+    Field {
+        name: "tun_dst",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::None,
+        writable: true,
+        get: |k| k.tun_dst as u128,
+        put: |k, v| k.tun_dst = v as u32,
+    },
+    int_field!(
+        "tun_tos",
+        [],
+        8,
+        false,
+        None,
+        true,
+        |k| k.tun_tos,
+        |k, v| k.tun_tos = v as u8
+    ),
+    int_field!(
+        "tun_ttl",
+        [],
+        8,
+        false,
+        None,
+        true,
+        |k| k.tun_ttl,
+        |k, v| k.tun_ttl = v as u8
+    ),
     int_field!(
         "in_port",
         [],

@@ -29,6 +29,7 @@ pub mod recirc;
 pub mod table;
 pub mod trie;
 pub mod tss;
+pub mod tunnel;
 pub mod wildcards;
 pub mod xlate;
 

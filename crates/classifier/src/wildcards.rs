@@ -31,6 +31,11 @@ pub(crate) enum Kind {
 pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, metadata), 8, Kind::Whole),
     (offset_of!(FlowKey, tunnel_id), 8, Kind::Whole),
+    (offset_of!(FlowKey, tun_dst), 4, Kind::Whole),
+    (offset_of!(FlowKey, tun_src), 4, Kind::Whole),
+    (offset_of!(FlowKey, tun_flags), 2, Kind::Whole),
+    (offset_of!(FlowKey, tun_tos), 1, Kind::Whole),
+    (offset_of!(FlowKey, tun_ttl), 1, Kind::Whole),
     (offset_of!(FlowKey, in_port), 4, Kind::Whole),
     (offset_of!(FlowKey, dl_type), 2, Kind::Whole),
     (offset_of!(FlowKey, nw_proto), 1, Kind::Whole),

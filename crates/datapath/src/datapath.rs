@@ -180,6 +180,9 @@ pub struct Datapath {
     /// Packets the rx bursts may still take (`--packets`): `usize::MAX`
     /// for no limit.
     rx_budget: usize,
+    /// The tunnel state's version the caches were last revalidated for
+    /// (a learned neighbour or a route change redoes translations).
+    tunnels_seen: u64,
 }
 
 impl Datapath {
@@ -211,6 +214,7 @@ impl Datapath {
             recirc_gc: Default::default(),
             input_ended: false,
             rx_budget: usize::MAX,
+            tunnels_seen: 0,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.set_rules(rules);
@@ -262,6 +266,21 @@ impl Datapath {
         // all/flood and outputs to missing ports depend on the port set.
         self.epoch += 1;
         Ok(())
+    }
+
+    /// Sends a frame the switch makes itself (an ARP request for a tunnel
+    /// next hop) out of port `ofport`, after what is queued there.
+    fn send_frame(&mut self, ofport: u32, frame: &[u8], now_us: u64) {
+        let Some(idx) = self.out.index_of(ofport) else {
+            return;
+        };
+        let Some(p) = self.pool.alloc_from(frame) else {
+            self.stats.copy_failures += 1;
+            return;
+        };
+        self.out
+            .enqueue(idx, p, &mut self.pool, &mut self.stats, now_us);
+        self.out.flush_port(idx, &mut self.pool, &mut self.stats);
     }
 
     fn refresh_fwd(&mut self) {
@@ -494,6 +513,18 @@ impl Datapath {
     }
 
     fn housekeeping(&mut self, now_us: u64) {
+        if let Some(t) = self.rules.tunnels() {
+            // Two atomic loads an iteration; a Vec that allocates nothing
+            // when no request waits.
+            let (v, requests) = (t.version(), t.take_requests());
+            if v != self.tunnels_seen {
+                self.tunnels_seen = v;
+                self.epoch += 1;
+            }
+            for r in requests {
+                self.send_frame(r.ofport, &r.frame, now_us);
+            }
+        }
         if self.rules_have_timeouts
             && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US
         {

@@ -14,6 +14,7 @@ use sluice_classifier::meter::raise_drop_precedence;
 use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
+use sluice_packet::tunnel::{self, PopError, TunnelMeta};
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
@@ -49,6 +50,9 @@ pub(crate) struct Recirculated {
     /// its pass ends); false when the packet already has a fate (another
     /// output, or another copy carries it).
     pub fate: bool,
+    /// Its tunnel metadata (zero: it came from no tunnel): the next pass's
+    /// key holds it.
+    pub tun: TunnelMeta,
 }
 
 /// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
@@ -156,14 +160,20 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         | DpAction::Controller { .. }
         | DpAction::Recirc(_)
         | DpAction::Meter(_)
-        | DpAction::Select(_) => true,
+        | DpAction::Select(_)
+        | DpAction::TnlOutput { .. }
+        | DpAction::TnlPop(_) => true,
     };
 }
 
 /// Whether a datapath action gives the packet (or a copy) a destination.
 fn sends(a: &DpAction) -> bool {
     match a {
-        DpAction::Output(_) | DpAction::Controller { .. } | DpAction::Recirc(_) => true,
+        DpAction::Output(_)
+        | DpAction::Controller { .. }
+        | DpAction::Recirc(_)
+        | DpAction::TnlOutput { .. }
+        | DpAction::TnlPop(_) => true,
         DpAction::Select(sel) => sel.variants.iter().any(|(_, v)| has_destination(v)),
         _ => false,
     }
@@ -292,6 +302,8 @@ pub(crate) fn execute(
     let mut carrier = [0u16; BATCH_SIZE];
     // Packets a meter's drop band took.
     let mut metered = 0u32;
+    // Tunnel packets refused, by reason.
+    let (mut tnl_header, mut tnl_csum, mut tnl_port, mut tnl_long) = (0u32, 0u32, 0u32, 0u32);
     let mut ctl_rate = 0u32;
     let mut ctl_budget = 0u32;
     let mut ctl_port = 0u32;
@@ -423,6 +435,85 @@ pub(crate) fn execute(
                     }
                 }
             }
+            DpAction::TnlOutput { ref header, port } => {
+                let idx = out.index_of(port);
+                for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
+                    let bit = 1u32 << i;
+                    let slot = &mut slots[i as usize];
+                    let pkt = match (is_last, idx) {
+                        (true, _) => slot.take(),
+                        (false, Some(_)) => slot.as_ref().and_then(|p| pool.clone_packet(p)),
+                        (false, None) => None,
+                    };
+                    let (Some(p), Some(idx)) = (pkt, idx) else {
+                        if idx.is_some() {
+                            stats.copy_failures += 1;
+                            no_buf |= bit;
+                        }
+                        continue;
+                    };
+                    let hash = if p.meta.has_hash {
+                        p.meta.hash
+                    } else {
+                        keys[i as usize].hash()
+                    };
+                    if encap_output(p, header, hash, idx, pool, out, stats, now_us) {
+                        sent |= bit;
+                    } else {
+                        tnl_long |= bit;
+                    }
+                }
+            }
+            DpAction::TnlPop(ref receivers) => {
+                for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
+                    let bit = 1u32 << i;
+                    let slot = &mut slots[i as usize];
+                    let pkt = if is_last {
+                        slot.take()
+                    } else {
+                        slot.as_ref().and_then(|p| pool.clone_packet(p))
+                    };
+                    let Some(mut p) = pkt else {
+                        stats.copy_failures += 1;
+                        no_buf |= bit;
+                        continue;
+                    };
+                    let popped = tunnel::pop(&mut p, receivers.kind);
+                    let port = popped.as_ref().ok().and_then(|m| receivers.lookup(m));
+                    let (Ok(tun), Some(port)) = (popped, port) else {
+                        pool.free(p);
+                        match popped {
+                            Err(PopError::BadHeader) => tnl_header |= bit,
+                            Err(PopError::BadChecksum) => tnl_csum |= bit,
+                            Ok(_) => tnl_port |= bit,
+                        }
+                        continue;
+                    };
+                    if recirc.next.len() >= RecircQueue::CAP {
+                        pool.free(p);
+                        recirc_full |= bit;
+                        continue;
+                    }
+                    p.meta.in_port = port;
+                    let fate = (recirced | counted) & bit == 0;
+                    if fate {
+                        recirced |= bit;
+                        carrier[i as usize] = recirc.next.len() as u16;
+                    }
+                    recirc.next.push(Recirculated {
+                        pkt: p,
+                        id: 0,
+                        fate,
+                        tun,
+                    });
+                }
+            }
             DpAction::Recirc(id) => {
                 for &i in pkts {
                     if metered & (1u32 << i) != 0 {
@@ -452,7 +543,12 @@ pub(crate) fn execute(
                         recirced |= bit;
                         carrier[i as usize] = recirc.next.len() as u16;
                     }
-                    recirc.next.push(Recirculated { pkt: p, id, fate });
+                    recirc.next.push(Recirculated {
+                        pkt: p,
+                        id,
+                        fate,
+                        tun: TunnelMeta::of_key(&keys[i as usize]),
+                    });
                 }
             }
             ref set => {
@@ -500,9 +596,75 @@ pub(crate) fn execute(
             stats.dropped[DropReason::NoBuffer.index()] += 1;
         } else if recirc_full & bit != 0 {
             stats.dropped[DropReason::RecircLimit.index()] += 1;
+        } else if tnl_header & bit != 0 {
+            stats.dropped[DropReason::TunnelBadHeader.index()] += 1;
+        } else if tnl_csum & bit != 0 {
+            stats.dropped[DropReason::TunnelBadChecksum.index()] += 1;
+        } else if tnl_port & bit != 0 {
+            stats.dropped[DropReason::TunnelNoPort.index()] += 1;
+        } else if tnl_long & bit != 0 {
+            stats.dropped[DropReason::TunnelTooLong.index()] += 1;
         } else {
             stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
         }
         debug_assert!(slots[i as usize].is_none(), "every packet leaves the batch");
+    }
+}
+
+/// Encapsulates `pkt` in `header` and queues it for port `idx`: a packet
+/// with offloads pending has them done first (a super-frame is cut into
+/// segments, each encapsulated; a partial checksum is completed), since
+/// no underlay takes offloads for the frame inside a tunnel. Returns
+/// false (the packet freed) when the result would be too long for IPv4
+/// or nothing could be sent.
+#[allow(clippy::too_many_arguments)]
+fn encap_output(
+    mut pkt: Packet,
+    header: &tunnel::TnlHeader,
+    hash: u32,
+    idx: usize,
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+) -> bool {
+    let sport = tunnel::udp_src_port(hash);
+    if pkt.meta.offload.pending() {
+        if sluice_packet::offload::needs_segmenting(&pkt) {
+            let mut segs = ArrayVec::<Packet, 64>::new();
+            let mut rest = Vec::new();
+            let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| {
+                if let Err(e) = segs.try_push(s) {
+                    rest.push(e.element());
+                }
+            });
+            pool.free(pkt);
+            stats.gso_segmented += 1;
+            let mut any = false;
+            for mut s in segs.into_iter().chain(rest) {
+                stats.gso_segments += 1;
+                if tunnel::push(&mut s, header, sport) {
+                    out.enqueue(idx, s, pool, stats, now_us);
+                    any = true;
+                } else {
+                    pool.free(s);
+                }
+            }
+            if made.is_err() {
+                stats.offload_failures += 1;
+            }
+            return any;
+        }
+        if sluice_packet::offload::complete_csum(&mut pkt).is_err() {
+            stats.offload_failures += 1;
+        }
+        pkt.meta.offload = sluice_packet::meta::Offload::NONE;
+    }
+    if tunnel::push(&mut pkt, header, sport) {
+        out.enqueue(idx, pkt, pool, stats, now_us);
+        true
+    } else {
+        pool.free(pkt);
+        false
     }
 }

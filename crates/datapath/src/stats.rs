@@ -31,6 +31,15 @@ pub enum DropReason {
     /// Recirculated more often than [`crate::MAX_RECIRC_DEPTH`] in a
     /// row, or more copies waiting to recirculate than the queue holds.
     RecircLimit,
+    /// A tunnel packet's outer headers were malformed, a fragment, or
+    /// had flags the protocol (or Sluice) does not take.
+    TunnelBadHeader,
+    /// A tunnel packet's outer IPv4, UDP or GRE checksum was wrong.
+    TunnelBadChecksum,
+    /// A tunnel packet no tunnel port takes (remote, local address or key).
+    TunnelNoPort,
+    /// Encapsulated, a packet would be longer than an IPv4 datagram may be.
+    TunnelTooLong,
 }
 
 /// Every drop reason, in report order.
@@ -56,6 +65,14 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::RecircLimit,
     DropReason::Xlate(XlateDrop::NoSuchMeter),
     DropReason::MeterDrop,
+    DropReason::Xlate(XlateDrop::TunnelNoRoute),
+    DropReason::Xlate(XlateDrop::TunnelNoNeighbour),
+    DropReason::Xlate(XlateDrop::TunnelArp),
+    DropReason::TunnelBadHeader,
+    DropReason::TunnelBadChecksum,
+    DropReason::TunnelNoPort,
+    DropReason::TunnelTooLong,
+    DropReason::Xlate(XlateDrop::TunnelEcn),
 ];
 
 impl DropReason {
@@ -72,6 +89,10 @@ impl DropReason {
             DropReason::UpcallBudget => "upcall budget",
             DropReason::RecircLimit => "recirculation limit",
             DropReason::MeterDrop => "meter drop",
+            DropReason::TunnelBadHeader => "tunnel header invalid",
+            DropReason::TunnelBadChecksum => "tunnel checksum bad",
+            DropReason::TunnelNoPort => "no tunnel port",
+            DropReason::TunnelTooLong => "tunnel packet too long",
         }
     }
 
@@ -99,12 +120,20 @@ impl DropReason {
             DropReason::RecircLimit => 18,
             DropReason::Xlate(XlateDrop::NoSuchMeter) => 19,
             DropReason::MeterDrop => 20,
+            DropReason::Xlate(XlateDrop::TunnelNoRoute) => 21,
+            DropReason::Xlate(XlateDrop::TunnelNoNeighbour) => 22,
+            DropReason::Xlate(XlateDrop::TunnelArp) => 23,
+            DropReason::TunnelBadHeader => 24,
+            DropReason::TunnelBadChecksum => 25,
+            DropReason::TunnelNoPort => 26,
+            DropReason::TunnelTooLong => 27,
+            DropReason::Xlate(XlateDrop::TunnelEcn) => 28,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 21;
+pub const N_DROP_REASONS: usize = 29;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -16,11 +16,11 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
     fmix64(h) as u32
 }
 
-/// Hashes a flow key's 16 words, xxh3 style: each pair of words, mixed
+/// Hashes a flow key's words, xxh3 style: each pair of words, mixed
 /// with secret constants, is multiplied to 128 bits and folded to 64; the
 /// folds are summed and finalised. Half as many multiplies as a multiply
 /// per word, all independent of each other (no long dependency chain),
-/// and none for the ten words past L4 when they are all zero,
+/// and none for the words past L4 when they are all zero,
 /// as they are for every IPv4 and ARP packet: this runs for every packet
 /// on the cache-hit path.
 #[inline]
@@ -84,6 +84,8 @@ const SECRET: [u64; KEY_WORDS] = [
     0xe1c9_8b74_25fa_36b1,
     0x4d27_c3e9_81b6_5fa3,
     0xc86a_15d2_7e94_b30d,
+    0x7f3b_92c5_e1a8_d64b,
+    0x29d6_0e4f_b57c_a813,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.

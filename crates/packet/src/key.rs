@@ -3,19 +3,31 @@
 //!
 //! Layout follows the order packets are parsed in and keeps fields that
 //! are masked together in the same 64-bit word, so masking, comparing and
-//! hashing work on 16 words with no per-field branching. Field values are
+//! hashing work on 18 words with no per-field branching. Field values are
 //! host-order integers; a field the packet does not carry (or that could
 //! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
 
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 16;
+pub const KEY_WORDS: usize = 18;
 
 /// Words up to and including L4 ports. The words after them (IPv6
 /// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
 /// *short* key, which compares and hashes on these words alone.
 pub const SHORT_KEY_WORDS: usize = 6;
+
+/// `tun_flags`: the outer header had a don't-fragment bit (OVS's
+/// `FLOW_TNL_F_DONT_FRAGMENT`).
+pub const TUN_FLAG_DONT_FRAGMENT: u16 = 1 << 1;
+/// `tun_flags`: the outer header had a checksum (`FLOW_TNL_F_CSUM`).
+pub const TUN_FLAG_CSUM: u16 = 1 << 2;
+/// `tun_flags`: the outer header had a key (`FLOW_TNL_F_KEY`).
+pub const TUN_FLAG_KEY: u16 = 1 << 3;
+
+/// Key words that hold tunnel metadata (`tunnel_id`, `tun_src`/`tun_dst`,
+/// the flags, TOS and TTL): zero in a packet that came from no tunnel.
+pub const TUN_WORDS: std::ops::Range<usize> = 14..17;
 
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
@@ -79,18 +91,36 @@ pub struct FlowKey {
     /// action froze (the packet re-parsed after, say, `pop_mpls`). Every
     /// decision depends on it.
     pub recirc_id: u32,
+    /// OpenFlow's `tunnel_id` (OVS's `tun_id`): the VNI or GRE key a
+    /// packet came out of a tunnel with (zero for a packet that did not),
+    /// also written by `set_field` between tables and read by an output to
+    /// a tunnel port whose key is `flow`.
+    pub tunnel_id: u64,
+    /// The outer IPv4 source of a packet that came out of a tunnel
+    /// (`tun_src`), zero otherwise.
+    pub tun_src: u32,
+    /// The outer IPv4 destination (`tun_dst`).
+    pub tun_dst: u32,
+    /// Tunnel flags (`tun_flags`): [`TUN_FLAG_CSUM`] when the outer
+    /// header carried a checksum, [`TUN_FLAG_KEY`] when it carried a key,
+    /// [`TUN_FLAG_DONT_FRAGMENT`] when the outer IP header said so.
+    pub tun_flags: u16,
+    /// The outer IP TOS byte (`tun_tos`).
+    pub tun_tos: u8,
+    /// The outer IP TTL (`tun_ttl`).
+    pub tun_ttl: u8,
+    /// Zero: room for more tunnel metadata.
+    pub tun_pad: u32,
     /// OpenFlow metadata: pipeline state that `write_metadata` sets
     /// between tables and rules match. Zero in every packet's key (so a
     /// megaflow never needs its bits: the tables' use of it follows from
     /// the decisions before it).
     pub metadata: u64,
-    /// OpenFlow's `tunnel_id`: zero in every packet's key (Sluice has no
-    /// tunnel ports yet), written by `set_field` between tables and
-    /// matched by later ones, as `metadata`.
-    pub tunnel_id: u64,
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, tunnel_id) == TUN_WORDS.start * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == TUN_WORDS.end * 8);
 
 impl PartialEq for FlowKey {
     /// Word by word, without branches (the derived comparison calls
@@ -266,6 +296,9 @@ impl std::fmt::Debug for FlowKey {
             .field("tcp_flags", &self.tcp_flags)
             .field("ipv6_src", &crate::wire::ipv6::fmt_ipv6(&self.ipv6_src))
             .field("ipv6_dst", &crate::wire::ipv6::fmt_ipv6(&self.ipv6_dst))
+            .field("tunnel_id", &self.tunnel_id)
+            .field("tun_src", &crate::wire::ipv4::fmt_ipv4(self.tun_src))
+            .field("tun_dst", &crate::wire::ipv4::fmt_ipv4(self.tun_dst))
             .finish_non_exhaustive()
     }
 }

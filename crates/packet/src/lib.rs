@@ -30,6 +30,7 @@ pub mod pool;
 #[allow(unsafe_code)]
 pub mod prefetch;
 pub mod rewrite;
+pub mod tunnel;
 pub mod wire;
 
 pub use batch::{PacketBatch, Unload, BATCH_SIZE};

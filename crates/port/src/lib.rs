@@ -34,6 +34,7 @@ pub mod spec;
 pub mod stream;
 pub mod sys;
 pub mod tap;
+pub mod tunnel_port;
 pub mod unix_listen;
 pub mod vhost;
 pub mod xdp_prog;
@@ -41,7 +42,7 @@ pub mod xdp_send;
 
 use sluice_packet::{PacketBatch, PacketPool};
 
-pub use spec::{open_port, open_port_queues, PortSpec};
+pub use spec::{open_port, open_port_queues, PortSpec, UnderlayAddr};
 
 /// What an rx burst found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

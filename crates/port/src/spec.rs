@@ -66,6 +66,17 @@ pub enum PortSpec {
         /// Listen (`punix:`) rather than connect (`unix:`).
         listen: bool,
     },
+    /// A tunnel port (`vxlan:`, `geneve:`, `gre:`): sends through, and
+    /// receives from, an underlay port with an address.
+    Tunnel(sluice_packet::tunnel::TunnelConfig),
+    /// A port with an IP address of the switch's own (`...,ip=A/N`): a
+    /// tunnel underlay, as OVS's `br-phy` with an address.
+    Underlay {
+        /// The port.
+        port: Box<PortSpec>,
+        /// Its address.
+        addr: UnderlayAddr,
+    },
     /// A vhost-user port: a virtual machine or DPDK's virtio-user.
     Vhost {
         /// Socket path.
@@ -76,8 +87,91 @@ pub enum PortSpec {
     },
 }
 
+/// The address of an underlay port: `ip=A/N[,mac=M]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnderlayAddr {
+    /// IPv4 address.
+    pub ip: u32,
+    /// Prefix length of its subnet (the connected route).
+    pub prefix: u8,
+    /// The Ethernet address it answers ARP with; `None`: the interface's
+    /// own, or one made from the address for ports that have none.
+    pub mac: Option<[u8; 6]>,
+}
+
+impl UnderlayAddr {
+    /// The Ethernet address to use given the port's own (if it has one):
+    /// `mac=`, else the port's, else a locally administered one made from
+    /// the IP address (02:00:A:B:C:D).
+    pub fn mac_or(&self, port_mac: Option<[u8; 6]>) -> [u8; 6] {
+        self.mac.or(port_mac).unwrap_or_else(|| {
+            let b = self.ip.to_be_bytes();
+            [0x02, 0x00, b[0], b[1], b[2], b[3]]
+        })
+    }
+}
+
+/// Takes `ip=A/N` and `mac=M` out of a port spec's options.
+fn split_underlay(s: &str) -> Result<(String, Option<UnderlayAddr>), String> {
+    let (kind, _) = s.split_once(':').unwrap_or((s, ""));
+    let (mut ip, mut mac) = (None, None);
+    let mut rest = Vec::new();
+    for (i, part) in s.split(',').enumerate() {
+        match part.split_once('=') {
+            Some(("ip", v)) if i > 0 => {
+                let (a, n) = v.split_once('/').ok_or_else(|| {
+                    format!("'{s}': ip takes ADDRESS/PREFIX, e.g. ip=10.90.0.1/24")
+                })?;
+                if a.contains(':') {
+                    return Err(format!(
+                        "'{s}': ip={v}: IPv6 underlay addresses are not supported yet; use an IPv4 address"
+                    ));
+                }
+                let a: std::net::Ipv4Addr = a
+                    .parse()
+                    .map_err(|_| format!("'{s}': ip={v}: '{a}' is not an IPv4 address"))?;
+                let n: u8 = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=32).contains(n))
+                    .ok_or_else(|| format!("'{s}': ip={v}: the prefix length is 1 to 32"))?;
+                if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
+                    return Err(format!("'{s}': ip={v}: not a unicast address"));
+                }
+                ip = Some((u32::from(a), n));
+            }
+            // DPDK device arguments have a mac= of their own (net_tap).
+            Some(("mac", v)) if i > 0 && kind != "dpdk" => {
+                mac = Some(parse_mac(v).ok_or_else(|| {
+                    format!("'{s}': mac={v}: expected an Ethernet address like 02:00:00:00:00:01")
+                })?);
+            }
+            _ => rest.push(part),
+        }
+    }
+    let addr = match (ip, mac) {
+        (Some((ip, prefix)), mac) => Some(UnderlayAddr { ip, prefix, mac }),
+        (None, Some(_)) => return Err(format!("'{s}': mac= goes with ip=A/N")),
+        (None, None) => None,
+    };
+    Ok((rest.join(","), addr))
+}
+
+fn parse_mac(v: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = v.split(':');
+    for b in &mut m {
+        let p = parts.next()?;
+        if p.len() != 2 {
+            return None;
+        }
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    (parts.next().is_none() && m[0] & 1 == 0).then_some(m)
+}
+
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] to be a tunnel underlay";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -159,6 +253,19 @@ impl std::str::FromStr for PortSpec {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let (kind, args) = s.split_once(':').unwrap_or((s, ""));
+        if let Some(k) = sluice_packet::tunnel::TunnelKind::from_name(kind) {
+            return Ok(PortSpec::Tunnel(
+                sluice_packet::tunnel::TunnelConfig::parse(k, args, s)?,
+            ));
+        }
+        let (plain, addr) = split_underlay(s)?;
+        if let Some(addr) = addr {
+            let port: PortSpec = plain.parse()?;
+            return Ok(PortSpec::Underlay {
+                port: Box::new(port),
+                addr,
+            });
+        }
         match kind {
             "null" if args.is_empty() => Ok(PortSpec::Null),
             "null" => Err(format!("'{s}': null takes no options")),
@@ -276,6 +383,19 @@ fn write_mtu(f: &mut std::fmt::Formatter<'_>, mtu: Option<u32>) -> std::fmt::Res
 impl std::fmt::Display for PortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            PortSpec::Tunnel(c) => write!(f, "{c}"),
+            PortSpec::Underlay { port, addr } => {
+                let b = addr.ip.to_be_bytes();
+                write!(
+                    f,
+                    "{port},ip={}.{}.{}.{}/{}",
+                    b[0], b[1], b[2], b[3], addr.prefix
+                )?;
+                if let Some(m) = addr.mac {
+                    write!(f, ",mac={}", sluice_packet::wire::ethernet::fmt_mac(&m))?;
+                }
+                Ok(())
+            }
             PortSpec::Null => f.write_str("null"),
             PortSpec::AfPacket { ifname, opts } => {
                 write!(f, "afpacket:{ifname}")?;
@@ -333,6 +453,8 @@ impl std::fmt::Display for PortSpec {
 /// Opens the port a spec describes.
 pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
     match spec {
+        PortSpec::Tunnel(c) => Ok(Box::new(crate::tunnel_port::TunnelPort::new(c))),
+        PortSpec::Underlay { port, .. } => open_port(port),
         PortSpec::Null => Ok(Box::new(NullPort::new())),
         PortSpec::AfPacket { ifname, opts } => Ok(Box::new(AfPacketPort::open(
             &spec.to_string(),
@@ -381,12 +503,26 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
 }
 
 impl PortSpec {
+    /// The Linux interface that is this port's own end (AF_PACKET and
+    /// AF_XDP ports; a tap's interface is the peer's end, not the port's).
+    pub fn own_ifname(&self) -> Option<&str> {
+        match self {
+            PortSpec::AfPacket { ifname, .. } | PortSpec::AfXdp { ifname, .. } => Some(ifname),
+            PortSpec::Underlay { port, .. } => port.own_ifname(),
+            _ => None,
+        }
+    }
+
     /// Whether [`open_port_queues`] can open this port with several queues.
     pub fn multi_queue(&self) -> bool {
+        if let PortSpec::Underlay { port, .. } = self {
+            return port.multi_queue();
+        }
         (cfg!(feature = "dpdk") && matches!(self, PortSpec::Dpdk { .. }))
             || matches!(
                 self,
                 PortSpec::Null
+                    | PortSpec::Tunnel(_)
                     | PortSpec::AfPacket { .. }
                     | PortSpec::Vhost { .. }
                     | PortSpec::Pcap {
@@ -419,6 +555,10 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
         return Ok(vec![open_port(spec)?]);
     }
     match spec {
+        PortSpec::Underlay { port, .. } => open_port_queues(port, n),
+        PortSpec::Tunnel(c) => Ok((0..n)
+            .map(|_| Box::new(crate::tunnel_port::TunnelPort::new(c)) as Box<dyn Port>)
+            .collect()),
         PortSpec::Null => Ok((0..n)
             .map(|_| Box::new(NullPort::new()) as Box<dyn Port>)
             .collect()),
@@ -572,6 +712,13 @@ mod tests {
             "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
             "stream:unix:/tmp/a.sock",
             "stream:punix:/tmp/a.sock",
+            "vxlan:remote_ip=10.90.0.2,key=42",
+            "geneve:remote_ip=flow,key=flow",
+            "gre:remote_ip=10.0.0.1,csum=true",
+            "afpacket:uplink,ip=10.90.0.1/24",
+            "afpacket:uplink,vnet=off,ip=10.90.0.1/24,mac=02:00:00:00:00:01",
+            "afxdp:eth1:0,ip=192.168.0.1/16",
+            "dpdk:net_tap0,mac=02:00:00:00:00:09,ip=10.0.0.1/8",
         ] {
             assert_eq!(s.parse::<PortSpec>().unwrap().to_string(), s);
         }
@@ -629,6 +776,13 @@ mod tests {
             "afxdp:eth0:x",
             "stream:tcp:1.2.3.4:5",
             "stream:unix:",
+            "afpacket:e0,ip=10.0.0.1",
+            "afpacket:e0,ip=10.0.0.1/33",
+            "afpacket:e0,ip=fe80::1/64",
+            "afpacket:e0,ip=224.0.0.1/4",
+            "afpacket:e0,mac=02:00:00:00:00:01",
+            "afpacket:e0,ip=10.0.0.1/24,mac=01:00:00:00:00:01",
+            "vxlan:key=1",
         ] {
             assert!(bad.parse::<PortSpec>().is_err(), "{bad}");
         }

@@ -10,6 +10,20 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 
+/// The Ethernet address of interface `name` (from sysfs), if it has one.
+pub fn if_mac(name: &str) -> Option<[u8; 6]> {
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
+    let mut m = [0u8; 6];
+    let mut parts = s.trim().split(':');
+    for b in &mut m {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    (parts.next().is_none() && m != [0; 6]).then_some(m)
+}
+
 /// The interface index of `name`, with an error that says what is wrong.
 pub fn if_index(name: &str) -> Result<u32, String> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ {
@@ -415,6 +429,13 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn if_mac_reads_sysfs() {
+        assert_eq!(if_mac("lo"), None, "loopback's address is all zeros");
+        assert_eq!(if_mac("no-such-if0"), None);
+        assert_eq!(if_mac("../lo"), None);
+    }
 
     #[test]
     fn if_index_knows_loopback_and_explains_errors() {

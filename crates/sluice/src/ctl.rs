@@ -108,7 +108,13 @@ pub const COMMANDS: &str = "\
   add-port N=SPEC            open a port and add it as number N (e.g. 3=afpacket:veth3)
   del-port N                 send what port N has queued, then remove it
   pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance
-  of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)";
+  of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)
+  tnl-ports-show             tunnel ports and underlay ports (with their addresses)
+  tnl-neigh-show             the tunnel neighbour (ARP) cache (like tnl/neigh/show)
+  tnl-neigh-flush            forget every neighbour (they are asked for again)
+  tnl-route-show             routes to tunnel peers (like ovs/route/show)
+  tnl-route-add PREFIX/LEN [GW]  route PREFIX to tunnel peers via GW (on an underlay's subnet)
+  tnl-route-del PREFIX/LEN   remove a route added by hand";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -190,6 +196,22 @@ impl Control {
         self.ask_each(|_, tx| make(tx))
     }
 
+    /// Makes the tunnel state that of `specs` (keeping what the old one
+    /// learned) and publishes it.
+    fn refresh_tunnels(&self, specs: &[(u32, PortSpec)]) -> Result<(), String> {
+        let new = crate::tunnels::from_ports(specs)?;
+        let mut rules = self.rules.lock().expect("rules");
+        if let (Some(n), Some(o)) = (&new, rules.tunnels()) {
+            n.adopt(o);
+        }
+        rules.set_tunnels(new);
+        self.publish(&rules)
+    }
+
+    fn tunnels(&self) -> Option<Arc<sluice_classifier::tunnel::Tunnels>> {
+        self.rules.lock().expect("rules").tunnels().cloned()
+    }
+
     /// Publishes `rules` and waits until every datapath thread runs them.
     fn publish(&self, rules: &RuleSet) -> Result<(), String> {
         let snapshot = Arc::new(rules.clone());
@@ -269,6 +291,12 @@ impl Control {
                     all.push((n, &spec));
                     sluice_port::spec::check_files(&all)?;
                 }
+                let tunnel_change = matches!(spec, PortSpec::Tunnel(_) | PortSpec::Underlay { .. });
+                if tunnel_change {
+                    let mut all = specs.clone();
+                    all.push((n, spec.clone()));
+                    crate::tunnels::from_ports(&all)?;
+                }
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
                 let count = crate::rxq_assign::queue_count(self.n_rxq, &spec, n_pmds)?;
                 let queues =
@@ -296,6 +324,9 @@ impl Control {
                     return Err(e);
                 }
                 specs.push((n, spec.clone()));
+                if tunnel_change {
+                    self.refresh_tunnels(&specs)?;
+                }
                 drop(specs);
                 self.port_changed(PortChange::Added, n, &spec.to_string());
                 Ok(format!(
@@ -306,6 +337,42 @@ impl Control {
                         String::new()
                     }
                 ))
+            }
+            "tnl-ports-show" => Ok(crate::tunnels::ports_show(self.tunnels().as_deref())),
+            "tnl-neigh-show" => Ok(crate::tunnels::neigh_show(self.tunnels().as_deref())),
+            "tnl-route-show" => Ok(crate::tunnels::route_show(self.tunnels().as_deref())),
+            "tnl-neigh-flush" => {
+                if let Some(t) = self.tunnels() {
+                    t.flush_neighbours();
+                }
+                Ok("OK".into())
+            }
+            "tnl-route-add" => {
+                let t = self
+                    .tunnels()
+                    .ok_or("no underlay port: give a port ip=A/N first")?;
+                let (prefix, gw) = match rest.as_slice() {
+                    [p] => (crate::tunnels::parse_prefix(p)?, 0),
+                    [p, g] => (
+                        crate::tunnels::parse_prefix(p)?,
+                        crate::tunnels::parse_ip(g)?,
+                    ),
+                    _ => return Err("tnl-route-add PREFIX/LEN [GW]".into()),
+                };
+                t.route_add(prefix.0, prefix.1, gw)?;
+                Ok("OK".into())
+            }
+            "tnl-route-del" => {
+                let t = self.tunnels().ok_or("no routes")?;
+                let [p] = rest.as_slice() else {
+                    return Err("tnl-route-del PREFIX/LEN".into());
+                };
+                let (prefix, len) = crate::tunnels::parse_prefix(p)?;
+                if t.route_del(prefix, len) {
+                    Ok("OK".into())
+                } else {
+                    Err(format!("no route {p} added by hand"))
+                }
             }
             "of-show" => match self.of_status.lock().expect("of status").as_ref() {
                 Some(f) => Ok(f()),
@@ -323,6 +390,16 @@ impl Control {
                 let n: u32 = n
                     .parse()
                     .map_err(|_| format!("'{n}' is not a port number"))?;
+                {
+                    // Translations stop using it before it goes.
+                    let specs = self.specs.lock().expect("specs");
+                    if specs.iter().any(|(m, s)| {
+                        *m == n && matches!(s, PortSpec::Tunnel(_) | PortSpec::Underlay { .. })
+                    }) {
+                        let rest: Vec<_> = specs.iter().filter(|(m, _)| *m != n).cloned().collect();
+                        self.refresh_tunnels(&rest)?;
+                    }
+                }
                 let reports = self
                     .ask_all(|tx| PmdCommand::DelPort(n, tx))?
                     .into_iter()

@@ -24,4 +24,5 @@ pub mod report;
 pub mod runner;
 pub mod rxq_assign;
 pub mod trace;
+pub mod tunnels;
 pub mod workload;

@@ -17,6 +17,7 @@ const ORDER: &[&str] = &[
     "config",
     "report",
     "trace",
+    "tunnels",
     "ctl",
     "ctl_socket",
     "ofhub",

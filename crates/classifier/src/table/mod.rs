@@ -248,6 +248,9 @@ pub struct RuleSet {
     /// Translation states frozen for recirculation, shared by every
     /// version (a state holds its own actions, not references to rules).
     recirc: Arc<crate::recirc::RecircTable>,
+    /// Tunnel ports, underlays, routes and neighbours, shared by every
+    /// version ([`crate::tunnel`]); `None` without tunnels.
+    tunnels: Option<Arc<crate::tunnel::Tunnels>>,
 }
 
 /// The ids a delete of `id` takes from `map`: every one for `all`, else
@@ -275,7 +278,20 @@ impl RuleSet {
             timed: 0,
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
+            tunnels: None,
         }
+    }
+
+    /// The tunnel state translations read, if there are tunnels.
+    #[inline]
+    pub fn tunnels(&self) -> Option<&Arc<crate::tunnel::Tunnels>> {
+        self.tunnels.as_ref()
+    }
+
+    /// Sets the tunnel state (a new version).
+    pub fn set_tunnels(&mut self, t: Option<Arc<crate::tunnel::Tunnels>>) {
+        self.tunnels = t.filter(|t| !t.is_empty());
+        self.version += 1;
     }
 
     /// The frozen translation states of recirculations.
@@ -675,6 +691,7 @@ impl RuleSet {
             timed: 0,
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),
+            tunnels: self.tunnels.clone(),
         };
         let (mut kept, mut added) = (0, 0);
         let mut kept_ids = std::collections::HashSet::new();

@@ -59,6 +59,18 @@ pub enum XlateDrop {
     /// full, or a bucket's `resubmit` reached an action that needs one)
     /// or resumed (its state is unknown).
     Recirc,
+    /// An output to a tunnel port whose destination no route reaches (or
+    /// is unset: `remote_ip=flow` with no `tun_dst`).
+    TunnelNoRoute,
+    /// An output to a tunnel port whose next hop's Ethernet address is
+    /// not known yet (an ARP request has gone out for it, as OVS does).
+    TunnelNoNeighbour,
+    /// An ARP packet for the switch's own underlay address: answered (a
+    /// request) or learned from (a reply), not forwarded.
+    TunnelArp,
+    /// A tunnel packet marked congestion experienced around a packet that
+    /// is not ECN-capable (RFC 6040; OVS drops it too).
+    TunnelEcn,
 }
 
 impl XlateDrop {
@@ -77,6 +89,10 @@ impl XlateDrop {
             XlateDrop::NoSuchGroup => "no such group",
             XlateDrop::Recirc => "recirculation failed",
             XlateDrop::NoSuchMeter => "no such meter",
+            XlateDrop::TunnelNoRoute => "tunnel: no route",
+            XlateDrop::TunnelNoNeighbour => "tunnel: neighbour unknown",
+            XlateDrop::TunnelArp => "ARP for the switch",
+            XlateDrop::TunnelEcn => "tunnel: ECN CE on a not-ECT packet",
         }
     }
 }
@@ -259,7 +275,7 @@ fn run(
         // output:TABLE runs the pipeline, action set included.
         cx.actions(actions, 0);
         cx.run_action_set();
-    } else {
+    } else if !cx.underlay_input() && cx.tunnel_receive() {
         cx.table(0, true);
         cx.run_action_set();
     }
@@ -479,9 +495,9 @@ impl Ctx<'_, '_> {
     fn merge_wc(&mut self, wc: &FlowKey) {
         let mut rest = *wc;
         // Metadata is zero in every packet and what the tables write into
-        // it follows from decisions whose bits are already here.
+        // it follows from decisions whose bits are already here. (The
+        // tunnel fields are not: a packet from a tunnel carries them.)
         rest.metadata = 0;
-        rest.tunnel_id = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);
@@ -600,6 +616,10 @@ impl Ctx<'_, '_> {
             self.reason = Some(XlateDrop::NoSuchPort);
             return;
         }
+        if let Some(cfg) = self.tunnel_port(p) {
+            self.tunnel_output(p, &cfg);
+            return;
+        }
         self.commit();
         self.push(DpAction::Output(p));
         self.out.outputs += 1;
@@ -702,9 +722,9 @@ impl Ctx<'_, '_> {
         // (OVS's MFP_TCP/UDP/SCTP); ICMP type and code are not (MFP_ICMPV4),
         // and the commit decides what reaches the packet.
         (field.put)(&mut self.flow, value);
-        // tunnel_id is pipeline state (no tunnel port takes it yet): there
-        // is nothing to write into the packet.
-        if field.name != "tun_id" {
+        // The tunnel fields are metadata (an output to a tunnel port
+        // reads them): there is nothing to write into the packet.
+        if !field.name.starts_with("tun_") {
             (field.put)(&mut self.dirty, field.full_mask());
         }
     }
@@ -714,6 +734,7 @@ mod commit;
 mod encap;
 mod groups;
 mod select;
+mod tunnel;
 pub use select::resolve as resolve_select;
 #[cfg(test)]
 mod spec_mode_tests;

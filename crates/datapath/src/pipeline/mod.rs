@@ -160,6 +160,9 @@ pub(crate) struct Pipeline {
     /// recirculation ids of its packets.
     in_recirc: bool,
     recirc_ids: [u32; BATCH_SIZE],
+    /// The tunnel metadata of the recirculated packets (zero for those
+    /// from no tunnel).
+    recirc_tun: [sluice_packet::tunnel::TunnelMeta; BATCH_SIZE],
     /// Packets of the batch whose fate is counted already (recirculated
     /// copies of a packet that has another).
     counted: u32,
@@ -187,6 +190,7 @@ impl Pipeline {
             recirc: RecircQueue::new(),
             in_recirc: false,
             recirc_ids: [0; BATCH_SIZE],
+            recirc_tun: [Default::default(); BATCH_SIZE],
             counted: 0,
             packet_ins: PacketInQueue {
                 cap: packet_in_cap,
@@ -250,6 +254,7 @@ impl Pipeline {
                 self.counted = 0;
                 for (k, r) in self.recirc.cur.drain(..n).enumerate() {
                     self.recirc_ids[k] = r.id;
+                    self.recirc_tun[k] = r.tun;
                     if !r.fate {
                         self.counted |= 1 << k;
                     }
@@ -375,6 +380,7 @@ impl Pipeline {
                 // The pass is part of the key (and makes it not short).
                 Ok(_) if self.in_recirc => {
                     key.recirc_id = self.recirc_ids[i];
+                    self.recirc_tun[i].write_key(key);
                     Ok(KeyShape::Unknown)
                 }
                 s => s,

@@ -1,0 +1,403 @@
+//! Outer headers: built once per flow ([`TnlHeader::build`]), pushed per
+//! packet ([`push`]: lengths, IPv4 checksum, UDP source port, optional
+//! outer checksum), checked and popped on receipt ([`pop`]).
+//!
+//! Layouts: Ethernet (14) + IPv4 (20) + UDP (8) + VXLAN (8) = 50 bytes;
+//! Geneve as VXLAN without options; GRE (4, + 4 with a checksum, + 4
+//! with a key) carrying Ethernet (protocol 0x6558, "transparent Ethernet
+//! bridging").
+
+use super::{TunnelKind, TunnelMeta};
+use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY};
+use crate::meta::NO_OFFSET;
+use crate::wire::checksum::{finish, pseudo_v4, sum, sum_wide};
+use crate::wire::ethernet::{ethertype, ETH_HEADER_LEN};
+use crate::wire::ipv4::{FLAG_DF, FLAG_MF, FRAG_OFFSET_MASK};
+use crate::Packet;
+
+/// The longest outer header built (GRE with checksum and key is 50 bytes
+/// like VXLAN; room for Geneve options to come).
+pub const MAX_HEADER_LEN: usize = 64;
+
+/// The EtherType GRE and Geneve carry for an Ethernet frame.
+pub const ETH_TYPE_TEB: u16 = 0x6558;
+/// VXLAN's flags word: the I bit (a valid VNI).
+const VXLAN_FLAGS: u32 = 0x0800_0000;
+/// GRE flag bits.
+const GRE_CSUM: u16 = 0x8000;
+const GRE_KEY: u16 = 0x2000;
+const GRE_SEQ: u16 = 0x1000;
+/// GRE flags Sluice does not take: routing, strict source route,
+/// recursion control, and any version but 0.
+const GRE_UNSUPPORTED: u16 = 0x4000 | 0x0800 | 0x0700 | 0x0007 | 0x00f8;
+/// Geneve's OAM flag (maps to `tun_flags` bit 0, as OVS's
+/// `FLOW_TNL_F_OAM`).
+const GENEVE_OAM: u8 = 0x80;
+const TUN_FLAG_OAM: u16 = 1;
+
+/// UDP source ports tunnels choose from, as OVS's defaults
+/// (`tnl_udp_port_min`/`max`): the ephemeral range.
+pub const UDP_SRC_MIN: u16 = 32768;
+/// See [`UDP_SRC_MIN`].
+pub const UDP_SRC_MAX: u16 = 61000;
+
+/// What an outer header is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderParams {
+    /// Protocol.
+    pub kind: TunnelKind,
+    /// Outer Ethernet source (the underlay port's address).
+    pub eth_src: [u8; 6],
+    /// Outer Ethernet destination (the next hop's).
+    pub eth_dst: [u8; 6],
+    /// Outer IPv4 source.
+    pub ip_src: u32,
+    /// Outer IPv4 destination.
+    pub ip_dst: u32,
+    /// Outer TOS.
+    pub tos: u8,
+    /// Outer TTL.
+    pub ttl: u8,
+    /// Don't-fragment bit.
+    pub df: bool,
+    /// VNI or GRE key (`None`: a GRE header without key).
+    pub key: Option<u64>,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// Outer UDP / GRE checksum.
+    pub csum: bool,
+}
+
+/// An outer header ready to push.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TnlHeader {
+    bytes: [u8; MAX_HEADER_LEN],
+    len: u8,
+    /// Protocol.
+    pub kind: TunnelKind,
+    csum: bool,
+}
+
+impl std::fmt::Debug for TnlHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TnlHeader({} ", self.kind.name())?;
+        for b in self.bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+fn put16(d: &mut [u8], at: usize, v: u16) {
+    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+fn put32(d: &mut [u8], at: usize, v: u32) {
+    d[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+fn get16(d: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([d[at], d[at + 1]])
+}
+fn get32(d: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
+}
+
+/// Outer Ethernet + IPv4.
+const IP_AT: usize = ETH_HEADER_LEN;
+const L4_AT: usize = IP_AT + 20;
+
+impl TnlHeader {
+    /// Builds the header: every byte but the lengths, the IPv4 checksum,
+    /// the UDP source port and the outer checksum, which [`push`] fills.
+    pub fn build(p: &HeaderParams) -> Self {
+        let mut b = [0u8; MAX_HEADER_LEN];
+        b[0..6].copy_from_slice(&p.eth_dst);
+        b[6..12].copy_from_slice(&p.eth_src);
+        put16(&mut b, 12, ethertype::IPV4);
+        b[IP_AT] = 0x45;
+        b[IP_AT + 1] = p.tos;
+        // Identification 0: with DF set no fragment needs one (RFC 6864).
+        put16(&mut b, IP_AT + 6, if p.df { FLAG_DF } else { 0 });
+        b[IP_AT + 8] = p.ttl;
+        b[IP_AT + 9] = p.kind.ip_proto();
+        put32(&mut b, IP_AT + 12, p.ip_src);
+        put32(&mut b, IP_AT + 16, p.ip_dst);
+        let len = match p.kind {
+            TunnelKind::Vxlan | TunnelKind::Geneve => {
+                put16(&mut b, L4_AT + 2, p.dst_port);
+                let t = L4_AT + 8;
+                let vni = (p.key.unwrap_or(0) as u32 & 0xff_ffff) << 8;
+                if p.kind == TunnelKind::Vxlan {
+                    put32(&mut b, t, VXLAN_FLAGS);
+                } else {
+                    // Version 0, no options, not OAM, not critical.
+                    put16(&mut b, t + 2, ETH_TYPE_TEB);
+                }
+                put32(&mut b, t + 4, vni);
+                t + 8
+            }
+            TunnelKind::Gre => {
+                let mut flags = 0;
+                let mut at = L4_AT + 4;
+                if p.csum {
+                    flags |= GRE_CSUM;
+                    at += 4;
+                }
+                if let Some(k) = p.key {
+                    flags |= GRE_KEY;
+                    put32(&mut b, at, k as u32);
+                    at += 4;
+                }
+                put16(&mut b, L4_AT, flags);
+                put16(&mut b, L4_AT + 2, ETH_TYPE_TEB);
+                at
+            }
+        };
+        TnlHeader {
+            bytes: b,
+            len: len as u8,
+            kind: p.kind,
+            csum: p.csum,
+        }
+    }
+
+    /// The header's bytes as built.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..self.len as usize]
+    }
+
+    /// Its length: what it adds to a frame.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Never: a header has at least Ethernet and IPv4.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The outer IPv4 destination.
+    pub fn ip_dst(&self) -> u32 {
+        get32(&self.bytes, IP_AT + 16)
+    }
+}
+
+/// A UDP source port for a packet of flow hash `hash`: constant per inner
+/// flow, spread over the ephemeral range for the underlay's ECMP (OVS's
+/// formula).
+#[inline]
+pub fn udp_src_port(hash: u32) -> u16 {
+    let span = u64::from(UDP_SRC_MAX - UDP_SRC_MIN);
+    ((u64::from(hash) * span) >> 32) as u16 + UDP_SRC_MIN
+}
+
+/// Pushes `h` in front of `pkt` (a complete frame: no offload pending)
+/// and fills in what depends on the packet. False, changing nothing, when
+/// the headroom is too small or the result would be longer than an IPv4
+/// datagram may be.
+#[inline]
+pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
+    debug_assert!(
+        !pkt.meta.offload.pending(),
+        "offloads are done before encapsulation"
+    );
+    let hlen = h.len();
+    let total = pkt.len() + hlen;
+    if total - IP_AT > usize::from(u16::MAX) {
+        return false;
+    }
+    if !pkt.insert_gap(0, hlen) {
+        return false;
+    }
+    let d = pkt.data_mut();
+    d[..hlen].copy_from_slice(h.bytes());
+    let ip_len = (total - IP_AT) as u16;
+    put16(d, IP_AT + 2, ip_len);
+    let c = finish(sum(0, &d[IP_AT..L4_AT]));
+    put16(d, IP_AT + 10, c);
+    match h.kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => {
+            put16(d, L4_AT, src_port);
+            let udp_len = ip_len - 20;
+            put16(d, L4_AT + 4, udp_len);
+            if h.csum {
+                let ps = pseudo_v4(get32(d, IP_AT + 12), get32(d, IP_AT + 16), 17, udp_len);
+                let c = finish(sum_wide(ps, &d[L4_AT..]));
+                put16(d, L4_AT + 6, if c == 0 { 0xffff } else { c });
+            }
+        }
+        TunnelKind::Gre => {
+            if h.csum {
+                let c = finish(sum_wide(0, &d[L4_AT..]));
+                put16(d, L4_AT + 4, c);
+            }
+        }
+    }
+    let m = &mut pkt.meta;
+    m.n_vlans = 0;
+    m.l3_ofs = IP_AT as u16;
+    m.l3_type = ethertype::IPV4;
+    m.l4_ofs = L4_AT as u16;
+    m.l4_proto = h.kind.ip_proto();
+    m.has_hash = false;
+    true
+}
+
+/// Why a received tunnel packet was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PopError {
+    /// Outer IPv4, UDP or tunnel header malformed, truncated, a fragment,
+    /// or with flags the protocol or Sluice does not take.
+    BadHeader,
+    /// An outer IPv4, UDP or GRE checksum is wrong.
+    BadChecksum,
+}
+
+/// Checks the outer headers of `pkt` (parsed: `meta.l3_ofs` at an IPv4
+/// header carrying `kind`) and removes them, leaving the inner Ethernet
+/// frame, unparsed. Returns what they said.
+pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
+    let l3 = pkt.meta.l3().ok_or(PopError::BadHeader)?;
+    // A frame another host's stack made on this machine (a veth peer) may
+    // come with its inner checksum left to complete: its outer checksums
+    // are not checked then (they were never computed over final bytes;
+    // the kernel trusts such frames likewise).
+    let local = pkt.meta.offload.needs_csum();
+    let d = pkt.data();
+    if pkt.meta.l3_type != ethertype::IPV4 || d.len() < l3 + 20 || d[l3] >> 4 != 4 {
+        return Err(PopError::BadHeader);
+    }
+    let ihl = usize::from(d[l3] & 0x0f) * 4;
+    let ip_len = usize::from(get16(d, l3 + 2));
+    if ihl < 20 || ip_len < ihl || d.len() < l3 + ip_len {
+        return Err(PopError::BadHeader);
+    }
+    if !local && finish(sum(0, &d[l3..l3 + ihl])) != 0 {
+        return Err(PopError::BadChecksum);
+    }
+    let frag = get16(d, l3 + 6);
+    if frag & (FLAG_MF | FRAG_OFFSET_MASK) != 0 || d[l3 + 9] != kind.ip_proto() {
+        return Err(PopError::BadHeader);
+    }
+    let mut meta = TunnelMeta {
+        tun_id: 0,
+        src: get32(d, l3 + 12),
+        dst: get32(d, l3 + 16),
+        tos: d[l3 + 1],
+        ttl: d[l3 + 8],
+        flags: if frag & FLAG_DF != 0 {
+            TUN_FLAG_DONT_FRAGMENT
+        } else {
+            0
+        },
+    };
+    let end = l3 + ip_len;
+    let l4 = l3 + ihl;
+    let inner = match kind {
+        TunnelKind::Vxlan | TunnelKind::Geneve => {
+            if end < l4 + 16 {
+                return Err(PopError::BadHeader);
+            }
+            let udp_len = usize::from(get16(d, l4 + 4));
+            if udp_len != end - l4 {
+                return Err(PopError::BadHeader);
+            }
+            let csum = get16(d, l4 + 6);
+            if csum != 0 && !local {
+                let ps = pseudo_v4(meta.src, meta.dst, 17, udp_len as u16);
+                if finish(sum_wide(ps, &d[l4..end])) != 0 {
+                    return Err(PopError::BadChecksum);
+                }
+                meta.flags |= TUN_FLAG_CSUM;
+            }
+            let t = l4 + 8;
+            meta.flags |= TUN_FLAG_KEY;
+            if kind == TunnelKind::Vxlan {
+                let vni = get32(d, t + 4);
+                if get32(d, t) != VXLAN_FLAGS || vni & 0xff != 0 {
+                    return Err(PopError::BadHeader);
+                }
+                meta.tun_id = u64::from(vni >> 8);
+                t + 8
+            } else {
+                let opt_len = usize::from(d[t] & 0x3f) * 4;
+                if d[t] >> 6 != 0 || get16(d, t + 2) != ETH_TYPE_TEB || end < t + 8 + opt_len {
+                    return Err(PopError::BadHeader);
+                }
+                if d[t + 1] & GENEVE_OAM != 0 {
+                    meta.flags |= TUN_FLAG_OAM;
+                }
+                meta.tun_id = u64::from(get32(d, t + 4) >> 8);
+                t + 8 + opt_len
+            }
+        }
+        TunnelKind::Gre => {
+            if end < l4 + 4 {
+                return Err(PopError::BadHeader);
+            }
+            let flags = get16(d, l4);
+            if flags & GRE_UNSUPPORTED != 0 || get16(d, l4 + 2) != ETH_TYPE_TEB {
+                return Err(PopError::BadHeader);
+            }
+            let mut at = l4 + 4;
+            if flags & GRE_CSUM != 0 {
+                if end < at + 4 {
+                    return Err(PopError::BadHeader);
+                }
+                if !local && finish(sum_wide(0, &d[l4..end])) != 0 {
+                    return Err(PopError::BadChecksum);
+                }
+                meta.flags |= TUN_FLAG_CSUM;
+                at += 4;
+            }
+            if flags & GRE_KEY != 0 {
+                if end < at + 4 {
+                    return Err(PopError::BadHeader);
+                }
+                meta.tun_id = u64::from(get32(d, at));
+                meta.flags |= TUN_FLAG_KEY;
+                at += 4;
+            }
+            if flags & GRE_SEQ != 0 {
+                at += 4;
+            }
+            at
+        }
+    };
+    if end < inner + ETH_HEADER_LEN {
+        return Err(PopError::BadHeader);
+    }
+    let mut offload = pkt.meta.offload;
+    if offload.needs_csum() {
+        let start = usize::from(offload.csum_start);
+        if start < inner {
+            // The outer checksum was the one left to do: it goes with the
+            // outer headers (the inner frame is complete).
+            offload = crate::meta::Offload::NONE;
+        } else if start < inner + ETH_HEADER_LEN {
+            return Err(PopError::BadHeader);
+        } else {
+            // The inner frame's checksum is left to do: it moves with it.
+            offload.csum_start -= inner as u16;
+        }
+    }
+    // Ethernet padding after the outer datagram goes with the headers.
+    let trailer = pkt.len() - end;
+    if trailer > 0 {
+        pkt.set_len(end);
+    }
+    if !pkt.remove_range(0, inner) {
+        return Err(PopError::BadHeader);
+    }
+    let m = &mut pkt.meta;
+    m.n_vlans = 0;
+    m.l3_ofs = NO_OFFSET;
+    m.l4_ofs = NO_OFFSET;
+    m.l3_type = 0;
+    m.l4_proto = 0;
+    m.has_hash = false;
+    m.offload = offload;
+    Ok(meta)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+use super::*;
+use crate::build::{Frame, L4};
+use crate::extract::extract;
+use crate::key::FlowKey;
+use crate::wire::checksum::checksum;
+use crate::PacketPool;
+use proptest::prelude::*;
+
+const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 1];
+const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 2];
+
+fn params(kind: TunnelKind) -> HeaderParams {
+    HeaderParams {
+        kind,
+        eth_src: SRC_MAC,
+        eth_dst: DST_MAC,
+        ip_src: 0x0a5a_0001,
+        ip_dst: 0x0a5a_0002,
+        tos: 0,
+        ttl: 64,
+        df: true,
+        key: Some(42),
+        dst_port: kind.default_dst_port(),
+        csum: false,
+    }
+}
+
+fn inner() -> Vec<u8> {
+    Frame::ipv4(
+        [10, 0, 0, 1],
+        [10, 0, 0, 2],
+        L4::Udp {
+            src: 1000,
+            dst: 2000,
+        },
+    )
+    .tos(0xb8)
+    .payload(b"hello, tunnel")
+    .build()
+}
+
+fn packet(pool: &mut PacketPool, bytes: &[u8]) -> Packet {
+    let mut p = pool.alloc_from(bytes).unwrap();
+    let (d, m) = p.data_and_meta_mut();
+    let mut k = FlowKey::default();
+    extract(d, 1, m, &mut k).unwrap();
+    p
+}
+
+/// Pushes `h` on a copy of `frame`, re-parses the result as received.
+fn encap(pool: &mut PacketPool, frame: &[u8], h: &TnlHeader, sport: u16) -> Packet {
+    let mut p = packet(pool, frame);
+    assert!(push(&mut p, h, sport));
+    let bytes = p.data().to_vec();
+    pool.free(p);
+    packet(pool, &bytes)
+}
+
+#[test]
+fn vxlan_header_is_rfc_7348() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    let h = TnlHeader::build(&params(TunnelKind::Vxlan));
+    assert_eq!(h.len(), 50);
+    let f = inner();
+    let p = encap(&mut pool, &f, &h, 40000);
+    let d = p.data();
+    assert_eq!(&d[0..6], &DST_MAC);
+    assert_eq!(&d[6..12], &SRC_MAC);
+    assert_eq!(&d[12..14], &[0x08, 0x00]);
+    assert_eq!(d[14], 0x45);
+    assert_eq!(get16(d, 16) as usize, f.len() + 36, "IP total length");
+    assert_eq!(get16(d, 20), 0x4000, "DF, no fragment");
+    assert_eq!((d[22], d[23]), (64, 17));
+    assert_eq!(checksum(&d[14..34]), 0, "IPv4 header checksum");
+    assert_eq!(get16(d, 34), 40000);
+    assert_eq!(get16(d, 36), 4789);
+    assert_eq!(get16(d, 38) as usize, f.len() + 16, "UDP length");
+    assert_eq!(get16(d, 40), 0, "no UDP checksum by default");
+    assert_eq!(&d[42..50], &[0x08, 0, 0, 0, 0, 0, 42, 0]);
+    assert_eq!(&d[50..], &f[..]);
+}
+
+#[test]
+fn every_kind_round_trips_with_its_metadata() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    for kind in [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre] {
+        for (csum, key) in [(false, Some(42)), (true, Some(0xfff)), (true, None)] {
+            if key.is_none() && kind != TunnelKind::Gre {
+                continue;
+            }
+            let mut pr = params(kind);
+            pr.csum = csum;
+            pr.key = key;
+            pr.tos = 0x28;
+            let h = TnlHeader::build(&pr);
+            let f = inner();
+            let mut p = encap(&mut pool, &f, &h, 50000);
+            let m = pop(&mut p, kind).unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
+            assert_eq!(p.data(), &f[..], "{kind:?}");
+            assert_eq!(
+                (m.src, m.dst, m.tos, m.ttl),
+                (0x0a5a_0001, 0x0a5a_0002, 0x28, 64)
+            );
+            assert_eq!(m.tun_id, key.unwrap_or(0));
+            let mut want = TUN_FLAG_DONT_FRAGMENT;
+            if key.is_some() {
+                want |= TUN_FLAG_KEY;
+            }
+            if csum {
+                want |= TUN_FLAG_CSUM;
+            }
+            assert_eq!(m.flags, want, "{kind:?} csum={csum}");
+            assert_eq!(
+                p.meta.l3_ofs, NO_OFFSET,
+                "the inner frame is not parsed yet"
+            );
+            pool.free(p);
+        }
+    }
+}
+
+#[test]
+fn bad_outer_headers_are_refused_by_name() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    let mut pr = params(TunnelKind::Vxlan);
+    let plain = encap(&mut pool, &inner(), &TnlHeader::build(&pr), 40000)
+        .data()
+        .to_vec();
+    pr.csum = true;
+    let h = TnlHeader::build(&pr);
+    let good = encap(&mut pool, &inner(), &h, 40000).data().to_vec();
+    let cases: [(bool, usize, u8, PopError); 5] = [
+        (false, 42, 0x0c, PopError::BadHeader),  // VXLAN flags
+        (false, 49, 0x01, PopError::BadHeader),  // VNI word's reserved byte
+        (true, 60, 0x55, PopError::BadChecksum), // payload: UDP checksum
+        (true, 24, 0x01, PopError::BadChecksum), // IPv4 checksum
+        (false, 20, 0x20, PopError::BadHeader),  // a fragment (MF)
+    ];
+    for (with_csum, at, v, want) in cases {
+        let mut b = if with_csum {
+            good.clone()
+        } else {
+            plain.clone()
+        };
+        b[at] ^= v;
+        if want == PopError::BadHeader && (14..34).contains(&at) {
+            // A header made that way on purpose: its checksum is right.
+            b[24..26].fill(0);
+            let c = checksum(&b[14..34]);
+            b[24..26].copy_from_slice(&c.to_be_bytes());
+        }
+        let mut p = packet(&mut pool, &b);
+        assert_eq!(pop(&mut p, TunnelKind::Vxlan), Err(want), "byte {at}");
+        pool.free(p);
+    }
+    let mut p = packet(&mut pool, &good[..60]);
+    assert_eq!(
+        pop(&mut p, TunnelKind::Vxlan),
+        Err(PopError::BadHeader),
+        "truncated"
+    );
+    pool.free(p);
+}
+
+#[test]
+fn source_ports_stay_in_the_ephemeral_range() {
+    for h in [0, 1, u32::MAX / 2, u32::MAX] {
+        let p = udp_src_port(h);
+        assert!((UDP_SRC_MIN..UDP_SRC_MAX).contains(&p), "{h}: {p}");
+    }
+    assert_ne!(udp_src_port(1 << 31), udp_src_port(3 << 30));
+}
+
+proptest! {
+    /// Any frame, any header: push then pop gives the frame back.
+    #[test]
+    fn push_then_pop_is_identity(
+        payload in proptest::collection::vec(any::<u8>(), 0..1400),
+        kind in 0..3u8,
+        key in any::<u32>(),
+        csum in any::<bool>(),
+        sport in any::<u16>(),
+        tos in any::<u8>(),
+        ttl in 1..=255u8,
+    ) {
+        let kind = [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre][kind as usize];
+        let mut pool = PacketPool::new(8, 2048).unwrap();
+        let mut pr = params(kind);
+        pr.key = Some(if kind == TunnelKind::Gre { u64::from(key) } else { u64::from(key & 0xff_ffff) });
+        pr.csum = csum;
+        pr.tos = tos;
+        pr.ttl = ttl;
+        let f = Frame::ipv4([1, 2, 3, 4], [5, 6, 7, 8], L4::Tcp { src: 1, dst: 2, flags: 0x10 })
+            .payload(&payload)
+            .build();
+        let mut p = encap(&mut pool, &f, &TnlHeader::build(&pr), sport);
+        let m = pop(&mut p, kind).unwrap();
+        prop_assert_eq!(p.data(), &f[..]);
+        prop_assert_eq!(m.tun_id, pr.key.unwrap());
+        prop_assert_eq!((m.tos, m.ttl), (tos, ttl));
+    }
+
+    /// Any bytes where a tunnel packet is expected: an answer, no panic,
+    /// and on success a frame no longer than what came.
+    #[test]
+    fn pop_takes_any_bytes(
+        bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        kind in 0..3u8,
+    ) {
+        let kind = [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre][kind as usize];
+        let mut pool = PacketPool::new(8, 2048).unwrap();
+        let mut b = vec![0u8; 12];
+        b.extend_from_slice(&[0x08, 0x00]);
+        b.extend_from_slice(&bytes);
+        let mut p = pool.alloc_from(&b).unwrap();
+        let (d, m) = p.data_and_meta_mut();
+        let mut k = FlowKey::default();
+        let _ = extract(d, 1, m, &mut k);
+        let n = p.len();
+        if pop(&mut p, kind).is_ok() {
+            prop_assert!(p.len() + 14 <= n);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Tunnel encapsulations as Open vSwitch's userspace datapath does them
+//! ("native tunnelling"): VXLAN, Geneve and GRE over IPv4.
+//!
+//! - [`config`]: a tunnel port's options as users write them
+//!   (`vxlan:remote_ip=10.0.0.2,key=42`);
+//! - [`header`]: the outer header built once per flow at translation,
+//!   pushed on each packet with its lengths, checksum and UDP source port
+//!   filled in, and the outer headers of a received tunnel packet checked
+//!   and popped into [`TunnelMeta`].
+
+pub mod config;
+pub mod header;
+
+pub use config::{Endpoint, TunnelConfig, TunnelKey};
+pub use header::{pop, push, udp_src_port, HeaderParams, PopError, TnlHeader};
+
+/// The tunnel protocols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348): UDP, 24-bit VNI.
+    Vxlan,
+    /// Geneve (RFC 8926): UDP, 24-bit VNI, options.
+    Geneve,
+    /// GRE (RFC 2784/2890) carrying Ethernet: optional 32-bit key.
+    Gre,
+}
+
+impl TunnelKind {
+    /// The port type as OVS names it (`type=vxlan`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan => "vxlan",
+            TunnelKind::Geneve => "geneve",
+            TunnelKind::Gre => "gre",
+        }
+    }
+
+    /// The kind a port type name means.
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "vxlan" => Some(TunnelKind::Vxlan),
+            "geneve" => Some(TunnelKind::Geneve),
+            "gre" => Some(TunnelKind::Gre),
+            _ => None,
+        }
+    }
+
+    /// The IANA UDP port (0 for GRE, which is not UDP).
+    pub fn default_dst_port(self) -> u16 {
+        match self {
+            TunnelKind::Vxlan => 4789,
+            TunnelKind::Geneve => 6081,
+            TunnelKind::Gre => 0,
+        }
+    }
+
+    /// The outer IP protocol.
+    pub fn ip_proto(self) -> u8 {
+        match self {
+            TunnelKind::Gre => 47,
+            _ => crate::wire::l4::proto::UDP,
+        }
+    }
+
+    /// Whether the protocol runs over UDP.
+    pub fn is_udp(self) -> bool {
+        self != TunnelKind::Gre
+    }
+}
+
+/// What the outer headers of a received tunnel packet said: the tunnel
+/// fields of the flow key of the packet inside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TunnelMeta {
+    /// VNI or GRE key (`tun_id`).
+    pub tun_id: u64,
+    /// Outer IPv4 source.
+    pub src: u32,
+    /// Outer IPv4 destination.
+    pub dst: u32,
+    /// Outer TOS.
+    pub tos: u8,
+    /// Outer TTL.
+    pub ttl: u8,
+    /// `crate::key::TUN_FLAG_*` bits.
+    pub flags: u16,
+}
+
+impl TunnelMeta {
+    /// The metadata a flow key holds (none when every field is zero).
+    pub fn of_key(k: &crate::FlowKey) -> Self {
+        TunnelMeta {
+            tun_id: k.tunnel_id,
+            src: k.tun_src,
+            dst: k.tun_dst,
+            tos: k.tun_tos,
+            ttl: k.tun_ttl,
+            flags: k.tun_flags,
+        }
+    }
+
+    /// Writes the metadata into a flow key's tunnel fields.
+    #[inline]
+    pub fn write_key(&self, k: &mut crate::FlowKey) {
+        k.tunnel_id = self.tun_id;
+        k.tun_src = self.src;
+        k.tun_dst = self.dst;
+        k.tun_tos = self.tos;
+        k.tun_ttl = self.ttl;
+        k.tun_flags = self.flags;
+    }
+}

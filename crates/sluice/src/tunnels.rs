@@ -1,0 +1,177 @@
+//! The switch's tunnel state from its ports: tunnel ports (`vxlan:`,
+//! `geneve:`, `gre:`) and underlays (ports with `ip=A/N`), and the
+//! `sluice ctl` commands that show and change it (`tnl-neigh-show`,
+//! `tnl-route-show`, ... as `ovs-appctl tnl/neigh/show`, `ovs/route/show`).
+
+use std::sync::Arc;
+
+use sluice_classifier::tunnel::{Tunnels, Underlay};
+use sluice_packet::wire::ethernet::fmt_mac;
+use sluice_packet::wire::ipv4::fmt_ipv4;
+use sluice_port::PortSpec;
+
+/// The tunnel state for these ports (`None` when no port is a tunnel or
+/// an underlay). A tunnel port needs an underlay to send through.
+pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, String> {
+    let mut tunnels = Vec::new();
+    let mut underlays = Vec::new();
+    for (n, spec) in ports {
+        match spec {
+            PortSpec::Tunnel(c) => tunnels.push((*n, c.clone())),
+            PortSpec::Underlay { addr, .. } => {
+                let own = spec.own_ifname().and_then(sluice_port::sys::if_mac);
+                if let Some(u) = underlays.iter().find(|u: &&Underlay| u.ip == addr.ip) {
+                    return Err(format!(
+                        "ports {} and {n} both have address {}",
+                        u.ofport,
+                        fmt_ipv4(addr.ip)
+                    ));
+                }
+                underlays.push(Underlay {
+                    ofport: *n,
+                    ip: addr.ip,
+                    prefix: addr.prefix,
+                    mac: addr.mac_or(own),
+                });
+            }
+            _ => {}
+        }
+    }
+    if tunnels.is_empty() && underlays.is_empty() {
+        return Ok(None);
+    }
+    if !tunnels.is_empty() && underlays.is_empty() {
+        return Err(format!(
+            "tunnel port {} has no underlay to send through: give an Ethernet port an address of the switch's own, e.g. --port 2=afpacket:eth1,ip=10.90.0.1/24",
+            tunnels[0].0
+        ));
+    }
+    Tunnels::new(tunnels, underlays).map(|t| Some(Arc::new(t)))
+}
+
+/// `tnl-neigh-show`: the neighbour cache, as `ovs-appctl tnl/neigh/show`.
+pub fn neigh_show(t: Option<&Tunnels>) -> String {
+    let mut s = format!("{:<32} {:<18} {}\n", "IP", "MAC", "Bridge");
+    s += &"-".repeat(64);
+    s.push('\n');
+    if let Some(t) = t {
+        for (ip, n) in t.neighbours() {
+            s += &format!(
+                "{:<32} {:<18} port {}\n",
+                fmt_ipv4(ip),
+                fmt_mac(&n.mac),
+                n.ofport
+            );
+        }
+    }
+    s
+}
+
+/// `tnl-route-show`: the routes to tunnel peers, as `ovs-appctl
+/// ovs/route/show` (connected ones from the underlay addresses, then
+/// those added by hand, marked `user`).
+pub fn route_show(t: Option<&Tunnels>) -> String {
+    let mut s = String::from("Route Table:\n");
+    if let Some(t) = t {
+        for r in t.routes() {
+            s += &format!(
+                "{}{}/{} dev port {}{} SRC {}\n",
+                if r.user { "User: " } else { "Cached: " },
+                fmt_ipv4(r.prefix),
+                r.len,
+                r.ofport,
+                if r.gw != 0 {
+                    format!(" GW {}", fmt_ipv4(r.gw))
+                } else {
+                    String::new()
+                },
+                fmt_ipv4(r.src)
+            );
+        }
+    }
+    s
+}
+
+/// `tnl-ports-show`: the tunnel ports and underlays.
+pub fn ports_show(t: Option<&Tunnels>) -> String {
+    let mut s = String::new();
+    if let Some(t) = t {
+        for u in t.underlays() {
+            s += &format!(
+                "underlay port {}: {}/{} {}\n",
+                u.ofport,
+                fmt_ipv4(u.ip),
+                u.prefix,
+                fmt_mac(&u.mac)
+            );
+        }
+        for (n, c) in t.ports() {
+            s += &format!("tunnel port {n}: {c}\n");
+        }
+    }
+    s
+}
+
+/// Parses `A.B.C.D/N` (a route's prefix).
+pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
+    let (a, n) = s.split_once('/').unwrap_or((s, "32"));
+    let a: std::net::Ipv4Addr = a
+        .parse()
+        .map_err(|_| format!("'{s}': expected PREFIX/LEN, e.g. 10.91.0.0/16"))?;
+    let n: u8 = n
+        .parse()
+        .ok()
+        .filter(|n| *n <= 32)
+        .ok_or_else(|| format!("'{s}': the prefix length is 0 to 32"))?;
+    Ok((u32::from(a), n))
+}
+
+/// Parses an IPv4 address.
+pub fn parse_ip(s: &str) -> Result<u32, String> {
+    s.parse::<std::net::Ipv4Addr>()
+        .map(u32::from)
+        .map_err(|_| format!("'{s}' is not an IPv4 address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ports(specs: &[&str]) -> Vec<(u32, PortSpec)> {
+        specs
+            .iter()
+            .map(|s| crate::config::parse_port_arg(s).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_tunnel_needs_an_underlay_and_addresses_are_unique() {
+        assert!(from_ports(&ports(&["1=null"])).unwrap().is_none());
+        let e = from_ports(&ports(&["1=null", "10=vxlan:remote_ip=10.0.0.2"])).unwrap_err();
+        assert!(e.contains("no underlay"), "{e}");
+        let e = from_ports(&ports(&["1=null,ip=10.0.0.1/24", "2=null,ip=10.0.0.1/8"])).unwrap_err();
+        assert!(e.contains("both have address 10.0.0.1"), "{e}");
+        let t = from_ports(&ports(&[
+            "2=null,ip=10.0.0.1/24",
+            "10=vxlan:remote_ip=10.0.0.2,key=5",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            t.underlay(2).unwrap().mac,
+            [2, 0, 10, 0, 0, 1],
+            "made from the address"
+        );
+        assert!(ports_show(Some(&t)).contains("tunnel port 10: vxlan:remote_ip=10.0.0.2,key=5"));
+        assert!(route_show(Some(&t)).contains("Cached: 10.0.0.0/24 dev port 2 SRC 10.0.0.1"));
+        assert!(neigh_show(Some(&t)).starts_with("IP"));
+    }
+
+    #[test]
+    fn prefixes_parse() {
+        assert_eq!(parse_prefix("10.1.0.0/16").unwrap(), (0x0a01_0000, 16));
+        assert_eq!(parse_prefix("10.1.0.9").unwrap(), (0x0a01_0009, 32));
+        assert!(parse_prefix("10.1.0.0/33").is_err());
+        assert!(parse_ip("x").is_err());
+    }
+}
