@@ -329,7 +329,11 @@ mod tests {
         let h = plain.hash();
         emc.insert(&tun, h, r(1));
         assert_eq!(emc.lookup(&tun, h), Some(r(1)));
-        assert_eq!(emc.lookup(&plain, h), None, "no tunnel metadata: another packet");
+        assert_eq!(
+            emc.lookup(&plain, h),
+            None,
+            "no tunnel metadata: another packet"
+        );
         let mut other = tun;
         other.tunnel_id = 43;
         assert_eq!(emc.lookup(&other, h), None, "another VNI");

@@ -8,69 +8,10 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use sluice_packet::build::{Frame, L4};
 use support::*;
-
-/// A private ovsdb-server + ovs-vswitchd, stopped on drop.
-struct Ovs {
-    dir: PathBuf,
-}
-
-impl Ovs {
-    fn vsctl(&self, args: &str) -> String {
-        sh(&format!(
-            "ovs-vsctl --db=unix:{}/db.sock --timeout=30 {args}",
-            self.dir.display()
-        ))
-    }
-
-    fn ofctl(&self, args: &str) -> String {
-        sh(&format!(
-            "ovs-ofctl -O OpenFlow13 {args}",
-            args = args.replace("BR", &format!("unix:{}/br0.mgmt", self.dir.display()))
-        ))
-    }
-
-    fn start(dir: &Path) -> Ovs {
-        let d = dir.display();
-        let env = format!("OVS_RUNDIR={d} OVS_DBDIR={d} OVS_LOGDIR={d} OVS_SYSCONFDIR={d}");
-        let vswitchd = if Path::new("/usr/lib/openvswitch-switch/ovs-vswitchd").exists() {
-            "/usr/lib/openvswitch-switch/ovs-vswitchd".to_string()
-        } else {
-            "ovs-vswitchd".to_string()
-        };
-        sh(&format!(
-            "{env} ovsdb-tool create {d}/conf.db /usr/share/openvswitch/vswitch.ovsschema && \
-             {env} ovsdb-server --detach --no-chdir --pidfile={d}/ovsdb-server.pid \
-               --unixctl={d}/ovsdb-server.ctl --remote=punix:{d}/db.sock \
-               --log-file={d}/ovsdb-server.log -vconsole:off {d}/conf.db"
-        ));
-        let ovs = Ovs {
-            dir: dir.to_path_buf(),
-        };
-        ovs.vsctl("--no-wait init");
-        sh(&format!(
-            "{env} {vswitchd} --detach --no-chdir --pidfile={d}/ovs-vswitchd.pid \
-               --unixctl={d}/ovs-vswitchd.ctl --log-file={d}/ovs-vswitchd.log -vconsole:off \
-               --enable-dummy --disable-system --disable-system-route unix:{d}/db.sock"
-        ));
-        ovs
-    }
-}
-
-impl Drop for Ovs {
-    fn drop(&mut self) {
-        for d in ["ovs-vswitchd", "ovsdb-server"] {
-            let _ = sh_status(&format!(
-                "kill $(cat {}/{d}.pid 2>/dev/null) 2>/dev/null",
-                self.dir.display()
-            ));
-        }
-    }
-}
 
 /// Which side listens on the socket.
 #[derive(Clone, Copy, PartialEq)]

@@ -1,0 +1,369 @@
+//! Tunnels against Open vSwitch 3.1's native tunnelling (Debian's
+//! ovs-vswitchd in a private run directory, dummy datapath and ports):
+//! the same frames sent into a VXLAN, Geneve or GRE port of both switches
+//! come out of their underlays byte for byte the same, but for the UDP
+//! source port (each switch hashes the inner flow its own way; Sluice's
+//! must be one per inner flow) and the UDP checksum that covers it; and
+//! each switch decapsulates the other's frames back into the originals.
+
+mod support;
+
+use std::path::Path;
+
+use sluice_packet::build::{Frame, L4};
+use support::*;
+
+const UNDERLAY_MAC: &str = "02:00:0a:5f:00:01";
+const PEER_MAC: &str = "02:00:0a:5f:00:02";
+
+fn mac(s: &str) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    for (b, p) in m.iter_mut().zip(s.split(':')) {
+        *b = u8::from_str_radix(p, 16).unwrap();
+    }
+    m
+}
+
+/// Frames of several inner flows and kinds: UDP and TCP flows, ICMP,
+/// ECN-capable and congestion-marked IPv4, IPv6, ARP; each flow twice.
+fn inner_frames() -> Vec<Vec<u8>> {
+    let (a, b) = ([192, 168, 95, 1], [192, 168, 95, 2]);
+    let mut v = Vec::new();
+    for i in 0..3u16 {
+        v.push(
+            Frame::ipv4(
+                a,
+                b,
+                L4::Udp {
+                    src: 1000 + i,
+                    dst: 2000,
+                },
+            )
+            .payload(b"udp flow")
+            .build(),
+        );
+    }
+    v.push(
+        Frame::ipv4(
+            a,
+            b,
+            L4::Tcp {
+                src: 40000,
+                dst: 80,
+                flags: 0x18,
+            },
+        )
+        .payload(&[7; 300])
+        .build(),
+    );
+    v.push(
+        Frame::ipv4(a, b, L4::Icmp { ty: 8, code: 0 })
+            .payload(&[1; 56])
+            .build(),
+    );
+    v.push(
+        Frame::ipv4(a, b, L4::Udp { src: 9, dst: 9 })
+            .tos(0xb9)
+            .build(),
+    );
+    v.push(
+        Frame::ipv4(a, b, L4::Udp { src: 9, dst: 10 })
+            .tos(0x03)
+            .build(),
+    );
+    v.push(
+        Frame::ipv6(
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+            L4::Udp { src: 5, dst: 6 },
+        )
+        .build(),
+    );
+    v.push(Frame::arp(1, [2, 0, 0, 0, 0, 1], a, [0; 6], b).build());
+    let again = v.clone();
+    v.extend(again);
+    v
+}
+
+fn frames_of(p: &Path) -> Vec<Vec<u8>> {
+    match std::fs::read(p) {
+        Ok(b) => sluice_port::pcap::read_all(&b)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.data)
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A frame with the bytes the switches may choose differently zeroed:
+/// the UDP source port and the UDP checksum (which covers it).
+fn comparable(f: &[u8], udp: bool) -> Vec<u8> {
+    let mut f = f.to_vec();
+    if udp && f.len() > 42 {
+        f[34..36].fill(0);
+        f[40..42].fill(0);
+    }
+    f
+}
+
+/// One end of the underlay.
+struct Side {
+    ip: [u8; 4],
+    mac: [u8; 6],
+    peer_ip: [u8; 4],
+    peer_mac: [u8; 6],
+}
+
+impl Side {
+    /// The underlay port spec: receives `rx`, writes `tx`.
+    fn underlay(&self, d: &Path, rx: &str, tx: &str) -> String {
+        let [a, b, c, e] = self.ip;
+        let m = self
+            .mac
+            .iter()
+            .map(|x| format!("{x:02x}"))
+            .collect::<Vec<_>>()
+            .join(":");
+        format!(
+            "1=pcap:rx={},tx={},ip={a}.{b}.{c}.{e}/24,mac={m}",
+            d.join(rx).display(),
+            d.join(tx).display()
+        )
+    }
+
+    /// The peer's ARP reply, which teaches Sluice the next hop.
+    fn arp_reply(&self) -> Vec<u8> {
+        Frame::arp(2, self.peer_mac, self.peer_ip, self.mac, self.ip)
+            .macs(self.peer_mac, self.mac)
+            .build()
+    }
+}
+
+/// 10.95.0.1 and 10.95.0.2 swapped: the same set-up seen from the peer.
+fn swap(s: &str) -> String {
+    s.replace("10.95.0.2", "PEER")
+        .replace("10.95.0.1", "10.95.0.2")
+        .replace("PEER", "10.95.0.1")
+}
+
+/// Sluice on `side` encapsulating `in.pcap` (port 3) into port 10:
+/// the frames out of its underlay, and its report.
+fn sluice_encap(
+    d: &Path,
+    tag: &str,
+    side: &Side,
+    rules: &str,
+    spec: &str,
+) -> (Vec<Vec<u8>>, serde_json::Value) {
+    let arp = format!("arp-{tag}.pcap");
+    let out = format!("out-{tag}.pcap");
+    std::fs::write(
+        d.join(&arp),
+        sluice_port::pcap::write_all(&[side.arp_reply()]),
+    )
+    .unwrap();
+    let r = run_to_end(
+        None,
+        rules,
+        &[
+            &side.underlay(d, &arp, &out),
+            &format!("3=pcap:rx={}", d.join("in.pcap").display()),
+            &format!("10={spec}"),
+        ],
+        "",
+        d,
+    );
+    (frames_of(&d.join(out)), r)
+}
+
+fn sorted_raw(mut v: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    v.sort();
+    v
+}
+
+fn hex(f: &[u8]) -> String {
+    f.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_out: &str) {
+    assert!(
+        sh_status("command -v ovs-vswitchd").status.success(),
+        "Open vSwitch is missing: run scripts/setup"
+    );
+    let udp = !sluice_spec.starts_with("gre:");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ovs = Ovs::start(d);
+    ovs.vsctl(&format!(
+        "add-br br0 -- set bridge br0 datapath_type=dummy fail-mode=secure protocols=OpenFlow13 \
+         -- add-port br0 p1 -- set interface p1 type=dummy ofport_request=1 options:tx_pcap={d}/ovs-p1.pcap \
+         -- add-port br0 t0 -- set interface t0 ofport_request=10 {ovs_opts} \
+         -- add-br brp -- set bridge brp datapath_type=dummy other-config:hwaddr={UNDERLAY_MAC} \
+         -- add-port brp u0 -- set interface u0 type=dummy ofport_request=1 options:tx_pcap={d}/ovs-u0.pcap",
+        d = d.display()
+    ));
+    ovs.appctl("netdev-dummy/ip4addr brp 10.95.0.1/24");
+    ovs.appctl("ovs/route/add 10.95.0.0/24 brp");
+    ovs.appctl(&format!("tnl/neigh/set brp 10.95.0.2 {PEER_MAC}"));
+    sh(&format!(
+        "ovs-ofctl add-flow unix:{}/brp.mgmt actions=normal",
+        d.display()
+    ));
+    std::fs::write(
+        d.join("f"),
+        format!("{flows_in}\n{flows_out}\n").replace("HOST", "1"),
+    )
+    .unwrap();
+    ovs.ofctl(&format!("replace-flows BR {}", d.join("f").display()));
+
+    // Encapsulation by both.
+    let inner = inner_frames();
+    for f in &inner {
+        ovs.appctl(&format!("netdev-dummy/receive p1 {}", hex(f)));
+    }
+    let ovs_u0 = d.join("ovs-u0.pcap");
+    wait_for("OVS's encapsulated frames", 10, || {
+        frames_of(&ovs_u0).len() >= inner.len()
+    });
+    let theirs = frames_of(&ovs_u0);
+    let rules = format!("{flows_in}\n{flows_out}\n").replace("HOST", "3");
+    std::fs::write(d.join("in.pcap"), sluice_port::pcap::write_all(&inner)).unwrap();
+    // Sluice as OVS's side (10.95.0.1), and as the peer (10.95.0.2).
+    let near = Side {
+        ip: [10, 95, 0, 1],
+        mac: mac(UNDERLAY_MAC),
+        peer_ip: [10, 95, 0, 2],
+        peer_mac: mac(PEER_MAC),
+    };
+    let far = Side {
+        ip: [10, 95, 0, 2],
+        mac: mac(PEER_MAC),
+        peer_ip: [10, 95, 0, 1],
+        peer_mac: mac(UNDERLAY_MAC),
+    };
+    let (ours, enc) = sluice_encap(d, "near", &near, &rules, sluice_spec);
+    assert_balanced(&enc);
+    assert_eq!(
+        ours.len(),
+        theirs.len(),
+        "{case}: frames out of the underlays\n{enc}"
+    );
+    // The same frames; the order may differ across inner flows (Sluice
+    // sends a batch's packets grouped by flow, OVS got them one by one).
+    let sorted = |v: &[Vec<u8>]| {
+        let mut v: Vec<String> = v.iter().map(|f| hex(&comparable(f, udp))).collect();
+        v.sort();
+        v
+    };
+    let (o, t) = (sorted(&ours), sorted(&theirs));
+    for (i, (o, t)) in o.iter().zip(&t).enumerate() {
+        assert_eq!(o, t, "{case}: frame {i} in sorted order (Sluice, then OVS)");
+    }
+    if udp {
+        // One source port per inner flow (frames alike but for it).
+        let mut port_of = std::collections::HashMap::new();
+        for f in &ours {
+            let p = [f[34], f[35]];
+            assert_eq!(
+                *port_of.entry(comparable(f, true)).or_insert(p),
+                p,
+                "{case}: one inner flow, two source ports"
+            );
+        }
+        let ports: std::collections::HashSet<_> = port_of.values().collect();
+        assert!(
+            ports.len() > 3,
+            "{case}: inner flows spread over source ports: {ports:?}"
+        );
+    }
+
+    // Decapsulation: Sluice as the peer takes OVS's frames; OVS takes
+    // those of Sluice as its peer.
+    std::fs::write(d.join("theirs.pcap"), sluice_port::pcap::write_all(&theirs)).unwrap();
+    let dec = run_to_end(
+        None,
+        &swap(&rules),
+        &[
+            &far.underlay(d, "theirs.pcap", "unused.pcap"),
+            &format!("3=pcap:tx={}", d.join("s3-back.pcap").display()),
+            &format!("10={}", swap(sluice_spec)),
+        ],
+        "",
+        d,
+    );
+    assert_balanced(&dec);
+    assert_eq!(
+        sorted_raw(frames_of(&d.join("s3-back.pcap"))),
+        sorted_raw(inner.clone()),
+        "{case}: Sluice decapsulating OVS's frames\n{dec}"
+    );
+    let (from_far, _) = sluice_encap(d, "far", &far, &swap(&rules), &swap(sluice_spec));
+    for f in &from_far {
+        ovs.appctl(&format!("netdev-dummy/receive u0 {}", hex(f)));
+    }
+    let ovs_p1 = d.join("ovs-p1.pcap");
+    wait_for("OVS's decapsulated frames", 10, || {
+        frames_of(&ovs_p1).len() >= inner.len()
+    });
+    assert_eq!(
+        sorted_raw(frames_of(&ovs_p1)),
+        sorted_raw(inner),
+        "{case}: OVS decapsulating Sluice's frames"
+    );
+}
+
+#[test]
+fn vxlan_with_a_fixed_key_as_ovs() {
+    compare(
+        "vxlan key=42",
+        "type=vxlan options:remote_ip=10.95.0.2 options:key=42",
+        "vxlan:remote_ip=10.95.0.2,key=42",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,tun_id=42,actions=output:HOST",
+    );
+}
+
+#[test]
+fn vxlan_flow_based_with_checksums_tos_and_ttl_as_ovs() {
+    compare(
+        "vxlan remote_ip=flow key=flow csum ttl tos=inherit df_default=false",
+        "type=vxlan options:remote_ip=flow options:key=flow options:csum=true options:ttl=9 options:tos=inherit options:df_default=false",
+        "vxlan:remote_ip=flow,key=flow,tos=inherit,ttl=9,df_default=false,csum=true",
+        "in_port=HOST,actions=set_field:10.95.0.2->tun_dst,set_field:0x123456->tun_id,output:10",
+        "in_port=10,tun_src=10.95.0.2,tun_id=0x123456,actions=output:HOST",
+    );
+}
+
+#[test]
+fn geneve_with_checksums_as_ovs() {
+    compare(
+        "geneve key=5 csum",
+        "type=geneve options:remote_ip=10.95.0.2 options:key=5 options:csum=true",
+        "geneve:remote_ip=10.95.0.2,key=5,csum=true",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,actions=output:HOST",
+    );
+}
+
+#[test]
+fn gre_with_key_and_checksum_as_ovs() {
+    compare(
+        "gre key=9 csum",
+        "type=gre options:remote_ip=10.95.0.2 options:key=9 options:csum=true",
+        "gre:remote_ip=10.95.0.2,key=9,csum=true",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,tun_id=9,actions=output:HOST",
+    );
+}
+
+#[test]
+fn gre_without_key_as_ovs() {
+    compare(
+        "gre",
+        "type=gre options:remote_ip=10.95.0.2",
+        "gre:remote_ip=10.95.0.2",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,actions=output:HOST",
+    );
+}
