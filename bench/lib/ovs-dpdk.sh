@@ -9,6 +9,9 @@
 #                    a fresh database and ovs-vswitchd-dpdk: DPDK on, MEM MB
 #                    of hugepage memory, the PMD on core 1, the other
 #                    threads on core 0, and the settings given
+#                    (with OVS_NETNS set, ovs-vswitchd runs in that network
+#                    namespace: its bridges' taps are made there, where a
+#                    benchmark may give them addresses)
 #   ovs_stop         stops both daemons and waits until they are gone
 #                    (core 1 must be free for the next run); removes the
 #                    taps OVS made (not those that were there before); does
@@ -51,6 +54,6 @@ ovs_start() {
   vsctl --no-wait init
   vsctl --no-wait set Open_vSwitch . other_config:dpdk-init=true other_config:dpdk-extra=--no-pci \
     "other_config:dpdk-socket-mem=$mem" other_config:pmd-cpu-mask=0x2 other_config:dpdk-lcore-mask=0x1 "$@"
-  "$ovs_vswitchd" --detach --no-chdir --mlockall --pidfile="$ovs_work/ovs-vswitchd.pid" \
+  ${OVS_NETNS:+ip netns exec "$OVS_NETNS"} "$ovs_vswitchd" --detach --no-chdir --mlockall --pidfile="$ovs_work/ovs-vswitchd.pid" \
     --unixctl="$ovs_work/ovs-vswitchd.ctl" --log-file="$ovs_work/ovs-vswitchd.log" "unix:$ovs_work/db.sock" >/dev/null 2>&1
 }

@@ -412,6 +412,22 @@ impl Tunnels {
         true
     }
 
+    /// Sets a neighbour by hand (`tnl-neigh-set`, as OVS's
+    /// `tnl/neigh/set`): as if an ARP packet on underlay `ofport` had said
+    /// so (a later one may change it).
+    pub fn set_neighbour(&self, ofport: u32, ip: u32, mac: [u8; 6]) -> Result<(), String> {
+        if self.underlay(ofport).is_none() {
+            return Err(format!(
+                "port {ofport} is not an underlay (a port with ip=A/N)"
+            ));
+        }
+        if ip == 0 || mac[0] & 1 != 0 {
+            return Err("a neighbour has a unicast address and Ethernet address".into());
+        }
+        self.learn(ip, mac, ofport);
+        Ok(())
+    }
+
     /// Forgets every neighbour (`tnl-neigh-flush`).
     pub fn flush_neighbours(&self) {
         self.neighbours

@@ -111,6 +111,7 @@ pub const COMMANDS: &str = "\
   of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)
   tnl-ports-show             tunnel ports and underlay ports (with their addresses)
   tnl-neigh-show             the tunnel neighbour (ARP) cache (like tnl/neigh/show)
+  tnl-neigh-set PORT IP MAC  set a neighbour on underlay PORT by hand (like tnl/neigh/set)
   tnl-neigh-flush            forget every neighbour (they are asked for again)
   tnl-route-show             routes to tunnel peers (like ovs/route/show)
   tnl-route-add PREFIX/LEN [GW]  route PREFIX to tunnel peers via GW (on an underlay's subnet)
@@ -341,6 +342,20 @@ impl Control {
             "tnl-ports-show" => Ok(crate::tunnels::ports_show(self.tunnels().as_deref())),
             "tnl-neigh-show" => Ok(crate::tunnels::neigh_show(self.tunnels().as_deref())),
             "tnl-route-show" => Ok(crate::tunnels::route_show(self.tunnels().as_deref())),
+            "tnl-neigh-set" => {
+                let t = self
+                    .tunnels()
+                    .ok_or("no underlay port: give a port ip=A/N first")?;
+                let [port, ip, mac] = rest.as_slice() else {
+                    return Err("tnl-neigh-set PORT IP MAC".into());
+                };
+                let port: u32 = port
+                    .parse()
+                    .map_err(|_| format!("'{port}' is not a port number"))?;
+                let mac = crate::tunnels::parse_mac(mac)?;
+                t.set_neighbour(port, crate::tunnels::parse_ip(ip)?, mac)?;
+                Ok("OK".into())
+            }
             "tnl-neigh-flush" => {
                 if let Some(t) = self.tunnels() {
                     t.flush_neighbours();

@@ -126,6 +126,25 @@ pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
     Ok((u32::from(a), n))
 }
 
+/// Parses an Ethernet address (`02:00:00:00:00:01`).
+pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        *b = parts
+            .next()
+            .filter(|p| p.len() == 2)
+            .and_then(|p| u8::from_str_radix(p, 16).ok())
+            .ok_or_else(|| format!("'{s}' is not an Ethernet address like 02:00:00:00:00:01"))?;
+    }
+    if parts.next().is_some() {
+        return Err(format!(
+            "'{s}' is not an Ethernet address like 02:00:00:00:00:01"
+        ));
+    }
+    Ok(m)
+}
+
 /// Parses an IPv4 address.
 pub fn parse_ip(s: &str) -> Result<u32, String> {
     s.parse::<std::net::Ipv4Addr>()
@@ -173,5 +192,17 @@ mod tests {
         assert_eq!(parse_prefix("10.1.0.9").unwrap(), (0x0a01_0009, 32));
         assert!(parse_prefix("10.1.0.0/33").is_err());
         assert!(parse_ip("x").is_err());
+        assert_eq!(
+            parse_mac("02:00:0a:5a:00:01").unwrap(),
+            [2, 0, 10, 0x5a, 0, 1]
+        );
+        for bad in [
+            "02:00:0a:5a:00",
+            "02:00:0a:5a:00:01:02",
+            "2:0:a:5a:0:1",
+            "zz:00:00:00:00:00",
+        ] {
+            assert!(parse_mac(bad).is_err(), "{bad}");
+        }
     }
 }

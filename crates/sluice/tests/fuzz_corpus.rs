@@ -23,6 +23,8 @@ mod packet_extract;
 mod pcap_read;
 #[path = "../../../fuzz/checks/stream_frames.rs"]
 mod stream_frames;
+#[path = "../../../fuzz/checks/tunnel_pop.rs"]
+mod tunnel_pop;
 #[path = "../../../fuzz/checks/vhost_ring.rs"]
 mod vhost_ring;
 #[path = "../../../fuzz/checks/vnet_offload.rs"]
@@ -41,6 +43,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("packet_extract", packet_extract::run),
     ("pcap_read", pcap_read::run),
     ("stream_frames", stream_frames::run),
+    ("tunnel_pop", tunnel_pop::run),
     ("vhost_ring", vhost_ring::run),
     ("vnet_offload", vnet_offload::run),
 ];

@@ -740,3 +740,5 @@ pub use select::resolve as resolve_select;
 mod spec_mode_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
