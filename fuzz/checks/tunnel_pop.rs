@@ -38,7 +38,7 @@ pub fn run(data: &[u8]) {
                 assert!(p.len() + 14 <= n, "the outer headers went");
                 let o = p.meta.offload;
                 if o.needs_csum() {
-                    assert!(usize::from(o.csum_start) < p.len() || p.len() == 0);
+                    assert!(usize::from(o.csum_start) < p.len() || p.is_empty());
                     pool.free(p);
                     return;
                 }
