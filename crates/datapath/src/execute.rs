@@ -205,6 +205,7 @@ pub(crate) fn execute(
     counted: u32,
     rules: &RuleSet,
     keys: &[FlowKey],
+    hashes: &[u32],
 ) {
     if let [DpAction::Select(sel)] = acts {
         // A select group chosen per packet: each variant's packets run
@@ -259,6 +260,7 @@ pub(crate) fn execute(
                 counted,
                 rules,
                 keys,
+                hashes,
             );
         }
         return;
@@ -436,35 +438,69 @@ pub(crate) fn execute(
                 }
             }
             DpAction::TnlOutput { ref header, port } => {
-                let idx = out.index_of(port);
+                let Some(idx) = out.index_of(port) else {
+                    continue;
+                };
+                let (s, n, l) = tnl_output(
+                    header, idx, is_last, pkts, metered, slots, pool, out, stats, now_us, hashes,
+                );
+                sent |= s;
+                no_buf |= n;
+                tnl_long |= l;
+            }
+            DpAction::TnlPop(ref receivers) if is_last => {
+                // Two passes, as `tnl_output`: every packet popped where it
+                // lies, then all moved to the recirculation queue.
+                let mut tuns = [TunnelMeta::default(); BATCH_SIZE];
+                let mut ports = [0u32; BATCH_SIZE];
+                let mut ready = 0u32;
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
-                        continue;
-                    }
                     let bit = 1u32 << i;
-                    let slot = &mut slots[i as usize];
-                    let pkt = match (is_last, idx) {
-                        (true, _) => slot.take(),
-                        (false, Some(_)) => slot.as_ref().and_then(|p| pool.clone_packet(p)),
-                        (false, None) => None,
-                    };
-                    let (Some(p), Some(idx)) = (pkt, idx) else {
-                        if idx.is_some() {
-                            stats.copy_failures += 1;
-                            no_buf |= bit;
-                        }
+                    let Some(p) = slots[i as usize].as_mut() else {
                         continue;
                     };
-                    let hash = if p.meta.has_hash {
-                        p.meta.hash
-                    } else {
-                        keys[i as usize].hash()
-                    };
-                    if encap_output(p, header, hash, idx, pool, out, stats, now_us) {
-                        sent |= bit;
-                    } else {
-                        tnl_long |= bit;
+                    if metered & bit != 0 {
+                        continue;
                     }
+                    match tunnel::pop(p, receivers.kind) {
+                        Ok(m) => match receivers.lookup(&m) {
+                            Some(port) => {
+                                tuns[i as usize] = m;
+                                ports[i as usize] = port;
+                                ready |= bit;
+                            }
+                            None => tnl_port |= bit,
+                        },
+                        Err(PopError::BadHeader) => tnl_header |= bit,
+                        Err(PopError::BadChecksum) => tnl_csum |= bit,
+                    }
+                }
+                for &i in pkts {
+                    let bit = 1u32 << i;
+                    let Some(mut p) = slots[i as usize].take() else {
+                        continue;
+                    };
+                    if ready & bit == 0 {
+                        pool.free(p);
+                        continue;
+                    }
+                    if recirc.next.len() >= RecircQueue::CAP {
+                        pool.free(p);
+                        recirc_full |= bit;
+                        continue;
+                    }
+                    p.meta.in_port = ports[i as usize];
+                    let fate = (recirced | counted) & bit == 0;
+                    if fate {
+                        recirced |= bit;
+                        carrier[i as usize] = recirc.next.len() as u16;
+                    }
+                    recirc.next.push(Recirculated {
+                        pkt: p,
+                        id: 0,
+                        fate,
+                        tun: tuns[i as usize],
+                    });
                 }
             }
             DpAction::TnlPop(ref receivers) => {
@@ -611,60 +647,136 @@ pub(crate) fn execute(
     }
 }
 
-/// Encapsulates `pkt` in `header` and queues it for port `idx`: a packet
-/// with offloads pending has them done first (a super-frame is cut into
-/// segments, each encapsulated; a partial checksum is completed), since
-/// no underlay takes offloads for the frame inside a tunnel. Returns
-/// false (the packet freed) when the result would be too long for IPv4
-/// or nothing could be sent.
+/// Runs a `tnl_push` action on a flow's packets: encapsulated into port
+/// `idx`'s batch (copies for all but the last action). Two passes: every
+/// packet encapsulated where it lies, then all moved into the batch, so a
+/// packet is never moved right after the narrow stores to its metadata
+/// (the move would wait for them). Returns the packets (bits) sent, those
+/// with no copy, and those too long to encapsulate.
 #[allow(clippy::too_many_arguments)]
-fn encap_output(
+#[inline(never)]
+fn tnl_output(
+    header: &tunnel::TnlHeader,
+    idx: usize,
+    is_last: bool,
+    pkts: &[u8],
+    metered: u32,
+    slots: &mut [Option<Packet>; BATCH_SIZE],
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+    hashes: &[u32],
+) -> (u32, u32, u32) {
+    let (mut sent, mut no_buf, mut long) = (0u32, 0u32, 0u32);
+    let mut copies: [Option<Packet>; BATCH_SIZE];
+    let held: &mut [Option<Packet>; BATCH_SIZE] = if is_last {
+        slots
+    } else {
+        copies = std::array::from_fn(|_| None);
+        for &i in pkts {
+            if metered & (1 << i) == 0 {
+                if let Some(p) = slots[i as usize].as_ref() {
+                    match pool.clone_packet(p) {
+                        Some(c) => copies[i as usize] = Some(c),
+                        None => {
+                            stats.copy_failures += 1;
+                            no_buf |= 1 << i;
+                        }
+                    }
+                }
+            }
+        }
+        &mut copies
+    };
+    // The header goes into the headroom, a line the packet's own bytes
+    // did not bring into the cache: ask for them all first, so that the
+    // header stores do not wait for them one by one.
+    for &i in pkts {
+        if let Some(p) = held[i as usize].as_ref() {
+            sluice_packet::prefetch::read_addr(p.data().as_ptr().wrapping_sub(header.len()));
+        }
+    }
+    let mut ready = 0u32;
+    for &i in pkts {
+        let bit = 1u32 << i;
+        if metered & bit != 0 {
+            continue;
+        }
+        let Some(p) = held[i as usize].as_mut() else {
+            continue;
+        };
+        let sport = tunnel::udp_src_port(hashes[i as usize]);
+        if p.meta.offload.pending() {
+            let p = held[i as usize].take().expect("checked");
+            if encap_offloaded(p, header, sport, idx, pool, out, stats, now_us) {
+                sent |= bit;
+            } else {
+                long |= bit;
+            }
+        } else if tunnel::push(p, header, sport) {
+            ready |= bit;
+        } else {
+            long |= bit;
+        }
+    }
+    for &i in pkts {
+        if metered & (1 << i) != 0 {
+            continue;
+        }
+        if let Some(p) = held[i as usize].take() {
+            if ready & (1 << i) != 0 {
+                out.enqueue(idx, p, pool, stats, now_us);
+                sent |= 1 << i;
+            } else {
+                pool.free(p);
+            }
+        }
+    }
+    (sent, no_buf, long)
+}
+
+/// Encapsulates a packet with offloads pending and queues it for port
+/// `idx`: a super-frame is cut into segments, each encapsulated; a partial
+/// checksum is completed (no underlay takes offloads for the frame inside
+/// a tunnel). False (the packet freed) when nothing could be sent.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn encap_offloaded(
     mut pkt: Packet,
     header: &tunnel::TnlHeader,
-    hash: u32,
+    sport: u16,
     idx: usize,
     pool: &mut PacketPool,
     out: &mut OutputStage,
     stats: &mut DpStats,
     now_us: u64,
 ) -> bool {
-    let sport = tunnel::udp_src_port(hash);
-    if pkt.meta.offload.pending() {
-        if sluice_packet::offload::needs_segmenting(&pkt) {
-            let mut segs = ArrayVec::<Packet, 64>::new();
-            let mut rest = Vec::new();
-            let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| {
-                if let Err(e) = segs.try_push(s) {
-                    rest.push(e.element());
-                }
+    if sluice_packet::offload::needs_segmenting(&pkt) {
+        let mut segs = Vec::new();
+        let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| segs.push(s));
+        pool.free(pkt);
+        stats.gso_segmented += 1;
+        let mut any = false;
+        for s in segs {
+            stats.gso_segments += 1;
+            any |= out.enqueue_then(idx, s, pool, stats, now_us, |p| {
+                tunnel::push(p, header, sport)
             });
-            pool.free(pkt);
-            stats.gso_segmented += 1;
-            let mut any = false;
-            for mut s in segs.into_iter().chain(rest) {
-                stats.gso_segments += 1;
-                if tunnel::push(&mut s, header, sport) {
-                    out.enqueue(idx, s, pool, stats, now_us);
-                    any = true;
-                } else {
-                    pool.free(s);
-                }
-            }
-            if made.is_err() {
-                stats.offload_failures += 1;
-            }
-            return any;
         }
-        if sluice_packet::offload::complete_csum(&mut pkt).is_err() {
+        if made.is_err() {
             stats.offload_failures += 1;
         }
-        pkt.meta.offload = sluice_packet::meta::Offload::NONE;
+        return any;
     }
-    if tunnel::push(&mut pkt, header, sport) {
-        out.enqueue(idx, pkt, pool, stats, now_us);
-        true
+    if sluice_packet::offload::complete_csum(&mut pkt).is_err() {
+        stats.offload_failures += 1;
     } else {
-        pool.free(pkt);
-        false
+        stats.csum_completed += 1;
     }
+    pkt.meta.offload = sluice_packet::meta::Offload::NONE;
+    out.enqueue_then(idx, pkt, pool, stats, now_us, |p| {
+        tunnel::push(p, header, sport)
+    })
 }

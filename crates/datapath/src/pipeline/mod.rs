@@ -356,6 +356,7 @@ impl Pipeline {
             0,
             env.rules,
             std::slice::from_ref(&key),
+            &[key.hash()],
         );
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
@@ -655,6 +656,7 @@ impl Pipeline {
                     self.counted,
                     rules,
                     &self.keys,
+                    &self.hashes,
                 );
             }
         }

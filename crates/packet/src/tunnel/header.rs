@@ -73,6 +73,9 @@ pub struct HeaderParams {
 pub struct TnlHeader {
     bytes: [u8; MAX_HEADER_LEN],
     len: u8,
+    /// The ones-complement sum of the IPv4 header as built (total length
+    /// zero, checksum zero): a packet's checksum is this plus its length.
+    ip_sum: u32,
     /// Protocol.
     pub kind: TunnelKind,
     csum: bool,
@@ -153,6 +156,7 @@ impl TnlHeader {
             }
         };
         TnlHeader {
+            ip_sum: sum(0, &b[IP_AT..L4_AT]),
             bytes: b,
             len: len as u8,
             kind: p.kind,
@@ -212,8 +216,7 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
     d[..hlen].copy_from_slice(h.bytes());
     let ip_len = (total - IP_AT) as u16;
     put16(d, IP_AT + 2, ip_len);
-    let c = finish(sum(0, &d[IP_AT..L4_AT]));
-    put16(d, IP_AT + 10, c);
+    put16(d, IP_AT + 10, finish(h.ip_sum + u32::from(ip_len)));
     match h.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => {
             put16(d, L4_AT, src_port);
@@ -240,6 +243,23 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
     m.l4_proto = h.kind.ip_proto();
     m.has_hash = false;
     true
+}
+
+/// Whether an IPv4 header's checksum is right: its 16-bit words summed
+/// 32 bits at a time (a tunnel packet's header is checked per packet).
+#[inline]
+fn ipv4_header_ok(h: &[u8]) -> bool {
+    let mut acc = 0u64;
+    let mut words = h.chunks_exact(4);
+    for w in &mut words {
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    }
+    // The header is whole 32-bit words (IHL counts them).
+    debug_assert!(words.remainder().is_empty());
+    while acc >> 16 != 0 {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc == 0xffff
 }
 
 /// Why a received tunnel packet was not taken.
@@ -271,7 +291,7 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
     if ihl < 20 || ip_len < ihl || d.len() < l3 + ip_len {
         return Err(PopError::BadHeader);
     }
-    if !local && finish(sum(0, &d[l3..l3 + ihl])) != 0 {
+    if !local && !ipv4_header_ok(&d[l3..l3 + ihl]) {
         return Err(PopError::BadChecksum);
     }
     let frag = get16(d, l3 + 6);

@@ -99,14 +99,24 @@ impl TunnelMeta {
         }
     }
 
-    /// Writes the metadata into a flow key's tunnel fields.
+    /// Writes the metadata into a flow key's tunnel fields, as whole
+    /// words (a key is read word by word right after: narrow stores there
+    /// would make those reads wait).
     #[inline]
     pub fn write_key(&self, k: &mut crate::FlowKey) {
-        k.tunnel_id = self.tun_id;
-        k.tun_src = self.src;
-        k.tun_dst = self.dst;
-        k.tun_tos = self.tos;
-        k.tun_ttl = self.ttl;
-        k.tun_flags = self.flags;
+        let t = crate::FlowKey {
+            tun_src: self.src,
+            tun_dst: self.dst,
+            tun_tos: self.tos,
+            tun_ttl: self.ttl,
+            tun_flags: self.flags,
+            ..Default::default()
+        };
+        let tw = t.words();
+        let w = k.words_mut();
+        let r = crate::key::TUN_WORDS;
+        w[r.start] = self.tun_id;
+        w[r.start + 1] = tw[r.start + 1];
+        w[r.start + 2] = tw[r.start + 2];
     }
 }
