@@ -452,7 +452,6 @@ pub(crate) fn execute(
                 // Two passes, as `tnl_output`: every packet popped where it
                 // lies, then all moved to the recirculation queue.
                 let mut tuns = [TunnelMeta::default(); BATCH_SIZE];
-                let mut ports = [0u32; BATCH_SIZE];
                 let mut ready = 0u32;
                 for &i in pkts {
                     let bit = 1u32 << i;
@@ -466,7 +465,7 @@ pub(crate) fn execute(
                         Ok(m) => match receivers.lookup(&m) {
                             Some(port) => {
                                 tuns[i as usize] = m;
-                                ports[i as usize] = port;
+                                p.meta.in_port = port;
                                 ready |= bit;
                             }
                             None => tnl_port |= bit,
@@ -477,7 +476,7 @@ pub(crate) fn execute(
                 }
                 for &i in pkts {
                     let bit = 1u32 << i;
-                    let Some(mut p) = slots[i as usize].take() else {
+                    let Some(p) = slots[i as usize].take() else {
                         continue;
                     };
                     if ready & bit == 0 {
@@ -489,7 +488,6 @@ pub(crate) fn execute(
                         recirc_full |= bit;
                         continue;
                     }
-                    p.meta.in_port = ports[i as usize];
                     let fate = (recirced | counted) & bit == 0;
                     if fate {
                         recirced |= bit;

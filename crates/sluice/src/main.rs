@@ -282,6 +282,23 @@ Port specs:
                         framing: 2-byte big-endian length, then the frame);
                         retried every 100 ms while nobody listens
   stream:punix:PATH     listen on a unix socket for one such peer
+  vhost:PATH            a vhost-user port (a VM's virtio-net, DPDK's
+                        virtio-user): listen on PATH for the hypervisor;
+                        vhost-client:PATH connects to the hypervisor's socket
+                        (and again whenever it comes back). docs/vhost.md
+  dpdk:DEVARGS          a DPDK ethdev (a vdev with options, or a PCI address);
+                        needs the build with --features dpdk. docs/dpdk.md
+  vxlan:OPTIONS         a tunnel port (also geneve: and gre:), with Open
+                        vSwitch's options: remote_ip=IP|flow (required),
+                        local_ip=IP|flow, key=N|flow (or in_key=, out_key=),
+                        dst_port=N, tos=N|inherit, ttl=N,
+                        df_default=true|false, csum=true|false; it sends
+                        through an underlay port (below). docs/tunnels.md
+  ,ip=A/N[,mac=M]       (any Ethernet port) an underlay: an IPv4 address of
+                        the switch's own on that port, for tunnels (answers
+                        ARP, decapsulates what comes to it); e.g.
+                        --port 2=afpacket:eth1,ip=10.90.0.1/24
+                        --port 10=vxlan:remote_ip=10.90.0.2,key=42
 
 Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
 SIGTERM, --duration or --packets. Traffic that enters through an afxdp port

@@ -226,6 +226,46 @@ fn two_switches(kind: &str, tag: &str, net: u8) {
     // VNI 100 holds a1 and b1 only; VNI 200 a2 and b2.
     ping_fails(&a1, &format!("192.168.{net}.3"));
     ping_fails(&b1, &format!("192.168.{net}.9"));
+    if kind == "geneve" {
+        // The underlay's state from the control socket, and ports at run
+        // time: a tunnel port added keeps what was learned.
+        sa.ctl(&["tnl-route-add", "10.200.0.0/16", &format!("10.{net}.0.2")]);
+        let routes = sa.ctl(&["tnl-route-show"]);
+        assert!(
+            routes.contains(&format!("User: 10.200.0.0/16 dev port 3 GW 10.{net}.0.2")),
+            "{routes}"
+        );
+        sa.ctl(&[
+            "tnl-neigh-set",
+            "3",
+            &format!("10.{net}.0.9"),
+            "02:00:00:00:00:09",
+        ]);
+        assert!(
+            sa.ctl_status(&["tnl-neigh-set", "1", "10.1.1.1", "02:00:00:00:00:09"])
+                .status
+                .code()
+                != Some(0)
+        );
+        sa.ctl(&[
+            "add-port",
+            &format!("11=vxlan:remote_ip=10.{net}.0.2,key=5"),
+        ]);
+        let shown = sa.ctl(&["tnl-ports-show"]);
+        assert!(
+            shown.contains(&format!(
+                "tunnel port 11: vxlan:remote_ip=10.{net}.0.2,key=5"
+            )),
+            "{shown}"
+        );
+        let neigh = sa.ctl(&["tnl-neigh-show"]);
+        assert!(
+            neigh.contains(&format!("10.{net}.0.2 ")) && neigh.contains("02:00:00:00:00:09"),
+            "{neigh}"
+        );
+        sa.ctl(&["del-port", "11"]);
+        ping_ok(&a1, &format!("192.168.{net}.2"));
+    }
     let shown = sa.ctl(&["tnl-ports-show"]);
     assert!(
         shown.contains(&format!(

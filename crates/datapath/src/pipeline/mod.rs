@@ -391,6 +391,10 @@ impl Pipeline {
                     todo |= 1 << i;
                     short |= 1 << i;
                 }
+                // A recirculated key is never short: it has a pass id or,
+                // from a tunnel, tunnel metadata (and reading it back just
+                // after its narrow stores would wait for them).
+                Ok(KeyShape::Unknown) if self.in_recirc => todo |= 1 << i,
                 Ok(KeyShape::Unknown) => {
                     todo |= 1 << i;
                     if key.is_short() {
