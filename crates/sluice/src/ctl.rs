@@ -339,55 +339,8 @@ impl Control {
                     }
                 ))
             }
-            "tnl-ports-show" => Ok(crate::tunnels::ports_show(self.tunnels().as_deref())),
-            "tnl-neigh-show" => Ok(crate::tunnels::neigh_show(self.tunnels().as_deref())),
-            "tnl-route-show" => Ok(crate::tunnels::route_show(self.tunnels().as_deref())),
-            "tnl-neigh-set" => {
-                let t = self
-                    .tunnels()
-                    .ok_or("no underlay port: give a port ip=A/N first")?;
-                let [port, ip, mac] = rest.as_slice() else {
-                    return Err("tnl-neigh-set PORT IP MAC".into());
-                };
-                let port: u32 = port
-                    .parse()
-                    .map_err(|_| format!("'{port}' is not a port number"))?;
-                let mac = crate::tunnels::parse_mac(mac)?;
-                t.set_neighbour(port, crate::tunnels::parse_ip(ip)?, mac)?;
-                Ok("OK".into())
-            }
-            "tnl-neigh-flush" => {
-                if let Some(t) = self.tunnels() {
-                    t.flush_neighbours();
-                }
-                Ok("OK".into())
-            }
-            "tnl-route-add" => {
-                let t = self
-                    .tunnels()
-                    .ok_or("no underlay port: give a port ip=A/N first")?;
-                let (prefix, gw) = match rest.as_slice() {
-                    [p] => (crate::tunnels::parse_prefix(p)?, 0),
-                    [p, g] => (
-                        crate::tunnels::parse_prefix(p)?,
-                        crate::tunnels::parse_ip(g)?,
-                    ),
-                    _ => return Err("tnl-route-add PREFIX/LEN [GW]".into()),
-                };
-                t.route_add(prefix.0, prefix.1, gw)?;
-                Ok("OK".into())
-            }
-            "tnl-route-del" => {
-                let t = self.tunnels().ok_or("no routes")?;
-                let [p] = rest.as_slice() else {
-                    return Err("tnl-route-del PREFIX/LEN".into());
-                };
-                let (prefix, len) = crate::tunnels::parse_prefix(p)?;
-                if t.route_del(prefix, len) {
-                    Ok("OK".into())
-                } else {
-                    Err(format!("no route {p} added by hand"))
-                }
+            c if c.starts_with("tnl-") => {
+                crate::tunnels::command(c, &rest, self.tunnels().as_deref())
             }
             "of-show" => match self.of_status.lock().expect("of status").as_ref() {
                 Some(f) => Ok(f()),

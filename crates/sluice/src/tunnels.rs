@@ -49,6 +49,58 @@ pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, Str
     Tunnels::new(tunnels, underlays).map(|t| Some(Arc::new(t)))
 }
 
+/// Runs a `sluice ctl tnl-*` command against the tunnel state (`None`:
+/// the switch has no underlay).
+pub fn command(cmd: &str, args: &[&str], t: Option<&Tunnels>) -> Result<String, String> {
+    const NO_UNDERLAY: &str = "no underlay port: give a port ip=A/N first";
+    match (cmd, args) {
+        ("tnl-ports-show", []) => Ok(ports_show(t)),
+        ("tnl-neigh-show", []) => Ok(neigh_show(t)),
+        ("tnl-route-show", []) => Ok(route_show(t)),
+        ("tnl-neigh-flush", []) => {
+            if let Some(t) = t {
+                t.flush_neighbours();
+            }
+            Ok("OK".into())
+        }
+        ("tnl-neigh-set", [port, ip, mac]) => {
+            let port: u32 = port
+                .parse()
+                .map_err(|_| format!("'{port}' is not a port number"))?;
+            t.ok_or(NO_UNDERLAY)?
+                .set_neighbour(port, parse_ip(ip)?, parse_mac(mac)?)?;
+            Ok("OK".into())
+        }
+        ("tnl-route-add", [p, rest @ ..]) if rest.len() <= 1 => {
+            let (prefix, len) = parse_prefix(p)?;
+            let gw = match rest {
+                [g] => parse_ip(g)?,
+                _ => 0,
+            };
+            t.ok_or(NO_UNDERLAY)?.route_add(prefix, len, gw)?;
+            Ok("OK".into())
+        }
+        ("tnl-route-del", [p]) => {
+            let (prefix, len) = parse_prefix(p)?;
+            if t.ok_or(NO_UNDERLAY)?.route_del(prefix, len) {
+                Ok("OK".into())
+            } else {
+                Err(format!("no route {p} added by hand"))
+            }
+        }
+        (
+            "tnl-ports-show" | "tnl-neigh-show" | "tnl-route-show" | "tnl-neigh-flush"
+            | "tnl-neigh-set" | "tnl-route-add" | "tnl-route-del",
+            _,
+        ) => Err(format!(
+            "{cmd}: wrong arguments; expected tnl-neigh-set PORT IP MAC, tnl-route-add PREFIX/LEN [GW], tnl-route-del PREFIX/LEN, or the -show and -flush commands alone"
+        )),
+        _ => Err(format!(
+            "unknown command '{cmd}': the tunnel commands are tnl-ports-show, tnl-neigh-show, tnl-neigh-set, tnl-neigh-flush, tnl-route-show, tnl-route-add, tnl-route-del"
+        )),
+    }
+}
+
 /// `tnl-neigh-show`: the neighbour cache, as `ovs-appctl tnl/neigh/show`.
 pub fn neigh_show(t: Option<&Tunnels>) -> String {
     let mut s = format!("{:<32} {:<18} {}\n", "IP", "MAC", "Bridge");
@@ -184,6 +236,43 @@ mod tests {
         assert!(ports_show(Some(&t)).contains("tunnel port 10: vxlan:remote_ip=10.0.0.2,key=5"));
         assert!(route_show(Some(&t)).contains("Cached: 10.0.0.0/24 dev port 2 SRC 10.0.0.1"));
         assert!(neigh_show(Some(&t)).starts_with("IP"));
+    }
+
+    #[test]
+    fn commands_check_their_arguments() {
+        let t = from_ports(&ports(&["2=null,ip=10.0.0.1/24"]))
+            .unwrap()
+            .unwrap();
+        let t = Some(&*t);
+        assert_eq!(
+            command("tnl-route-add", &["10.9.0.0/16", "10.0.0.254"], t).unwrap(),
+            "OK"
+        );
+        assert!(command("tnl-route-show", &[], t)
+            .unwrap()
+            .contains("User: 10.9.0.0/16 dev port 2 GW 10.0.0.254"));
+        assert!(command("tnl-route-del", &["10.9.0.0/16"], t).is_ok());
+        assert!(command("tnl-route-del", &["10.9.0.0/16"], t)
+            .unwrap_err()
+            .contains("no route"));
+        assert!(command("tnl-neigh-set", &["2", "10.0.0.7", "02:00:00:00:00:07"], t).is_ok());
+        assert!(command("tnl-neigh-show", &[], t)
+            .unwrap()
+            .contains("10.0.0.7"));
+        assert!(
+            command("tnl-neigh-set", &["1", "10.0.0.7", "02:00:00:00:00:07"], t)
+                .unwrap_err()
+                .contains("not an underlay")
+        );
+        assert!(command("tnl-neigh-set", &["2", "10.0.0.7"], t)
+            .unwrap_err()
+            .contains("wrong arguments"));
+        assert!(command("tnl-route-add", &["10.9.0.0/16"], None)
+            .unwrap_err()
+            .contains("no underlay"));
+        assert!(command("tnl-nope", &[], t)
+            .unwrap_err()
+            .contains("unknown command"));
     }
 
     #[test]
