@@ -759,9 +759,7 @@ fn encap_offloaded(
         let mut any = false;
         for s in segs {
             stats.gso_segments += 1;
-            any |= out.enqueue_then(idx, s, pool, stats, now_us, |p| {
-                tunnel::push(p, header, sport)
-            });
+            any |= push_then_enqueue(s, header, sport, idx, pool, out, stats, now_us);
         }
         if made.is_err() {
             stats.offload_failures += 1;
@@ -774,7 +772,27 @@ fn encap_offloaded(
         stats.csum_completed += 1;
     }
     pkt.meta.offload = sluice_packet::meta::Offload::NONE;
-    out.enqueue_then(idx, pkt, pool, stats, now_us, |p| {
-        tunnel::push(p, header, sport)
-    })
+    push_then_enqueue(pkt, header, sport, idx, pool, out, stats, now_us)
+}
+
+/// Encapsulates one packet and queues it for port `idx` (false, the
+/// packet freed, when it would be too long for IPv4).
+#[allow(clippy::too_many_arguments)]
+fn push_then_enqueue(
+    mut pkt: Packet,
+    header: &tunnel::TnlHeader,
+    sport: u16,
+    idx: usize,
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+) -> bool {
+    if tunnel::push(&mut pkt, header, sport) {
+        out.enqueue(idx, pkt, pool, stats, now_us);
+        true
+    } else {
+        pool.free(pkt);
+        false
+    }
 }

@@ -115,36 +115,6 @@ impl OutputStage {
         stats.output_copies += 1;
     }
 
-    /// Queues `pkt` for port `idx` as [`OutputStage::enqueue`] does, then
-    /// lets `f` change it where it now lies (an encapsulation): the
-    /// packet is moved before its header fields are rewritten, never
-    /// right after (a move reading fields just written narrowly waits for
-    /// those stores). When `f` says no, the packet is freed and false
-    /// returned.
-    #[inline]
-    pub fn enqueue_then(
-        &mut self,
-        idx: usize,
-        pkt: Packet,
-        pool: &mut PacketPool,
-        stats: &mut DpStats,
-        now_us: u64,
-        f: impl FnOnce(&mut Packet) -> bool,
-    ) -> bool {
-        self.make_room(idx, pool, stats, now_us);
-        let q = &mut self.ports[idx].txq;
-        let _ = q.push(pkt);
-        if f(q.last_mut().expect("just queued")) {
-            stats.output_copies += 1;
-            true
-        } else {
-            if let Some(p) = q.pop() {
-                pool.free(p);
-            }
-            false
-        }
-    }
-
     /// Queues the packet at the front of `src` for port `idx`, as
     /// [`OutputStage::enqueue`] does, moving it straight from the rx
     /// batch's memory (see [`Unload`]).

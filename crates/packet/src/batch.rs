@@ -99,18 +99,6 @@ impl PacketBatch {
         self.pkts.try_push(pkt).map_err(|e| e.element())
     }
 
-    /// The last packet, writable (changed where it lies: no move after).
-    #[inline]
-    pub fn last_mut(&mut self) -> Option<&mut Packet> {
-        self.pkts.last_mut()
-    }
-
-    /// Takes the last packet out.
-    #[inline]
-    pub fn pop(&mut self) -> Option<Packet> {
-        self.pkts.pop()
-    }
-
     /// The packets.
     #[inline]
     pub fn as_slice(&self) -> &[Packet] {

@@ -157,17 +157,9 @@ fn split_underlay(s: &str) -> Result<(String, Option<UnderlayAddr>), String> {
     Ok((rest.join(","), addr))
 }
 
+/// A unicast Ethernet address (`mac=`).
 fn parse_mac(v: &str) -> Option<[u8; 6]> {
-    let mut m = [0u8; 6];
-    let mut parts = v.split(':');
-    for b in &mut m {
-        let p = parts.next()?;
-        if p.len() != 2 {
-            return None;
-        }
-        *b = u8::from_str_radix(p, 16).ok()?;
-    }
-    (parts.next().is_none() && m[0] & 1 == 0).then_some(m)
+    sluice_packet::wire::ethernet::parse_mac(v).filter(|m| m[0] & 1 == 0)
 }
 
 /// The syntax, for error messages and `--help`.

@@ -16,12 +16,7 @@ pub fn if_mac(name: &str) -> Option<[u8; 6]> {
         return None;
     }
     let s = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
-    let mut m = [0u8; 6];
-    let mut parts = s.trim().split(':');
-    for b in &mut m {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    (parts.next().is_none() && m != [0; 6]).then_some(m)
+    sluice_packet::wire::ethernet::parse_mac(s.trim()).filter(|m| *m != [0; 6])
 }
 
 /// The interface index of `name`, with an error that says what is wrong.

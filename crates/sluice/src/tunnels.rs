@@ -180,21 +180,8 @@ pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
 
 /// Parses an Ethernet address (`02:00:00:00:00:01`).
 pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let mut m = [0u8; 6];
-    let mut parts = s.split(':');
-    for b in &mut m {
-        *b = parts
-            .next()
-            .filter(|p| p.len() == 2)
-            .and_then(|p| u8::from_str_radix(p, 16).ok())
-            .ok_or_else(|| format!("'{s}' is not an Ethernet address like 02:00:00:00:00:01"))?;
-    }
-    if parts.next().is_some() {
-        return Err(format!(
-            "'{s}' is not an Ethernet address like 02:00:00:00:00:01"
-        ));
-    }
-    Ok(m)
+    sluice_packet::wire::ethernet::parse_mac(s)
+        .ok_or_else(|| format!("'{s}' is not an Ethernet address like 02:00:00:00:00:01"))
 }
 
 /// Parses an IPv4 address.

@@ -13,6 +13,7 @@ use crate::meta::NO_OFFSET;
 use crate::wire::checksum::{finish, pseudo_v4, sum, sum_wide};
 use crate::wire::ethernet::{ethertype, ETH_HEADER_LEN};
 use crate::wire::ipv4::{FLAG_DF, FLAG_MF, FRAG_OFFSET_MASK};
+use crate::wire::{be16 as get16, be32 as get32, put16, put32};
 use crate::Packet;
 
 /// The longest outer header built (GRE with checksum and key is 50 bytes
@@ -89,19 +90,6 @@ impl std::fmt::Debug for TnlHeader {
         }
         f.write_str(")")
     }
-}
-
-fn put16(d: &mut [u8], at: usize, v: u16) {
-    d[at..at + 2].copy_from_slice(&v.to_be_bytes());
-}
-fn put32(d: &mut [u8], at: usize, v: u32) {
-    d[at..at + 4].copy_from_slice(&v.to_be_bytes());
-}
-fn get16(d: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([d[at], d[at + 1]])
-}
-fn get32(d: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]])
 }
 
 /// Outer Ethernet + IPv4.

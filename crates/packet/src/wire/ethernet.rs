@@ -192,9 +192,37 @@ pub fn fmt_mac(mac: &[u8; 6]) -> String {
     )
 }
 
+/// Parses what [`fmt_mac`] writes: six pairs of hex digits joined by
+/// colons (either case).
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut m = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in &mut m {
+        let p = parts.next().filter(|p| p.len() == 2)?;
+        *b = u8::from_str_radix(p, 16).ok()?;
+    }
+    parts.next().is_none().then_some(m)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn macs_parse_back_from_their_text() {
+        let m = [0x02, 0x00, 0x0a, 0x5a, 0xff, 0x01];
+        assert_eq!(parse_mac(&fmt_mac(&m)), Some(m));
+        assert_eq!(parse_mac("02:00:0A:5A:FF:01"), Some(m));
+        for bad in [
+            "02:00:0a:5a:ff",
+            "02:00:0a:5a:ff:01:02",
+            "2:0:a:5a:ff:1",
+            "zz:00:00:00:00:00",
+            "",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad}");
+        }
+    }
 
     const FRAME: [u8; 18] = [
         0x00, 0x11, 0x22, 0x33, 0x44, 0x55, // dst
