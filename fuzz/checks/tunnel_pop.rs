@@ -1,5 +1,5 @@
-//! Untrusted tunnel packets from an underlay: the first byte picks the
-//! protocol (VXLAN, Geneve, GRE), the rest is the frame. Its key is
+//! Untrusted tunnel packets from an underlay (IPv4 or IPv6): the first
+//! byte picks the protocol (VXLAN, Geneve, GRE), the rest is the frame. Its key is
 //! extracted, its outer headers checked and popped: never a panic or a read
 //! out of bounds; a frame taken leaves a shorter inner frame whose pending
 //! checksum (if any) lies inside it; and that inner frame pushed back into
@@ -49,8 +49,8 @@ pub fn run(data: &[u8]) {
                     kind,
                     eth_src: [2, 0, 0, 0, 0, 1],
                     eth_dst: [2, 0, 0, 0, 0, 2],
-                    ip_src: meta.src,
-                    ip_dst: meta.dst,
+                    ip_src: meta.src_ip(),
+                    ip_dst: meta.dst_ip(),
                     tos: meta.tos,
                     ttl: meta.ttl,
                     df: true,
@@ -64,8 +64,8 @@ pub fn run(data: &[u8]) {
                     let again = pop(&mut p, kind).expect("a header Sluice built pops");
                     assert_eq!(p.data(), &inner[..]);
                     assert_eq!(
-                        (again.tun_id, again.src, again.dst),
-                        (meta.tun_id, meta.src, meta.dst)
+                        (again.tun_id, again.src_ip(), again.dst_ip()),
+                        (meta.tun_id, meta.src_ip(), meta.dst_ip())
                     );
                 }
                 pool.free(p);

@@ -48,17 +48,19 @@ struct Entry {
     key: [u64; WORDS],
 }
 
-/// Words of a key an entry keeps.
-const WORDS: usize = TUN_WORDS.start;
+/// Words of a key an entry keeps: those before the OpenFlow metadata
+/// word (zero in every packet's key, which is all the EMC holds) and the
+/// tunnel metadata after it.
+const WORDS: usize = TUN_WORDS.start - 1;
 /// Words of tunnel metadata.
 const TAIL: usize = TUN_WORDS.end - TUN_WORDS.start;
-const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == TUN_WORDS.end * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
 
 /// A key's tunnel metadata words.
 #[inline(always)]
 fn tail_of(key: &FlowKey) -> [u64; TAIL] {
     let k = key.words();
-    std::array::from_fn(|i| k[WORDS + i])
+    std::array::from_fn(|i| k[TUN_WORDS.start + i])
 }
 
 /// No tunnel metadata.
@@ -73,11 +75,11 @@ static NO_TAIL: [u64; TAIL] = [0; TAIL];
 fn same(e: &Entry, tail: &[u64; TAIL], key: &FlowKey) -> bool {
     let k = key.words();
     let t = if e.tail { tail } else { &NO_TAIL };
-    let mut diff = k[TUN_WORDS.end];
+    let mut diff = k[WORDS];
     for (w, kw) in e.key.iter().zip(&k[..WORDS]) {
         diff |= w ^ kw;
     }
-    for (w, kw) in t.iter().zip(&k[WORDS..TUN_WORDS.end]) {
+    for (w, kw) in t.iter().zip(&k[TUN_WORDS]) {
         diff |= w ^ kw;
     }
     diff == 0

@@ -82,6 +82,14 @@ pub enum DpAction {
     SetArp(ArpField),
     /// Set an IPv6 neighbour discovery field.
     SetNd(sluice_packet::ndisc::NdField),
+    /// Turn a neighbour solicitation for an underlay's own address into
+    /// the advertisement that answers it ([`sluice_packet::ndisc::advertise`]).
+    NdAdvert {
+        /// The underlay's Ethernet address.
+        mac: [u8; 6],
+        /// Its IPv6 address.
+        ip: [u8; 16],
+    },
     /// Push a VLAN tag (wire TCI: PCP, DEI=0, VID).
     PushVlan {
         /// TPID.
@@ -222,6 +230,9 @@ impl std::fmt::Display for DpAction {
                 NdField::Sll(m) => write!(f, "set(nd(sll={}))", fmt_mac(m)),
                 NdField::Tll(m) => write!(f, "set(nd(tll={}))", fmt_mac(m)),
             },
+            DpAction::NdAdvert { mac, ip } => {
+                write!(f, "nd_advert(target={},tll={})", fmt_ipv6(ip), fmt_mac(mac))
+            }
             DpAction::PushVlan { tpid, tci } => {
                 write!(f, "push_vlan(")?;
                 if *tpid != 0x8100 {

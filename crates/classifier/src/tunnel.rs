@@ -1,26 +1,28 @@
 //! Tunnel state the translation reads: the tunnel ports, the underlay
-//! ports with addresses of the switch's own, the routes to tunnel peers
-//! and the neighbour (ARP) cache, as OVS's `tnl-ports`, `ovs-router` and
-//! `tnl-neigh-cache`.
+//! ports with addresses of the switch's own (IPv4 or IPv6), the routes to
+//! tunnel peers and the neighbour (ARP and IPv6 ND) cache, as OVS's
+//! `tnl-ports`, `ovs-router` and `tnl-neigh-cache`.
 //!
 //! Shared by every PMD (through the rule set, every version holding the
 //! same [`Tunnels`]) and the control thread. Only the slow path touches
 //! it: a translation reads a route and a neighbour (read locks), an ARP
-//! packet the translation sees teaches a neighbour (a write lock), and a
-//! neighbour or route change bumps [`Tunnels::version`], on which each
-//! PMD revalidates its megaflows as after a rule change. ARP requests for
-//! unknown next hops are queued here (at most one a second per address)
-//! and sent by a PMD at its next housekeeping.
+//! or ND packet the translation sees teaches a neighbour (a write lock),
+//! and a neighbour or route change bumps [`Tunnels::version`], on which
+//! each PMD revalidates its megaflows as after a rule change. ARP requests
+//! and neighbour solicitations for unknown next hops are queued here (at
+//! most one a second per address) and sent by a PMD at its next
+//! housekeeping.
 //!
 //! Complexity: routes are a list searched longest prefix first (O(routes):
 //! tens, set by hand or by the underlay addresses); neighbours a hash map.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use sluice_packet::build::Frame;
+use sluice_packet::build::{Frame, L4};
 use sluice_packet::tunnel::{Endpoint, TunnelConfig, TunnelKey, TunnelKind, TunnelMeta};
 
 /// Most neighbours cached (OVS has no limit; this bounds what a flood of
@@ -37,8 +39,8 @@ pub const ARP_RETRY: Duration = Duration::from_secs(1);
 pub struct Underlay {
     /// Its OpenFlow number.
     pub ofport: u32,
-    /// Its IPv4 address.
-    pub ip: u32,
+    /// Its IPv4 or IPv6 address.
+    pub ip: IpAddr,
     /// The prefix length of its subnet.
     pub prefix: u8,
     /// Its Ethernet address.
@@ -48,16 +50,16 @@ pub struct Underlay {
 /// A route to tunnel peers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
-    /// Destination prefix.
-    pub prefix: u32,
+    /// Destination prefix (its host bits zero).
+    pub prefix: IpAddr,
     /// Its length.
     pub len: u8,
-    /// The next hop (0: the destination itself, on the link).
-    pub gw: u32,
+    /// The next hop (`None`: the destination itself, on the link).
+    pub gw: Option<IpAddr>,
     /// The underlay port it leaves by.
     pub ofport: u32,
     /// The source address packets take.
-    pub src: u32,
+    pub src: IpAddr,
     /// Added by hand (`tnl-route-add`), not from an underlay address.
     pub user: bool,
 }
@@ -75,8 +77,8 @@ pub struct Neighbour {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Receiver {
     ofport: u32,
-    remote: Option<u32>,
-    local: Option<u32>,
+    remote: Option<IpAddr>,
+    local: Option<IpAddr>,
     /// `None`: any key (`key=flow`).
     key: Option<u64>,
 }
@@ -100,9 +102,10 @@ impl Receivers {
     pub fn lookup(&self, m: &TunnelMeta) -> Option<u32> {
         let mut best = None;
         let mut best_score = 0;
+        let (src, dst) = (m.src_ip(), m.dst_ip());
         for r in &self.ports {
-            let ok = r.remote.is_none_or(|a| a == m.src)
-                && r.local.is_none_or(|a| a == m.dst)
+            let ok = r.remote.is_none_or(|a| a == src)
+                && r.local.is_none_or(|a| a == dst)
                 && r.key.is_none_or(|k| k == m.tun_id);
             if ok {
                 let score = 1 + 2 * u8::from(r.remote.is_some()) + u8::from(r.key.is_some());
@@ -116,7 +119,7 @@ impl Receivers {
     }
 }
 
-/// An ARP request waiting to be sent.
+/// An ARP request or neighbour solicitation waiting to be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArpRequest {
     /// The underlay port.
@@ -132,9 +135,9 @@ pub struct Tunnels {
     underlays: Vec<Underlay>,
     receivers: Vec<std::sync::Arc<Receivers>>,
     routes: RwLock<Vec<Route>>,
-    neighbours: RwLock<HashMap<u32, (Neighbour, Instant)>>,
+    neighbours: RwLock<HashMap<IpAddr, (Neighbour, Instant)>>,
     requests: Mutex<Vec<ArpRequest>>,
-    asked: Mutex<HashMap<u32, Instant>>,
+    asked: Mutex<HashMap<IpAddr, Instant>>,
     pending: AtomicBool,
     version: AtomicU64,
 }
@@ -196,9 +199,9 @@ impl Tunnels {
         let routes = underlays
             .iter()
             .map(|u| Route {
-                prefix: u.ip & prefix_mask(u.prefix),
+                prefix: mask_prefix(u.ip, u.prefix),
                 len: u.prefix,
-                gw: 0,
+                gw: None,
                 ofport: u.ofport,
                 src: u.ip,
                 user: false,
@@ -299,11 +302,11 @@ impl Tunnels {
     }
 
     /// The route to `dst`: the longest prefix holding it.
-    pub fn route(&self, dst: u32) -> Option<Route> {
+    pub fn route(&self, dst: IpAddr) -> Option<Route> {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
         routes
             .iter()
-            .filter(|r| dst & prefix_mask(r.len) == r.prefix)
+            .filter(|r| in_prefix(dst, r.prefix, r.len))
             .max_by_key(|r| (r.len, r.user))
             .copied()
     }
@@ -315,29 +318,34 @@ impl Tunnels {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        v.sort_by_key(|r| (std::cmp::Reverse(r.len), r.prefix));
+        v.sort_by_key(|r| (r.prefix.is_ipv6(), std::cmp::Reverse(r.len), r.prefix));
         v
     }
 
-    /// Adds a route to `prefix/len` via `gw` (0: on the link), out of the
-    /// underlay whose subnet holds the next hop (`tnl-route-add`).
-    pub fn route_add(&self, prefix: u32, len: u8, gw: u32) -> Result<Route, String> {
-        if len > 32 {
-            return Err(format!("prefix length {len}: at most 32"));
+    /// Adds a route to `prefix/len` via `gw` (`None`: on the link), out
+    /// of the underlay whose subnet holds the next hop (`tnl-route-add`).
+    pub fn route_add(&self, prefix: IpAddr, len: u8, gw: Option<IpAddr>) -> Result<Route, String> {
+        if len > max_len(prefix) {
+            return Err(format!("prefix length {len}: at most {}", max_len(prefix)));
         }
-        let hop = if gw != 0 { gw } else { prefix };
+        if gw.is_some_and(|g| g.is_ipv4() != prefix.is_ipv4()) {
+            return Err(format!(
+                "gateway {} and prefix {prefix} are of different IP versions",
+                gw.expect("some")
+            ));
+        }
+        let hop = gw.unwrap_or(prefix);
         let u = self
             .underlays
             .iter()
-            .find(|u| hop & prefix_mask(u.prefix) == u.ip & prefix_mask(u.prefix))
+            .find(|u| in_prefix(hop, u.ip, u.prefix))
             .ok_or_else(|| {
                 format!(
-                    "no underlay port's subnet holds {}: give a gateway on one (ports with ip=A/N)",
-                    sluice_packet::wire::ipv4::fmt_ipv4(hop)
+                    "no underlay port's subnet holds {hop}: give a gateway on one (ports with ip=A/N)"
                 )
             })?;
         let r = Route {
-            prefix: prefix & prefix_mask(len),
+            prefix: mask_prefix(prefix, len),
             len,
             gw,
             ofport: u.ofport,
@@ -353,8 +361,8 @@ impl Tunnels {
     }
 
     /// Removes a route added by hand. False if there was none.
-    pub fn route_del(&self, prefix: u32, len: u8) -> bool {
-        let p = prefix & prefix_mask(len.min(32));
+    pub fn route_del(&self, prefix: IpAddr, len: u8) -> bool {
+        let p = mask_prefix(prefix, len);
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
         let before = routes.len();
         routes.retain(|x| !(x.user && x.prefix == p && x.len == len));
@@ -367,7 +375,7 @@ impl Tunnels {
     }
 
     /// Where `ip` is, if known and not idle past [`NEIGHBOUR_IDLE`].
-    pub fn neighbour(&self, ip: u32) -> Option<Neighbour> {
+    pub fn neighbour(&self, ip: IpAddr) -> Option<Neighbour> {
         let n = self.neighbours.read().unwrap_or_else(|e| e.into_inner());
         n.get(&ip)
             .filter(|(_, seen)| seen.elapsed() < NEIGHBOUR_IDLE)
@@ -375,18 +383,18 @@ impl Tunnels {
     }
 
     /// Every neighbour, by address.
-    pub fn neighbours(&self) -> Vec<(u32, Neighbour)> {
+    pub fn neighbours(&self) -> Vec<(IpAddr, Neighbour)> {
         let n = self.neighbours.read().unwrap_or_else(|e| e.into_inner());
         let mut v: Vec<_> = n.iter().map(|(ip, (m, _))| (*ip, *m)).collect();
-        v.sort_by_key(|e| e.0);
+        v.sort_by_key(|e| (e.0.is_ipv6(), e.0));
         v
     }
 
-    /// Learns that `ip` is at `mac` on `ofport` (an ARP packet said so).
-    /// Returns whether anything changed (then translations that read it
-    /// are redone).
-    pub fn learn(&self, ip: u32, mac: [u8; 6], ofport: u32) -> bool {
-        if ip == 0 || mac[0] & 1 != 0 || self.underlay(ofport).is_none() {
+    /// Learns that `ip` is at `mac` on `ofport` (an ARP or ND packet said
+    /// so). Returns whether anything changed (then translations that read
+    /// it are redone).
+    pub fn learn(&self, ip: IpAddr, mac: [u8; 6], ofport: u32) -> bool {
+        if !is_unicast(ip) || mac[0] & 1 != 0 || mac == [0; 6] || self.underlay(ofport).is_none() {
             return false;
         }
         let new = Neighbour { mac, ofport };
@@ -415,13 +423,13 @@ impl Tunnels {
     /// Sets a neighbour by hand (`tnl-neigh-set`, as OVS's
     /// `tnl/neigh/set`): as if an ARP packet on underlay `ofport` had said
     /// so (a later one may change it).
-    pub fn set_neighbour(&self, ofport: u32, ip: u32, mac: [u8; 6]) -> Result<(), String> {
+    pub fn set_neighbour(&self, ofport: u32, ip: IpAddr, mac: [u8; 6]) -> Result<(), String> {
         if self.underlay(ofport).is_none() {
             return Err(format!(
                 "port {ofport} is not an underlay (a port with ip=A/N)"
             ));
         }
-        if ip == 0 || mac[0] & 1 != 0 {
+        if !is_unicast(ip) || mac[0] & 1 != 0 || mac == [0; 6] {
             return Err("a neighbour has a unicast address and Ethernet address".into());
         }
         self.learn(ip, mac, ofport);
@@ -437,9 +445,10 @@ impl Tunnels {
         self.changed();
     }
 
-    /// Queues an ARP request for `ip` out of underlay `u`, unless one went
-    /// less than [`ARP_RETRY`] ago. Returns whether one was queued.
-    pub fn ask(&self, ip: u32, u: &Underlay) -> bool {
+    /// Queues an ARP request (IPv4) or a neighbour solicitation (IPv6)
+    /// for `ip` out of underlay `u`, unless one went less than
+    /// [`ARP_RETRY`] ago. Returns whether one was queued.
+    pub fn ask(&self, ip: IpAddr, u: &Underlay) -> bool {
         {
             let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
@@ -454,9 +463,32 @@ impl Tunnels {
             }
             asked.insert(ip, now);
         }
-        let frame = Frame::arp(1, u.mac, u.ip.to_be_bytes(), [0; 6], ip.to_be_bytes())
-            .macs(u.mac, [0xff; 6])
-            .build();
+        let frame = match (u.ip, ip) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                Frame::arp(1, u.mac, src.octets(), [0; 6], dst.octets())
+                    .macs(u.mac, [0xff; 6])
+                    .build()
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                // To the target's solicited-node multicast group (RFC 4861).
+                let t = dst.octets();
+                let mut group = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+                group[13..].copy_from_slice(&t[13..]);
+                let mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+                Frame::ipv6(
+                    src.octets(),
+                    group,
+                    L4::NeighborSolicit {
+                        target: t,
+                        sll: Some(u.mac),
+                    },
+                )
+                .ttl(255)
+                .macs(u.mac, mac)
+                .build()
+            }
+            _ => return false,
+        };
         self.requests
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -479,20 +511,53 @@ impl Tunnels {
     }
 }
 
-/// The mask of a prefix length.
-pub fn prefix_mask(len: u8) -> u32 {
-    if len == 0 {
-        0
+/// The longest prefix of `a`'s version: 32 or 128.
+pub fn max_len(a: IpAddr) -> u8 {
+    if a.is_ipv4() {
+        32
     } else {
-        u32::MAX << (32 - u32::from(len.min(32)))
+        128
     }
+}
+
+/// `a` with the bits past its first `len` cleared.
+pub fn mask_prefix(a: IpAddr, len: u8) -> IpAddr {
+    match a {
+        IpAddr::V4(v) => {
+            let m = u32::MAX
+                .checked_shl(32 - u32::from(len.min(32)))
+                .unwrap_or(0);
+            IpAddr::from((u32::from(v) & m).to_be_bytes())
+        }
+        IpAddr::V6(v) => {
+            let m = u128::MAX
+                .checked_shl(128 - u32::from(len.min(128)))
+                .unwrap_or(0);
+            IpAddr::from((u128::from(v) & m).to_be_bytes())
+        }
+    }
+}
+
+/// Whether `a` is in `prefix/len` (never across IP versions).
+pub fn in_prefix(a: IpAddr, prefix: IpAddr, len: u8) -> bool {
+    a.is_ipv4() == prefix.is_ipv4() && mask_prefix(a, len) == mask_prefix(prefix, len)
+}
+
+/// Whether `a` can be a neighbour: not unspecified, multicast or the
+/// IPv4 broadcast address.
+fn is_unicast(a: IpAddr) -> bool {
+    !a.is_unspecified() && !a.is_multicast() && a != IpAddr::from([255; 4])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ip(s: &str) -> u32 {
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    fn v4(s: &str) -> u32 {
         u32::from(s.parse::<std::net::Ipv4Addr>().unwrap())
     }
 
@@ -523,8 +588,8 @@ mod tests {
         let t = tunnels();
         let vx = t.receivers(TunnelKind::Vxlan, 4789).unwrap();
         let m = |src: &str, key| TunnelMeta {
-            src: ip(src),
-            dst: ip("10.90.0.1"),
+            src: v4(src),
+            dst: v4("10.90.0.1"),
             tun_id: key,
             ..Default::default()
         };
@@ -558,18 +623,20 @@ mod tests {
     #[test]
     fn routes_take_the_longest_prefix() {
         let t = tunnels();
-        assert_eq!(t.route(ip("10.90.0.77")).unwrap().gw, 0);
+        assert_eq!(t.route(ip("10.90.0.77")).unwrap().gw, None);
         assert!(t.route(ip("192.0.2.1")).is_none());
         let v0 = t.version();
-        t.route_add(ip("192.0.2.0"), 24, ip("10.90.0.254")).unwrap();
+        t.route_add(ip("192.0.2.0"), 24, Some(ip("10.90.0.254")))
+            .unwrap();
         assert!(t.version() > v0, "a route change redoes translations");
         let r = t.route(ip("192.0.2.1")).unwrap();
         assert_eq!(
             (r.gw, r.ofport, r.src),
-            (ip("10.90.0.254"), 2, ip("10.90.0.1"))
+            (Some(ip("10.90.0.254")), 2, ip("10.90.0.1"))
         );
         assert!(
-            t.route_add(ip("192.0.3.0"), 24, ip("172.16.0.1")).is_err(),
+            t.route_add(ip("192.0.3.0"), 24, Some(ip("172.16.0.1")))
+                .is_err(),
             "gateway off every subnet"
         );
         assert!(t.route_del(ip("192.0.2.0"), 24));
@@ -588,7 +655,7 @@ mod tests {
         let f = &reqs[0].frame;
         assert_eq!(&f[0..6], &[0xff; 6]);
         assert_eq!(&f[12..14], &[0x08, 0x06]);
-        assert_eq!(&f[38..42], &ip("10.90.0.2").to_be_bytes(), "target");
+        assert_eq!(&f[38..42], &v4("10.90.0.2").to_be_bytes(), "target");
         assert!(t.take_requests().is_empty());
         let v0 = t.version();
         assert!(t.learn(ip("10.90.0.2"), [2, 0, 0, 0, 0, 2], 2));
@@ -615,7 +682,7 @@ mod tests {
 
     #[test]
     fn two_ports_that_would_receive_the_same_packets_are_refused() {
-        let c = TunnelConfig::new(TunnelKind::Vxlan, Endpoint::Fixed(1));
+        let c = TunnelConfig::new(TunnelKind::Vxlan, Endpoint::Fixed(ip("10.0.0.1")));
         let e = Tunnels::new(vec![(1, c.clone()), (2, c)], vec![]).unwrap_err();
         assert!(e.contains("ports 1 and 2"), "{e}");
     }

@@ -145,6 +145,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         }
         DpAction::SetArp(f) => rewrite::set_arp(pkt, f),
         DpAction::SetNd(f) => sluice_packet::ndisc::set_nd(pkt, f),
+        DpAction::NdAdvert { mac, ip } => sluice_packet::ndisc::advertise(pkt, mac, ip),
         DpAction::PushVlan { tpid, tci } => rewrite::push_vlan(pkt, tpid, tci),
         DpAction::PopVlan => rewrite::pop_vlan(pkt),
         DpAction::SetVlanTci(t) => rewrite::set_vlan_tci(pkt, t),

@@ -51,11 +51,15 @@ fn short_acc(w: &[u64; KEY_WORDS]) -> u64 {
 
 /// A 64-bit hash of `w & m` word by word, built like [`hash_key_words`]
 /// (every pair: masks rarely leave whole pairs out) and finalised to
-/// 64 bits, for hash tables that take tags from the high bits.
+/// 64 bits, for hash tables that take tags from the high bits. Only the
+/// first `N` words are read: a caller passes fewer than [`KEY_WORDS`]
+/// when the mask's words past `N` are zero, and must pass the same `N`
+/// for every key hashed with one mask.
 #[inline]
-pub fn hash64_key_masked(w: &[u64; KEY_WORDS], m: &[u64; KEY_WORDS]) -> u64 {
+pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WORDS]) -> u64 {
+    const { assert!(N.is_multiple_of(2) && N <= KEY_WORDS) };
     let mut acc = 0u64;
-    for i in (0..KEY_WORDS).step_by(2) {
+    for i in (0..N).step_by(2) {
         acc = acc.wrapping_add(fold_mul(
             (w[i] & m[i]) ^ SECRET[i],
             (w[i + 1] & m[i + 1]) ^ SECRET[i + 1],
@@ -86,6 +90,10 @@ const SECRET: [u64; KEY_WORDS] = [
     0xc86a_15d2_7e94_b30d,
     0x7f3b_92c5_e1a8_d64b,
     0x29d6_0e4f_b57c_a813,
+    0xb3e8_5d17_c94a_62f0,
+    0x58a1_f6c3_0d7e_b924,
+    0xf40d_2b86_a57c_13e9,
+    0x0e97_c4d1_68b3_fa52,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.

@@ -3,14 +3,14 @@
 //!
 //! Layout follows the order packets are parsed in and keeps fields that
 //! are masked together in the same 64-bit word, so masking, comparing and
-//! hashing work on 18 words with no per-field branching. Field values are
+//! hashing work on 22 words with no per-field branching. Field values are
 //! host-order integers; a field the packet does not carry (or that could
 //! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
 
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 18;
+pub const KEY_WORDS: usize = 22;
 
 /// Words up to and including L4 ports. The words after them (IPv6
 /// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
@@ -26,8 +26,14 @@ pub const TUN_FLAG_CSUM: u16 = 1 << 2;
 pub const TUN_FLAG_KEY: u16 = 1 << 3;
 
 /// Key words that hold tunnel metadata (`tunnel_id`, `tun_src`/`tun_dst`,
-/// the flags, TOS and TTL): zero in a packet that came from no tunnel.
-pub const TUN_WORDS: std::ops::Range<usize> = 14..17;
+/// the flags, TOS and TTL, `tun_ipv6_src`/`tun_ipv6_dst`): zero in a
+/// packet that came from no tunnel. They are the key's last words.
+pub const TUN_WORDS: std::ops::Range<usize> = 15..KEY_WORDS;
+
+/// Key words that hold an IPv6 tunnel's outer addresses: zero but for
+/// packets that came out of a tunnel over IPv6, and outside the mask of
+/// every megaflow that does not read them (see [`FlowKey::hash64_masked`]).
+pub const TUN_IPV6_WORDS: std::ops::Range<usize> = 18..KEY_WORDS;
 
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
@@ -91,6 +97,11 @@ pub struct FlowKey {
     /// action froze (the packet re-parsed after, say, `pop_mpls`). Every
     /// decision depends on it.
     pub recirc_id: u32,
+    /// OpenFlow metadata: pipeline state that `write_metadata` sets
+    /// between tables and rules match. Zero in every packet's key (so a
+    /// megaflow never needs its bits: the tables' use of it follows from
+    /// the decisions before it).
+    pub metadata: u64,
     /// OpenFlow's `tunnel_id` (OVS's `tun_id`): the VNI or GRE key a
     /// packet came out of a tunnel with (zero for a packet that did not),
     /// also written by `set_field` between tables and read by an output to
@@ -105,22 +116,28 @@ pub struct FlowKey {
     /// header carried a checksum, [`TUN_FLAG_KEY`] when it carried a key,
     /// [`TUN_FLAG_DONT_FRAGMENT`] when the outer IP header said so.
     pub tun_flags: u16,
-    /// The outer IP TOS byte (`tun_tos`).
+    /// The outer IP TOS byte (`tun_tos`), or IPv6 traffic class.
     pub tun_tos: u8,
-    /// The outer IP TTL (`tun_ttl`).
+    /// The outer IP TTL (`tun_ttl`), or IPv6 hop limit.
     pub tun_ttl: u8,
+    /// Which IP version the tunnel a packet came out of ran over (4 or
+    /// 6; 0: no tunnel). Not a field of flow files: the switch's own
+    /// record of whether a packet came from a tunnel, read by every
+    /// decision on a switch with tunnels without reading the addresses.
+    pub tun_family: u8,
     /// Zero: room for more tunnel metadata.
-    pub tun_pad: u32,
-    /// OpenFlow metadata: pipeline state that `write_metadata` sets
-    /// between tables and rules match. Zero in every packet's key (so a
-    /// megaflow never needs its bits: the tables' use of it follows from
-    /// the decisions before it).
-    pub metadata: u64,
+    pub tun_pad: [u8; 3],
+    /// The outer IPv6 source of a packet that came out of a tunnel over
+    /// IPv6 (`tun_ipv6_src`), zero otherwise.
+    pub tun_ipv6_src: [u8; 16],
+    /// The outer IPv6 destination (`tun_ipv6_dst`).
+    pub tun_ipv6_dst: [u8; 16],
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, tunnel_id) == TUN_WORDS.start * 8);
-const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == TUN_WORDS.end * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == (TUN_WORDS.start - 1) * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, tun_ipv6_src) == TUN_IPV6_WORDS.start * 8);
 
 impl PartialEq for FlowKey {
     /// Word by word, without branches (the derived comparison calls
@@ -176,9 +193,28 @@ impl FlowKey {
     /// Whether `self & mask == value` (where `value` is already masked).
     #[inline]
     pub fn matches(&self, value: &FlowKey, mask: &FlowKey) -> bool {
+        if mask.reads_tun_ipv6() {
+            self.matches_n::<KEY_WORDS>(value, mask)
+        } else {
+            self.matches_n::<{ TUN_IPV6_WORDS.start }>(value, mask)
+        }
+    }
+
+    /// Whether a mask has bits in the IPv6 tunnel addresses: no megaflow
+    /// but those of packets from IPv6 tunnels does, so the others hash
+    /// and compare without those words (a branch each subtable takes the
+    /// same way every time).
+    #[inline(always)]
+    pub fn reads_tun_ipv6(&self) -> bool {
+        let m = self.words();
+        m[TUN_IPV6_WORDS].iter().fold(0, |a, &w| a | w) != 0
+    }
+
+    #[inline(always)]
+    fn matches_n<const N: usize>(&self, value: &FlowKey, mask: &FlowKey) -> bool {
         let (k, v, m) = (self.words(), value.words(), mask.words());
         let mut diff = 0u64;
-        for i in 0..KEY_WORDS {
+        for i in 0..N {
             diff |= (k[i] & m[i]) ^ v[i];
         }
         diff == 0
@@ -263,7 +299,12 @@ impl FlowKey {
     /// bits as tags).
     #[inline]
     pub fn hash64_masked(&self, mask: &FlowKey) -> u64 {
-        crate::hash::hash64_key_masked(self.words(), mask.words())
+        use crate::hash::hash64_key_masked;
+        if mask.reads_tun_ipv6() {
+            hash64_key_masked::<KEY_WORDS>(self.words(), mask.words())
+        } else {
+            hash64_key_masked::<{ TUN_IPV6_WORDS.start }>(self.words(), mask.words())
+        }
     }
 
     /// The hash of `self & mask`, without building the masked key.
@@ -299,6 +340,14 @@ impl std::fmt::Debug for FlowKey {
             .field("tunnel_id", &self.tunnel_id)
             .field("tun_src", &crate::wire::ipv4::fmt_ipv4(self.tun_src))
             .field("tun_dst", &crate::wire::ipv4::fmt_ipv4(self.tun_dst))
+            .field(
+                "tun_ipv6_src",
+                &crate::wire::ipv6::fmt_ipv6(&self.tun_ipv6_src),
+            )
+            .field(
+                "tun_ipv6_dst",
+                &crate::wire::ipv6::fmt_ipv6(&self.tun_ipv6_dst),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -90,8 +90,8 @@ pub enum PortSpec {
 /// The address of an underlay port: `ip=A/N[,mac=M]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UnderlayAddr {
-    /// IPv4 address.
-    pub ip: u32,
+    /// IPv4 or IPv6 address.
+    pub ip: std::net::IpAddr,
     /// Prefix length of its subnet (the connected route).
     pub prefix: u8,
     /// The Ethernet address it answers ARP with; `None`: the interface's
@@ -105,7 +105,13 @@ impl UnderlayAddr {
     /// the IP address (02:00:A:B:C:D).
     pub fn mac_or(&self, port_mac: Option<[u8; 6]>) -> [u8; 6] {
         self.mac.or(port_mac).unwrap_or_else(|| {
-            let b = self.ip.to_be_bytes();
+            let b = match self.ip {
+                std::net::IpAddr::V4(a) => a.octets(),
+                std::net::IpAddr::V6(a) => {
+                    let o = a.octets();
+                    [o[12], o[13], o[14], o[15]]
+                }
+            };
             [0x02, 0x00, b[0], b[1], b[2], b[3]]
         })
     }
@@ -122,23 +128,26 @@ fn split_underlay(s: &str) -> Result<(String, Option<UnderlayAddr>), String> {
                 let (a, n) = v.split_once('/').ok_or_else(|| {
                     format!("'{s}': ip takes ADDRESS/PREFIX, e.g. ip=10.90.0.1/24")
                 })?;
-                if a.contains(':') {
-                    return Err(format!(
-                        "'{s}': ip={v}: IPv6 underlay addresses are not supported yet; use an IPv4 address"
-                    ));
-                }
-                let a: std::net::Ipv4Addr = a
+                let a: std::net::IpAddr = a
                     .parse()
-                    .map_err(|_| format!("'{s}': ip={v}: '{a}' is not an IPv4 address"))?;
+                    .map_err(|_| format!("'{s}': ip={v}: '{a}' is not an IPv4 or IPv6 address"))?;
+                let max = if a.is_ipv4() { 32 } else { 128 };
                 let n: u8 = n
                     .parse()
                     .ok()
-                    .filter(|n| (1..=32).contains(n))
-                    .ok_or_else(|| format!("'{s}': ip={v}: the prefix length is 1 to 32"))?;
-                if a.is_unspecified() || a.is_multicast() || a.is_broadcast() {
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| format!("'{s}': ip={v}: the prefix length is 1 to {max}"))?;
+                if a.is_unspecified() || a.is_multicast() || a == std::net::IpAddr::from([255; 4]) {
                     return Err(format!("'{s}': ip={v}: not a unicast address"));
                 }
-                ip = Some((u32::from(a), n));
+                if let std::net::IpAddr::V6(v6) = a {
+                    if v6.segments()[0] & 0xffc0 == 0xfe80 {
+                        return Err(format!(
+                            "'{s}': ip={v}: a link-local address cannot be a tunnel endpoint; use a global or unique local one (e.g. fd00::1/64)"
+                        ));
+                    }
+                }
+                ip = Some((a, n));
             }
             // DPDK device arguments have a mac= of their own (net_tap).
             Some(("mac", v)) if i > 0 && kind != "dpdk" => {
@@ -163,7 +172,7 @@ fn parse_mac(v: &str) -> Option<[u8; 6]> {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] to be a tunnel underlay";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -377,12 +386,7 @@ impl std::fmt::Display for PortSpec {
         match self {
             PortSpec::Tunnel(c) => write!(f, "{c}"),
             PortSpec::Underlay { port, addr } => {
-                let b = addr.ip.to_be_bytes();
-                write!(
-                    f,
-                    "{port},ip={}.{}.{}.{}/{}",
-                    b[0], b[1], b[2], b[3], addr.prefix
-                )?;
+                write!(f, "{port},ip={}/{}", addr.ip, addr.prefix)?;
                 if let Some(m) = addr.mac {
                     write!(f, ",mac={}", sluice_packet::wire::ethernet::fmt_mac(&m))?;
                 }
@@ -710,6 +714,7 @@ mod tests {
             "afpacket:uplink,ip=10.90.0.1/24",
             "afpacket:uplink,vnet=off,ip=10.90.0.1/24,mac=02:00:00:00:00:01",
             "afxdp:eth1:0,ip=192.168.0.1/16",
+            "afpacket:uplink,ip=fd90::1/64",
             "dpdk:net_tap0,mac=02:00:00:00:00:09,ip=10.0.0.1/8",
         ] {
             assert_eq!(s.parse::<PortSpec>().unwrap().to_string(), s);
@@ -771,6 +776,8 @@ mod tests {
             "afpacket:e0,ip=10.0.0.1",
             "afpacket:e0,ip=10.0.0.1/33",
             "afpacket:e0,ip=fe80::1/64",
+            "afpacket:e0,ip=fd90::1/129",
+            "afpacket:e0,ip=ff02::1/64",
             "afpacket:e0,ip=224.0.0.1/4",
             "afpacket:e0,mac=02:00:00:00:00:01",
             "afpacket:e0,ip=10.0.0.1/24,mac=01:00:00:00:00:01",

@@ -292,13 +292,16 @@ Port specs:
                         vSwitch's options: remote_ip=IP|flow (required),
                         local_ip=IP|flow, key=N|flow (or in_key=, out_key=),
                         dst_port=N, tos=N|inherit, ttl=N,
-                        df_default=true|false, csum=true|false; it sends
-                        through an underlay port (below). docs/tunnels.md
-  ,ip=A/N[,mac=M]       (any Ethernet port) an underlay: an IPv4 address of
-                        the switch's own on that port, for tunnels (answers
-                        ARP, decapsulates what comes to it); e.g.
+                        df_default=true|false, csum=true|false; IPv4 or
+                        IPv6; it sends through an underlay port (below).
+                        docs/tunnels.md
+  ,ip=A/N[,mac=M]       (any Ethernet port) an underlay: an IPv4 or IPv6
+                        address of the switch's own on that port, for
+                        tunnels (answers ARP or neighbour solicitations,
+                        decapsulates what comes to it); e.g.
                         --port 2=afpacket:eth1,ip=10.90.0.1/24
                         --port 10=vxlan:remote_ip=10.90.0.2,key=42
+                        (or ip=fd90::1/64 and remote_ip=fd90::2)
 
 Live interfaces (afpacket, afxdp, tap, stream) never end: stop with Ctrl-C or
 SIGTERM, --duration or --packets. Traffic that enters through an afxdp port

@@ -6,8 +6,9 @@
 use std::sync::Arc;
 
 use sluice_classifier::tunnel::{Tunnels, Underlay};
+use std::net::IpAddr;
+
 use sluice_packet::wire::ethernet::fmt_mac;
-use sluice_packet::wire::ipv4::fmt_ipv4;
 use sluice_port::PortSpec;
 
 /// The tunnel state for these ports (`None` when no port is a tunnel or
@@ -23,8 +24,7 @@ pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, Str
                 if let Some(u) = underlays.iter().find(|u: &&Underlay| u.ip == addr.ip) {
                     return Err(format!(
                         "ports {} and {n} both have address {}",
-                        u.ofport,
-                        fmt_ipv4(addr.ip)
+                        u.ofport, addr.ip
                     ));
                 }
                 underlays.push(Underlay {
@@ -74,8 +74,8 @@ pub fn command(cmd: &str, args: &[&str], t: Option<&Tunnels>) -> Result<String, 
         ("tnl-route-add", [p, rest @ ..]) if rest.len() <= 1 => {
             let (prefix, len) = parse_prefix(p)?;
             let gw = match rest {
-                [g] => parse_ip(g)?,
-                _ => 0,
+                [g] => Some(parse_ip(g)?),
+                _ => None,
             };
             t.ok_or(NO_UNDERLAY)?.route_add(prefix, len, gw)?;
             Ok("OK".into())
@@ -110,7 +110,7 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
         for (ip, n) in t.neighbours() {
             s += &format!(
                 "{:<32} {:<18} port {}\n",
-                fmt_ipv4(ip),
+                ip.to_string(),
                 fmt_mac(&n.mac),
                 n.ofport
             );
@@ -129,15 +129,14 @@ pub fn route_show(t: Option<&Tunnels>) -> String {
             s += &format!(
                 "{}{}/{} dev port {}{} SRC {}\n",
                 if r.user { "User: " } else { "Cached: " },
-                fmt_ipv4(r.prefix),
+                r.prefix,
                 r.len,
                 r.ofport,
-                if r.gw != 0 {
-                    format!(" GW {}", fmt_ipv4(r.gw))
-                } else {
-                    String::new()
+                match r.gw {
+                    Some(g) => format!(" GW {g}"),
+                    None => String::new(),
                 },
-                fmt_ipv4(r.src)
+                r.src
             );
         }
     }
@@ -152,7 +151,7 @@ pub fn ports_show(t: Option<&Tunnels>) -> String {
             s += &format!(
                 "underlay port {}: {}/{} {}\n",
                 u.ofport,
-                fmt_ipv4(u.ip),
+                u.ip,
                 u.prefix,
                 fmt_mac(&u.mac)
             );
@@ -164,18 +163,23 @@ pub fn ports_show(t: Option<&Tunnels>) -> String {
     s
 }
 
-/// Parses `A.B.C.D/N` (a route's prefix).
-pub fn parse_prefix(s: &str) -> Result<(u32, u8), String> {
-    let (a, n) = s.split_once('/').unwrap_or((s, "32"));
-    let a: std::net::Ipv4Addr = a
+/// Parses `PREFIX/LEN` (a route's prefix, IPv4 or IPv6; no length: a
+/// host route).
+pub fn parse_prefix(s: &str) -> Result<(IpAddr, u8), String> {
+    let (a, n) = s.split_once('/').unwrap_or((s, ""));
+    let a: IpAddr = a
         .parse()
-        .map_err(|_| format!("'{s}': expected PREFIX/LEN, e.g. 10.91.0.0/16"))?;
+        .map_err(|_| format!("'{s}': expected PREFIX/LEN, e.g. 10.91.0.0/16 or fd91::/64"))?;
+    let max = sluice_classifier::tunnel::max_len(a);
+    if n.is_empty() {
+        return Ok((a, max));
+    }
     let n: u8 = n
         .parse()
         .ok()
-        .filter(|n| *n <= 32)
-        .ok_or_else(|| format!("'{s}': the prefix length is 0 to 32"))?;
-    Ok((u32::from(a), n))
+        .filter(|n| *n <= max)
+        .ok_or_else(|| format!("'{s}': the prefix length is 0 to {max}"))?;
+    Ok((a, n))
 }
 
 /// Parses an Ethernet address (`02:00:00:00:00:01`).
@@ -184,11 +188,10 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
         .ok_or_else(|| format!("'{s}' is not an Ethernet address like 02:00:00:00:00:01"))
 }
 
-/// Parses an IPv4 address.
-pub fn parse_ip(s: &str) -> Result<u32, String> {
-    s.parse::<std::net::Ipv4Addr>()
-        .map(u32::from)
-        .map_err(|_| format!("'{s}' is not an IPv4 address"))
+/// Parses an IPv4 or IPv6 address.
+pub fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.parse()
+        .map_err(|_| format!("'{s}' is not an IPv4 or IPv6 address"))
 }
 
 #[cfg(test)]
@@ -263,10 +266,51 @@ mod tests {
     }
 
     #[test]
+    fn ipv6_underlays_take_ipv6_routes_and_neighbours() {
+        let t = from_ports(&ports(&[
+            "2=null,ip=10.0.0.1/24",
+            "3=null,ip=fd90::1/64",
+            "10=vxlan:remote_ip=fd90::2,key=5",
+        ]))
+        .unwrap()
+        .unwrap();
+        let t = Some(&*t);
+        assert_eq!(
+            command("tnl-route-add", &["fd91::/64", "fd90::fe"], t).unwrap(),
+            "OK"
+        );
+        let routes = command("tnl-route-show", &[], t).unwrap();
+        assert!(
+            routes.contains("Cached: fd90::/64 dev port 3 SRC fd90::1"),
+            "{routes}"
+        );
+        assert!(
+            routes.contains("User: fd91::/64 dev port 3 GW fd90::fe SRC fd90::1"),
+            "{routes}"
+        );
+        assert!(command("tnl-route-add", &["fd92::/64", "10.0.0.254"], t)
+            .unwrap_err()
+            .contains("different IP versions"));
+        assert!(command("tnl-neigh-set", &["3", "fd90::2", "02:00:00:00:00:07"], t).is_ok());
+        assert!(command("tnl-neigh-show", &[], t)
+            .unwrap()
+            .contains("fd90::2"));
+        assert!(
+            command("tnl-neigh-set", &["3", "ff02::1", "02:00:00:00:00:07"], t).is_err(),
+            "multicast"
+        );
+        assert!(ports_show(t).contains("underlay port 3: fd90::1/64"));
+    }
+
+    #[test]
     fn prefixes_parse() {
-        assert_eq!(parse_prefix("10.1.0.0/16").unwrap(), (0x0a01_0000, 16));
-        assert_eq!(parse_prefix("10.1.0.9").unwrap(), (0x0a01_0009, 32));
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(parse_prefix("10.1.0.0/16").unwrap(), (ip("10.1.0.0"), 16));
+        assert_eq!(parse_prefix("10.1.0.9").unwrap(), (ip("10.1.0.9"), 32));
+        assert_eq!(parse_prefix("fd91::/64").unwrap(), (ip("fd91::"), 64));
+        assert_eq!(parse_prefix("fd91::9").unwrap(), (ip("fd91::9"), 128));
         assert!(parse_prefix("10.1.0.0/33").is_err());
+        assert!(parse_prefix("fd91::/129").is_err());
         assert!(parse_ip("x").is_err());
         assert_eq!(
             parse_mac("02:00:0a:5a:00:01").unwrap(),

@@ -1,6 +1,6 @@
 //! Tunnels between real hosts: Sluice against the Linux kernel's own VXLAN
-//! device (ping and iperf3 TCP both ways, the underlay's frames captured
-//! and checked), and two Sluice switches joined by an underlay veth with
+//! device over IPv4 (ping and iperf3 TCP both ways, the underlay's frames
+//! captured and checked) and IPv6 (ping both ways), and two Sluice switches joined by an underlay veth with
 //! Geneve and GRE (traffic kept apart per VNI). The kernel here has VXLAN
 //! but no Geneve or GRE device: those are checked Sluice to Sluice and
 //! against Open vSwitch (`tunnels_ovs.rs`). Needs root.
@@ -181,6 +181,51 @@ fn vxlan_to_the_kernel_carries_ping_and_iperf3_both_ways() {
         back > 5_000_000,
         "iperf3 from the kernel's side moved {back} bytes"
     );
+    let report = sw.stop();
+    assert_balanced(&report);
+    let dropped = &report["datapath"]["dropped"];
+    for bad in [
+        "tunnel header invalid",
+        "tunnel checksum bad",
+        "no tunnel port",
+    ] {
+        assert_eq!(dropped[bad].as_u64().unwrap_or(0), 0, "{bad}: {report}");
+    }
+}
+
+/// The same over an IPv6 underlay: Sluice answers the kernel's neighbour
+/// solicitations for its address and solicits the kernel's; the kernel's
+/// VXLAN device checks the UDP checksums Sluice writes by default over
+/// IPv6 (it refuses zero ones unless told otherwise).
+#[test]
+fn vxlan_over_ipv6_to_the_kernel_carries_ping_both_ways() {
+    require_root_and(&["ip", "ping"]);
+    let a = Host::new("t6a", Some("192.168.76.1/24"));
+    let far = Host::new("t6f", None);
+    far.exec("sysctl -qw net.ipv6.conf.all.disable_ipv6=0");
+    far.exec("sysctl -qw net.ipv6.conf.eth0.disable_ipv6=0");
+    far.exec("ip -6 addr add fd91::2/64 dev eth0 nodad");
+    far.exec(
+        "ip link add vx42 type vxlan id 42 dstport 4789 remote fd91::1 local fd91::2 dev eth0",
+    );
+    far.exec("ip addr add 192.168.76.2/24 dev vx42");
+    far.exec("ip link set vx42 up");
+    let sw = Sluice::start(
+        None,
+        "in_port=1,actions=output:10\nin_port=10,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=afpacket:{},ip=fd91::1/64", far.root_if),
+            "10=vxlan:remote_ip=fd91::2,key=42",
+        ],
+    );
+    ping_ok(&a, "192.168.76.2");
+    ping_ok(&far, "192.168.76.1");
+    let neigh = sw.ctl(&["tnl-neigh-show"]);
+    assert!(neigh.contains("fd91::2"), "{neigh}");
+    // The kernel learned Sluice's address by asking it.
+    let theirs = far.exec("ip -6 neigh show dev eth0");
+    assert!(theirs.contains("fd91::1"), "{theirs}");
     let report = sw.stop();
     assert_balanced(&report);
     let dropped = &report["datapath"]["dropped"];

@@ -5,9 +5,11 @@
 //! source port (each switch hashes the inner flow its own way; Sluice's
 //! must be one per inner flow) and the UDP checksum that covers it; and
 //! each switch decapsulates the other's frames back into the originals.
+//! Over IPv4 and IPv6 underlays.
 
 mod support;
 
+use std::net::IpAddr;
 use std::path::Path;
 
 use sluice_packet::build::{Frame, L4};
@@ -96,29 +98,41 @@ fn frames_of(p: &Path) -> Vec<Vec<u8>> {
     }
 }
 
+/// Where a frame's outer UDP header starts (after IPv4 or IPv6).
+fn l4_at(f: &[u8]) -> usize {
+    if f[12..14] == [0x86, 0xdd] {
+        54
+    } else {
+        34
+    }
+}
+
 /// A frame with the bytes the switches may choose differently zeroed:
-/// the UDP source port and the UDP checksum (which covers it).
+/// the UDP source port, and the UDP checksum (which covers it) but for
+/// whether there is one.
 fn comparable(f: &[u8], udp: bool) -> Vec<u8> {
     let mut f = f.to_vec();
-    if udp && f.len() > 42 {
-        f[34..36].fill(0);
-        f[40..42].fill(0);
+    let l4 = l4_at(&f);
+    if udp && f.len() > l4 + 8 {
+        f[l4..l4 + 2].fill(0);
+        let present = f[l4 + 6..l4 + 8] != [0, 0];
+        f[l4 + 6..l4 + 8].fill(if present { 0xff } else { 0 });
     }
     f
 }
 
 /// One end of the underlay.
 struct Side {
-    ip: [u8; 4],
+    ip: IpAddr,
     mac: [u8; 6],
-    peer_ip: [u8; 4],
+    peer_ip: IpAddr,
     peer_mac: [u8; 6],
 }
 
 impl Side {
     /// The underlay port spec: receives `rx`, writes `tx`.
     fn underlay(&self, d: &Path, rx: &str, tx: &str) -> String {
-        let [a, b, c, e] = self.ip;
+        let prefix = if self.ip.is_ipv4() { 24 } else { 64 };
         let m = self
             .mac
             .iter()
@@ -126,25 +140,46 @@ impl Side {
             .collect::<Vec<_>>()
             .join(":");
         format!(
-            "1=pcap:rx={},tx={},ip={a}.{b}.{c}.{e}/24,mac={m}",
+            "1=pcap:rx={},tx={},ip={}/{prefix},mac={m}",
             d.join(rx).display(),
-            d.join(tx).display()
+            d.join(tx).display(),
+            self.ip
         )
     }
 
-    /// The peer's ARP reply, which teaches Sluice the next hop.
+    /// The peer's ARP reply or neighbour advertisement, which teaches
+    /// Sluice the next hop.
     fn arp_reply(&self) -> Vec<u8> {
-        Frame::arp(2, self.peer_mac, self.peer_ip, self.mac, self.ip)
-            .macs(self.peer_mac, self.mac)
-            .build()
+        match (self.ip, self.peer_ip) {
+            (IpAddr::V4(me), IpAddr::V4(peer)) => {
+                Frame::arp(2, self.peer_mac, peer.octets(), self.mac, me.octets())
+                    .macs(self.peer_mac, self.mac)
+                    .build()
+            }
+            (IpAddr::V6(me), IpAddr::V6(peer)) => {
+                // Target, then a target link-layer address option.
+                let mut body = peer.octets().to_vec();
+                body.extend_from_slice(&[2, 1]);
+                body.extend_from_slice(&self.peer_mac);
+                Frame::ipv6(peer.octets(), me.octets(), L4::Icmp { ty: 136, code: 0 })
+                    .payload(&body)
+                    .ttl(255)
+                    .macs(self.peer_mac, self.mac)
+                    .build()
+            }
+            _ => unreachable!("one IP version a side"),
+        }
     }
 }
 
-/// 10.95.0.1 and 10.95.0.2 swapped: the same set-up seen from the peer.
+/// The underlay addresses swapped: the same set-up seen from the peer.
 fn swap(s: &str) -> String {
     s.replace("10.95.0.2", "PEER")
         .replace("10.95.0.1", "10.95.0.2")
         .replace("PEER", "10.95.0.1")
+        .replace("fd95::2", "PEER")
+        .replace("fd95::1", "fd95::2")
+        .replace("PEER", "fd95::1")
 }
 
 /// Sluice on `side` encapsulating `in.pcap` (port 3) into port 10:
@@ -192,6 +227,12 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         "Open vSwitch is missing: run scripts/setup"
     );
     let udp = !sluice_spec.starts_with("gre:");
+    let v6 = sluice_spec.contains("fd95::") || flows_in.contains("fd95::");
+    let (near_ip, far_ip): (IpAddr, IpAddr) = if v6 {
+        ("fd95::1".parse().unwrap(), "fd95::2".parse().unwrap())
+    } else {
+        ("10.95.0.1".parse().unwrap(), "10.95.0.2".parse().unwrap())
+    };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let ovs = Ovs::start(d);
@@ -203,9 +244,14 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
          -- add-port brp u0 -- set interface u0 type=dummy ofport_request=1 options:tx_pcap={d}/ovs-u0.pcap",
         d = d.display()
     ));
-    ovs.appctl("netdev-dummy/ip4addr brp 10.95.0.1/24");
-    ovs.appctl("ovs/route/add 10.95.0.0/24 brp");
-    ovs.appctl(&format!("tnl/neigh/set brp 10.95.0.2 {PEER_MAC}"));
+    if v6 {
+        ovs.appctl("netdev-dummy/ip6addr brp fd95::1/64");
+        ovs.appctl("ovs/route/add fd95::/64 brp");
+    } else {
+        ovs.appctl("netdev-dummy/ip4addr brp 10.95.0.1/24");
+        ovs.appctl("ovs/route/add 10.95.0.0/24 brp");
+    }
+    ovs.appctl(&format!("tnl/neigh/set brp {far_ip} {PEER_MAC}"));
     sh(&format!(
         "ovs-ofctl add-flow unix:{}/brp.mgmt actions=normal",
         d.display()
@@ -231,15 +277,15 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
     std::fs::write(d.join("in.pcap"), sluice_port::pcap::write_all(&inner)).unwrap();
     // Sluice as OVS's side (10.95.0.1), and as the peer (10.95.0.2).
     let near = Side {
-        ip: [10, 95, 0, 1],
+        ip: near_ip,
         mac: mac(UNDERLAY_MAC),
-        peer_ip: [10, 95, 0, 2],
+        peer_ip: far_ip,
         peer_mac: mac(PEER_MAC),
     };
     let far = Side {
-        ip: [10, 95, 0, 2],
+        ip: far_ip,
         mac: mac(PEER_MAC),
-        peer_ip: [10, 95, 0, 1],
+        peer_ip: near_ip,
         peer_mac: mac(UNDERLAY_MAC),
     };
     let (ours, enc) = sluice_encap(d, "near", &near, &rules, sluice_spec);
@@ -264,7 +310,8 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         // One source port per inner flow (frames alike but for it).
         let mut port_of = std::collections::HashMap::new();
         for f in &ours {
-            let p = [f[34], f[35]];
+            let l4 = l4_at(f);
+            let p = [f[l4], f[l4 + 1]];
             assert_eq!(
                 *port_of.entry(comparable(f, true)).or_insert(p),
                 p,
@@ -365,5 +412,38 @@ fn gre_without_key_as_ovs() {
         "gre:remote_ip=10.95.0.2",
         "in_port=HOST,actions=output:10",
         "in_port=10,actions=output:HOST",
+    );
+}
+
+#[test]
+fn vxlan_over_ipv6_as_ovs() {
+    compare(
+        "vxlan over IPv6 key=42",
+        "type=vxlan options:remote_ip=fd95::2 options:key=42",
+        "vxlan:remote_ip=fd95::2,key=42",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,tun_ipv6_src=fd95::2,tun_id=42,actions=output:HOST",
+    );
+}
+
+#[test]
+fn geneve_over_ipv6_flow_based_with_checksums_as_ovs() {
+    compare(
+        "geneve over IPv6 remote_ip=flow key=flow csum",
+        "type=geneve options:remote_ip=flow options:key=flow options:csum=true",
+        "geneve:remote_ip=flow,key=flow,csum=true",
+        "in_port=HOST,actions=set_field:fd95::2->tun_ipv6_dst,set_field:7->tun_id,output:10",
+        "in_port=10,tun_ipv6_src=fd95::2,tun_id=7,actions=output:HOST",
+    );
+}
+
+#[test]
+fn gre_over_ipv6_as_ovs() {
+    compare(
+        "gre over IPv6 key=9",
+        "type=ip6gre options:remote_ip=fd95::2 options:key=9",
+        "gre:remote_ip=fd95::2,key=9",
+        "in_port=HOST,actions=output:10",
+        "in_port=10,tun_id=9,actions=output:HOST",
     );
 }

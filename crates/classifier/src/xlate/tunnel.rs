@@ -6,13 +6,15 @@
 //!   outer header built here from the port's options, the flow's tunnel
 //!   fields where an option is `flow`, the route to the destination and
 //!   the next hop's Ethernet address (an unknown one queues an ARP
-//!   request and drops the packet, named);
+//!   request or neighbour solicitation and drops the packet, named);
 //! - on an underlay port (one with an address of the switch's own), ARP
-//!   for that address is answered by header rewrites and an output back
-//!   (and teaches the neighbour cache), and IPv4 to that address on a
-//!   tunnel's UDP port (or GRE) becomes [`DpAction::TnlPop`]; everything
-//!   else goes through the tables as on any port.
+//!   or IPv6 neighbour solicitations for that address are answered by
+//!   header rewrites and an output back (and teach the neighbour cache,
+//!   as advertisements to it do), and IP to that address on a tunnel's
+//!   UDP port (or GRE) becomes [`DpAction::TnlPop`]; everything else goes
+//!   through the tables as on any port.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use sluice_packet::key::FRAG_ANY;
@@ -21,12 +23,13 @@ use sluice_packet::tunnel::{
     Endpoint, HeaderParams, TnlHeader, TunnelConfig, TunnelKey, TunnelKind,
 };
 use sluice_packet::wire::ethernet::ethertype;
+use sluice_packet::wire::icmp::nd;
 use sluice_packet::wire::ipv4::fmt_ipv4;
 use sluice_packet::wire::l4::proto;
 
 use super::{Ctx, XlateDrop};
 use crate::dpaction::DpAction;
-use crate::tunnel::Tunnels;
+use crate::tunnel::{Tunnels, Underlay};
 
 /// ARP opcodes.
 const ARP_REQUEST: u8 = 1;
@@ -46,21 +49,29 @@ impl Ctx<'_, '_> {
         let Some(t) = self.tunnels() else {
             return;
         };
+        // With `remote_ip=flow`, `tun_dst` if set, else `tun_ipv6_dst`
+        // (as OVS's flow_tnl_dst).
         let dst = match cfg.remote {
-            Endpoint::Fixed(a) => a,
+            Endpoint::Fixed(a) => Some(a),
             Endpoint::Flow => {
                 self.out.wc.tun_dst = u32::MAX;
-                self.flow.tun_dst
+                if self.flow.tun_dst != 0 {
+                    Some(IpAddr::from(self.flow.tun_dst.to_be_bytes()))
+                } else {
+                    self.out.wc.tun_ipv6_dst = [0xff; 16];
+                    (self.flow.tun_ipv6_dst != [0; 16])
+                        .then(|| IpAddr::from(self.flow.tun_ipv6_dst))
+                }
             }
         };
-        if dst == 0 {
+        let Some(dst) = dst else {
             self.note(
                 self.depth,
-                &format!(">> tunnel port {p}: remote_ip=flow and no tun_dst set"),
+                &format!(">> tunnel port {p}: remote_ip=flow and no tun_dst or tun_ipv6_dst set"),
             );
             self.reason = Some(XlateDrop::TunnelNoRoute);
             return;
-        }
+        };
         if matches!(cfg.out_key, Some(TunnelKey::Flow)) {
             self.out.wc.tunnel_id = u64::MAX;
         }
@@ -68,7 +79,7 @@ impl Ctx<'_, '_> {
         let Some(route) = t.route(dst) else {
             self.note(
                 self.depth,
-                &format!(">> tunnel port {p}: no route to {}", fmt_ipv4(dst)),
+                &format!(">> tunnel port {p}: no route to {dst}"),
             );
             self.reason = Some(XlateDrop::TunnelNoRoute);
             return;
@@ -90,21 +101,43 @@ impl Ctx<'_, '_> {
         }
         let src = match cfg.local {
             Some(Endpoint::Fixed(a)) => a,
-            Some(Endpoint::Flow) if self.flow.tun_src != 0 => {
+            Some(Endpoint::Flow) if dst.is_ipv4() => {
                 self.out.wc.tun_src = u32::MAX;
-                self.flow.tun_src
+                match self.flow.tun_src {
+                    0 => route.src,
+                    a => IpAddr::from(a.to_be_bytes()),
+                }
             }
-            _ => route.src,
+            Some(Endpoint::Flow) => {
+                self.out.wc.tun_ipv6_src = [0xff; 16];
+                match self.flow.tun_ipv6_src {
+                    a if a == [0; 16] => route.src,
+                    a => IpAddr::from(a),
+                }
+            }
+            None => route.src,
         };
-        let hop = if route.gw != 0 { route.gw } else { dst };
+        if src.is_ipv4() != dst.is_ipv4() {
+            self.note(
+                self.depth,
+                &format!(">> tunnel port {p}: local_ip {src} cannot reach {dst}"),
+            );
+            self.reason = Some(XlateDrop::TunnelNoRoute);
+            return;
+        }
+        let hop = route.gw.unwrap_or(dst);
         let Some(n) = t.neighbour(hop) else {
             let asked = t.ask(hop, &under);
+            let what = if hop.is_ipv4() {
+                ", ARP request sent"
+            } else {
+                ", neighbour solicitation sent"
+            };
             self.note(
                 self.depth,
                 &format!(
-                    ">> tunnel port {p}: neighbour {} unknown{}: the packet is dropped",
-                    fmt_ipv4(hop),
-                    if asked { ", ARP request sent" } else { "" }
+                    ">> tunnel port {p}: neighbour {hop} unknown{}: the packet is dropped",
+                    if asked { what } else { "" }
                 ),
             );
             self.reason = Some(XlateDrop::TunnelNoNeighbour);
@@ -136,16 +169,14 @@ impl Ctx<'_, '_> {
             df: cfg.df_default,
             key,
             dst_port: cfg.dst_port,
-            csum: cfg.csum,
+            csum: cfg.csum_for(dst.is_ipv6()),
         });
         if self.out.trace.is_some() {
             self.note(
                 self.depth,
                 &format!(
-                    "-> tunnel port {p}: {} {} -> {} via port {}",
+                    "-> tunnel port {p}: {} {src} -> {dst} via port {}",
                     cfg.kind.name(),
-                    fmt_ipv4(src),
-                    fmt_ipv4(dst),
                     under.ofport
                 ),
             );
@@ -168,8 +199,8 @@ impl Ctx<'_, '_> {
             return true;
         }
         // Whether the packet came from a tunnel is part of the decision.
-        self.out.wc.tun_dst = u32::MAX;
-        if self.flow.tun_dst == 0 {
+        self.out.wc.tun_family = 0xff;
+        if self.flow.tun_family == 0 {
             return true;
         }
         self.out.wc.tun_tos |= 0x03;
@@ -191,55 +222,59 @@ impl Ctx<'_, '_> {
         true
     }
 
-    /// A packet received on an underlay port: ARP for the switch's address
-    /// and tunnel packets to it are the switch's own (true); the rest goes
-    /// through the tables (false).
+    /// A packet received on an underlay port: ARP or ND for the switch's
+    /// address and tunnel packets to it are the switch's own (true); the
+    /// rest goes through the tables (false).
     pub(super) fn underlay_input(&mut self) -> bool {
         let Some(t) = self.tunnels() else {
             return false;
         };
-        let key = self.flow;
-        let Some(u) = t.underlay(key.in_port).copied() else {
+        let Some(u) = t.underlay(self.flow.in_port).copied() else {
             return false;
         };
         self.out.wc.in_port = u32::MAX;
         self.out.wc.dl_type = 0xffff;
+        match u.ip {
+            IpAddr::V4(a) => self.underlay_ipv4(&t, &u, u32::from(a)),
+            IpAddr::V6(a) => self.underlay_ipv6(&t, &u, a.octets()),
+        }
+    }
+
+    fn underlay_ipv4(&mut self, t: &Tunnels, u: &Underlay, ip: u32) -> bool {
+        let key = self.flow;
         if key.dl_type == ethertype::ARP {
             self.out.wc.nw_dst = u32::MAX;
             self.out.wc.nw_src = u32::MAX;
             let gratuitous = key.nw_src == key.nw_dst;
-            if key.nw_dst != u.ip && !gratuitous {
+            if key.nw_dst != ip && !gratuitous {
                 return false;
             }
             // The decision reads the sender (learned) and the opcode.
             self.out.wc.nw_proto = 0xff;
             self.out.wc.arp_sha = [0xff; 6];
-            if t.learn(key.nw_src, key.arp_sha, u.ofport) {
+            let sender = IpAddr::from(key.nw_src.to_be_bytes());
+            if t.learn(sender, key.arp_sha, u.ofport) {
                 self.note(
                     0,
                     &format!(
-                        "learned neighbour {} at {}",
-                        fmt_ipv4(key.nw_src),
+                        "learned neighbour {sender} at {}",
                         sluice_packet::wire::ethernet::fmt_mac(&key.arp_sha)
                     ),
                 );
             }
-            if key.nw_proto == ARP_REQUEST && key.nw_dst == u.ip && !gratuitous {
+            if key.nw_proto == ARP_REQUEST && key.nw_dst == ip && !gratuitous {
                 // The reply: the request turned around, as a host answers.
                 self.out.wc.dl_src = [0xff; 6];
                 self.push(DpAction::SetArp(ArpField::Op(2)));
                 self.push(DpAction::SetArp(ArpField::Tha(key.arp_sha)));
                 self.push(DpAction::SetArp(ArpField::Tpa(key.nw_src)));
                 self.push(DpAction::SetArp(ArpField::Sha(u.mac)));
-                self.push(DpAction::SetArp(ArpField::Spa(u.ip)));
+                self.push(DpAction::SetArp(ArpField::Spa(ip)));
                 self.push(DpAction::SetEthDst(key.dl_src));
                 self.push(DpAction::SetEthSrc(u.mac));
                 self.push(DpAction::Output(u.ofport));
                 self.out.outputs += 1;
-                self.note(
-                    0,
-                    &format!(">> ARP request for {}: answered", fmt_ipv4(u.ip)),
-                );
+                self.note(0, &format!(">> ARP request for {}: answered", fmt_ipv4(ip)));
             } else {
                 self.reason = Some(XlateDrop::TunnelArp);
                 self.note(0, ">> ARP for the switch: taken, not forwarded");
@@ -250,9 +285,93 @@ impl Ctx<'_, '_> {
             return false;
         }
         self.out.wc.nw_dst = u32::MAX;
-        if key.nw_dst != u.ip {
+        if key.nw_dst != ip {
             return false;
         }
+        self.underlay_pop(t, u)
+    }
+
+    fn underlay_ipv6(&mut self, t: &Tunnels, u: &Underlay, ip: [u8; 16]) -> bool {
+        let key = self.flow;
+        if key.dl_type != ethertype::IPV6 {
+            return false;
+        }
+        self.out.wc.nw_proto = 0xff;
+        if key.nw_proto == proto::ICMPV6 {
+            self.out.wc.tp_src = 0xffff;
+            self.out.wc.tp_dst = 0xffff;
+            let ty = key.tp_src as u8;
+            if key.tp_dst == 0 && (ty == nd::SOLICIT || ty == nd::ADVERT) {
+                return self.underlay_nd(t, u, ip, ty == nd::SOLICIT);
+            }
+        }
+        self.out.wc.ipv6_dst = [0xff; 16];
+        if key.ipv6_dst != ip {
+            return false;
+        }
+        self.underlay_pop(t, u)
+    }
+
+    /// A neighbour solicitation or advertisement on an IPv6 underlay: a
+    /// solicitation for the switch's address is answered, an
+    /// advertisement to it taken; both teach the neighbour cache.
+    fn underlay_nd(&mut self, t: &Tunnels, u: &Underlay, ip: [u8; 16], solicit: bool) -> bool {
+        let key = self.flow;
+        self.out.wc.nd_target = [0xff; 16];
+        self.out.wc.ipv6_dst = [0xff; 16];
+        self.out.wc.ipv6_src = [0xff; 16];
+        let (who, mac) = if solicit {
+            if key.nd_target != ip {
+                return false;
+            }
+            self.out.wc.arp_sha = [0xff; 6];
+            (key.ipv6_src, key.arp_sha)
+        } else {
+            if key.ipv6_dst != ip {
+                return false;
+            }
+            self.out.wc.arp_tha = [0xff; 6];
+            (key.nd_target, key.arp_tha)
+        };
+        let who = IpAddr::from(who);
+        if t.learn(who, mac, u.ofport) {
+            self.note(
+                0,
+                &format!(
+                    "learned neighbour {who} at {}",
+                    sluice_packet::wire::ethernet::fmt_mac(&mac)
+                ),
+            );
+        }
+        if solicit && !who.is_unspecified() && !who.is_multicast() {
+            self.out.wc.nw_ttl = 0xff;
+            if key.nw_ttl == 255 {
+                self.push(DpAction::NdAdvert { mac: u.mac, ip });
+                self.push(DpAction::Output(u.ofport));
+                self.out.outputs += 1;
+                self.note(
+                    0,
+                    &format!(
+                        ">> neighbour solicitation for {}: answered",
+                        IpAddr::from(ip)
+                    ),
+                );
+                return true;
+            }
+        }
+        self.reason = Some(XlateDrop::TunnelArp);
+        self.note(
+            0,
+            ">> neighbour discovery for the switch: taken, not forwarded",
+        );
+        true
+    }
+
+    /// A packet to the underlay's address: a tunnel packet if it is UDP to
+    /// a tunnel's port (or GRE), unfragmented, to the underlay's Ethernet
+    /// address. True when it is (then decapsulated).
+    fn underlay_pop(&mut self, t: &Tunnels, u: &Underlay) -> bool {
+        let key = self.flow;
         self.out.wc.nw_proto = 0xff;
         self.out.wc.nw_frag = 0xff;
         self.out.wc.dl_dst = [0xff; 6];

@@ -1,7 +1,9 @@
-//! Translation with tunnels: ARP on an underlay answered and learned from,
-//! tunnel packets popped, outputs to tunnel ports encapsulated (or
-//! dropped, named, while the next hop is unknown), ECN across the tunnel.
+//! Translation with tunnels: ARP and IPv6 ND on an underlay answered and
+//! learned from, tunnel packets popped, outputs to tunnel ports
+//! encapsulated (or dropped, named, while the next hop is unknown), ECN
+//! across the tunnel.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::*;
@@ -9,30 +11,71 @@ use crate::parse::parse_flow_file;
 use crate::tunnel::{Tunnels, Underlay};
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::tunnel::{TunnelConfig, TunnelKind};
+use sluice_packet::wire::icmp::nd;
 
 const UNDER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const PEER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const UNDER_IP: u32 = 0x0a5a_0001;
 const PEER_IP: u32 = 0x0a5a_0002;
+const UNDER_IP6: [u8; 16] = [0xfd, 0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const PEER_IP6: [u8; 16] = [0xfd, 0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 
-fn rules(text: &str) -> RuleSet {
+fn v4(a: u32) -> IpAddr {
+    IpAddr::from(a.to_be_bytes())
+}
+
+fn rules_with(text: &str, tunnel: &str, ip: IpAddr, prefix: u8) -> RuleSet {
     let mut r = RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0);
-    let cfg = |s: &str| {
-        let (k, a) = s.split_once(':').unwrap();
-        TunnelConfig::parse(TunnelKind::from_name(k).unwrap(), a, s).unwrap()
-    };
+    let (k, a) = tunnel.split_once(':').unwrap();
+    let cfg = TunnelConfig::parse(TunnelKind::from_name(k).unwrap(), a, tunnel).unwrap();
     let t = Tunnels::new(
-        vec![(10, cfg("vxlan:remote_ip=10.90.0.2,key=42"))],
+        vec![(10, cfg)],
         vec![Underlay {
             ofport: 2,
-            ip: UNDER_IP,
-            prefix: 24,
+            ip,
+            prefix,
             mac: UNDER_MAC,
         }],
     )
     .unwrap();
     r.set_tunnels(Some(Arc::new(t)));
     r
+}
+
+fn rules(text: &str) -> RuleSet {
+    rules_with(text, "vxlan:remote_ip=10.90.0.2,key=42", v4(UNDER_IP), 24)
+}
+
+fn rules6(text: &str) -> RuleSet {
+    rules_with(
+        text,
+        "vxlan:remote_ip=fd90::2,key=42",
+        IpAddr::from(UNDER_IP6),
+        64,
+    )
+}
+
+/// An ICMPv6 neighbour solicitation (`ty` 135) or advertisement (136) on
+/// the underlay.
+fn nd_key(ty: u8, src: [u8; 16], dst: [u8; 16], target: [u8; 16]) -> FlowKey {
+    let mut k = FlowKey {
+        in_port: 2,
+        dl_type: 0x86dd,
+        dl_src: PEER_MAC,
+        nw_proto: 58,
+        nw_ttl: 255,
+        tp_src: u16::from(ty),
+        ipv6_src: src,
+        ipv6_dst: dst,
+        nd_target: target,
+        ..Default::default()
+    };
+    if ty == nd::SOLICIT {
+        k.arp_sha = PEER_MAC;
+    } else {
+        k.arp_tha = PEER_MAC;
+    }
+    k
 }
 
 fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
@@ -104,7 +147,7 @@ fn an_arp_request_for_the_underlay_address_is_answered_and_teaches_the_sender() 
     );
     assert_eq!((t.wc.arp_sha, t.wc.dl_src), ([0xff; 6], [0xff; 6]));
     assert_eq!(
-        r.tunnels().unwrap().neighbour(PEER_IP).unwrap().mac,
+        r.tunnels().unwrap().neighbour(v4(PEER_IP)).unwrap().mac,
         PEER_MAC
     );
     // A request for another address is the tables' (here: drop).
@@ -163,6 +206,7 @@ fn congestion_outside_marks_an_ect_packet_and_drops_a_not_ect_one() {
     let mut from_tunnel = udp(10, 0x0a00_0002, 80);
     from_tunnel.tun_src = PEER_IP;
     from_tunnel.tun_dst = UNDER_IP;
+    from_tunnel.tun_family = 4;
     from_tunnel.tunnel_id = 42;
     from_tunnel.tun_tos = 0x03;
     from_tunnel.nw_tos = 0x01;
@@ -181,4 +225,104 @@ fn congestion_outside_marks_an_ect_packet_and_drops_a_not_ect_one() {
     assert_eq!(run(&r, &from_tunnel).drop, Some(XlateDrop::TunnelEcn));
     from_tunnel.tun_tos = 0x02;
     assert_eq!(run(&r, &from_tunnel).actions, vec![DpAction::Output(1)]);
+}
+
+#[test]
+fn a_neighbour_solicitation_for_the_underlay_address_is_answered_and_teaches() {
+    let r = rules6(FLOWS);
+    let group = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 1];
+    let t = run(&r, &nd_key(nd::SOLICIT, PEER_IP6, group, UNDER_IP6));
+    assert_eq!(
+        t.actions,
+        vec![
+            DpAction::NdAdvert {
+                mac: UNDER_MAC,
+                ip: UNDER_IP6
+            },
+            DpAction::Output(2)
+        ]
+    );
+    assert_eq!(
+        (t.wc.nd_target, t.wc.ipv6_src, t.wc.arp_sha),
+        ([0xff; 16], [0xff; 16], [0xff; 6])
+    );
+    let tun = r.tunnels().unwrap();
+    assert_eq!(tun.neighbour(IpAddr::from(PEER_IP6)).unwrap().mac, PEER_MAC);
+    // For another address: the tables' (here: drop).
+    let other = run(&r, &nd_key(nd::SOLICIT, PEER_IP6, group, PEER_IP6));
+    assert_eq!(other.drop, Some(XlateDrop::NoOutput));
+    // Duplicate address detection (from ::) is taken, not answered.
+    let dad = run(&r, &nd_key(nd::SOLICIT, [0; 16], group, UNDER_IP6));
+    assert_eq!((dad.outputs, dad.drop), (0, Some(XlateDrop::TunnelArp)));
+    // An advertisement to the switch teaches where its target is.
+    tun.flush_neighbours();
+    let na = run(&r, &nd_key(nd::ADVERT, PEER_IP6, UNDER_IP6, PEER_IP6));
+    assert_eq!((na.outputs, na.drop), (0, Some(XlateDrop::TunnelArp)));
+    assert_eq!(tun.neighbour(IpAddr::from(PEER_IP6)).unwrap().mac, PEER_MAC);
+}
+
+#[test]
+fn an_output_to_an_ipv6_tunnel_solicits_then_encapsulates_in_ipv6() {
+    let r = rules6(FLOWS);
+    let host = udp(1, 0x0a00_0002, 80);
+    assert_eq!(run(&r, &host).drop, Some(XlateDrop::TunnelNoNeighbour));
+    let asked = r.tunnels().unwrap().take_requests();
+    assert_eq!(asked.len(), 1, "one neighbour solicitation");
+    let f = &asked[0].frame;
+    assert_eq!(
+        &f[0..6],
+        &[0x33, 0x33, 0xff, 0, 0, 2],
+        "solicited-node group"
+    );
+    assert_eq!(&f[12..14], &[0x86, 0xdd]);
+    assert_eq!((f[20], f[21]), (58, 255), "ICMPv6, hop limit 255");
+    assert_eq!(f[54], nd::SOLICIT);
+    assert_eq!(&f[62..78], &PEER_IP6, "target");
+    run(&r, &nd_key(nd::ADVERT, PEER_IP6, UNDER_IP6, PEER_IP6));
+    let t = run(&r, &host);
+    let [DpAction::TnlOutput { header, port: 2 }] = &t.actions[..] else {
+        panic!("{:?}", t.actions);
+    };
+    assert!(header.is_ipv6());
+    let b = header.bytes();
+    assert_eq!(b.len(), 70);
+    assert_eq!(&b[0..6], &PEER_MAC);
+    assert_eq!((&b[22..38], &b[38..54]), (&UNDER_IP6[..], &PEER_IP6[..]));
+    assert_eq!(&b[66..69], &[0, 0, 42], "VNI");
+    // No megaflow of the encapsulation reads the IPv6 tunnel words.
+    assert!(!t.wc.reads_tun_ipv6());
+}
+
+#[test]
+fn ipv6_tunnel_packets_for_the_switch_are_popped() {
+    let r = rules6(FLOWS);
+    let mut k = FlowKey {
+        in_port: 2,
+        dl_type: 0x86dd,
+        dl_dst: UNDER_MAC,
+        nw_proto: 17,
+        nw_ttl: 64,
+        ipv6_src: PEER_IP6,
+        ipv6_dst: UNDER_IP6,
+        tp_src: 40000,
+        tp_dst: 4789,
+        ..Default::default()
+    };
+    let t = run(&r, &k);
+    assert!(matches!(&t.actions[..], [DpAction::TnlPop(rx)] if rx.kind == TunnelKind::Vxlan));
+    assert_eq!((t.wc.ipv6_dst, t.wc.tp_dst), ([0xff; 16], 0xffff));
+    k.ipv6_dst = PEER_IP6;
+    assert_eq!(run(&r, &k).drop, Some(XlateDrop::NoOutput));
+    // What came out is matched by its tunnel's IPv6 addresses.
+    let r = rules6("in_port=10,tun_ipv6_src=fd90::2,actions=output:1\nin_port=10,actions=drop\n");
+    let mut inner = udp(10, 0x0a00_0002, 80);
+    inner.tun_family = 6;
+    inner.tun_ipv6_src = PEER_IP6;
+    inner.tun_ipv6_dst = UNDER_IP6;
+    inner.tunnel_id = 42;
+    let t = run(&r, &inner);
+    assert_eq!(t.actions, vec![DpAction::Output(1)]);
+    assert!(t.wc.reads_tun_ipv6());
+    inner.tun_ipv6_src[15] = 9;
+    assert_eq!(run(&r, &inner).drop, Some(XlateDrop::NoOutput));
 }

@@ -2,15 +2,17 @@
 //! `geneve` or `gre` interface: `remote_ip`, `local_ip`, `key`,
 //! `in_key`, `out_key`, `dst_port`, `tos`, `ttl`, `df_default`, `csum`.
 
+use std::net::IpAddr;
+
 use super::TunnelKind;
-use crate::wire::ipv4::fmt_ipv4;
 
 /// An address option: fixed, or taken from the flow (`flow`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endpoint {
-    /// This IPv4 address.
-    Fixed(u32),
-    /// The flow's `tun_dst` (sending) or any (receiving).
+    /// This IPv4 or IPv6 address.
+    Fixed(IpAddr),
+    /// The flow's `tun_dst` or `tun_ipv6_dst` (sending) or any
+    /// (receiving).
     Flow,
 }
 
@@ -46,9 +48,10 @@ pub struct TunnelConfig {
     pub ttl: u8,
     /// Whether the outer IPv4 header says "don't fragment" (default yes).
     pub df_default: bool,
-    /// Whether the outer UDP (or GRE) header carries a checksum (default
-    /// no).
-    pub csum: bool,
+    /// Whether the outer UDP (or GRE) header carries a checksum; `None`
+    /// (not set): as OVS, yes for UDP over IPv6 and no otherwise (see
+    /// [`TunnelConfig::csum_for`]).
+    pub csum: Option<bool>,
 }
 
 impl TunnelConfig {
@@ -64,8 +67,17 @@ impl TunnelConfig {
             tos: Some(0),
             ttl: 64,
             df_default: true,
-            csum: false,
+            csum: None,
         }
+    }
+
+    /// Whether packets to an IPv4 (`ipv6` false) or IPv6 peer carry an
+    /// outer checksum: `csum` if set, else only UDP over IPv6 (OVS's
+    /// default since 2.14; a zero UDP checksum over IPv6 is refused by
+    /// receivers that follow RFC 8200 strictly, the Linux kernel's by
+    /// default among them).
+    pub fn csum_for(&self, ipv6: bool) -> bool {
+        self.csum.unwrap_or(ipv6 && self.kind.is_udp())
     }
 
     /// The largest key the protocol carries.
@@ -124,7 +136,7 @@ impl TunnelConfig {
                         .ok_or_else(|| format!("'{s}': ttl takes 1 to 255, not '{v}'"))?
                 }
                 "df_default" => cfg.df_default = parse_bool(s, k, v)?,
-                "csum" => cfg.csum = parse_bool(s, k, v)?,
+                "csum" => cfg.csum = Some(parse_bool(s, k, v)?),
                 _ => {
                     let udp = if kind.is_udp() { ", dst_port" } else { "" };
                     return Err(format!(
@@ -147,6 +159,13 @@ impl TunnelConfig {
             return Err(format!(
                 "'{s}': local_ip=flow needs remote_ip=flow (as in Open vSwitch)"
             ));
+        }
+        if let (Endpoint::Fixed(r), Some(Endpoint::Fixed(l))) = (cfg.remote, cfg.local) {
+            if r.is_ipv4() != l.is_ipv4() {
+                return Err(format!(
+                    "'{s}': remote_ip {r} and local_ip {l} are of different IP versions"
+                ));
+            }
         }
         Ok(cfg)
     }
@@ -171,18 +190,15 @@ fn parse_endpoint(s: &str, k: &str, v: &str) -> Result<Endpoint, String> {
     if v == "flow" {
         return Ok(Endpoint::Flow);
     }
-    match v.parse::<std::net::Ipv4Addr>() {
-        Ok(a) if !a.is_unspecified() && !a.is_multicast() && !a.is_broadcast() => {
-            Ok(Endpoint::Fixed(u32::from(a)))
+    match v.parse::<IpAddr>() {
+        Ok(a) if a.is_unspecified() || a.is_multicast() || a == IpAddr::from([255; 4]) => {
+            Err(format!(
+                "'{s}': {k} must be a unicast address, not '{v}' (multicast VXLAN is not supported)"
+            ))
         }
-        Ok(_) => Err(format!(
-            "'{s}': {k} must be a unicast address, not '{v}' (multicast VXLAN is not supported)"
-        )),
-        Err(_) if v.contains(':') => Err(format!(
-            "'{s}': {k}={v}: IPv6 tunnel endpoints are not supported yet; use an IPv4 address"
-        )),
+        Ok(a) => Ok(Endpoint::Fixed(a)),
         Err(_) => Err(format!(
-            "'{s}': {k} takes an IPv4 address or 'flow', not '{v}'"
+            "'{s}': {k} takes an IPv4 or IPv6 address or 'flow', not '{v}'"
         )),
     }
 }
@@ -205,7 +221,7 @@ fn parse_key(s: &str, k: &str, v: &str, max: u64) -> Result<TunnelKey, String> {
 
 fn fmt_endpoint(e: Endpoint) -> String {
     match e {
-        Endpoint::Fixed(a) => fmt_ipv4(a),
+        Endpoint::Fixed(a) => a.to_string(),
         Endpoint::Flow => "flow".into(),
     }
 }
@@ -255,8 +271,8 @@ impl std::fmt::Display for TunnelConfig {
         if !self.df_default {
             f.write_str(",df_default=false")?;
         }
-        if self.csum {
-            f.write_str(",csum=true")?;
+        if let Some(c) = self.csum {
+            write!(f, ",csum={c}")?;
         }
         Ok(())
     }
@@ -279,6 +295,9 @@ mod tests {
             "geneve:remote_ip=10.0.0.1,local_ip=10.0.0.9,in_key=1,out_key=flow,dst_port=6082,tos=inherit,ttl=9,df_default=false,csum=true",
             "gre:remote_ip=192.168.1.1",
             "gre:remote_ip=192.168.1.1,key=4294967295",
+            "vxlan:remote_ip=fd90::2,local_ip=fd90::1,key=42,csum=true",
+            "geneve:remote_ip=fd90::2",
+            "geneve:remote_ip=fd90::2,csum=false",
         ] {
             let c = parse(s).unwrap();
             assert_eq!(c.to_string(), s);
@@ -287,8 +306,14 @@ mod tests {
         let c = parse("vxlan:remote_ip=10.90.0.2").unwrap();
         assert_eq!(
             (c.dst_port, c.ttl, c.df_default, c.csum),
-            (4789, 64, true, false)
+            (4789, 64, true, None)
         );
+        assert!(!c.csum_for(false) && c.csum_for(true), "UDP over IPv6: on");
+        let g = parse("gre:remote_ip=fd00::1").unwrap();
+        assert!(!g.csum_for(true), "GRE: off unless asked");
+        assert!(!parse("vxlan:remote_ip=fd00::1,csum=false")
+            .unwrap()
+            .csum_for(true));
         assert_eq!(c.out_key_for(7), Some(0), "VXLAN without a key sends VNI 0");
         let g = parse("gre:remote_ip=10.0.0.1").unwrap();
         assert_eq!(g.out_key_for(7), None, "GRE without a key sends none");
@@ -300,9 +325,14 @@ mod tests {
     fn bad_options_say_what_is_wrong() {
         for (s, says) in [
             ("vxlan:key=1", "needs remote_ip"),
-            ("vxlan:remote_ip=10.0.0.300", "IPv4 address"),
+            ("vxlan:remote_ip=10.0.0.300", "IPv4 or IPv6 address"),
             ("vxlan:remote_ip=224.0.0.1", "unicast"),
-            ("vxlan:remote_ip=fe80::1", "IPv6"),
+            ("vxlan:remote_ip=ff02::1", "unicast"),
+            ("vxlan:remote_ip=::", "unicast"),
+            (
+                "vxlan:remote_ip=fd00::2,local_ip=10.0.0.1",
+                "different IP versions",
+            ),
             ("vxlan:remote_ip=1.2.3.4,key=16777216", "0 to 16777215"),
             (
                 "gre:remote_ip=1.2.3.4,dst_port=9",

@@ -2,23 +2,25 @@
 //! packet ([`push`]: lengths, IPv4 checksum, UDP source port, optional
 //! outer checksum), checked and popped on receipt ([`pop`]).
 //!
-//! Layouts: Ethernet (14) + IPv4 (20) + UDP (8) + VXLAN (8) = 50 bytes;
-//! Geneve as VXLAN without options; GRE (4, + 4 with a checksum, + 4
-//! with a key) carrying Ethernet (protocol 0x6558, "transparent Ethernet
-//! bridging").
+//! Layouts: Ethernet (14) + IPv4 (20) or IPv6 (40, no extension
+//! headers) + UDP (8) + VXLAN (8) = 50 or 70 bytes; Geneve as VXLAN
+//! without options; GRE (4, + 4 with a checksum, + 4 with a key) carrying
+//! Ethernet (protocol 0x6558, "transparent Ethernet bridging").
 
 use super::{TunnelKind, TunnelMeta};
 use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY};
 use crate::meta::NO_OFFSET;
-use crate::wire::checksum::{finish, pseudo_v4, sum, sum_wide};
+use std::net::IpAddr;
+
+use crate::wire::checksum::{finish, pseudo_v4, pseudo_v6, sum, sum_wide};
 use crate::wire::ethernet::{ethertype, ETH_HEADER_LEN};
 use crate::wire::ipv4::{FLAG_DF, FLAG_MF, FRAG_OFFSET_MASK};
 use crate::wire::{be16 as get16, be32 as get32, put16, put32};
 use crate::Packet;
 
-/// The longest outer header built (GRE with checksum and key is 50 bytes
-/// like VXLAN; room for Geneve options to come).
-pub const MAX_HEADER_LEN: usize = 64;
+/// The longest outer header built (VXLAN over IPv6 is 70 bytes, GRE with
+/// checksum and key as long; room for Geneve options to come).
+pub const MAX_HEADER_LEN: usize = 96;
 
 /// The EtherType GRE and Geneve carry for an Ethernet frame.
 pub const ETH_TYPE_TEB: u16 = 0x6558;
@@ -51,15 +53,15 @@ pub struct HeaderParams {
     pub eth_src: [u8; 6],
     /// Outer Ethernet destination (the next hop's).
     pub eth_dst: [u8; 6],
-    /// Outer IPv4 source.
-    pub ip_src: u32,
-    /// Outer IPv4 destination.
-    pub ip_dst: u32,
-    /// Outer TOS.
+    /// Outer IP source (of the same family as `ip_dst`).
+    pub ip_src: IpAddr,
+    /// Outer IP destination.
+    pub ip_dst: IpAddr,
+    /// Outer TOS (IPv6: traffic class).
     pub tos: u8,
-    /// Outer TTL.
+    /// Outer TTL (IPv6: hop limit).
     pub ttl: u8,
-    /// Don't-fragment bit.
+    /// Don't-fragment bit (IPv4; IPv6 routers never fragment).
     pub df: bool,
     /// VNI or GRE key (`None`: a GRE header without key).
     pub key: Option<u64>,
@@ -74,8 +76,11 @@ pub struct HeaderParams {
 pub struct TnlHeader {
     bytes: [u8; MAX_HEADER_LEN],
     len: u8,
-    /// The ones-complement sum of the IPv4 header as built (total length
+    /// Where the UDP or GRE header starts: after IPv4 or IPv6.
+    l4_at: u8,
+    /// IPv4: the ones-complement sum of the header as built (total length
     /// zero, checksum zero): a packet's checksum is this plus its length.
+    /// IPv6: the sum of the UDP pseudo-header's addresses and next header.
     ip_sum: u32,
     /// Protocol.
     pub kind: TunnelKind,
@@ -92,9 +97,11 @@ impl std::fmt::Debug for TnlHeader {
     }
 }
 
-/// Outer Ethernet + IPv4.
+/// Outer Ethernet, then IP.
 const IP_AT: usize = ETH_HEADER_LEN;
-const L4_AT: usize = IP_AT + 20;
+/// IPv4 and IPv6 header lengths.
+const IPV4_LEN: usize = 20;
+const IPV6_LEN: usize = 40;
 
 impl TnlHeader {
     /// Builds the header: every byte but the lengths, the IPv4 checksum,
@@ -103,19 +110,39 @@ impl TnlHeader {
         let mut b = [0u8; MAX_HEADER_LEN];
         b[0..6].copy_from_slice(&p.eth_dst);
         b[6..12].copy_from_slice(&p.eth_src);
-        put16(&mut b, 12, ethertype::IPV4);
-        b[IP_AT] = 0x45;
-        b[IP_AT + 1] = p.tos;
-        // Identification 0: with DF set no fragment needs one (RFC 6864).
-        put16(&mut b, IP_AT + 6, if p.df { FLAG_DF } else { 0 });
-        b[IP_AT + 8] = p.ttl;
-        b[IP_AT + 9] = p.kind.ip_proto();
-        put32(&mut b, IP_AT + 12, p.ip_src);
-        put32(&mut b, IP_AT + 16, p.ip_dst);
+        let proto = p.kind.ip_proto();
+        let l4 = match (p.ip_src, p.ip_dst) {
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                put16(&mut b, 12, ethertype::IPV6);
+                // Version 6, the traffic class, flow label 0 (as OVS).
+                put32(&mut b, IP_AT, 6 << 28 | u32::from(p.tos) << 20);
+                b[IP_AT + 6] = proto;
+                b[IP_AT + 7] = p.ttl;
+                b[IP_AT + 8..IP_AT + 24].copy_from_slice(&src.octets());
+                b[IP_AT + 24..IP_AT + 40].copy_from_slice(&dst.octets());
+                IP_AT + IPV6_LEN
+            }
+            (src, dst) => {
+                let v4 = |a: IpAddr| match a {
+                    IpAddr::V4(a) => u32::from(a),
+                    IpAddr::V6(_) => 0,
+                };
+                put16(&mut b, 12, ethertype::IPV4);
+                b[IP_AT] = 0x45;
+                b[IP_AT + 1] = p.tos;
+                // Identification 0: with DF set no fragment needs one (RFC 6864).
+                put16(&mut b, IP_AT + 6, if p.df { FLAG_DF } else { 0 });
+                b[IP_AT + 8] = p.ttl;
+                b[IP_AT + 9] = proto;
+                put32(&mut b, IP_AT + 12, v4(src));
+                put32(&mut b, IP_AT + 16, v4(dst));
+                IP_AT + IPV4_LEN
+            }
+        };
         let len = match p.kind {
             TunnelKind::Vxlan | TunnelKind::Geneve => {
-                put16(&mut b, L4_AT + 2, p.dst_port);
-                let t = L4_AT + 8;
+                put16(&mut b, l4 + 2, p.dst_port);
+                let t = l4 + 8;
                 let vni = (p.key.unwrap_or(0) as u32 & 0xff_ffff) << 8;
                 if p.kind == TunnelKind::Vxlan {
                     put32(&mut b, t, VXLAN_FLAGS);
@@ -128,7 +155,7 @@ impl TnlHeader {
             }
             TunnelKind::Gre => {
                 let mut flags = 0;
-                let mut at = L4_AT + 4;
+                let mut at = l4 + 4;
                 if p.csum {
                     flags |= GRE_CSUM;
                     at += 4;
@@ -138,15 +165,22 @@ impl TnlHeader {
                     put32(&mut b, at, k as u32);
                     at += 4;
                 }
-                put16(&mut b, L4_AT, flags);
-                put16(&mut b, L4_AT + 2, ETH_TYPE_TEB);
+                put16(&mut b, l4, flags);
+                put16(&mut b, l4 + 2, ETH_TYPE_TEB);
                 at
             }
         };
+        let ip_sum = if l4 == IP_AT + IPV6_LEN {
+            // Addresses and next header; the length is added per packet.
+            sum(u32::from(proto), &b[IP_AT + 8..l4])
+        } else {
+            sum(0, &b[IP_AT..l4])
+        };
         TnlHeader {
-            ip_sum: sum(0, &b[IP_AT..L4_AT]),
+            ip_sum,
             bytes: b,
             len: len as u8,
+            l4_at: l4 as u8,
             kind: p.kind,
             csum: p.csum,
         }
@@ -162,14 +196,25 @@ impl TnlHeader {
         self.len as usize
     }
 
-    /// Never: a header has at least Ethernet and IPv4.
+    /// Never: a header has at least Ethernet and IP.
     pub fn is_empty(&self) -> bool {
         false
     }
 
-    /// The outer IPv4 destination.
-    pub fn ip_dst(&self) -> u32 {
-        get32(&self.bytes, IP_AT + 16)
+    /// Whether the outer header is IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        usize::from(self.l4_at) == IP_AT + IPV6_LEN
+    }
+
+    /// The outer IP destination.
+    pub fn ip_dst(&self) -> IpAddr {
+        let b = &self.bytes;
+        if self.is_ipv6() {
+            let a: [u8; 16] = b[IP_AT + 24..IP_AT + 40].try_into().expect("16 bytes");
+            IpAddr::from(a)
+        } else {
+            IpAddr::from(get32(b, IP_AT + 16).to_be_bytes())
+        }
     }
 }
 
@@ -184,7 +229,7 @@ pub fn udp_src_port(hash: u32) -> u16 {
 
 /// Pushes `h` in front of `pkt` (a complete frame: no offload pending)
 /// and fills in what depends on the packet. False, changing nothing, when
-/// the headroom is too small or the result would be longer than an IPv4
+/// the headroom is too small or the result would be longer than an IP
 /// datagram may be.
 #[inline]
 pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
@@ -193,41 +238,53 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
         "offloads are done before encapsulation"
     );
     let hlen = h.len();
+    let l4 = usize::from(h.l4_at);
+    let v6 = h.is_ipv6();
     let total = pkt.len() + hlen;
-    if total - IP_AT > usize::from(u16::MAX) {
+    // IPv4 counts its header in its length, IPv6 does not.
+    let ip_len = total - if v6 { l4 } else { IP_AT };
+    if ip_len > usize::from(u16::MAX) {
         return false;
     }
     if !pkt.insert_gap(0, hlen) {
         return false;
     }
+    let ip_len = ip_len as u16;
+    let l4_len = (total - l4) as u16;
     let d = pkt.data_mut();
     d[..hlen].copy_from_slice(h.bytes());
-    let ip_len = (total - IP_AT) as u16;
-    put16(d, IP_AT + 2, ip_len);
-    put16(d, IP_AT + 10, finish(h.ip_sum + u32::from(ip_len)));
+    if v6 {
+        put16(d, IP_AT + 4, ip_len);
+    } else {
+        put16(d, IP_AT + 2, ip_len);
+        put16(d, IP_AT + 10, finish(h.ip_sum + u32::from(ip_len)));
+    }
     match h.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => {
-            put16(d, L4_AT, src_port);
-            let udp_len = ip_len - 20;
-            put16(d, L4_AT + 4, udp_len);
+            put16(d, l4, src_port);
+            put16(d, l4 + 4, l4_len);
             if h.csum {
-                let ps = pseudo_v4(get32(d, IP_AT + 12), get32(d, IP_AT + 16), 17, udp_len);
-                let c = finish(sum_wide(ps, &d[L4_AT..]));
-                put16(d, L4_AT + 6, if c == 0 { 0xffff } else { c });
+                let ps = if v6 {
+                    h.ip_sum + u32::from(l4_len)
+                } else {
+                    pseudo_v4(get32(d, IP_AT + 12), get32(d, IP_AT + 16), 17, l4_len)
+                };
+                let c = finish(sum_wide(ps, &d[l4..]));
+                put16(d, l4 + 6, if c == 0 { 0xffff } else { c });
             }
         }
         TunnelKind::Gre => {
             if h.csum {
-                let c = finish(sum_wide(0, &d[L4_AT..]));
-                put16(d, L4_AT + 4, c);
+                let c = finish(sum_wide(0, &d[l4..]));
+                put16(d, l4 + 4, c);
             }
         }
     }
     let m = &mut pkt.meta;
     m.n_vlans = 0;
     m.l3_ofs = IP_AT as u16;
-    m.l3_type = ethertype::IPV4;
-    m.l4_ofs = L4_AT as u16;
+    m.l3_type = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
+    m.l4_ofs = l4 as u16;
     m.l4_proto = h.kind.ip_proto();
     m.has_hash = false;
     true
@@ -271,35 +328,11 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
     // the kernel trusts such frames likewise).
     let local = pkt.meta.offload.needs_csum();
     let d = pkt.data();
-    if pkt.meta.l3_type != ethertype::IPV4 || d.len() < l3 + 20 || d[l3] >> 4 != 4 {
-        return Err(PopError::BadHeader);
-    }
-    let ihl = usize::from(d[l3] & 0x0f) * 4;
-    let ip_len = usize::from(get16(d, l3 + 2));
-    if ihl < 20 || ip_len < ihl || d.len() < l3 + ip_len {
-        return Err(PopError::BadHeader);
-    }
-    if !local && !ipv4_header_ok(&d[l3..l3 + ihl]) {
-        return Err(PopError::BadChecksum);
-    }
-    let frag = get16(d, l3 + 6);
-    if frag & (FLAG_MF | FRAG_OFFSET_MASK) != 0 || d[l3 + 9] != kind.ip_proto() {
-        return Err(PopError::BadHeader);
-    }
-    let mut meta = TunnelMeta {
-        tun_id: 0,
-        src: get32(d, l3 + 12),
-        dst: get32(d, l3 + 16),
-        tos: d[l3 + 1],
-        ttl: d[l3 + 8],
-        flags: if frag & FLAG_DF != 0 {
-            TUN_FLAG_DONT_FRAGMENT
-        } else {
-            0
-        },
+    let (mut meta, l4, end) = match pkt.meta.l3_type {
+        ethertype::IPV4 => outer_ipv4(d, l3, kind, local)?,
+        ethertype::IPV6 => outer_ipv6(d, l3, kind)?,
+        _ => return Err(PopError::BadHeader),
     };
-    let end = l3 + ip_len;
-    let l4 = l3 + ihl;
     let inner = match kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => {
             if end < l4 + 16 {
@@ -311,7 +344,11 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
             }
             let csum = get16(d, l4 + 6);
             if csum != 0 && !local {
-                let ps = pseudo_v4(meta.src, meta.dst, 17, udp_len as u16);
+                let ps = if meta.src == 0 && meta.dst == 0 {
+                    pseudo_v6(&meta.ipv6_src, &meta.ipv6_dst, 17, udp_len as u32)
+                } else {
+                    pseudo_v4(meta.src, meta.dst, 17, udp_len as u16)
+                };
                 if finish(sum_wide(ps, &d[l4..end])) != 0 {
                     return Err(PopError::BadChecksum);
                 }
@@ -405,6 +442,70 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
     m.has_hash = false;
     m.offload = offload;
     Ok(meta)
+}
+
+/// Checks an outer IPv4 header at `l3` carrying `kind`: the metadata it
+/// gives, where its payload starts and ends.
+#[inline]
+fn outer_ipv4(
+    d: &[u8],
+    l3: usize,
+    kind: TunnelKind,
+    local: bool,
+) -> Result<(TunnelMeta, usize, usize), PopError> {
+    if d.len() < l3 + IPV4_LEN || d[l3] >> 4 != 4 {
+        return Err(PopError::BadHeader);
+    }
+    let ihl = usize::from(d[l3] & 0x0f) * 4;
+    let ip_len = usize::from(get16(d, l3 + 2));
+    if ihl < IPV4_LEN || ip_len < ihl || d.len() < l3 + ip_len {
+        return Err(PopError::BadHeader);
+    }
+    if !local && !ipv4_header_ok(&d[l3..l3 + ihl]) {
+        return Err(PopError::BadChecksum);
+    }
+    let frag = get16(d, l3 + 6);
+    if frag & (FLAG_MF | FRAG_OFFSET_MASK) != 0 || d[l3 + 9] != kind.ip_proto() {
+        return Err(PopError::BadHeader);
+    }
+    let meta = TunnelMeta {
+        src: get32(d, l3 + 12),
+        dst: get32(d, l3 + 16),
+        tos: d[l3 + 1],
+        ttl: d[l3 + 8],
+        flags: if frag & FLAG_DF != 0 {
+            TUN_FLAG_DONT_FRAGMENT
+        } else {
+            0
+        },
+        ..TunnelMeta::default()
+    };
+    Ok((meta, l3 + ihl, l3 + ip_len))
+}
+
+/// [`outer_ipv4`] for IPv6: the tunnel header must follow the IPv6
+/// header directly (no extension headers, as OVS's native tunnels).
+#[inline]
+fn outer_ipv6(
+    d: &[u8],
+    l3: usize,
+    kind: TunnelKind,
+) -> Result<(TunnelMeta, usize, usize), PopError> {
+    if d.len() < l3 + IPV6_LEN || d[l3] >> 4 != 6 {
+        return Err(PopError::BadHeader);
+    }
+    let end = l3 + IPV6_LEN + usize::from(get16(d, l3 + 4));
+    if d.len() < end || d[l3 + 6] != kind.ip_proto() {
+        return Err(PopError::BadHeader);
+    }
+    let mut meta = TunnelMeta {
+        tos: (get16(d, l3) >> 4) as u8,
+        ttl: d[l3 + 7],
+        ..TunnelMeta::default()
+    };
+    meta.ipv6_src.copy_from_slice(&d[l3 + 8..l3 + 24]);
+    meta.ipv6_dst.copy_from_slice(&d[l3 + 24..l3 + 40]);
+    Ok((meta, l3 + IPV6_LEN, end))
 }
 
 #[cfg(test)]

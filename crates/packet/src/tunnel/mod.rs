@@ -74,13 +74,17 @@ impl TunnelKind {
 pub struct TunnelMeta {
     /// VNI or GRE key (`tun_id`).
     pub tun_id: u64,
-    /// Outer IPv4 source.
+    /// Outer IPv4 source (zero over IPv6).
     pub src: u32,
-    /// Outer IPv4 destination.
+    /// Outer IPv4 destination (zero over IPv6).
     pub dst: u32,
-    /// Outer TOS.
+    /// Outer IPv6 source (zero over IPv4).
+    pub ipv6_src: [u8; 16],
+    /// Outer IPv6 destination (zero over IPv4).
+    pub ipv6_dst: [u8; 16],
+    /// Outer TOS (IPv6: traffic class).
     pub tos: u8,
-    /// Outer TTL.
+    /// Outer TTL (IPv6: hop limit).
     pub ttl: u8,
     /// `crate::key::TUN_FLAG_*` bits.
     pub flags: u16,
@@ -93,6 +97,8 @@ impl TunnelMeta {
             tun_id: k.tunnel_id,
             src: k.tun_src,
             dst: k.tun_dst,
+            ipv6_src: k.tun_ipv6_src,
+            ipv6_dst: k.tun_ipv6_dst,
             tos: k.tun_tos,
             ttl: k.tun_ttl,
             flags: k.tun_flags,
@@ -110,13 +116,45 @@ impl TunnelMeta {
             tun_tos: self.tos,
             tun_ttl: self.ttl,
             tun_flags: self.flags,
+            tun_ipv6_src: self.ipv6_src,
+            tun_ipv6_dst: self.ipv6_dst,
+            tun_family: if self.is_ipv6() {
+                6
+            } else if self.dst != 0 {
+                4
+            } else {
+                0
+            },
+            tunnel_id: self.tun_id,
             ..Default::default()
         };
-        let tw = t.words();
-        let w = k.words_mut();
         let r = crate::key::TUN_WORDS;
-        w[r.start] = self.tun_id;
-        w[r.start + 1] = tw[r.start + 1];
-        w[r.start + 2] = tw[r.start + 2];
+        k.words_mut()[r.clone()].copy_from_slice(&t.words()[r]);
+    }
+
+    /// Whether the outer header was IPv6.
+    #[inline]
+    pub fn is_ipv6(&self) -> bool {
+        self.src == 0 && self.dst == 0 && (self.ipv6_src != [0; 16] || self.ipv6_dst != [0; 16])
+    }
+
+    /// The outer source address.
+    #[inline]
+    pub fn src_ip(&self) -> std::net::IpAddr {
+        if self.is_ipv6() {
+            self.ipv6_src.into()
+        } else {
+            self.src.to_be_bytes().into()
+        }
+    }
+
+    /// The outer destination address.
+    #[inline]
+    pub fn dst_ip(&self) -> std::net::IpAddr {
+        if self.is_ipv6() {
+            self.ipv6_dst.into()
+        } else {
+            self.dst.to_be_bytes().into()
+        }
     }
 }

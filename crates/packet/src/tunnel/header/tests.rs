@@ -14,14 +14,25 @@ fn params(kind: TunnelKind) -> HeaderParams {
         kind,
         eth_src: SRC_MAC,
         eth_dst: DST_MAC,
-        ip_src: 0x0a5a_0001,
-        ip_dst: 0x0a5a_0002,
+        ip_src: IpAddr::from([10, 90, 0, 1]),
+        ip_dst: IpAddr::from([10, 90, 0, 2]),
         tos: 0,
         ttl: 64,
         df: true,
         key: Some(42),
         dst_port: kind.default_dst_port(),
         csum: false,
+    }
+}
+
+const V6_SRC: [u8; 16] = [0xfd, 0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+const V6_DST: [u8; 16] = [0xfd, 0x90, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+
+fn params6(kind: TunnelKind) -> HeaderParams {
+    HeaderParams {
+        ip_src: IpAddr::from(V6_SRC),
+        ip_dst: IpAddr::from(V6_DST),
+        ..params(kind)
     }
 }
 
@@ -81,6 +92,83 @@ fn vxlan_header_is_rfc_7348() {
 }
 
 #[test]
+fn vxlan_over_ipv6_has_a_payload_length_and_a_pseudo_header_checksum() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    let mut pr = params6(TunnelKind::Vxlan);
+    pr.tos = 0xb8;
+    pr.csum = true;
+    let h = TnlHeader::build(&pr);
+    assert_eq!(h.len(), 70);
+    assert!(h.is_ipv6());
+    assert_eq!(h.ip_dst(), IpAddr::from(V6_DST));
+    let f = inner();
+    let p = encap(&mut pool, &f, &h, 40000);
+    let d = p.data();
+    assert_eq!(&d[12..14], &[0x86, 0xdd]);
+    assert_eq!(
+        get32(d, 14),
+        6 << 28 | 0xb8 << 20,
+        "version, class, no label"
+    );
+    assert_eq!(get16(d, 18) as usize, f.len() + 16, "payload length");
+    assert_eq!((d[20], d[21]), (17, 64), "next header, hop limit");
+    assert_eq!(&d[22..38], &V6_SRC);
+    assert_eq!(&d[38..54], &V6_DST);
+    assert_eq!(get16(d, 54), 40000);
+    assert_eq!(get16(d, 56), 4789);
+    assert_eq!(get16(d, 58) as usize, f.len() + 16, "UDP length");
+    let ps = pseudo_v6(&V6_SRC, &V6_DST, 17, (f.len() + 16) as u32);
+    assert_eq!(
+        finish(sum(ps, &d[54..])),
+        0,
+        "UDP checksum over the pseudo-header"
+    );
+    assert_ne!(get16(d, 60), 0);
+    assert_eq!(&d[62..70], &[0x08, 0, 0, 0, 0, 0, 42, 0]);
+    assert_eq!(&d[70..], &f[..]);
+}
+
+#[test]
+fn every_kind_round_trips_over_ipv6() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    for kind in [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre] {
+        for csum in [false, true] {
+            let mut pr = params6(kind);
+            pr.csum = csum;
+            pr.tos = 0x2a;
+            pr.ttl = 9;
+            let f = inner();
+            let mut p = encap(&mut pool, &f, &TnlHeader::build(&pr), 50000);
+            let m = pop(&mut p, kind).unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
+            assert_eq!(p.data(), &f[..], "{kind:?}");
+            assert!(m.is_ipv6());
+            assert_eq!((m.src, m.dst), (0, 0));
+            assert_eq!((m.ipv6_src, m.ipv6_dst), (V6_SRC, V6_DST));
+            assert_eq!((m.tos, m.ttl, m.tun_id), (0x2a, 9, 42));
+            let mut want = TUN_FLAG_KEY;
+            if csum {
+                want |= TUN_FLAG_CSUM;
+            }
+            assert_eq!(m.flags, want, "{kind:?} csum={csum}: no DF in IPv6");
+            pool.free(p);
+        }
+    }
+    // A bad UDP checksum over IPv6 is caught; a wrong next header refused.
+    let mut pr = params6(TunnelKind::Vxlan);
+    pr.csum = true;
+    let good = encap(&mut pool, &inner(), &TnlHeader::build(&pr), 1)
+        .data()
+        .to_vec();
+    for (at, want) in [(80, PopError::BadChecksum), (20, PopError::BadHeader)] {
+        let mut b = good.clone();
+        b[at] ^= 0x04;
+        let mut p = packet(&mut pool, &b);
+        assert_eq!(pop(&mut p, TunnelKind::Vxlan), Err(want), "byte {at}");
+        pool.free(p);
+    }
+}
+
+#[test]
 fn every_kind_round_trips_with_its_metadata() {
     let mut pool = PacketPool::new(16, 2048).unwrap();
     for kind in [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre] {
@@ -101,6 +189,7 @@ fn every_kind_round_trips_with_its_metadata() {
                 (m.src, m.dst, m.tos, m.ttl),
                 (0x0a5a_0001, 0x0a5a_0002, 0x28, 64)
             );
+            assert!(!m.is_ipv6());
             assert_eq!(m.tun_id, key.unwrap_or(0));
             let mut want = TUN_FLAG_DONT_FRAGMENT;
             if key.is_some() {
@@ -182,10 +271,11 @@ proptest! {
         sport in any::<u16>(),
         tos in any::<u8>(),
         ttl in 1..=255u8,
+        v6 in any::<bool>(),
     ) {
         let kind = [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre][kind as usize];
         let mut pool = PacketPool::new(8, 2048).unwrap();
-        let mut pr = params(kind);
+        let mut pr = if v6 { params6(kind) } else { params(kind) };
         pr.key = Some(if kind == TunnelKind::Gre { u64::from(key) } else { u64::from(key & 0xff_ffff) });
         pr.csum = csum;
         pr.tos = tos;
@@ -206,11 +296,12 @@ proptest! {
     fn pop_takes_any_bytes(
         bytes in proptest::collection::vec(any::<u8>(), 0..200),
         kind in 0..3u8,
+        v6 in any::<bool>(),
     ) {
         let kind = [TunnelKind::Vxlan, TunnelKind::Geneve, TunnelKind::Gre][kind as usize];
         let mut pool = PacketPool::new(8, 2048).unwrap();
         let mut b = vec![0u8; 12];
-        b.extend_from_slice(&[0x08, 0x00]);
+        b.extend_from_slice(if v6 { &[0x86, 0xdd] } else { &[0x08, 0x00] });
         b.extend_from_slice(&bytes);
         let mut p = pool.alloc_from(&b).unwrap();
         let (d, m) = p.data_and_meta_mut();
