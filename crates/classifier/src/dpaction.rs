@@ -160,7 +160,7 @@ pub struct Select {
     /// Per variant: its bucket and the whole action list of its packets.
     pub variants: Vec<(u32, std::sync::Arc<[DpAction]>)>,
     /// Per variant: its bucket's counter, credited with its packets.
-    pub counters: Vec<std::sync::Arc<crate::table::Rule>>,
+    pub counters: Vec<std::sync::Arc<crate::rule::Rule>>,
 }
 
 impl PartialEq for Select {

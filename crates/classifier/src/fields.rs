@@ -207,8 +207,8 @@ impl Field {
     /// Whether `set_field` may write it under OpenFlow 1.3, which lets it
     /// write every header field: the [`writable`](Self::writable) ones and
     /// those Open vSwitch keeps read-only (`eth_type`, `ip_proto`,
-    /// `mpls_bos`), which a rule set writes only in
-    /// [`SetFieldMode::Spec`](crate::table::SetFieldMode::Spec).
+    /// `mpls_bos`), which a rule set writes only in its `SetFieldMode::Spec`
+    /// (`--set-field spec`).
     pub fn spec_writable(&self) -> bool {
         self.writable || self.read_only_in_ovs()
     }

@@ -4,6 +4,7 @@
 //!   the fixed-size flow key, with Open vSwitch's prerequisites.
 //! - [`flow_match`]: a match is a masked key.
 //! - [`parse`]: the `ovs-ofctl` flow language, with positioned errors.
+//! - [`rule`]: one OpenFlow rule and its counters.
 //! - [`table`]: versioned OpenFlow rule tables, flow-mods and the
 //!   reference lookup; [`tss`]: their classifier (tuple space search),
 //!   with [`trie`]: prefix tries on the address fields.
@@ -26,6 +27,7 @@ pub mod megaflow;
 pub mod meter;
 pub mod parse;
 pub mod recirc;
+pub mod rule;
 pub mod table;
 pub mod trie;
 pub mod tss;

@@ -26,7 +26,7 @@ use sluice_packet::key::FlowKey;
 
 use crate::dpaction::DpAction;
 use crate::flow_match::Match;
-use crate::table::Rule;
+use crate::rule::Rule;
 use crate::xlate::XlateDrop;
 
 /// A cached translation.

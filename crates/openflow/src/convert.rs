@@ -59,6 +59,10 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::MPLS_TC, "mpls_tc", Prereq::Mpls),
     (f::MPLS_BOS, "mpls_bos", Prereq::Mpls),
     (f::PBB_ISID, "pbb_isid", Prereq::Pbb),
+    (f::NX_TUN_SRC, "tun_src", Prereq::None),
+    (f::NX_TUN_DST, "tun_dst", Prereq::None),
+    (f::NX_TUN_IPV6_SRC, "tun_ipv6_src", Prereq::None),
+    (f::NX_TUN_IPV6_DST, "tun_ipv6_dst", Prereq::None),
 ];
 
 /// Every OXM field Sluice matches on, with its classifier field's name.
@@ -816,6 +820,55 @@ pub fn outputs_to(r: &Rule, out_port: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tunnel addresses travel as Open vSwitch's Nicira fields
+    /// (class NXM_1, numbers 31, 32, 109, 110), in matches and set-fields,
+    /// both ways; a basic-class field with one of Sluice's own numbers for
+    /// them is not one of them.
+    #[test]
+    fn tunnel_addresses_travel_as_nicira_fields() {
+        let bytes = |oxms: &[Oxm]| {
+            let mut b = Vec::new();
+            crate::oxm::encode_match(oxms, &mut b);
+            b
+        };
+        let m = to_match(&[
+            Oxm::exact(f::NX_TUN_SRC, 0x0a00_0001),
+            Oxm {
+                field: f::NX_TUN_IPV6_DST,
+                value: 0xfd90 << 112,
+                mask: Some(0xffff << 112),
+            },
+        ])
+        .unwrap();
+        let back = from_match(&m);
+        let b = bytes(&back);
+        // OFPMT_OXM, length; then class 0x0001, field 31 (no mask), 4 bytes.
+        assert_eq!(&b[4..8], &[0x00, 0x01, 31 << 1, 4]);
+        assert_eq!(&b[8..12], &[10, 0, 0, 1]);
+        assert_eq!(&b[12..16], &[0x00, 0x01, 110 << 1 | 1, 32]);
+        let again = crate::oxm::decode_match(&mut crate::wire::Rd::new(&b, OfError::BAD_MATCH_LEN))
+            .unwrap();
+        assert_eq!(again, back);
+        let a = to_action(
+            &OfAction::SetField(Oxm::exact(f::NX_TUN_DST, 0x0a00_0002)),
+            &m,
+        )
+        .unwrap();
+        assert_eq!(a.to_string(), "set_field:10.0.0.2->tun_dst");
+        assert_eq!(
+            from_action(&a),
+            Some(OfAction::SetField(Oxm::exact(f::NX_TUN_DST, 0x0a00_0002)))
+        );
+        // Basic class, number 64: no field.
+        let mut bad = bytes(&[Oxm::exact(f::NX_TUN_SRC, 1)]);
+        bad[4..6].copy_from_slice(&crate::oxm::OXM_BASIC.to_be_bytes());
+        bad[6] = 64 << 1;
+        assert_eq!(
+            crate::oxm::decode_match(&mut crate::wire::Rd::new(&bad, OfError::BAD_MATCH_LEN)),
+            Err(OfError::BAD_FIELD)
+        );
+    }
 
     /// OpenFlow's SET_NW_TTL is the flow language's mod_nw_ttl (a set of
     /// nw_ttl) and goes back as SET_NW_TTL; it needs an IP match, as in

@@ -6,7 +6,7 @@ use sluice_classifier::fields::field_by_name;
 
 use crate::action::{at, it};
 use crate::convert::matched_fields;
-use crate::oxm::{basic_field, OXM_BASIC};
+use crate::oxm::{basic_field, wire_of};
 use crate::wire::{pad8, patch_u16, put_str};
 
 /// Table feature property types (`ofp_table_feature_prop_type`).
@@ -57,9 +57,10 @@ fn property(out: &mut Vec<u8>, typ: u16, body: impl FnOnce(&mut Vec<u8>)) {
 }
 
 fn oxm_header(out: &mut Vec<u8>, field: u8, masked: bool) {
-    let (size, _) = basic_field(field).expect("a basic field");
-    out.extend_from_slice(&OXM_BASIC.to_be_bytes());
-    out.push(field << 1 | u8::from(masked));
+    let (size, _) = basic_field(field).expect("a known field");
+    let (class, wire) = wire_of(field);
+    out.extend_from_slice(&class.to_be_bytes());
+    out.push(wire << 1 | u8::from(masked));
     out.push((size * (1 + usize::from(masked))) as u8);
 }
 

@@ -1,5 +1,8 @@
 //! OXM: the type-length-value match fields of OpenFlow 1.3 (spec 7.2.3),
-//! and `ofp_match`, the list of them padded to 8 bytes.
+//! and `ofp_match`, the list of them padded to 8 bytes. Besides the basic
+//! class, the Nicira (`NXM_1`) fields Open vSwitch's tools send in
+//! OpenFlow 1.3 for what has no basic number (the tunnel addresses):
+//! inside Sluice they have field numbers past the basic ones ([`NICIRA`]).
 
 use crate::consts::OfError;
 use crate::wire::{be16, be_uint, pad8, patch_u16, put_uint, Rd};
@@ -8,6 +11,9 @@ use crate::wire::{be16, be_uint, pad8, patch_u16, put_uint, Rd};
 pub const OXM_BASIC: u16 = 0x8000;
 /// `OFPMT_OXM`.
 pub const MATCH_OXM: u16 = 1;
+/// Nicira's extensible match class 1 (`NXM_1`), as Open vSwitch numbers
+/// its own fields.
+pub const OXM_NXM_1: u16 = 0x0001;
 
 /// Basic-class field numbers (`oxm_ofb_match_fields`).
 pub mod f {
@@ -55,9 +61,34 @@ pub mod f {
     /// OpenFlow 1.5's `packet_type`, which `ovs-ofctl` also sends in 1.3
     /// for a rule without `dl_type` that it normalised.
     pub const PACKET_TYPE: u8 = 44;
+    /// Nicira fields: numbers inside Sluice (never on the wire, where
+    /// they are [`super::NICIRA`]'s class and number).
+    pub const NX_TUN_SRC: u8 = 64;
+    pub const NX_TUN_DST: u8 = 65;
+    pub const NX_TUN_IPV6_SRC: u8 = 66;
+    pub const NX_TUN_IPV6_DST: u8 = 67;
 }
 
-/// A basic field's value size in bytes and whether it takes a mask.
+/// The Nicira fields Sluice takes: its number for the field, the class
+/// and number on the wire (OVS's `meta-flow.h`), size, maskable.
+pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
+    (f::NX_TUN_SRC, OXM_NXM_1, 31, 4, true),
+    (f::NX_TUN_DST, OXM_NXM_1, 32, 4, true),
+    (f::NX_TUN_IPV6_SRC, OXM_NXM_1, 109, 16, true),
+    (f::NX_TUN_IPV6_DST, OXM_NXM_1, 110, 16, true),
+];
+
+/// The class and wire number of field `field` (a basic one or one of
+/// [`NICIRA`]).
+pub fn wire_of(field: u8) -> (u16, u8) {
+    match NICIRA.iter().find(|n| n.0 == field) {
+        Some(n) => (n.1, n.2),
+        None => (OXM_BASIC, field),
+    }
+}
+
+/// A field's value size in bytes and whether it takes a mask (basic
+/// fields, and [`NICIRA`]'s by Sluice's numbers for them).
 pub fn basic_field(field: u8) -> Option<(usize, bool)> {
     use f::*;
     Some(match field {
@@ -76,14 +107,14 @@ pub fn basic_field(field: u8) -> Option<(usize, bool)> {
         IPV6_ND_SLL | IPV6_ND_TLL => (6, false),
         MPLS_LABEL | PACKET_TYPE => (4, false),
         PBB_ISID => (3, true),
-        _ => return None,
+        _ => return NICIRA.iter().find(|n| n.0 == field).map(|n| (n.3, n.4)),
     })
 }
 
-/// One OXM field of the basic class.
+/// One OXM field (of the basic class, or a [`NICIRA`] one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Oxm {
-    /// The field number ([`f`]).
+    /// The field number ([`f`]; Sluice's for Nicira fields).
     pub field: u8,
     /// The value (bits outside `mask` cleared).
     pub value: u128,
@@ -106,10 +137,19 @@ impl Oxm {
         let h: [u8; 4] = r.array()?;
         let (class, fh, len) = (be16(&h, 0), h[2], usize::from(h[3]));
         let body = r.take(len)?;
-        if class != OXM_BASIC {
-            return Err(OfError::BAD_FIELD);
-        }
-        let (field, has_mask) = (fh >> 1, fh & 1 == 1);
+        let (wire, has_mask) = (fh >> 1, fh & 1 == 1);
+        let field = match class {
+            // Basic numbers past 63 are none Sluice knows (its own
+            // numbers for Nicira fields start there).
+            OXM_BASIC if wire < 64 => wire,
+            _ => {
+                NICIRA
+                    .iter()
+                    .find(|n| n.1 == class && n.2 == wire)
+                    .ok_or(OfError::BAD_FIELD)?
+                    .0
+            }
+        };
         let (size, maskable) = basic_field(field).ok_or(OfError::BAD_FIELD)?;
         if has_mask && !maskable {
             return Err(OfError::BAD_MASK);
@@ -129,9 +169,10 @@ impl Oxm {
 
     /// Appends the TLV.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let (size, _) = basic_field(self.field).expect("a basic field");
-        out.extend_from_slice(&OXM_BASIC.to_be_bytes());
-        out.push(self.field << 1 | u8::from(self.mask.is_some()));
+        let (size, _) = basic_field(self.field).expect("a known field");
+        let (class, wire) = wire_of(self.field);
+        out.extend_from_slice(&class.to_be_bytes());
+        out.push(wire << 1 | u8::from(self.mask.is_some()));
         out.push((size * (1 + usize::from(self.mask.is_some()))) as u8);
         put_uint(out, self.value, size);
         if let Some(m) = self.mask {
@@ -167,7 +208,7 @@ pub fn decode_match_into(r: &mut Rd<'_>, out: &mut Vec<Oxm>) -> Result<(), OfErr
     // An OXM takes at least 8 bytes but for a few; a guess that spares
     // the pushes' regrowth, bounded.
     out.reserve((body.len() / 6).min(16));
-    let mut seen = 0u64;
+    let mut seen = 0u128;
     while b.left() > 0 {
         let o = Oxm::decode(&mut b)?;
         if seen & 1 << o.field != 0 {

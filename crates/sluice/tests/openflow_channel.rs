@@ -208,6 +208,17 @@ fn ovs_ofctl_programs_the_rules() {
             && dump.contains("table=3, n_packets=0, n_bytes=0, priority=4,metadata=0x5/0xff actions=output:2"),
         "metadata: {dump}"
     );
+    // Tunnel addresses: Nicira fields inside OpenFlow 1.3 messages.
+    run(&[
+        "add-flow",
+        &t,
+        "table=5,priority=6,tun_src=10.9.0.2,tun_ipv6_dst=fd90::/16,actions=set_field:fd90::7->tun_ipv6_dst,set_field:10.9.0.9->tun_dst,output:2",
+    ]);
+    let dump = run(&["dump-flows", &t]);
+    assert!(
+        dump.contains("priority=6,tun_src=10.9.0.2,tun_ipv6_dst=fd90::/16 actions=set_field:fd90::7->tun_ipv6_dst,set_field:10.9.0.9->tun_dst,output:2"),
+        "tunnel fields: {dump}"
+    );
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the

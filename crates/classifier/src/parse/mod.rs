@@ -52,7 +52,7 @@ pub struct FlowSpec {
     /// Whether the line named a table (commands that select rules use
     /// every table when it did not, as `ovs-ofctl del-flows` does).
     pub table_given: bool,
-    /// OpenFlow flow-mod flags ([`crate::table::flag`]).
+    /// OpenFlow flow-mod flags ([`crate::rule::flag`]).
     pub flags: u16,
     /// The OpenFlow 1.3 instructions as a controller sent them (a
     /// flow-mod's), which flow statistics give back as they came: they

@@ -27,164 +27,12 @@ use crate::tss::TableIndex;
 use crate::wildcards::explain_miss;
 
 mod admit;
+mod groups;
+mod meters;
 mod modes;
+pub use crate::rule::{flag, Removal, Rule, RuleId, RuleStats};
 pub use admit::Refusal;
 pub use modes::{Modes, PushMpls, PushVlan, SetFieldMode};
-
-/// A rule's identity, unique within a switch's lifetime.
-pub type RuleId = u64;
-
-/// Per-rule counters, updated by datapath threads.
-#[derive(Debug, Default)]
-pub struct RuleStats {
-    /// Packets that hit the rule.
-    pub packets: AtomicU64,
-    /// Bytes of those packets.
-    pub bytes: AtomicU64,
-    /// Last time (µs on the switch clock) a packet hit the rule.
-    pub last_used_us: AtomicU64,
-}
-
-/// One OpenFlow rule.
-#[derive(Debug)]
-pub struct Rule {
-    /// Identity.
-    pub id: RuleId,
-    /// Table.
-    pub table: u8,
-    /// Priority.
-    pub priority: u16,
-    /// Cookie.
-    pub cookie: u64,
-    /// Idle timeout, seconds (0 = none).
-    pub idle_timeout: u16,
-    /// Hard timeout, seconds (0 = none).
-    pub hard_timeout: u16,
-    /// Match.
-    pub matcher: Match,
-    /// Actions (empty = drop).
-    pub actions: std::sync::Arc<[Action]>,
-    /// When the rule was added (µs on the switch clock).
-    pub created_us: u64,
-    /// OpenFlow flow-mod flags ([`flag`]).
-    pub flags: u16,
-    /// The OpenFlow instructions it was added with, as sent
-    /// ([`FlowSpec::of_instructions`]).
-    pub of_instructions: Option<Arc<[u8]>>,
-    /// Counters.
-    pub stats: RuleStats,
-}
-
-impl Rule {
-    /// A counter that is credited as rules are (a cached decision holds it
-    /// among its rules) but is in no table: a table's misses
-    /// ([`TableCounters`]), a group's or a bucket's packets.
-    pub fn counter() -> Rule {
-        Rule {
-            id: COUNTER_IDS,
-            table: 0,
-            priority: 0,
-            cookie: 0,
-            idle_timeout: 0,
-            hard_timeout: 0,
-            matcher: Match::catch_all(),
-            actions: Default::default(),
-            created_us: 0,
-            flags: 0,
-            of_instructions: None,
-            stats: RuleStats::default(),
-        }
-    }
-
-    /// Whether this is a [`Rule::counter`], in no table.
-    pub fn is_counter(&self) -> bool {
-        self.id >= COUNTER_IDS
-    }
-
-    /// Adds `packets`/`bytes` hits seen at `now_us`.
-    #[inline]
-    pub fn credit(&self, packets: u64, bytes: u64, now_us: u64) {
-        self.stats.packets.fetch_add(packets, Ordering::Relaxed);
-        self.stats.bytes.fetch_add(bytes, Ordering::Relaxed);
-        self.stats.last_used_us.fetch_max(now_us, Ordering::Relaxed);
-    }
-
-    /// (packets, bytes) so far.
-    pub fn counters(&self) -> (u64, u64) {
-        (
-            self.stats.packets.load(Ordering::Relaxed),
-            self.stats.bytes.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Formats the rule as `ovs-ofctl dump-flows` does.
-    pub fn dump(&self, now_us: u64) -> String {
-        let (p, b) = self.counters();
-        let dur = now_us.saturating_sub(self.created_us) as f64 / 1e6;
-        let mut s = format!(
-            " cookie={:#x}, duration={dur:.3}s, table={}, n_packets={p}, n_bytes={b}, ",
-            self.cookie, self.table
-        );
-        if self.idle_timeout != 0 {
-            s += &format!("idle_timeout={}, ", self.idle_timeout);
-        }
-        if self.hard_timeout != 0 {
-            s += &format!("hard_timeout={}, ", self.hard_timeout);
-        }
-        s += &format!("priority={}", self.priority);
-        let m = self.matcher.to_string();
-        if !m.is_empty() {
-            s += ",";
-            s += &m;
-        }
-        s + " actions=" + &crate::action::format_actions(&self.actions)
-    }
-
-    /// Whether the rule has timed out at `now_us`.
-    pub fn expired(&self, now_us: u64) -> bool {
-        self.timed_out(now_us).is_some()
-    }
-}
-
-/// OpenFlow flow-mod flags (`OFPFF_*`) a rule keeps.
-pub mod flag {
-    /// Tell the controllers when the rule goes (FLOW_REMOVED).
-    pub const SEND_FLOW_REM: u16 = 1;
-    /// Refuse an add that overlaps a rule of the same priority.
-    pub const CHECK_OVERLAP: u16 = 2;
-    /// A modify zeroes the counters.
-    pub const RESET_COUNTS: u16 = 4;
-}
-
-/// Why a rule went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Removal {
-    /// Its idle timeout passed.
-    Idle,
-    /// Its hard timeout passed.
-    Hard,
-    /// A delete flow-mod.
-    Delete,
-}
-
-impl Rule {
-    /// Why the rule has timed out at `now_us` (the hard timeout first), if
-    /// it has.
-    pub fn timed_out(&self, now_us: u64) -> Option<Removal> {
-        let hard = self.hard_timeout != 0
-            && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
-        if hard {
-            return Some(Removal::Hard);
-        }
-        let last = self
-            .stats
-            .last_used_us
-            .load(Ordering::Relaxed)
-            .max(self.created_us);
-        let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
-        idle.then_some(Removal::Idle)
-    }
-}
 
 /// How a flow-mod selects existing rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,10 +42,6 @@ pub enum Selection {
     /// Every rule at least as specific as the selector's match.
     Loose,
 }
-
-/// Ids of counters (table misses, groups, buckets: [`Rule::counter`]):
-/// past any rule's.
-const COUNTER_IDS: RuleId = RuleId::MAX - 1024;
 
 /// OpenFlow's per-table counters (TABLE statistics: lookups and
 /// matches, as OVS keeps them), shared by every version of a rule set.

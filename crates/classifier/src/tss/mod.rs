@@ -51,7 +51,7 @@ use im::OrdMap;
 use sluice_packet::key::{FlowKey, KEY_WORDS};
 
 use crate::flow_match::Match;
-use crate::table::{Rule, RuleId};
+use crate::rule::{Rule, RuleId};
 use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{Kind, REGIONS};
 

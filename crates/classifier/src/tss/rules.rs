@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::order_key;
-use crate::table::{Rule, RuleId};
+use crate::rule::{Rule, RuleId};
 
 /// A group's rules (none outside the last level).
 #[derive(Debug, Clone, Default)]

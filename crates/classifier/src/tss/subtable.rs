@@ -13,7 +13,7 @@ use super::pmap::PMap;
 use super::rules::Rules;
 use super::MaskId;
 use crate::flow_match::Match;
-use crate::table::{Rule, RuleId};
+use crate::rule::{Rule, RuleId};
 use crate::wildcards::{prefix_through_first_diff, Kind, REGIONS};
 
 const KEY_BYTES: usize = KEY_WORDS * 8;
