@@ -373,6 +373,62 @@ pub static FIELDS: &[Field] = &[
         |k, v| k.tun_ttl = v as u8
     ),
     int_field!(
+        "tun_metadata0",
+        [],
+        64,
+        true,
+        None,
+        true,
+        |k| k.tun_metadata[0],
+        |k, v| {
+            // Having a value is being present (a match or a set_field).
+            k.tun_metadata[0] = v as u64;
+            k.tun_metadata_present |= 1 << 0;
+        }
+    ),
+    int_field!(
+        "tun_metadata1",
+        [],
+        64,
+        true,
+        None,
+        true,
+        |k| k.tun_metadata[1],
+        |k, v| {
+            // Having a value is being present (a match or a set_field).
+            k.tun_metadata[1] = v as u64;
+            k.tun_metadata_present |= 1 << 1;
+        }
+    ),
+    int_field!(
+        "tun_metadata2",
+        [],
+        64,
+        true,
+        None,
+        true,
+        |k| k.tun_metadata[2],
+        |k, v| {
+            // Having a value is being present (a match or a set_field).
+            k.tun_metadata[2] = v as u64;
+            k.tun_metadata_present |= 1 << 2;
+        }
+    ),
+    int_field!(
+        "tun_metadata3",
+        [],
+        64,
+        true,
+        None,
+        true,
+        |k| k.tun_metadata[3],
+        |k, v| {
+            // Having a value is being present (a match or a set_field).
+            k.tun_metadata[3] = v as u64;
+            k.tun_metadata_present |= 1 << 3;
+        }
+    ),
+    int_field!(
         "in_port",
         [],
         32,

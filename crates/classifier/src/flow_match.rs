@@ -83,7 +83,7 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
                 if matches!(
                     field.name,
                     "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label" | "metadata"
-                ) =>
+                ) || field.name.starts_with("tun_metadata") =>
             {
                 format!("{:#x}", v)
             }

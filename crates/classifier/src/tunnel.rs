@@ -23,7 +23,7 @@ use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use sluice_packet::build::{Frame, L4};
-use sluice_packet::tunnel::{Endpoint, TunnelConfig, TunnelKey, TunnelKind, TunnelMeta};
+use sluice_packet::tunnel::{Endpoint, TlvMap, TunnelConfig, TunnelKey, TunnelKind, TunnelMeta};
 
 /// Most neighbours cached (OVS has no limit; this bounds what a flood of
 /// ARP packets with made-up senders can take).
@@ -93,6 +93,8 @@ pub struct Receivers {
     pub kind: TunnelKind,
     /// UDP destination port (0 for GRE).
     pub dst_port: u16,
+    /// The Geneve options' mapping onto `tun_metadata` fields.
+    pub tlv: TlvMap,
     ports: Vec<Receiver>,
 }
 
@@ -133,6 +135,7 @@ pub struct ArpRequest {
 pub struct Tunnels {
     ports: Vec<(u32, TunnelConfig)>,
     underlays: Vec<Underlay>,
+    tlv: TlvMap,
     receivers: Vec<std::sync::Arc<Receivers>>,
     routes: RwLock<Vec<Route>>,
     neighbours: RwLock<HashMap<IpAddr, (Neighbour, Instant)>>,
@@ -144,8 +147,13 @@ pub struct Tunnels {
 
 impl Tunnels {
     /// The state for these tunnel ports and underlays (each underlay's
-    /// subnet becomes a route). Errors name what does not fit together.
-    pub fn new(ports: Vec<(u32, TunnelConfig)>, underlays: Vec<Underlay>) -> Result<Self, String> {
+    /// subnet becomes a route) and Geneve option mapping. Errors name what
+    /// does not fit together.
+    pub fn new(
+        ports: Vec<(u32, TunnelConfig)>,
+        underlays: Vec<Underlay>,
+        tlv: TlvMap,
+    ) -> Result<Self, String> {
         let mut ports = ports;
         ports.sort_by_key(|p| p.0);
         for (n, c) in &ports {
@@ -192,6 +200,7 @@ impl Tunnels {
                 None => receivers.push(std::sync::Arc::new(Receivers {
                     kind: c.kind,
                     dst_port,
+                    tlv: tlv.clone(),
                     ports: vec![r],
                 })),
             }
@@ -210,6 +219,7 @@ impl Tunnels {
         Ok(Tunnels {
             ports,
             underlays,
+            tlv,
             receivers,
             routes: RwLock::new(routes),
             neighbours: RwLock::default(),
@@ -237,9 +247,23 @@ impl Tunnels {
         }
     }
 
-    /// Whether there is anything to do (no tunnel port and no underlay).
+    /// Whether there is anything to do (no tunnel port, no underlay, no
+    /// option mapping).
     pub fn is_empty(&self) -> bool {
-        self.ports.is_empty() && self.underlays.is_empty()
+        self.ports.is_empty() && self.underlays.is_empty() && self.tlv.is_empty()
+    }
+
+    /// The Geneve options' mapping onto `tun_metadata` fields.
+    pub fn tlv(&self) -> &TlvMap {
+        &self.tlv
+    }
+
+    /// The same ports and underlays with mapping `tlv`, keeping what this
+    /// state learned and was told (`add-tlv-map`, `del-tlv-map`).
+    pub fn with_tlv(&self, tlv: TlvMap) -> Result<Tunnels, String> {
+        let t = Tunnels::new(self.ports.clone(), self.underlays.clone(), tlv)?;
+        t.adopt(self);
+        Ok(t)
     }
 
     /// Bumped by every change a translation depends on (neighbours,
@@ -579,6 +603,7 @@ mod tests {
                 prefix: 24,
                 mac: [2, 0, 0, 0, 0, 1],
             }],
+            TlvMap::default(),
         )
         .unwrap()
     }
@@ -683,7 +708,7 @@ mod tests {
     #[test]
     fn two_ports_that_would_receive_the_same_packets_are_refused() {
         let c = TunnelConfig::new(TunnelKind::Vxlan, Endpoint::Fixed(ip("10.0.0.1")));
-        let e = Tunnels::new(vec![(1, c.clone()), (2, c)], vec![]).unwrap_err();
+        let e = Tunnels::new(vec![(1, c.clone()), (2, c)], vec![], TlvMap::default()).unwrap_err();
         assert!(e.contains("ports 1 and 2"), "{e}");
     }
 }

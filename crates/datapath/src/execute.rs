@@ -462,7 +462,7 @@ pub(crate) fn execute(
                     if metered & bit != 0 {
                         continue;
                     }
-                    match tunnel::pop(p, receivers.kind) {
+                    match tunnel::pop(p, receivers.kind, &receivers.tlv) {
                         Ok(m) => match receivers.lookup(&m) {
                             Some(port) => {
                                 tuns[i as usize] = m;
@@ -519,7 +519,7 @@ pub(crate) fn execute(
                         no_buf |= bit;
                         continue;
                     };
-                    let popped = tunnel::pop(&mut p, receivers.kind);
+                    let popped = tunnel::pop(&mut p, receivers.kind, &receivers.tlv);
                     let port = popped.as_ref().ok().and_then(|m| receivers.lookup(m));
                     let (Ok(tun), Some(port)) = (popped, port) else {
                         pool.free(p);

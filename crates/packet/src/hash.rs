@@ -4,7 +4,7 @@
 //! murmur3 64-bit finaliser so that every input bit reaches the low bits
 //! that cache indexes and signatures use.
 
-use crate::key::KEY_WORDS;
+use crate::key::{KEY_WORDS, TUN_WIDE_WORDS};
 
 /// Hashes `words` with `basis`.
 #[inline]
@@ -27,7 +27,16 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
 pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let mut acc = short_acc(w);
     if w[6..].iter().fold(0, |a, &x| a | x) != 0 {
-        for i in (6..KEY_WORDS).step_by(2) {
+        // The wide tunnel words (IPv6 tunnel addresses, Geneve options)
+        // are zero but in keys of packets that have them: left out then,
+        // as the words past L4 of a short key are.
+        let wide = w[TUN_WIDE_WORDS].iter().fold(0, |a, &x| a | x) != 0;
+        let end = if wide {
+            KEY_WORDS
+        } else {
+            TUN_WIDE_WORDS.start
+        };
+        for i in (6..end).step_by(2) {
             acc = acc.wrapping_add(fold_mul(w[i] ^ SECRET[i], w[i + 1] ^ SECRET[i + 1]));
         }
     }
@@ -69,6 +78,10 @@ pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WOR
 }
 
 const _: () = assert!(KEY_WORDS.is_multiple_of(2), "words are folded in pairs");
+const _: () = assert!(
+    TUN_WIDE_WORDS.start.is_multiple_of(2),
+    "so are the narrow ones"
+);
 
 /// Random constants (one per key word) for [`hash_key_words`].
 const SECRET: [u64; KEY_WORDS] = [
@@ -94,6 +107,10 @@ const SECRET: [u64; KEY_WORDS] = [
     0x58a1_f6c3_0d7e_b924,
     0xf40d_2b86_a57c_13e9,
     0x0e97_c4d1_68b3_fa52,
+    0x6c1f_a83d_29e5_b470,
+    0xd5a2_7b94_0ec8_316f,
+    0x3b86_e0f5_a417_9cd2,
+    0x94e3_1c6a_d85b_f207,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.

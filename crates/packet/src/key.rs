@@ -3,14 +3,14 @@
 //!
 //! Layout follows the order packets are parsed in and keeps fields that
 //! are masked together in the same 64-bit word, so masking, comparing and
-//! hashing work on 22 words with no per-field branching. Field values are
+//! hashing work on 26 words with no per-field branching. Field values are
 //! host-order integers; a field the packet does not carry (or that could
 //! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
 
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 22;
+pub const KEY_WORDS: usize = 26;
 
 /// Words up to and including L4 ports. The words after them (IPv6
 /// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
@@ -26,14 +26,16 @@ pub const TUN_FLAG_CSUM: u16 = 1 << 2;
 pub const TUN_FLAG_KEY: u16 = 1 << 3;
 
 /// Key words that hold tunnel metadata (`tunnel_id`, `tun_src`/`tun_dst`,
-/// the flags, TOS and TTL, `tun_ipv6_src`/`tun_ipv6_dst`): zero in a
-/// packet that came from no tunnel. They are the key's last words.
+/// the flags, TOS and TTL, `tun_ipv6_src`/`tun_ipv6_dst`, the Geneve
+/// options' `tun_metadata` fields): zero in a packet that came from no
+/// tunnel. They are the key's last words.
 pub const TUN_WORDS: std::ops::Range<usize> = 15..KEY_WORDS;
 
-/// Key words that hold an IPv6 tunnel's outer addresses: zero but for
-/// packets that came out of a tunnel over IPv6, and outside the mask of
-/// every megaflow that does not read them (see [`FlowKey::hash64_masked`]).
-pub const TUN_IPV6_WORDS: std::ops::Range<usize> = 18..KEY_WORDS;
+/// Key words that hold an IPv6 tunnel's outer addresses and the Geneve
+/// options' fields: zero but for packets that came out of a tunnel over
+/// IPv6 or with options, and outside the mask of every megaflow that
+/// does not read them (see [`FlowKey::hash64_masked`]).
+pub const TUN_WIDE_WORDS: std::ops::Range<usize> = 18..KEY_WORDS;
 
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
@@ -125,19 +127,25 @@ pub struct FlowKey {
     /// record of whether a packet came from a tunnel, read by every
     /// decision on a switch with tunnels without reading the addresses.
     pub tun_family: u8,
+    /// Which `tun_metadata` fields the packet has (bit N:
+    /// `tun_metadataN`), from Geneve options or `set_field`.
+    pub tun_metadata_present: u8,
     /// Zero: room for more tunnel metadata.
-    pub tun_pad: [u8; 3],
+    pub tun_pad: [u8; 2],
     /// The outer IPv6 source of a packet that came out of a tunnel over
     /// IPv6 (`tun_ipv6_src`), zero otherwise.
     pub tun_ipv6_src: [u8; 16],
     /// The outer IPv6 destination (`tun_ipv6_dst`).
     pub tun_ipv6_dst: [u8; 16],
+    /// `tun_metadata0` to `tun_metadata3`: Geneve options' data, as the
+    /// TLV map says ([`crate::tunnel::tlv`]).
+    pub tun_metadata: [u64; crate::tunnel::tlv::SLOTS],
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, tunnel_id) == TUN_WORDS.start * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == (TUN_WORDS.start - 1) * 8);
-const _: () = assert!(std::mem::offset_of!(FlowKey, tun_ipv6_src) == TUN_IPV6_WORDS.start * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, tun_ipv6_src) == TUN_WIDE_WORDS.start * 8);
 
 impl PartialEq for FlowKey {
     /// Word by word, without branches (the derived comparison calls
@@ -193,21 +201,21 @@ impl FlowKey {
     /// Whether `self & mask == value` (where `value` is already masked).
     #[inline]
     pub fn matches(&self, value: &FlowKey, mask: &FlowKey) -> bool {
-        if mask.reads_tun_ipv6() {
+        if mask.reads_tun_wide() {
             self.matches_n::<KEY_WORDS>(value, mask)
         } else {
-            self.matches_n::<{ TUN_IPV6_WORDS.start }>(value, mask)
+            self.matches_n::<{ TUN_WIDE_WORDS.start }>(value, mask)
         }
     }
 
-    /// Whether a mask has bits in the IPv6 tunnel addresses: no megaflow
-    /// but those of packets from IPv6 tunnels does, so the others hash
-    /// and compare without those words (a branch each subtable takes the
-    /// same way every time).
+    /// Whether a mask has bits in the IPv6 tunnel addresses or the Geneve
+    /// option fields: no megaflow but those that read them does, so the
+    /// others hash and compare without those words (a branch each
+    /// subtable takes the same way every time).
     #[inline(always)]
-    pub fn reads_tun_ipv6(&self) -> bool {
+    pub fn reads_tun_wide(&self) -> bool {
         let m = self.words();
-        m[TUN_IPV6_WORDS].iter().fold(0, |a, &w| a | w) != 0
+        m[TUN_WIDE_WORDS].iter().fold(0, |a, &w| a | w) != 0
     }
 
     #[inline(always)]
@@ -300,10 +308,10 @@ impl FlowKey {
     #[inline]
     pub fn hash64_masked(&self, mask: &FlowKey) -> u64 {
         use crate::hash::hash64_key_masked;
-        if mask.reads_tun_ipv6() {
+        if mask.reads_tun_wide() {
             hash64_key_masked::<KEY_WORDS>(self.words(), mask.words())
         } else {
-            hash64_key_masked::<{ TUN_IPV6_WORDS.start }>(self.words(), mask.words())
+            hash64_key_masked::<{ TUN_WIDE_WORDS.start }>(self.words(), mask.words())
         }
     }
 

@@ -16,6 +16,7 @@
 //! push_mpls = "ovs"             # ovs or spec: a label pushed onto non-IP has TTL 64 (ovs) or 0 (spec)
 //! set_field = "ovs"             # ovs or spec: set_field may write eth_type, ip_proto, mpls_bos (spec)
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
+//! tlv_map = "{class=0x102,type=0x80,len=4}->tun_metadata0"  # Geneve options as fields (ovs-ofctl add-tlv-map)
 //!
 //! [datapath]
 //! pool_frames = 4096
@@ -86,6 +87,8 @@ pub struct Config {
     pub push_mpls: PushMpls,
     /// Which fields set_field may write (`--set-field`).
     pub set_field: SetFieldMode,
+    /// Geneve options as `tun_metadata` fields (`--tlv-map`).
+    pub tlv_map: sluice_packet::tunnel::TlvMap,
     /// The `[openflow]` section.
     pub openflow: OpenFlowConfig,
 }
@@ -109,6 +112,7 @@ struct FileConfig {
     push_vlan: Option<String>,
     push_mpls: Option<String>,
     set_field: Option<String>,
+    tlv_map: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
@@ -358,6 +362,12 @@ fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
 }
 
 impl Config {
+    /// Adds Geneve option mappings as `ovs-ofctl add-tlv-map` takes them.
+    pub fn add_tlv_map(&mut self, spec: &str) -> Result<(), String> {
+        self.tlv_map
+            .add(&sluice_packet::tunnel::TlvEntry::parse_list(spec)?)
+    }
+
     /// Reads a TOML configuration file; paths in it are relative to it.
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
@@ -425,6 +435,9 @@ impl Config {
         }
         if let Some(m) = &f.set_field {
             cfg.set_field = SetFieldMode::parse(m).map_err(|e| format!("set_field: {e}"))?;
+        }
+        if let Some(m) = &f.tlv_map {
+            cfg.add_tlv_map(m).map_err(|e| format!("tlv_map: {e}"))?;
         }
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;

@@ -21,7 +21,7 @@ use sluice_openflow::OfError;
 use sluice_port::PortSpec;
 
 use crate::auto_lb::{AutoLb, Verdict};
-use crate::pmd::{Placement, PmdCommand, PmdSnapshot};
+use crate::pmd::{Placement, PmdCommand};
 use crate::report::merge_ports;
 use crate::rxq_assign::{assign_by_cycles, deal, Plan, Rxq};
 
@@ -110,12 +110,15 @@ pub const COMMANDS: &str = "\
   pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance
   of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)
   tnl-ports-show             tunnel ports and underlay ports (with their addresses)
-  tnl-neigh-show             the tunnel neighbour (ARP) cache (like tnl/neigh/show)
+  tnl-neigh-show             the tunnel neighbour (ARP/ND) cache (like tnl/neigh/show)
   tnl-neigh-set PORT IP MAC  set a neighbour on underlay PORT by hand (like tnl/neigh/set)
   tnl-neigh-flush            forget every neighbour (they are asked for again)
   tnl-route-show             routes to tunnel peers (like ovs/route/show)
   tnl-route-add PREFIX/LEN [GW]  route PREFIX to tunnel peers via GW (on an underlay's subnet)
-  tnl-route-del PREFIX/LEN   remove a route added by hand";
+  tnl-route-del PREFIX/LEN   remove a route added by hand
+  add-tlv-map MAPPINGS       Geneve options as fields: '{class=C,type=T,len=4|8}->tun_metadataN'
+  del-tlv-map [MAPPINGS]     remove mappings (all without MAPPINGS)
+  dump-tlv-map               the Geneve option mappings (like ovs-ofctl dump-tlv-map)";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -200,8 +203,9 @@ impl Control {
     /// Makes the tunnel state that of `specs` (keeping what the old one
     /// learned) and publishes it.
     fn refresh_tunnels(&self, specs: &[(u32, PortSpec)]) -> Result<(), String> {
-        let new = crate::tunnels::from_ports(specs)?;
         let mut rules = self.rules.lock().expect("rules");
+        let tlv = rules.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
+        let new = crate::tunnels::from_ports(specs, &tlv)?;
         if let (Some(n), Some(o)) = (&new, rules.tunnels()) {
             n.adopt(o);
         }
@@ -233,13 +237,13 @@ impl Control {
             "pmd-stats" => Ok(self
                 .ask_all(PmdCommand::Stats)?
                 .iter()
-                .map(pmd_stats)
+                .map(crate::pmd_show::pmd_stats)
                 .collect()),
             "pmd-stats-clear" => self.ask_all(PmdCommand::ClearStats).map(|_| String::new()),
             "pmd-rxq-show" => Ok(self
                 .ask_all(PmdCommand::Stats)?
                 .iter()
-                .map(rxq_show)
+                .map(crate::pmd_show::rxq_show)
                 .collect()),
             "dump-megaflows" => {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
@@ -296,7 +300,8 @@ impl Control {
                 if tunnel_change {
                     let mut all = specs.clone();
                     all.push((n, spec.clone()));
-                    crate::tunnels::from_ports(&all)?;
+                    let tlv = self.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
+                    crate::tunnels::from_ports(&all, &tlv)?;
                 }
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
                 let count = crate::rxq_assign::queue_count(self.n_rxq, &spec, n_pmds)?;
@@ -341,6 +346,16 @@ impl Control {
             }
             c if c.starts_with("tnl-") => {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
+            }
+            c @ ("add-tlv-map" | "del-tlv-map" | "dump-tlv-map") => {
+                let mut rules = self.rules.lock().expect("rules");
+                let (answer, new) =
+                    crate::tunnels::tlv_command(c, &rest, rules.tunnels().map(|t| &**t))?;
+                if let Some(new) = new {
+                    rules.set_tunnels(Some(Arc::new(new)));
+                    self.publish(&rules)?;
+                }
+                Ok(answer)
             }
             "of-show" => match self.of_status.lock().expect("of status").as_ref() {
                 Some(f) => Ok(f()),
@@ -792,82 +807,4 @@ pub(crate) fn of_refusal(r: sluice_classifier::table::Refusal) -> OfError {
         Refusal::MissingMeter(_) => OfError::METER_UNKNOWN,
         Refusal::ReadOnly(_) => OfError::BAD_SET_TYPE,
     }
-}
-
-fn pmd_stats(s: &PmdSnapshot) -> String {
-    let st = &s.stats;
-    let total = (st.idle_cycles + st.processing_cycles).max(1) as f64;
-    let (mf, masks, emc, smc) = s.occupancy;
-    let mut o = format!("{}:\n", s.placement);
-    let mut line = |k: &str, v: String| {
-        o += &format!("  {k}: {v}\n");
-    };
-    line("packets received", st.rx_packets.to_string());
-    line("packet recirculations", st.recirculations.to_string());
-    let passes = (st.rx_packets + st.recirculations) as f64 / st.rx_packets.max(1) as f64;
-    line("avg. datapath passes per packet", format!("{passes:.2}"));
-    line("emc hits", st.emc_hits.to_string());
-    line("smc hits", st.smc_hits.to_string());
-    line("megaflow hits", st.megaflow_hits.to_string());
-    line(
-        "avg. subtable lookups per megaflow hit",
-        format!("{:.2}", st.subtable_lookups_per_hit()),
-    );
-    line("miss with success upcall", st.upcalls.to_string());
-    line("miss with failed upcall", st.failed_upcalls.to_string());
-    line("sent packets", st.sent_packets.to_string());
-    line("sent batches", st.sent_batches.to_string());
-    line(
-        "avg. packets per output batch",
-        format!("{:.2}", st.packets_per_batch()),
-    );
-    line("iterations", st.iterations.to_string());
-    line(
-        "idle cycles",
-        format!(
-            "{} ({:.2}%)",
-            st.idle_cycles,
-            st.idle_cycles as f64 * 100.0 / total
-        ),
-    );
-    line(
-        "processing cycles",
-        format!(
-            "{} ({:.2}%)",
-            st.processing_cycles,
-            st.processing_cycles as f64 * 100.0 / total
-        ),
-    );
-    line("cycles/pkt", format!("{:.1}", st.cycles_per_packet()));
-    line("dropped", st.dropped_total().to_string());
-    line(
-        "megaflows",
-        format!("{mf} (masks: {masks}), emc entries: {emc}, smc entries: {smc}"),
-    );
-    o
-}
-
-/// One PMD's rx queues and their share of its cycles, like OVS's
-/// `dpif-netdev/pmd-rxq-show` (`pmd usage` is the share of all the PMD's
-/// cycles since the last `pmd-stats-clear` spent receiving from that
-/// queue and processing what came).
-fn rxq_show(s: &PmdSnapshot) -> String {
-    let total = (s.stats.idle_cycles + s.stats.processing_cycles).max(1) as f64;
-    let mut o = format!("{}:\n", s.placement);
-    let mut polled = 0u64;
-    for p in s.ports.iter().filter(|p| p.receives) {
-        for q in &p.rxqs {
-            polled += q.rx_cycles;
-            o += &format!(
-                "  port: {:<3} {:<32} queue-id: {:>2}  pmd usage: {:>3.0} %\n",
-                p.ofport,
-                p.name,
-                q.qid,
-                q.rx_cycles as f64 * 100.0 / total
-            );
-        }
-    }
-    let overhead = s.stats.processing_cycles.saturating_sub(polled);
-    o += &format!("  overhead: {:>3.0} %\n", overhead as f64 * 100.0 / total);
-    o
 }

@@ -20,6 +20,7 @@ mod ofmultipart;
 pub mod oftarget;
 pub mod oftls;
 pub mod pmd;
+pub mod pmd_show;
 pub mod report;
 pub mod runner;
 pub mod rxq_assign;

@@ -331,6 +331,12 @@ struct RunArgs {
     /// Flow file (ovs-ofctl syntax, one rule per line).
     #[arg(long, value_name = "FILE")]
     flows: Option<PathBuf>,
+    /// Geneve options as tun_metadata0..3 fields, as ovs-ofctl
+    /// add-tlv-map takes them: '{class=C,type=T,len=4|8}->tun_metadataN'
+    /// (several: comma-separated, or the flag again). Also `sluice ctl
+    /// add-tlv-map` on a running switch. docs/tunnels.md
+    #[arg(long = "tlv-map", value_name = "MAPPINGS")]
+    tlv_map: Vec<String>,
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -541,6 +547,9 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
     for (n, spec) in a.ports {
         cfg.ports.retain(|(m, _)| *m != n);
         cfg.add_port(n, spec)?;
+    }
+    for m in &a.tlv_map {
+        cfg.add_tlv_map(m).map_err(|e| format!("--tlv-map: {e}"))?;
     }
     if let Some(cores) = &a.pmd_cores {
         cfg.pmd_cores =

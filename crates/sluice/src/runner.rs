@@ -618,7 +618,7 @@ pub fn run(
         None => RuleSet::new(),
     };
     set_rule_modes(&mut rules, cfg)?;
-    rules.set_tunnels(crate::tunnels::from_ports(&cfg.ports)?);
+    rules.set_tunnels(crate::tunnels::from_ports(&cfg.ports, &cfg.tlv_map)?);
     let placements = placements(cfg)?;
     let specs: Vec<(u32, &sluice_port::PortSpec)> =
         cfg.ports.iter().map(|(n, s)| (*n, s)).collect();

@@ -1,19 +1,23 @@
 //! The switch's tunnel state from its ports: tunnel ports (`vxlan:`,
-//! `geneve:`, `gre:`) and underlays (ports with `ip=A/N`), and the
-//! `sluice ctl` commands that show and change it (`tnl-neigh-show`,
-//! `tnl-route-show`, ... as `ovs-appctl tnl/neigh/show`, `ovs/route/show`).
+//! `geneve:`, `gre:`) and underlays (ports with `ip=A/N`), with the
+//! Geneve options' TLV map; and the `sluice ctl` commands that show and
+//! change it (`tnl-neigh-show`, `tnl-route-show`, ... as `ovs-appctl
+//! tnl/neigh/show`, `ovs/route/show`; `add-tlv-map`, `del-tlv-map`,
+//! `dump-tlv-map` as `ovs-ofctl`'s).
 
 use std::sync::Arc;
 
 use sluice_classifier::tunnel::{Tunnels, Underlay};
 use std::net::IpAddr;
 
+use sluice_packet::tunnel::{TlvEntry, TlvMap};
 use sluice_packet::wire::ethernet::fmt_mac;
 use sluice_port::PortSpec;
 
-/// The tunnel state for these ports (`None` when no port is a tunnel or
-/// an underlay). A tunnel port needs an underlay to send through.
-pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, String> {
+/// The tunnel state for these ports and Geneve option mapping (`None`
+/// when no port is a tunnel or an underlay and nothing is mapped). A
+/// tunnel port needs an underlay to send through.
+pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<Tunnels>>, String> {
     let mut tunnels = Vec::new();
     let mut underlays = Vec::new();
     for (n, spec) in ports {
@@ -37,7 +41,7 @@ pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, Str
             _ => {}
         }
     }
-    if tunnels.is_empty() && underlays.is_empty() {
+    if tunnels.is_empty() && underlays.is_empty() && tlv.is_empty() {
         return Ok(None);
     }
     if !tunnels.is_empty() && underlays.is_empty() {
@@ -46,7 +50,34 @@ pub fn from_ports(ports: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, Str
             tunnels[0].0
         ));
     }
-    Tunnels::new(tunnels, underlays).map(|t| Some(Arc::new(t)))
+    Tunnels::new(tunnels, underlays, tlv.clone()).map(|t| Some(Arc::new(t)))
+}
+
+/// Runs `add-tlv-map MAPPINGS`, `del-tlv-map [MAPPINGS]` or
+/// `dump-tlv-map` against the tunnel state `t`: the answer, and the new
+/// state to publish when the map changed.
+pub fn tlv_command(
+    cmd: &str,
+    args: &[&str],
+    t: Option<&Tunnels>,
+) -> Result<(String, Option<Tunnels>), String> {
+    let mut map = t.map(|t| t.tlv().clone()).unwrap_or_default();
+    match (cmd, args) {
+        ("dump-tlv-map", []) => return Ok((map.dump(), None)),
+        ("add-tlv-map", [spec]) => map.add(&TlvEntry::parse_list(spec)?)?,
+        ("del-tlv-map", []) => map.clear(),
+        ("del-tlv-map", [spec]) => map.remove(&TlvEntry::parse_list(spec)?)?,
+        _ => {
+            return Err(format!(
+                "{cmd}: expected add-tlv-map MAPPINGS, del-tlv-map [MAPPINGS] or dump-tlv-map, a mapping being {{class=C,type=T,len=L}}->tun_metadataN (quote it for the shell)"
+            ))
+        }
+    }
+    let new = match t {
+        Some(t) => t.with_tlv(map)?,
+        None => Tunnels::new(Vec::new(), Vec::new(), map)?,
+    };
+    Ok(("OK".into(), Some(new)))
 }
 
 /// Runs a `sluice ctl tnl-*` command against the tunnel state (`None`:
@@ -205,6 +236,10 @@ mod tests {
             .collect()
     }
 
+    fn from_ports(p: &[(u32, PortSpec)]) -> Result<Option<Arc<Tunnels>>, String> {
+        super::from_ports(p, &TlvMap::default())
+    }
+
     #[test]
     fn a_tunnel_needs_an_underlay_and_addresses_are_unique() {
         assert!(from_ports(&ports(&["1=null"])).unwrap().is_none());
@@ -300,6 +335,42 @@ mod tests {
             "multicast"
         );
         assert!(ports_show(t).contains("underlay port 3: fd90::1/64"));
+    }
+
+    #[test]
+    fn tlv_maps_are_added_dumped_and_removed() {
+        let (_, t) = tlv_command(
+            "add-tlv-map",
+            &["{class=0xffff,type=0,len=4}->tun_metadata0,{class=0x102,type=0x80,len=8}->tun_metadata1"],
+            None,
+        )
+        .unwrap();
+        let t = t.unwrap();
+        assert_eq!(t.tlv().entries().len(), 2);
+        let (dump, none) = tlv_command("dump-tlv-map", &[], Some(&t)).unwrap();
+        assert!(none.is_none());
+        assert!(
+            dump.contains(" 0x0102 0x80  8       tun_metadata1"),
+            "{dump}"
+        );
+        let e = tlv_command(
+            "add-tlv-map",
+            &["{class=1,type=1,len=4}->tun_metadata0"],
+            Some(&t),
+        )
+        .unwrap_err();
+        assert!(e.contains("already mapped"), "{e}");
+        let (_, t2) = tlv_command(
+            "del-tlv-map",
+            &["{class=0xffff,type=0,len=4}->tun_metadata0"],
+            Some(&t),
+        )
+        .unwrap();
+        assert_eq!(t2.unwrap().tlv().entries().len(), 1);
+        let (_, t3) = tlv_command("del-tlv-map", &[], Some(&t)).unwrap();
+        assert!(t3.unwrap().tlv().is_empty());
+        assert!(TlvEntry::parse_list("").is_err());
+        assert!(tlv_command("add-tlv-map", &[], None).is_err());
     }
 
     #[test]

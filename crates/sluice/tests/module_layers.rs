@@ -16,6 +16,7 @@ const ORDER: &[&str] = &[
     "auto_lb",
     "config",
     "report",
+    "pmd_show",
     "trace",
     "tunnels",
     "ctl",

@@ -310,6 +310,24 @@ fn two_switches(kind: &str, tag: &str, net: u8) {
         );
         sa.ctl(&["del-port", "11"]);
         ping_ok(&a1, &format!("192.168.{net}.2"));
+        // Geneve options mapped at run time: the same traffic still flows
+        // (these rules set no option), the map reads back as set.
+        let tlv = "{class=0x102,type=0x80,len=4}->tun_metadata0";
+        sa.ctl(&["add-tlv-map", tlv]);
+        sb.ctl(&["add-tlv-map", tlv]);
+        let dump = sa.ctl(&["dump-tlv-map"]);
+        assert!(
+            dump.contains(" 0x0102 0x80  4       tun_metadata0"),
+            "{dump}"
+        );
+        assert!(
+            sa.ctl_status(&["add-tlv-map", "{class=1,type=1,len=4}->tun_metadata0"])
+                .status
+                .code()
+                != Some(0),
+            "tun_metadata0 is taken"
+        );
+        ping_ok(&b2, &format!("192.168.{net}.1"));
     }
     let shown = sa.ctl(&["tnl-ports-show"]);
     assert!(

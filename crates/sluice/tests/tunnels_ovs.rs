@@ -190,6 +190,7 @@ fn sluice_encap(
     side: &Side,
     rules: &str,
     spec: &str,
+    extra: &str,
 ) -> (Vec<Vec<u8>>, serde_json::Value) {
     let arp = format!("arp-{tag}.pcap");
     let out = format!("out-{tag}.pcap");
@@ -206,7 +207,7 @@ fn sluice_encap(
             &format!("3=pcap:rx={}", d.join("in.pcap").display()),
             &format!("10={spec}"),
         ],
-        "",
+        extra,
         d,
     );
     (frames_of(&d.join(out)), r)
@@ -222,6 +223,19 @@ fn hex(f: &[u8]) -> String {
 }
 
 fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_out: &str) {
+    compare_with(case, "", ovs_opts, sluice_spec, flows_in, flows_out)
+}
+
+/// [`compare`] with Geneve options mapped to fields (`tlv`, as
+/// `ovs-ofctl add-tlv-map` takes it) in both switches.
+fn compare_with(
+    case: &str,
+    tlv: &str,
+    ovs_opts: &str,
+    sluice_spec: &str,
+    flows_in: &str,
+    flows_out: &str,
+) {
     assert!(
         sh_status("command -v ovs-vswitchd").status.success(),
         "Open vSwitch is missing: run scripts/setup"
@@ -261,6 +275,12 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         format!("{flows_in}\n{flows_out}\n").replace("HOST", "1"),
     )
     .unwrap();
+    let extra = if tlv.is_empty() {
+        String::new()
+    } else {
+        ovs.ofctl(&format!("add-tlv-map BR '{tlv}'"));
+        format!("--tlv-map '{tlv}'")
+    };
     ovs.ofctl(&format!("replace-flows BR {}", d.join("f").display()));
 
     // Encapsulation by both.
@@ -288,7 +308,7 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         peer_ip: near_ip,
         peer_mac: mac(UNDERLAY_MAC),
     };
-    let (ours, enc) = sluice_encap(d, "near", &near, &rules, sluice_spec);
+    let (ours, enc) = sluice_encap(d, "near", &near, &rules, sluice_spec, &extra);
     assert_balanced(&enc);
     assert_eq!(
         ours.len(),
@@ -302,6 +322,12 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         v.sort();
         v
     };
+    if !tlv.is_empty() {
+        for f in &ours {
+            let g = l4_at(f) + 8;
+            assert!(f[g] & 0x3f != 0, "{case}: a Geneve header without options");
+        }
+    }
     let (o, t) = (sorted(&ours), sorted(&theirs));
     for (i, (o, t)) in o.iter().zip(&t).enumerate() {
         assert_eq!(o, t, "{case}: frame {i} in sorted order (Sluice, then OVS)");
@@ -336,7 +362,7 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
             &format!("3=pcap:tx={}", d.join("s3-back.pcap").display()),
             &format!("10={}", swap(sluice_spec)),
         ],
-        "",
+        &extra,
         d,
     );
     assert_balanced(&dec);
@@ -345,7 +371,7 @@ fn compare(case: &str, ovs_opts: &str, sluice_spec: &str, flows_in: &str, flows_
         sorted_raw(inner.clone()),
         "{case}: Sluice decapsulating OVS's frames\n{dec}"
     );
-    let (from_far, _) = sluice_encap(d, "far", &far, &swap(&rules), &swap(sluice_spec));
+    let (from_far, _) = sluice_encap(d, "far", &far, &swap(&rules), &swap(sluice_spec), &extra);
     for f in &from_far {
         ovs.appctl(&format!("netdev-dummy/receive u0 {}", hex(f)));
     }
@@ -445,5 +471,17 @@ fn gre_over_ipv6_as_ovs() {
         "gre:remote_ip=fd95::2,key=9",
         "in_port=HOST,actions=output:10",
         "in_port=10,tun_id=9,actions=output:HOST",
+    );
+}
+
+#[test]
+fn geneve_options_as_ovs() {
+    compare_with(
+        "geneve with options (tun_metadata0 critical, 4 bytes; tun_metadata1, 8 bytes)",
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1",
+        "type=geneve options:remote_ip=10.95.0.2 options:key=5",
+        "geneve:remote_ip=10.95.0.2,key=5",
+        "in_port=HOST,actions=set_field:0x10002->tun_metadata0,set_field:0x1122334455667788->tun_metadata1,output:10",
+        "in_port=10,tun_metadata0=0x10002,tun_metadata1=0x1122334455667788,actions=output:HOST",
     );
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use sluice_packet::key::FRAG_ANY;
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::tunnel::{
-    Endpoint, HeaderParams, TnlHeader, TunnelConfig, TunnelKey, TunnelKind,
+    Endpoint, GeneveOpts, HeaderParams, TnlHeader, TunnelConfig, TunnelKey, TunnelKind,
 };
 use sluice_packet::wire::ethernet::ethertype;
 use sluice_packet::wire::icmp::nd;
@@ -157,6 +157,19 @@ impl Ctx<'_, '_> {
             self.out.wc.nw_tos |= 0x03;
             tos = (tos & 0xfc) | if inner & 3 == 3 { 2 } else { inner & 3 };
         }
+        // Geneve options: the flow's mapped `tun_metadata` fields.
+        let opts = if cfg.kind == TunnelKind::Geneve && !t.tlv().is_empty() {
+            self.out.wc.tun_metadata_present = 0xff;
+            let present = self.flow.tun_metadata_present;
+            for e in t.tlv().entries() {
+                if present & 1 << e.index != 0 {
+                    self.out.wc.tun_metadata[usize::from(e.index)] = u64::MAX;
+                }
+            }
+            GeneveOpts::of_fields(t.tlv(), present, &self.flow.tun_metadata)
+        } else {
+            GeneveOpts::default()
+        };
         self.commit();
         let header = TnlHeader::build(&HeaderParams {
             kind: cfg.kind,
@@ -170,6 +183,7 @@ impl Ctx<'_, '_> {
             key,
             dst_port: cfg.dst_port,
             csum: cfg.csum_for(dst.is_ipv6()),
+            opts,
         });
         if self.out.trace.is_some() {
             self.note(

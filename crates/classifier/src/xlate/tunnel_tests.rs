@@ -36,6 +36,7 @@ fn rules_with(text: &str, tunnel: &str, ip: IpAddr, prefix: u8) -> RuleSet {
             prefix,
             mac: UNDER_MAC,
         }],
+        sluice_packet::tunnel::TlvMap::default(),
     )
     .unwrap();
     r.set_tunnels(Some(Arc::new(t)));
@@ -290,7 +291,7 @@ fn an_output_to_an_ipv6_tunnel_solicits_then_encapsulates_in_ipv6() {
     assert_eq!((&b[22..38], &b[38..54]), (&UNDER_IP6[..], &PEER_IP6[..]));
     assert_eq!(&b[66..69], &[0, 0, 42], "VNI");
     // No megaflow of the encapsulation reads the IPv6 tunnel words.
-    assert!(!t.wc.reads_tun_ipv6());
+    assert!(!t.wc.reads_tun_wide());
 }
 
 #[test]
@@ -322,7 +323,7 @@ fn ipv6_tunnel_packets_for_the_switch_are_popped() {
     inner.tunnel_id = 42;
     let t = run(&r, &inner);
     assert_eq!(t.actions, vec![DpAction::Output(1)]);
-    assert!(t.wc.reads_tun_ipv6());
+    assert!(t.wc.reads_tun_wide());
     inner.tun_ipv6_src[15] = 9;
     assert_eq!(run(&r, &inner).drop, Some(XlateDrop::NoOutput));
 }

@@ -4,9 +4,10 @@
 //!
 //! Layouts: Ethernet (14) + IPv4 (20) or IPv6 (40, no extension
 //! headers) + UDP (8) + VXLAN (8) = 50 or 70 bytes; Geneve as VXLAN
-//! without options; GRE (4, + 4 with a checksum, + 4 with a key) carrying
+//! and its options (the flow's `tun_metadata` fields, [`super::tlv`]); GRE (4, + 4 with a checksum, + 4 with a key) carrying
 //! Ethernet (protocol 0x6558, "transparent Ethernet bridging").
 
+use super::tlv::{self, GeneveOpts, TlvMap};
 use super::{TunnelKind, TunnelMeta};
 use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY};
 use crate::meta::NO_OFFSET;
@@ -18,9 +19,9 @@ use crate::wire::ipv4::{FLAG_DF, FLAG_MF, FRAG_OFFSET_MASK};
 use crate::wire::{be16 as get16, be32 as get32, put16, put32};
 use crate::Packet;
 
-/// The longest outer header built (VXLAN over IPv6 is 70 bytes, GRE with
-/// checksum and key as long; room for Geneve options to come).
-pub const MAX_HEADER_LEN: usize = 96;
+/// The longest outer header built: Geneve over IPv6 with every option
+/// Sluice sends (70 + 48 bytes).
+pub const MAX_HEADER_LEN: usize = 70 + tlv::MAX_OPTS_LEN;
 
 /// The EtherType GRE and Geneve carry for an Ethernet frame.
 pub const ETH_TYPE_TEB: u16 = 0x6558;
@@ -36,6 +37,8 @@ const GRE_UNSUPPORTED: u16 = 0x4000 | 0x0800 | 0x0700 | 0x0007 | 0x00f8;
 /// Geneve's OAM flag (maps to `tun_flags` bit 0, as OVS's
 /// `FLOW_TNL_F_OAM`).
 const GENEVE_OAM: u8 = 0x80;
+/// Geneve's critical-options flag.
+const GENEVE_CRITICAL: u8 = 0x40;
 const TUN_FLAG_OAM: u16 = 1;
 
 /// UDP source ports tunnels choose from, as OVS's defaults
@@ -69,6 +72,8 @@ pub struct HeaderParams {
     pub dst_port: u16,
     /// Outer UDP / GRE checksum.
     pub csum: bool,
+    /// Geneve options (none for the other kinds).
+    pub opts: GeneveOpts,
 }
 
 /// An outer header ready to push.
@@ -144,14 +149,21 @@ impl TnlHeader {
                 put16(&mut b, l4 + 2, p.dst_port);
                 let t = l4 + 8;
                 let vni = (p.key.unwrap_or(0) as u32 & 0xff_ffff) << 8;
+                put32(&mut b, t + 4, vni);
                 if p.kind == TunnelKind::Vxlan {
                     put32(&mut b, t, VXLAN_FLAGS);
+                    t + 8
                 } else {
-                    // Version 0, no options, not OAM, not critical.
+                    // Version 0, the options' length, not OAM.
+                    let o = p.opts.bytes();
+                    b[t] = (o.len() / 4) as u8;
+                    if p.opts.critical {
+                        b[t + 1] = GENEVE_CRITICAL;
+                    }
                     put16(&mut b, t + 2, ETH_TYPE_TEB);
+                    b[t + 8..t + 8 + o.len()].copy_from_slice(o);
+                    t + 8 + o.len()
                 }
-                put32(&mut b, t + 4, vni);
-                t + 8
             }
             TunnelKind::Gre => {
                 let mut flags = 0;
@@ -311,16 +323,19 @@ fn ipv4_header_ok(h: &[u8]) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PopError {
     /// Outer IPv4, UDP or tunnel header malformed, truncated, a fragment,
-    /// or with flags the protocol or Sluice does not take.
+    /// or with flags the protocol or Sluice does not take (a Geneve option
+    /// the TLV map does not map and that is critical, or of another length
+    /// than its mapping).
     BadHeader,
     /// An outer IPv4, UDP or GRE checksum is wrong.
     BadChecksum,
 }
 
 /// Checks the outer headers of `pkt` (parsed: `meta.l3_ofs` at an IPv4
-/// header carrying `kind`) and removes them, leaving the inner Ethernet
-/// frame, unparsed. Returns what they said.
-pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
+/// or IPv6 header carrying `kind`) and removes them, leaving the inner
+/// Ethernet frame, unparsed. Returns what they said; Geneve options
+/// through `map` (a critical one it does not map is a bad header).
+pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMeta, PopError> {
     let l3 = pkt.meta.l3().ok_or(PopError::BadHeader)?;
     // A frame another host's stack made on this machine (a veth peer) may
     // come with its inner checksum left to complete: its outer checksums
@@ -370,6 +385,10 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind) -> Result<TunnelMeta, PopError> {
                 }
                 if d[t + 1] & GENEVE_OAM != 0 {
                     meta.flags |= TUN_FLAG_OAM;
+                }
+                if opt_len != 0 {
+                    meta.opts = tlv::read_options(&d[t + 8..t + 8 + opt_len], map)
+                        .ok_or(PopError::BadHeader)?;
                 }
                 meta.tun_id = u64::from(get32(d, t + 4) >> 8);
                 t + 8 + opt_len

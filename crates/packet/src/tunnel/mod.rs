@@ -10,9 +10,11 @@
 
 pub mod config;
 pub mod header;
+pub mod tlv;
 
 pub use config::{Endpoint, TunnelConfig, TunnelKey};
 pub use header::{pop, push, udp_src_port, HeaderParams, PopError, TnlHeader};
+pub use tlv::{GeneveOpts, TlvEntry, TlvMap};
 
 /// The tunnel protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,6 +90,8 @@ pub struct TunnelMeta {
     pub ttl: u8,
     /// `crate::key::TUN_FLAG_*` bits.
     pub flags: u16,
+    /// The `tun_metadata` fields the Geneve options filled.
+    pub opts: tlv::Fields,
 }
 
 impl TunnelMeta {
@@ -102,6 +106,10 @@ impl TunnelMeta {
             tos: k.tun_tos,
             ttl: k.tun_ttl,
             flags: k.tun_flags,
+            opts: tlv::Fields {
+                present: k.tun_metadata_present,
+                values: k.tun_metadata,
+            },
         }
     }
 
@@ -118,6 +126,8 @@ impl TunnelMeta {
             tun_flags: self.flags,
             tun_ipv6_src: self.ipv6_src,
             tun_ipv6_dst: self.ipv6_dst,
+            tun_metadata_present: self.opts.present,
+            tun_metadata: self.opts.values,
             tun_family: if self.is_ipv6() {
                 6
             } else if self.dst != 0 {

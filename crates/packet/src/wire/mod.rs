@@ -33,12 +33,12 @@ impl std::fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }

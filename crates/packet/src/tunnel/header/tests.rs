@@ -22,6 +22,7 @@ fn params(kind: TunnelKind) -> HeaderParams {
         key: Some(42),
         dst_port: kind.default_dst_port(),
         csum: false,
+        opts: GeneveOpts::default(),
     }
 }
 
@@ -139,7 +140,8 @@ fn every_kind_round_trips_over_ipv6() {
             pr.ttl = 9;
             let f = inner();
             let mut p = encap(&mut pool, &f, &TnlHeader::build(&pr), 50000);
-            let m = pop(&mut p, kind).unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
+            let m = pop(&mut p, kind, &TlvMap::default())
+                .unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
             assert_eq!(p.data(), &f[..], "{kind:?}");
             assert!(m.is_ipv6());
             assert_eq!((m.src, m.dst), (0, 0));
@@ -163,7 +165,50 @@ fn every_kind_round_trips_over_ipv6() {
         let mut b = good.clone();
         b[at] ^= 0x04;
         let mut p = packet(&mut pool, &b);
-        assert_eq!(pop(&mut p, TunnelKind::Vxlan), Err(want), "byte {at}");
+        assert_eq!(
+            pop(&mut p, TunnelKind::Vxlan, &TlvMap::default()),
+            Err(want),
+            "byte {at}"
+        );
+        pool.free(p);
+    }
+}
+
+#[test]
+fn geneve_options_go_out_with_the_fields_and_come_back() {
+    let mut pool = PacketPool::new(16, 2048).unwrap();
+    let mut map = TlvMap::default();
+    map.add(&[
+        crate::tunnel::TlvEntry::parse("{class=0x102,type=0x80,len=4}->tun_metadata0").unwrap(),
+        crate::tunnel::TlvEntry::parse("{class=0xffff,type=1,len=8}->tun_metadata1").unwrap(),
+    ])
+    .unwrap();
+    for v6 in [false, true] {
+        let mut pr = if v6 {
+            params6(TunnelKind::Geneve)
+        } else {
+            params(TunnelKind::Geneve)
+        };
+        pr.opts = GeneveOpts::of_fields(&map, 0b11, &[0xabcd, 0x0102_0304_0506_0708, 0, 0]);
+        let h = TnlHeader::build(&pr);
+        let t = if v6 { 62 } else { 42 };
+        assert_eq!(h.len(), t + 8 + 20);
+        let b = h.bytes();
+        assert_eq!((b[t], b[t + 1]), (5, 0x40), "20 bytes of options, critical");
+        assert_eq!(&b[t + 8..t + 16], &[1, 2, 0x80, 1, 0, 0, 0xab, 0xcd]);
+        let f = inner();
+        let mut p = encap(&mut pool, &f, &h, 1234);
+        let m = pop(&mut p, TunnelKind::Geneve, &map).unwrap();
+        assert_eq!(p.data(), &f[..]);
+        assert_eq!(m.opts.present, 0b11);
+        assert_eq!(m.opts.values[..2], [0xabcd, 0x0102_0304_0506_0708]);
+        pool.free(p);
+        // Without the mapping the critical option is refused.
+        let mut p = encap(&mut pool, &f, &h, 1234);
+        assert_eq!(
+            pop(&mut p, TunnelKind::Geneve, &TlvMap::default()),
+            Err(PopError::BadHeader)
+        );
         pool.free(p);
     }
 }
@@ -183,7 +228,8 @@ fn every_kind_round_trips_with_its_metadata() {
             let h = TnlHeader::build(&pr);
             let f = inner();
             let mut p = encap(&mut pool, &f, &h, 50000);
-            let m = pop(&mut p, kind).unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
+            let m = pop(&mut p, kind, &TlvMap::default())
+                .unwrap_or_else(|e| panic!("{kind:?} csum={csum}: {e:?}"));
             assert_eq!(p.data(), &f[..], "{kind:?}");
             assert_eq!(
                 (m.src, m.dst, m.tos, m.ttl),
@@ -239,12 +285,16 @@ fn bad_outer_headers_are_refused_by_name() {
             b[24..26].copy_from_slice(&c.to_be_bytes());
         }
         let mut p = packet(&mut pool, &b);
-        assert_eq!(pop(&mut p, TunnelKind::Vxlan), Err(want), "byte {at}");
+        assert_eq!(
+            pop(&mut p, TunnelKind::Vxlan, &TlvMap::default()),
+            Err(want),
+            "byte {at}"
+        );
         pool.free(p);
     }
     let mut p = packet(&mut pool, &good[..60]);
     assert_eq!(
-        pop(&mut p, TunnelKind::Vxlan),
+        pop(&mut p, TunnelKind::Vxlan, &TlvMap::default()),
         Err(PopError::BadHeader),
         "truncated"
     );
@@ -284,7 +334,7 @@ proptest! {
             .payload(&payload)
             .build();
         let mut p = encap(&mut pool, &f, &TnlHeader::build(&pr), sport);
-        let m = pop(&mut p, kind).unwrap();
+        let m = pop(&mut p, kind, &TlvMap::default()).unwrap();
         prop_assert_eq!(p.data(), &f[..]);
         prop_assert_eq!(m.tun_id, pr.key.unwrap());
         prop_assert_eq!((m.tos, m.ttl), (tos, ttl));
@@ -308,7 +358,7 @@ proptest! {
         let mut k = FlowKey::default();
         let _ = extract(d, 1, m, &mut k);
         let n = p.len();
-        if pop(&mut p, kind).is_ok() {
+        if pop(&mut p, kind, &TlvMap::default()).is_ok() {
             prop_assert!(p.len() + 14 <= n);
         }
     }
