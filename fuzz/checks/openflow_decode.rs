@@ -2,7 +2,8 @@
 //! each message that decodes encoded again and decoded to the same thing
 //! (after one pass, which settles lossy names);
 //! flow-mods, group-mods, meter-mods and packet-outs mapped onto the
-//! classifier's rules, groups, meters and actions (errors, never a panic);
+//! classifier's rules, groups, meters and actions, Nicira TLV table mods
+//! onto a TLV map (errors, never a panic);
 //! every flow-mod frame also read as the channel reads them, through one
 //! reader kept across the input's frames, with the same result.
 
@@ -73,6 +74,23 @@ pub fn run(data: &[u8]) {
                         let mut rules = sluice_classifier::RuleSet::new();
                         let _ = rules.add_meter(m);
                     }
+                }
+            }
+            Message::Other { typ: 4, body } => {
+                // Nicira experimenter messages: a TLV table mod's mappings
+                // go into a TLV map (refused or taken, never a panic).
+                if let Ok(sluice_openflow::nx::NxMessage::TlvTableMod { maps, .. }) =
+                    sluice_openflow::nx::decode(body)
+                {
+                    let mut map = sluice_packet::tunnel::TlvMap::default();
+                    for m in maps {
+                        if let Ok(e) =
+                            sluice_packet::tunnel::TlvEntry::new(m.class, m.ty, m.len, m.index)
+                        {
+                            let _ = map.add(&[e]);
+                        }
+                    }
+                    assert!(map.entries().len() <= sluice_packet::tunnel::tlv::SLOTS);
                 }
             }
             _ => {}

@@ -148,6 +148,13 @@ errors! {
     BAD_TYPE = (1, 1), "BAD_REQUEST/BAD_TYPE: a message type not supported.";
     BAD_MULTIPART = (1, 2), "BAD_REQUEST/BAD_MULTIPART: a multipart type not supported.";
     BAD_EXPERIMENTER = (1, 3), "BAD_REQUEST/BAD_EXPERIMENTER.";
+    BAD_SUBTYPE = (1, 4), "BAD_REQUEST/BAD_EXP_TYPE: an experimenter message type not supported.";
+    NXTTMFC_BAD_COMMAND = (0xffff, 16), "Nicira NXTTMFC_BAD_COMMAND: a TLV table mod command not known.";
+    NXTTMFC_BAD_OPT_LEN = (0xffff, 17), "Nicira NXTTMFC_BAD_OPT_LEN: an option length not held.";
+    NXTTMFC_BAD_FIELD_IDX = (0xffff, 18), "Nicira NXTTMFC_BAD_FIELD_IDX: a tun_metadata field past those held.";
+    NXTTMFC_TABLE_FULL = (0xffff, 19), "Nicira NXTTMFC_TABLE_FULL.";
+    NXTTMFC_ALREADY_MAPPED = (0xffff, 20), "Nicira NXTTMFC_ALREADY_MAPPED: the field is mapped.";
+    NXTTMFC_DUP_ENTRY = (0xffff, 21), "Nicira NXTTMFC_DUP_ENTRY: the option is mapped to another field.";
     BAD_LEN = (1, 6), "BAD_REQUEST/BAD_LEN: a length that does not add up.";
     BUFFER_UNKNOWN = (1, 8), "BAD_REQUEST/BUFFER_UNKNOWN: Sluice keeps no packet buffers.";
     BAD_TABLE_ID = (1, 9), "BAD_REQUEST/BAD_TABLE_ID.";

@@ -63,6 +63,10 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_TUN_DST, "tun_dst", Prereq::None),
     (f::NX_TUN_IPV6_SRC, "tun_ipv6_src", Prereq::None),
     (f::NX_TUN_IPV6_DST, "tun_ipv6_dst", Prereq::None),
+    (f::NX_TUN_METADATA0, "tun_metadata0", Prereq::None),
+    (f::NX_TUN_METADATA1, "tun_metadata1", Prereq::None),
+    (f::NX_TUN_METADATA2, "tun_metadata2", Prereq::None),
+    (f::NX_TUN_METADATA3, "tun_metadata3", Prereq::None),
 ];
 
 /// Every OXM field Sluice matches on, with its classifier field's name.
@@ -860,6 +864,13 @@ mod tests {
             from_action(&a),
             Some(OfAction::SetField(Oxm::exact(f::NX_TUN_DST, 0x0a00_0002)))
         );
+        // tun_metadata: as many bytes as the value needs, as OVS sends it.
+        let meta = bytes(&[Oxm::exact(f::NX_TUN_METADATA0, 0x10002)]);
+        assert_eq!(&meta[4..11], &[0x00, 0x01, 40 << 1, 3, 1, 0, 2]);
+        let back =
+            crate::oxm::decode_match(&mut crate::wire::Rd::new(&meta, OfError::BAD_MATCH_LEN))
+                .unwrap();
+        assert_eq!(back, [Oxm::exact(f::NX_TUN_METADATA0, 0x10002)]);
         // Basic class, number 64: no field.
         let mut bad = bytes(&[Oxm::exact(f::NX_TUN_SRC, 1)]);
         bad[4..6].copy_from_slice(&crate::oxm::OXM_BASIC.to_be_bytes());

@@ -4,6 +4,7 @@
 //!   (every length checked; an error names the spec's error type and code
 //!   to answer with) and encoded back.
 //! - [`oxm`]: match fields; [`action`]: actions and instructions;
+//!   [`nx`]: the Nicira messages Open vSwitch's tools send (TLV table);
 //!   [`multipart`]: statistics and descriptions; [`features`]: what the
 //!   tables can do, as `TABLE_FEATURES` says it.
 //! - [`convert`]: the mapping onto the classifier's matches, actions and
@@ -23,6 +24,7 @@ pub mod group;
 pub mod meter;
 pub mod msg;
 pub mod multipart;
+pub mod nx;
 pub mod oxm;
 pub mod wire;
 

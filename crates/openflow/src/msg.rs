@@ -310,9 +310,17 @@ fn body(h: &Header, r: &mut Rd<'_>) -> Result<Message, OfError> {
         msg::ERROR => {
             let typ = r.u16()?;
             let code = r.u16()?;
+            let mut data = r.rest();
+            // A Nicira experimenter error: its id goes (encode puts it
+            // back); another experimenter's stays in the data.
+            if typ == crate::nx::ERROR_EXPERIMENTER
+                && data.get(..4) == Some(&crate::nx::NX_VENDOR.to_be_bytes()[..])
+            {
+                data = &data[4..];
+            }
             Message::Error {
                 err: OfError { typ, code },
-                data: r.rest().to_vec(),
+                data: data.to_vec(),
             }
         }
         msg::ECHO_REQUEST => Message::EchoRequest(r.rest().to_vec()),
@@ -605,6 +613,10 @@ pub fn encode(m: &Message, xid: u32, out: &mut Vec<u8>) {
         Message::Error { err, data } => {
             out.extend_from_slice(&err.typ.to_be_bytes());
             out.extend_from_slice(&err.code.to_be_bytes());
+            if err.typ == crate::nx::ERROR_EXPERIMENTER {
+                // ofp_error_experimenter_msg: the experimenter's id next.
+                out.extend_from_slice(&crate::nx::NX_VENDOR.to_be_bytes());
+            }
             out.extend_from_slice(data);
         }
         Message::EchoRequest(d) | Message::EchoReply(d) => out.extend_from_slice(d),

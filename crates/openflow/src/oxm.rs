@@ -67,16 +67,33 @@ pub mod f {
     pub const NX_TUN_DST: u8 = 65;
     pub const NX_TUN_IPV6_SRC: u8 = 66;
     pub const NX_TUN_IPV6_DST: u8 = 67;
+    pub const NX_TUN_METADATA0: u8 = 68;
+    pub const NX_TUN_METADATA1: u8 = 69;
+    pub const NX_TUN_METADATA2: u8 = 70;
+    pub const NX_TUN_METADATA3: u8 = 71;
 }
 
 /// The Nicira fields Sluice takes: its number for the field, the class
-/// and number on the wire (OVS's `meta-flow.h`), size, maskable.
+/// and number on the wire (OVS's `meta-flow.h`), size (the largest, for
+/// the `tun_metadata` fields, whose size is their TLV mapping's: 4 or 8),
+/// maskable.
 pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_TUN_SRC, OXM_NXM_1, 31, 4, true),
     (f::NX_TUN_DST, OXM_NXM_1, 32, 4, true),
     (f::NX_TUN_IPV6_SRC, OXM_NXM_1, 109, 16, true),
     (f::NX_TUN_IPV6_DST, OXM_NXM_1, 110, 16, true),
+    (f::NX_TUN_METADATA0, OXM_NXM_1, 40, 8, true),
+    (f::NX_TUN_METADATA1, OXM_NXM_1, 41, 8, true),
+    (f::NX_TUN_METADATA2, OXM_NXM_1, 42, 8, true),
+    (f::NX_TUN_METADATA3, OXM_NXM_1, 43, 8, true),
 ];
+
+/// Whether a field's size on the wire varies (`tun_metadata`: as OVS
+/// sends them, the bytes the value and mask need, leading zero bytes
+/// left out: 1 to 8 here).
+fn variable(field: u8) -> bool {
+    (f::NX_TUN_METADATA0..=f::NX_TUN_METADATA3).contains(&field)
+}
 
 /// The class and wire number of field `field` (a basic one or one of
 /// [`NICIRA`]).
@@ -154,6 +171,12 @@ impl Oxm {
         if has_mask && !maskable {
             return Err(OfError::BAD_MASK);
         }
+        let n = 1 + usize::from(has_mask);
+        let size = if variable(field) && len % n == 0 && (1..=size).contains(&(len / n)) {
+            len / n
+        } else {
+            size
+        };
         if len != size * (1 + usize::from(has_mask)) {
             return Err(OfError::BAD_MATCH_LEN);
         }
@@ -169,7 +192,12 @@ impl Oxm {
 
     /// Appends the TLV.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let (size, _) = basic_field(self.field).expect("a known field");
+        let (mut size, _) = basic_field(self.field).expect("a known field");
+        if variable(self.field) {
+            // The bytes the value and mask need, as OVS sends them.
+            let v = self.value | self.mask.unwrap_or(0);
+            size = (16 - (v.leading_zeros() as usize) / 8).clamp(1, size);
+        }
         let (class, wire) = wire_of(self.field);
         out.extend_from_slice(&class.to_be_bytes());
         out.push(wire << 1 | u8::from(self.mask.is_some()));

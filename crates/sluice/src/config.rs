@@ -366,6 +366,7 @@ impl Config {
     pub fn add_tlv_map(&mut self, spec: &str) -> Result<(), String> {
         self.tlv_map
             .add(&sluice_packet::tunnel::TlvEntry::parse_list(spec)?)
+            .map_err(|e| e.to_string())
     }
 
     /// Reads a TOML configuration file; paths in it are relative to it.

@@ -19,6 +19,7 @@ mod ofmeters;
 mod ofmultipart;
 pub mod oftarget;
 pub mod oftls;
+mod oftlv;
 pub mod pmd;
 pub mod pmd_show;
 pub mod report;

@@ -691,6 +691,23 @@ impl<S: Conn> Session<S> {
                 }
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),
             },
+            Message::Other {
+                typ: msg::EXPERIMENTER,
+                body,
+            } => {
+                let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
+                match crate::oftlv::experimenter(&self.control, &body, slave)? {
+                    Ok(Some(reply)) => self.reply(
+                        &Message::Other {
+                            typ: msg::EXPERIMENTER,
+                            body: reply,
+                        },
+                        h.xid,
+                    ),
+                    Ok(None) => Ok(()),
+                    Err(e) => self.reply(&error_reply(e, frame), h.xid),
+                }
+            }
             Message::PortMod(pm) => match self.port_mod(&pm) {
                 Ok(()) => Ok(()),
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),

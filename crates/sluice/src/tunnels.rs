@@ -64,9 +64,11 @@ pub fn tlv_command(
     let mut map = t.map(|t| t.tlv().clone()).unwrap_or_default();
     match (cmd, args) {
         ("dump-tlv-map", []) => return Ok((map.dump(), None)),
-        ("add-tlv-map", [spec]) => map.add(&TlvEntry::parse_list(spec)?)?,
+        ("add-tlv-map", [spec]) => map
+            .add(&TlvEntry::parse_list(spec)?)
+            .map_err(|e| e.to_string())?,
         ("del-tlv-map", []) => map.clear(),
-        ("del-tlv-map", [spec]) => map.remove(&TlvEntry::parse_list(spec)?)?,
+        ("del-tlv-map", [spec]) => map.remove(&TlvEntry::parse_list(spec)?),
         _ => {
             return Err(format!(
                 "{cmd}: expected add-tlv-map MAPPINGS, del-tlv-map [MAPPINGS] or dump-tlv-map, a mapping being {{class=C,type=T,len=L}}->tun_metadataN (quote it for the shell)"

@@ -26,6 +26,7 @@ const ORDER: &[&str] = &[
     "ofgroups",
     "ofmeters",
     "ofmultipart",
+    "oftlv",
     "ofchannel",
     "runner",
     "bench_cmd",

@@ -219,6 +219,46 @@ fn ovs_ofctl_programs_the_rules() {
         dump.contains("priority=6,tun_src=10.9.0.2,tun_ipv6_dst=fd90::/16 actions=set_field:fd90::7->tun_ipv6_dst,set_field:10.9.0.9->tun_dst,output:2"),
         "tunnel fields: {dump}"
     );
+    // Geneve options: the TLV table by Nicira messages (ovs-ofctl
+    // add-tlv-map, dump-tlv-map, del-tlv-map), tun_metadata in matches and
+    // set-fields.
+    run(&[
+        "add-tlv-map",
+        &t,
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1",
+    ]);
+    let map = run(&["dump-tlv-map", &t]);
+    assert!(
+        map.contains("0x102  0x80       4  tun_metadata0")
+            && map.contains("0xffff   0x1       8  tun_metadata1"),
+        "{map}"
+    );
+    let (ok, out) = ofctl(&["add-tlv-map", &t, "{class=1,type=1,len=4}->tun_metadata0"]);
+    assert!(!ok && out.contains("NXTTMFC_ALREADY_MAPPED"), "{out}");
+    let (ok, out) = ofctl(&["add-tlv-map", &t, "{class=1,type=1,len=12}->tun_metadata2"]);
+    assert!(!ok && out.contains("NXTTMFC_BAD_OPT_LEN"), "{out}");
+    run(&[
+        "add-flow",
+        &t,
+        "table=6,priority=6,tun_metadata0=0x10002,actions=set_field:0x1122334455667788->tun_metadata1,output:2",
+    ]);
+    let dump = run(&["dump-flows", &t]);
+    assert!(
+        dump.contains(
+            "tun_metadata0=0x10002 actions=set_field:0x1122334455667788->tun_metadata1,output:2"
+        ),
+        "tun_metadata: {dump}"
+    );
+    run(&[
+        "del-tlv-map",
+        &t,
+        "{class=0x102,type=0x80,len=4}->tun_metadata0",
+    ]);
+    let map = run(&["dump-tlv-map", &t]);
+    assert!(
+        !map.contains("tun_metadata0") && map.contains("tun_metadata1"),
+        "{map}"
+    );
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the

@@ -14,7 +14,7 @@ pub mod tlv;
 
 pub use config::{Endpoint, TunnelConfig, TunnelKey};
 pub use header::{pop, push, udp_src_port, HeaderParams, PopError, TnlHeader};
-pub use tlv::{GeneveOpts, TlvEntry, TlvMap};
+pub use tlv::{GeneveOpts, TlvEntry, TlvError, TlvMap};
 
 /// The tunnel protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

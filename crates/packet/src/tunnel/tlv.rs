@@ -64,28 +64,12 @@ impl TlvEntry {
                 "'{s}': class (0 to 0xffff), type (0 to 255) and len are all needed"
             ));
         };
-        if len == 0 || len % 4 != 0 || len > MAX_LEN {
-            return Err(format!(
-                "'{s}': len {len}: Sluice holds options of 4 or 8 bytes (Open vSwitch up to 124)"
-            ));
-        }
         let index = field
             .trim()
             .strip_prefix("tun_metadata")
-            .and_then(|n| n.parse::<u8>().ok())
+            .and_then(|n| n.parse::<u16>().ok())
             .ok_or_else(bad)?;
-        if usize::from(index) >= SLOTS {
-            return Err(format!(
-                "'{s}': Sluice holds tun_metadata0 to tun_metadata{} (Open vSwitch up to 63)",
-                SLOTS - 1
-            ));
-        }
-        Ok(TlvEntry {
-            class,
-            ty,
-            len,
-            index,
-        })
+        TlvEntry::new(class, ty, len, index).map_err(|e| format!("'{s}': {e}"))
     }
 }
 
@@ -136,6 +120,61 @@ fn parse_num(v: &str) -> Option<u32> {
     }
 }
 
+/// Why a mapping change was refused (OVS's `NXTTMFC_*` errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlvError {
+    /// The field is mapped already (`NXTTMFC_ALREADY_MAPPED`).
+    AlreadyMapped(TlvEntry),
+    /// The option is mapped to another field (`NXTTMFC_DUP_ENTRY`).
+    DupEntry(TlvEntry),
+    /// A length Sluice does not hold (`NXTTMFC_BAD_OPT_LEN`).
+    BadLen(u8),
+    /// A field past `tun_metadata3` (`NXTTMFC_BAD_FIELD_IDX`).
+    BadIndex(u16),
+}
+
+impl fmt::Display for TlvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlvError::AlreadyMapped(o) => {
+                write!(f, "tun_metadata{} is already mapped: {o}", o.index)
+            }
+            TlvError::DupEntry(o) => write!(
+                f,
+                "option class {:#x} type {:#x} is already mapped: {o}",
+                o.class, o.ty
+            ),
+            TlvError::BadLen(n) => write!(
+                f,
+                "len {n}: Sluice holds options of 4 or 8 bytes (Open vSwitch up to 124)"
+            ),
+            TlvError::BadIndex(i) => write!(
+                f,
+                "tun_metadata{i}: Sluice holds tun_metadata0 to tun_metadata{} (Open vSwitch up to 63)",
+                SLOTS - 1
+            ),
+        }
+    }
+}
+
+impl TlvEntry {
+    /// A mapping, checked against what Sluice holds.
+    pub fn new(class: u16, ty: u8, len: u8, index: u16) -> Result<TlvEntry, TlvError> {
+        if len == 0 || !len.is_multiple_of(4) || len > MAX_LEN {
+            return Err(TlvError::BadLen(len));
+        }
+        if usize::from(index) >= SLOTS {
+            return Err(TlvError::BadIndex(index));
+        }
+        Ok(TlvEntry {
+            class,
+            ty,
+            len,
+            index: index as u8,
+        })
+    }
+}
+
 /// The map: at most one mapping per field and per option class and type.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlvMap {
@@ -164,22 +203,17 @@ impl TlvMap {
         self.entries.iter().find(|e| e.index == index)
     }
 
-    /// Adds mappings, all or none (`ovs-ofctl add-tlv-map`): a field or an
-    /// option already mapped (to something else) is an error, as in OVS.
-    pub fn add(&mut self, new: &[TlvEntry]) -> Result<(), String> {
+    /// Adds mappings, all or none (`ovs-ofctl add-tlv-map`): a field
+    /// mapped already (even to the same option) or an option mapped to
+    /// another field is an error, as in OVS.
+    pub fn add(&mut self, new: &[TlvEntry]) -> Result<(), TlvError> {
         let mut next = self.clone();
         for e in new {
-            if next.entries.contains(e) {
-                continue;
-            }
             if let Some(o) = next.field(e.index) {
-                return Err(format!("tun_metadata{} is already mapped: {o}", e.index));
+                return Err(TlvError::AlreadyMapped(*o));
             }
             if let Some(o) = next.lookup(e.class, e.ty) {
-                return Err(format!(
-                    "option class {:#x} type {:#x} is already mapped: {o}",
-                    e.class, e.ty
-                ));
+                return Err(TlvError::DupEntry(*o));
             }
             next.entries.push(*e);
         }
@@ -188,14 +222,11 @@ impl TlvMap {
         Ok(())
     }
 
-    /// Removes mappings (`del-tlv-map`), all or none: each must be mapped
-    /// exactly so.
-    pub fn remove(&mut self, gone: &[TlvEntry]) -> Result<(), String> {
-        if let Some(e) = gone.iter().find(|e| !self.entries.contains(e)) {
-            return Err(format!("{e} is not mapped"));
-        }
-        self.entries.retain(|e| !gone.contains(e));
-        Ok(())
+    /// Removes the mappings of the fields `gone` name (`del-tlv-map`;
+    /// OVS's delete goes by field too). A field not mapped is no error.
+    pub fn remove(&mut self, gone: &[TlvEntry]) {
+        self.entries
+            .retain(|e| !gone.iter().any(|g| g.index == e.index));
     }
 
     /// Removes every mapping.
@@ -338,6 +369,7 @@ mod tests {
                 "{class=1,type=2,len=4}->tun_metadata9",
                 "tun_metadata0 to tun_metadata3",
             ),
+            ("{class=1,type=2,len=4}->tun_metadata999999", "expected"),
             ("{class=1,len=4}->tun_metadata0", "all needed"),
             ("{class=0x10000,type=2,len=4}->tun_metadata0", "all needed"),
             ("class=1,type=2,len=4->tun_metadata0", "expected"),
@@ -347,14 +379,20 @@ mod tests {
         }
         let mut m = TlvMap::default();
         m.add(&[e]).unwrap();
-        m.add(&[e]).unwrap();
+        assert_eq!(m.add(&[e]), Err(TlvError::AlreadyMapped(e)), "as OVS");
         let other = TlvEntry { ty: 1, ..e };
-        assert!(m.add(&[other]).unwrap_err().contains("already mapped"));
+        assert_eq!(m.add(&[other]), Err(TlvError::AlreadyMapped(e)));
         let same_opt = TlvEntry { index: 1, ..e };
-        assert!(m.add(&[same_opt]).unwrap_err().contains("already mapped"));
-        assert!(m.remove(&[other]).is_err());
-        m.remove(&[e]).unwrap();
-        assert!(m.is_empty());
+        assert_eq!(m.add(&[same_opt]), Err(TlvError::DupEntry(e)));
+        assert!(m
+            .add(&[same_opt])
+            .unwrap_err()
+            .to_string()
+            .contains("already mapped"));
+        m.remove(&[other]);
+        assert!(m.is_empty(), "removal goes by field");
+        assert_eq!(TlvEntry::new(1, 1, 12, 0), Err(TlvError::BadLen(12)));
+        assert_eq!(TlvEntry::new(1, 1, 4, 4), Err(TlvError::BadIndex(4)));
     }
 
     #[test]

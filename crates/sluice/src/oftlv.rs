@@ -1,0 +1,85 @@
+//! The OpenFlow channel's Nicira TLV table messages: `NXT_TLV_TABLE_MOD`
+//! changes the Geneve options' mapping onto `tun_metadata` fields (a new
+//! rule version, in force on every PMD before anything after it is
+//! answered), `NXT_TLV_TABLE_REQUEST` reads it, as `ovs-ofctl
+//! add-tlv-map`/`dump-tlv-map` and `ovn-controller` use them.
+
+use std::sync::Arc;
+
+use sluice_classifier::tunnel::Tunnels;
+use sluice_openflow::nx::{self, command, NxMessage, TlvMapping};
+use sluice_openflow::OfError;
+use sluice_packet::tunnel::tlv::{MAX_LEN, SLOTS};
+use sluice_packet::tunnel::{TlvEntry, TlvError};
+
+use crate::ctl::Control;
+
+/// The OpenFlow error of a refused mapping change.
+fn of_error(e: TlvError) -> OfError {
+    match e {
+        TlvError::AlreadyMapped(_) => OfError::NXTTMFC_ALREADY_MAPPED,
+        TlvError::DupEntry(_) => OfError::NXTTMFC_DUP_ENTRY,
+        TlvError::BadLen(_) => OfError::NXTTMFC_BAD_OPT_LEN,
+        TlvError::BadIndex(_) => OfError::NXTTMFC_BAD_FIELD_IDX,
+    }
+}
+
+/// Serves an `EXPERIMENTER` message's body: the reply's body to send back
+/// (for a request), nothing (a change made), or the error to answer with.
+/// `slave`: the connection's role is slave (it may read, not change).
+pub(crate) fn experimenter(
+    control: &Control,
+    body: &[u8],
+    slave: bool,
+) -> Result<Result<Option<Vec<u8>>, OfError>, String> {
+    let m = match nx::decode(body) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e)),
+    };
+    match m {
+        NxMessage::TlvTableRequest => control.change_rules(|rules| {
+            let maps: Vec<TlvMapping> = rules
+                .tunnels()
+                .map(|t| t.tlv().entries().to_vec())
+                .unwrap_or_default()
+                .iter()
+                .map(|e| TlvMapping {
+                    class: e.class,
+                    ty: e.ty,
+                    len: e.len,
+                    index: u16::from(e.index),
+                })
+                .collect();
+            let space = SLOTS as u32 * u32::from(MAX_LEN);
+            Ok(Some(nx::tlv_table_reply(space, SLOTS as u16, &maps)))
+        }),
+        NxMessage::TlvTableMod { .. } if slave => Ok(Err(OfError::IS_SLAVE)),
+        NxMessage::TlvTableMod { command: cmd, maps } => control.change_rules(|rules| {
+            let mut map = rules.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
+            let entries = maps
+                .iter()
+                .map(|m| TlvEntry::new(m.class, m.ty, m.len, m.index))
+                .collect::<Result<Vec<_>, _>>();
+            match cmd {
+                command::ADD => map.add(&entries.map_err(of_error)?).map_err(of_error)?,
+                command::DELETE => {
+                    // By field, as OVS: a field past those held is none.
+                    let gone: Vec<TlvEntry> = maps
+                        .iter()
+                        .filter_map(|m| TlvEntry::new(m.class, m.ty, 4, m.index).ok())
+                        .collect();
+                    map.remove(&gone)
+                }
+                command::CLEAR => map.clear(),
+                _ => return Err(OfError::NXTTMFC_BAD_COMMAND),
+            }
+            let new = match rules.tunnels() {
+                Some(t) => t.with_tlv(map),
+                None => Tunnels::new(Vec::new(), Vec::new(), map),
+            }
+            .map_err(|_| OfError::NXTTMFC_TABLE_FULL)?;
+            rules.set_tunnels(Some(Arc::new(new)));
+            Ok(None)
+        }),
+    }
+}
