@@ -290,6 +290,26 @@ macro_rules! int_field {
     };
 }
 
+/// `tun_metadata<N>`: Geneve option data as the TLV map says; having a
+/// value (a match or a set_field) is being present.
+macro_rules! tun_metadata_field {
+    ($name:literal, $i:literal) => {
+        int_field!(
+            $name,
+            [],
+            64,
+            true,
+            None,
+            true,
+            |k| k.tun_metadata[$i],
+            |k, v| {
+                k.tun_metadata[$i] = v as u64;
+                k.tun_metadata_present |= 1 << $i;
+            }
+        )
+    };
+}
+
 /// Every field, in the order `ovs-ofctl` prints matches.
 pub static FIELDS: &[Field] = &[
     int_field!(
@@ -372,62 +392,10 @@ pub static FIELDS: &[Field] = &[
         |k| k.tun_ttl,
         |k, v| k.tun_ttl = v as u8
     ),
-    int_field!(
-        "tun_metadata0",
-        [],
-        64,
-        true,
-        None,
-        true,
-        |k| k.tun_metadata[0],
-        |k, v| {
-            // Having a value is being present (a match or a set_field).
-            k.tun_metadata[0] = v as u64;
-            k.tun_metadata_present |= 1 << 0;
-        }
-    ),
-    int_field!(
-        "tun_metadata1",
-        [],
-        64,
-        true,
-        None,
-        true,
-        |k| k.tun_metadata[1],
-        |k, v| {
-            // Having a value is being present (a match or a set_field).
-            k.tun_metadata[1] = v as u64;
-            k.tun_metadata_present |= 1 << 1;
-        }
-    ),
-    int_field!(
-        "tun_metadata2",
-        [],
-        64,
-        true,
-        None,
-        true,
-        |k| k.tun_metadata[2],
-        |k, v| {
-            // Having a value is being present (a match or a set_field).
-            k.tun_metadata[2] = v as u64;
-            k.tun_metadata_present |= 1 << 2;
-        }
-    ),
-    int_field!(
-        "tun_metadata3",
-        [],
-        64,
-        true,
-        None,
-        true,
-        |k| k.tun_metadata[3],
-        |k, v| {
-            // Having a value is being present (a match or a set_field).
-            k.tun_metadata[3] = v as u64;
-            k.tun_metadata_present |= 1 << 3;
-        }
-    ),
+    tun_metadata_field!("tun_metadata0", 0),
+    tun_metadata_field!("tun_metadata1", 1),
+    tun_metadata_field!("tun_metadata2", 2),
+    tun_metadata_field!("tun_metadata3", 3),
     int_field!(
         "in_port",
         [],

@@ -30,6 +30,21 @@ fn ping_ok(from: &Host, to: &str) {
     );
 }
 
+/// Stops a switch and checks every packet is accounted for and none was
+/// refused as a bad tunnel packet.
+fn stopped_clean(sw: Sluice) {
+    let report = sw.stop();
+    assert_balanced(&report);
+    let dropped = &report["datapath"]["dropped"];
+    for bad in [
+        "tunnel header invalid",
+        "tunnel checksum bad",
+        "no tunnel port",
+    ] {
+        assert_eq!(dropped[bad].as_u64().unwrap_or(0), 0, "{bad}: {report}");
+    }
+}
+
 fn ping_fails(from: &Host, to: &str) {
     let out = from.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"));
     assert!(
@@ -181,16 +196,7 @@ fn vxlan_to_the_kernel_carries_ping_and_iperf3_both_ways() {
         back > 5_000_000,
         "iperf3 from the kernel's side moved {back} bytes"
     );
-    let report = sw.stop();
-    assert_balanced(&report);
-    let dropped = &report["datapath"]["dropped"];
-    for bad in [
-        "tunnel header invalid",
-        "tunnel checksum bad",
-        "no tunnel port",
-    ] {
-        assert_eq!(dropped[bad].as_u64().unwrap_or(0), 0, "{bad}: {report}");
-    }
+    stopped_clean(sw);
 }
 
 /// The same over an IPv6 underlay: Sluice answers the kernel's neighbour
@@ -226,16 +232,7 @@ fn vxlan_over_ipv6_to_the_kernel_carries_ping_both_ways() {
     // The kernel learned Sluice's address by asking it.
     let theirs = far.exec("ip -6 neigh show dev eth0");
     assert!(theirs.contains("fd91::1"), "{theirs}");
-    let report = sw.stop();
-    assert_balanced(&report);
-    let dropped = &report["datapath"]["dropped"];
-    for bad in [
-        "tunnel header invalid",
-        "tunnel checksum bad",
-        "no tunnel port",
-    ] {
-        assert_eq!(dropped[bad].as_u64().unwrap_or(0), 0, "{bad}: {report}");
-    }
+    stopped_clean(sw);
 }
 
 /// Two Sluice switches, one underlay wire, Geneve with `key=flow`: the

@@ -327,3 +327,58 @@ fn ipv6_tunnel_packets_for_the_switch_are_popped() {
     inner.tun_ipv6_src[15] = 9;
     assert_eq!(run(&r, &inner).drop, Some(XlateDrop::NoOutput));
 }
+
+#[test]
+fn geneve_outputs_carry_the_mapped_fields_the_flow_has() {
+    let mut r = RuleSet::from_specs(
+        &parse_flow_file(
+            "in_port=1,actions=set_field:0x10002->tun_metadata0,output:10\nin_port=2,actions=drop\n",
+            None,
+        )
+        .unwrap(),
+        0,
+    );
+    let mut tlv = sluice_packet::tunnel::TlvMap::default();
+    tlv.add(&sluice_packet::tunnel::TlvEntry::parse_list(
+        "{class=0x102,type=0x80,len=4}->tun_metadata0,{class=0xffff,type=1,len=8}->tun_metadata1",
+    ).unwrap())
+    .unwrap();
+    let (k, a) = ("geneve", "remote_ip=10.90.0.2,key=5");
+    let cfg = TunnelConfig::parse(TunnelKind::from_name(k).unwrap(), a, k).unwrap();
+    let t = Tunnels::new(
+        vec![(10, cfg)],
+        vec![Underlay {
+            ofport: 2,
+            ip: v4(UNDER_IP),
+            prefix: 24,
+            mac: UNDER_MAC,
+        }],
+        tlv,
+    )
+    .unwrap();
+    t.set_neighbour(2, v4(PEER_IP), PEER_MAC).unwrap();
+    r.set_tunnels(Some(Arc::new(t)));
+    let out = run(&r, &udp(1, 0x0a00_0002, 80));
+    let [DpAction::TnlOutput { header, .. }] = &out.actions[..] else {
+        panic!("{:?}", out.actions);
+    };
+    let b = header.bytes();
+    // Geneve at 42: 2 words of options (tun_metadata0 only: 1 is not set),
+    // critical; the option after the VNI word.
+    assert_eq!((b[42], b[43]), (2, 0x40));
+    assert_eq!(&b[50..58], &[1, 2, 0x80, 1, 0, 1, 0, 2]);
+    assert_eq!(
+        out.wc.tun_metadata_present, 0xff,
+        "which fields are set was read"
+    );
+    // A packet that already came with tun_metadata1 sends both.
+    let mut from = udp(1, 0x0a00_0002, 80);
+    from.tun_metadata_present = 0b10;
+    from.tun_metadata[1] = 7;
+    let out = run(&r, &from);
+    let [DpAction::TnlOutput { header, .. }] = &out.actions[..] else {
+        panic!("{:?}", out.actions);
+    };
+    assert_eq!(header.bytes()[42], 5, "4 + 8 bytes of data, two headers");
+    assert_eq!(out.wc.tun_metadata[1], u64::MAX);
+}
