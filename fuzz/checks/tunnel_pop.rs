@@ -69,6 +69,7 @@ pub fn run(data: &[u8]) {
                     key: Some(meta.tun_id),
                     dst_port: kind.default_dst_port(),
                     csum: sel & 0x80 != 0,
+                    oam: meta.flags & sluice_packet::key::TUN_FLAG_OAM != 0,
                     opts: if kind == TunnelKind::Geneve {
                         GeneveOpts::of_fields(&map, meta.opts.present, &meta.opts.values)
                     } else {
@@ -83,6 +84,10 @@ pub fn run(data: &[u8]) {
                     assert_eq!(
                         (again.tun_id, again.src_ip(), again.dst_ip(), again.opts),
                         (meta.tun_id, meta.src_ip(), meta.dst_ip(), meta.opts)
+                    );
+                    assert_eq!(
+                        again.flags & sluice_packet::key::TUN_FLAG_OAM,
+                        meta.flags & sluice_packet::key::TUN_FLAG_OAM
                     );
                 }
                 pool.free(p);

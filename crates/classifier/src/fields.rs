@@ -373,6 +373,19 @@ pub static FIELDS: &[Field] = &[
         put: |k, v| k.tun_ipv6_dst = v.to_be_bytes(),
     },
     int_field!(
+        "tun_flags",
+        [],
+        1,
+        true,
+        None,
+        true,
+        // The OAM flag alone: the other bits are the switch's own record
+        // of the outer headers (checksum, key, don't-fragment), as OVS's.
+        |k| k.tun_flags & sluice_packet::key::TUN_FLAG_OAM,
+        |k, v| k.tun_flags = (k.tun_flags & !sluice_packet::key::TUN_FLAG_OAM)
+            | (v as u16 & sluice_packet::key::TUN_FLAG_OAM)
+    ),
+    int_field!(
         "tun_tos",
         [],
         8,

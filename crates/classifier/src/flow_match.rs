@@ -77,6 +77,10 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
     }
     // A field's own bits, e.g. 0xfc for nw_tos (DSCP only).
     let full = (field.get)(&FlowKey::all_ones());
+    if field.name == "tun_flags" && m == full {
+        // As OVS writes its tunnel flags.
+        return Some(if v != 0 { "+oam" } else { "-oam" }.into());
+    }
     if m == full {
         return Some(match field.kind {
             ValueKind::Int(_)

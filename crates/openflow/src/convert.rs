@@ -67,6 +67,7 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_TUN_METADATA1, "tun_metadata1", Prereq::None),
     (f::NX_TUN_METADATA2, "tun_metadata2", Prereq::None),
     (f::NX_TUN_METADATA3, "tun_metadata3", Prereq::None),
+    (f::NX_TUN_FLAGS, "tun_flags", Prereq::None),
 ];
 
 /// Every OXM field Sluice matches on, with its classifier field's name.

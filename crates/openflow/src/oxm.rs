@@ -71,6 +71,7 @@ pub mod f {
     pub const NX_TUN_METADATA1: u8 = 69;
     pub const NX_TUN_METADATA2: u8 = 70;
     pub const NX_TUN_METADATA3: u8 = 71;
+    pub const NX_TUN_FLAGS: u8 = 72;
 }
 
 /// The Nicira fields Sluice takes: its number for the field, the class
@@ -86,6 +87,7 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_TUN_METADATA1, OXM_NXM_1, 41, 8, true),
     (f::NX_TUN_METADATA2, OXM_NXM_1, 42, 8, true),
     (f::NX_TUN_METADATA3, OXM_NXM_1, 43, 8, true),
+    (f::NX_TUN_FLAGS, OXM_NXM_1, 104, 2, true),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS

@@ -17,6 +17,9 @@ pub const KEY_WORDS: usize = 26;
 /// *short* key, which compares and hashes on these words alone.
 pub const SHORT_KEY_WORDS: usize = 6;
 
+/// `tun_flags`: an OAM frame (Geneve's O bit; OVS's `FLOW_TNL_F_OAM`, the
+/// one flag the `tun_flags` field shows).
+pub const TUN_FLAG_OAM: u16 = 1;
 /// `tun_flags`: the outer header had a don't-fragment bit (OVS's
 /// `FLOW_TNL_F_DONT_FRAGMENT`).
 pub const TUN_FLAG_DONT_FRAGMENT: u16 = 1 << 1;

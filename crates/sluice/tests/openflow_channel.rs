@@ -250,6 +250,16 @@ fn ovs_ofctl_programs_the_rules() {
         "tun_metadata: {dump}"
     );
     run(&[
+        "add-flow",
+        &t,
+        "table=7,priority=7,tun_flags=+oam,actions=output:2",
+    ]);
+    let dump = run(&["dump-flows", &t]);
+    assert!(
+        dump.contains("tun_flags=+oam actions=output:2"),
+        "tun_flags: {dump}"
+    );
+    run(&[
         "del-tlv-map",
         &t,
         "{class=0x102,type=0x80,len=4}->tun_metadata0",

@@ -485,3 +485,14 @@ fn geneve_options_as_ovs() {
         "in_port=10,tun_metadata0=0x10002,tun_metadata1=0x1122334455667788,actions=output:HOST",
     );
 }
+
+#[test]
+fn geneve_oam_as_ovs() {
+    compare(
+        "geneve with tun_flags=+oam (the O bit)",
+        "type=geneve options:remote_ip=10.95.0.2 options:key=5",
+        "geneve:remote_ip=10.95.0.2,key=5",
+        "in_port=HOST,actions=set_field:1->tun_flags,output:10",
+        "in_port=10,tun_flags=+oam,actions=output:HOST",
+    );
+}

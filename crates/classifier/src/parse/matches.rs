@@ -132,6 +132,24 @@ impl MatchParser<'_> {
                 self.set(f("nw_frag"), fv as u128, fm as u128, 3);
                 Ok(())
             }
+            "tun_flags" if v.starts_with('+') || v.starts_with('-') => {
+                // OVS's tunnel flags: `oam` is the one a rule sees.
+                let oam = match &v[1..] {
+                    "oam" => 1u128,
+                    other => {
+                        return Err(cx.err(
+                            vat,
+                            format!(
+                                "unknown tunnel flag '{other}': the one flag is oam (+oam or -oam)"
+                            ),
+                        ))
+                    }
+                };
+                let fv = if v.starts_with('+') { oam } else { 0 };
+                self.named.push((f("tun_flags"), at));
+                self.set(f("tun_flags"), fv, oam, 1);
+                Ok(())
+            }
             "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
                 let (mut fv, mut fm) = (0u128, 0u128);
                 let mut rest = v;

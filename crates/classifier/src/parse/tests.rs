@@ -48,6 +48,8 @@ fn every_match_field_parses() {
         "ip,nw_frag=later,actions=drop",
         "ip,nw_proto=0,actions=drop",
         "tcp,tcp_flags=+syn-ack,actions=drop",
+        "tun_flags=+oam,actions=drop",
+        "tun_flags=-oam,tun_metadata0=0x10002,actions=drop",
         "tcp,tcp_flags=0x002/0x012,actions=drop",
         "udp,tp_src=0x1000/0xf000,actions=drop",
         "sctp,sctp_dst=9,actions=drop",

@@ -17,7 +17,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use sluice_packet::key::FRAG_ANY;
+use sluice_packet::key::{FRAG_ANY, TUN_FLAG_OAM};
 use sluice_packet::rewrite::ArpField;
 use sluice_packet::tunnel::{
     Endpoint, GeneveOpts, HeaderParams, TnlHeader, TunnelConfig, TunnelKey, TunnelKind,
@@ -158,6 +158,11 @@ impl Ctx<'_, '_> {
             tos = (tos & 0xfc) | if inner & 3 == 3 { 2 } else { inner & 3 };
         }
         // Geneve options: the flow's mapped `tun_metadata` fields.
+        // Geneve's OAM flag: the flow's `tun_flags=+oam`.
+        let oam = cfg.kind == TunnelKind::Geneve && {
+            self.out.wc.tun_flags |= TUN_FLAG_OAM;
+            self.flow.tun_flags & TUN_FLAG_OAM != 0
+        };
         let opts = if cfg.kind == TunnelKind::Geneve && !t.tlv().is_empty() {
             self.out.wc.tun_metadata_present = 0xff;
             let present = self.flow.tun_metadata_present;
@@ -184,6 +189,7 @@ impl Ctx<'_, '_> {
             dst_port: cfg.dst_port,
             csum: cfg.csum_for(dst.is_ipv6()),
             opts,
+            oam,
         });
         if self.out.trace.is_some() {
             self.note(

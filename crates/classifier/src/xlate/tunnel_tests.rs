@@ -380,5 +380,13 @@ fn geneve_outputs_carry_the_mapped_fields_the_flow_has() {
         panic!("{:?}", out.actions);
     };
     assert_eq!(header.bytes()[42], 5, "4 + 8 bytes of data, two headers");
+    assert_eq!(header.bytes()[43], 0x40, "critical, not OAM");
+    // tun_flags=+oam: Geneve's O bit.
+    from.tun_flags = sluice_packet::key::TUN_FLAG_OAM;
+    let out = run(&r, &from);
+    let [DpAction::TnlOutput { header, .. }] = &out.actions[..] else {
+        panic!("{:?}", out.actions);
+    };
+    assert_eq!(header.bytes()[43], 0xc0, "OAM and critical");
     assert_eq!(out.wc.tun_metadata[1], u64::MAX);
 }

@@ -9,7 +9,7 @@
 
 use super::tlv::{self, GeneveOpts, TlvMap};
 use super::{TunnelKind, TunnelMeta};
-use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY};
+use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY, TUN_FLAG_OAM};
 use crate::meta::NO_OFFSET;
 use std::net::IpAddr;
 
@@ -39,7 +39,6 @@ const GRE_UNSUPPORTED: u16 = 0x4000 | 0x0800 | 0x0700 | 0x0007 | 0x00f8;
 const GENEVE_OAM: u8 = 0x80;
 /// Geneve's critical-options flag.
 const GENEVE_CRITICAL: u8 = 0x40;
-const TUN_FLAG_OAM: u16 = 1;
 
 /// UDP source ports tunnels choose from, as OVS's defaults
 /// (`tnl_udp_port_min`/`max`): the ephemeral range.
@@ -74,6 +73,8 @@ pub struct HeaderParams {
     pub csum: bool,
     /// Geneve options (none for the other kinds).
     pub opts: GeneveOpts,
+    /// Geneve's OAM flag (the flow's `tun_flags=+oam`).
+    pub oam: bool,
 }
 
 /// An outer header ready to push.
@@ -158,7 +159,10 @@ impl TnlHeader {
                     let o = p.opts.bytes();
                     b[t] = (o.len() / 4) as u8;
                     if p.opts.critical {
-                        b[t + 1] = GENEVE_CRITICAL;
+                        b[t + 1] |= GENEVE_CRITICAL;
+                    }
+                    if p.oam {
+                        b[t + 1] |= GENEVE_OAM;
                     }
                     put16(&mut b, t + 2, ETH_TYPE_TEB);
                     b[t + 8..t + 8 + o.len()].copy_from_slice(o);

@@ -23,6 +23,7 @@ fn params(kind: TunnelKind) -> HeaderParams {
         dst_port: kind.default_dst_port(),
         csum: false,
         opts: GeneveOpts::default(),
+        oam: false,
     }
 }
 
@@ -190,17 +191,23 @@ fn geneve_options_go_out_with_the_fields_and_come_back() {
             params(TunnelKind::Geneve)
         };
         pr.opts = GeneveOpts::of_fields(&map, 0b11, &[0xabcd, 0x0102_0304_0506_0708, 0, 0]);
+        pr.oam = true;
         let h = TnlHeader::build(&pr);
         let t = if v6 { 62 } else { 42 };
         assert_eq!(h.len(), t + 8 + 20);
         let b = h.bytes();
-        assert_eq!((b[t], b[t + 1]), (5, 0x40), "20 bytes of options, critical");
+        assert_eq!(
+            (b[t], b[t + 1]),
+            (5, 0xc0),
+            "20 bytes of options; OAM, critical"
+        );
         assert_eq!(&b[t + 8..t + 16], &[1, 2, 0x80, 1, 0, 0, 0xab, 0xcd]);
         let f = inner();
         let mut p = encap(&mut pool, &f, &h, 1234);
         let m = pop(&mut p, TunnelKind::Geneve, &map).unwrap();
         assert_eq!(p.data(), &f[..]);
         assert_eq!(m.opts.present, 0b11);
+        assert_eq!(m.flags & crate::key::TUN_FLAG_OAM, crate::key::TUN_FLAG_OAM);
         assert_eq!(m.opts.values[..2], [0xabcd, 0x0102_0304_0506_0708]);
         pool.free(p);
         // Without the mapping the critical option is refused.
