@@ -256,6 +256,8 @@ impl Field {
     /// Formats a value in the field's syntax.
     pub fn format_value(&self, v: u128) -> String {
         match self.kind {
+            // As OVS's flags formatting: the names of the bits set.
+            ValueKind::Int(_) if self.name == "tun_flags" && v == 1 => "oam".into(),
             ValueKind::Int(_) => v.to_string(),
             ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),
             ValueKind::Ipv4 => std::net::Ipv4Addr::from(v as u32).to_string(),

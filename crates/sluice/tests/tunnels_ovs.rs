@@ -492,7 +492,7 @@ fn geneve_oam_as_ovs() {
         "geneve with tun_flags=+oam (the O bit)",
         "type=geneve options:remote_ip=10.95.0.2 options:key=5",
         "geneve:remote_ip=10.95.0.2,key=5",
-        "in_port=HOST,actions=set_field:1->tun_flags,output:10",
+        "in_port=HOST,actions=set_field:oam->tun_flags,output:10",
         "in_port=10,tun_flags=+oam,actions=output:HOST",
     );
 }

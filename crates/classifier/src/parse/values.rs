@@ -107,6 +107,9 @@ pub(super) fn parse_value(
     at: usize,
 ) -> Result<u128, ParseError> {
     match field.kind {
+        // OVS's tunnel flags by name (`set_field:oam->tun_flags`).
+        ValueKind::Int(_) if field.name == "tun_flags" && matches!(v, "oam" | "+oam") => Ok(1),
+        ValueKind::Int(_) if field.name == "tun_flags" && v == "-oam" => Ok(0),
         ValueKind::Int(bits) => parse_int(cx, v, at, bits as u32, field.name),
         ValueKind::Mac => parse_mac(cx, v, at, field.name),
         ValueKind::Ipv4 => parse_ipv4(cx, v, at, field.name),
