@@ -645,10 +645,13 @@ impl Ovs {
 
     /// `ovs-ofctl -O OpenFlow13`, `BR` standing for br0's management socket.
     pub fn ofctl(&self, args: &str) -> String {
-        sh(&format!(
-            "ovs-ofctl -O OpenFlow13 {args}",
-            args = args.replace("BR", &format!("unix:{}/br0.mgmt", self.dir.display()))
-        ))
+        // The word BR alone (a temporary directory's name may hold "BR").
+        let br = format!("unix:{}/br0.mgmt", self.dir.display());
+        let args: Vec<&str> = args
+            .split(' ')
+            .map(|a| if a == "BR" { br.as_str() } else { a })
+            .collect();
+        sh(&format!("ovs-ofctl -O OpenFlow13 {}", args.join(" ")))
     }
 
     /// Starts one in `dir` (dummy datapath only; no root needed).
