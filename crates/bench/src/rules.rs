@@ -1,10 +1,28 @@
 //! The benchmark rule sets. Traffic enters on port 1; port 2 is the sink.
+//! The tunnel sets add a VXLAN port 10 (VNI 42) between them: to
+//! 10.90.0.2 through port 2 as the underlay (`vxlan-encap`), or from it
+//! through port 1 (`vxlan-decap`, the traffic encapsulated as that peer
+//! sends it), the underlay's address 10.90.0.1.
 
 use std::sync::Arc;
 
 use sluice_classifier::group::{Bucket, Group, GroupType, GROUP_ANY, PORT_ANY};
 use sluice_classifier::meter::{flags as meter_flags, BandKind, Meter};
+use sluice_classifier::tunnel::{Tunnels, Underlay};
 use sluice_classifier::{Action, Rule, RuleSet};
+use sluice_packet::tunnel::{
+    push, udp_src_port, GeneveOpts, HeaderParams, TlvMap, TnlHeader, TunnelConfig, TunnelKind,
+};
+use sluice_port::replay::Frames;
+
+/// The tunnel sets' underlay: the switch's address and Ethernet address,
+/// and the peer's.
+const UNDER_IP: [u8; 4] = [10, 90, 0, 1];
+const UNDER_MAC: [u8; 6] = [2, 0, 10, 90, 0, 1];
+const PEER_IP: [u8; 4] = [10, 90, 0, 2];
+const PEER_MAC: [u8; 6] = [2, 0, 10, 90, 0, 2];
+/// The tunnel port of the tunnel sets.
+pub const TUNNEL_PORT: u32 = 10;
 
 /// A benchmark rule set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,6 +48,12 @@ pub enum RuleSetKind {
     /// packets/s) nothing reaches, so every packet pays the meter and
     /// passes.
     Meter,
+    /// `vxlan-encap`: `in_port=1,actions=output:10`, port 10 a VXLAN port
+    /// whose underlay is port 2 (the neighbour known).
+    VxlanEncap,
+    /// `vxlan-decap`: the traffic arrives in VXLAN on underlay port 1 and
+    /// leaves by `in_port=10,actions=output:2`.
+    VxlanDecap,
 }
 
 impl RuleSetKind {
@@ -47,13 +71,73 @@ impl RuleSetKind {
             RuleSetKind::Prefixes(n) => format!("prefixes:{n}"),
             RuleSetKind::SelectGroup => "select-group".into(),
             RuleSetKind::Meter => "meter".into(),
+            RuleSetKind::VxlanEncap => "vxlan-encap".into(),
+            RuleSetKind::VxlanDecap => "vxlan-decap".into(),
         }
     }
 
-    /// Whether the rules need a group or a meter ([`Self::install`]),
-    /// which a flow file cannot hold.
+    /// The tunnel port's configuration, for the tunnel sets.
+    pub fn tunnel(self) -> Option<TunnelConfig> {
+        matches!(self, RuleSetKind::VxlanEncap | RuleSetKind::VxlanDecap).then(|| {
+            let mut c = TunnelConfig::new(
+                TunnelKind::Vxlan,
+                sluice_packet::tunnel::Endpoint::Fixed(PEER_IP.into()),
+            );
+            c.in_key = Some(sluice_packet::tunnel::TunnelKey::Fixed(42));
+            c.out_key = c.in_key;
+            c
+        })
+    }
+
+    /// The traffic the set takes, made from the profile's frames: as they
+    /// are, or for `vxlan-decap` each in the VXLAN header the peer would
+    /// put on it (one UDP source port per inner flow).
+    pub fn traffic(self, frames: &Frames) -> Result<Frames, String> {
+        if self != RuleSetKind::VxlanDecap {
+            return Ok(frames.clone());
+        }
+        let h = TnlHeader::build(&HeaderParams {
+            kind: TunnelKind::Vxlan,
+            eth_src: PEER_MAC,
+            eth_dst: UNDER_MAC,
+            ip_src: PEER_IP.into(),
+            ip_dst: UNDER_IP.into(),
+            tos: 0,
+            ttl: 64,
+            df: true,
+            key: Some(42),
+            dst_port: TunnelKind::Vxlan.default_dst_port(),
+            csum: false,
+            opts: GeneveOpts::default(),
+            oam: false,
+        });
+        let mut pool = sluice_packet::PacketPool::new(2, 2048).map_err(|e| format!("{e:?}"))?;
+        let mut out = Frames::new();
+        for i in 0..frames.len() {
+            let inner = frames.get(i);
+            let mut p = pool
+                .alloc_from(inner)
+                .ok_or("a frame too long to encapsulate")?;
+            let sport = udp_src_port(sluice_port::replay::rss_hash(inner));
+            if !push(&mut p, &h, sport) {
+                return Err("a frame too long to encapsulate".into());
+            }
+            out.push(p.data(), frames.timestamp(i));
+            pool.free(p);
+        }
+        Ok(out)
+    }
+
+    /// Whether the rules need a group, a meter or a tunnel port
+    /// ([`Self::install`]), which a flow file cannot hold.
     pub fn needs_install(self) -> bool {
-        matches!(self, RuleSetKind::SelectGroup | RuleSetKind::Meter)
+        matches!(
+            self,
+            RuleSetKind::SelectGroup
+                | RuleSetKind::Meter
+                | RuleSetKind::VxlanEncap
+                | RuleSetKind::VxlanDecap
+        )
     }
 
     /// Adds the groups and meters the rules use.
@@ -88,6 +172,26 @@ impl RuleSetKind {
                 )
                 .map_err(|e| format!("meter: {e:?}"))?;
                 rules.add_meter(m).map_err(|e| format!("meter: {e:?}"))
+            }
+            RuleSetKind::VxlanEncap | RuleSetKind::VxlanDecap => {
+                let underlay = if self == RuleSetKind::VxlanEncap {
+                    2
+                } else {
+                    1
+                };
+                let t = Tunnels::new(
+                    vec![(TUNNEL_PORT, self.tunnel().expect("a tunnel set"))],
+                    vec![Underlay {
+                        ofport: underlay,
+                        ip: UNDER_IP.into(),
+                        prefix: 24,
+                        mac: UNDER_MAC,
+                    }],
+                    TlvMap::default(),
+                )?;
+                t.set_neighbour(underlay, PEER_IP.into(), PEER_MAC)?;
+                rules.set_tunnels(Some(Arc::new(t)));
+                Ok(())
             }
             _ => Ok(()),
         }
@@ -138,6 +242,8 @@ impl RuleSetKind {
             RuleSetKind::Prefixes(n) => prefix_routes(n),
             RuleSetKind::SelectGroup => "in_port=1,actions=group:1\n".to_string(),
             RuleSetKind::Meter => "in_port=1,actions=meter:1,output:2\n".to_string(),
+            RuleSetKind::VxlanEncap => "in_port=1,actions=output:10\n".to_string(),
+            RuleSetKind::VxlanDecap => "in_port=10,actions=output:2\n".to_string(),
         }
     }
 }
@@ -187,10 +293,15 @@ impl std::str::FromStr for RuleSetKind {
         }
         RuleSetKind::ALL
             .into_iter()
-            .chain([RuleSetKind::SelectGroup, RuleSetKind::Meter])
+            .chain([
+                RuleSetKind::SelectGroup,
+                RuleSetKind::Meter,
+                RuleSetKind::VxlanEncap,
+                RuleSetKind::VxlanDecap,
+            ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, routes:N or prefixes:N")
             })
     }
 }

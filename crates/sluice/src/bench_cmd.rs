@@ -100,7 +100,7 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
     if let Some(kind) = a.rules {
         if kind.needs_install() {
             return Err(format!(
-                "--rules {}: its group or meter cannot be written to a flow file (OpenFlow adds them: ovs-ofctl add-group / add-meter); sluice bench installs it itself",
+                "--rules {}: its group, meter or tunnel port cannot be written to a flow file (OpenFlow adds groups and meters: ovs-ofctl add-group / add-meter; a tunnel port is a --port); sluice bench installs it itself",
                 kind.name()
             ));
         }
@@ -140,7 +140,9 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
 pub struct BenchArgs {
     /// Rule sets to measure: port-forward, l3, l3l4, select-group (port
     /// forwarding through a select group of two buckets), meter (through
-    /// a meter no traffic reaches), routes:N, prefixes:N.
+    /// a meter no traffic reaches), vxlan-encap and vxlan-decap (into and
+    /// out of a VXLAN port, VNI 42, over an underlay port with an
+    /// address), routes:N, prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
     rules: Vec<RuleSetKind>,
     /// Flow counts.
