@@ -26,12 +26,13 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
 #[inline]
 pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let mut acc = short_acc(w);
-    if w[6..].iter().fold(0, |a, &x| a | x) != 0 {
-        // The wide tunnel words (IPv6 tunnel addresses, Geneve options)
-        // are zero but in keys of packets that have them: left out then,
-        // as the words past L4 of a short key are.
-        let wide = w[TUN_WIDE_WORDS].iter().fold(0, |a, &x| a | x) != 0;
-        let end = if wide {
+    let or = |r: std::ops::Range<usize>| w[r].iter().fold(0, |a, &x| a | x);
+    // The wide tunnel words (IPv6 tunnel addresses, Geneve options) are
+    // zero but in keys of packets that have them: left out then, as the
+    // words past L4 of a short key are.
+    let wide = or(TUN_WIDE_WORDS);
+    if or(6..TUN_WIDE_WORDS.start) | wide != 0 {
+        let end = if wide != 0 {
             KEY_WORDS
         } else {
             TUN_WIDE_WORDS.start

@@ -204,8 +204,7 @@ impl Control {
     /// learned) and publishes it.
     fn refresh_tunnels(&self, specs: &[(u32, PortSpec)]) -> Result<(), String> {
         let mut rules = self.rules.lock().expect("rules");
-        let tlv = rules.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
-        let new = crate::tunnels::from_ports(specs, &tlv)?;
+        let new = crate::tunnels::from_ports(specs, &rules.tlv_map())?;
         if let (Some(n), Some(o)) = (&new, rules.tunnels()) {
             n.adopt(o);
         }
@@ -300,7 +299,7 @@ impl Control {
                 if tunnel_change {
                     let mut all = specs.clone();
                     all.push((n, spec.clone()));
-                    let tlv = self.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
+                    let tlv = self.rules.lock().expect("rules").tlv_map();
                     crate::tunnels::from_ports(&all, &tlv)?;
                 }
                 let n_pmds = self.pmds.lock().expect("pmd senders").len();
@@ -349,10 +348,9 @@ impl Control {
             }
             c @ ("add-tlv-map" | "del-tlv-map" | "dump-tlv-map") => {
                 let mut rules = self.rules.lock().expect("rules");
-                let (answer, new) =
-                    crate::tunnels::tlv_command(c, &rest, rules.tunnels().map(|t| &**t))?;
-                if let Some(new) = new {
-                    rules.set_tunnels(Some(Arc::new(new)));
+                let (answer, new) = crate::tunnels::tlv_command(c, &rest, &rules.tlv_map())?;
+                if let Some(map) = new {
+                    rules.set_tlv_map(map)?;
                     self.publish(&rules)?;
                 }
                 Ok(answer)

@@ -4,9 +4,6 @@
 //! answered), `NXT_TLV_TABLE_REQUEST` reads it, as `ovs-ofctl
 //! add-tlv-map`/`dump-tlv-map` and `ovn-controller` use them.
 
-use std::sync::Arc;
-
-use sluice_classifier::tunnel::Tunnels;
 use sluice_openflow::nx::{self, command, NxMessage, TlvMapping};
 use sluice_openflow::OfError;
 use sluice_packet::tunnel::tlv::{MAX_LEN, SLOTS};
@@ -39,9 +36,8 @@ pub(crate) fn experimenter(
     match m {
         NxMessage::TlvTableRequest => control.change_rules(|rules| {
             let maps: Vec<TlvMapping> = rules
-                .tunnels()
-                .map(|t| t.tlv().entries().to_vec())
-                .unwrap_or_default()
+                .tlv_map()
+                .entries()
                 .iter()
                 .map(|e| TlvMapping {
                     class: e.class,
@@ -55,30 +51,21 @@ pub(crate) fn experimenter(
         }),
         NxMessage::TlvTableMod { .. } if slave => Ok(Err(OfError::IS_SLAVE)),
         NxMessage::TlvTableMod { command: cmd, maps } => control.change_rules(|rules| {
-            let mut map = rules.tunnels().map(|t| t.tlv().clone()).unwrap_or_default();
+            let mut map = rules.tlv_map();
             let entries = maps
                 .iter()
                 .map(|m| TlvEntry::new(m.class, m.ty, m.len, m.index))
                 .collect::<Result<Vec<_>, _>>();
             match cmd {
                 command::ADD => map.add(&entries.map_err(of_error)?).map_err(of_error)?,
-                command::DELETE => {
-                    // By field, as OVS: a field past those held is none.
-                    let gone: Vec<TlvEntry> = maps
-                        .iter()
-                        .filter_map(|m| TlvEntry::new(m.class, m.ty, 4, m.index).ok())
-                        .collect();
-                    map.remove(&gone)
-                }
+                // By field, as OVS (a field past those held is none).
+                command::DELETE => maps.iter().for_each(|m| map.remove(m.index)),
                 command::CLEAR => map.clear(),
                 _ => return Err(OfError::NXTTMFC_BAD_COMMAND),
             }
-            let new = match rules.tunnels() {
-                Some(t) => t.with_tlv(map),
-                None => Tunnels::new(Vec::new(), Vec::new(), map),
-            }
-            .map_err(|_| OfError::NXTTMFC_TABLE_FULL)?;
-            rules.set_tunnels(Some(Arc::new(new)));
+            rules
+                .set_tlv_map(map)
+                .map_err(|_| OfError::NXTTMFC_TABLE_FULL)?;
             Ok(None)
         }),
     }

@@ -54,32 +54,32 @@ pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<
 }
 
 /// Runs `add-tlv-map MAPPINGS`, `del-tlv-map [MAPPINGS]` or
-/// `dump-tlv-map` against the tunnel state `t`: the answer, and the new
-/// state to publish when the map changed.
+/// `dump-tlv-map` against the mapping `map`: the answer, and the new
+/// mapping to put in force when it changed.
 pub fn tlv_command(
     cmd: &str,
     args: &[&str],
-    t: Option<&Tunnels>,
-) -> Result<(String, Option<Tunnels>), String> {
-    let mut map = t.map(|t| t.tlv().clone()).unwrap_or_default();
+    map: &TlvMap,
+) -> Result<(String, Option<TlvMap>), String> {
+    let mut map = map.clone();
     match (cmd, args) {
         ("dump-tlv-map", []) => return Ok((map.dump(), None)),
         ("add-tlv-map", [spec]) => map
             .add(&TlvEntry::parse_list(spec)?)
             .map_err(|e| e.to_string())?,
         ("del-tlv-map", []) => map.clear(),
-        ("del-tlv-map", [spec]) => map.remove(&TlvEntry::parse_list(spec)?),
+        ("del-tlv-map", [spec]) => {
+            for e in TlvEntry::parse_list(spec)? {
+                map.remove(u16::from(e.index));
+            }
+        }
         _ => {
             return Err(format!(
                 "{cmd}: expected add-tlv-map MAPPINGS, del-tlv-map [MAPPINGS] or dump-tlv-map, a mapping being {{class=C,type=T,len=L}}->tun_metadataN (quote it for the shell)"
             ))
         }
     }
-    let new = match t {
-        Some(t) => t.with_tlv(map)?,
-        None => Tunnels::new(Vec::new(), Vec::new(), map)?,
-    };
-    Ok(("OK".into(), Some(new)))
+    Ok(("OK".into(), Some(map)))
 }
 
 /// Runs a `sluice ctl tnl-*` command against the tunnel state (`None`:
@@ -344,12 +344,12 @@ mod tests {
         let (_, t) = tlv_command(
             "add-tlv-map",
             &["{class=0xffff,type=0,len=4}->tun_metadata0,{class=0x102,type=0x80,len=8}->tun_metadata1"],
-            None,
+            &TlvMap::default(),
         )
         .unwrap();
         let t = t.unwrap();
-        assert_eq!(t.tlv().entries().len(), 2);
-        let (dump, none) = tlv_command("dump-tlv-map", &[], Some(&t)).unwrap();
+        assert_eq!(t.entries().len(), 2);
+        let (dump, none) = tlv_command("dump-tlv-map", &[], &t).unwrap();
         assert!(none.is_none());
         assert!(
             dump.contains(" 0x0102 0x80  8       tun_metadata1"),
@@ -358,21 +358,21 @@ mod tests {
         let e = tlv_command(
             "add-tlv-map",
             &["{class=1,type=1,len=4}->tun_metadata0"],
-            Some(&t),
+            &t,
         )
         .unwrap_err();
         assert!(e.contains("already mapped"), "{e}");
         let (_, t2) = tlv_command(
             "del-tlv-map",
             &["{class=0xffff,type=0,len=4}->tun_metadata0"],
-            Some(&t),
+            &t,
         )
         .unwrap();
-        assert_eq!(t2.unwrap().tlv().entries().len(), 1);
-        let (_, t3) = tlv_command("del-tlv-map", &[], Some(&t)).unwrap();
-        assert!(t3.unwrap().tlv().is_empty());
+        assert_eq!(t2.unwrap().entries().len(), 1);
+        let (_, t3) = tlv_command("del-tlv-map", &[], &t).unwrap();
+        assert!(t3.unwrap().is_empty());
         assert!(TlvEntry::parse_list("").is_err());
-        assert!(tlv_command("add-tlv-map", &[], None).is_err());
+        assert!(tlv_command("add-tlv-map", &[], &TlvMap::default()).is_err());
     }
 
     #[test]

@@ -9,16 +9,6 @@ use support::*;
 
 const FORWARD: &str = "in_port=1,actions=output:2\nin_port=2,actions=output:1\n";
 
-fn ping(from: &Host, to: &str) {
-    let out = from.exec_status(&format!("ping -c 3 -i 0.2 -W 2 {to}"));
-    assert!(
-        out.status.success(),
-        "ping {to} from {}: {}",
-        from.ns,
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 /// A host tag unique per port kind, so both kinds can run at once.
 fn tag(kind: &str, t: &str) -> String {
     format!("{}{t}", &kind[2..3])
@@ -36,8 +26,8 @@ fn ping_both_ways_and_an_iperf3_tcp_transfer(kind: &str) {
             &format!("2={kind}:{}", b.root_if),
         ],
     );
-    ping(&a, "10.71.0.2");
-    ping(&b, "10.71.0.1");
+    a.ping("10.71.0.2");
+    b.ping("10.71.0.1");
     b.exec("iperf3 -s -1 -D");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let out = a.exec("iperf3 -c 10.71.0.2 -t 2 -J");
@@ -155,7 +145,7 @@ fn header_rewrite_is_seen_by_tcpdump_on_the_far_side(kind: &str) {
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(800));
-    ping(&a, "10.73.0.2");
+    a.ping("10.73.0.2");
     let st = dump.wait().unwrap();
     assert!(st.success());
     let recs = sluice_port::pcap::read_all(&std::fs::read(&cap).unwrap()).unwrap();
@@ -338,8 +328,8 @@ fn afpacket_two_pmds_share_ports_by_fanout_keeping_flow_order() {
         ],
         &["--pmd-cores", &cores, "--n-rxq", "4"],
     );
-    ping(&a, "10.77.0.2");
-    ping(&b, "10.77.0.1");
+    a.ping("10.77.0.2");
+    b.ping("10.77.0.1");
     let rxq = middle.ctl(&["pmd-rxq-show"]);
     assert!(
         rxq.contains("pmd thread 0") && rxq.contains("pmd thread 1"),
@@ -554,7 +544,7 @@ fn ports_added_and_removed_at_run_time() {
     // on the running PMD's pool.
     let added = sw.ctl(&["add-port", &format!("2=afxdp:{}", b.root_if)]);
     assert!(added.contains("added port 2"), "{added}");
-    ping(&a, "10.76.0.2");
+    a.ping("10.76.0.2");
     let removed = sw.ctl(&["del-port", "2"]);
     assert!(removed.contains("removed port 2"), "{removed}");
     let lost = a.exec_status("ping -c 1 -W 1 10.76.0.2");

@@ -21,16 +21,6 @@ fn connected(log: &Path) -> bool {
         .contains("L2LEARN connected")
 }
 
-fn ping(from: &Host, to: &str) {
-    let out = from.exec_status(&format!("ping -c 3 -i 0.2 -W 2 {to}"));
-    assert!(
-        out.status.success(),
-        "ping {to} from {}: {}",
-        from.ns,
-        String::from_utf8_lossy(&out.stdout)
-    );
-}
-
 #[test]
 fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
     require_root_and(&["ip", "ping", "iperf3", "ethtool", "osken-manager"]);
@@ -58,8 +48,8 @@ fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
         sw.ctl(&["dump-flows"])
             .contains("priority=0 actions=CONTROLLER:65535")
     });
-    ping(&a, "10.73.0.2");
-    ping(&b, "10.73.0.1");
+    a.ping("10.73.0.2");
+    b.ping("10.73.0.1");
     b.exec("iperf3 -s -1 -D");
     std::thread::sleep(Duration::from_millis(300));
     let out = a.exec("iperf3 -c 10.73.0.2 -t 2 -J");
@@ -78,7 +68,7 @@ fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
     // The controller goes away: the rules stay (fail-mode secure) and
     // forward; it comes back, the switch reconnects, learning goes on.
     drop(app);
-    ping(&a, "10.73.0.2");
+    a.ping("10.73.0.2");
     // Forget everything; the new app starts from an empty table.
     sw.ctl(&["del-flows"]);
     let log2 = dir.path().join("app2.log");
@@ -88,7 +78,7 @@ fn an_os_ken_learning_switch_forwards_ping_and_tcp_and_survives_a_restart() {
         sw.ctl(&["dump-flows"])
             .contains("priority=0 actions=CONTROLLER:65535")
     });
-    ping(&a, "10.73.0.2");
+    a.ping("10.73.0.2");
     assert!(
         std::fs::read_to_string(&log2)
             .unwrap()

@@ -21,13 +21,7 @@ fn ping_ok(from: &Host, to: &str) {
                 .success()
         },
     );
-    let out = from.exec_status(&format!("ping -c 3 -i 0.2 -W 2 {to}"));
-    assert!(
-        out.status.success(),
-        "ping {to} from {}: {}",
-        from.ns,
-        String::from_utf8_lossy(&out.stdout)
-    );
+    from.ping(to);
 }
 
 /// Stops a switch and checks every packet is accounted for and none was

@@ -138,6 +138,28 @@ impl RuleSet {
         self.version += 1;
     }
 
+    /// The Geneve options' mapping onto `tun_metadata` fields (empty
+    /// without tunnel state).
+    pub fn tlv_map(&self) -> sluice_packet::tunnel::TlvMap {
+        self.tunnels
+            .as_ref()
+            .map(|t| t.tlv().clone())
+            .unwrap_or_default()
+    }
+
+    /// Makes `map` the Geneve options' mapping, the tunnel ports, underlays
+    /// and what was learned kept (a new version: cached decisions are
+    /// redone).
+    pub fn set_tlv_map(&mut self, map: sluice_packet::tunnel::TlvMap) -> Result<(), String> {
+        use crate::tunnel::Tunnels;
+        let new = match &self.tunnels {
+            Some(t) => t.with_tlv(map)?,
+            None => Tunnels::new(Vec::new(), Vec::new(), map)?,
+        };
+        self.set_tunnels(Some(Arc::new(new)));
+        Ok(())
+    }
+
     /// The frozen translation states of recirculations.
     pub fn recirc(&self) -> &crate::recirc::RecircTable {
         &self.recirc

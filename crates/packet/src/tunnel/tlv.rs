@@ -222,11 +222,10 @@ impl TlvMap {
         Ok(())
     }
 
-    /// Removes the mappings of the fields `gone` name (`del-tlv-map`;
-    /// OVS's delete goes by field too). A field not mapped is no error.
-    pub fn remove(&mut self, gone: &[TlvEntry]) {
-        self.entries
-            .retain(|e| !gone.iter().any(|g| g.index == e.index));
+    /// Removes the mapping of field `tun_metadata<index>` (`del-tlv-map`
+    /// goes by field, as OVS's delete). A field not mapped is no error.
+    pub fn remove(&mut self, index: u16) {
+        self.entries.retain(|e| u16::from(e.index) != index);
     }
 
     /// Removes every mapping.
@@ -389,7 +388,7 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("already mapped"));
-        m.remove(&[other]);
+        m.remove(u16::from(other.index));
         assert!(m.is_empty(), "removal goes by field");
         assert_eq!(TlvEntry::new(1, 1, 12, 0), Err(TlvError::BadLen(12)));
         assert_eq!(TlvEntry::new(1, 1, 4, 4), Err(TlvError::BadIndex(4)));

@@ -167,6 +167,18 @@ impl Host {
     pub fn exec_status(&self, cmd: &str) -> Output {
         sh_status(&format!("ip netns exec {} {cmd}", self.ns))
     }
+
+    /// Pings `to` three times; every answer must come.
+    #[allow(dead_code)]
+    pub fn ping(&self, to: &str) {
+        let out = self.exec_status(&format!("ping -c 3 -i 0.2 -W 2 {to}"));
+        assert!(
+            out.status.success(),
+            "ping {to} from {}: {}",
+            self.ns,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }
 
 impl Drop for Host {
