@@ -240,6 +240,11 @@ impl Emc {
             a
         };
         debug_assert_eq!(key.metadata, 0, "the EMC holds packets' keys");
+        debug_assert_eq!(
+            key.regs,
+            [0; sluice_packet::key::N_REGS],
+            "the EMC holds packets' keys"
+        );
         let tail = tail_of(key);
         let has_tail = tail != [0; TAIL];
         if has_tail {

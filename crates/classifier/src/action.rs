@@ -1,6 +1,7 @@
 //! OpenFlow actions, as rules hold them.
 
-use crate::fields::Field;
+use crate::fields::{c_hex, Field};
+use crate::subfield::Subfield;
 
 /// Largest valid OpenFlow port number for `output:N` (OF1.3 `OFPP_MAX`).
 pub const OFPP_MAX: u32 = 0xffff_ff00;
@@ -30,6 +31,25 @@ pub enum Action {
         value: u128,
         /// The legacy action name the rule was written with, if any.
         legacy: Option<&'static str>,
+    },
+    /// `load:V->F[a..b]` (and `set_field:V/M->F`): write the bits `mask`
+    /// of a field with those of `value` (both in the field's position).
+    Load {
+        /// The field written.
+        field: &'static Field,
+        /// The value, already shifted into place.
+        value: u128,
+        /// The bits written (not all of the field's: that is `SetField`
+        /// or a whole-field `load`, which this also is).
+        mask: u128,
+    },
+    /// `move:SRC[a..b]->DST[c..d]`: copy bits of one field into another
+    /// (as many bits on each side).
+    Move {
+        /// Where the bits come from.
+        src: Subfield,
+        /// Where they go.
+        dst: Subfield,
     },
     /// `mod_vlan_vid:V` — set the VID of the outermost tag. Where the rule
     /// does not guarantee a tag, the parser puts `push_vlan:0x8100` before
@@ -123,6 +143,8 @@ impl std::fmt::Display for Action {
                     field.name
                 )
             }
+            Action::Load { field, value, mask } => fmt_load(f, field, *value, *mask),
+            Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),
@@ -156,6 +178,35 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// A load as `ovs-ofctl dump-flows` shows it: one `load:` per run of
+/// contiguous bits of the mask, at most 64 bits each (the most one
+/// Nicira load action carries).
+fn fmt_load(
+    f: &mut std::fmt::Formatter<'_>,
+    field: &'static Field,
+    value: u128,
+    mask: u128,
+) -> std::fmt::Result {
+    let mut rest = mask;
+    let mut first = true;
+    while rest != 0 {
+        let ofs = rest.trailing_zeros();
+        let run = ((rest >> ofs).trailing_ones()).min(64);
+        let sf = Subfield {
+            field,
+            ofs: ofs as u8,
+            n_bits: run as u8,
+        };
+        if !first {
+            f.write_str(",")?;
+        }
+        first = false;
+        write!(f, "load:{}->{sf}", c_hex((value & sf.mask()) >> ofs))?;
+        rest &= !sf.mask();
+    }
+    Ok(())
+}
+
 /// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).
 pub fn format_actions(actions: &[Action]) -> String {
     format_list(actions)
@@ -185,7 +236,8 @@ pub fn fields_written(actions: &[Action]) -> impl Iterator<Item = &'static Field
             a => std::slice::from_ref(a),
         };
         inner.iter().filter_map(|a| match a {
-            Action::SetField { field, .. } => Some(*field),
+            Action::SetField { field, .. } | Action::Load { field, .. } => Some(*field),
+            Action::Move { dst, .. } => Some(dst.field),
             _ => None,
         })
     })

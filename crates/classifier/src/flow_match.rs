@@ -4,7 +4,7 @@ use sluice_packet::key::FlowKey;
 use sluice_packet::wire::ethernet::{ethertype, is_mpls};
 use sluice_packet::wire::l4::proto;
 
-use crate::fields::{field_by_name, Field, ValueKind};
+use crate::fields::{c_hex, field_by_name, Field, ValueKind};
 
 /// `value` holds the matched bits (already masked); `mask` says which bits
 /// matter. A packet key `k` matches when `k & mask == value`.
@@ -82,23 +82,13 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
         return Some(if v != 0 { "+oam" } else { "-oam" }.into());
     }
     if m == full {
-        return Some(match field.kind {
-            ValueKind::Int(_)
-                if matches!(
-                    field.name,
-                    "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label" | "metadata"
-                ) || field.name.starts_with("tun_metadata") =>
-            {
-                format!("{:#x}", v)
-            }
-            _ => field.format_value(v),
-        });
+        return Some(field.format_value(v));
     }
     Some(match field.kind {
         ValueKind::Ipv4 | ValueKind::Ipv6 if is_prefix(m, field.bits()) => {
             format!("{}/{}", field.format_value(v), m.count_ones())
         }
-        ValueKind::Int(_) => format!("{:#x}/{:#x}", v, m),
+        ValueKind::Int(_) => format!("{}/{}", c_hex(v), c_hex(m)),
         _ => format!("{}/{}", field.format_value(v), field.format_value(m)),
     })
 }
@@ -143,7 +133,8 @@ impl std::fmt::Display for Match {
         }
         let is_arp = dl_exact && (v.dl_type == ethertype::ARP || v.dl_type == ethertype::RARP);
         let is_icmp = proto_done && (v.nw_proto == proto::ICMP || v.nw_proto == proto::ICMPV6);
-        let mut names: Vec<&str> = vec!["tun_id", "metadata", "in_port", "dl_src", "dl_dst"];
+        let mut names: Vec<&str> = crate::fields::regs32().iter().map(|f| f.name).collect();
+        names.extend(["tun_id", "metadata", "in_port", "dl_src", "dl_dst"]);
         if !dl_done {
             names.push("dl_type");
         }

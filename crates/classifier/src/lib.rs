@@ -28,6 +28,7 @@ pub mod meter;
 pub mod parse;
 pub mod recirc;
 pub mod rule;
+pub mod subfield;
 pub mod table;
 pub mod trie;
 pub mod tss;

@@ -63,6 +63,8 @@ pub struct Frozen {
     pub miss: bool,
     /// OpenFlow metadata.
     pub metadata: u64,
+    /// The registers (`reg0`..`reg15`).
+    pub regs: [u32; sluice_packet::key::N_REGS],
     /// `tunnel_id` as the pipeline had set it.
     pub tunnel_id: u64,
     /// The input port as the translation had it (a `resubmit` may have
@@ -253,6 +255,7 @@ mod tests {
             cookie: 0,
             miss: false,
             metadata: 0,
+            regs: [0; sluice_packet::key::N_REGS],
             tunnel_id: 0,
             in_port: 1,
         }

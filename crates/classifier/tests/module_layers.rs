@@ -8,6 +8,7 @@ use std::path::Path;
 /// Bottom to top.
 const ORDER: &[&str] = &[
     "fields",
+    "subfield",
     "frag",
     "trie",
     "tunnel",

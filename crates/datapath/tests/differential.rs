@@ -154,9 +154,12 @@ fn rule_line(
     if let Some(p) = in_port {
         parts.push(format!("in_port={p}"));
     }
-    // Later tables read the metadata earlier ones wrote.
+    // Later tables read the metadata and registers earlier ones wrote.
     if table > 0 && prio.is_multiple_of(3) {
         parts.push(format!("metadata={:#x}/0x3", (prio / 3) % 4));
+    }
+    if table > 0 && prio % 4 == 1 {
+        parts.push(format!("reg1={:#x}/0x3", prio % 3));
     }
     let v4 = matches!(
         proto,
@@ -217,6 +220,13 @@ fn rule_line(
             14 if ip => format!("set_field:{}->ip_dscp", arg % 64),
             15 if arg % 4 == 0 => "controller:64".into(),
             15 if tags > 0 => format!("set_field:{}->vlan_vid", 4096 + (arg % 3) as u32 * 10),
+            // Registers, from constants and from header bits, and header
+            // bits from registers (the byte at a time a real pipeline's
+            // moves look like).
+            15 if arg % 4 == 1 => format!("load:{}->NXM_NX_REG1[0..1]", arg % 3),
+            15 if arg % 4 == 2 && ipv4 => "move:NXM_OF_IP_DST[0..1]->NXM_NX_REG1[0..1]".into(),
+            15 if arg % 4 == 3 && ipv4 => "move:NXM_NX_REG1[0..7]->NXM_OF_IP_DST[0..7]".into(),
+            15 if arg % 4 == 3 => "move:NXM_OF_ETH_SRC[0..7]->NXM_NX_REG1[0..7]".into(),
             _ => format!("output:{}", 1 + arg % 4),
         };
         actions.push(a);
@@ -419,6 +429,7 @@ fn check(
             error: false,
             vlans: None,
             metadata: 0,
+            regs: [0; sluice_packet::key::N_REGS],
         };
         r.table(0);
         for h in r.hits {

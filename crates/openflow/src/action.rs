@@ -1,6 +1,7 @@
 //! OpenFlow 1.3 actions (spec 7.2.5) and instructions (7.2.4).
 
 use crate::consts::OfError;
+use crate::nxm::NxAction;
 use crate::oxm::Oxm;
 use crate::wire::{pad8, patch_u16, Rd};
 
@@ -76,6 +77,8 @@ pub enum OfAction {
     PushPbb(u16),
     /// `OFPAT_POP_PBB`.
     PopPbb,
+    /// A Nicira register action (`load`, `move`; [`crate::nxm`]).
+    Nx(NxAction),
     /// Any other type, well formed: its type and body (refused later with
     /// `BAD_ACTION/BAD_TYPE`, or passed through).
     Other(u16, Vec<u8>),
@@ -174,6 +177,10 @@ impl OfAction {
                 }
                 OfAction::SetField(o)
             }
+            at::EXPERIMENTER => match NxAction::decode(body)? {
+                Some(nx) => OfAction::Nx(nx),
+                None => OfAction::Other(typ, body.to_vec()),
+            },
             t => OfAction::Other(t, body.to_vec()),
         })
     }
@@ -197,6 +204,7 @@ impl OfAction {
             OfAction::PopMpls(_) => at::POP_MPLS,
             OfAction::PushPbb(_) => at::PUSH_PBB,
             OfAction::PopPbb => at::POP_PBB,
+            OfAction::Nx(_) => at::EXPERIMENTER,
             OfAction::Other(t, _) => *t,
         };
         out.extend_from_slice(&typ.to_be_bytes());
@@ -225,6 +233,7 @@ impl OfAction {
             }
             OfAction::Group(g) => out.extend_from_slice(&g.to_be_bytes()),
             OfAction::SetField(o) => o.encode(out),
+            OfAction::Nx(nx) => nx.encode(out),
             OfAction::Other(_, body) => out.extend_from_slice(body),
         }
         pad8(out, start);

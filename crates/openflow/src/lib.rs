@@ -5,6 +5,7 @@
 //!   to answer with) and encoded back.
 //! - [`oxm`]: match fields; [`action`]: actions and instructions;
 //!   [`nx`]: the Nicira messages Open vSwitch's tools send (TLV table);
+//!   [`nxm`]: Nicira's register actions (`load`, `move`);
 //!   [`multipart`]: statistics and descriptions; [`features`]: what the
 //!   tables can do, as `TABLE_FEATURES` says it.
 //! - [`convert`]: the mapping onto the classifier's matches, actions and
@@ -25,6 +26,7 @@ pub mod meter;
 pub mod msg;
 pub mod multipart;
 pub mod nx;
+pub mod nxm;
 pub mod oxm;
 pub mod wire;
 

@@ -72,7 +72,17 @@ pub mod f {
     pub const NX_TUN_METADATA2: u8 = 70;
     pub const NX_TUN_METADATA3: u8 = 71;
     pub const NX_TUN_FLAGS: u8 = 72;
+    /// `reg0`..`reg15` are `NX_REG0 + N`.
+    pub const NX_REG0: u8 = 73;
+    /// `xreg0`..`xreg7` (`OXM_OF_PKT_REG<N>`) are `PKT_REG0 + N`.
+    pub const PKT_REG0: u8 = 89;
+    /// `xxreg0`..`xxreg3` are `NX_XXREG0 + N`.
+    pub const NX_XXREG0: u8 = 97;
 }
+
+/// The class of `OXM_OF_PKT_REG<N>` (`xreg<N>`): OpenFlow 1.5's
+/// packet-register class, which OVS also takes in 1.3.
+pub const OXM_PACKET_REGS: u16 = 0x8001;
 
 /// The Nicira fields Sluice takes: its number for the field, the class
 /// and number on the wire (OVS's `meta-flow.h`), size (the largest, for
@@ -88,6 +98,34 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_TUN_METADATA2, OXM_NXM_1, 42, 8, true),
     (f::NX_TUN_METADATA3, OXM_NXM_1, 43, 8, true),
     (f::NX_TUN_FLAGS, OXM_NXM_1, 104, 2, true),
+    (f::NX_REG0, OXM_NXM_1, 0, 4, true),
+    (f::NX_REG0 + 1, OXM_NXM_1, 1, 4, true),
+    (f::NX_REG0 + 2, OXM_NXM_1, 2, 4, true),
+    (f::NX_REG0 + 3, OXM_NXM_1, 3, 4, true),
+    (f::NX_REG0 + 4, OXM_NXM_1, 4, 4, true),
+    (f::NX_REG0 + 5, OXM_NXM_1, 5, 4, true),
+    (f::NX_REG0 + 6, OXM_NXM_1, 6, 4, true),
+    (f::NX_REG0 + 7, OXM_NXM_1, 7, 4, true),
+    (f::NX_REG0 + 8, OXM_NXM_1, 8, 4, true),
+    (f::NX_REG0 + 9, OXM_NXM_1, 9, 4, true),
+    (f::NX_REG0 + 10, OXM_NXM_1, 10, 4, true),
+    (f::NX_REG0 + 11, OXM_NXM_1, 11, 4, true),
+    (f::NX_REG0 + 12, OXM_NXM_1, 12, 4, true),
+    (f::NX_REG0 + 13, OXM_NXM_1, 13, 4, true),
+    (f::NX_REG0 + 14, OXM_NXM_1, 14, 4, true),
+    (f::NX_REG0 + 15, OXM_NXM_1, 15, 4, true),
+    (f::PKT_REG0, OXM_PACKET_REGS, 0, 8, true),
+    (f::PKT_REG0 + 1, OXM_PACKET_REGS, 1, 8, true),
+    (f::PKT_REG0 + 2, OXM_PACKET_REGS, 2, 8, true),
+    (f::PKT_REG0 + 3, OXM_PACKET_REGS, 3, 8, true),
+    (f::PKT_REG0 + 4, OXM_PACKET_REGS, 4, 8, true),
+    (f::PKT_REG0 + 5, OXM_PACKET_REGS, 5, 8, true),
+    (f::PKT_REG0 + 6, OXM_PACKET_REGS, 6, 8, true),
+    (f::PKT_REG0 + 7, OXM_PACKET_REGS, 7, 8, true),
+    (f::NX_XXREG0, OXM_NXM_1, 111, 16, true),
+    (f::NX_XXREG0 + 1, OXM_NXM_1, 112, 16, true),
+    (f::NX_XXREG0 + 2, OXM_NXM_1, 113, 16, true),
+    (f::NX_XXREG0 + 3, OXM_NXM_1, 114, 16, true),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS

@@ -7,7 +7,7 @@
 //! those too). Lengths come from the IP header, not the frame, so padding
 //! after the IP payload never changes the key (CVE-2020-35498 class).
 
-use crate::key::{FlowKey, FRAG_ANY, FRAG_LATER};
+use crate::key::{FlowKey, DP_WORDS, FRAG_ANY, FRAG_LATER};
 use crate::meta::{PacketMeta, NO_OFFSET};
 use crate::wire::arp::ArpPacket;
 use crate::wire::ethernet::{ethertype, is_mpls, is_vlan_tpid, itag, tci, ETH_HEADER_LEN};
@@ -153,7 +153,8 @@ fn extract_ipv4_l4_fast(
         &be32(d, L3 + 16).to_ne_bytes(),
     ));
     words[5] = word(cat(&tp_src.to_ne_bytes(), &tp_dst.to_ne_bytes()));
-    words[6..].fill(0);
+    // (Not the registers: see extract_any.)
+    words[6..DP_WORDS].fill(0);
     meta.in_port = in_port;
     meta.l3_ofs = L3 as u16;
     meta.l4_ofs = L4 as u16;
@@ -171,10 +172,12 @@ fn extract_any(
     meta: &mut PacketMeta,
     key: &mut FlowKey,
 ) -> Result<(), ExtractError> {
-    *key = FlowKey {
-        in_port,
-        ..FlowKey::default()
-    };
+    // Every word a packet's key has; the registers past them
+    // (`REG_WORDS`) are translation's alone, zero in every key buffer
+    // and written by nothing on the datapath, so they are left as they
+    // are: a packet's key then stays within its first DP_WORDS.
+    key.words_mut()[..DP_WORDS].fill(0);
+    key.in_port = in_port;
     meta.in_port = in_port;
     meta.l3_ofs = NO_OFFSET;
     meta.l4_ofs = NO_OFFSET;

@@ -4,7 +4,7 @@
 //! murmur3 64-bit finaliser so that every input bit reaches the low bits
 //! that cache indexes and signatures use.
 
-use crate::key::{KEY_WORDS, TUN_WIDE_WORDS};
+use crate::key::{DP_WORDS, KEY_WORDS, TUN_WIDE_WORDS};
 
 /// Hashes `words` with `basis`.
 #[inline]
@@ -22,7 +22,8 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
 /// per word, all independent of each other (no long dependency chain),
 /// and none for the words past L4 when they are all zero,
 /// as they are for every IPv4 and ARP packet: this runs for every packet
-/// on the cache-hit path.
+/// on the cache-hit path. The registers ([`crate::key::REG_WORDS`],
+/// zero in packets' keys) are not read.
 #[inline]
 pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let mut acc = short_acc(w);
@@ -33,7 +34,7 @@ pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let wide = or(TUN_WIDE_WORDS);
     if or(6..TUN_WIDE_WORDS.start) | wide != 0 {
         let end = if wide != 0 {
-            KEY_WORDS
+            TUN_WIDE_WORDS.end
         } else {
             TUN_WIDE_WORDS.start
         };
@@ -62,12 +63,12 @@ fn short_acc(w: &[u64; KEY_WORDS]) -> u64 {
 /// A 64-bit hash of `w & m` word by word, built like [`hash_key_words`]
 /// (every pair: masks rarely leave whole pairs out) and finalised to
 /// 64 bits, for hash tables that take tags from the high bits. Only the
-/// first `N` words are read: a caller passes fewer than [`KEY_WORDS`]
+/// first `N` words are read (at most [`DP_WORDS`]): a caller passes fewer
 /// when the mask's words past `N` are zero, and must pass the same `N`
 /// for every key hashed with one mask.
 #[inline]
 pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WORDS]) -> u64 {
-    const { assert!(N.is_multiple_of(2) && N <= KEY_WORDS) };
+    const { assert!(N.is_multiple_of(2) && N <= DP_WORDS) };
     let mut acc = 0u64;
     for i in (0..N).step_by(2) {
         acc = acc.wrapping_add(fold_mul(
@@ -78,14 +79,14 @@ pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WOR
     fmix64(acc)
 }
 
-const _: () = assert!(KEY_WORDS.is_multiple_of(2), "words are folded in pairs");
+const _: () = assert!(DP_WORDS.is_multiple_of(2), "words are folded in pairs");
 const _: () = assert!(
     TUN_WIDE_WORDS.start.is_multiple_of(2),
     "so are the narrow ones"
 );
 
 /// Random constants (one per key word) for [`hash_key_words`].
-const SECRET: [u64; KEY_WORDS] = [
+const SECRET: [u64; DP_WORDS] = [
     0xbe4b_a423_396c_feb8,
     0x1cad_21f7_2c81_017c,
     0xdb97_9083_e96d_d4de,
@@ -140,7 +141,7 @@ mod tests {
         let base = [0u64; KEY_WORDS];
         let h0 = hash_key_words(&base);
         let mut low_bits_seen = 0u32;
-        for w in 0..KEY_WORDS {
+        for w in 0..DP_WORDS {
             for b in 0..64 {
                 let mut k = base;
                 k[w] ^= 1 << b;

@@ -10,7 +10,22 @@
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 26;
+pub const KEY_WORDS: usize = 34;
+
+/// Words a packet's key can have bits in: all but the pipeline
+/// registers ([`REG_WORDS`]), which only translation writes. The
+/// datapath's hashes read no further.
+pub const DP_WORDS: usize = REG_WORDS.start;
+
+/// Key words that hold the pipeline registers `reg0`..`reg15` (also
+/// named as `xreg0`..`xreg7` and `xxreg0`..`xxreg3`): state a translation
+/// carries between tables and across recirculations, as the OpenFlow
+/// metadata. Zero in every packet's key and outside every megaflow's
+/// mask, as metadata is; only rules match them.
+pub const REG_WORDS: std::ops::Range<usize> = 26..KEY_WORDS;
+
+/// Number of 32-bit registers (OVS's `FLOW_N_REGS`).
+pub const N_REGS: usize = 16;
 
 /// Words up to and including L4 ports. The words after them (IPv6
 /// addresses and label, ND fields) are zero in every IPv4 and ARP key: a
@@ -31,14 +46,14 @@ pub const TUN_FLAG_KEY: u16 = 1 << 3;
 /// Key words that hold tunnel metadata (`tunnel_id`, `tun_src`/`tun_dst`,
 /// the flags, TOS and TTL, `tun_ipv6_src`/`tun_ipv6_dst`, the Geneve
 /// options' `tun_metadata` fields): zero in a packet that came from no
-/// tunnel. They are the key's last words.
-pub const TUN_WORDS: std::ops::Range<usize> = 15..KEY_WORDS;
+/// tunnel. They are the last words of a packet's key.
+pub const TUN_WORDS: std::ops::Range<usize> = 15..DP_WORDS;
 
 /// Key words that hold an IPv6 tunnel's outer addresses and the Geneve
 /// options' fields: zero but for packets that came out of a tunnel over
 /// IPv6 or with options, and outside the mask of every megaflow that
 /// does not read them (see [`FlowKey::hash64_masked`]).
-pub const TUN_WIDE_WORDS: std::ops::Range<usize> = 18..KEY_WORDS;
+pub const TUN_WIDE_WORDS: std::ops::Range<usize> = 18..DP_WORDS;
 
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
@@ -143,12 +158,17 @@ pub struct FlowKey {
     /// `tun_metadata0` to `tun_metadata3`: Geneve options' data, as the
     /// TLV map says ([`crate::tunnel::tlv`]).
     pub tun_metadata: [u64; crate::tunnel::tlv::SLOTS],
+    /// The registers `reg0`..`reg15` (see [`REG_WORDS`]): `xregN` is
+    /// `reg(2N)` (high half) and `reg(2N+1)`, `xxregN` is `reg(4N)`
+    /// (highest) to `reg(4N+3)`, as in Open vSwitch.
+    pub regs: [u32; N_REGS],
 }
 
 const _: () = assert!(std::mem::size_of::<FlowKey>() == KEY_WORDS * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, tunnel_id) == TUN_WORDS.start * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == (TUN_WORDS.start - 1) * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, tun_ipv6_src) == TUN_WIDE_WORDS.start * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, regs) == REG_WORDS.start * 8);
 
 impl PartialEq for FlowKey {
     /// Word by word, without branches (the derived comparison calls
@@ -204,11 +224,20 @@ impl FlowKey {
     /// Whether `self & mask == value` (where `value` is already masked).
     #[inline]
     pub fn matches(&self, value: &FlowKey, mask: &FlowKey) -> bool {
-        if mask.reads_tun_wide() {
+        if mask.reads_wide() {
             self.matches_n::<KEY_WORDS>(value, mask)
         } else {
             self.matches_n::<{ TUN_WIDE_WORDS.start }>(value, mask)
         }
+    }
+
+    /// Whether a mask has bits past the narrow words: in the wide tunnel
+    /// words ([`FlowKey::reads_tun_wide`]) or the registers (which rules
+    /// may match, megaflows never).
+    #[inline(always)]
+    pub fn reads_wide(&self) -> bool {
+        let m = self.words();
+        m[TUN_WIDE_WORDS.start..].iter().fold(0, |a, &w| a | w) != 0
     }
 
     /// Whether a mask has bits in the IPv6 tunnel addresses or the Geneve
@@ -307,12 +336,17 @@ impl FlowKey {
     }
 
     /// A 64-bit hash of `self & mask` (for hash tables that use the high
-    /// bits as tags).
+    /// bits as tags). The registers are left out: megaflow masks, the
+    /// tables this is for, never have their bits.
     #[inline]
     pub fn hash64_masked(&self, mask: &FlowKey) -> u64 {
         use crate::hash::hash64_key_masked;
+        debug_assert!(
+            mask.regs == [0; N_REGS],
+            "a megaflow mask never reads registers"
+        );
         if mask.reads_tun_wide() {
-            hash64_key_masked::<KEY_WORDS>(self.words(), mask.words())
+            hash64_key_masked::<DP_WORDS>(self.words(), mask.words())
         } else {
             hash64_key_masked::<{ TUN_WIDE_WORDS.start }>(self.words(), mask.words())
         }

@@ -2,7 +2,7 @@
 //! `ovs-appctl ofproto/trace`.
 
 use sluice_classifier::dpaction::{format_dp_actions, DpAction};
-use sluice_classifier::fields::FIELDS;
+use sluice_classifier::fields::all_fields;
 use sluice_classifier::{parse_flow, translate, Match, Require, RuleSet, Translation, XlateEnv};
 use sluice_packet::extract::{extract_with_shape, vlan_limit};
 use sluice_packet::{FlowKey, PacketMeta, PacketPool};
@@ -66,7 +66,8 @@ pub fn key_from_packet(hex: &str, in_port: u32, vlan_setting: usize) -> Result<F
 /// A flow key printed with only the fields that are set.
 pub fn describe(key: &FlowKey) -> String {
     let mut mask = FlowKey::default();
-    for f in FIELDS {
+    // The registers as the 32-bit ones (as OVS prints them).
+    for f in all_fields().filter(|f| !f.is_register() || f.bits() == 32) {
         let v = (f.get)(key);
         if v != 0 {
             (f.put)(&mut mask, f.full_mask());

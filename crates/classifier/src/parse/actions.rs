@@ -7,8 +7,9 @@ use crate::fields::{field_by_name, Field, Prereq};
 use crate::flow_match::Match;
 
 use super::matches::{f, unknown_field_message};
-use super::values::{parse_int, parse_ipv4, parse_mac, parse_table, parse_value};
+use super::values::{parse_int, parse_ipv4, parse_mac, parse_masked, parse_table};
 use super::{split_actions, FlowSpec, LineCtx, ParseError};
+use crate::subfield::Subfield;
 
 fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
     match v.to_ascii_lowercase().as_str() {
@@ -203,7 +204,13 @@ pub(super) fn parse_actions(
                 if !field.spec_writable() {
                     return Err(cx.err(fat, format!("{} cannot be set", field.name)));
                 }
-                let value = parse_value(cx, field, val.trim(), arg_at)?;
+                let (value, mask) = parse_masked(cx, field, val.trim(), arg_at)?;
+                if mask != field.full_mask() {
+                    // OVS's masked set_field, which it shows as the loads
+                    // of the mask's runs of bits.
+                    out.push(load_action(cx, Subfield::whole(field), value & mask, mask, &cur, tok.at)?);
+                    continue;
+                }
                 if field.prereq == Prereq::Vlan || field.name == "vlan_vid" {
                     if tags == 0 {
                         return Err(cx.err(tok.at, format!("set_field on {} needs a VLAN tag: match one (e.g. dl_vlan=10) or push_vlan first", field.name)));
@@ -215,6 +222,33 @@ pub(super) fn parse_actions(
                     return Err(cx.err(arg_at, format!("{value} is not a valid TOS: nw_tos sets DSCP bits only")));
                 }
                 Action::SetField { field, value, legacy: None }
+            }
+            "load" => {
+                let a = need()?;
+                let Some((val, dst)) = a.split_once("->") else {
+                    return Err(cx.err(arg_at, "load needs 'VALUE->FIELD[BITS]', e.g. load:0x1->NXM_NX_REG0[0..15]"));
+                };
+                let dat = arg_at + val.len() + 2;
+                let sf = Subfield::parse(dst).map_err(|e| cx.err(dat, e))?;
+                let v = parse_int(cx, val.trim(), arg_at, u32::from(sf.n_bits), &format!("load into {sf}"))?;
+                load_action(cx, sf, sf.place(v), sf.mask(), &cur, tok.at)?
+            }
+            "move" => {
+                let a = need()?;
+                let Some((src, dst)) = a.split_once("->") else {
+                    return Err(cx.err(arg_at, "move needs 'SRC[BITS]->DST[BITS]', e.g. move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]"));
+                };
+                let dat = arg_at + src.len() + 2;
+                let src = Subfield::parse(src).map_err(|e| cx.err(arg_at, e))?;
+                let dst = Subfield::parse(dst).map_err(|e| cx.err(dat, e))?;
+                if src.n_bits != dst.n_bits {
+                    return Err(cx.err(arg_at, format!("source field {src} is {} bits wide but destination {dst} is {} bits wide", src.n_bits, dst.n_bits)));
+                }
+                if !src.field.prereq.holds(&cur.value, &cur.mask) {
+                    return Err(cx.err(arg_at, format!("move from {} requires the rule to match {}", src.field.name, src.field.prereq.describe())));
+                }
+                check_loadable(cx, dst.field, &cur, dat, "move")?;
+                Action::Move { src, dst }
             }
             "push_mpls" => {
                 let t = parse_int(cx, need()?, arg_at, 16, "push_mpls")? as u16;
@@ -272,6 +306,8 @@ pub(super) fn parse_actions(
                             | Action::WriteMetadata { .. }
                             | Action::GotoTable(_)
                             | Action::Resubmit { .. }
+                            | Action::Load { .. }
+                            | Action::Move { .. }
                     )
                 }) {
                     return Err(cx.err(arg_at, format!("{bad} cannot be in an action set")));
@@ -302,13 +338,51 @@ pub(super) fn parse_actions(
             _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
             _ => {
                 return Err(cx.err(tok.at, format!(
-                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, push_mpls, pop_mpls, set_mpls_label/tc/ttl, dec_mpls_ttl, copy_ttl_out/in, push_pbb, pop_pbb, set_field:V->F, resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, push_mpls, pop_mpls, set_mpls_label/tc/ttl, dec_mpls_ttl, copy_ttl_out/in, push_pbb, pop_pbb, set_field:V[/M]->F, load:V->F[BITS], move:F[BITS]->F[BITS], resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
                 )))
             }
         };
         out.push(a);
     }
     Ok(out)
+}
+
+/// A `load` of the bits `mask` of `sf`'s field (a `set_field` with a
+/// mask is one too), checked as OVS checks it when the rule is added.
+fn load_action(
+    cx: &LineCtx,
+    sf: Subfield,
+    value: u128,
+    mask: u128,
+    cur: &Match,
+    at: usize,
+) -> Result<Action, ParseError> {
+    check_loadable(cx, sf.field, cur, at, "load")?;
+    Ok(Action::Load {
+        field: sf.field,
+        value,
+        mask,
+    })
+}
+
+/// Whether `load` or `move` may write `field` under the rule `m`.
+fn check_loadable(
+    cx: &LineCtx,
+    field: &'static Field,
+    m: &Match,
+    at: usize,
+    action: &str,
+) -> Result<(), ParseError> {
+    if matches!(field.name, "vlan_tci" | "vlan_vid" | "vlan_pcp") {
+        return Err(cx.err(
+            at,
+            format!("{action} into {} is not supported: use mod_vlan_vid, mod_vlan_pcp, push_vlan or strip_vlan", field.name),
+        ));
+    }
+    if !(field.writable || field.is_pipeline()) {
+        return Err(cx.err(at, format!("{action}: {} cannot be written", field.name)));
+    }
+    check_action_prereq(cx, field, m, at, action)
 }
 
 fn check_action_prereq(

@@ -5,7 +5,7 @@ use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
 
 use crate::action::OFPP_MAX;
-use crate::fields::{field_by_name, Field, Prereq, FIELDS};
+use crate::fields::{all_fields, field_by_name, Field, Prereq};
 use crate::flow_match::Match;
 
 use super::values::{parse_int, parse_masked};
@@ -267,8 +267,7 @@ fn nd_unmet_by_value(field: &Field, m: &Match) -> Option<String> {
 }
 
 pub(super) fn unknown_field_message(name: &str) -> String {
-    let mut names: Vec<&str> = FIELDS
-        .iter()
+    let mut names: Vec<&str> = all_fields()
         .flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()))
         .collect();
     names.extend([

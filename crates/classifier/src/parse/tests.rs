@@ -337,7 +337,7 @@ fn mpls_pbb_and_pipeline_fields_parse_and_print_back() {
             "ipv6,ipv6_exthdr=0x40/0x1f0",
         ),
         ("tun_id=0x3000/0xff00,actions=drop", "tun_id=0x3000/0xff00"),
-        ("tunnel_id=5,actions=drop", "tun_id=5"),
+        ("tunnel_id=5,actions=drop", "tun_id=0x5"),
     ] {
         let s = ok(line);
         assert_eq!(s.matcher.to_string(), printed, "{line}");

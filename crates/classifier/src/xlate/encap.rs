@@ -86,6 +86,7 @@ fn l2_of(f: &FlowKey, dl_type: u16) -> FlowKey {
         vlan_tci: f.vlan_tci,
         vlan_tpid: f.vlan_tpid,
         metadata: f.metadata,
+        regs: f.regs,
         tunnel_id: f.tunnel_id,
         recirc_id: f.recirc_id,
         ..FlowKey::default()
@@ -113,7 +114,7 @@ impl Ctx<'_, '_> {
 
     /// The pipeline state a recirculation resumes with: `actions` to run
     /// and `action_set`, in table `table`'s running rule, with the flow's
-    /// metadata, tunnel_id and input port as they are now.
+    /// metadata, registers, tunnel_id and input port as they are now.
     fn state_here(&self, actions: Vec<Action>, action_set: Vec<Action>, table: u8) -> Frozen {
         let (_, cookie, miss) = self.running;
         Frozen {
@@ -123,6 +124,7 @@ impl Ctx<'_, '_> {
             cookie,
             miss,
             metadata: self.flow.metadata,
+            regs: self.flow.regs,
             tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
         }
@@ -175,6 +177,7 @@ impl Ctx<'_, '_> {
             ),
         );
         self.flow.metadata = state.metadata;
+        self.flow.regs = state.regs;
         self.flow.tunnel_id = state.tunnel_id;
         self.flow.in_port = state.in_port;
         self.running = (state.table, state.cookie, state.miss);
@@ -330,6 +333,7 @@ impl Ctx<'_, '_> {
         self.flow = FlowKey {
             in_port: f.in_port,
             metadata: f.metadata,
+            regs: f.regs,
             tunnel_id: f.tunnel_id,
             recirc_id: f.recirc_id,
             ..FlowKey::default()

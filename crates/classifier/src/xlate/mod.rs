@@ -413,6 +413,8 @@ impl Ctx<'_, '_> {
                     value,
                     legacy,
                 } => self.set_field(field, value, legacy.is_some()),
+                Action::Load { field, value, mask } => self.load(field, value, mask),
+                Action::Move { src, dst } => self.move_bits(src, dst),
                 Action::ModVlanVid(vid) => self.set_vlan_bits(tci::VID_MASK, vid),
                 Action::ModVlanPcp(pcp) => {
                     self.set_vlan_bits(tci::PCP_MASK, (pcp as u16) << tci::PCP_SHIFT)
@@ -494,10 +496,12 @@ impl Ctx<'_, '_> {
     /// slots back to the original packet's tags.
     fn merge_wc(&mut self, wc: &FlowKey) {
         let mut rest = *wc;
-        // Metadata is zero in every packet and what the tables write into
-        // it follows from decisions whose bits are already here. (The
+        // Metadata and the registers are zero in every packet and what
+        // the tables write into them follows from decisions whose bits are
+        // already here. (The
         // tunnel fields are not: a packet from a tunnel carries them.)
         rest.metadata = 0;
+        rest.regs = [0; sluice_packet::key::N_REGS];
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);
@@ -723,8 +727,9 @@ impl Ctx<'_, '_> {
         // and the commit decides what reaches the packet.
         (field.put)(&mut self.flow, value);
         // The tunnel fields are metadata (an output to a tunnel port
-        // reads them): there is nothing to write into the packet.
-        if !field.name.starts_with("tun_") {
+        // reads them), the registers pipeline state: there is nothing to
+        // write into the packet.
+        if field.in_packet() {
             (field.put)(&mut self.dirty, field.full_mask());
         }
     }
@@ -733,9 +738,12 @@ impl Ctx<'_, '_> {
 mod commit;
 mod encap;
 mod groups;
+mod load;
 mod select;
 mod tunnel;
 pub use select::resolve as resolve_select;
+#[cfg(test)]
+mod load_tests;
 #[cfg(test)]
 mod spec_mode_tests;
 #[cfg(test)]

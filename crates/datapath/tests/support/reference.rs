@@ -122,6 +122,8 @@ pub struct Ref<'a> {
     pub vlans: Option<usize>,
     /// The pipeline's metadata (write_metadata).
     pub metadata: u64,
+    /// The registers (load, move, set_field on reg<N>).
+    pub regs: [u32; sluice_packet::key::N_REGS],
 }
 
 impl Ref<'_> {
@@ -141,6 +143,7 @@ impl Ref<'_> {
             .expect("reference runs only on non-runts")
             .0;
         k.metadata = self.metadata;
+        k.regs = self.regs;
         k
     }
 
@@ -208,6 +211,36 @@ impl Ref<'_> {
                 Action::Controller { max_len } => {
                     let n = self.bytes.len().min(max_len as usize);
                     self.outputs.push((CONTROLLER, self.bytes[..n].to_vec()));
+                }
+                // A register is the reference's own state; a header field
+                // gets its new value whole (the packet's other bits kept)
+                // as a set_field would write it.
+                Action::Load { field, value, mask } => {
+                    let mut k = self.key();
+                    let new = ((field.get)(&k) & !mask) | (value & mask);
+                    if field.is_register() {
+                        (field.put)(&mut k, new);
+                        self.regs = k.regs;
+                    } else {
+                        let set = Action::SetField {
+                            field,
+                            value: new,
+                            legacy: None,
+                        };
+                        self.actions(std::slice::from_ref(&set), table);
+                    }
+                }
+                Action::Move { src, dst } => {
+                    let k = self.key();
+                    if !src.field.prereq.holds_for_key(&k) {
+                        continue;
+                    }
+                    let load = Action::Load {
+                        field: dst.field,
+                        value: dst.place(src.read(&k)),
+                        mask: dst.mask(),
+                    };
+                    self.actions(std::slice::from_ref(&load), table);
                 }
                 Action::SetField { field, value, .. } if field.name == "vlan_vid" => {
                     // The DEI bit is lost, as in OVS (the key uses it as "tag present").

@@ -204,6 +204,38 @@ impl Field {
         }
     }
 
+    /// Whether writing it changes the packet's bytes: not for the
+    /// registers and metadata (pipeline state) nor the tunnel fields
+    /// (which an output to a tunnel port reads).
+    pub fn in_packet(&self) -> bool {
+        !(self.name.starts_with("tun_") || self.is_pipeline())
+    }
+
+    /// Whether `ovs-ofctl` shows its values in hex (as OVS's
+    /// `MFS_HEXADECIMAL` fields), in matches and in `set_field`.
+    pub fn shows_hex(&self) -> bool {
+        matches!(
+            self.name,
+            "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label" | "metadata" | "tun_id"
+        ) || self.name.starts_with("tun_metadata")
+            || self.is_register()
+    }
+
+    /// Whether it is pipeline state that no packet carries: metadata and
+    /// the registers (zero in every packet's key).
+    pub fn is_pipeline(&self) -> bool {
+        self.name == "metadata" || self.is_register()
+    }
+
+    /// Whether it is one of the registers (`reg`, `xreg`, `xxreg`).
+    pub fn is_register(&self) -> bool {
+        ["reg", "xreg", "xxreg"].iter().any(|p| {
+            self.name
+                .strip_prefix(p)
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    }
+
     /// Whether `set_field` may write it under OpenFlow 1.3, which lets it
     /// write every header field: the [`writable`](Self::writable) ones and
     /// those Open vSwitch keeps read-only (`eth_type`, `ip_proto`,
@@ -258,6 +290,7 @@ impl Field {
         match self.kind {
             // As OVS's flags formatting: the names of the bits set.
             ValueKind::Int(_) if self.name == "tun_flags" && v == 1 => "oam".into(),
+            ValueKind::Int(_) if self.shows_hex() => c_hex(v),
             ValueKind::Int(_) => v.to_string(),
             ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),
             ValueKind::Ipv4 => std::net::Ipv4Addr::from(v as u32).to_string(),
@@ -413,7 +446,7 @@ pub static FIELDS: &[Field] = &[
     tun_metadata_field!("tun_metadata3", 3),
     int_field!(
         "in_port",
-        [],
+        ["in_port_oxm"],
         32,
         false,
         None,
@@ -812,11 +845,29 @@ pub static FIELDS: &[Field] = &[
     },
 ];
 
+/// An integer as C's `%#x` writes it (`0`, `0x1f`), as `ovs-ofctl` does.
+pub fn c_hex(v: u128) -> String {
+    if v == 0 {
+        "0".into()
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+mod nxm;
+mod regs;
+pub use nxm::{field_by_nxm_name, nxm_name, IN_PORT16};
+pub use regs::{regs32, REG_FIELDS};
+
+/// Every field: the packet's and tunnel's ([`FIELDS`]), then the
+/// registers ([`REG_FIELDS`]).
+pub fn all_fields() -> impl Iterator<Item = &'static Field> {
+    FIELDS.iter().chain(REG_FIELDS)
+}
+
 /// Looks a field up by name or alias.
 pub fn field_by_name(name: &str) -> Option<&'static Field> {
-    FIELDS
-        .iter()
-        .find(|f| f.name == name || f.aliases.contains(&name))
+    all_fields().find(|f| f.name == name || f.aliases.contains(&name))
 }
 
 #[cfg(test)]
@@ -825,7 +876,7 @@ mod tests {
 
     #[test]
     fn put_touches_only_own_bits() {
-        for f in FIELDS {
+        for f in all_fields() {
             let mut k = FlowKey::all_ones();
             (f.put)(&mut k, 0);
             assert_eq!((f.get)(&k), 0, "{}", f.name);

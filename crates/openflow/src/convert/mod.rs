@@ -16,6 +16,8 @@ use crate::msg::FlowMod;
 use crate::multipart::FlowStats;
 use crate::oxm::{f, Oxm};
 
+mod nx;
+
 /// Each OXM field Sluice matches on: its classifier field and the
 /// prerequisite OpenFlow 1.3 gives it (spec table 12). In the order a match
 /// lists them (prerequisites first).
@@ -68,6 +70,40 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_TUN_METADATA2, "tun_metadata2", Prereq::None),
     (f::NX_TUN_METADATA3, "tun_metadata3", Prereq::None),
     (f::NX_TUN_FLAGS, "tun_flags", Prereq::None),
+    (f::NX_REG0, "reg0", Prereq::None),
+    (f::NX_REG0 + 1, "reg1", Prereq::None),
+    (f::NX_REG0 + 2, "reg2", Prereq::None),
+    (f::NX_REG0 + 3, "reg3", Prereq::None),
+    (f::NX_REG0 + 4, "reg4", Prereq::None),
+    (f::NX_REG0 + 5, "reg5", Prereq::None),
+    (f::NX_REG0 + 6, "reg6", Prereq::None),
+    (f::NX_REG0 + 7, "reg7", Prereq::None),
+    (f::NX_REG0 + 8, "reg8", Prereq::None),
+    (f::NX_REG0 + 9, "reg9", Prereq::None),
+    (f::NX_REG0 + 10, "reg10", Prereq::None),
+    (f::NX_REG0 + 11, "reg11", Prereq::None),
+    (f::NX_REG0 + 12, "reg12", Prereq::None),
+    (f::NX_REG0 + 13, "reg13", Prereq::None),
+    (f::NX_REG0 + 14, "reg14", Prereq::None),
+    (f::NX_REG0 + 15, "reg15", Prereq::None),
+];
+
+/// Fields a match or set-field may name that a match is never given
+/// back as: the wider registers, which cover the 32-bit ones (a match is
+/// listed as those, as `ovs-ofctl` prints it).
+const MAP_IN_ONLY: &[(u8, &str, Prereq)] = &[
+    (f::PKT_REG0, "xreg0", Prereq::None),
+    (f::PKT_REG0 + 1, "xreg1", Prereq::None),
+    (f::PKT_REG0 + 2, "xreg2", Prereq::None),
+    (f::PKT_REG0 + 3, "xreg3", Prereq::None),
+    (f::PKT_REG0 + 4, "xreg4", Prereq::None),
+    (f::PKT_REG0 + 5, "xreg5", Prereq::None),
+    (f::PKT_REG0 + 6, "xreg6", Prereq::None),
+    (f::PKT_REG0 + 7, "xreg7", Prereq::None),
+    (f::NX_XXREG0, "xxreg0", Prereq::None),
+    (f::NX_XXREG0 + 1, "xxreg1", Prereq::None),
+    (f::NX_XXREG0 + 2, "xxreg2", Prereq::None),
+    (f::NX_XXREG0 + 3, "xxreg3", Prereq::None),
 ];
 
 /// Every OXM field Sluice matches on, with its classifier field's name.
@@ -77,12 +113,12 @@ pub fn matched_fields() -> Vec<(u8, &'static str)> {
 
 /// The classifier field and prerequisite of an OXM field: a table by field
 /// number, made once (a flow-mod's match looks up each of its fields).
-fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
+pub(crate) fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
     type ByField = [Option<(&'static Field, Prereq)>; 128];
     static BY_FIELD: std::sync::OnceLock<ByField> = std::sync::OnceLock::new();
     let table = BY_FIELD.get_or_init(|| {
         let mut t: ByField = [None; 128];
-        for &(f, name, p) in MAP {
+        for &(f, name, p) in MAP.iter().chain(MAP_IN_ONLY) {
             t[usize::from(f)] = Some((field_by_name(name).expect("a classifier field"), p));
         }
         t
@@ -106,6 +142,8 @@ pub fn to_match(oxms: &[Oxm]) -> Result<Match, OfError> {
         }
         let (fd, _) = mapped(o.field).ok_or(OfError::BAD_FIELD)?;
         let full = fd.full_mask();
+        // (Overlapping registers, `reg0` and `xreg0`, are taken in turn,
+        // the later one's bits winning, as OVS does.)
         if o.value & !full != 0 {
             return Err(OfError::BAD_VALUE);
         }
@@ -246,14 +284,18 @@ fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
                 },
             }
         }
+        OfAction::Nx(nx) => nx::to_action(nx, m)?,
         OfAction::Other(..) => return Err(OfError::BAD_ACTION_TYPE),
     })
 }
 
-/// The OpenFlow action of a classifier action (`None`: not expressible).
-pub fn from_action(a: &Action) -> Option<OfAction> {
+/// The OpenFlow actions of a classifier action (none: not expressible;
+/// a `load` of several runs of bits is several).
+pub fn from_action(a: &Action) -> Vec<OfAction> {
     let set = |field: u8, value: u128| OfAction::SetField(Oxm::exact(field, value));
-    Some(match a {
+    vec![match a {
+        Action::Load { field, value, mask } => return nx::from_load(field, *value, *mask),
+        Action::Move { src, dst } => return nx::from_move(src, dst),
         Action::Output(p) => OfAction::Output {
             port: *p,
             max_len: 0,
@@ -278,8 +320,10 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
             OfAction::SetNwTtl(*value as u8)
         }
         Action::SetField { field, value, .. } => {
-            let f = MAP.iter().find(|m| m.1 == field.name)?.0;
-            set(f, *value)
+            let Some(f) = MAP.iter().chain(MAP_IN_ONLY).find(|m| m.1 == field.name) else {
+                return Vec::new();
+            };
+            set(f.0, *value)
         }
         Action::ModVlanVid(v) => set(f::VLAN_VID, u128::from(*v | 0x1000)),
         Action::ModVlanPcp(p) => set(f::VLAN_PCP, u128::from(*p)),
@@ -296,13 +340,13 @@ pub fn from_action(a: &Action) -> Option<OfAction> {
         Action::PushPbb(t) => OfAction::PushPbb(*t),
         Action::PopPbb => OfAction::PopPbb,
         // An instruction, not an action (from_actions places it).
-        Action::Meter(_) => return None,
+        Action::Meter(_) => return Vec::new(),
         Action::Resubmit { .. }
         | Action::GotoTable(_)
         | Action::WriteActions(_)
         | Action::WriteMetadata { .. }
-        | Action::ClearActions => return None,
-    })
+        | Action::ClearActions => return Vec::new(),
+    }]
 }
 
 /// The classifier's meter of a METER_MOD (ADD or MODIFY) at `now_us`.
@@ -537,7 +581,7 @@ pub fn group_buckets(g: &Group) -> Vec<u8> {
             weight: b.weight,
             watch_port: b.watch_port,
             watch_group: b.watch_group,
-            actions: b.actions.iter().filter_map(from_action).collect(),
+            actions: b.actions.iter().flat_map(from_action).collect(),
         })
         .collect();
     let mut out = Vec::new();
@@ -562,7 +606,7 @@ pub fn from_actions(actions: &[Action]) -> Vec<Instruction> {
             }
             Action::ClearActions => clear = true,
             Action::WriteActions(set) => {
-                write = Some(set.iter().filter_map(from_action).collect::<Vec<_>>())
+                write = Some(set.iter().flat_map(from_action).collect::<Vec<_>>())
             }
             a => apply.extend(from_action(a)),
         }
@@ -863,7 +907,7 @@ mod tests {
         assert_eq!(a.to_string(), "set_field:10.0.0.2->tun_dst");
         assert_eq!(
             from_action(&a),
-            Some(OfAction::SetField(Oxm::exact(f::NX_TUN_DST, 0x0a00_0002)))
+            vec![OfAction::SetField(Oxm::exact(f::NX_TUN_DST, 0x0a00_0002))]
         );
         // tun_metadata: as many bytes as the value needs, as OVS sends it.
         let meta = bytes(&[Oxm::exact(f::NX_TUN_METADATA0, 0x10002)]);
@@ -890,7 +934,7 @@ mod tests {
         let ip = to_match(&[Oxm::exact(f::ETH_TYPE, 0x86dd)]).unwrap();
         let a = to_action(&OfAction::SetNwTtl(7), &ip).unwrap();
         assert_eq!(a.to_string(), "mod_nw_ttl:7");
-        assert_eq!(from_action(&a), Some(OfAction::SetNwTtl(7)));
+        assert_eq!(from_action(&a), vec![OfAction::SetNwTtl(7)]);
         let any = to_match(&[]).unwrap();
         assert_eq!(
             to_action(&OfAction::SetNwTtl(7), &any),

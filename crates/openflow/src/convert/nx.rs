@@ -1,0 +1,233 @@
+//! Nicira's register actions onto the classifier's `load` and `move`,
+//! both ways, with the checks Open vSwitch makes when a flow-mod adds
+//! them: the field known and writable, the bits inside it, the value in
+//! its bits, the prerequisites in the match.
+
+use sluice_classifier::fields::{Field, Prereq};
+use sluice_classifier::subfield::Subfield;
+use sluice_classifier::{Action, Match};
+
+use super::mapped;
+use crate::action::OfAction;
+use crate::consts::OfError;
+use crate::nxm::{field_of_header, header_of, NxAction};
+use crate::oxm::{Oxm, NICIRA};
+
+/// The subfield of a header and bit range, checked.
+fn subfield(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
+    let field = field_of_header(h).ok_or(OfError::BAD_SET_ARGUMENT)?;
+    if n_bits == 0 || u32::from(ofs) + u32::from(n_bits) > field.bits() {
+        return Err(OfError::BAD_SET_ARGUMENT);
+    }
+    Ok(Subfield {
+        field,
+        ofs: ofs as u8,
+        n_bits: n_bits as u8,
+    })
+}
+
+/// Whether `field` may be written under `m` (none: a group's bucket,
+/// where the translation skips what the packet does not have).
+fn check_writable(field: &'static Field, m: Option<&Match>) -> Result<(), OfError> {
+    if matches!(field.name, "vlan_tci" | "vlan_vid" | "vlan_pcp")
+        || !(field.writable || field.is_pipeline())
+    {
+        return Err(OfError::BAD_SET_TYPE);
+    }
+    holds(field.write_prereq(), m)
+}
+
+fn holds(p: Prereq, m: Option<&Match>) -> Result<(), OfError> {
+    if m.is_none_or(|m| p.holds(&m.value, &m.mask)) {
+        Ok(())
+    } else {
+        Err(OfError::MATCH_INCONSISTENT)
+    }
+}
+
+/// The classifier action of a Nicira register action.
+pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfError> {
+    Ok(match *nx {
+        NxAction::RegLoad {
+            dst,
+            ofs,
+            n_bits,
+            value,
+        } => {
+            let sf = subfield(dst, ofs, n_bits)?;
+            if n_bits < 64 && value >> n_bits != 0 {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            check_writable(sf.field, m)?;
+            Action::Load {
+                field: sf.field,
+                value: sf.place(u128::from(value)),
+                mask: sf.mask(),
+            }
+        }
+        NxAction::RegMove {
+            src,
+            dst,
+            src_ofs,
+            dst_ofs,
+            n_bits,
+        } => {
+            let src = subfield(src, src_ofs, n_bits)?;
+            let dst = subfield(dst, dst_ofs, n_bits)?;
+            holds(src.field.prereq, m)?;
+            check_writable(dst.field, m)?;
+            Action::Move { src, dst }
+        }
+        NxAction::RegLoad2(o) => {
+            let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
+            let full = fd.full_mask();
+            let mask = o.mask.unwrap_or(full);
+            if o.value & !full != 0 || mask & !full != 0 {
+                return Err(OfError::BAD_SET_ARGUMENT);
+            }
+            check_writable(fd, m)?;
+            Action::Load {
+                field: fd,
+                value: o.value & mask,
+                mask,
+            }
+        }
+    })
+}
+
+/// A `load`: one `NXAST_REG_LOAD` per run of the mask's bits (at most
+/// 64 each), as `ovs-ofctl` sends one; a field with no NXM header
+/// (`tun_metadata`) by `NXAST_REG_LOAD2` with a masked OXM.
+pub(super) fn from_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> {
+    let Some(h) = header_of(field) else {
+        return load2(field, value, mask).into_iter().collect();
+    };
+    let mut out = Vec::new();
+    let mut rest = mask;
+    while rest != 0 {
+        let ofs = rest.trailing_zeros();
+        let n = (rest >> ofs).trailing_ones().min(64);
+        let sf = Subfield {
+            field,
+            ofs: ofs as u8,
+            n_bits: n as u8,
+        };
+        out.push(OfAction::Nx(NxAction::RegLoad {
+            dst: h,
+            ofs: ofs as u16,
+            n_bits: n as u16,
+            value: ((value & sf.mask()) >> ofs) as u64,
+        }));
+        rest &= !sf.mask();
+    }
+    out
+}
+
+fn load2(field: &'static Field, value: u128, mask: u128) -> Option<OfAction> {
+    let n = NICIRA
+        .iter()
+        .find(|n| mapped(n.0).is_some_and(|(f, _)| f.name == field.name))?;
+    Some(OfAction::Nx(NxAction::RegLoad2(Oxm {
+        field: n.0,
+        value: value & mask,
+        mask: (mask != field.full_mask()).then_some(mask),
+    })))
+}
+
+/// A `move`, as `NXAST_REG_MOVE` (none if a side has no NXM header).
+pub(super) fn from_move(src: &Subfield, dst: &Subfield) -> Vec<OfAction> {
+    let (Some(s), Some(d)) = (header_of(src.field), header_of(dst.field)) else {
+        return Vec::new();
+    };
+    vec![OfAction::Nx(NxAction::RegMove {
+        src: s,
+        dst: d,
+        src_ofs: src.ofs.into(),
+        dst_ofs: dst.ofs.into(),
+        n_bits: src.n_bits.into(),
+    })]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::convert::{from_action, to_action, to_match};
+    use crate::oxm::f;
+
+    fn parsed(line: &str) -> Vec<Action> {
+        sluice_classifier::parse::parse_flow_file(line, None).unwrap()[0]
+            .actions
+            .to_vec()
+    }
+
+    #[test]
+    fn loads_and_moves_round_trip_through_nicira_actions() {
+        let tcp = to_match(&[Oxm::exact(f::ETH_TYPE, 0x0800), Oxm::exact(f::IP_PROTO, 6)]).unwrap();
+        for line in [
+            "tcp,actions=load:0x5->NXM_NX_REG0[0..15],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]",
+            "tcp,actions=set_field:0x10/0x101->reg2,load:0->NXM_NX_XXREG0[]",
+            "tcp,actions=move:NXM_NX_REG0[0..3]->NXM_OF_TCP_DST[4..7],load:1->OXM_OF_PKT_REG3[63]",
+            "tcp,actions=load:0->NXM_OF_IN_PORT[],load:5->OXM_OF_METADATA[0..7]",
+            "tcp,actions=load:0x7->tun_metadata0[0..7]",
+        ] {
+            let acts = parsed(line);
+            let back: Vec<Action> = acts
+                .iter()
+                .flat_map(from_action)
+                .map(|o| to_action(&o, &tcp).unwrap())
+                .collect();
+            assert_eq!(
+                sluice_classifier::action::format_actions(&back),
+                sluice_classifier::action::format_actions(&acts),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_register_actions_get_ovs_errors() {
+        let any = to_match(&[]).unwrap();
+        let reg0 = 0x0001_0004;
+        let load = |dst, ofs, n_bits, value| {
+            to_action(
+                &OfAction::Nx(NxAction::RegLoad {
+                    dst,
+                    ofs,
+                    n_bits,
+                    value,
+                }),
+                &any,
+            )
+        };
+        assert_eq!(
+            load(reg0, 30, 4, 1),
+            Err(OfError::BAD_SET_ARGUMENT),
+            "past the field"
+        );
+        assert_eq!(
+            load(reg0, 0, 4, 16),
+            Err(OfError::BAD_ARGUMENT),
+            "value too wide"
+        );
+        assert_eq!(
+            load(0x0001_7f04, 0, 4, 1),
+            Err(OfError::BAD_SET_ARGUMENT),
+            "unknown field"
+        );
+        // tcp_dst without a TCP match; tcp_flags not writable.
+        assert_eq!(load(0x0000_1402, 0, 4, 1), Err(OfError::MATCH_INCONSISTENT));
+        assert_eq!(load(0x0001_4402, 0, 4, 1), Err(OfError::BAD_SET_TYPE));
+        let mv = OfAction::Nx(NxAction::RegMove {
+            src: 0x0000_1202,
+            dst: reg0,
+            src_ofs: 0,
+            dst_ofs: 0,
+            n_bits: 16,
+        });
+        assert_eq!(
+            to_action(&mv, &any),
+            Err(OfError::MATCH_INCONSISTENT),
+            "tcp_src unmatched"
+        );
+    }
+}

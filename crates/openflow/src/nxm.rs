@@ -1,0 +1,317 @@
+//! Nicira's register actions, as Open vSwitch's tools send them in
+//! OpenFlow 1.3 (experimenter actions of Nicira's id): `NXAST_REG_LOAD`
+//! (`load:`), `NXAST_REG_LOAD2` (a masked `set_field`, by OXM) and
+//! `NXAST_REG_MOVE` (`move:`), with the 32-bit NXM headers they name
+//! fields by (class, field number, length).
+
+use sluice_classifier::fields::{field_by_name, Field, IN_PORT16};
+
+use crate::consts::OfError;
+use crate::nx::NX_VENDOR;
+use crate::oxm::Oxm;
+use crate::wire::Rd;
+
+/// Nicira action subtypes.
+pub mod subtype {
+    /// `NXAST_REG_MOVE`.
+    pub const REG_MOVE: u16 = 6;
+    /// `NXAST_REG_LOAD`.
+    pub const REG_LOAD: u16 = 7;
+    /// `NXAST_REG_LOAD2`.
+    pub const REG_LOAD2: u16 = 33;
+}
+
+/// (NXM class, field number, length in bytes, classifier field): what
+/// `NXM_OF_*`, `NXM_NX_*` and `OXM_OF_*` headers name (OVS's
+/// `meta-flow.h`). One entry per classifier field, the header OVS sends
+/// for it first.
+const HEADERS: &[(u16, u8, u8, &str)] = &[
+    (0x0000, 0, 2, "in_port16"),
+    (0x0000, 1, 6, "dl_dst"),
+    (0x0000, 2, 6, "dl_src"),
+    (0x0000, 3, 2, "dl_type"),
+    (0x0000, 4, 2, "vlan_tci"),
+    (0x0000, 5, 1, "nw_tos"),
+    (0x0000, 6, 1, "nw_proto"),
+    (0x0000, 7, 4, "nw_src"),
+    (0x0000, 8, 4, "nw_dst"),
+    (0x0000, 9, 2, "tcp_src"),
+    (0x0000, 10, 2, "tcp_dst"),
+    (0x0000, 11, 2, "udp_src"),
+    (0x0000, 12, 2, "udp_dst"),
+    (0x0000, 13, 1, "icmp_type"),
+    (0x0000, 14, 1, "icmp_code"),
+    (0x0000, 15, 2, "arp_op"),
+    (0x0000, 16, 4, "arp_spa"),
+    (0x0000, 17, 4, "arp_tpa"),
+    (0x0001, 16, 8, "tun_id"),
+    (0x0001, 17, 6, "arp_sha"),
+    (0x0001, 18, 6, "arp_tha"),
+    (0x0001, 19, 16, "ipv6_src"),
+    (0x0001, 20, 16, "ipv6_dst"),
+    (0x0001, 21, 1, "icmpv6_type"),
+    (0x0001, 22, 1, "icmpv6_code"),
+    (0x0001, 23, 16, "nd_target"),
+    (0x0001, 24, 6, "nd_sll"),
+    (0x0001, 25, 6, "nd_tll"),
+    (0x0001, 26, 1, "nw_frag"),
+    (0x0001, 27, 4, "ipv6_label"),
+    (0x0001, 28, 1, "ip_ecn"),
+    (0x0001, 29, 1, "nw_ttl"),
+    (0x0001, 30, 1, "mpls_ttl"),
+    (0x0001, 31, 4, "tun_src"),
+    (0x0001, 32, 4, "tun_dst"),
+    (0x0001, 34, 2, "tcp_flags"),
+    (0x0001, 104, 2, "tun_flags"),
+    (0x0001, 109, 16, "tun_ipv6_src"),
+    (0x0001, 110, 16, "tun_ipv6_dst"),
+    (0x0001, 0, 4, "reg0"),
+    (0x0001, 1, 4, "reg1"),
+    (0x0001, 2, 4, "reg2"),
+    (0x0001, 3, 4, "reg3"),
+    (0x0001, 4, 4, "reg4"),
+    (0x0001, 5, 4, "reg5"),
+    (0x0001, 6, 4, "reg6"),
+    (0x0001, 7, 4, "reg7"),
+    (0x0001, 8, 4, "reg8"),
+    (0x0001, 9, 4, "reg9"),
+    (0x0001, 10, 4, "reg10"),
+    (0x0001, 11, 4, "reg11"),
+    (0x0001, 12, 4, "reg12"),
+    (0x0001, 13, 4, "reg13"),
+    (0x0001, 14, 4, "reg14"),
+    (0x0001, 15, 4, "reg15"),
+    (0x0001, 111, 16, "xxreg0"),
+    (0x0001, 112, 16, "xxreg1"),
+    (0x0001, 113, 16, "xxreg2"),
+    (0x0001, 114, 16, "xxreg3"),
+    (0x8001, 0, 8, "xreg0"),
+    (0x8001, 1, 8, "xreg1"),
+    (0x8001, 2, 8, "xreg2"),
+    (0x8001, 3, 8, "xreg3"),
+    (0x8001, 4, 8, "xreg4"),
+    (0x8001, 5, 8, "xreg5"),
+    (0x8001, 6, 8, "xreg6"),
+    (0x8001, 7, 8, "xreg7"),
+    (0x8000, 0, 4, "in_port"),
+    (0x8000, 2, 8, "metadata"),
+    (0x8000, 6, 2, "vlan_vid"),
+    (0x8000, 7, 1, "vlan_pcp"),
+    (0x8000, 8, 1, "ip_dscp"),
+    (0x8000, 17, 2, "sctp_src"),
+    (0x8000, 18, 2, "sctp_dst"),
+    (0x8000, 34, 4, "mpls_label"),
+    (0x8000, 35, 1, "mpls_tc"),
+    (0x8000, 36, 1, "mpls_bos"),
+    (0x8000, 37, 3, "pbb_isid"),
+    (0x8000, 39, 2, "ipv6_exthdr"),
+];
+
+fn field_named(name: &str) -> Option<&'static Field> {
+    if name == IN_PORT16.name {
+        Some(&IN_PORT16)
+    } else {
+        field_by_name(name)
+    }
+}
+
+/// The classifier field a 32-bit NXM header names (its mask bit
+/// ignored), if Sluice has it.
+pub fn field_of_header(h: u32) -> Option<&'static Field> {
+    let (class, field, len) = ((h >> 16) as u16, (h >> 9) as u8 & 0x7f, h as u8);
+    let &(_, _, _, name) = HEADERS
+        .iter()
+        .find(|e| e.0 == class && e.1 == field && e.2 == len)?;
+    field_named(name)
+}
+
+/// The NXM header of a classifier field (`None` for a field with none:
+/// `tp_src`/`tp_dst` are named as TCP's, as `move:` parses them).
+pub fn header_of(field: &Field) -> Option<u32> {
+    let name = match field.name {
+        "tp_src" => "tcp_src",
+        "tp_dst" => "tcp_dst",
+        n => n,
+    };
+    let &(class, f, len, _) = HEADERS.iter().find(|e| e.3 == name)?;
+    Some(u32::from(class) << 16 | u32::from(f) << 9 | u32::from(len))
+}
+
+/// A Nicira register action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NxAction {
+    /// `NXAST_REG_LOAD`: `value` into bits `ofs..ofs + n_bits` of the
+    /// field `dst` names.
+    RegLoad {
+        /// NXM header of the field.
+        dst: u32,
+        /// Lowest bit.
+        ofs: u16,
+        /// Bits (1 to 64).
+        n_bits: u16,
+        /// The value (in the low `n_bits`).
+        value: u64,
+    },
+    /// `NXAST_REG_LOAD2`: an OXM, maybe masked (the bits to write).
+    RegLoad2(Oxm),
+    /// `NXAST_REG_MOVE`: `n_bits` bits from `src` at `src_ofs` to `dst`
+    /// at `dst_ofs`.
+    RegMove {
+        /// NXM header of the source.
+        src: u32,
+        /// NXM header of the destination.
+        dst: u32,
+        /// Lowest source bit.
+        src_ofs: u16,
+        /// Lowest destination bit.
+        dst_ofs: u16,
+        /// Bits.
+        n_bits: u16,
+    },
+}
+
+impl NxAction {
+    /// Reads the body of an experimenter action (after type and length):
+    /// `Ok(None)` for one of another experimenter or subtype.
+    pub fn decode(body: &[u8]) -> Result<Option<NxAction>, OfError> {
+        let mut b = Rd::new(body, OfError::BAD_ACTION_LEN);
+        if b.u32()? != NX_VENDOR {
+            return Ok(None);
+        }
+        let len = body.len() + 4;
+        Ok(Some(match b.u16()? {
+            subtype::REG_LOAD => {
+                if len != 24 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let ofs_nbits = b.u16()?;
+                let dst = b.u32()?;
+                let value = u64::from(b.u32()?) << 32 | u64::from(b.u32()?);
+                NxAction::RegLoad {
+                    dst,
+                    ofs: ofs_nbits >> 6,
+                    n_bits: (ofs_nbits & 0x3f) + 1,
+                    value,
+                }
+            }
+            subtype::REG_MOVE => {
+                if len != 24 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let n_bits = b.u16()?;
+                let src_ofs = b.u16()?;
+                let dst_ofs = b.u16()?;
+                let src = b.u32()?;
+                let dst = b.u32()?;
+                NxAction::RegMove {
+                    src,
+                    dst,
+                    src_ofs,
+                    dst_ofs,
+                    n_bits,
+                }
+            }
+            subtype::REG_LOAD2 => {
+                let o = Oxm::decode(&mut b).map_err(|e| {
+                    if e == OfError::BAD_FIELD {
+                        OfError::BAD_SET_TYPE
+                    } else {
+                        OfError::BAD_SET_LEN
+                    }
+                })?;
+                // What follows the OXM is padding.
+                if b.left() >= 8 {
+                    return Err(OfError::BAD_SET_LEN);
+                }
+                NxAction::RegLoad2(o)
+            }
+            _ => return Err(OfError::BAD_EXPERIMENTER_TYPE),
+        }))
+    }
+
+    /// Appends the body (after type and length; the caller pads).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&NX_VENDOR.to_be_bytes());
+        match self {
+            NxAction::RegLoad {
+                dst,
+                ofs,
+                n_bits,
+                value,
+            } => {
+                out.extend_from_slice(&subtype::REG_LOAD.to_be_bytes());
+                out.extend_from_slice(&(ofs << 6 | (n_bits - 1)).to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+                out.extend_from_slice(&value.to_be_bytes());
+            }
+            NxAction::RegMove {
+                src,
+                dst,
+                src_ofs,
+                dst_ofs,
+                n_bits,
+            } => {
+                out.extend_from_slice(&subtype::REG_MOVE.to_be_bytes());
+                for v in [n_bits, src_ofs, dst_ofs] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                out.extend_from_slice(&src.to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
+            }
+            NxAction::RegLoad2(o) => {
+                out.extend_from_slice(&subtype::REG_LOAD2.to_be_bytes());
+                o.encode(out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_name_fields_both_ways() {
+        for &(class, f, len, name) in HEADERS {
+            let field = field_named(name).unwrap_or_else(|| panic!("{name}"));
+            let h = u32::from(class) << 16 | u32::from(f) << 9 | u32::from(len);
+            assert_eq!(field_of_header(h).map(|x| x.name), Some(name));
+            assert_eq!(
+                field_of_header(h | 0x100).map(|x| x.name),
+                Some(name),
+                "mask bit"
+            );
+            assert_eq!(header_of(field), Some(h), "{name}");
+            assert!(u32::from(len) * 8 >= field.bits(), "{name} fits its header");
+        }
+    }
+
+    #[test]
+    fn actions_round_trip() {
+        for a in [
+            NxAction::RegLoad {
+                dst: 0x0001_0004,
+                ofs: 8,
+                n_bits: 8,
+                value: 0xab,
+            },
+            NxAction::RegMove {
+                src: 0x0000_0406,
+                dst: 0x0001_0004,
+                src_ofs: 0,
+                dst_ofs: 0,
+                n_bits: 32,
+            },
+        ] {
+            let mut body = Vec::new();
+            a.encode(&mut body);
+            assert_eq!(body.len() + 4, 24);
+            assert_eq!(NxAction::decode(&body), Ok(Some(a)));
+        }
+        let mut body = NX_VENDOR.to_be_bytes().to_vec();
+        body.extend_from_slice(&[0, 99, 0, 0, 0, 0]);
+        assert_eq!(NxAction::decode(&body), Err(OfError::BAD_EXPERIMENTER_TYPE));
+        assert_eq!(NxAction::decode(&[0, 0, 0, 1, 0, 7]), Ok(None));
+        assert!(NxAction::decode(&NX_VENDOR.to_be_bytes()).is_err());
+    }
+}
