@@ -54,6 +54,12 @@ pub enum RuleSetKind {
     /// `vxlan-decap`: the traffic arrives in VXLAN on underlay port 1 and
     /// leaves by `in_port=10,actions=output:2`.
     VxlanDecap,
+    /// `ct-firewall`: a stateful firewall's pipeline: every IP packet
+    /// through the connection tracker and on into table 1, where a new
+    /// connection is committed and an established one's packets go to
+    /// port 2 (after a flow's first packet, all of them: the established
+    /// path, two datapath passes and a tracker lookup per packet).
+    CtFirewall,
 }
 
 impl RuleSetKind {
@@ -73,6 +79,7 @@ impl RuleSetKind {
             RuleSetKind::Meter => "meter".into(),
             RuleSetKind::VxlanEncap => "vxlan-encap".into(),
             RuleSetKind::VxlanDecap => "vxlan-decap".into(),
+            RuleSetKind::CtFirewall => "ct-firewall".into(),
         }
     }
 
@@ -244,6 +251,14 @@ impl RuleSetKind {
             RuleSetKind::Meter => "in_port=1,actions=meter:1,output:2\n".to_string(),
             RuleSetKind::VxlanEncap => "in_port=1,actions=output:10\n".to_string(),
             RuleSetKind::VxlanDecap => "in_port=10,actions=output:2\n".to_string(),
+            RuleSetKind::CtFirewall => "\
+table=0,priority=100,ip,in_port=1,actions=ct(table=1,zone=1)
+table=0,priority=0,actions=drop
+table=1,priority=100,ct_state=+trk+new,ip,actions=ct(commit,zone=1),output:2
+table=1,priority=100,ct_state=+trk+est,ip,actions=output:2
+table=1,priority=0,actions=drop
+"
+            .to_string(),
         }
     }
 }
@@ -298,10 +313,11 @@ impl std::str::FromStr for RuleSetKind {
                 RuleSetKind::Meter,
                 RuleSetKind::VxlanEncap,
                 RuleSetKind::VxlanDecap,
+                RuleSetKind::CtFirewall,
             ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, routes:N or prefixes:N")
             })
     }
 }

@@ -12,12 +12,13 @@
 //! first words of the key share the entry's first cache line with its
 //! hash and target, so a *short* key (IPv4, ARP: every word past L4 zero,
 //! [`FlowKey::is_short`]) is looked up, compared and prefetched on one
-//! line. The tunnel metadata of a packet that came out of a tunnel
-//! ([`TUN_WORDS`]) is kept beside the entries, in a table of its own read
-//! only for entries that have some: traffic from no tunnel never touches
-//! it, and its entries stay two lines.
+//! line. The tunnel metadata of a packet that came out of a tunnel and
+//! the connection tracking state of one a `ct` action saw
+//! ([`TAIL_WORDS`]) are kept beside the entries, in a table of their own
+//! read only for entries that have some: other traffic never touches it,
+//! and its entries stay two lines.
 
-use sluice_packet::key::{SHORT_KEY_WORDS, TUN_WORDS};
+use sluice_packet::key::{SHORT_KEY_WORDS, TAIL_WORDS};
 use sluice_packet::FlowKey;
 
 use crate::CacheRef;
@@ -51,16 +52,16 @@ struct Entry {
 /// Words of a key an entry keeps: those before the OpenFlow metadata
 /// word (zero in every packet's key, which is all the EMC holds) and the
 /// tunnel metadata after it.
-const WORDS: usize = TUN_WORDS.start - 1;
-/// Words of tunnel metadata.
-const TAIL: usize = TUN_WORDS.end - TUN_WORDS.start;
+const WORDS: usize = TAIL_WORDS.start - 1;
+/// Words of tunnel metadata and connection tracking state.
+const TAIL: usize = TAIL_WORDS.end - TAIL_WORDS.start;
 const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == WORDS * 8);
 
 /// A key's tunnel metadata words.
 #[inline(always)]
 fn tail_of(key: &FlowKey) -> [u64; TAIL] {
     let k = key.words();
-    std::array::from_fn(|i| k[TUN_WORDS.start + i])
+    std::array::from_fn(|i| k[TAIL_WORDS.start + i])
 }
 
 /// No tunnel metadata.
@@ -79,7 +80,7 @@ fn same(e: &Entry, tail: &[u64; TAIL], key: &FlowKey) -> bool {
     for (w, kw) in e.key.iter().zip(&k[..WORDS]) {
         diff |= w ^ kw;
     }
-    for (w, kw) in t.iter().zip(&k[TUN_WORDS]) {
+    for (w, kw) in t.iter().zip(&k[TAIL_WORDS]) {
         diff |= w ^ kw;
     }
     diff == 0

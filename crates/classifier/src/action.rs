@@ -51,6 +51,11 @@ pub enum Action {
         /// Where they go.
         dst: Subfield,
     },
+    /// `ct(...)`: the packet through the connection tracker
+    /// ([`crate::ct`]).
+    Ct(crate::ct::Ct),
+    /// `ct_clear`: the packet's connection tracking state cleared.
+    CtClear,
     /// `mod_vlan_vid:V` — set the VID of the outermost tag. Where the rule
     /// does not guarantee a tag, the parser puts `push_vlan:0x8100` before
     /// it, as `ovs-ofctl -O OpenFlow13` encodes the action.
@@ -145,6 +150,8 @@ impl std::fmt::Display for Action {
             }
             Action::Load { field, value, mask } => fmt_load(f, field, *value, *mask),
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
+            Action::Ct(ct) => write!(f, "{ct}"),
+            Action::CtClear => f.write_str("ct_clear"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
             Action::ModVlanPcp(p) => write!(f, "mod_vlan_pcp:{p}"),
             Action::PushVlan(t) => write!(f, "push_vlan:{t:#06x}"),

@@ -126,6 +126,12 @@ pub enum DpAction {
     /// drop band go no further, those above a DSCP remark band have their
     /// drop precedence raised.
     Meter(u32),
+    /// Track the packet's connection ([`sluice_conntrack`]): the result
+    /// is its connection tracking state for its next pass (a `recirc`
+    /// after it). Runs even as the last action (a commit with no output).
+    Ct(sluice_conntrack::CtRequest),
+    /// Clear the packet's connection tracking state.
+    CtClear,
     /// Send the packet (a copy, unless it is the last action) through the
     /// datapath again, re-parsed, with this recirculation id
     /// ([`crate::recirc`]).
@@ -260,6 +266,30 @@ impl std::fmt::Display for DpAction {
             DpAction::SetPbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
+            DpAction::Ct(r) => {
+                let mut parts = Vec::new();
+                if r.commit {
+                    parts.push("commit".to_string());
+                }
+                if r.force {
+                    parts.push("force".to_string());
+                }
+                if r.zone != 0 {
+                    parts.push(format!("zone={}", r.zone));
+                }
+                if let Some((v, m)) = r.mark {
+                    parts.push(format!("mark={v:#x}/{m:#x}"));
+                }
+                if let Some((v, m)) = r.label {
+                    parts.push(format!("label={v:#x}/{m:#x}"));
+                }
+                if parts.is_empty() {
+                    f.write_str("ct")
+                } else {
+                    write!(f, "ct({})", parts.join(","))
+                }
+            }
+            DpAction::CtClear => f.write_str("ct_clear"),
             DpAction::Select(sel) => {
                 write!(f, "select(group={},hash=sym_l4", sel.group)?;
                 for (bucket, acts) in &sel.variants {

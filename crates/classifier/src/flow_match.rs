@@ -81,6 +81,9 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
         // As OVS writes its tunnel flags.
         return Some(if v != 0 { "+oam" } else { "-oam" }.into());
     }
+    if field.name == "ct_state" {
+        return Some(crate::fields::format_ct_state(v, m));
+    }
     if m == full {
         return Some(field.format_value(v));
     }
@@ -103,6 +106,14 @@ impl std::fmt::Display for Match {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (v, m) = (&self.value, &self.mask);
         let mut parts: Vec<String> = Vec::new();
+        // The connection tracking fields come before the protocol, as
+        // ovs-ofctl prints them.
+        for name in ["ct_state", "ct_zone", "ct_mark", "ct_label"] {
+            let field = f(name);
+            if let Some(s) = fmt_masked(field, (field.get)(v), (field.get)(m)) {
+                parts.push(format!("{name}={s}"));
+            }
+        }
         let dl_exact = m.dl_type == 0xffff;
         let proto_exact = m.nw_proto == 0xff;
         let mut dl_done = false;
@@ -134,7 +145,26 @@ impl std::fmt::Display for Match {
         let is_arp = dl_exact && (v.dl_type == ethertype::ARP || v.dl_type == ethertype::RARP);
         let is_icmp = proto_done && (v.nw_proto == proto::ICMP || v.nw_proto == proto::ICMPV6);
         let mut names: Vec<&str> = crate::fields::regs32().iter().map(|f| f.name).collect();
-        names.extend(["tun_id", "metadata", "in_port", "dl_src", "dl_dst"]);
+        // The tunnel fields in OVS's order (tun_tos and tun_ttl, which
+        // OpenFlow cannot carry, where OVS's formatter has them).
+        names.extend([
+            "tun_id",
+            "tun_src",
+            "tun_dst",
+            "tun_ipv6_src",
+            "tun_ipv6_dst",
+            "tun_tos",
+            "tun_ttl",
+            "tun_flags",
+            "tun_metadata0",
+            "tun_metadata1",
+            "tun_metadata2",
+            "tun_metadata3",
+            "metadata",
+            "in_port",
+            "dl_src",
+            "dl_dst",
+        ]);
         if !dl_done {
             names.push("dl_type");
         }

@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod ct;
 pub mod dpaction;
 pub mod fields;
 pub mod flow_match;

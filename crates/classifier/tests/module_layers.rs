@@ -9,6 +9,7 @@ use std::path::Path;
 const ORDER: &[&str] = &[
     "fields",
     "subfield",
+    "ct",
     "frag",
     "trie",
     "tunnel",

@@ -12,6 +12,7 @@ use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::{DpAction, PacketInReason};
 use sluice_classifier::meter::raise_drop_precedence;
 use sluice_classifier::{RuleSet, XlateDrop};
+use sluice_conntrack::CtResult;
 use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
 use sluice_packet::tunnel::{self, PopError, TunnelMeta};
@@ -53,6 +54,9 @@ pub(crate) struct Recirculated {
     /// Its tunnel metadata (zero: it came from no tunnel): the next pass's
     /// key holds it.
     pub tun: TunnelMeta,
+    /// Its connection tracking state (a `ct` action's result, or what
+    /// its key had): the next pass's key holds it.
+    pub ct: CtResult,
 }
 
 /// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
@@ -62,6 +66,12 @@ pub(crate) struct RecircQueue {
     pub next: Vec<Recirculated>,
     /// The pass being run.
     pub cur: Vec<Recirculated>,
+    /// Scratch for one action list's run: the connection tracking state
+    /// a `ct` (or `ct_clear`) gave each packet of the batch, valid where
+    /// `ct_set` has its bit (kept here so that a run without `ct` costs
+    /// nothing for it).
+    pub ct: [CtResult; BATCH_SIZE],
+    pub ct_set: u32,
 }
 
 impl RecircQueue {
@@ -73,6 +83,8 @@ impl RecircQueue {
         RecircQueue {
             next: Vec::with_capacity(Self::CAP),
             cur: Vec::with_capacity(Self::CAP),
+            ct: [CtResult::default(); BATCH_SIZE],
+            ct_set: 0,
         }
     }
 }
@@ -163,18 +175,23 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         | DpAction::Meter(_)
         | DpAction::Select(_)
         | DpAction::TnlOutput { .. }
-        | DpAction::TnlPop(_) => true,
+        | DpAction::TnlPop(_)
+        | DpAction::Ct(_)
+        | DpAction::CtClear => true,
     };
 }
 
-/// Whether a datapath action gives the packet (or a copy) a destination.
+/// Whether a datapath action gives the packet (or a copy) a destination,
+/// or (`ct`) must see it even when nothing after it does (a commit with
+/// no output).
 fn sends(a: &DpAction) -> bool {
     match a {
         DpAction::Output(_)
         | DpAction::Controller { .. }
         | DpAction::Recirc(_)
         | DpAction::TnlOutput { .. }
-        | DpAction::TnlPop(_) => true,
+        | DpAction::TnlPop(_)
+        | DpAction::Ct(_) => true,
         DpAction::Select(sel) => sel.variants.iter().any(|(_, v)| has_destination(v)),
         _ => false,
     }
@@ -305,6 +322,10 @@ pub(crate) fn execute(
     let mut carrier = [0u16; BATCH_SIZE];
     // Packets a meter's drop band took.
     let mut metered = 0u32;
+    // The packets a final `ct` consumed (no output after it); the
+    // tracker's results are in `recirc.ct`, valid per `recirc.ct_set`.
+    let mut ct_end = 0u32;
+    recirc.ct_set = 0;
     // Tunnel packets refused, by reason.
     let (mut tnl_header, mut tnl_csum, mut tnl_port, mut tnl_long) = (0u32, 0u32, 0u32, 0u32);
     let mut ctl_rate = 0u32;
@@ -499,6 +520,7 @@ pub(crate) fn execute(
                         id: 0,
                         fate,
                         tun: tuns[i as usize],
+                        ct: CtResult::default(),
                     });
                 }
             }
@@ -546,7 +568,64 @@ pub(crate) fn execute(
                         id: 0,
                         fate,
                         tun,
+                        ct: CtResult::default(),
                     });
+                }
+            }
+            DpAction::Ct(ref req) => {
+                let ct = rules.conntrack();
+                let now_ms = ct.now_ms();
+                // Whether an action before this one changed the packet:
+                // then it is parsed again (its key is the pass's).
+                let changed = !acts[..ai].iter().all(|a| {
+                    matches!(
+                        a,
+                        DpAction::Output(_)
+                            | DpAction::Controller { .. }
+                            | DpAction::Meter(_)
+                            | DpAction::Ct(_)
+                            | DpAction::CtClear
+                    )
+                });
+                for &i in pkts {
+                    if metered & (1u32 << i) != 0 {
+                        continue;
+                    }
+                    let Some(p) = slots[i as usize].as_ref() else {
+                        continue;
+                    };
+                    let r = if !changed {
+                        ct.process(p.data(), &p.meta, &keys[i as usize], req, now_ms)
+                    } else {
+                        let mut meta = p.meta;
+                        let mut key = FlowKey::default();
+                        match sluice_packet::extract::extract(
+                            p.data(),
+                            meta.in_port,
+                            &mut meta,
+                            &mut key,
+                        ) {
+                            Ok(()) => ct.process(p.data(), &meta, &key, req, now_ms),
+                            Err(_) => CtResult {
+                                zone: req.zone,
+                                ..CtResult::default()
+                            },
+                        }
+                    };
+                    recirc.ct[i as usize] = r;
+                    recirc.ct_set |= 1 << i;
+                    if is_last {
+                        if let Some(p) = slots[i as usize].take() {
+                            pool.free(p);
+                        }
+                        ct_end |= 1 << i;
+                    }
+                }
+            }
+            DpAction::CtClear => {
+                for &i in pkts {
+                    recirc.ct[i as usize] = CtResult::default();
+                    recirc.ct_set |= 1 << i;
                 }
             }
             DpAction::Recirc(id) => {
@@ -583,6 +662,11 @@ pub(crate) fn execute(
                         id,
                         fate,
                         tun: TunnelMeta::of_key(&keys[i as usize]),
+                        ct: if recirc.ct_set & bit != 0 {
+                            recirc.ct[i as usize]
+                        } else {
+                            CtResult::of_key(&keys[i as usize])
+                        },
                     });
                 }
             }
@@ -639,6 +723,9 @@ pub(crate) fn execute(
             stats.dropped[DropReason::TunnelNoPort.index()] += 1;
         } else if tnl_long & bit != 0 {
             stats.dropped[DropReason::TunnelTooLong.index()] += 1;
+        } else if ct_end & bit != 0 {
+            // Tracked (committed, maybe), then no output.
+            stats.dropped[DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput)).index()] += 1;
         } else {
             stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
         }

@@ -19,7 +19,22 @@ pub mod subtype {
     pub const REG_LOAD: u16 = 7;
     /// `NXAST_REG_LOAD2`.
     pub const REG_LOAD2: u16 = 33;
+    /// `NXAST_CT`.
+    pub const CT: u16 = 35;
+    /// `NXAST_CT_CLEAR`.
+    pub const CT_CLEAR: u16 = 43;
 }
+
+/// `NXAST_CT`'s flags.
+pub mod ct_flag {
+    /// `NX_CT_F_COMMIT`.
+    pub const COMMIT: u16 = 1;
+    /// `NX_CT_F_FORCE`.
+    pub const FORCE: u16 = 2;
+}
+
+/// `NXAST_CT`'s table when it recirculates to none.
+pub const CT_RECIRC_NONE: u8 = 255;
 
 /// (NXM class, field number, length in bytes, classifier field): what
 /// `NXM_OF_*`, `NXM_NX_*` and `OXM_OF_*` headers name (OVS's
@@ -65,6 +80,10 @@ const HEADERS: &[(u16, u8, u8, &str)] = &[
     (0x0001, 104, 2, "tun_flags"),
     (0x0001, 109, 16, "tun_ipv6_src"),
     (0x0001, 110, 16, "tun_ipv6_dst"),
+    (0x0001, 105, 4, "ct_state"),
+    (0x0001, 106, 2, "ct_zone"),
+    (0x0001, 107, 4, "ct_mark"),
+    (0x0001, 108, 16, "ct_label"),
     (0x0001, 0, 4, "reg0"),
     (0x0001, 1, 4, "reg1"),
     (0x0001, 2, 4, "reg2"),
@@ -154,6 +173,23 @@ pub enum NxAction {
     },
     /// `NXAST_REG_LOAD2`: an OXM, maybe masked (the bits to write).
     RegLoad2(Oxm),
+    /// `NXAST_CT`: the `ct` action.
+    Ct {
+        /// [`ct_flag`]s.
+        flags: u16,
+        /// NXM header of the zone's field (0: `zone_imm` is the zone).
+        zone_src: u32,
+        /// The zone, or the field's `ofs << 6 | (n_bits - 1)`.
+        zone_imm: u16,
+        /// The table to go on in ([`CT_RECIRC_NONE`]: none).
+        table: u8,
+        /// `alg` (0: none).
+        alg: u16,
+        /// The nested actions (`exec(...)`), as OpenFlow actions.
+        actions: Vec<crate::action::OfAction>,
+    },
+    /// `NXAST_CT_CLEAR`.
+    CtClear,
     /// `NXAST_REG_MOVE`: `n_bits` bits from `src` at `src_ofs` to `dst`
     /// at `dst_ofs`.
     RegMove {
@@ -225,6 +261,31 @@ impl NxAction {
                 }
                 NxAction::RegLoad2(o)
             }
+            subtype::CT => {
+                if len < 24 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let flags = b.u16()?;
+                let zone_src = b.u32()?;
+                let zone_imm = b.u16()?;
+                let table = b.take(4)?[0];
+                let alg = b.u16()?;
+                let rest = b.take(b.left())?;
+                NxAction::Ct {
+                    flags,
+                    zone_src,
+                    zone_imm,
+                    table,
+                    alg,
+                    actions: crate::action::decode_actions(rest)?,
+                }
+            }
+            subtype::CT_CLEAR => {
+                if len != 16 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                NxAction::CtClear
+            }
             _ => return Err(OfError::BAD_EXPERIMENTER_TYPE),
         }))
     }
@@ -261,6 +322,26 @@ impl NxAction {
             NxAction::RegLoad2(o) => {
                 out.extend_from_slice(&subtype::REG_LOAD2.to_be_bytes());
                 o.encode(out);
+            }
+            NxAction::Ct {
+                flags,
+                zone_src,
+                zone_imm,
+                table,
+                alg,
+                actions,
+            } => {
+                out.extend_from_slice(&subtype::CT.to_be_bytes());
+                out.extend_from_slice(&flags.to_be_bytes());
+                out.extend_from_slice(&zone_src.to_be_bytes());
+                out.extend_from_slice(&zone_imm.to_be_bytes());
+                out.extend_from_slice(&[*table, 0, 0, 0]);
+                out.extend_from_slice(&alg.to_be_bytes());
+                crate::action::encode_actions(actions, out);
+            }
+            NxAction::CtClear => {
+                out.extend_from_slice(&subtype::CT_CLEAR.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
             }
         }
     }

@@ -78,6 +78,10 @@ pub mod f {
     pub const PKT_REG0: u8 = 89;
     /// `xxreg0`..`xxreg3` are `NX_XXREG0 + N`.
     pub const NX_XXREG0: u8 = 97;
+    pub const NX_CT_STATE: u8 = 101;
+    pub const NX_CT_ZONE: u8 = 102;
+    pub const NX_CT_MARK: u8 = 103;
+    pub const NX_CT_LABEL: u8 = 104;
 }
 
 /// The class of `OXM_OF_PKT_REG<N>` (`xreg<N>`): OpenFlow 1.5's
@@ -126,6 +130,10 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_XXREG0 + 1, OXM_NXM_1, 112, 16, true),
     (f::NX_XXREG0 + 2, OXM_NXM_1, 113, 16, true),
     (f::NX_XXREG0 + 3, OXM_NXM_1, 114, 16, true),
+    (f::NX_CT_STATE, OXM_NXM_1, 105, 4, true),
+    (f::NX_CT_ZONE, OXM_NXM_1, 106, 2, false),
+    (f::NX_CT_MARK, OXM_NXM_1, 107, 4, true),
+    (f::NX_CT_LABEL, OXM_NXM_1, 108, 16, true),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS

@@ -4,7 +4,7 @@
 //! murmur3 64-bit finaliser so that every input bit reaches the low bits
 //! that cache indexes and signatures use.
 
-use crate::key::{DP_WORDS, KEY_WORDS, TUN_WIDE_WORDS};
+use crate::key::{CT_WORDS, DP_WORDS, KEY_WORDS, TUN_WIDE_WORDS, WIDE_WORDS};
 
 /// Hashes `words` with `basis`.
 #[inline]
@@ -28,18 +28,25 @@ pub fn hash_words(words: &[u64], basis: u64) -> u32 {
 pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     let mut acc = short_acc(w);
     let or = |r: std::ops::Range<usize>| w[r].iter().fold(0, |a, &x| a | x);
-    // The wide tunnel words (IPv6 tunnel addresses, Geneve options) are
-    // zero but in keys of packets that have them: left out then, as the
-    // words past L4 of a short key are.
-    let wide = or(TUN_WIDE_WORDS);
-    if or(6..TUN_WIDE_WORDS.start) | wide != 0 {
-        let end = if wide != 0 {
-            TUN_WIDE_WORDS.end
-        } else {
-            TUN_WIDE_WORDS.start
-        };
-        for i in (6..end).step_by(2) {
+    // The wide words (IPv6 tunnel addresses, Geneve options, connection
+    // tracking state) are zero but in keys of packets that have them:
+    // left out then, as the words past L4 of a short key are.
+    // Each block of them is hashed only when it has bits (a key after a
+    // `ct` has connection state but, from no tunnel, no wide tunnel
+    // words).
+    let (tun, ct) = (or(TUN_WIDE_WORDS), or(CT_WORDS));
+    let mut fold = |r: std::ops::Range<usize>| {
+        for i in r.step_by(2) {
             acc = acc.wrapping_add(fold_mul(w[i] ^ SECRET[i], w[i + 1] ^ SECRET[i + 1]));
+        }
+    };
+    if or(6..WIDE_WORDS.start) | tun | ct != 0 {
+        fold(6..WIDE_WORDS.start);
+        if tun != 0 {
+            fold(TUN_WIDE_WORDS);
+        }
+        if ct != 0 {
+            fold(CT_WORDS);
         }
     }
     fmix64(acc) as u32
@@ -80,10 +87,7 @@ pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WOR
 }
 
 const _: () = assert!(DP_WORDS.is_multiple_of(2), "words are folded in pairs");
-const _: () = assert!(
-    TUN_WIDE_WORDS.start.is_multiple_of(2),
-    "so are the narrow ones"
-);
+const _: () = assert!(WIDE_WORDS.start.is_multiple_of(2), "so are the narrow ones");
 
 /// Random constants (one per key word) for [`hash_key_words`].
 const SECRET: [u64; DP_WORDS] = [
@@ -113,6 +117,10 @@ const SECRET: [u64; DP_WORDS] = [
     0xd5a2_7b94_0ec8_316f,
     0x3b86_e0f5_a417_9cd2,
     0x94e3_1c6a_d85b_f207,
+    0xa3b4_6bce_6dd4_c127,
+    0xb96b_1a00_10f4_5dcc,
+    0xb2a7_769d_5ffb_0b2e,
+    0x9ba8_aa3f_2b8b_9732,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.

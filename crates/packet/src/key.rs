@@ -10,7 +10,7 @@
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 34;
+pub const KEY_WORDS: usize = 38;
 
 /// Words a packet's key can have bits in: all but the pipeline
 /// registers ([`REG_WORDS`]), which only translation writes. The
@@ -22,7 +22,7 @@ pub const DP_WORDS: usize = REG_WORDS.start;
 /// carries between tables and across recirculations, as the OpenFlow
 /// metadata. Zero in every packet's key and outside every megaflow's
 /// mask, as metadata is; only rules match them.
-pub const REG_WORDS: std::ops::Range<usize> = 26..KEY_WORDS;
+pub const REG_WORDS: std::ops::Range<usize> = 30..KEY_WORDS;
 
 /// Number of 32-bit registers (OVS's `FLOW_N_REGS`).
 pub const N_REGS: usize = 16;
@@ -46,14 +46,50 @@ pub const TUN_FLAG_KEY: u16 = 1 << 3;
 /// Key words that hold tunnel metadata (`tunnel_id`, `tun_src`/`tun_dst`,
 /// the flags, TOS and TTL, `tun_ipv6_src`/`tun_ipv6_dst`, the Geneve
 /// options' `tun_metadata` fields): zero in a packet that came from no
-/// tunnel. They are the last words of a packet's key.
-pub const TUN_WORDS: std::ops::Range<usize> = 15..DP_WORDS;
+/// tunnel.
+pub const TUN_WORDS: std::ops::Range<usize> = 15..26;
+
+/// Key words that hold a packet's connection tracking state (`ct_state`,
+/// `ct_zone`, `ct_mark`, `ct_label`), which a `ct` action gives the
+/// packet for its next pass: zero in a packet no `ct` action has seen.
+pub const CT_WORDS: std::ops::Range<usize> = 26..DP_WORDS;
+
+/// The words after the metadata word that a packet's key can have bits
+/// in: the tunnel metadata and the connection tracking state. They are
+/// the last words of a packet's key.
+pub const TAIL_WORDS: std::ops::Range<usize> = TUN_WORDS.start..DP_WORDS;
+
+/// Key words that are zero but for packets from a tunnel over IPv6 or
+/// with options, and packets a `ct` action has seen: the wide tunnel
+/// words and the connection tracking state. Outside the mask of every
+/// megaflow that does not read them, a key's hash skips them when they
+/// are zero.
+pub const WIDE_WORDS: std::ops::Range<usize> = TUN_WIDE_WORDS.start..DP_WORDS;
+
+/// `ct_state`: the packet starts a new connection.
+pub const CS_NEW: u8 = 0x01;
+/// `ct_state`: the packet is part of an established connection.
+pub const CS_ESTABLISHED: u8 = 0x02;
+/// `ct_state`: the packet relates to an established connection (an ICMP
+/// error quoting it).
+pub const CS_RELATED: u8 = 0x04;
+/// `ct_state`: the packet goes in the reply direction.
+pub const CS_REPLY_DIR: u8 = 0x08;
+/// `ct_state`: the packet is invalid (outside the TCP window, a bad
+/// header, a connection that cannot be made).
+pub const CS_INVALID: u8 = 0x10;
+/// `ct_state`: the packet has been through connection tracking.
+pub const CS_TRACKED: u8 = 0x20;
+/// `ct_state`: source NAT applied.
+pub const CS_SRC_NAT: u8 = 0x40;
+/// `ct_state`: destination NAT applied.
+pub const CS_DST_NAT: u8 = 0x80;
 
 /// Key words that hold an IPv6 tunnel's outer addresses and the Geneve
 /// options' fields: zero but for packets that came out of a tunnel over
 /// IPv6 or with options, and outside the mask of every megaflow that
 /// does not read them (see [`FlowKey::hash64_masked`]).
-pub const TUN_WIDE_WORDS: std::ops::Range<usize> = 18..DP_WORDS;
+pub const TUN_WIDE_WORDS: std::ops::Range<usize> = 18..TUN_WORDS.end;
 
 /// `nw_frag`: the packet is a fragment.
 pub const FRAG_ANY: u8 = 1;
@@ -158,6 +194,20 @@ pub struct FlowKey {
     /// `tun_metadata0` to `tun_metadata3`: Geneve options' data, as the
     /// TLV map says ([`crate::tunnel::tlv`]).
     pub tun_metadata: [u64; crate::tunnel::tlv::SLOTS],
+    /// Connection tracking state (`ct_state`): the `CS_*` bits a `ct`
+    /// action gave the packet, zero before one.
+    pub ct_state: u8,
+    /// Zero: room for more connection tracking state.
+    pub ct_pad: u8,
+    /// The conntrack zone the packet was tracked in (`ct_zone`).
+    pub ct_zone: u16,
+    /// The mark of the packet's connection (`ct_mark`).
+    pub ct_mark: u32,
+    /// The label of the packet's connection (`ct_label`, 128 bits): low
+    /// 64 bits first.
+    pub ct_label: [u64; 2],
+    /// Zero: room for the original direction's tuple.
+    pub ct_tuple: u64,
     /// The registers `reg0`..`reg15` (see [`REG_WORDS`]): `xregN` is
     /// `reg(2N)` (high half) and `reg(2N+1)`, `xxregN` is `reg(4N)`
     /// (highest) to `reg(4N+3)`, as in Open vSwitch.
@@ -169,6 +219,8 @@ const _: () = assert!(std::mem::offset_of!(FlowKey, tunnel_id) == TUN_WORDS.star
 const _: () = assert!(std::mem::offset_of!(FlowKey, metadata) == (TUN_WORDS.start - 1) * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, tun_ipv6_src) == TUN_WIDE_WORDS.start * 8);
 const _: () = assert!(std::mem::offset_of!(FlowKey, regs) == REG_WORDS.start * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, ct_state) == CT_WORDS.start * 8);
+const _: () = assert!(std::mem::offset_of!(FlowKey, tun_metadata) + 32 == TUN_WORDS.end * 8);
 
 impl PartialEq for FlowKey {
     /// Word by word, without branches (the derived comparison calls
@@ -231,9 +283,9 @@ impl FlowKey {
         }
     }
 
-    /// Whether a mask has bits past the narrow words: in the wide tunnel
-    /// words ([`FlowKey::reads_tun_wide`]) or the registers (which rules
-    /// may match, megaflows never).
+    /// Whether a mask has bits past the narrow words: in the wide words
+    /// ([`WIDE_WORDS`]: wide tunnel fields, connection tracking state) or
+    /// the registers (which rules may match, megaflows never).
     #[inline(always)]
     pub fn reads_wide(&self) -> bool {
         let m = self.words();
@@ -345,7 +397,7 @@ impl FlowKey {
             mask.regs == [0; N_REGS],
             "a megaflow mask never reads registers"
         );
-        if mask.reads_tun_wide() {
+        if mask.reads_wide() {
             hash64_key_masked::<DP_WORDS>(self.words(), mask.words())
         } else {
             hash64_key_masked::<{ TUN_WIDE_WORDS.start }>(self.words(), mask.words())

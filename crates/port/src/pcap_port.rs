@@ -38,6 +38,8 @@ pub struct PcapPort {
     tx: Option<PcapWriter<BufWriter<File>>>,
     stats: PortStats,
     warnings: Vec<String>,
+    /// Most packets per receive.
+    burst: usize,
 }
 
 impl std::fmt::Debug for PcapPort {
@@ -121,7 +123,14 @@ impl PcapPort {
             tx,
             stats: PortStats::default(),
             warnings: Vec::new(),
+            burst: usize::MAX,
         })
+    }
+
+    /// At most `n` packets per receive (`None`: a whole batch).
+    pub fn with_burst(mut self, n: Option<usize>) -> Self {
+        self.burst = n.unwrap_or(usize::MAX);
+        self
     }
 }
 
@@ -164,7 +173,7 @@ impl Port for PcapPort {
             } => (reader, rec, pending, done),
         };
         let mut n = 0;
-        while !batch.is_full() && !*done {
+        while !batch.is_full() && n < self.burst && !*done {
             if !*pending {
                 match reader.read_record(rec) {
                     Ok(true) => {}

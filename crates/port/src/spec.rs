@@ -26,6 +26,11 @@ pub enum PortSpec {
         tx: Option<PathBuf>,
         /// Load `rx` once and replay it forever.
         looping: bool,
+        /// At most this many packets per receive (`burst=N`; default a
+        /// whole batch). `burst=1` hands the datapath one packet a pass,
+        /// so stateful actions (`ct`) see a capture's packets strictly in
+        /// order, as they arrive one by one on a slow link.
+        burst: Option<usize>,
     },
     /// Discard everything sent; receive nothing.
     Null,
@@ -338,18 +343,34 @@ impl std::str::FromStr for PortSpec {
                 "'{s}': expected vhost:PATH (listen for the VM's frontend) or vhost-client:PATH (connect to the hypervisor's socket)"
             )),
             "pcap" => {
-                let (mut rx, mut tx, mut looping) = (None, None, false);
+                let (mut rx, mut tx, mut looping, mut burst) = (None, None, false, None);
                 for opt in args.split(',').filter(|o| !o.is_empty()) {
                     match opt.split_once('=') {
                         Some(("rx", f)) if !f.is_empty() => rx = Some(PathBuf::from(f)),
                         Some(("tx", f)) if !f.is_empty() => tx = Some(PathBuf::from(f)),
+                        Some(("burst", n)) => {
+                            burst = Some(
+                                n.parse::<usize>()
+                                    .ok()
+                                    .filter(|n| (1..=sluice_packet::BATCH_SIZE).contains(n))
+                                    .ok_or_else(|| {
+                                        format!(
+                                            "'{s}': burst={n}: expected 1 to {} packets per receive",
+                                            sluice_packet::BATCH_SIZE
+                                        )
+                                    })?,
+                            )
+                        }
                         None if opt == "loop" => looping = true,
                         _ => {
                             return Err(format!(
-                            "'{s}': unknown pcap option '{opt}'; expected rx=FILE, tx=FILE or loop"
+                            "'{s}': unknown pcap option '{opt}'; expected rx=FILE, tx=FILE, loop or burst=N"
                         ))
                         }
                     }
+                }
+                if burst.is_some() && looping {
+                    return Err(format!("'{s}': burst=N is for a file read once, not with loop"));
                 }
                 if rx.is_none() && tx.is_none() {
                     return Err(format!("'{s}': a pcap port needs rx=FILE, tx=FILE or both"));
@@ -357,7 +378,12 @@ impl std::str::FromStr for PortSpec {
                 if looping && rx.is_none() {
                     return Err(format!("'{s}': loop needs rx=FILE"));
                 }
-                Ok(PortSpec::Pcap { rx, tx, looping })
+                Ok(PortSpec::Pcap {
+                    rx,
+                    tx,
+                    looping,
+                    burst,
+                })
             }
             _ => Err(format!(
                 "'{s}': unknown port type '{kind}'; expected {SPEC_SYNTAX}"
@@ -429,7 +455,12 @@ impl std::fmt::Display for PortSpec {
                 if *listen { "punix" } else { "unix" },
                 path.display()
             ),
-            PortSpec::Pcap { rx, tx, looping } => {
+            PortSpec::Pcap {
+                rx,
+                tx,
+                looping,
+                burst,
+            } => {
                 let mut parts = Vec::new();
                 if let Some(r) = rx {
                     parts.push(format!("rx={}", r.display()));
@@ -439,6 +470,9 @@ impl std::fmt::Display for PortSpec {
                 }
                 if *looping {
                     parts.push("loop".into());
+                }
+                if let Some(n) = burst {
+                    parts.push(format!("burst={n}"));
                 }
                 write!(f, "pcap:{}", parts.join(","))
             }
@@ -489,12 +523,15 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             path,
             *server,
         )?)),
-        PortSpec::Pcap { rx, tx, looping } => Ok(Box::new(PcapPort::open(
-            &spec.to_string(),
-            rx.as_deref(),
-            tx.as_deref(),
-            *looping,
-        )?)),
+        PortSpec::Pcap {
+            rx,
+            tx,
+            looping,
+            burst,
+        } => Ok(Box::new(
+            PcapPort::open(&spec.to_string(), rx.as_deref(), tx.as_deref(), *looping)?
+                .with_burst(*burst),
+        )),
     }
 }
 
@@ -525,6 +562,7 @@ impl PortSpec {
                         rx: Some(_),
                         tx: None,
                         looping: true,
+                        ..
                     }
             )
     }
@@ -562,6 +600,7 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
             rx: Some(rx),
             tx: None,
             looping: true,
+            ..
         } => {
             let frames = crate::pcap_port::load_frames(rx).map_err(err)?;
             Ok(frames
@@ -664,6 +703,7 @@ mod tests {
         let link = d.path().join("link.pcap");
         std::os::unix::fs::symlink(&f, &link).unwrap();
         let pcap = |rx: Option<&std::path::Path>, tx: Option<&std::path::Path>| PortSpec::Pcap {
+            burst: None,
             rx: rx.map(Into::into),
             tx: tx.map(Into::into),
             looping: false,

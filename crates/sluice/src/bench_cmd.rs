@@ -142,7 +142,9 @@ pub struct BenchArgs {
     /// forwarding through a select group of two buckets), meter (through
     /// a meter no traffic reaches), vxlan-encap and vxlan-decap (into and
     /// out of a VXLAN port, VNI 42, over an underlay port with an
-    /// address), routes:N, prefixes:N.
+    /// address), ct-firewall (every packet through the connection tracker,
+    /// committed when new, then forwarded as established), routes:N,
+    /// prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
     rules: Vec<RuleSetKind>,
     /// Flow counts.

@@ -348,10 +348,16 @@ fn resolve(base: &Path, p: PathBuf) -> PathBuf {
 
 fn resolve_spec(base: &Path, spec: PortSpec) -> PortSpec {
     match spec {
-        PortSpec::Pcap { rx, tx, looping } => PortSpec::Pcap {
+        PortSpec::Pcap {
+            rx,
+            tx,
+            looping,
+            burst,
+        } => PortSpec::Pcap {
             rx: rx.map(|p| resolve(base, p)),
             tx: tx.map(|p| resolve(base, p)),
             looping,
+            burst,
         },
         PortSpec::Stream { path, listen } => PortSpec::Stream {
             path: resolve(base, path),
@@ -572,7 +578,8 @@ mod tests {
                 PortSpec::Pcap {
                     rx: Some("/cfg/in.pcap".into()),
                     tx: None,
-                    looping: false
+                    looping: false,
+                    burst: None,
                 }
             )
         );

@@ -118,7 +118,11 @@ pub const COMMANDS: &str = "\
   tnl-route-del PREFIX/LEN   remove a route added by hand
   add-tlv-map MAPPINGS       Geneve options as fields: '{class=C,type=T,len=4|8}->tun_metadataN'
   del-tlv-map [MAPPINGS]     remove mappings (all without MAPPINGS)
-  dump-tlv-map               the Geneve option mappings (like ovs-ofctl dump-tlv-map)";
+  dump-tlv-map               the Geneve option mappings (like ovs-ofctl dump-tlv-map)
+  dump-conntrack [zone=N]    tracked connections (like dpctl/dump-conntrack)
+  flush-conntrack [zone=N]   forget tracked connections (like dpctl/flush-conntrack)
+  conntrack-stats            connections by protocol and the tracker's counters (like dpctl/ct-stats-show)
+  ct-set-maxconns N          most connections tracked (default 3000000, as OVS)";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -345,6 +349,10 @@ impl Control {
             }
             c if c.starts_with("tnl-") => {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
+            }
+            c @ ("dump-conntrack" | "flush-conntrack" | "conntrack-stats" | "ct-set-maxconns") => {
+                let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
+                crate::ctcmd::command(c, &rest, &ct)
             }
             c @ ("add-tlv-map" | "del-tlv-map" | "dump-tlv-map") => {
                 let mut rules = self.rules.lock().expect("rules");
@@ -617,6 +625,12 @@ impl Control {
     /// Removes the rules whose idle or hard timeout has passed (their use
     /// brought up to date from the PMDs first), publishes the new version,
     /// and returns them with why.
+    /// Removes expired connections from the tracker.
+    pub(crate) fn sweep_conntrack(&self) {
+        let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
+        ct.sweep(ct.now_ms());
+    }
+
     pub(crate) fn expire_rules(&self) -> Result<Vec<(Arc<Rule>, Removal)>, String> {
         if !self.rules.lock().expect("rules").has_timeouts() {
             return Ok(Vec::new());

@@ -8,6 +8,7 @@ pub mod auto_lb;
 pub mod config;
 #[allow(unsafe_code)]
 pub mod cpu;
+pub mod ctcmd;
 pub mod ctl;
 pub mod ctl_socket;
 pub mod link;

@@ -432,6 +432,10 @@ pub fn run_ports(
                             }
                         }
                     }
+                    // About once a second: expired connections go.
+                    if tick.is_multiple_of(4) {
+                        control.sweep_conntrack();
+                    }
                     if let Ok(gone) = control.expire_rules() {
                         let Some(hub) = &hub else { continue };
                         let now = control.uptime_us();

@@ -142,6 +142,27 @@ pub fn trace(
             "=".repeat(79),
             "=".repeat(79)
         );
+        // After a ct action the next pass sees the state the tracker
+        // gives; a trace does not consult the tracker and takes the
+        // packet as a new connection's, as ofproto/trace does by default.
+        if let Some(DpAction::Ct(req)) = t
+            .actions
+            .iter()
+            .rev()
+            .find(|a| matches!(a, DpAction::Ct(_)))
+        {
+            let mut r = sluice_conntrack::CtResult {
+                state: sluice_packet::key::CS_TRACKED | sluice_packet::key::CS_NEW,
+                zone: req.zone,
+                ..Default::default()
+            };
+            if req.commit {
+                r.mark = req.mark.map_or(0, |(v, m)| v & m);
+                r.label = req.label.map_or(0, |(v, m)| v & m);
+            }
+            r.write_key(&mut key);
+            o += "(ct_state=new|trk: a trace takes the packet as a new connection's, as ofproto/trace does)\n";
+        }
         let (more, next) = trace_pass(rules, ports, &key);
         o += &more;
         t = next;

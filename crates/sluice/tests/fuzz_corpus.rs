@@ -9,6 +9,8 @@ use std::path::Path;
 
 #[path = "../../../fuzz/checks/config_toml.rs"]
 mod config_toml;
+#[path = "../../../fuzz/checks/conntrack.rs"]
+mod conntrack;
 #[path = "../../../fuzz/checks/ctl_request.rs"]
 mod ctl_request;
 #[path = "../../../fuzz/checks/flow_parse.rs"]
@@ -36,6 +38,7 @@ type Check = fn(&[u8]);
 /// Every target and its check.
 const TARGETS: &[(&str, Check)] = &[
     ("config_toml", config_toml::run),
+    ("conntrack", conntrack::run),
     ("ctl_request", ctl_request::run),
     ("flow_parse", flow_parse::run),
     ("openflow_decode", openflow_decode::run),

@@ -19,6 +19,7 @@ const ORDER: &[&str] = &[
     "pmd_show",
     "trace",
     "tunnels",
+    "ctcmd",
     "ctl",
     "ctl_socket",
     "ofhub",

@@ -216,7 +216,14 @@ impl Field {
     pub fn shows_hex(&self) -> bool {
         matches!(
             self.name,
-            "dl_type" | "vlan_tci" | "tcp_flags" | "ipv6_label" | "metadata" | "tun_id"
+            "dl_type"
+                | "vlan_tci"
+                | "tcp_flags"
+                | "ipv6_label"
+                | "metadata"
+                | "tun_id"
+                | "ct_mark"
+                | "ct_label"
         ) || self.name.starts_with("tun_metadata")
             || self.is_register()
     }
@@ -854,15 +861,17 @@ pub fn c_hex(v: u128) -> String {
     }
 }
 
+mod ct;
 mod nxm;
 mod regs;
+pub use ct::{format_ct_state, CT_FIELDS, CT_STATE_NAMES};
 pub use nxm::{field_by_nxm_name, nxm_name, IN_PORT16};
 pub use regs::{regs32, REG_FIELDS};
 
-/// Every field: the packet's and tunnel's ([`FIELDS`]), then the
-/// registers ([`REG_FIELDS`]).
+/// Every field: the packet's and tunnel's ([`FIELDS`]), the connection
+/// tracking state ([`CT_FIELDS`]), then the registers ([`REG_FIELDS`]).
 pub fn all_fields() -> impl Iterator<Item = &'static Field> {
-    FIELDS.iter().chain(REG_FIELDS)
+    FIELDS.iter().chain(CT_FIELDS).chain(REG_FIELDS)
 }
 
 /// Looks a field up by name or alias.

@@ -250,6 +250,10 @@ pub(super) fn parse_actions(
                 check_loadable(cx, dst.field, &cur, dat, "move")?;
                 Action::Move { src, dst }
             }
+            "ct" => {
+                Action::Ct(crate::ct::Ct::parse(arg.unwrap_or("")).map_err(|e| cx.err(arg_at, e))?)
+            }
+            "ct_clear" if arg.is_none() => Action::CtClear,
             "push_mpls" => {
                 let t = parse_int(cx, need()?, arg_at, 16, "push_mpls")? as u16;
                 if !is_mpls(t) {
@@ -308,6 +312,8 @@ pub(super) fn parse_actions(
                             | Action::Resubmit { .. }
                             | Action::Load { .. }
                             | Action::Move { .. }
+                            | Action::Ct(_)
+                            | Action::CtClear
                     )
                 }) {
                     return Err(cx.err(arg_at, format!("{bad} cannot be in an action set")));
@@ -338,7 +344,7 @@ pub(super) fn parse_actions(
             _ if name.bytes().all(|b| b.is_ascii_digit()) && arg.is_none() => parse_port(cx, name, tok.at)?,
             _ => {
                 return Err(cx.err(tok.at, format!(
-                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, push_mpls, pop_mpls, set_mpls_label/tc/ttl, dec_mpls_ttl, copy_ttl_out/in, push_pbb, pop_pbb, set_field:V[/M]->F, load:V->F[BITS], move:F[BITS]->F[BITS], resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
+                    "unknown action '{name}': expected output:N, in_port, all, flood, controller, drop, mod_dl_src/dst, mod_nw_src/dst, mod_nw_tos, mod_tp_src/dst, dec_ttl, mod_vlan_vid, mod_vlan_pcp, push_vlan, strip_vlan, push_mpls, pop_mpls, set_mpls_label/tc/ttl, dec_mpls_ttl, copy_ttl_out/in, push_pbb, pop_pbb, set_field:V[/M]->F, load:V->F[BITS], move:F[BITS]->F[BITS], ct(...), ct_clear, resubmit(,T), goto_table:T, write_actions(...), write_metadata:V[/M] or clear_actions"
                 )))
             }
         };

@@ -150,6 +150,55 @@ impl MatchParser<'_> {
                 self.set(f("tun_flags"), fv, oam, 1);
                 Ok(())
             }
+            "ct_state" if v.starts_with('+') || v.starts_with('-') => {
+                let (mut fv, mut fm) = (0u128, 0u128);
+                let mut rest = v;
+                let mut off = vat;
+                while !rest.is_empty() {
+                    let sign = rest.as_bytes()[0];
+                    if sign != b'+' && sign != b'-' {
+                        return Err(cx.err(off, "expected '+flag' or '-flag' in ct_state"));
+                    }
+                    let end = rest[1..]
+                        .find(['+', '-'])
+                        .map(|i| i + 1)
+                        .unwrap_or(rest.len());
+                    let name = &rest[1..end];
+                    let Some(&(_, bit)) = crate::fields::CT_STATE_NAMES
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                    else {
+                        return Err(cx.err(off, format!("unknown ct_state flag '{name}': use new, est, rel, rpl, inv, trk, snat or dnat")));
+                    };
+                    fm |= u128::from(bit);
+                    if sign == b'+' {
+                        fv |= u128::from(bit);
+                    }
+                    off += end;
+                    rest = &rest[end..];
+                }
+                self.named.push((f("ct_state"), at));
+                self.set(f("ct_state"), fv, fm, 0xff);
+                Ok(())
+            }
+            "ct_state"
+                if v.contains('|') || v.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) =>
+            {
+                // An exact match by names, as ovs-ofctl prints one: new|trk.
+                let mut fv = 0u128;
+                for name in v.split('|') {
+                    let Some(&(_, bit)) = crate::fields::CT_STATE_NAMES
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                    else {
+                        return Err(cx.err(vat, format!("unknown ct_state flag '{name}': use new, est, rel, rpl, inv, trk, snat or dnat")));
+                    };
+                    fv |= u128::from(bit);
+                }
+                self.named.push((f("ct_state"), at));
+                self.set(f("ct_state"), fv, 0xff, 0xff);
+                Ok(())
+            }
             "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
                 let (mut fv, mut fm) = (0u128, 0u128);
                 let mut rest = v;
@@ -188,6 +237,9 @@ impl MatchParser<'_> {
                 }
                 if fv & !field.full_mask() != 0 || fm & !field.full_mask() != 0 {
                     return Err(cx.err(vat, format!("value too large for {}", field.name)));
+                }
+                if field.name == "ct_state" && (fv & fm) >> 8 != 0 {
+                    return Err(cx.err(vat, format!("{v}: unknown ct_state flag(s): the flags are new (0x01), est, rel, rpl, inv, trk, snat and dnat (0x80)")));
                 }
                 self.named.push((field, at));
                 if field.name == "in_port" && fv > OFPP_MAX as u128 {

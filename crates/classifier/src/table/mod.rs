@@ -92,6 +92,9 @@ pub struct RuleSet {
     /// Translation states frozen for recirculation, shared by every
     /// version (a state holds its own actions, not references to rules).
     recirc: Arc<crate::recirc::RecircTable>,
+    /// The connection tracker `ct` actions consult, shared by every
+    /// version (its connections outlive any rule).
+    conntrack: Arc<sluice_conntrack::Conntrack>,
     /// Tunnel ports, underlays, routes and neighbours, shared by every
     /// version ([`crate::tunnel`]); `None` without tunnels.
     tunnels: Option<Arc<crate::tunnel::Tunnels>>,
@@ -122,8 +125,15 @@ impl RuleSet {
             timed: 0,
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
+            conntrack: Arc::default(),
             tunnels: None,
         }
+    }
+
+    /// The connection tracker.
+    #[inline]
+    pub fn conntrack(&self) -> &Arc<sluice_conntrack::Conntrack> {
+        &self.conntrack
     }
 
     /// The tunnel state translations read, if there are tunnels.
@@ -557,6 +567,7 @@ impl RuleSet {
             timed: 0,
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),
+            conntrack: Arc::clone(&self.conntrack),
             tunnels: self.tunnels.clone(),
         };
         let (mut kept, mut added) = (0, 0);

@@ -115,7 +115,12 @@ impl Ctx<'_, '_> {
     /// The pipeline state a recirculation resumes with: `actions` to run
     /// and `action_set`, in table `table`'s running rule, with the flow's
     /// metadata, registers, tunnel_id and input port as they are now.
-    fn state_here(&self, actions: Vec<Action>, action_set: Vec<Action>, table: u8) -> Frozen {
+    pub(super) fn state_here(
+        &self,
+        actions: Vec<Action>,
+        action_set: Vec<Action>,
+        table: u8,
+    ) -> Frozen {
         let (_, cookie, miss) = self.running;
         Frozen {
             actions,
@@ -142,7 +147,7 @@ impl Ctx<'_, '_> {
         self.emit_recirc(state);
     }
 
-    fn emit_recirc(&mut self, state: Frozen) {
+    pub(super) fn emit_recirc(&mut self, state: Frozen) {
         match self.env.rules.recirc().id_of(state) {
             Some(id) => {
                 self.push(DpAction::Recirc(id));

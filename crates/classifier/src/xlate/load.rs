@@ -67,7 +67,7 @@ impl Ctx<'_, '_> {
     /// Records that the decision read the bits `mask` of `field`. Not
     /// for metadata and the registers: zero in every packet, what they
     /// hold follows from decisions already in the mask.
-    fn unwc_read(&mut self, field: &'static Field, mask: u128) {
+    pub(super) fn unwc_read(&mut self, field: &'static Field, mask: u128) {
         if field.is_pipeline() || mask == 0 {
             return;
         }

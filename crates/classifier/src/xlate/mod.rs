@@ -414,6 +414,8 @@ impl Ctx<'_, '_> {
                     legacy,
                 } => self.set_field(field, value, legacy.is_some()),
                 Action::Load { field, value, mask } => self.load(field, value, mask),
+                Action::Ct(ref ct) => self.conntrack(ct, table),
+                Action::CtClear => self.ct_clear(),
                 Action::Move { src, dst } => self.move_bits(src, dst),
                 Action::ModVlanVid(vid) => self.set_vlan_bits(tci::VID_MASK, vid),
                 Action::ModVlanPcp(pcp) => {
@@ -736,6 +738,7 @@ impl Ctx<'_, '_> {
 }
 
 mod commit;
+mod ct;
 mod encap;
 mod groups;
 mod load;

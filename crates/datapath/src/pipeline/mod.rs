@@ -163,6 +163,8 @@ pub(crate) struct Pipeline {
     /// The tunnel metadata of the recirculated packets (zero for those
     /// from no tunnel).
     recirc_tun: [sluice_packet::tunnel::TunnelMeta; BATCH_SIZE],
+    /// Their connection tracking state.
+    recirc_ct: [sluice_conntrack::CtResult; BATCH_SIZE],
     /// Packets of the batch whose fate is counted already (recirculated
     /// copies of a packet that has another).
     counted: u32,
@@ -191,6 +193,7 @@ impl Pipeline {
             in_recirc: false,
             recirc_ids: [0; BATCH_SIZE],
             recirc_tun: [Default::default(); BATCH_SIZE],
+            recirc_ct: [Default::default(); BATCH_SIZE],
             counted: 0,
             packet_ins: PacketInQueue {
                 cap: packet_in_cap,
@@ -255,6 +258,7 @@ impl Pipeline {
                 for (k, r) in self.recirc.cur.drain(..n).enumerate() {
                     self.recirc_ids[k] = r.id;
                     self.recirc_tun[k] = r.tun;
+                    self.recirc_ct[k] = r.ct;
                     if !r.fate {
                         self.counted |= 1 << k;
                     }
@@ -382,6 +386,7 @@ impl Pipeline {
                 Ok(_) if self.in_recirc => {
                     key.recirc_id = self.recirc_ids[i];
                     self.recirc_tun[i].write_key(key);
+                    self.recirc_ct[i].write_key(key);
                     Ok(KeyShape::Unknown)
                 }
                 s => s,

@@ -364,6 +364,11 @@ impl Ref<'_> {
                 | Action::Meter(_) => {
                     unreachable!("no MPLS, PBB or meter actions in generated rules")
                 }
+                // Connection tracking is compared with OVS itself
+                // (scripts/ct-compare) and tested in crates/conntrack.
+                Action::Ct(_) | Action::CtClear => {
+                    unreachable!("no ct actions in generated rules")
+                }
             }
         }
     }

@@ -22,6 +22,10 @@ mod nx;
 /// prerequisite OpenFlow 1.3 gives it (spec table 12). In the order a match
 /// lists them (prerequisites first).
 const MAP: &[(u8, &str, Prereq)] = &[
+    (f::NX_CT_STATE, "ct_state", Prereq::None),
+    (f::NX_CT_ZONE, "ct_zone", Prereq::None),
+    (f::NX_CT_MARK, "ct_mark", Prereq::None),
+    (f::NX_CT_LABEL, "ct_label", Prereq::None),
     (f::IN_PORT, "in_port", Prereq::None),
     (f::METADATA, "metadata", Prereq::None),
     (f::TUNNEL_ID, "tun_id", Prereq::None),
@@ -296,6 +300,8 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
     vec![match a {
         Action::Load { field, value, mask } => return nx::from_load(field, *value, *mask),
         Action::Move { src, dst } => return nx::from_move(src, dst),
+        Action::Ct(ct) => return nx::from_ct(ct),
+        Action::CtClear => OfAction::Nx(crate::nxm::NxAction::CtClear),
         Action::Output(p) => OfAction::Output {
             port: *p,
             max_len: 0,

@@ -10,8 +10,9 @@ use sluice_classifier::{Action, Match};
 use super::mapped;
 use crate::action::OfAction;
 use crate::consts::OfError;
-use crate::nxm::{field_of_header, header_of, NxAction};
+use crate::nxm::{ct_flag, field_of_header, header_of, NxAction, CT_RECIRC_NONE};
 use crate::oxm::{Oxm, NICIRA};
+use sluice_classifier::ct::{Ct, CtZone};
 
 /// The subfield of a header and bit range, checked.
 fn subfield(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
@@ -78,6 +79,75 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             check_writable(dst.field, m)?;
             Action::Move { src, dst }
         }
+        NxAction::CtClear => Action::CtClear,
+        NxAction::Ct {
+            flags,
+            zone_src,
+            zone_imm,
+            table,
+            alg,
+            ref actions,
+        } => {
+            if alg != 0 || flags & !(ct_flag::COMMIT | ct_flag::FORCE) != 0 {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            let mut ct = Ct {
+                commit: flags & ct_flag::COMMIT != 0,
+                force: flags & ct_flag::FORCE != 0,
+                table: (table != CT_RECIRC_NONE).then_some(table),
+                zone: None,
+                mark: None,
+                label: None,
+            };
+            if zone_src == 0 {
+                ct.zone = (zone_imm != 0).then_some(CtZone::Imm(zone_imm));
+            } else {
+                let sf = subfield(zone_src, zone_imm >> 6, (zone_imm & 0x3f) + 1)?;
+                if sf.n_bits != 16 {
+                    return Err(OfError::BAD_ARGUMENT);
+                }
+                ct.zone = Some(CtZone::Field(sf));
+            }
+            for a in actions {
+                // exec: sets of ct_mark and ct_label, whole or masked.
+                let (name, v, mk) = match a {
+                    OfAction::SetField(o) => {
+                        let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
+                        (fd.name, o.value, o.mask.unwrap_or(fd.full_mask()))
+                    }
+                    OfAction::Nx(NxAction::RegLoad {
+                        dst,
+                        ofs,
+                        n_bits,
+                        value,
+                    }) => {
+                        let sf = subfield(*dst, *ofs, *n_bits)?;
+                        (sf.field.name, sf.place(u128::from(*value)), sf.mask())
+                    }
+                    _ => return Err(OfError::BAD_ARGUMENT),
+                };
+                match name {
+                    "ct_mark" => {
+                        let (pv, pm) = ct.mark.unwrap_or((0, 0));
+                        ct.mark =
+                            Some(((pv & !(mk as u32)) | (v as u32 & mk as u32), pm | mk as u32));
+                    }
+                    "ct_label" => {
+                        let (pv, pm) = ct.label.unwrap_or((0, 0));
+                        ct.label = Some(((pv & !mk) | (v & mk), pm | mk));
+                    }
+                    _ => return Err(OfError::BAD_ARGUMENT),
+                }
+            }
+            if (ct.mark.is_some() || ct.label.is_some()) && !ct.commit {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            // A zone from a field names bits the match must have.
+            if let Some(CtZone::Field(sf)) = ct.zone {
+                holds(sf.field.prereq, m)?;
+            }
+            Action::Ct(ct)
+        }
         NxAction::RegLoad2(o) => {
             let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
             let full = fd.full_mask();
@@ -134,6 +204,56 @@ fn load2(field: &'static Field, value: u128, mask: u128) -> Option<OfAction> {
     })))
 }
 
+/// A `ct` action, as `NXAST_CT` (its exec's sets as set-fields, masked
+/// ones as loads, as `ovs-ofctl` sends them).
+pub(super) fn from_ct(ct: &Ct) -> Vec<OfAction> {
+    let (zone_src, zone_imm) = match ct.zone {
+        None => (0, 0),
+        Some(CtZone::Imm(z)) => (0, z),
+        Some(CtZone::Field(sf)) => match header_of(sf.field) {
+            Some(h) => (h, u16::from(sf.ofs) << 6 | (u16::from(sf.n_bits) - 1)),
+            None => return Vec::new(),
+        },
+    };
+    let mut actions = Vec::new();
+    let field = |n: &str| sluice_classifier::fields::field_by_name(n).expect("a ct field");
+    if let Some((v, m)) = ct.mark {
+        actions.extend(set_or_load(field("ct_mark"), v.into(), m.into()));
+    }
+    if let Some((v, m)) = ct.label {
+        actions.extend(set_or_load(field("ct_label"), v, m));
+    }
+    let mut flags = 0;
+    if ct.commit {
+        flags |= ct_flag::COMMIT;
+    }
+    if ct.force {
+        flags |= ct_flag::FORCE;
+    }
+    vec![OfAction::Nx(NxAction::Ct {
+        flags,
+        zone_src,
+        zone_imm,
+        table: ct.table.unwrap_or(CT_RECIRC_NONE),
+        alg: 0,
+        actions,
+    })]
+}
+
+fn set_or_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> {
+    if mask == field.full_mask() {
+        let Some(n) = NICIRA
+            .iter()
+            .find(|n| mapped(n.0).is_some_and(|(f, _)| f.name == field.name))
+        else {
+            return Vec::new();
+        };
+        vec![OfAction::SetField(Oxm::exact(n.0, value))]
+    } else {
+        from_load(field, value, mask)
+    }
+}
+
 /// A `move`, as `NXAST_REG_MOVE` (none if a side has no NXM header).
 pub(super) fn from_move(src: &Subfield, dst: &Subfield) -> Vec<OfAction> {
     let (Some(s), Some(d)) = (header_of(src.field), header_of(dst.field)) else {
@@ -169,6 +289,7 @@ mod tests {
             "tcp,actions=move:NXM_NX_REG0[0..3]->NXM_OF_TCP_DST[4..7],load:1->OXM_OF_PKT_REG3[63]",
             "tcp,actions=load:0->NXM_OF_IN_PORT[],load:5->OXM_OF_METADATA[0..7]",
             "tcp,actions=load:0x7->tun_metadata0[0..7]",
+            "tcp,actions=ct(commit,zone=5,exec(set_field:0x1->ct_mark,set_field:0x2/0x3->ct_label)),ct(table=11,zone=NXM_NX_REG0[0..15]),ct_clear",
         ] {
             let acts = parsed(line);
             let back: Vec<Action> = acts

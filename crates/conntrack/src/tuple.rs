@@ -1,0 +1,372 @@
+//! A packet's connection tuple (zone, protocol, addresses, ports or ICMP
+//! id and type), read from its bytes and flow key, and what a TCP
+//! segment tells the window tracker.
+
+use sluice_packet::key::{FlowKey, FRAG_ANY};
+use sluice_packet::meta::PacketMeta;
+use sluice_packet::wire::ethernet::ethertype;
+use sluice_packet::wire::l4::proto;
+
+/// One direction of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tuple {
+    /// The conntrack zone.
+    pub zone: u16,
+    /// IP protocol.
+    pub proto: u8,
+    /// IPv6 (else IPv4, in the addresses' first 4 bytes).
+    pub v6: bool,
+    /// Source address.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// Source port; ICMP: the echo (or timestamp, information) id.
+    pub sport: u16,
+    /// Destination port; ICMP: the request's type (a reply keys as its
+    /// request, so the two directions are each other's reverse).
+    pub dport: u16,
+}
+
+impl Tuple {
+    /// The other direction.
+    pub fn reverse(&self) -> Tuple {
+        let icmp = matches!(self.proto, proto::ICMP | proto::ICMPV6);
+        Tuple {
+            src: self.dst,
+            dst: self.src,
+            sport: if icmp { self.sport } else { self.dport },
+            dport: if icmp { self.dport } else { self.sport },
+            ..*self
+        }
+    }
+
+    /// The same for both directions (addresses and ports each taken in
+    /// order: an ICMP reply keeps its id and type where TCP swaps its
+    /// ports): which shard holds the connection. Word by word, a
+    /// multiply per word.
+    #[inline]
+    pub fn shard_hash(&self) -> u64 {
+        let (a, b) = if self.src <= self.dst {
+            (&self.src, &self.dst)
+        } else {
+            (&self.dst, &self.src)
+        };
+        let (p, q) = (self.sport.min(self.dport), self.sport.max(self.dport));
+        let w =
+            |x: &[u8; 16], i: usize| u64::from_ne_bytes(x[i..i + 8].try_into().expect("8 bytes"));
+        let mut h = u64::from(self.zone) << 48
+            | u64::from(self.proto) << 40
+            | u64::from(p) << 16
+            | u64::from(q);
+        for v in [w(a, 0), w(a, 8), w(b, 0), w(b, 8)] {
+            h = (h.rotate_left(23) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+        h ^ (h >> 29)
+    }
+
+    fn addr(&self, a: &[u8; 16]) -> String {
+        if self.v6 {
+            std::net::Ipv6Addr::from(*a).to_string()
+        } else {
+            std::net::Ipv4Addr::new(a[0], a[1], a[2], a[3]).to_string()
+        }
+    }
+
+    /// `(src=...,dst=...,sport=...,dport=...)` as `ovs-appctl
+    /// dpctl/dump-conntrack` shows one direction (`id`, `type` and
+    /// `code` for ICMP).
+    pub fn describe(&self, reply: bool) -> String {
+        let (s, d) = (self.addr(&self.src), self.addr(&self.dst));
+        if matches!(self.proto, proto::ICMP | proto::ICMPV6) {
+            let ty = if reply {
+                reply_type(self.proto, self.dport as u8)
+            } else {
+                self.dport as u8
+            };
+            format!("(src={s},dst={d},id={},type={ty},code=0)", self.sport)
+        } else if matches!(self.proto, proto::TCP | proto::UDP | proto::SCTP) {
+            format!(
+                "(src={s},dst={d},sport={},dport={})",
+                self.sport, self.dport
+            )
+        } else {
+            format!("(src={s},dst={d})")
+        }
+    }
+}
+
+/// The reply type of an ICMP query type (echo, timestamp, information).
+pub fn reply_type(p: u8, request: u8) -> u8 {
+    match (p, request) {
+        (proto::ICMP, 8) => 0,
+        (proto::ICMP, 13) => 14,
+        (proto::ICMP, 15) => 16,
+        (proto::ICMPV6, 128) => 129,
+        (_, t) => t,
+    }
+}
+
+/// The request type of an ICMP query or reply type, and whether it is
+/// the reply; `None` for other types (errors, ND, ...).
+pub fn query_of(p: u8, ty: u8) -> Option<(u8, bool)> {
+    match (p, ty) {
+        (proto::ICMP, 8 | 13 | 15) | (proto::ICMPV6, 128) => Some((ty, false)),
+        (proto::ICMP, 0) => Some((8, true)),
+        (proto::ICMP, 14) => Some((13, true)),
+        (proto::ICMP, 16) => Some((15, true)),
+        (proto::ICMPV6, 129) => Some((128, true)),
+        _ => None,
+    }
+}
+
+/// Whether an ICMP type is an error that quotes the packet it is about.
+pub fn is_icmp_error(p: u8, ty: u8) -> bool {
+    match p {
+        proto::ICMP => matches!(ty, 3 | 4 | 5 | 11 | 12),
+        proto::ICMPV6 => matches!(ty, 1..=4),
+        _ => false,
+    }
+}
+
+/// What a TCP segment says, for the window tracker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TcpSeg {
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// Flags (the low 12 bits of the header's offset-and-flags word).
+    pub flags: u16,
+    /// Window (unscaled).
+    pub win: u16,
+    /// Payload bytes.
+    pub len: u32,
+    /// The window scale option, if the segment has one (capped at 14).
+    pub wscale: Option<u8>,
+}
+
+/// How a packet reads for connection tracking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parsed {
+    /// Not IP: the ct action leaves it untracked.
+    NotIp,
+    /// IP, but not trackable (a fragment, a truncated or malformed
+    /// header): `+trk+inv`.
+    Invalid,
+    /// A connection's packet.
+    Conn {
+        /// Its tuple.
+        tuple: Tuple,
+        /// The TCP segment, for TCP.
+        tcp: Option<TcpSeg>,
+        /// ICMP: whether the packet is the reply of a query.
+        icmp_reply: bool,
+    },
+    /// An ICMP error: the tuple of the packet it quotes, as that packet
+    /// went.
+    Related(Tuple),
+    /// IP of a protocol without ports (GRE, ESP...): tracked by its
+    /// addresses alone.
+    Other(Tuple),
+}
+
+fn be16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn v4(a: u32) -> [u8; 16] {
+    let mut o = [0; 16];
+    o[..4].copy_from_slice(&a.to_be_bytes());
+    o
+}
+
+/// Reads a packet in `zone`: its key (addresses, protocol, ports, ICMP
+/// type) and, for what the key lacks (TCP sequence numbers, window and
+/// options, the ICMP id, an ICMP error's quoted header), its bytes.
+pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed {
+    let v6 = match key.dl_type {
+        ethertype::IPV4 => false,
+        ethertype::IPV6 => true,
+        _ => return Parsed::NotIp,
+    };
+    if key.nw_frag & FRAG_ANY != 0 {
+        return Parsed::Invalid;
+    }
+    let (src, dst) = if v6 {
+        (key.ipv6_src, key.ipv6_dst)
+    } else {
+        (v4(key.nw_src), v4(key.nw_dst))
+    };
+    let base = Tuple {
+        zone,
+        proto: key.nw_proto,
+        v6,
+        src,
+        dst,
+        sport: 0,
+        dport: 0,
+    };
+    let Some(l4) = meta.l4() else {
+        return Parsed::Invalid;
+    };
+    let b = data;
+    match key.nw_proto {
+        proto::TCP => {
+            let Some(off_flags) = be16(b, l4 + 12) else {
+                return Parsed::Invalid;
+            };
+            let hlen = usize::from(off_flags >> 12) * 4;
+            if hlen < 20 || b.len() < l4 + hlen {
+                return Parsed::Invalid;
+            }
+            let l3 = meta.l3().unwrap_or(0);
+            let ip_end = if v6 {
+                l3 + 40 + usize::from(be16(b, l3 + 4).unwrap_or(0))
+            } else {
+                l3 + usize::from(be16(b, l3 + 2).unwrap_or(0))
+            };
+            let len = ip_end.min(b.len()).saturating_sub(l4 + hlen) as u32;
+            let seg = TcpSeg {
+                seq: be32(b, l4 + 4).unwrap_or(0),
+                ack: be32(b, l4 + 8).unwrap_or(0),
+                flags: off_flags & 0x0fff,
+                win: be16(b, l4 + 14).unwrap_or(0),
+                len,
+                wscale: wscale(&b[l4 + 20..l4 + hlen]),
+            };
+            Parsed::Conn {
+                tuple: Tuple {
+                    sport: key.tp_src,
+                    dport: key.tp_dst,
+                    ..base
+                },
+                tcp: Some(seg),
+                icmp_reply: false,
+            }
+        }
+        proto::UDP | proto::SCTP => {
+            if b.len() < l4 + 8 {
+                return Parsed::Invalid;
+            }
+            Parsed::Conn {
+                tuple: Tuple {
+                    sport: key.tp_src,
+                    dport: key.tp_dst,
+                    ..base
+                },
+                tcp: None,
+                icmp_reply: false,
+            }
+        }
+        proto::ICMP | proto::ICMPV6 => {
+            let ty = key.tp_src as u8;
+            if b.len() < l4 + 8 {
+                return Parsed::Invalid;
+            }
+            if let Some((request, reply)) = query_of(key.nw_proto, ty) {
+                let id = be16(b, l4 + 4).unwrap_or(0);
+                return Parsed::Conn {
+                    tuple: Tuple {
+                        sport: id,
+                        dport: u16::from(request),
+                        ..base
+                    },
+                    tcp: None,
+                    icmp_reply: reply,
+                };
+            }
+            if is_icmp_error(key.nw_proto, ty) {
+                return match quoted(b, l4 + 8, v6, zone) {
+                    Some(t) => Parsed::Related(t),
+                    None => Parsed::Invalid,
+                };
+            }
+            // Neither a query nor an error (ND, router messages...): as
+            // OVS, nothing to track.
+            Parsed::Invalid
+        }
+        _ => Parsed::Other(base),
+    }
+}
+
+/// The window scale option among TCP options.
+fn wscale(opts: &[u8]) -> Option<u8> {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => return None,
+            1 => i += 1,
+            kind => {
+                let len = usize::from(*opts.get(i + 1)?);
+                if len < 2 || i + len > opts.len() {
+                    return None;
+                }
+                if kind == 3 && len == 3 {
+                    return Some(opts[i + 2].min(14));
+                }
+                i += len;
+            }
+        }
+    }
+    None
+}
+
+/// The tuple of the IP header (and first L4 bytes) an ICMP error quotes
+/// at `at`.
+fn quoted(b: &[u8], at: usize, v6: bool, zone: u16) -> Option<Tuple> {
+    let (p, src, dst, l4) = if v6 {
+        if b.get(at)? >> 4 != 6 {
+            return None;
+        }
+        let src: [u8; 16] = b.get(at + 8..at + 24)?.try_into().ok()?;
+        let dst: [u8; 16] = b.get(at + 24..at + 40)?.try_into().ok()?;
+        (*b.get(at + 6)?, src, dst, at + 40)
+    } else {
+        let vihl = *b.get(at)?;
+        if vihl >> 4 != 4 || vihl & 0xf < 5 {
+            return None;
+        }
+        (
+            *b.get(at + 9)?,
+            v4(be32(b, at + 12)?),
+            v4(be32(b, at + 16)?),
+            at + usize::from(vihl & 0xf) * 4,
+        )
+    };
+    let (sport, dport) = match p {
+        proto::TCP | proto::UDP | proto::SCTP => (be16(b, l4)?, be16(b, l4 + 2)?),
+        proto::ICMP | proto::ICMPV6 => {
+            let (request, _) = query_of(p, *b.get(l4)?)?;
+            (be16(b, l4 + 4)?, u16::from(request))
+        }
+        _ => (0, 0),
+    };
+    Some(Tuple {
+        zone,
+        proto: p,
+        v6,
+        src,
+        dst,
+        sport,
+        dport,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn both_directions_share_a_shard(src: [u8; 16], dst: [u8; 16], sport: u16, dport: u16, p in prop::sample::select(vec![1u8, 6, 17, 58, 47]), zone: u16) {
+            let t = Tuple { zone, proto: p, v6: true, src, dst, sport, dport };
+            prop_assert_eq!(t.shard_hash(), t.reverse().shard_hash());
+            prop_assert_eq!(t.reverse().reverse(), t);
+        }
+    }
+}
