@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use sluice_packet::key::{
@@ -111,8 +111,10 @@ pub struct CtResult {
     pub zone: u16,
     /// `ct_mark`.
     pub mark: u32,
-    /// `ct_label`.
-    pub label: u128,
+    /// `ct_label`, low 64 bits first (as the key holds it: the result
+    /// stays 8-byte aligned and small, copied with every recirculated
+    /// packet).
+    pub label: [u64; 2],
 }
 
 impl CtResult {
@@ -122,8 +124,13 @@ impl CtResult {
             state: k.ct_state,
             zone: k.ct_zone,
             mark: k.ct_mark,
-            label: u128::from(k.ct_label[1]) << 64 | u128::from(k.ct_label[0]),
+            label: k.ct_label,
         }
+    }
+
+    /// `ct_label` as one number.
+    pub fn label128(&self) -> u128 {
+        u128::from(self.label[1]) << 64 | u128::from(self.label[0])
     }
 
     /// Writes the result into a flow key's connection tracking fields.
@@ -131,7 +138,7 @@ impl CtResult {
         k.ct_state = self.state;
         k.ct_zone = self.zone;
         k.ct_mark = self.mark;
-        k.ct_label = [self.label as u64, (self.label >> 64) as u64];
+        k.ct_label = self.label;
     }
 }
 
@@ -187,6 +194,15 @@ pub struct CtStats {
     pub invalid: AtomicU64,
     /// Commits refused because the table was full.
     pub full: AtomicU64,
+    /// Commits refused because the zone was at its limit.
+    pub zone_full: AtomicU64,
+}
+
+/// A zone's count and limit.
+#[derive(Debug, Default)]
+struct ZoneSlot {
+    count: AtomicU32,
+    limit: AtomicU32,
 }
 
 /// The connection tracker, shared by every PMD.
@@ -197,6 +213,12 @@ pub struct Conntrack {
     shards: Box<[Mutex<Shard>]>,
     conns: AtomicU64,
     max_conns: AtomicU64,
+    /// Per zone: connections held and the most allowed (0: the default,
+    /// `default_limit`, which 0 makes unlimited), as OVS's
+    /// `ct-set-limits`; made at the first commit or limit (a rule set
+    /// that never tracks allocates none of it).
+    zones: std::sync::OnceLock<Box<[ZoneSlot]>>,
+    default_limit: AtomicU32,
     /// Counters.
     pub stats: CtStats,
 }
@@ -208,6 +230,8 @@ impl Default for Conntrack {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             conns: AtomicU64::new(0),
             max_conns: AtomicU64::new(DEFAULT_MAX_CONNS),
+            zones: std::sync::OnceLock::new(),
+            default_limit: AtomicU32::new(0),
             stats: CtStats::default(),
         }
     }
@@ -231,6 +255,61 @@ impl Conntrack {
     /// `ct` action and flow, not per packet.
     pub fn now_ms(&self) -> u64 {
         self.origin.elapsed().as_millis() as u64
+    }
+
+    fn zone(&self, zone: u16) -> &ZoneSlot {
+        &self
+            .zones
+            .get_or_init(|| (0..=u16::MAX).map(|_| ZoneSlot::default()).collect())
+            [usize::from(zone)]
+    }
+
+    /// Counts a connection of `zone` gone.
+    fn gone(&self, zone: u16, n: u64) {
+        self.conns.fetch_sub(n, Ordering::Relaxed);
+        self.zone(zone).count.fetch_sub(n as u32, Ordering::Relaxed);
+    }
+
+    /// The most connections `zone` may hold (0: no limit).
+    pub fn zone_limit(&self, zone: u16) -> u32 {
+        match self.zone(zone).limit.load(Ordering::Relaxed) {
+            0 => self.default_limit.load(Ordering::Relaxed),
+            n => n,
+        }
+    }
+
+    /// `ct-set-limits`: zone `zone`'s limit (`None`: the default's), 0 for
+    /// none.
+    pub fn set_limit(&self, zone: Option<u16>, limit: u32) {
+        match zone {
+            Some(z) => self.zone(z).limit.store(limit, Ordering::Relaxed),
+            None => self.default_limit.store(limit, Ordering::Relaxed),
+        }
+    }
+
+    /// `ct-get-limits`: `default limit=N` then, for the zones given (or
+    /// every zone with a limit of its own), `zone=Z,limit=L,count=C`, as
+    /// `ovs-appctl dpctl/ct-get-limits` prints them.
+    pub fn limits(&self, zones: &[u16]) -> String {
+        let mut out = format!(
+            "default limit={}\n",
+            self.default_limit.load(Ordering::Relaxed)
+        );
+        let listed: Vec<u16> = if zones.is_empty() {
+            (0..=u16::MAX)
+                .filter(|&z| self.zone(z).limit.load(Ordering::Relaxed) != 0)
+                .collect()
+        } else {
+            zones.to_vec()
+        };
+        for z in listed {
+            out += &format!(
+                "zone={z},limit={},count={}\n",
+                self.zone_limit(z),
+                self.zone(z).count.load(Ordering::Relaxed)
+            );
+        }
+        out
     }
 
     /// Connections in the table.
@@ -279,7 +358,7 @@ impl Conntrack {
                 r.state = match found {
                     Some((c, reply)) if c.expires_ms > now_ms => {
                         r.mark = c.mark;
-                        r.label = c.label;
+                        r.label = split(c.label);
                         // The error travels against the quoted packet.
                         let rpl = if reply { 0 } else { CS_REPLY_DIR };
                         CS_TRACKED | CS_RELATED | rpl
@@ -316,7 +395,7 @@ impl Conntrack {
             let stale = shard.get(&k).is_some_and(|c| c.expires_ms <= now_ms);
             if stale || (reply && req.force && req.commit) {
                 shard.remove(&k);
-                self.conns.fetch_sub(1, Ordering::Relaxed);
+                self.gone(k.zone, 1);
                 if stale {
                     self.stats.expired.fetch_add(1, Ordering::Relaxed);
                 }
@@ -362,10 +441,10 @@ impl Conntrack {
                     exec(c, req);
                 }
                 r.mark = c.mark;
-                r.label = c.label;
+                r.label = split(c.label);
             } else {
                 shard.remove(&k);
-                self.conns.fetch_sub(1, Ordering::Relaxed);
+                self.gone(k.zone, 1);
             }
         }
         let state = match state {
@@ -380,10 +459,16 @@ impl Conntrack {
                     CS_INVALID
                 } else {
                     if req.commit {
+                        let limit = self.zone_limit(tuple.zone);
                         if self.conns.load(Ordering::Relaxed)
                             >= self.max_conns.load(Ordering::Relaxed)
                         {
+                            // As OVS: still new, just not committed.
                             self.stats.full.fetch_add(1, Ordering::Relaxed);
+                        } else if limit != 0
+                            && self.zone(tuple.zone).count.load(Ordering::Relaxed) >= limit
+                        {
+                            self.stats.zone_full.fetch_add(1, Ordering::Relaxed);
                         } else {
                             let state = match seg {
                                 Some(s) => ProtoState::Tcp(TcpConn::new(&s)),
@@ -403,9 +488,10 @@ impl Conntrack {
                             c.expires_ms = now_ms + c.timeout().ms();
                             exec(&mut c, req);
                             r.mark = c.mark;
-                            r.label = c.label;
+                            r.label = split(c.label);
                             shard.insert(tuple, c);
                             self.conns.fetch_add(1, Ordering::Relaxed);
+                            self.zone(tuple.zone).count.fetch_add(1, Ordering::Relaxed);
                             self.stats.committed.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -439,11 +525,15 @@ impl Conntrack {
         let mut n = 0;
         for s in self.shards.iter() {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            let before = s.len();
-            s.retain(|_, c| c.expires_ms > now_ms);
-            n += before - s.len();
+            s.retain(|t, c| {
+                let keep = c.expires_ms > now_ms;
+                if !keep {
+                    self.gone(t.zone, 1);
+                    n += 1;
+                }
+                keep
+            });
         }
-        self.conns.fetch_sub(n as u64, Ordering::Relaxed);
         self.stats.expired.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
@@ -453,11 +543,15 @@ impl Conntrack {
         let mut n = 0;
         for s in self.shards.iter() {
             let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            let before = s.len();
-            s.retain(|t, _| zone.is_some_and(|z| z != t.zone));
-            n += before - s.len();
+            s.retain(|t, _| {
+                let keep = zone.is_some_and(|z| z != t.zone);
+                if !keep {
+                    self.gone(t.zone, 1);
+                    n += 1;
+                }
+                keep
+            });
         }
-        self.conns.fetch_sub(n as u64, Ordering::Relaxed);
         n
     }
 
@@ -477,6 +571,11 @@ impl Conntrack {
         out.sort();
         out
     }
+}
+
+/// A label as the key holds it: low 64 bits first.
+pub fn split(label: u128) -> [u64; 2] {
+    [label as u64, (label >> 64) as u64]
 }
 
 /// A committing action's `exec`: the connection's mark and label.
@@ -502,13 +601,11 @@ fn proto_name(t: &Tuple) -> String {
 
 fn describe(c: &Conn) -> String {
     let t = c.orig;
-    let name = if t.v6 && matches!(t.proto, proto::TCP | proto::UDP | proto::SCTP) {
-        format!("{}6", proto_name(&t))
-    } else {
-        proto_name(&t)
-    };
+    // (OVS names the protocol alone: tcp, udp, icmpv6, whatever the IP
+    // version.)
     let mut s = format!(
-        "{name},orig={},reply={}",
+        "{},orig={},reply={}",
+        proto_name(&t),
         t.describe(false),
         t.reverse().describe(true)
     );
@@ -522,10 +619,15 @@ fn describe(c: &Conn) -> String {
         s += &format!(",labels={:#x}", c.label);
     }
     if let ProtoState::Tcp(tc) = c.state {
-        s += &format!(
-            ",protoinfo=(state={})",
-            tc.peer[0].state.max(tc.peer[1].state).name()
-        );
+        // The later of the two peers' states, as the kernel's tracker
+        // would name it (OVS's coalescing: FIN_WAIT_2 shows as
+        // TIME_WAIT, SYN_RECV as ESTABLISHED).
+        let st = match tc.peer[0].state.max(tc.peer[1].state) {
+            tcp::PeerState::FinWait2 => tcp::PeerState::TimeWait,
+            tcp::PeerState::SynRecv => tcp::PeerState::Established,
+            st => st,
+        };
+        s += &format!(",protoinfo=(state={})", st.name());
     }
     s
 }

@@ -197,7 +197,7 @@ fn zones_marks_labels_expiry_and_flush() {
     };
     let r = run(&ct, &f, &z5, 0);
     assert_eq!(
-        (r.state, r.zone, r.mark, r.label),
+        (r.state, r.zone, r.mark, r.label128()),
         (TRK | CS_NEW, 5, 0x12, 1 << 100)
     );
     // Another zone: another connection.
@@ -289,4 +289,33 @@ mod arbitrary {
             prop_assert_eq!(ct.len() as usize, ct.dump(None, 0).len());
         }
     }
+}
+
+#[test]
+fn zone_limits_hold_commits_back_and_count_what_goes() {
+    let ct = Conntrack::default();
+    ct.set_limit(Some(5), 2);
+    let z5 = CtRequest { zone: 5, ..COMMIT };
+    for port in 1..=3 {
+        // The third is still new (as OVS), just not committed.
+        assert_eq!(run(&ct, &udp(A, B, (port, 9)), &z5, 0).state, TRK | CS_NEW);
+    }
+    assert_eq!(ct.len(), 2);
+    assert_eq!(ct.stats.zone_full.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        ct.limits(&[5, 6]),
+        "default limit=0\nzone=5,limit=2,count=2\nzone=6,limit=0,count=0\n"
+    );
+    // Other zones are not limited; the default limits every zone
+    // without its own.
+    run(&ct, &udp(A, B, (1, 9)), &COMMIT, 0);
+    ct.set_limit(None, 1);
+    run(&ct, &udp(A, B, (2, 9)), &COMMIT, 0);
+    assert_eq!(ct.len(), 3);
+    // Expiry and flushes give the room back.
+    assert_eq!(ct.flush(Some(5)), 2);
+    assert_eq!(ct.limits(&[5]), "default limit=1\nzone=5,limit=2,count=0\n");
+    run(&ct, &udp(A, B, (7, 9)), &z5, 0);
+    assert_eq!(ct.sweep(u64::MAX), 2);
+    assert_eq!(ct.limits(&[]), "default limit=1\nzone=5,limit=2,count=0\n");
 }

@@ -34,19 +34,21 @@ pub fn hash_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     // Each block of them is hashed only when it has bits (a key after a
     // `ct` has connection state but, from no tunnel, no wide tunnel
     // words).
-    let (tun, ct) = (or(TUN_WIDE_WORDS), or(CT_WORDS));
+    let wide = or(WIDE_WORDS);
     let mut fold = |r: std::ops::Range<usize>| {
         for i in r.step_by(2) {
             acc = acc.wrapping_add(fold_mul(w[i] ^ SECRET[i], w[i + 1] ^ SECRET[i + 1]));
         }
     };
-    if or(6..WIDE_WORDS.start) | tun | ct != 0 {
+    if or(6..WIDE_WORDS.start) | wide != 0 {
         fold(6..WIDE_WORDS.start);
-        if tun != 0 {
-            fold(TUN_WIDE_WORDS);
-        }
-        if ct != 0 {
-            fold(CT_WORDS);
+        if wide != 0 {
+            if or(TUN_WIDE_WORDS) != 0 {
+                fold(TUN_WIDE_WORDS);
+            }
+            if or(CT_WORDS) != 0 {
+                fold(CT_WORDS);
+            }
         }
     }
     fmix64(acc) as u32

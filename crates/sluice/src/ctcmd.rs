@@ -1,7 +1,8 @@
-//! `sluice ctl dump-conntrack`, `flush-conntrack`, `conntrack-stats` and
-//! `ct-set-maxconns`: the connection tracker of a running switch, in the
+//! `sluice ctl dump-conntrack`, `flush-conntrack`, `conntrack-stats`,
+//! `ct-set-maxconns` and `ct-set-limits`/`ct-get-limits`/`ct-del-limits`:
+//! the connection tracker of a running switch, with the syntax and
 //! formats of `ovs-appctl dpctl/dump-conntrack`, `dpctl/flush-conntrack`,
-//! `dpctl/ct-stats-show` and `dpctl/ct-set-maxconns`.
+//! `dpctl/ct-stats-show`, `dpctl/ct-set-maxconns` and `dpctl/ct-*-limits`.
 
 use sluice_conntrack::Conntrack;
 
@@ -44,11 +45,12 @@ pub fn command(cmd: &str, args: &[&str], ct: &Conntrack) -> Result<String, Strin
             let get =
                 |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
             out += &format!(
-                "Committed: {}, expired: {}, invalid packets: {}, commits refused (table full): {}\n",
+                "Committed: {}, expired: {}, invalid packets: {}, commits refused: {} (table full), {} (zone limit)\n",
                 get(&s.committed),
                 get(&s.expired),
                 get(&s.invalid),
-                get(&s.full)
+                get(&s.full),
+                get(&s.zone_full)
             );
             Ok(out)
         }
@@ -60,6 +62,57 @@ pub fn command(cmd: &str, args: &[&str], ct: &Conntrack) -> Result<String, Strin
                 .parse::<u64>()
                 .map_err(|_| format!("'{n}': expected a number of connections"))?;
             ct.set_max_conns(n);
+            Ok(String::new())
+        }
+        "ct-set-limits" => {
+            if args.is_empty() {
+                return Err("ct-set-limits needs default=N or zone=Z,limit=N".into());
+            }
+            let num = |v: &str, what: &str| {
+                v.parse::<u32>()
+                    .map_err(|_| format!("'{v}': {what} is a number of connections (0: none)"))
+            };
+            // Checked whole before any is applied.
+            let mut sets = Vec::new();
+            for a in args {
+                if let Some(v) = a.strip_prefix("default=") {
+                    sets.push((None, num(v, "the default limit")?));
+                } else {
+                    let (z, l) = a
+                        .strip_prefix("zone=")
+                        .and_then(|r| r.split_once(",limit="))
+                        .ok_or_else(|| format!("'{a}': expected default=N or zone=Z,limit=N"))?;
+                    let z = z
+                        .parse::<u16>()
+                        .map_err(|_| format!("'{z}': a zone is 0 to 65535"))?;
+                    sets.push((Some(z), num(l, "a limit")?));
+                }
+            }
+            for (z, l) in sets {
+                ct.set_limit(z, l);
+            }
+            Ok(String::new())
+        }
+        "ct-get-limits" | "ct-del-limits" => {
+            let zones = match args {
+                [] if cmd == "ct-get-limits" => Vec::new(),
+                [z] => z
+                    .strip_prefix("zone=")
+                    .ok_or_else(|| format!("'{z}': expected zone=Z[,Z...]"))?
+                    .split(',')
+                    .map(|n| {
+                        n.parse::<u16>()
+                            .map_err(|_| format!("'{n}': a zone is 0 to 65535"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+                _ => return Err(format!("{cmd} takes zone=Z[,Z...]")),
+            };
+            if cmd == "ct-get-limits" {
+                return Ok(ct.limits(&zones));
+            }
+            for z in zones {
+                ct.set_limit(Some(z), 0);
+            }
             Ok(String::new())
         }
         _ => Err(format!("unknown conntrack command '{cmd}'")),

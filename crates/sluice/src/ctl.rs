@@ -122,7 +122,10 @@ pub const COMMANDS: &str = "\
   dump-conntrack [zone=N]    tracked connections (like dpctl/dump-conntrack)
   flush-conntrack [zone=N]   forget tracked connections (like dpctl/flush-conntrack)
   conntrack-stats            connections by protocol and the tracker's counters (like dpctl/ct-stats-show)
-  ct-set-maxconns N          most connections tracked (default 3000000, as OVS)";
+  ct-set-maxconns N          most connections tracked (default 3000000, as OVS)
+  ct-set-limits [default=N] [zone=Z,limit=N]...  most connections per zone (0: none)
+  ct-get-limits [zone=Z[,Z...]]  the limits and each zone's count (like dpctl/ct-get-limits)
+  ct-del-limits zone=Z[,Z...]    back to the default limit";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -350,7 +353,8 @@ impl Control {
             c if c.starts_with("tnl-") => {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
             }
-            c @ ("dump-conntrack" | "flush-conntrack" | "conntrack-stats" | "ct-set-maxconns") => {
+            c @ ("dump-conntrack" | "flush-conntrack" | "conntrack-stats" | "ct-set-maxconns"
+            | "ct-set-limits" | "ct-get-limits" | "ct-del-limits") => {
                 let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
                 crate::ctcmd::command(c, &rest, &ct)
             }

@@ -279,6 +279,14 @@ pub fn text(s: &RunSummary) -> String {
             let _ = writeln!(o, "  {m}");
         }
     }
+    let ct = s.rules.conntrack();
+    if !ct.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nconntrack: {} connections (sluice ctl dump-conntrack lists them)",
+            ct.len()
+        );
+    }
     let _ = writeln!(o, "\nrules:");
     if s.rules.is_empty() {
         let _ = writeln!(o, "  (none: every packet is a table miss)");
@@ -304,8 +312,11 @@ pub fn json(s: &RunSummary) -> Value {
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
+    let ct = s.rules.conntrack();
     json!({
         "elapsed_s": s.elapsed.as_secs_f64(),
+        // The tracked connections at the end, as dump-conntrack lists them.
+        "conntrack": ct.dump(None, ct.now_ms()),
         "ports": s.ports.iter().map(|p| json!({
             "number": p.ofport,
             "spec": p.name,

@@ -158,7 +158,7 @@ pub fn trace(
             };
             if req.commit {
                 r.mark = req.mark.map_or(0, |(v, m)| v & m);
-                r.label = req.label.map_or(0, |(v, m)| v & m);
+                r.label = sluice_conntrack::split(req.label.map_or(0, |(v, m)| v & m));
             }
             r.write_key(&mut key);
             o += "(ct_state=new|trk: a trace takes the packet as a new connection's, as ofproto/trace does)\n";

@@ -96,6 +96,22 @@ fn a_stateful_firewall_lets_the_inside_out_and_keeps_the_outside_out() {
         "{stats}"
     );
     assert!(sw.ctl(&["dump-conntrack", "zone=4"]).trim().is_empty());
+    // A zone limit: what is held counts against it, a full zone commits
+    // no more (the ping from inside then gets no reply: its reply is not
+    // established).
+    let held = dump.lines().filter(|l| !l.is_empty()).count();
+    sw.ctl(&["ct-set-limits", &format!("zone=3,limit={held}")]);
+    assert_eq!(
+        sw.ctl(&["ct-get-limits", "zone=3"]).trim_end(),
+        format!("default limit=0\nzone=3,limit={held},count={held}")
+    );
+    let full = inside.exec_status("ping -c 2 -i 0.2 -W 1 -p 99 10.74.0.2");
+    assert!(
+        !full.status.success(),
+        "a full zone committed a new connection"
+    );
+    assert!(sw.ctl(&["conntrack-stats"]).contains("(zone limit)"));
+    sw.ctl(&["ct-del-limits", "zone=3"]);
     sw.ctl(&["flush-conntrack", "zone=3"]);
     assert!(sw.ctl(&["dump-conntrack"]).trim().is_empty());
     // After the flush the inside's next ping is new again, and passes.
