@@ -301,7 +301,10 @@ impl TcpConn {
                 || orig_seq == src.seqlo
                 || orig_seq == src.seqlo.wrapping_add(1)
                 || orig_seq.wrapping_add(1) == src.seqlo);
-        let result = if in_window {
+        // Both kinds of accepted segment: the sender's largest window,
+        // highest sequence number sent, and the window it opened for the
+        // other side.
+        let slide = |src: &mut Peer, dst: &mut Peer| {
             if u32::from(src.max_win) < win {
                 src.max_win = win.min(0xffff) as u16;
             }
@@ -311,6 +314,9 @@ impl TcpConn {
             if seq_ge(ack.wrapping_add(scaled_win), dst.seqhi) {
                 dst.seqhi = ack.wrapping_add(scaled_win.max(1));
             }
+        };
+        let result = if in_window {
+            slide(&mut src, &mut dst);
             if f & SYN != 0 && src.state < PeerState::SynSent {
                 src.state = PeerState::SynSent;
             }
@@ -337,15 +343,7 @@ impl TcpConn {
         {
             // Shotgunned SYNs, a stream picked up late, stray segments
             // after a close: let them by without moving the state on.
-            if u32::from(src.max_win) < win {
-                src.max_win = win.min(0xffff) as u16;
-            }
-            if seq_gt(end, src.seqlo) {
-                src.seqlo = end;
-            }
-            if seq_ge(ack.wrapping_add(scaled_win), dst.seqhi) {
-                dst.seqhi = ack.wrapping_add(scaled_win.max(1));
-            }
+            slide(&mut src, &mut dst);
             if f & FIN != 0 && src.state < PeerState::Closing {
                 src.state = PeerState::Closing;
             }

@@ -212,7 +212,7 @@ impl Caches {
         let mask = if self.cfg.megaflows {
             self.xlate.wc
         } else {
-            FlowKey::all_ones()
+            FlowKey::exact_packet_mask()
         };
         let (actions, rules) = self.shared_translation();
         let m = Megaflow {

@@ -256,6 +256,15 @@ impl FlowKey {
         bytemuck::cast_mut(self)
     }
 
+    /// The mask of an exact match of packets: every bit a packet's key
+    /// can have (the registers, never in a packet's key, left out: an
+    /// exact megaflow is a megaflow, and megaflows never read them).
+    pub fn exact_packet_mask() -> Self {
+        let mut k = FlowKey::default();
+        k.words_mut()[..DP_WORDS].fill(u64::MAX);
+        k
+    }
+
     /// A key with every bit set: the mask of an exact match.
     pub fn all_ones() -> Self {
         let mut k = FlowKey::default();

@@ -48,6 +48,43 @@ const TCP_FLAG_NAMES: &[(&str, u16)] = &[
     ("ns", 0x100),
 ];
 
+/// A list of `+flag` and `-flag` (`+syn-ack`, `+trk+est`): the value
+/// and mask it makes of `names`' bits.
+fn flag_list(
+    cx: &LineCtx,
+    v: &str,
+    at: usize,
+    names: &[(&str, u128)],
+    field: &str,
+    expected: &str,
+) -> Result<(u128, u128), ParseError> {
+    let (mut fv, mut fm) = (0u128, 0u128);
+    let mut rest = v;
+    let mut off = at;
+    while !rest.is_empty() {
+        let sign = rest.as_bytes()[0];
+        if sign != b'+' && sign != b'-' {
+            return Err(cx.err(off, format!("expected '+flag' or '-flag' in {field}")));
+        }
+        let end = rest[1..]
+            .find(['+', '-'])
+            .map(|i| i + 1)
+            .unwrap_or(rest.len());
+        let name = &rest[1..end];
+        let Some(&(_, bit)) = names.iter().find(|(n, _)| *n == name) else {
+            let what = if field == "tcp_flags" { "TCP" } else { field };
+            return Err(cx.err(off, format!("unknown {what} flag '{name}': use {expected}")));
+        };
+        fm |= bit;
+        if sign == b'+' {
+            fv |= bit;
+        }
+        off += end;
+        rest = &rest[end..];
+    }
+    Ok((fv, fm))
+}
+
 pub(super) fn f(name: &str) -> &'static Field {
     field_by_name(name).expect("built-in field")
 }
@@ -151,32 +188,18 @@ impl MatchParser<'_> {
                 Ok(())
             }
             "ct_state" if v.starts_with('+') || v.starts_with('-') => {
-                let (mut fv, mut fm) = (0u128, 0u128);
-                let mut rest = v;
-                let mut off = vat;
-                while !rest.is_empty() {
-                    let sign = rest.as_bytes()[0];
-                    if sign != b'+' && sign != b'-' {
-                        return Err(cx.err(off, "expected '+flag' or '-flag' in ct_state"));
-                    }
-                    let end = rest[1..]
-                        .find(['+', '-'])
-                        .map(|i| i + 1)
-                        .unwrap_or(rest.len());
-                    let name = &rest[1..end];
-                    let Some(&(_, bit)) = crate::fields::CT_STATE_NAMES
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                    else {
-                        return Err(cx.err(off, format!("unknown ct_state flag '{name}': use new, est, rel, rpl, inv, trk, snat or dnat")));
-                    };
-                    fm |= u128::from(bit);
-                    if sign == b'+' {
-                        fv |= u128::from(bit);
-                    }
-                    off += end;
-                    rest = &rest[end..];
-                }
+                let names: Vec<(&str, u128)> = crate::fields::CT_STATE_NAMES
+                    .iter()
+                    .map(|&(n, b)| (n, u128::from(b)))
+                    .collect();
+                let (fv, fm) = flag_list(
+                    cx,
+                    v,
+                    vat,
+                    &names,
+                    "ct_state",
+                    "new, est, rel, rpl, inv, trk, snat or dnat",
+                )?;
                 self.named.push((f("ct_state"), at));
                 self.set(f("ct_state"), fv, fm, 0xff);
                 Ok(())
@@ -200,29 +223,18 @@ impl MatchParser<'_> {
                 Ok(())
             }
             "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
-                let (mut fv, mut fm) = (0u128, 0u128);
-                let mut rest = v;
-                let mut off = vat;
-                while !rest.is_empty() {
-                    let sign = rest.as_bytes()[0];
-                    if sign != b'+' && sign != b'-' {
-                        return Err(cx.err(off, "expected '+flag' or '-flag' in tcp_flags"));
-                    }
-                    let end = rest[1..]
-                        .find(['+', '-'])
-                        .map(|i| i + 1)
-                        .unwrap_or(rest.len());
-                    let name = &rest[1..end];
-                    let Some(&(_, bit)) = TCP_FLAG_NAMES.iter().find(|(n, _)| *n == name) else {
-                        return Err(cx.err(off, format!("unknown TCP flag '{name}': use fin, syn, rst, psh, ack, urg, ece, cwr or ns")));
-                    };
-                    fm |= bit as u128;
-                    if sign == b'+' {
-                        fv |= bit as u128;
-                    }
-                    off += end;
-                    rest = &rest[end..];
-                }
+                let names: Vec<(&str, u128)> = TCP_FLAG_NAMES
+                    .iter()
+                    .map(|&(n, b)| (n, u128::from(b)))
+                    .collect();
+                let (fv, fm) = flag_list(
+                    cx,
+                    v,
+                    vat,
+                    &names,
+                    "tcp_flags",
+                    "fin, syn, rst, psh, ack, urg, ece, cwr or ns",
+                )?;
                 self.named.push((f("tcp_flags"), at));
                 self.set(f("tcp_flags"), fv, fm, 0xfff);
                 Ok(())

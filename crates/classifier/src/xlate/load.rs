@@ -14,13 +14,7 @@ impl Ctx<'_, '_> {
         if mask == field.full_mask() {
             return self.set_field(field, value, false);
         }
-        let prereq = field.write_prereq();
-        self.unwildcard_prereq(prereq);
-        if !prereq.holds_for_key(&self.flow) {
-            self.note(
-                self.depth,
-                &format!(">> {} is not present in this packet: skipped", field.name),
-            );
+        if !self.present(field, field.write_prereq()) {
             return;
         }
         let old = (field.get)(&self.flow);
@@ -41,16 +35,7 @@ impl Ctx<'_, '_> {
 
     /// `move`: the bits of `src` are copied into `dst`.
     pub(super) fn move_bits(&mut self, src: Subfield, dst: Subfield) {
-        let prereq = src.field.prereq;
-        self.unwildcard_prereq(prereq);
-        if !prereq.holds_for_key(&self.flow) {
-            self.note(
-                self.depth,
-                &format!(
-                    ">> {} is not present in this packet: skipped",
-                    src.field.name
-                ),
-            );
+        if !self.present(src.field, src.field.prereq) {
             return;
         }
         let bits = src.read(&self.flow);

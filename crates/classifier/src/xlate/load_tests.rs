@@ -5,37 +5,13 @@ use crate::parse::parse_flow_file;
 use sluice_packet::key::N_REGS;
 use sluice_packet::rewrite::FragRewrites;
 
-fn set(text: &str) -> RuleSet {
-    RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
-}
-
-fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
-    let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules,
-            ports: &[1, 2, 3, 4],
-        },
-        key,
-        &mut t,
-        true,
-    );
-    t
-}
+use super::tests::{run, set};
 
 fn tcp_key() -> FlowKey {
     FlowKey {
-        in_port: 1,
-        dl_type: 0x0800,
-        nw_proto: 6,
         dl_src: [2, 0, 0, 0, 0, 1],
         dl_dst: [2, 0, 0, 0, 0, 2],
-        nw_src: 0x0a00_0001,
-        nw_dst: 0x0a00_0002,
-        nw_ttl: 64,
-        tp_src: 1000,
-        tp_dst: 80,
-        ..Default::default()
+        ..super::tests::tcp_key()
     }
 }
 

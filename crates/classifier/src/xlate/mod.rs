@@ -699,18 +699,27 @@ impl Ctx<'_, '_> {
         }
     }
 
+    /// Whether the packet has `field` (its prerequisite `prereq`, which
+    /// the decision then depends on); a note in the trace if not.
+    fn present(&mut self, field: &Field, prereq: Prereq) -> bool {
+        self.unwildcard_prereq(prereq);
+        if prereq.holds_for_key(&self.flow) {
+            return true;
+        }
+        self.note(
+            self.depth,
+            &format!(">> {} is not present in this packet: skipped", field.name),
+        );
+        false
+    }
+
     fn set_field(&mut self, field: &'static Field, value: u128, legacy: bool) {
         let prereq = if legacy {
             field.legacy_prereq()
         } else {
             field.write_prereq()
         };
-        self.unwildcard_prereq(prereq);
-        if !prereq.holds_for_key(&self.flow) {
-            self.note(
-                self.depth,
-                &format!(">> {} is not present in this packet: skipped", field.name),
-            );
+        if !self.present(field, prereq) {
             return;
         }
         if field.name == "vlan_vid" || field.name == "vlan_pcp" {

@@ -4,11 +4,11 @@ use super::*;
 use crate::parse::parse_flow_file;
 use sluice_packet::rewrite::{ArpField, FragRewrites};
 
-fn set(text: &str) -> RuleSet {
+pub(super) fn set(text: &str) -> RuleSet {
     RuleSet::from_specs(&parse_flow_file(text, None).unwrap(), 0)
 }
 
-fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
+pub(super) fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     let mut t = Translation::default();
     translate(
         XlateEnv {
@@ -22,7 +22,7 @@ fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     t
 }
 
-fn tcp_key() -> FlowKey {
+pub(super) fn tcp_key() -> FlowKey {
     FlowKey {
         in_port: 1,
         dl_type: 0x0800,
