@@ -283,6 +283,24 @@ fn ovs_ofctl_programs_the_rules() {
         dump.contains("priority=8,tcp,reg0=0x5,reg1=0x7/0xff,reg2=0x1 actions=load:0x5->NXM_NX_REG0[0..15],set_field:0x7->reg1,move:NXM_OF_ETH_SRC[]->NXM_NX_XXREG1[0..47],load:0x1->NXM_NX_REG3[0..3],move:NXM_NX_REG0[0..3]->NXM_OF_TCP_DST[4..7],load:0x1->OXM_OF_PKT_REG3[63],set_field:0x1234->xxreg2,load:0->NXM_NX_REG2[0],load:0->NXM_NX_REG2[8],load:0->NXM_OF_IN_PORT[],output:2"),
         "registers: {dump}"
     );
+    // Connection tracking: NXAST_CT (zone from a register, exec with a
+    // set-field and, for a masked label, a load), NXAST_CT_CLEAR and the
+    // ct_* match fields; the dump is OVS 3.1's for the same add-flows.
+    for f in [
+        "table=9,priority=100,ip,actions=ct(table=10,zone=NXM_NX_REG0[0..15])",
+        "table=10,priority=10,ct_state=+new+trk,ip,actions=ct(commit,zone=7,exec(set_field:0x5->ct_mark,set_field:0x1/0x3->ct_label)),output:2",
+        "table=10,priority=20,ct_state=-new+est+trk,ct_mark=0x5,ct_zone=7,actions=ct_clear,output:2",
+    ] {
+        run(&["add-flow", &t, f]);
+    }
+    let dump = run(&["dump-flows", &t]);
+    for line in [
+        "priority=100,ip actions=ct(table=10,zone=NXM_NX_REG0[0..15])",
+        "priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=7,exec(set_field:0x5->ct_mark,load:0x1->NXM_NX_CT_LABEL[0..1])),output:2",
+        "priority=20,ct_state=-new+est+trk,ct_zone=7,ct_mark=0x5 actions=ct_clear,output:2",
+    ] {
+        assert!(dump.contains(line), "{line}: {dump}");
+    }
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the
