@@ -194,22 +194,11 @@ fn fmt_load(
     value: u128,
     mask: u128,
 ) -> std::fmt::Result {
-    let mut rest = mask;
-    let mut first = true;
-    while rest != 0 {
-        let ofs = rest.trailing_zeros();
-        let run = ((rest >> ofs).trailing_ones()).min(64);
-        let sf = Subfield {
-            field,
-            ofs: ofs as u8,
-            n_bits: run as u8,
-        };
-        if !first {
+    for (i, sf) in Subfield::runs(field, mask).enumerate() {
+        if i > 0 {
             f.write_str(",")?;
         }
-        first = false;
-        write!(f, "load:{}->{sf}", c_hex((value & sf.mask()) >> ofs))?;
-        rest &= !sf.mask();
+        write!(f, "load:{}->{sf}", c_hex((value & sf.mask()) >> sf.ofs))?;
     }
     Ok(())
 }

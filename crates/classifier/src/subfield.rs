@@ -118,6 +118,27 @@ impl Subfield {
         (bits << self.ofs) & self.mask()
     }
 
+    /// The runs of contiguous set bits of a field's mask, lowest first,
+    /// cut at 64 bits (the most one Nicira load carries): how a masked
+    /// write is shown and sent as `load`s.
+    pub fn runs(field: &'static Field, mask: u128) -> impl Iterator<Item = Subfield> {
+        let mut rest = mask;
+        std::iter::from_fn(move || {
+            if rest == 0 {
+                return None;
+            }
+            let ofs = rest.trailing_zeros();
+            let n = (rest >> ofs).trailing_ones().min(64);
+            let sf = Subfield {
+                field,
+                ofs: ofs as u8,
+                n_bits: n as u8,
+            };
+            rest &= !sf.mask();
+            Some(sf)
+        })
+    }
+
     /// The subfield a contiguous run of set bits of a field's mask is,
     /// if it is one (how `set_field:V/M->F` reads as a `load`).
     pub fn of_mask(field: &'static Field, mask: u128) -> Option<Subfield> {

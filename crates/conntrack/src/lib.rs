@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -382,7 +383,7 @@ impl Conntrack {
         // Which direction finds it: the tuple as it is (original) or
         // reversed (reply). An ICMP reply is its query's reverse even when
         // its own tuple reads as an original one.
-        let mut found = if icmp(tuple.proto) && icmp_reply {
+        let found = if icmp(tuple.proto) && icmp_reply {
             shard.contains_key(&rev).then_some((rev, true))
         } else if shard.contains_key(&tuple) {
             Some((tuple, false))
@@ -391,60 +392,63 @@ impl Conntrack {
         } else {
             None
         };
-        if let Some((k, reply)) = found {
-            let stale = shard.get(&k).is_some_and(|c| c.expires_ms <= now_ms);
-            if stale || (reply && req.force && req.commit) {
-                shard.remove(&k);
-                self.gone(k.zone, 1);
-                if stale {
-                    self.stats.expired.fetch_add(1, Ordering::Relaxed);
-                }
-                found = None;
-            }
-        }
+        // One probe more for the connection found: it is past its
+        // deadline, dropped by `force`, or updated (and dropped if the
+        // update reopens it).
         let mut state = None;
         if let Some((k, reply)) = found {
-            let c = shard.get_mut(&k).expect("found above");
-            let update = match (&mut c.state, seg) {
-                (ProtoState::Tcp(t), Some(s)) => t.update(&s, reply),
-                (ProtoState::Other { replied, multiple }, _) => {
-                    if reply {
-                        *replied = true;
+            if let Entry::Occupied(mut e) = shard.entry(k) {
+                let stale = e.get().expires_ms <= now_ms;
+                if stale || (reply && req.force && req.commit) {
+                    e.remove();
+                    self.gone(k.zone, 1);
+                    if stale {
+                        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+                    }
+                } else {
+                    let c = e.get_mut();
+                    let update = match (&mut c.state, seg) {
+                        (ProtoState::Tcp(t), Some(s)) => t.update(&s, reply),
+                        (ProtoState::Other { replied, multiple }, _) => {
+                            if reply {
+                                *replied = true;
+                            } else {
+                                *multiple = true;
+                            }
+                            Update::Valid
+                        }
+                        (ProtoState::Icmp { replied }, _) => {
+                            if reply {
+                                *replied = true;
+                            }
+                            Update::Valid
+                        }
+                        (ProtoState::Tcp(_), None) => Update::Invalid,
+                    };
+                    let rpl = if reply { CS_REPLY_DIR } else { 0 };
+                    state = match update {
+                        Update::Valid => {
+                            c.expires_ms = now_ms + c.timeout().ms();
+                            Some(CS_ESTABLISHED | rpl)
+                        }
+                        Update::ValidNew => {
+                            c.expires_ms = now_ms + c.timeout().ms();
+                            Some(CS_NEW)
+                        }
+                        Update::Invalid => Some(CS_INVALID),
+                        Update::Reopen => None,
+                    };
+                    if state.is_some() {
+                        if req.commit && state != Some(CS_INVALID) {
+                            exec(c, req);
+                        }
+                        r.mark = c.mark;
+                        r.label = split(c.label);
                     } else {
-                        *multiple = true;
+                        e.remove();
+                        self.gone(k.zone, 1);
                     }
-                    Update::Valid
                 }
-                (ProtoState::Icmp { replied }, _) => {
-                    if reply {
-                        *replied = true;
-                    }
-                    Update::Valid
-                }
-                (ProtoState::Tcp(_), None) => Update::Invalid,
-            };
-            let rpl = if reply { CS_REPLY_DIR } else { 0 };
-            state = match update {
-                Update::Valid => {
-                    c.expires_ms = now_ms + c.timeout().ms();
-                    Some(CS_ESTABLISHED | rpl)
-                }
-                Update::ValidNew => {
-                    c.expires_ms = now_ms + c.timeout().ms();
-                    Some(CS_NEW)
-                }
-                Update::Invalid => Some(CS_INVALID),
-                Update::Reopen => None,
-            };
-            if state.is_some() {
-                if req.commit && state != Some(CS_INVALID) {
-                    exec(c, req);
-                }
-                r.mark = c.mark;
-                r.label = split(c.label);
-            } else {
-                shard.remove(&k);
-                self.gone(k.zone, 1);
             }
         }
         let state = match state {

@@ -48,42 +48,70 @@ const TCP_FLAG_NAMES: &[(&str, u16)] = &[
     ("ns", 0x100),
 ];
 
-/// A list of `+flag` and `-flag` (`+syn-ack`, `+trk+est`): the value
-/// and mask it makes of `names`' bits.
-fn flag_list(
-    cx: &LineCtx,
-    v: &str,
-    at: usize,
-    names: &[(&str, u128)],
-    field: &str,
-    expected: &str,
-) -> Result<(u128, u128), ParseError> {
-    let (mut fv, mut fm) = (0u128, 0u128);
-    let mut rest = v;
-    let mut off = at;
-    while !rest.is_empty() {
-        let sign = rest.as_bytes()[0];
-        if sign != b'+' && sign != b'-' {
-            return Err(cx.err(off, format!("expected '+flag' or '-flag' in {field}")));
-        }
-        let end = rest[1..]
-            .find(['+', '-'])
-            .map(|i| i + 1)
-            .unwrap_or(rest.len());
-        let name = &rest[1..end];
-        let Some(&(_, bit)) = names.iter().find(|(n, _)| *n == name) else {
-            let what = if field == "tcp_flags" { "TCP" } else { field };
-            return Err(cx.err(off, format!("unknown {what} flag '{name}': use {expected}")));
-        };
-        fm |= bit;
-        if sign == b'+' {
-            fv |= bit;
-        }
-        off += end;
-        rest = &rest[end..];
-    }
-    Ok((fv, fm))
+/// Flag names, the field they are of and what the flags are called
+/// (for messages), and what to say when a name is none of them.
+struct Flags<'n, T> {
+    names: &'n [(&'n str, T)],
+    field: &'n str,
+    kind: &'n str,
+    expected: &'n str,
 }
+
+impl<T: Copy + Into<u128>> Flags<'_, T> {
+    /// The bit of flag `name`.
+    fn bit(&self, cx: &LineCtx, name: &str, at: usize) -> Result<u128, ParseError> {
+        let Some(&(_, bit)) = self.names.iter().find(|(n, _)| *n == name) else {
+            return Err(cx.err(
+                at,
+                format!("unknown {} flag '{name}': use {}", self.kind, self.expected),
+            ));
+        };
+        Ok(bit.into())
+    }
+
+    /// A list of `+flag` and `-flag` (`+syn-ack`, `+trk+est`): the value
+    /// and mask it makes.
+    fn signed_list(&self, cx: &LineCtx, v: &str, at: usize) -> Result<(u128, u128), ParseError> {
+        let (mut fv, mut fm) = (0u128, 0u128);
+        let mut rest = v;
+        let mut off = at;
+        while !rest.is_empty() {
+            let sign = rest.as_bytes()[0];
+            if sign != b'+' && sign != b'-' {
+                return Err(cx.err(
+                    off,
+                    format!("expected '+flag' or '-flag' in {}", self.field),
+                ));
+            }
+            let end = rest[1..]
+                .find(['+', '-'])
+                .map(|i| i + 1)
+                .unwrap_or(rest.len());
+            let bit = self.bit(cx, &rest[1..end], off)?;
+            fm |= bit;
+            if sign == b'+' {
+                fv |= bit;
+            }
+            off += end;
+            rest = &rest[end..];
+        }
+        Ok((fv, fm))
+    }
+}
+
+const TCP_FLAGS: Flags<'static, u16> = Flags {
+    names: TCP_FLAG_NAMES,
+    field: "tcp_flags",
+    kind: "TCP",
+    expected: "fin, syn, rst, psh, ack, urg, ece, cwr or ns",
+};
+
+const CT_STATE_FLAGS: Flags<'static, u8> = Flags {
+    names: crate::fields::CT_STATE_NAMES,
+    field: "ct_state",
+    kind: "ct_state",
+    expected: "new, est, rel, rpl, inv, trk, snat or dnat",
+};
 
 pub(super) fn f(name: &str) -> &'static Field {
     field_by_name(name).expect("built-in field")
@@ -188,18 +216,7 @@ impl MatchParser<'_> {
                 Ok(())
             }
             "ct_state" if v.starts_with('+') || v.starts_with('-') => {
-                let names: Vec<(&str, u128)> = crate::fields::CT_STATE_NAMES
-                    .iter()
-                    .map(|&(n, b)| (n, u128::from(b)))
-                    .collect();
-                let (fv, fm) = flag_list(
-                    cx,
-                    v,
-                    vat,
-                    &names,
-                    "ct_state",
-                    "new, est, rel, rpl, inv, trk, snat or dnat",
-                )?;
+                let (fv, fm) = CT_STATE_FLAGS.signed_list(cx, v, vat)?;
                 self.named.push((f("ct_state"), at));
                 self.set(f("ct_state"), fv, fm, 0xff);
                 Ok(())
@@ -210,31 +227,14 @@ impl MatchParser<'_> {
                 // An exact match by names, as ovs-ofctl prints one: new|trk.
                 let mut fv = 0u128;
                 for name in v.split('|') {
-                    let Some(&(_, bit)) = crate::fields::CT_STATE_NAMES
-                        .iter()
-                        .find(|(n, _)| *n == name)
-                    else {
-                        return Err(cx.err(vat, format!("unknown ct_state flag '{name}': use new, est, rel, rpl, inv, trk, snat or dnat")));
-                    };
-                    fv |= u128::from(bit);
+                    fv |= CT_STATE_FLAGS.bit(cx, name, vat)?;
                 }
                 self.named.push((f("ct_state"), at));
                 self.set(f("ct_state"), fv, 0xff, 0xff);
                 Ok(())
             }
             "tcp_flags" if v.starts_with('+') || v.starts_with('-') => {
-                let names: Vec<(&str, u128)> = TCP_FLAG_NAMES
-                    .iter()
-                    .map(|&(n, b)| (n, u128::from(b)))
-                    .collect();
-                let (fv, fm) = flag_list(
-                    cx,
-                    v,
-                    vat,
-                    &names,
-                    "tcp_flags",
-                    "fin, syn, rst, psh, ack, urg, ece, cwr or ns",
-                )?;
+                let (fv, fm) = TCP_FLAGS.signed_list(cx, v, vat)?;
                 self.named.push((f("tcp_flags"), at));
                 self.set(f("tcp_flags"), fv, fm, 0xfff);
                 Ok(())

@@ -130,6 +130,15 @@ pub(crate) fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
     table.get(usize::from(field)).copied().flatten()
 }
 
+/// The OXM field (Sluice's number) of a classifier field, if OpenFlow
+/// can carry it.
+pub(crate) fn oxm_of(field: &Field) -> Option<u8> {
+    MAP.iter()
+        .chain(MAP_IN_ONLY)
+        .find(|m| m.1 == field.name)
+        .map(|m| m.0)
+}
+
 /// The match of an OXM list. Fields Sluice does not match on yet are
 /// `BAD_FIELD`; a value past the field's width `BAD_VALUE`; a field whose
 /// prerequisite the match lacks `BAD_PREREQ`.
@@ -326,10 +335,10 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
             OfAction::SetNwTtl(*value as u8)
         }
         Action::SetField { field, value, .. } => {
-            let Some(f) = MAP.iter().chain(MAP_IN_ONLY).find(|m| m.1 == field.name) else {
+            let Some(f) = oxm_of(field) else {
                 return Vec::new();
             };
-            set(f.0, *value)
+            set(f, *value)
         }
         Action::ModVlanVid(v) => set(f::VLAN_VID, u128::from(*v | 0x1000)),
         Action::ModVlanPcp(p) => set(f::VLAN_PCP, u128::from(*p)),

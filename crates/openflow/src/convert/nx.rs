@@ -7,11 +7,11 @@ use sluice_classifier::fields::{Field, Prereq};
 use sluice_classifier::subfield::Subfield;
 use sluice_classifier::{Action, Match};
 
-use super::mapped;
+use super::{mapped, oxm_of};
 use crate::action::OfAction;
 use crate::consts::OfError;
 use crate::nxm::{ct_flag, field_of_header, header_of, NxAction, CT_RECIRC_NONE};
-use crate::oxm::{Oxm, NICIRA};
+use crate::oxm::Oxm;
 use sluice_classifier::ct::{Ct, CtZone};
 
 /// The subfield of a header and bit range, checked.
@@ -172,33 +172,21 @@ pub(super) fn from_load(field: &'static Field, value: u128, mask: u128) -> Vec<O
     let Some(h) = header_of(field) else {
         return load2(field, value, mask).into_iter().collect();
     };
-    let mut out = Vec::new();
-    let mut rest = mask;
-    while rest != 0 {
-        let ofs = rest.trailing_zeros();
-        let n = (rest >> ofs).trailing_ones().min(64);
-        let sf = Subfield {
-            field,
-            ofs: ofs as u8,
-            n_bits: n as u8,
-        };
-        out.push(OfAction::Nx(NxAction::RegLoad {
-            dst: h,
-            ofs: ofs as u16,
-            n_bits: n as u16,
-            value: ((value & sf.mask()) >> ofs) as u64,
-        }));
-        rest &= !sf.mask();
-    }
-    out
+    Subfield::runs(field, mask)
+        .map(|sf| {
+            OfAction::Nx(NxAction::RegLoad {
+                dst: h,
+                ofs: sf.ofs.into(),
+                n_bits: sf.n_bits.into(),
+                value: ((value & sf.mask()) >> sf.ofs) as u64,
+            })
+        })
+        .collect()
 }
 
 fn load2(field: &'static Field, value: u128, mask: u128) -> Option<OfAction> {
-    let n = NICIRA
-        .iter()
-        .find(|n| mapped(n.0).is_some_and(|(f, _)| f.name == field.name))?;
     Some(OfAction::Nx(NxAction::RegLoad2(Oxm {
-        field: n.0,
+        field: oxm_of(field)?,
         value: value & mask,
         mask: (mask != field.full_mask()).then_some(mask),
     })))
@@ -242,13 +230,10 @@ pub(super) fn from_ct(ct: &Ct) -> Vec<OfAction> {
 
 fn set_or_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> {
     if mask == field.full_mask() {
-        let Some(n) = NICIRA
-            .iter()
-            .find(|n| mapped(n.0).is_some_and(|(f, _)| f.name == field.name))
-        else {
+        let Some(n) = oxm_of(field) else {
             return Vec::new();
         };
-        vec![OfAction::SetField(Oxm::exact(n.0, value))]
+        vec![OfAction::SetField(Oxm::exact(n, value))]
     } else {
         from_load(field, value, mask)
     }
