@@ -1,11 +1,13 @@
 //! Untrusted packets through the connection tracker: the input is a
-//! sequence of frames (a selector byte: commit, force, zone; two bytes
-//! of length; the frame), each extracted and tracked in turn by one
-//! tracker. Never a panic; every answer is untracked (not IP) or
-//! tracked with one verdict (new, established, related or invalid); the
-//! count of connections is what a dump lists; a flush empties it.
+//! sequence of frames (a selector byte: commit, force, zone, mark, NAT;
+//! two bytes of length; the frame), each extracted and tracked in turn
+//! by one tracker, translated in place when the selector asks for NAT.
+//! Never a panic; every answer is untracked (not IP) or tracked with one
+//! verdict (new, established, related or invalid); a translated packet
+//! keeps its length; the count of connections is what a dump lists; a
+//! sweep empties it, reply tuples of translated connections included.
 
-use sluice_conntrack::{Conntrack, CtRequest};
+use sluice_conntrack::{Conntrack, CtRequest, CtResult, Nat, NatKind};
 use sluice_packet::extract::extract;
 use sluice_packet::key::{CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_TRACKED};
 use sluice_packet::{FlowKey, PacketMeta};
@@ -26,12 +28,30 @@ pub fn run(data: &[u8]) {
             force: sel & 8 != 0 && sel & 4 != 0,
             mark: (sel & 0x10 != 0).then_some((u32::from(*sel), 0xff)),
             label: None,
+            nat: match sel >> 5 {
+                1 => Some(Nat::default()),
+                2 | 3 => Some(Nat {
+                    kind: if sel & 0x20 != 0 {
+                        NatKind::Src
+                    } else {
+                        NatKind::Dst
+                    },
+                    v6: Some(false),
+                    min: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                    min_port: if sel & 1 != 0 { 1000 } else { 0 },
+                    max_port: if sel & 1 != 0 { 1003 } else { 0 },
+                    ..Nat::default()
+                }),
+                _ => None,
+            },
         };
         let (mut meta, mut key) = (PacketMeta::default(), FlowKey::default());
         if extract(frame, 1, &mut meta, &mut key).is_err() {
             continue;
         }
-        let r = ct.process(frame, &meta, &key, &req, now);
+        let mut bytes = frame.to_vec();
+        let r = ct.process(&mut bytes, &meta, &key, &CtResult::default(), &req, now);
+        assert_eq!(bytes.len(), frame.len());
         if r.state != 0 {
             assert!(r.state & CS_TRACKED != 0, "{r:?}");
             let verdicts = [CS_NEW, CS_ESTABLISHED, CS_RELATED, CS_INVALID]
@@ -45,4 +65,5 @@ pub fn run(data: &[u8]) {
     assert_eq!(ct.len() as usize, ct.dump(None, 0).len());
     ct.sweep(u64::MAX);
     assert!(ct.is_empty());
+    assert_eq!(ct.nat_reply_tuples(), 0);
 }

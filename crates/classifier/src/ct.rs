@@ -1,7 +1,9 @@
 //! The `ct` action as rules hold it: OVS's `ct(commit, force,
 //! table=T, zone=N | zone=FIELD[BITS], exec(set_field:V[/M]->ct_mark,
-//! set_field:V[/M]->ct_label))`, parsed, checked and printed as
-//! `ovs-ofctl` does. NAT is not taken yet.
+//! set_field:V[/M]->ct_label), nat[(src=...|dst=...)])`, parsed,
+//! checked and printed as `ovs-ofctl` does.
+
+use sluice_conntrack::Nat;
 
 use crate::fields::{c_hex, field_by_name};
 use crate::subfield::Subfield;
@@ -33,6 +35,8 @@ pub struct Ct {
     pub mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`.
     pub label: Option<(u128, u128)>,
+    /// `nat`, `nat(src=...)`, `nat(dst=...)`.
+    pub nat: Option<Nat>,
 }
 
 impl Default for CtZone {
@@ -116,18 +120,21 @@ impl Ct {
                         ct.exec(a)?;
                     }
                 }
-                ("nat", _) => {
-                    return Err(
-                        "ct(nat) is not supported yet: Sluice's connection tracker does no address translation"
-                            .into(),
-                    )
+                ("nat", v) => {
+                    let inner = match v {
+                        None => "",
+                        Some(v) => v
+                            .strip_suffix(')')
+                            .ok_or("nat( needs its closing parenthesis")?,
+                    };
+                    ct.nat = Some(Nat::parse(inner)?);
                 }
                 ("alg", _) => {
                     return Err("ct(alg=...) is not supported: Sluice has no application-layer helpers (FTP, TFTP)".into())
                 }
                 _ => {
                     return Err(format!(
-                        "unknown ct argument '{arg}': expected commit, force, table=T, zone=N or zone=FIELD[BITS], exec(...)"
+                        "unknown ct argument '{arg}': expected commit, force, table=T, zone=N or zone=FIELD[BITS], nat(...), exec(...)"
                     ))
                 }
             }
@@ -203,6 +210,9 @@ impl std::fmt::Display for Ct {
             Some(CtZone::Field(sf)) => parts.push(format!("zone={sf}")),
             None => {}
         }
+        if let Some(n) = &self.nat {
+            parts.push(n.to_string());
+        }
         let mut exec = Vec::new();
         if let Some((v, m)) = self.mark {
             exec.push(if m == u32::MAX {
@@ -246,6 +256,19 @@ mod tests {
             ),
             ("commit,force", "ct(commit,force)"),
             ("", "ct()"),
+            ("table=1,nat", "ct(table=1,nat)"),
+            (
+                "commit,nat(src=10.0.0.1-10.0.0.3:1024-2047,random),exec(set_field:1->ct_mark)",
+                "ct(commit,nat(src=10.0.0.1-10.0.0.3:1024-2047,random),exec(set_field:0x1->ct_mark))",
+            ),
+            ("commit,nat(dst=10.0.0.1:80)", "ct(commit,nat(dst=10.0.0.1:80))"),
+            ("commit,nat(dst=10.0.0.1-10.0.0.1)", "ct(commit,nat(dst=10.0.0.1))"),
+            ("commit,nat(src)", "ct(commit,nat(src))"),
+            ("commit,nat(src=2001:db8::1)", "ct(commit,nat(src=2001:db8::1))"),
+            (
+                "commit,nat(dst=[2001:db8::1]-[2001:db8::2]:80,persistent)",
+                "ct(commit,nat(dst=[2001:db8::1]-[2001:db8::2]:80,persistent))",
+            ),
             (
                 "commit,exec(set_field:0x5/0xff->ct_mark)",
                 "ct(commit,exec(set_field:0x5/0xff->ct_mark))",
@@ -254,7 +277,12 @@ mod tests {
             assert_eq!(Ct::parse(input).unwrap().to_string(), shown, "{input}");
         }
         for (input, says) in [
-            ("nat(src=10.0.0.1)", "not supported yet"),
+            ("nat(src=10.0.0.1,dst=10.0.0.2)", "one of"),
+            ("nat(persistent)", "only with"),
+            ("nat(src=10.0.0.2-10.0.0.1)", "invalid nat range"),
+            ("nat(src=10.0.0.1:9-8)", "invalid nat range"),
+            ("nat(src=10.0.0.1,hash,random)", "not allowed"),
+            ("nat(source=1.2.3.4)", "invalid key"),
             ("zone=NXM_NX_REG0[0..7]", "16 bits"),
             ("exec(set_field:1->ct_mark)", "only with commit"),
             (

@@ -283,6 +283,9 @@ impl std::fmt::Display for DpAction {
                 if let Some((v, m)) = r.label {
                     parts.push(format!("label={v:#x}/{m:#x}"));
                 }
+                if let Some(n) = &r.nat {
+                    parts.push(n.to_string());
+                }
                 if parts.is_empty() {
                     f.write_str("ct")
                 } else {

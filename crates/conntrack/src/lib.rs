@@ -20,21 +20,24 @@
 
 #![warn(missing_docs)]
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use sluice_packet::key::{
-    FlowKey, CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR, CS_TRACKED,
+    FlowKey, CS_DST_NAT, CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR, CS_SRC_NAT,
+    CS_TRACKED,
 };
 use sluice_packet::meta::PacketMeta;
 use sluice_packet::wire::l4::proto;
 
+pub mod nat;
 pub mod tcp;
 pub mod timeouts;
 pub mod tuple;
+
+pub use nat::{Nat, NatKind};
 
 use tcp::{TcpConn, Update};
 use timeouts::Timeout;
@@ -82,7 +85,93 @@ impl Hasher for FastHasher {
     }
 }
 
-type Shard = HashMap<Tuple, Conn, BuildHasherDefault<FastHasher>>;
+type Map<V> = HashMap<Tuple, V, BuildHasherDefault<FastHasher>>;
+
+/// One shard of the table.
+#[derive(Debug, Default)]
+struct Shard {
+    /// Connections by original tuple.
+    conns: Map<Conn>,
+    /// Translated connections' reply tuples (the shard of the reply
+    /// tuple's own hash) to their original tuple (the connection's
+    /// shard's). A connection without NAT needs none: its reply tuple is
+    /// its original reversed, in the same shard.
+    aliases: Map<Tuple>,
+}
+
+/// Which direction a packet's tuple may be found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Any,
+    /// An ICMP request: only as a connection's original tuple.
+    Orig,
+    /// An ICMP reply: only as a reply tuple.
+    Reply,
+}
+
+impl Dir {
+    fn flip(self) -> Dir {
+        match self {
+            Dir::Any => Dir::Any,
+            Dir::Orig => Dir::Reply,
+            Dir::Reply => Dir::Orig,
+        }
+    }
+}
+
+/// A tuple found: the connection's original tuple, whether the tuple is
+/// its reply, and whether it was found as a translated reply (an alias:
+/// the connection is in another shard, maybe).
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    key: Tuple,
+    reply: bool,
+    alias: bool,
+}
+
+impl Shard {
+    fn probe(&self, t: &Tuple, dir: Dir) -> Option<Hit> {
+        if dir != Dir::Reply && self.conns.contains_key(t) {
+            return Some(Hit {
+                key: *t,
+                reply: false,
+                alias: false,
+            });
+        }
+        if dir != Dir::Orig {
+            if let Some(k) = self.aliases.get(t) {
+                return Some(Hit {
+                    key: *k,
+                    reply: true,
+                    alias: true,
+                });
+            }
+            let r = t.reverse();
+            if self.conns.get(&r).is_some_and(|c| c.nat.is_none()) {
+                return Some(Hit {
+                    key: r,
+                    reply: true,
+                    alias: false,
+                });
+            }
+        }
+        None
+    }
+
+    /// Whether a connection holds `t` as its original or reply tuple
+    /// (what a NAT reply tuple must not be): as OVS, an expired
+    /// connection holds its tuples until swept if it is translated.
+    fn holds(&self, t: &Tuple, now_ms: u64) -> bool {
+        self.conns
+            .get(t)
+            .is_some_and(|c| c.nat.is_some() || c.expires_ms > now_ms)
+            || self.aliases.contains_key(t)
+            || self
+                .conns
+                .get(&t.reverse())
+                .is_some_and(|c| c.nat.is_none() && c.expires_ms > now_ms)
+    }
+}
 
 /// Most connections held (OVS's default `ct-set-maxconns`: 3,000,000).
 pub const DEFAULT_MAX_CONNS: u64 = 3_000_000;
@@ -101,6 +190,8 @@ pub struct CtRequest {
     pub mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`.
     pub label: Option<(u128, u128)>,
+    /// `nat`, `nat(src=...)`, `nat(dst=...)`.
+    pub nat: Option<Nat>,
 }
 
 /// What a `ct` action tells the packet.
@@ -168,6 +259,18 @@ struct Conn {
     label: u128,
     /// When it expires (the tracker's ms clock).
     expires_ms: u64,
+    /// Its translation, if committed with `nat`.
+    nat: Option<ConnNat>,
+}
+
+/// A translated connection's NAT.
+#[derive(Debug, Clone, Copy)]
+struct ConnNat {
+    /// `NAT_SRC` or `NAT_DST` (with the port bits), 0 for a `nat`
+    /// without either.
+    action: u8,
+    /// The tuple its replies carry.
+    reply: Tuple,
 }
 
 impl Conn {
@@ -197,6 +300,9 @@ pub struct CtStats {
     pub full: AtomicU64,
     /// Commits refused because the zone was at its limit.
     pub zone_full: AtomicU64,
+    /// Commits with NAT refused because every candidate tuple was taken
+    /// (OVS: "Unable to NAT due to tuple space exhaustion").
+    pub nat_exhausted: AtomicU64,
 }
 
 /// A zone's count and limit.
@@ -220,6 +326,11 @@ pub struct Conntrack {
     /// that never tracks allocates none of it).
     zones: std::sync::OnceLock<Box<[ZoneSlot]>>,
     default_limit: AtomicU32,
+    /// Held by a commit with NAT, which looks at the shards of its
+    /// candidate reply tuples while it holds its own: the one thread at a
+    /// time that may hold two shards (every other holds one and waits
+    /// for none while it does), so no two wait for each other.
+    nat_lock: Mutex<()>,
     /// Counters.
     pub stats: CtStats,
 }
@@ -233,6 +344,7 @@ impl Default for Conntrack {
             max_conns: AtomicU64::new(DEFAULT_MAX_CONNS),
             zones: std::sync::OnceLock::new(),
             default_limit: AtomicU32::new(0),
+            nat_lock: Mutex::new(()),
             stats: CtStats::default(),
         }
     }
@@ -243,11 +355,20 @@ fn icmp(p: u8) -> bool {
 }
 
 impl Conntrack {
-    fn shard(&self, t: &Tuple) -> std::sync::MutexGuard<'_, Shard> {
-        let i = (t.shard_hash() >> 32) as usize % SHARDS;
+    fn index(t: &Tuple) -> usize {
+        (t.shard_hash() >> 32) as usize % SHARDS
+    }
+
+    fn lock(&self, i: usize) -> std::sync::MutexGuard<'_, Shard> {
         // A PMD that panicked while holding a shard left its connections
         // as they were: still usable.
         self.shards[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Removes a translated connection's reply tuple (after its
+    /// connection went, with no shard held).
+    fn remove_alias(&self, reply: &Tuple) {
+        self.lock(Self::index(reply)).aliases.remove(reply);
     }
 
     /// The tracker's clock (ms since it was made): what
@@ -323,18 +444,29 @@ impl Conntrack {
         self.len() == 0
     }
 
+    /// Reply tuples of translated connections held (one per translated
+    /// connection: what a leak check counts).
+    pub fn nat_reply_tuples(&self) -> usize {
+        (0..SHARDS).map(|i| self.lock(i).aliases.len()).sum()
+    }
+
     /// Sets the most connections held (`ct-set-maxconns`).
     pub fn set_max_conns(&self, n: u64) {
         self.max_conns.store(n, Ordering::Relaxed);
     }
 
     /// Tracks one packet (its bytes, offsets and flow key) as `req`
-    /// asks, at `now_ms` on the tracker's clock.
+    /// asks, at `now_ms` on the tracker's clock; `prev` is the state an
+    /// earlier `ct` gave it (kept, as OVS keeps it, when the zone is the
+    /// same: a packet already translated is looked up by its translated
+    /// tuple and not translated twice). With `req.nat` the packet's
+    /// bytes are translated in place.
     pub fn process(
         &self,
-        data: &[u8],
+        data: &mut [u8],
         meta: &PacketMeta,
         key: &FlowKey,
+        prev: &CtResult,
         req: &CtRequest,
         now_ms: u64,
     ) -> CtResult {
@@ -342,230 +474,327 @@ impl Conntrack {
             zone: req.zone,
             ..CtResult::default()
         };
-        let (tuple, seg, icmp_reply) = match tuple::parse(data, meta, key, req.zone) {
+        let mut st = if prev.state != 0 && prev.zone == req.zone {
+            prev.state
+        } else {
+            0
+        };
+        let (tuple, seg, dir, related) = match tuple::parse(data, meta, key, req.zone) {
             Parsed::NotIp => return r,
             Parsed::Invalid => {
                 self.stats.invalid.fetch_add(1, Ordering::Relaxed);
                 r.state = CS_TRACKED | CS_INVALID;
                 return r;
             }
-            Parsed::Related(quoted) => {
-                // The error goes back to whoever sent the quoted packet.
-                let shard = self.shard(&quoted);
-                let found = shard
-                    .get(&quoted)
-                    .map(|c| (c, false))
-                    .or_else(|| shard.get(&quoted.reverse()).map(|c| (c, true)));
-                r.state = match found {
-                    Some((c, reply)) if c.expires_ms > now_ms => {
-                        r.mark = c.mark;
-                        r.label = split(c.label);
-                        // The error travels against the quoted packet.
-                        let rpl = if reply { 0 } else { CS_REPLY_DIR };
-                        CS_TRACKED | CS_RELATED | rpl
-                    }
-                    _ => {
-                        self.stats.invalid.fetch_add(1, Ordering::Relaxed);
-                        CS_TRACKED | CS_INVALID
-                    }
-                };
-                return r;
-            }
+            // An error travels against the packet it quotes.
+            Parsed::Related(quoted) => (quoted.reverse(), None, Dir::Any, true),
             Parsed::Conn {
                 tuple,
                 tcp,
                 icmp_reply,
-            } => (tuple, tcp, icmp_reply),
-            Parsed::Other(t) => (t, None, false),
+            } => {
+                let dir = match (icmp(tuple.proto), icmp_reply) {
+                    (false, _) => Dir::Any,
+                    (true, false) => Dir::Orig,
+                    (true, true) => Dir::Reply,
+                };
+                (tuple, tcp, dir, false)
+            }
+            Parsed::Other(t) => (t, None, Dir::Any, false),
         };
-        let mut shard = self.shard(&tuple);
-        let rev = tuple.reverse();
-        // Which direction finds it: the tuple as it is (original) or
-        // reversed (reply). An ICMP reply is its query's reverse even when
-        // its own tuple reads as an original one.
-        let found = if icmp(tuple.proto) && icmp_reply {
-            shard.contains_key(&rev).then_some((rev, true))
-        } else if shard.contains_key(&tuple) {
-            Some((tuple, false))
-        } else if shard.contains_key(&rev) {
-            Some((rev, true))
+        let pkt = PacketAt {
+            l3: meta.l3().unwrap_or(0),
+            l4: meta.l4().unwrap_or(0),
+            v6: tuple.v6,
+        };
+        // Translated already (by an earlier ct in this zone): its tuple
+        // is the other direction's, reversed.
+        let natted = st & (CS_SRC_NAT | CS_DST_NAT) != 0;
+        let (lt, ldir) = if natted {
+            (tuple.reverse(), dir.flip())
         } else {
-            None
+            (tuple, dir)
         };
-        // One probe more for the connection found: it is past its
-        // deadline, dropped by `force`, or updated (and dropped if the
-        // update reopens it).
-        let mut state = None;
-        if let Some((k, reply)) = found {
-            if let Entry::Occupied(mut e) = shard.entry(k) {
-                let stale = e.get().expires_ms <= now_ms;
-                if stale || (reply && req.force && req.commit) {
-                    e.remove();
-                    self.gone(k.zone, 1);
-                    if stale {
-                        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+        let home = Self::index(&lt);
+        let mut g = self.lock(home);
+        let mut gone_alias = None;
+        let hit = g.probe(&lt, ldir);
+        if let Some(h) = hit.filter(|h| h.alias) {
+            // A translated reply: its connection is in its own shard.
+            let i = Self::index(&h.key);
+            if i != home {
+                drop(g);
+                g = self.lock(i);
+            }
+        }
+        let hit = hit.map(|h| Hit {
+            reply: h.reply ^ natted,
+            ..h
+        });
+        let mut create = false;
+        let mut live = false;
+        if let Some(h) = hit {
+            let c = match g.conns.get_mut(&h.key) {
+                Some(c) if !h.alias || c.expires_ms > now_ms => c,
+                // A reply tuple whose connection is gone: as OVS
+                // ("missing parent conn"), invalid.
+                _ => {
+                    self.stats.invalid.fetch_add(1, Ordering::Relaxed);
+                    r.state = st | CS_TRACKED | CS_INVALID;
+                    return r;
+                }
+            };
+            let stale = c.expires_ms <= now_ms;
+            // `force`: a committed connection seen from its reply side
+            // goes, and the packet starts a new one.
+            let forced = req.force && req.commit && h.reply && !h.alias;
+            let reopen = if stale || forced {
+                true
+            } else if related {
+                st |= CS_RELATED;
+                if h.reply {
+                    st |= CS_REPLY_DIR;
+                }
+                false
+            } else {
+                let update = match (&mut c.state, seg) {
+                    (ProtoState::Tcp(t), Some(s)) => t.update(&s, h.reply),
+                    (ProtoState::Other { replied, multiple }, _) => {
+                        if h.reply {
+                            *replied = true;
+                        } else {
+                            *multiple = true;
+                        }
+                        Update::Valid
                     }
-                } else {
-                    let c = e.get_mut();
-                    let update = match (&mut c.state, seg) {
-                        (ProtoState::Tcp(t), Some(s)) => t.update(&s, reply),
-                        (ProtoState::Other { replied, multiple }, _) => {
-                            if reply {
-                                *replied = true;
-                            } else {
-                                *multiple = true;
-                            }
-                            Update::Valid
+                    (ProtoState::Icmp { replied }, _) => {
+                        if h.reply {
+                            *replied = true;
                         }
-                        (ProtoState::Icmp { replied }, _) => {
-                            if reply {
-                                *replied = true;
-                            }
-                            Update::Valid
+                        Update::Valid
+                    }
+                    (ProtoState::Tcp(_), None) => Update::Invalid,
+                };
+                match update {
+                    Update::Valid => {
+                        c.expires_ms = now_ms + c.timeout().ms();
+                        st = (st | CS_ESTABLISHED) & !CS_NEW;
+                        if h.reply {
+                            st |= CS_REPLY_DIR;
                         }
-                        (ProtoState::Tcp(_), None) => Update::Invalid,
-                    };
-                    let rpl = if reply { CS_REPLY_DIR } else { 0 };
-                    state = match update {
-                        Update::Valid => {
-                            c.expires_ms = now_ms + c.timeout().ms();
-                            Some(CS_ESTABLISHED | rpl)
-                        }
-                        Update::ValidNew => {
-                            c.expires_ms = now_ms + c.timeout().ms();
-                            Some(CS_NEW)
-                        }
-                        Update::Invalid => Some(CS_INVALID),
-                        Update::Reopen => None,
-                    };
-                    if state.is_some() {
-                        if req.commit && state != Some(CS_INVALID) {
-                            exec(c, req);
-                        }
-                        r.mark = c.mark;
-                        r.label = split(c.label);
-                    } else {
-                        e.remove();
-                        self.gone(k.zone, 1);
+                    }
+                    Update::ValidNew => {
+                        c.expires_ms = now_ms + c.timeout().ms();
+                        st |= CS_NEW;
+                    }
+                    Update::Invalid => st = CS_INVALID,
+                    Update::Reopen => {}
+                }
+                update == Update::Reopen
+            };
+            if reopen {
+                // Past its deadline (a miss), dropped by force, or
+                // reopened: gone, and the packet a new connection's.
+                let c = g.conns.remove(&h.key).expect("found");
+                self.gone(h.key.zone, 1);
+                if stale {
+                    self.stats.expired.fetch_add(1, Ordering::Relaxed);
+                }
+                gone_alias = c.nat.map(|n| n.reply);
+            } else {
+                if req.nat.is_some() {
+                    handle_nat(data, &pkt, c, h.reply, related, &mut st);
+                }
+                exec(c, req);
+                r.mark = c.mark;
+                r.label = split(c.label);
+                live = true;
+            }
+        }
+        if !live {
+            if related {
+                // No new connection from an error.
+                st = CS_INVALID;
+            } else {
+                create = true;
+            }
+        }
+        drop(g);
+        if let Some(a) = gone_alias {
+            self.remove_alias(&a);
+        }
+        if create {
+            let icmp_reply = icmp(tuple.proto) && dir == Dir::Reply;
+            let valid = match seg {
+                Some(s) => tcp::valid_new(&s),
+                None => !icmp_reply,
+            };
+            if !valid {
+                st = CS_INVALID;
+            } else {
+                st = CS_NEW;
+                if req.commit {
+                    if let Some((mark, label)) =
+                        self.commit(data, &pkt, tuple, seg, req, now_ms, &mut st)
+                    {
+                        r.mark = mark;
+                        r.label = split(label);
                     }
                 }
             }
         }
-        let state = match state {
-            Some(s) => s,
-            // A first packet: new if it may start a connection.
-            None => {
-                let ok = match seg {
-                    Some(s) => tcp::valid_new(&s),
-                    None => !(icmp(tuple.proto) && icmp_reply),
-                };
-                if !ok {
-                    CS_INVALID
-                } else {
-                    if req.commit {
-                        let limit = self.zone_limit(tuple.zone);
-                        if self.conns.load(Ordering::Relaxed)
-                            >= self.max_conns.load(Ordering::Relaxed)
-                        {
-                            // As OVS: still new, just not committed.
-                            self.stats.full.fetch_add(1, Ordering::Relaxed);
-                        } else if limit != 0
-                            && self.zone(tuple.zone).count.load(Ordering::Relaxed) >= limit
-                        {
-                            self.stats.zone_full.fetch_add(1, Ordering::Relaxed);
-                        } else {
-                            let state = match seg {
-                                Some(s) => ProtoState::Tcp(TcpConn::new(&s)),
-                                None if icmp(tuple.proto) => ProtoState::Icmp { replied: false },
-                                None => ProtoState::Other {
-                                    replied: false,
-                                    multiple: false,
-                                },
-                            };
-                            let mut c = Conn {
-                                orig: tuple,
-                                state,
-                                mark: 0,
-                                label: 0,
-                                expires_ms: 0,
-                            };
-                            c.expires_ms = now_ms + c.timeout().ms();
-                            exec(&mut c, req);
-                            r.mark = c.mark;
-                            r.label = split(c.label);
-                            shard.insert(tuple, c);
-                            self.conns.fetch_add(1, Ordering::Relaxed);
-                            self.zone(tuple.zone).count.fetch_add(1, Ordering::Relaxed);
-                            self.stats.committed.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    CS_NEW
-                }
-            }
-        };
-        if state & CS_INVALID != 0 {
+        if st & CS_INVALID != 0 {
             self.stats.invalid.fetch_add(1, Ordering::Relaxed);
         }
-        r.state = CS_TRACKED | state;
+        r.state = CS_TRACKED | st;
         r
+    }
+
+    /// Adds a new connection for `tuple` (translating the packet if
+    /// `req` has NAT); its mark and label, or `None` when it could not
+    /// be added (table or zone full, NAT exhausted, or another PMD added
+    /// it first).
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &self,
+        data: &mut [u8],
+        pkt: &PacketAt,
+        tuple: Tuple,
+        seg: Option<tuple::TcpSeg>,
+        req: &CtRequest,
+        now_ms: u64,
+        st: &mut u8,
+    ) -> Option<(u32, u128)> {
+        let limit = self.zone_limit(tuple.zone);
+        if self.conns.load(Ordering::Relaxed) >= self.max_conns.load(Ordering::Relaxed) {
+            // As OVS: still new, just not committed.
+            self.stats.full.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if limit != 0 && self.zone(tuple.zone).count.load(Ordering::Relaxed) >= limit {
+            self.stats.zone_full.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let _nat = req
+            .nat
+            .map(|_| self.nat_lock.lock().unwrap_or_else(|e| e.into_inner()));
+        let home = Self::index(&tuple);
+        let mut g = self.lock(home);
+        if g.probe(&tuple, Dir::Any).is_some() {
+            return None;
+        }
+        let state = match seg {
+            Some(s) => ProtoState::Tcp(TcpConn::new(&s)),
+            None if icmp(tuple.proto) => ProtoState::Icmp { replied: false },
+            None => ProtoState::Other {
+                replied: false,
+                multiple: false,
+            },
+        };
+        let mut c = Conn {
+            orig: tuple,
+            state,
+            mark: 0,
+            label: 0,
+            expires_ms: 0,
+            nat: None,
+        };
+        c.expires_ms = now_ms + c.timeout().ms();
+        if let Some(nat) = req.nat {
+            let found = {
+                let held = &g;
+                let mut taken = |t: &Tuple| {
+                    let i = Self::index(t);
+                    if i == home {
+                        held.holds(t, now_ms)
+                    } else {
+                        self.lock(i).holds(t, now_ms)
+                    }
+                };
+                nat::reply_tuple(&tuple, &nat, &mut taken)
+            };
+            let Some((action, reply)) = found else {
+                self.stats.nat_exhausted.fetch_add(1, Ordering::Relaxed);
+                return None;
+            };
+            let n = ConnNat { action, reply };
+            c.nat = Some(n);
+            // The first packet, translated as its connection's.
+            translate_packet(data, pkt, &n.reply, action, false, st);
+            let i = Self::index(&reply);
+            if i == home {
+                g.aliases.insert(reply, tuple);
+            } else {
+                self.lock(i).aliases.insert(reply, tuple);
+            }
+        }
+        exec(&mut c, req);
+        let out = (c.mark, c.label);
+        g.conns.insert(tuple, c);
+        self.conns.fetch_add(1, Ordering::Relaxed);
+        self.zone(tuple.zone).count.fetch_add(1, Ordering::Relaxed);
+        self.stats.committed.fetch_add(1, Ordering::Relaxed);
+        Some(out)
     }
 
     /// Connections by protocol name (`tcp`, `udp`, `icmp`, ...), for
     /// `conntrack-stats`; expired ones left out.
     pub fn counts(&self, now_ms: u64) -> std::collections::BTreeMap<String, u64> {
         let mut out = std::collections::BTreeMap::new();
-        for s in self.shards.iter() {
-            let s = s.lock().unwrap_or_else(|e| e.into_inner());
-            for c in s.values().filter(|c| c.expires_ms > now_ms) {
+        for i in 0..SHARDS {
+            let s = self.lock(i);
+            for c in s.conns.values().filter(|c| c.expires_ms > now_ms) {
                 *out.entry(proto_name(&c.orig)).or_insert(0) += 1;
             }
         }
         out
     }
 
+    /// Removes the connections `drop` picks, shard by shard, and then the
+    /// reply tuples of the translated ones (one shard held at a time).
+    fn remove_where(&self, drop: impl Fn(&Conn) -> bool) -> usize {
+        let mut n = 0;
+        let mut aliases = Vec::new();
+        for i in 0..SHARDS {
+            let mut s = self.lock(i);
+            s.conns.retain(|t, c| {
+                if !drop(c) {
+                    return true;
+                }
+                self.gone(t.zone, 1);
+                n += 1;
+                if let Some(nat) = c.nat {
+                    aliases.push(nat.reply);
+                }
+                false
+            });
+        }
+        for a in &aliases {
+            self.remove_alias(a);
+        }
+        n
+    }
+
     /// Removes expired connections (the control thread, about once a
     /// second); returns how many.
     pub fn sweep(&self, now_ms: u64) -> usize {
-        let mut n = 0;
-        for s in self.shards.iter() {
-            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.retain(|t, c| {
-                let keep = c.expires_ms > now_ms;
-                if !keep {
-                    self.gone(t.zone, 1);
-                    n += 1;
-                }
-                keep
-            });
-        }
+        let n = self.remove_where(|c| c.expires_ms <= now_ms);
         self.stats.expired.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
 
     /// Removes every connection (of one zone if given): `flush-conntrack`.
     pub fn flush(&self, zone: Option<u16>) -> usize {
-        let mut n = 0;
-        for s in self.shards.iter() {
-            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.retain(|t, _| {
-                let keep = zone.is_some_and(|z| z != t.zone);
-                if !keep {
-                    self.gone(t.zone, 1);
-                    n += 1;
-                }
-                keep
-            });
-        }
-        n
+        self.remove_where(|c| zone.is_none_or(|z| z == c.orig.zone))
     }
 
     /// The connections (of one zone if given) as `ovs-appctl
     /// dpctl/dump-conntrack` lists them, sorted; expired ones left out.
     pub fn dump(&self, zone: Option<u16>, now_ms: u64) -> Vec<String> {
         let mut out = Vec::new();
-        for s in self.shards.iter() {
-            let s = s.lock().unwrap_or_else(|e| e.into_inner());
-            for c in s.values() {
+        for i in 0..SHARDS {
+            let s = self.lock(i);
+            for c in s.conns.values() {
                 if c.expires_ms <= now_ms || zone.is_some_and(|z| z != c.orig.zone) {
                     continue;
                 }
@@ -575,6 +804,52 @@ impl Conntrack {
         out.sort();
         out
     }
+}
+
+/// Where a packet's headers are, for translating it.
+#[derive(Debug, Clone, Copy)]
+struct PacketAt {
+    l3: usize,
+    l4: usize,
+    v6: bool,
+}
+
+/// Translates a packet as its connection's NAT says, in the direction it
+/// goes (OVS's `handle_nat`): not if an earlier `ct` of the zone did.
+fn handle_nat(data: &mut [u8], pkt: &PacketAt, c: &Conn, reply: bool, related: bool, st: &mut u8) {
+    let Some(n) = c.nat else { return };
+    if n.action == 0 || *st & (CS_SRC_NAT | CS_DST_NAT) != 0 {
+        return;
+    }
+    if reply {
+        translate_packet(
+            data,
+            pkt,
+            &c.orig,
+            nat::reverse_action(n.action),
+            related,
+            st,
+        );
+    } else {
+        translate_packet(data, pkt, &n.reply, n.action, related, st);
+    }
+}
+
+/// OVS's `nat_packet`: the `+snat` or `+dnat` bit, then the bytes.
+fn translate_packet(
+    data: &mut [u8],
+    pkt: &PacketAt,
+    key: &Tuple,
+    act: u8,
+    related: bool,
+    st: &mut u8,
+) {
+    if act & nat::NAT_SRC != 0 {
+        *st |= CS_SRC_NAT;
+    } else if act & nat::NAT_DST != 0 {
+        *st |= CS_DST_NAT;
+    }
+    nat::translate(data, pkt.l3, pkt.l4, pkt.v6, key, act, related);
 }
 
 /// A label as the key holds it: low 64 bits first.
@@ -605,13 +880,14 @@ fn proto_name(t: &Tuple) -> String {
 
 fn describe(c: &Conn) -> String {
     let t = c.orig;
+    let reply = c.nat.map_or(t.reverse(), |n| n.reply);
     // (OVS names the protocol alone: tcp, udp, icmpv6, whatever the IP
     // version.)
     let mut s = format!(
         "{},orig={},reply={}",
         proto_name(&t),
         t.describe(false),
-        t.reverse().describe(true)
+        reply.describe(true)
     );
     if t.zone != 0 {
         s += &format!(",zone={}", t.zone);

@@ -70,7 +70,8 @@ fn run(ct: &Conntrack, frame: &[u8], req: &CtRequest, now_ms: u64) -> CtResult {
     let mut meta = PacketMeta::default();
     let mut key = FlowKey::default();
     extract(frame, 1, &mut meta, &mut key).unwrap();
-    ct.process(frame, &meta, &key, req, now_ms)
+    let mut f = frame.to_vec();
+    ct.process(&mut f, &meta, &key, &CtResult::default(), req, now_ms)
 }
 
 const COMMIT: CtRequest = CtRequest {
@@ -79,6 +80,7 @@ const COMMIT: CtRequest = CtRequest {
     force: false,
     mark: None,
     label: None,
+    nat: None,
 };
 const LOOK: CtRequest = CtRequest {
     zone: 0,
@@ -86,6 +88,7 @@ const LOOK: CtRequest = CtRequest {
     force: false,
     mark: None,
     label: None,
+    nat: None,
 };
 const TRK: u8 = CS_TRACKED;
 
@@ -283,7 +286,7 @@ mod arbitrary {
                 let mut meta = PacketMeta::default();
                 let mut key = FlowKey::default();
                 if extract(&f, 1, &mut meta, &mut key).is_ok() {
-                    ct.process(&f, &meta, &key, &COMMIT, n as u64);
+                    ct.process(&mut f, &meta, &key, &CtResult::default(), &COMMIT, n as u64);
                 }
             }
             prop_assert_eq!(ct.len() as usize, ct.dump(None, 0).len());
@@ -318,4 +321,263 @@ fn zone_limits_hold_commits_back_and_count_what_goes() {
     run(&ct, &udp(A, B, (7, 9)), &z5, 0);
     assert_eq!(ct.sweep(u64::MAX), 2);
     assert_eq!(ct.limits(&[]), "default limit=1\nzone=5,limit=2,count=0\n");
+}
+
+/// Tracks a frame as `req` asks, after `prev`; the result and the frame
+/// as it leaves (translated, maybe).
+fn run_nat(
+    ct: &Conntrack,
+    frame: &[u8],
+    prev: &CtResult,
+    req: &CtRequest,
+    now_ms: u64,
+) -> (CtResult, Vec<u8>) {
+    let mut meta = PacketMeta::default();
+    let mut key = FlowKey::default();
+    extract(frame, 1, &mut meta, &mut key).unwrap();
+    let mut f = frame.to_vec();
+    let r = ct.process(&mut f, &meta, &key, prev, req, now_ms);
+    (r, f)
+}
+
+/// A frame's IPv4 header and L4 checksums are right.
+fn checksums_hold(f: &[u8]) -> bool {
+    use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, sum};
+    let ip = &f[14..34];
+    let l4 = &f[34..];
+    let src = u32::from_be_bytes(ip[12..16].try_into().unwrap());
+    let dst = u32::from_be_bytes(ip[16..20].try_into().unwrap());
+    let l4_ok = match ip[9] {
+        1 => checksum(l4) == 0,
+        p => finish(sum(pseudo_v4(src, dst, p, l4.len() as u16), l4)) == 0,
+    };
+    checksum(ip) == 0 && l4_ok
+}
+
+/// Fills a frame's checksums in (IPv4 header, TCP/UDP/ICMP).
+fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
+    use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, sum};
+    let c = checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let src = u32::from_be_bytes(f[26..30].try_into().unwrap());
+    let dst = u32::from_be_bytes(f[30..34].try_into().unwrap());
+    let p = f[23];
+    let at = 34
+        + match p {
+            6 => 16,
+            17 => 6,
+            _ => 2,
+        };
+    let c = if p == 1 {
+        checksum(&f[34..])
+    } else {
+        finish(sum(pseudo_v4(src, dst, p, (f.len() - 34) as u16), &f[34..]))
+    };
+    f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+const S: [u8; 4] = [192, 0, 2, 1];
+const C: [u8; 4] = [10, 0, 0, 3];
+
+fn snat() -> CtRequest {
+    CtRequest {
+        nat: Some(Nat {
+            kind: NatKind::Src,
+            v6: Some(false),
+            min: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            ..Nat::default()
+        }),
+        ..COMMIT
+    }
+}
+
+fn ports(f: &[u8]) -> (u16, u16) {
+    (
+        u16::from_be_bytes([f[34], f[35]]),
+        u16::from_be_bytes([f[36], f[37]]),
+    )
+}
+
+#[test]
+fn snat_translates_both_ways_and_shares_one_address_by_ports() {
+    let ct = Conntrack::default();
+    let apply = CtRequest {
+        nat: Some(Nat::default()),
+        ..LOOK
+    };
+    let none = CtResult::default();
+    // A's first packet: committed, its source becomes S, its port kept.
+    let (r, out) = run_nat(
+        &ct,
+        &with_checksums(udp(A, B, (5000, 53))),
+        &none,
+        &snat(),
+        0,
+    );
+    assert_eq!(r.state, TRK | CS_NEW | CS_SRC_NAT);
+    assert_eq!((&out[26..30], ports(&out)), (&S[..], (5000, 53)));
+    assert!(checksums_hold(&out));
+    // C from the same port to the same server: the next port.
+    let (_, out_c) = run_nat(
+        &ct,
+        &with_checksums(udp(C, B, (5000, 53))),
+        &none,
+        &snat(),
+        0,
+    );
+    assert_eq!((&out_c[26..30], ports(&out_c)), (&S[..], (5001, 53)));
+    assert_eq!(
+        ct.dump(None, 1),
+        [
+            "udp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=5000,dport=53),reply=(src=10.0.0.2,dst=192.0.2.1,sport=53,dport=5000)",
+            "udp,orig=(src=10.0.0.3,dst=10.0.0.2,sport=5000,dport=53),reply=(src=10.0.0.2,dst=192.0.2.1,sport=53,dport=5001)",
+        ]
+    );
+    // The replies, through ct(nat): back to A and to C.
+    let (r, back) = run_nat(
+        &ct,
+        &with_checksums(udp(B, S, (53, 5001))),
+        &none,
+        &apply,
+        1,
+    );
+    assert_eq!(r.state, TRK | CS_ESTABLISHED | CS_REPLY_DIR | CS_DST_NAT);
+    assert_eq!((&back[30..34], ports(&back)), (&C[..], (53, 5000)));
+    assert!(checksums_hold(&back));
+    let (_, back) = run_nat(
+        &ct,
+        &with_checksums(udp(B, S, (53, 5000))),
+        &none,
+        &apply,
+        1,
+    );
+    assert_eq!(&back[30..34], &A[..]);
+    // Without nat the reply is tracked but left as it is.
+    let (r, same) = run_nat(&ct, &with_checksums(udp(B, S, (53, 5000))), &none, &LOOK, 1);
+    assert_eq!(r.state, TRK | CS_ESTABLISHED | CS_REPLY_DIR);
+    assert_eq!(&same[30..34], &S[..]);
+    // A later ct in the zone finds the translated packet by its new
+    // tuple and does not translate it again.
+    let (r1, out) = run_nat(
+        &ct,
+        &with_checksums(udp(A, B, (5000, 53))),
+        &none,
+        &apply,
+        2,
+    );
+    assert_eq!(r1.state, TRK | CS_ESTABLISHED | CS_SRC_NAT);
+    let (r2, again) = run_nat(&ct, &out, &r1, &apply, 2);
+    assert_eq!(r2.state, TRK | CS_ESTABLISHED | CS_SRC_NAT);
+    assert_eq!(again, out);
+    // Gone together.
+    assert_eq!(ct.nat_reply_tuples(), 2);
+    ct.flush(None);
+    assert_eq!((ct.len(), ct.nat_reply_tuples()), (0, 0));
+}
+
+#[test]
+fn dnat_to_a_port_and_icmp_errors_translated_inside() {
+    let ct = Conntrack::default();
+    let none = CtResult::default();
+    let dnat = CtRequest {
+        nat: Some(Nat {
+            kind: NatKind::Dst,
+            v6: Some(false),
+            min: [10, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            min_port: 8080,
+            ..Nat::default()
+        }),
+        ..COMMIT
+    };
+    let apply = CtRequest {
+        nat: Some(Nat::default()),
+        ..LOOK
+    };
+    let syn = with_checksums(tcp(A, B, (40000, 80), 1000, 0, 0x02, 0));
+    let (r, out) = run_nat(&ct, &syn, &none, &dnat, 0);
+    assert_eq!(r.state, TRK | CS_NEW | CS_DST_NAT);
+    assert_eq!(
+        (&out[30..34], ports(&out)),
+        (&[10, 0, 0, 9][..], (40000, 8080))
+    );
+    assert!(checksums_hold(&out));
+    // The backend's SYN-ACK goes back as from B:80.
+    let synack = with_checksums(tcp([10, 0, 0, 9], A, (8080, 40000), 5000, 1001, 0x12, 0));
+    let (r, back) = run_nat(&ct, &synack, &none, &apply, 1);
+    assert_eq!(r.state, TRK | CS_ESTABLISHED | CS_REPLY_DIR | CS_SRC_NAT);
+    assert_eq!((&back[26..30], ports(&back)), (&B[..], (80, 40000)));
+    assert!(checksums_hold(&back));
+    // An ICMP error from the backend quoting what it got (A -> 10.0.0.9:
+    // 8080): A sees it from B, quoting A -> B:80.
+    let err = with_checksums(icmp([10, 0, 0, 9], A, 3, 0, &out[14..14 + 28]));
+    let (r, seen) = run_nat(&ct, &err, &none, &apply, 2);
+    assert_eq!(r.state, TRK | CS_RELATED | CS_REPLY_DIR | CS_SRC_NAT);
+    assert_eq!(&seen[26..30], &B[..]);
+    let quoted = &seen[34 + 8..];
+    assert_eq!(&quoted[16..20], &B[..], "the quoted destination, back");
+    assert_eq!(u16::from_be_bytes([quoted[22], quoted[23]]), 80);
+    assert!(checksums_hold(&seen));
+}
+
+#[test]
+fn nat_without_a_range_commits_as_ovs_3_1_does() {
+    // OVS 3.1's userspace tracker gives a new connection committed with
+    // `nat` and no src/dst a reply tuple of address 0 and port 0: its
+    // replies never find it and start connections of their own.
+    let ct = Conntrack::default();
+    let none = CtResult::default();
+    let plain = CtRequest {
+        nat: Some(Nat::default()),
+        ..COMMIT
+    };
+    let (r, out) = run_nat(&ct, &udp(A, B, (1000, 53)), &none, &plain, 0);
+    assert_eq!(r.state, TRK | CS_NEW);
+    assert_eq!(out, udp(A, B, (1000, 53)));
+    let (r, _) = run_nat(&ct, &udp(B, A, (53, 1000)), &none, &plain, 0);
+    assert_eq!(r.state, TRK | CS_NEW);
+    assert_eq!(
+        ct.dump(None, 1),
+        [
+            "udp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=1000,dport=53),reply=(src=0.0.0.0,dst=10.0.0.1,sport=53,dport=0)",
+            "udp,orig=(src=10.0.0.2,dst=10.0.0.1,sport=53,dport=1000),reply=(src=0.0.0.0,dst=10.0.0.2,sport=1000,dport=0)",
+        ]
+    );
+}
+
+#[test]
+fn nat_exhaustion_leaves_the_packet_new_and_untranslated() {
+    let ct = Conntrack::default();
+    let none = CtResult::default();
+    let one_port = CtRequest {
+        nat: Some(Nat {
+            kind: NatKind::Src,
+            v6: Some(false),
+            min: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            min_port: 7000,
+            ..Nat::default()
+        }),
+        ..COMMIT
+    };
+    let (_, out) = run_nat(&ct, &udp(A, B, (1, 2)), &none, &one_port, 0);
+    assert_eq!(ports(&out), (7000, 2));
+    let (r, out) = run_nat(&ct, &udp(C, B, (1, 2)), &none, &one_port, 0);
+    assert_eq!(r.state, TRK | CS_NEW);
+    assert_eq!(out, udp(C, B, (1, 2)));
+    assert_eq!(ct.stats.nat_exhausted.load(Ordering::Relaxed), 1);
+    assert_eq!(ct.len(), 1);
+}
+
+#[test]
+fn many_translated_connections_leave_nothing_behind() {
+    let ct = Conntrack::default();
+    let none = CtResult::default();
+    for i in 0..10_000u32 {
+        let src = [10, 1, (i >> 8) as u8, i as u8];
+        run_nat(&ct, &udp(src, B, (4000, 53)), &none, &snat(), u64::from(i));
+    }
+    assert_eq!((ct.len(), ct.nat_reply_tuples()), (10_000, 10_000));
+    // 10,000 sources on one port each: ports 4000 up, one each.
+    assert_eq!(ct.sweep(u64::MAX), 10_000);
+    assert_eq!((ct.len(), ct.nat_reply_tuples()), (0, 0));
 }

@@ -8,7 +8,7 @@ use sluice_packet::wire::ethernet::ethertype;
 use sluice_packet::wire::l4::proto;
 
 /// One direction of a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Tuple {
     /// The conntrack zone.
     pub zone: u16,
@@ -92,6 +92,16 @@ impl Tuple {
         } else {
             format!("(src={s},dst={d})")
         }
+    }
+}
+
+impl std::hash::Hash for Tuple {
+    /// [`Tuple::shard_hash`]: one word for the table's hasher (both
+    /// directions of a connection land in one bucket chain, where
+    /// equality tells them apart).
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.shard_hash());
     }
 }
 

@@ -575,27 +575,42 @@ pub(crate) fn execute(
             DpAction::Ct(ref req) => {
                 let ct = rules.conntrack();
                 let now_ms = ct.now_ms();
-                // Whether an action before this one changed the packet:
-                // then it is parsed again (its key is the pass's).
-                let changed = !acts[..ai].iter().all(|a| {
-                    matches!(
+                // Whether an action before this one changed the packet
+                // (a header rewrite, a translating ct): then it is parsed
+                // again (its key is the pass's).
+                let changed = !acts[..ai].iter().all(|a| match a {
+                    DpAction::Ct(r) => r.nat.is_none(),
+                    a => matches!(
                         a,
                         DpAction::Output(_)
                             | DpAction::Controller { .. }
                             | DpAction::Meter(_)
-                            | DpAction::Ct(_)
                             | DpAction::CtClear
-                    )
+                    ),
                 });
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    let bit = 1u32 << i;
+                    if metered & bit != 0 {
                         continue;
                     }
-                    let Some(p) = slots[i as usize].as_ref() else {
+                    let Some(p) = slots[i as usize].as_mut() else {
                         continue;
                     };
+                    // The state an earlier ct gave it (this pass's, or
+                    // the one its key came in with).
+                    let prev = if recirc.ct_set & bit != 0 {
+                        recirc.ct[i as usize]
+                    } else {
+                        CtResult::of_key(&keys[i as usize])
+                    };
+                    if req.nat.is_some() && p.meta.offload.needs_csum() {
+                        // Translation updates checksums as they are: a
+                        // partial one is completed first.
+                        let _ = sluice_packet::offload::complete_csum(p);
+                    }
                     let r = if !changed {
-                        ct.process(p.data(), &p.meta, &keys[i as usize], req, now_ms)
+                        let meta = p.meta;
+                        ct.process(p.data_mut(), &meta, &keys[i as usize], &prev, req, now_ms)
                     } else {
                         let mut meta = p.meta;
                         let mut key = FlowKey::default();
@@ -605,7 +620,7 @@ pub(crate) fn execute(
                             &mut meta,
                             &mut key,
                         ) {
-                            Ok(()) => ct.process(p.data(), &meta, &key, req, now_ms),
+                            Ok(()) => ct.process(p.data_mut(), &meta, &key, &prev, req, now_ms),
                             Err(_) => CtResult {
                                 zone: req.zone,
                                 ..CtResult::default()
@@ -613,12 +628,12 @@ pub(crate) fn execute(
                         }
                     };
                     recirc.ct[i as usize] = r;
-                    recirc.ct_set |= 1 << i;
+                    recirc.ct_set |= bit;
                     if is_last {
                         if let Some(p) = slots[i as usize].take() {
                             pool.free(p);
                         }
-                        ct_end |= 1 << i;
+                        ct_end |= bit;
                     }
                 }
             }

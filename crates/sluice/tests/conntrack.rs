@@ -120,3 +120,189 @@ fn a_stateful_firewall_lets_the_inside_out_and_keeps_the_outside_out() {
     let report = sw.stop();
     assert_balanced(&report);
 }
+
+/// SNAT (the inside's connections leave as 10.75.0.100) and DNAT (the
+/// outside reaches the inside's servers at 10.75.0.200 port 80) on one
+/// segment: the far side's neighbour entry for each translated address
+/// is the switch's inside host.
+const NAT: &str = "\
+table=0,priority=10,arp,in_port=1,actions=output:2
+table=0,priority=10,arp,in_port=2,actions=output:1
+table=0,priority=100,ip,actions=ct(table=1,zone=5,nat)
+table=1,priority=30,ct_state=+trk+inv,actions=drop
+table=1,priority=20,ct_state=+trk+new,ip,in_port=1,nw_dst=10.75.0.2,actions=ct(commit,zone=5,nat(src=10.75.0.100)),output:2
+table=1,priority=20,ct_state=+trk+new,tcp,in_port=2,nw_dst=10.75.0.200,tp_dst=80,actions=ct(commit,zone=5,nat(dst=10.75.0.1:5201)),output:1
+table=1,priority=20,ct_state=+trk+new,udp,in_port=2,nw_dst=10.75.0.200,tp_dst=80,actions=ct(commit,zone=5,nat(dst=10.75.0.1:5201)),output:1
+table=1,priority=10,ct_state=+trk+est,ip,in_port=1,actions=output:2
+table=1,priority=10,ct_state=+trk+est,ip,in_port=2,actions=output:1
+table=1,priority=10,ct_state=+trk+rel,ip,in_port=1,actions=output:2
+table=1,priority=10,ct_state=+trk+rel,ip,in_port=2,actions=output:1
+table=1,priority=1,actions=drop
+";
+
+/// The address an iperf3 server's JSON log says its client came from.
+fn iperf_peer(host: &Host, log: &str) -> String {
+    let text = host.exec(&format!("cat {log}"));
+    let j: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    j["start"]["connected"][0]["remote_host"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn snat_and_dnat_between_real_hosts_and_no_entry_left_behind() {
+    require_root_and(&["ip", "ping", "iperf3", "python3"]);
+    let inside = Host::new("natin", Some("10.75.0.1/24"));
+    let outside = Host::new("natout", Some("10.75.0.2/24"));
+    outside.pin_neighbour("10.75.0.100", &inside);
+    outside.pin_neighbour("10.75.0.200", &inside);
+    let sw = Sluice::start(
+        None,
+        NAT,
+        &[
+            &format!("1=afpacket:{}", inside.root_if),
+            &format!("2=afpacket:{}", outside.root_if),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = |n: &str| dir.path().join(n).display().to_string();
+
+    // SNAT: ping, TCP and UDP from inside reach the outside from .100.
+    inside.ping("10.75.0.2");
+    outside.exec(&format!(
+        "iperf3 -s -1 -D -J -p 5201 --logfile {}",
+        log("tcp.json")
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = inside.exec("timeout 30 iperf3 -c 10.75.0.2 -p 5201 -t 2 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let bytes = j["end"]["sum_received"]["bytes"].as_u64().unwrap();
+    assert!(bytes > 1_000_000, "iperf3 moved only {bytes} bytes");
+    wait_for("the iperf3 server's log", 10, || {
+        outside
+            .exec_status(&format!("grep -q sum_received {}", log("tcp.json")))
+            .status
+            .success()
+    });
+    assert_eq!(iperf_peer(&outside, &log("tcp.json")), "10.75.0.100");
+    outside.exec(&format!(
+        "iperf3 -s -1 -D -J -p 5202 --logfile {}",
+        log("udp.json")
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = inside.exec("timeout 30 iperf3 -c 10.75.0.2 -p 5202 -u -b 20M -t 1 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j["end"]["sum"]["packets"].as_u64().unwrap_or(0) > 100,
+        "UDP through SNAT: {j}"
+    );
+
+    // DNAT: the outside's TCP and UDP to .200:80 reach the inside's
+    // server on 5201, which sees the outside's own address; the outside
+    // sees the replies come from .200:80.
+    inside.exec(&format!(
+        "iperf3 -s -1 -D -J -p 5201 --logfile {}",
+        log("dnat.json")
+    ));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = outside.exec("timeout 30 iperf3 -c 10.75.0.200 -p 80 -t 1 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j["end"]["sum_received"]["bytes"].as_u64().unwrap() > 100_000,
+        "{j}"
+    );
+    assert_eq!(j["start"]["connected"][0]["remote_host"], "10.75.0.200");
+    wait_for("the iperf3 server's log", 10, || {
+        inside
+            .exec_status(&format!("grep -q sum_received {}", log("dnat.json")))
+            .status
+            .success()
+    });
+    assert_eq!(iperf_peer(&inside, &log("dnat.json")), "10.75.0.2");
+    inside.exec("iperf3 -s -1 -D -p 5201");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = outside.exec("timeout 30 iperf3 -c 10.75.0.200 -p 80 -u -b 10M -t 1 -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        j["end"]["sum"]["packets"].as_u64().unwrap_or(0) > 100,
+        "UDP through DNAT: {j}"
+    );
+    // Nothing reaches the inside unless translated to it.
+    let refused = outside.exec_status("timeout 3 bash -c 'echo hi > /dev/tcp/10.75.0.1/5201'");
+    assert!(
+        !refused.status.success(),
+        "an untranslated connection got in"
+    );
+
+    let dump = sw.ctl(&["dump-conntrack"]);
+    assert!(
+        dump.lines()
+            .any(|l| l.starts_with("tcp,orig=(src=10.75.0.1,dst=10.75.0.2,")
+                && l.contains("reply=(src=10.75.0.2,dst=10.75.0.100,sport=5201,")),
+        "{dump}"
+    );
+    assert!(
+        dump.lines().any(
+            |l| l.starts_with("tcp,orig=(src=10.75.0.2,dst=10.75.0.200,")
+                && l.contains("dport=80),reply=(src=10.75.0.1,dst=10.75.0.2,sport=5201,")
+        ),
+        "{dump}"
+    );
+    sw.ctl(&["flush-conntrack"]);
+
+    // 10,000 short TCP connections through SNAT, one after the other (a
+    // server that answers and closes): every one through, and past their
+    // timeouts (TIME_WAIT's 30 s) the sweep leaves no entry or reply
+    // tuple behind.
+    const N: usize = 10_000;
+    outside.exec(
+        "python3 -c \"
+import socket, os
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('10.75.0.2', 7000)); s.listen(512)
+if os.fork(): os._exit(0)
+while True:
+    c, _ = s.accept(); c.sendall(b'x'); c.close()
+\" >/dev/null 2>&1",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let got = inside.exec(&format!(
+        "python3 -c \"
+import socket
+n = 0
+for i in range({N}):
+    c = socket.create_connection(('10.75.0.2', 7000), timeout=5)
+    n += c.recv(1) == b'x'
+    c.close()
+print(n)
+\""
+    ));
+    assert_eq!(got.trim(), N.to_string(), "connections through SNAT");
+    let stats = sw.ctl(&["conntrack-stats"]);
+    let held = |stats: &str| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("Translated (NAT reply tuples held): "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{stats}"))
+    };
+    // One reply tuple per connection held (a client port the kernel
+    // reuses reopens its closed connection: fewer than N are held).
+    let total: u64 = stats
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Total: "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert!(total > 1000 && held(&stats) == total, "{stats}");
+    let _ = outside.exec_status("pkill -f 'bind..10.75.0.2., 7000'");
+    wait_for("the sweep of the closed connections", 60, || {
+        held(&sw.ctl(&["conntrack-stats"])) == 0
+    });
+    let stats = sw.ctl(&["conntrack-stats"]);
+    assert!(stats.contains("Total: 0"), "{stats}");
+
+    let report = sw.stop();
+    assert_balanced(&report);
+}

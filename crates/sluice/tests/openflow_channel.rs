@@ -290,6 +290,9 @@ fn ovs_ofctl_programs_the_rules() {
         "table=9,priority=100,ip,actions=ct(table=10,zone=NXM_NX_REG0[0..15])",
         "table=10,priority=10,ct_state=+new+trk,ip,actions=ct(commit,zone=7,exec(set_field:0x5->ct_mark,set_field:0x1/0x3->ct_label)),output:2",
         "table=10,priority=20,ct_state=-new+est+trk,ct_mark=0x5,ct_zone=7,actions=ct_clear,output:2",
+        "table=11,priority=10,ip,actions=ct(commit,nat(src=10.0.0.1-10.0.0.9:1024-2047,random),exec(set_field:0x1->ct_mark))",
+        "table=11,priority=20,ipv6,actions=ct(commit,table=12,nat(dst=[2001:db8::1]:80,persistent))",
+        "table=11,priority=30,tcp,actions=ct(table=12,nat)",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -298,6 +301,9 @@ fn ovs_ofctl_programs_the_rules() {
         "priority=100,ip actions=ct(table=10,zone=NXM_NX_REG0[0..15])",
         "priority=10,ct_state=+new+trk,ip actions=ct(commit,zone=7,exec(set_field:0x5->ct_mark,load:0x1->NXM_NX_CT_LABEL[0..1])),output:2",
         "priority=20,ct_state=-new+est+trk,ct_zone=7,ct_mark=0x5 actions=ct_clear,output:2",
+        "priority=10,ip actions=ct(commit,nat(src=10.0.0.1-10.0.0.9:1024-2047,random),exec(set_field:0x1->ct_mark))",
+        "priority=20,ipv6 actions=ct(commit,table=12,nat(dst=[2001:db8::1]:80,persistent))",
+        "priority=30,tcp actions=ct(table=12,nat)",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

@@ -30,6 +30,7 @@ impl Ctx<'_, '_> {
             force: ct.force,
             mark: ct.mark,
             label: ct.label,
+            nat: ct.nat,
         }));
         if let Some(t) = ct.table {
             let state = self.state_here(

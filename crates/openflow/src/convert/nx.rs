@@ -80,6 +80,8 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::Move { src, dst }
         }
         NxAction::CtClear => Action::CtClear,
+        // Only inside NXAST_CT.
+        NxAction::Nat(_) => return Err(OfError::BAD_ARGUMENT),
         NxAction::Ct {
             flags,
             zone_src,
@@ -98,6 +100,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                 zone: None,
                 mark: None,
                 label: None,
+                nat: None,
             };
             if zone_src == 0 {
                 ct.zone = (zone_imm != 0).then_some(CtZone::Imm(zone_imm));
@@ -108,9 +111,14 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                 }
                 ct.zone = Some(CtZone::Field(sf));
             }
-            for a in actions {
-                // exec: sets of ct_mark and ct_label, whole or masked.
+            for (i, a) in actions.iter().enumerate() {
+                // `nat` first (as ovs-ofctl sends it), then exec: sets of
+                // ct_mark and ct_label, whole or masked.
                 let (name, v, mk) = match a {
+                    OfAction::Nx(NxAction::Nat(n)) if i == 0 => {
+                        ct.nat = Some(*n);
+                        continue;
+                    }
                     OfAction::SetField(o) => {
                         let (fd, _) = mapped(o.field).ok_or(OfError::BAD_SET_TYPE)?;
                         (fd.name, o.value, o.mask.unwrap_or(fd.full_mask()))
@@ -204,6 +212,9 @@ pub(super) fn from_ct(ct: &Ct) -> Vec<OfAction> {
         },
     };
     let mut actions = Vec::new();
+    if let Some(n) = ct.nat {
+        actions.push(OfAction::Nx(NxAction::Nat(n)));
+    }
     let field = |n: &str| sluice_classifier::fields::field_by_name(n).expect("a ct field");
     if let Some((v, m)) = ct.mark {
         actions.extend(set_or_load(field("ct_mark"), v.into(), m.into()));
