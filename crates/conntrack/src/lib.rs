@@ -129,33 +129,68 @@ struct Hit {
     alias: bool,
 }
 
+/// What tracking a packet through the connection it found did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// Tracked; the connection stays.
+    Live,
+    /// The connection goes (past its deadline, dropped by `force`, or
+    /// reopened): the packet is a new connection's.
+    Gone { key: Tuple, stale: bool },
+    /// Found by a translated reply tuple whose connection is gone.
+    Orphan,
+}
+
 impl Shard {
-    fn probe(&self, t: &Tuple, dir: Dir) -> Option<Hit> {
-        if dir != Dir::Reply && self.conns.contains_key(t) {
-            return Some(Hit {
-                key: *t,
-                reply: false,
-                alias: false,
-            });
+    /// Finds `t`'s connection here and runs `track` on it (one probe when
+    /// `t` is a connection's original tuple); `Err(Some(hit))` when `t` is
+    /// a translated reply tuple (the connection is in the shard of
+    /// `hit.key`), `Err(None)` when nothing holds it.
+    fn find(
+        &mut self,
+        t: &Tuple,
+        dir: Dir,
+        track: &mut dyn FnMut(Hit, &mut Conn) -> Found,
+    ) -> Result<Found, Option<Hit>> {
+        if dir != Dir::Reply {
+            if let Some(c) = self.conns.get_mut(t) {
+                let h = Hit {
+                    key: *t,
+                    reply: false,
+                    alias: false,
+                };
+                return Ok(track(h, c));
+            }
         }
         if dir != Dir::Orig {
             if let Some(k) = self.aliases.get(t) {
-                return Some(Hit {
+                return Err(Some(Hit {
                     key: *k,
                     reply: true,
                     alias: true,
-                });
+                }));
             }
             let r = t.reverse();
-            if self.conns.get(&r).is_some_and(|c| c.nat.is_none()) {
-                return Some(Hit {
+            if let Some(c) = self.conns.get_mut(&r).filter(|c| c.nat.is_none()) {
+                let h = Hit {
                     key: r,
                     reply: true,
                     alias: false,
-                });
+                };
+                return Ok(track(h, c));
             }
         }
-        None
+        Err(None)
+    }
+
+    /// Whether `t` is a connection's original tuple or reply tuple here.
+    fn probe(&self, t: &Tuple) -> bool {
+        self.conns.contains_key(t)
+            || self.aliases.contains_key(t)
+            || self
+                .conns
+                .get(&t.reverse())
+                .is_some_and(|c| c.nat.is_none())
     }
 
     /// Whether a connection holds `t` as its original or reply tuple
@@ -517,45 +552,27 @@ impl Conntrack {
         };
         let home = Self::index(&lt);
         let mut g = self.lock(home);
-        let mut gone_alias = None;
-        let hit = g.probe(&lt, ldir);
-        if let Some(h) = hit.filter(|h| h.alias) {
-            // A translated reply: its connection is in its own shard.
-            let i = Self::index(&h.key);
-            if i != home {
-                drop(g);
-                g = self.lock(i);
-            }
-        }
-        let hit = hit.map(|h| Hit {
-            reply: h.reply ^ natted,
-            ..h
-        });
-        let mut create = false;
-        let mut live = false;
-        if let Some(h) = hit {
-            let c = match g.conns.get_mut(&h.key) {
-                Some(c) if !h.alias || c.expires_ms > now_ms => c,
-                // A reply tuple whose connection is gone: as OVS
-                // ("missing parent conn"), invalid.
-                _ => {
-                    self.stats.invalid.fetch_add(1, Ordering::Relaxed);
-                    r.state = st | CS_TRACKED | CS_INVALID;
-                    return r;
-                }
+        // What tracking the packet through a connection found did to it.
+        let mut track = |h: Hit, c: &mut Conn| -> Found {
+            let h = Hit {
+                reply: h.reply ^ natted,
+                ..h
             };
+            if h.alias && c.expires_ms <= now_ms {
+                return Found::Orphan;
+            }
             let stale = c.expires_ms <= now_ms;
             // `force`: a committed connection seen from its reply side
             // goes, and the packet starts a new one.
             let forced = req.force && req.commit && h.reply && !h.alias;
-            let reopen = if stale || forced {
-                true
-            } else if related {
+            if stale || forced {
+                return Found::Gone { key: h.key, stale };
+            }
+            if related {
                 st |= CS_RELATED;
                 if h.reply {
                     st |= CS_REPLY_DIR;
                 }
-                false
             } else {
                 let update = match (&mut c.state, seg) {
                     (ProtoState::Tcp(t), Some(s)) => t.update(&s, h.reply),
@@ -588,29 +605,65 @@ impl Conntrack {
                         st |= CS_NEW;
                     }
                     Update::Invalid => st = CS_INVALID,
-                    Update::Reopen => {}
+                    // Reopened: gone, the packet a new connection's.
+                    Update::Reopen => {
+                        return Found::Gone {
+                            key: h.key,
+                            stale: false,
+                        }
+                    }
                 }
-                update == Update::Reopen
-            };
-            if reopen {
-                // Past its deadline (a miss), dropped by force, or
-                // reopened: gone, and the packet a new connection's.
-                let c = g.conns.remove(&h.key).expect("found");
-                self.gone(h.key.zone, 1);
-                if stale {
-                    self.stats.expired.fetch_add(1, Ordering::Relaxed);
-                }
-                gone_alias = c.nat.map(|n| n.reply);
-            } else {
-                if req.nat.is_some() {
-                    handle_nat(data, &pkt, c, h.reply, related, &mut st);
-                }
-                exec(c, req);
-                r.mark = c.mark;
-                r.label = split(c.label);
-                live = true;
             }
+            if req.nat.is_some() {
+                handle_nat(data, &pkt, c, h.reply, related, &mut st);
+            }
+            exec(c, req);
+            r.mark = c.mark;
+            r.label = split(c.label);
+            Found::Live
+        };
+        let found = match g.find(&lt, ldir, &mut track) {
+            Ok(f) => Some(f),
+            Err(None) => None,
+            // A translated reply: its connection is in its own shard.
+            Err(Some(h)) => {
+                let i = Self::index(&h.key);
+                if i != home {
+                    drop(g);
+                    g = self.lock(i);
+                }
+                Some(match g.conns.get_mut(&h.key) {
+                    Some(c) => track(h, c),
+                    None => Found::Orphan,
+                })
+            }
+        };
+        let mut gone_alias = None;
+        let mut live = false;
+        match found {
+            Some(Found::Live) => live = true,
+            Some(Found::Orphan) => {
+                // A reply tuple whose connection is gone: as OVS
+                // ("missing parent conn"), invalid.
+                drop(g);
+                self.stats.invalid.fetch_add(1, Ordering::Relaxed);
+                r.state = st | CS_TRACKED | CS_INVALID;
+                return r;
+            }
+            Some(Found::Gone { key, stale }) => {
+                // Past its deadline (a miss), dropped by force, or
+                // reopened.
+                if let Some(c) = g.conns.remove(&key) {
+                    self.gone(key.zone, 1);
+                    if stale {
+                        self.stats.expired.fetch_add(1, Ordering::Relaxed);
+                    }
+                    gone_alias = c.nat.map(|n| n.reply);
+                }
+            }
+            None => {}
         }
+        let mut create = false;
         if !live {
             if related {
                 // No new connection from an error.
@@ -680,7 +733,7 @@ impl Conntrack {
             .map(|_| self.nat_lock.lock().unwrap_or_else(|e| e.into_inner()));
         let home = Self::index(&tuple);
         let mut g = self.lock(home);
-        if g.probe(&tuple, Dir::Any).is_some() {
+        if g.probe(&tuple) {
             return None;
         }
         let state = match seg {

@@ -27,7 +27,7 @@ fn ipv4(src: [u8; 4], dst: [u8; 4], p: u8, l4: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&src);
     f.extend_from_slice(&dst);
     f.extend_from_slice(l4);
-    f
+    with_checksums(f)
 }
 
 fn tcp(
@@ -357,6 +357,7 @@ fn checksums_hold(f: &[u8]) -> bool {
 /// Fills a frame's checksums in (IPv4 header, TCP/UDP/ICMP).
 fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
     use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, sum};
+    f[24..26].copy_from_slice(&[0, 0]);
     let c = checksum(&f[14..34]);
     f[24..26].copy_from_slice(&c.to_be_bytes());
     let src = u32::from_be_bytes(f[26..30].try_into().unwrap());
@@ -368,6 +369,10 @@ fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
             17 => 6,
             _ => 2,
         };
+    if f.len() < at + 2 {
+        return f;
+    }
+    f[at..at + 2].copy_from_slice(&[0, 0]);
     let c = if p == 1 {
         checksum(&f[34..])
     } else {
@@ -580,4 +585,33 @@ fn many_translated_connections_leave_nothing_behind() {
     // 10,000 sources on one port each: ports 4000 up, one each.
     assert_eq!(ct.sweep(u64::MAX), 10_000);
     assert_eq!((ct.len(), ct.nat_reply_tuples()), (0, 0));
+}
+
+#[test]
+fn bad_checksums_are_invalid_unless_offloaded() {
+    let ct = Conntrack::default();
+    let syn = tcp(A, B, (1, 2), 1000, 0, 0x02, 0);
+    let mut bad = syn.clone();
+    bad[34 + 16] ^= 0x40;
+    assert_eq!(run(&ct, &bad, &COMMIT, 0).state, TRK | CS_INVALID);
+    let mut bad_ip = syn.clone();
+    bad_ip[24] ^= 1;
+    assert_eq!(run(&ct, &bad_ip, &COMMIT, 0).state, TRK | CS_INVALID);
+    assert!(ct.is_empty(), "nothing committed");
+    // A partial checksum (to be completed by an offload) is not checked.
+    let mut meta = PacketMeta::default();
+    let mut key = FlowKey::default();
+    extract(&bad, 1, &mut meta, &mut key).unwrap();
+    meta.offload.flags |= sluice_packet::meta::Offload::NEEDS_CSUM;
+    let mut f = bad.clone();
+    let r = ct.process(&mut f, &meta, &key, &CtResult::default(), &COMMIT, 0);
+    assert_eq!(r.state, TRK | CS_NEW);
+    // UDP over IPv4 without a checksum is fine; a UDP length past the
+    // datagram is not.
+    let mut none = udp(A, B, (7, 8));
+    none[34 + 6..34 + 8].copy_from_slice(&[0, 0]);
+    assert_eq!(run(&ct, &none, &COMMIT, 0).state, TRK | CS_NEW);
+    let mut long = none.clone();
+    long[34 + 5] = 200;
+    assert_eq!(run(&ct, &long, &COMMIT, 0).state, TRK | CS_INVALID);
 }

@@ -224,6 +224,13 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
         return Parsed::Invalid;
     };
     let b = data;
+    // A partial checksum (offloaded, to be completed on the way out) is
+    // as good as the sender's stack made it; any other must be right.
+    if !meta.offload.needs_csum()
+        && !checksums_hold(b, meta.l3().unwrap_or(0), l4, v6, key.nw_proto)
+    {
+        return Parsed::Invalid;
+    }
     match key.nw_proto {
         proto::TCP => {
             let Some(off_flags) = be16(b, l4 + 12) else {
@@ -300,6 +307,61 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
             Parsed::Invalid
         }
         _ => Parsed::Other(base),
+    }
+}
+
+/// Whether a packet's IPv4 header checksum and its TCP, UDP, ICMP or
+/// ICMPv6 checksum are right, as OVS's tracker checks them before it
+/// tracks a packet (a bad one is `+inv`): the L4 header whole within
+/// the datagram, a UDP length within it and not below 8, a UDP checksum
+/// of 0 taken as none over IPv4 only. Other protocols, and what an ICMP
+/// error quotes, are not checked.
+pub fn checksums_hold(b: &[u8], l3: usize, l4: usize, v6: bool, p: u8) -> bool {
+    use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, pseudo_v6, sum_wide};
+    let ip_end = if v6 {
+        be16(b, l3 + 4).map(|n| l3 + 40 + usize::from(n))
+    } else {
+        let ihl = usize::from(b.get(l3).copied().unwrap_or(0) & 0xf) * 4;
+        if b.len() < l3 + ihl || checksum(&b[l3..l3 + ihl]) != 0 {
+            return false;
+        }
+        be16(b, l3 + 2).map(|n| l3 + usize::from(n))
+    };
+    let end = ip_end.unwrap_or(b.len()).min(b.len());
+    if end < l4 {
+        return false;
+    }
+    let seg = &b[l4..end];
+    let pseudo = |len: usize| {
+        if v6 {
+            let a: [u8; 16] = b[l3 + 8..l3 + 24].try_into().expect("16 bytes");
+            let d: [u8; 16] = b[l3 + 24..l3 + 40].try_into().expect("16 bytes");
+            pseudo_v6(&a, &d, p, len as u32)
+        } else {
+            let a = u32::from_be_bytes(b[l3 + 12..l3 + 16].try_into().expect("4 bytes"));
+            let d = u32::from_be_bytes(b[l3 + 16..l3 + 20].try_into().expect("4 bytes"));
+            pseudo_v4(a, d, p, len as u16)
+        }
+    };
+    match p {
+        proto::TCP => {
+            let hlen = seg.get(12).map_or(0, |o| usize::from(o >> 4) * 4);
+            seg.len() >= 20
+                && (20..=seg.len()).contains(&hlen)
+                && finish(sum_wide(pseudo(seg.len()), seg)) == 0
+        }
+        proto::UDP => {
+            let Some(len) = be16(seg, 4).map(usize::from) else {
+                return false;
+            };
+            if !(8..=seg.len()).contains(&len) {
+                return false;
+            }
+            (!v6 && be16(seg, 6) == Some(0)) || finish(sum_wide(pseudo(len), &seg[..len])) == 0
+        }
+        proto::ICMP if !v6 => finish(sum_wide(0, seg)) == 0,
+        proto::ICMPV6 if v6 => finish(sum_wide(pseudo(seg.len()), seg)) == 0,
+        _ => true,
     }
 }
 
