@@ -319,17 +319,24 @@ fn split_actions(s: &str, base: usize) -> Vec<Tok<'_>> {
         .collect()
 }
 
-fn find_actions(line: &str) -> Option<usize> {
+/// Where `actions=` (or `action=`, which `ovs-ofctl` takes too) starts,
+/// and the keyword's length.
+fn find_actions(line: &str) -> Option<(usize, usize)> {
     let lower = line.to_ascii_lowercase();
     let mut from = 0;
-    while let Some(i) = lower[from..].find("actions") {
+    while let Some(i) = lower[from..].find("action") {
         let at = from + i;
+        let len = if lower[at..].starts_with("actions") {
+            7
+        } else {
+            6
+        };
         let before_ok = at == 0 || matches!(line.as_bytes()[at - 1], b',' | b' ' | b'\t');
-        let rest = line[at + 7..].trim_start();
+        let rest = line[at + len..].trim_start();
         if before_ok && (rest.starts_with('=') || rest.starts_with(':')) {
-            return Some(at);
+            return Some((at, len));
         }
-        from = at + 7;
+        from = at + len;
     }
     None
 }
@@ -353,8 +360,8 @@ fn parse_line(
     let cx = LineCtx { line, line_no };
     let mut spec = FlowSpec::default();
     let (match_part, actions) = match find_actions(line) {
-        Some(at) => {
-            let eq = at + 7 + (line[at + 7..].len() - line[at + 7..].trim_start().len());
+        Some((at, len)) => {
+            let eq = at + len + (line[at + len..].len() - line[at + len..].trim_start().len());
             (&line[..at], Some((&line[eq + 1..], eq + 1, at)))
         }
         None => (line, None),

@@ -379,3 +379,18 @@ fn mpls_and_pbb_actions_parse_with_their_prerequisites_along_the_list() {
         .to_string()
         .contains("tcp_flags cannot be set"));
 }
+
+#[test]
+fn action_is_a_synonym_of_actions_as_in_ovs_ofctl() {
+    for line in [
+        "in_port=1,ip,action=output:2",
+        "in_port=1,ip action=output:2",
+        "in_port=1,ip,ACTION=output:2",
+    ] {
+        assert_eq!(ok(line).actions[..], [Action::Output(2)], "{line}");
+    }
+    assert_eq!(
+        ok("in_port=1,actions=output:2").actions[..],
+        [Action::Output(2)]
+    );
+}
