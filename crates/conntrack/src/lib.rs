@@ -37,7 +37,7 @@ pub mod tcp;
 pub mod timeouts;
 pub mod tuple;
 
-pub use nat::{Nat, NatKind};
+pub use nat::{Nat, NatAlone, NatKind};
 
 use tcp::{TcpConn, Update};
 use timeouts::Timeout;
@@ -366,6 +366,9 @@ pub struct Conntrack {
     /// time that may hold two shards (every other holds one and waits
     /// for none while it does), so no two wait for each other.
     nat_lock: Mutex<()>,
+    /// `ct(commit,nat)` on a new connection as the kernel does it
+    /// ([`NatAlone::Kernel`]) rather than as OVS 3.1.
+    nat_alone_kernel: std::sync::atomic::AtomicBool,
     /// Counters.
     pub stats: CtStats,
 }
@@ -380,6 +383,7 @@ impl Default for Conntrack {
             zones: std::sync::OnceLock::new(),
             default_limit: AtomicU32::new(0),
             nat_lock: Mutex::new(()),
+            nat_alone_kernel: std::sync::atomic::AtomicBool::new(false),
             stats: CtStats::default(),
         }
     }
@@ -483,6 +487,12 @@ impl Conntrack {
     /// connection: what a leak check counts).
     pub fn nat_reply_tuples(&self) -> usize {
         (0..SHARDS).map(|i| self.lock(i).aliases.len()).sum()
+    }
+
+    /// What `ct(commit,nat)` does to a new connection (`--ct-nat-alone`).
+    pub fn set_nat_alone(&self, m: NatAlone) {
+        self.nat_alone_kernel
+            .store(m == NatAlone::Kernel, Ordering::Relaxed);
     }
 
     /// Sets the most connections held (`ct-set-maxconns`).
@@ -753,7 +763,11 @@ impl Conntrack {
             nat: None,
         };
         c.expires_ms = now_ms + c.timeout().ms();
-        if let Some(nat) = req.nat {
+        let kernel_alone = self.nat_alone_kernel.load(Ordering::Relaxed);
+        if let Some(nat) = req
+            .nat
+            .filter(|n| !(kernel_alone && n.kind == NatKind::Apply))
+        {
             let found = {
                 let held = &g;
                 let mut taken = |t: &Tuple| {

@@ -18,6 +18,32 @@ pub const NAT_SRC_PORT: u8 = 4;
 /// A destination port range was given.
 pub const NAT_DST_PORT: u8 = 8;
 
+/// What `ct(commit,nat)` (no `src` or `dst`) does to a new connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum NatAlone {
+    /// As OVS 3.1's userspace tracker: the connection gets a reply tuple
+    /// of address 0 and destination port 0, so its replies never find it
+    /// (see docs/conntrack.md).
+    #[default]
+    Ovs,
+    /// As the Linux kernel's tracker (a "null binding"): no translation,
+    /// the connection committed as it is, its replies found.
+    Kernel,
+}
+
+impl NatAlone {
+    /// `ovs` or `kernel`.
+    pub fn parse(s: &str) -> Result<NatAlone, String> {
+        match s {
+            "ovs" => Ok(NatAlone::Ovs),
+            "kernel" => Ok(NatAlone::Kernel),
+            _ => Err(format!(
+                "unknown ct_nat_alone mode '{s}': expected ovs (as OVS 3.1: a new connection committed with a bare nat gets an unusable reply tuple) or kernel (committed untranslated, as the Linux kernel does)"
+            )),
+        }
+    }
+}
+
 /// Which side a `nat(...)` translates.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum NatKind {

@@ -551,6 +551,27 @@ fn nat_without_a_range_commits_as_ovs_3_1_does() {
 }
 
 #[test]
+fn nat_without_a_range_commits_plainly_in_kernel_mode() {
+    let ct = Conntrack::default();
+    ct.set_nat_alone(NatAlone::Kernel);
+    let none = CtResult::default();
+    let plain = CtRequest {
+        nat: Some(Nat::default()),
+        ..COMMIT
+    };
+    let (r, out) = run_nat(&ct, &udp(A, B, (1000, 53)), &none, &plain, 0);
+    assert_eq!(r.state, TRK | CS_NEW);
+    assert_eq!(out, udp(A, B, (1000, 53)));
+    let (r, _) = run_nat(&ct, &udp(B, A, (53, 1000)), &none, &plain, 0);
+    assert_eq!(r.state, TRK | CS_ESTABLISHED | CS_REPLY_DIR);
+    assert_eq!(
+        ct.dump(None, 1),
+        ["udp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=1000,dport=53),reply=(src=10.0.0.2,dst=10.0.0.1,sport=53,dport=1000)"]
+    );
+    assert_eq!(ct.nat_reply_tuples(), 0);
+}
+
+#[test]
 fn nat_exhaustion_leaves_the_packet_new_and_untranslated() {
     let ct = Conntrack::default();
     let none = CtResult::default();

@@ -15,6 +15,7 @@
 //! push_vlan = "ovs"             # ovs or spec: a tag pushed over a tag copies its VID/PCP (spec)
 //! push_mpls = "ovs"             # ovs or spec: a label pushed onto non-IP has TTL 64 (ovs) or 0 (spec)
 //! set_field = "ovs"             # ovs or spec: set_field may write eth_type, ip_proto, mpls_bos (spec)
+//! ct_nat_alone = "ovs"          # ovs or kernel: what ct(commit,nat) does to a new connection
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //! tlv_map = "{class=0x102,type=0x80,len=4}->tun_metadata0"  # Geneve options as fields (ovs-ofctl add-tlv-map)
 //!
@@ -87,6 +88,8 @@ pub struct Config {
     pub push_mpls: PushMpls,
     /// Which fields set_field may write (`--set-field`).
     pub set_field: SetFieldMode,
+    /// What `ct(commit,nat)` does to a new connection (`--ct-nat-alone`).
+    pub ct_nat_alone: sluice_conntrack::NatAlone,
     /// Geneve options as `tun_metadata` fields (`--tlv-map`).
     pub tlv_map: sluice_packet::tunnel::TlvMap,
     /// The `[openflow]` section.
@@ -112,6 +115,7 @@ struct FileConfig {
     push_vlan: Option<String>,
     push_mpls: Option<String>,
     set_field: Option<String>,
+    ct_nat_alone: Option<String>,
     tlv_map: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
@@ -440,6 +444,10 @@ impl Config {
         if let Some(m) = &f.push_mpls {
             cfg.push_mpls = PushMpls::parse(m).map_err(|e| format!("push_mpls: {e}"))?;
         }
+        if let Some(m) = &f.ct_nat_alone {
+            cfg.ct_nat_alone =
+                sluice_conntrack::NatAlone::parse(m).map_err(|e| format!("ct_nat_alone: {e}"))?;
+        }
         if let Some(m) = &f.set_field {
             cfg.set_field = SetFieldMode::parse(m).map_err(|e| format!("set_field: {e}"))?;
         }
@@ -624,6 +632,19 @@ mod tests {
         assert_eq!(
             (d.push_mpls, cfg.push_mpls),
             (PushMpls::Ovs, PushMpls::Spec)
+        );
+        let k = Config::from_toml("ct_nat_alone = \"kernel\"\n", Path::new(".")).unwrap();
+        assert_eq!(
+            (d.ct_nat_alone, k.ct_nat_alone),
+            (
+                sluice_conntrack::NatAlone::Ovs,
+                sluice_conntrack::NatAlone::Kernel
+            )
+        );
+        let e = Config::from_toml("ct_nat_alone = \"linux\"\n", Path::new(".")).unwrap_err();
+        assert!(
+            e.contains("ct_nat_alone: unknown ct_nat_alone mode 'linux'"),
+            "{e}"
         );
         let e = Config::from_toml("set_field = \"all\"\n", Path::new(".")).unwrap_err();
         assert!(e.contains("set_field: unknown set_field mode 'all'"), "{e}");

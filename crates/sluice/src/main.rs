@@ -182,6 +182,14 @@ struct OvsBehaviourArgs {
     /// transport checksum's pseudo-header).
     #[arg(long, value_name = "MODE", value_parser = SetFieldMode::parse)]
     set_field: Option<SetFieldMode>,
+    /// What ct(commit,nat) -- nat with neither src nor dst -- does to a new
+    /// connection: ovs (default, as OVS 3.1's userspace tracker: the
+    /// connection gets a reply tuple of address 0 and port 0, so its
+    /// replies are not found and start connections of their own) or
+    /// kernel (as the Linux kernel's tracker: committed untranslated, its
+    /// replies found).
+    #[arg(long, value_name = "MODE", value_parser = sluice_conntrack::NatAlone::parse)]
+    ct_nat_alone: Option<sluice_conntrack::NatAlone>,
     /// Pad frames shorter than 60 bytes with zeros to 60 when they are
     /// sent, as an Ethernet NIC does on the wire (default: off, as OVS: a
     /// frame leaves as short as its actions made it, e.g. after a pop).
@@ -208,6 +216,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.set_field {
             config.set_field = m;
+        }
+        if let Some(m) = self.ct_nat_alone {
+            config.ct_nat_alone = m;
         }
         if self.pad_short_frames {
             config.datapath.pad_short_frames = true;

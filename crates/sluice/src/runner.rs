@@ -118,6 +118,7 @@ pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
         push_mpls: cfg.push_mpls,
         set_field: cfg.set_field,
     });
+    rules.conntrack().set_nat_alone(cfg.ct_nat_alone);
     for r in rules.iter() {
         if let Some(refused) = rules.refusal(&r.actions) {
             let m = r.matcher.to_string();
