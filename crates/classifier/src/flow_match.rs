@@ -108,8 +108,8 @@ impl std::fmt::Display for Match {
         let mut parts: Vec<String> = Vec::new();
         // The connection tracking fields come before the protocol, as
         // ovs-ofctl prints them.
-        for name in ["ct_state", "ct_zone", "ct_mark", "ct_label"] {
-            let field = f(name);
+        for field in crate::fields::CT_FIELDS {
+            let name = field.name;
             if let Some(s) = fmt_masked(field, (field.get)(v), (field.get)(m)) {
                 parts.push(format!("{name}={s}"));
             }

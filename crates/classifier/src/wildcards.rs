@@ -51,6 +51,13 @@ pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, ct_mark), 4, Kind::Whole),
     (offset_of!(FlowKey, ct_label), 8, Kind::Whole),
     (offset_of!(FlowKey, ct_label) + 8, 8, Kind::Whole),
+    (offset_of!(FlowKey, ct_nw_proto), 1, Kind::Whole),
+    (offset_of!(FlowKey, ct_nw_src), 4, Kind::PrefixU32),
+    (offset_of!(FlowKey, ct_nw_dst), 4, Kind::PrefixU32),
+    (offset_of!(FlowKey, ct_ipv6_src), 16, Kind::Prefix128),
+    (offset_of!(FlowKey, ct_ipv6_dst), 16, Kind::Prefix128),
+    (offset_of!(FlowKey, ct_tp_src), 2, Kind::Whole),
+    (offset_of!(FlowKey, ct_tp_dst), 2, Kind::Whole),
     (offset_of!(FlowKey, tunnel_id), 8, Kind::Whole),
     (offset_of!(FlowKey, tun_dst), 4, Kind::Whole),
     (offset_of!(FlowKey, tun_src), 4, Kind::Whole),
@@ -154,6 +161,21 @@ pub fn explain_miss(key: &FlowKey, rule: &Match, wc: &mut FlowKey) {
 mod tests {
     use super::*;
     use crate::fields::field_by_name;
+
+    #[test]
+    fn regions_cover_every_byte_a_field_can_match() {
+        let mut covered = [false; std::mem::size_of::<FlowKey>()];
+        for &(off, len, _) in REGIONS {
+            covered[off..off + len].iter_mut().for_each(|c| *c = true);
+        }
+        for f in crate::fields::all_fields() {
+            let mut k = FlowKey::default();
+            (f.put)(&mut k, u128::MAX);
+            for (i, b) in bytemuck::bytes_of(&k).iter().enumerate() {
+                assert!(*b == 0 || covered[i], "{}: byte {i} in no region", f.name);
+            }
+        }
+    }
 
     fn rule(f: &[(&str, u128, u128)]) -> Match {
         let mut m = Match::catch_all();

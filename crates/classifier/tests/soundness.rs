@@ -249,8 +249,9 @@ proptest! {
             for (i, w) in other.words_mut().iter_mut().enumerate() {
                 *w ^= f[i] & !base.wc.words()[i];
             }
-            // Every packet's key starts with metadata 0.
+            // Every packet's key starts with metadata and registers 0.
             other.metadata = 0;
+            other.regs = [0; sluice_packet::key::N_REGS];
             other.tunnel_id = 0;
             let t = run(&set, &other);
             prop_assert_eq!(&t.actions, &base.actions, "rules:\n{}\nkey {:?}\nother {:?}", rules.join("\n"), key, other);

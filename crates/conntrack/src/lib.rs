@@ -242,6 +242,55 @@ pub struct CtResult {
     /// stays 8-byte aligned and small, copied with every recirculated
     /// packet).
     pub label: [u64; 2],
+    /// The original direction's tuple of the packet's connection (of the
+    /// packet itself when it has none).
+    pub tuple: CtTuple,
+}
+
+/// A connection's original direction as the `ct_nw_src`... fields show
+/// it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CtTuple {
+    /// `ct_nw_proto`.
+    pub proto: u8,
+    /// `ct_tp_src` (ICMP: the type).
+    pub tp_src: u16,
+    /// `ct_tp_dst` (ICMP: the code).
+    pub tp_dst: u16,
+    /// `ct_nw_src` (IPv4).
+    pub nw_src: u32,
+    /// `ct_nw_dst` (IPv4).
+    pub nw_dst: u32,
+    /// `ct_ipv6_src` (IPv6).
+    pub ipv6_src: [u8; 16],
+    /// `ct_ipv6_dst` (IPv6).
+    pub ipv6_dst: [u8; 16],
+}
+
+impl CtTuple {
+    /// As OVS's `write_ct_md` fills it from a connection key: ports, or
+    /// for ICMP the type (a query's request type) and code (0).
+    fn of(t: &Tuple) -> CtTuple {
+        let (tp_src, tp_dst) = match t.proto {
+            proto::ICMP | proto::ICMPV6 => (t.dport, 0),
+            proto::TCP | proto::UDP | proto::SCTP => (t.sport, t.dport),
+            _ => (0, 0),
+        };
+        let mut c = CtTuple {
+            proto: t.proto,
+            tp_src,
+            tp_dst,
+            ..CtTuple::default()
+        };
+        if t.v6 {
+            c.ipv6_src = t.src;
+            c.ipv6_dst = t.dst;
+        } else {
+            c.nw_src = u32::from_be_bytes(t.src[..4].try_into().expect("4 bytes"));
+            c.nw_dst = u32::from_be_bytes(t.dst[..4].try_into().expect("4 bytes"));
+        }
+        c
+    }
 }
 
 impl CtResult {
@@ -252,6 +301,15 @@ impl CtResult {
             zone: k.ct_zone,
             mark: k.ct_mark,
             label: k.ct_label,
+            tuple: CtTuple {
+                proto: k.ct_nw_proto,
+                tp_src: k.ct_tp_src,
+                tp_dst: k.ct_tp_dst,
+                nw_src: k.ct_nw_src,
+                nw_dst: k.ct_nw_dst,
+                ipv6_src: k.ct_ipv6_src,
+                ipv6_dst: k.ct_ipv6_dst,
+            },
         }
     }
 
@@ -266,6 +324,14 @@ impl CtResult {
         k.ct_zone = self.zone;
         k.ct_mark = self.mark;
         k.ct_label = self.label;
+        let t = &self.tuple;
+        k.ct_nw_proto = t.proto;
+        k.ct_tp_src = t.tp_src;
+        k.ct_tp_dst = t.tp_dst;
+        k.ct_nw_src = t.nw_src;
+        k.ct_nw_dst = t.nw_dst;
+        k.ct_ipv6_src = t.ipv6_src;
+        k.ct_ipv6_dst = t.ipv6_dst;
     }
 }
 
@@ -630,6 +696,7 @@ impl Conntrack {
             exec(c, req);
             r.mark = c.mark;
             r.label = split(c.label);
+            r.tuple = CtTuple::of(&c.orig);
             Found::Live
         };
         let found = match g.find(&lt, ldir, &mut track) {
@@ -687,6 +754,9 @@ impl Conntrack {
             self.remove_alias(&a);
         }
         if create {
+            // The connection's tuple, committed or not (OVS: the lookup
+            // key when there is no connection).
+            r.tuple = CtTuple::of(&tuple);
             let icmp_reply = icmp(tuple.proto) && dir == Dir::Reply;
             let valid = match seg {
                 Some(s) => tcp::valid_new(&s),

@@ -82,6 +82,13 @@ pub mod f {
     pub const NX_CT_ZONE: u8 = 102;
     pub const NX_CT_MARK: u8 = 103;
     pub const NX_CT_LABEL: u8 = 104;
+    pub const NX_CT_NW_PROTO: u8 = 115;
+    pub const NX_CT_NW_SRC: u8 = 116;
+    pub const NX_CT_NW_DST: u8 = 117;
+    pub const NX_CT_IPV6_SRC: u8 = 118;
+    pub const NX_CT_IPV6_DST: u8 = 119;
+    pub const NX_CT_TP_SRC: u8 = 120;
+    pub const NX_CT_TP_DST: u8 = 121;
 }
 
 /// The class of `OXM_OF_PKT_REG<N>` (`xreg<N>`): OpenFlow 1.5's
@@ -134,6 +141,13 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_CT_ZONE, OXM_NXM_1, 106, 2, false),
     (f::NX_CT_MARK, OXM_NXM_1, 107, 4, true),
     (f::NX_CT_LABEL, OXM_NXM_1, 108, 16, true),
+    (f::NX_CT_NW_PROTO, OXM_NXM_1, 119, 1, false),
+    (f::NX_CT_NW_SRC, OXM_NXM_1, 120, 4, true),
+    (f::NX_CT_NW_DST, OXM_NXM_1, 121, 4, true),
+    (f::NX_CT_IPV6_SRC, OXM_NXM_1, 122, 16, true),
+    (f::NX_CT_IPV6_DST, OXM_NXM_1, 123, 16, true),
+    (f::NX_CT_TP_SRC, OXM_NXM_1, 124, 2, true),
+    (f::NX_CT_TP_DST, OXM_NXM_1, 125, 2, true),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS

@@ -123,6 +123,12 @@ const SECRET: [u64; DP_WORDS] = [
     0xb96b_1a00_10f4_5dcc,
     0xb2a7_769d_5ffb_0b2e,
     0x9ba8_aa3f_2b8b_9732,
+    0x75ff_1d52_bbe9_e2a2,
+    0xc7bb_186c_fcf4_03aa,
+    0xa3c7_64d4_63e9_5c22,
+    0xeee3_8c65_dd2b_b260,
+    0x0e8e_3b9b_be84_5bd0,
+    0x1888_a4e0_e2e9_7ea3,
 ];
 
 /// The 128-bit product of `a` and `b`, its halves XORed.

@@ -3,14 +3,14 @@
 //!
 //! Layout follows the order packets are parsed in and keeps fields that
 //! are masked together in the same 64-bit word, so masking, comparing and
-//! hashing work on 26 words with no per-field branching. Field values are
+//! hashing work on the datapath words with no per-field branching. Field values are
 //! host-order integers; a field the packet does not carry (or that could
 //! not be read, e.g. in a truncated header) is zero, as in Open vSwitch.
 
 use bytemuck::{Pod, Zeroable};
 
 /// Number of 64-bit words in a [`FlowKey`].
-pub const KEY_WORDS: usize = 38;
+pub const KEY_WORDS: usize = 44;
 
 /// Words a packet's key can have bits in: all but the pipeline
 /// registers ([`REG_WORDS`]), which only translation writes. The
@@ -22,7 +22,7 @@ pub const DP_WORDS: usize = REG_WORDS.start;
 /// carries between tables and across recirculations, as the OpenFlow
 /// metadata. Zero in every packet's key and outside every megaflow's
 /// mask, as metadata is; only rules match them.
-pub const REG_WORDS: std::ops::Range<usize> = 30..KEY_WORDS;
+pub const REG_WORDS: std::ops::Range<usize> = 36..KEY_WORDS;
 
 /// Number of 32-bit registers (OVS's `FLOW_N_REGS`).
 pub const N_REGS: usize = 16;
@@ -50,7 +50,9 @@ pub const TUN_FLAG_KEY: u16 = 1 << 3;
 pub const TUN_WORDS: std::ops::Range<usize> = 15..26;
 
 /// Key words that hold a packet's connection tracking state (`ct_state`,
-/// `ct_zone`, `ct_mark`, `ct_label`), which a `ct` action gives the
+/// `ct_zone`, `ct_mark`, `ct_label`, the original direction's tuple
+/// `ct_nw_proto`, `ct_tp_src`/`ct_tp_dst`, `ct_nw_src`/`ct_nw_dst`,
+/// `ct_ipv6_src`/`ct_ipv6_dst`), which a `ct` action gives the
 /// packet for its next pass: zero in a packet no `ct` action has seen.
 pub const CT_WORDS: std::ops::Range<usize> = 26..DP_WORDS;
 
@@ -206,8 +208,27 @@ pub struct FlowKey {
     /// The label of the packet's connection (`ct_label`, 128 bits): low
     /// 64 bits first.
     pub ct_label: [u64; 2],
-    /// Zero: room for the original direction's tuple.
-    pub ct_tuple: u64,
+    /// The protocol of the connection's original direction
+    /// (`ct_nw_proto`).
+    pub ct_nw_proto: u8,
+    /// Zero.
+    pub ct_pad2: u8,
+    /// Its source port (`ct_tp_src`; ICMP: the type).
+    pub ct_tp_src: u16,
+    /// Its destination port (`ct_tp_dst`; ICMP: the code).
+    pub ct_tp_dst: u16,
+    /// Zero.
+    pub ct_pad3: u16,
+    /// Its IPv4 source (`ct_nw_src`).
+    pub ct_nw_src: u32,
+    /// Its IPv4 destination (`ct_nw_dst`).
+    pub ct_nw_dst: u32,
+    /// Its IPv6 source (`ct_ipv6_src`).
+    pub ct_ipv6_src: [u8; 16],
+    /// Its IPv6 destination (`ct_ipv6_dst`).
+    pub ct_ipv6_dst: [u8; 16],
+    /// Zero (the datapath's words come in pairs).
+    pub ct_pad4: u64,
     /// The registers `reg0`..`reg15` (see [`REG_WORDS`]): `xregN` is
     /// `reg(2N)` (high half) and `reg(2N+1)`, `xxregN` is `reg(4N)`
     /// (highest) to `reg(4N+3)`, as in Open vSwitch.

@@ -293,6 +293,8 @@ fn ovs_ofctl_programs_the_rules() {
         "table=11,priority=10,ip,actions=ct(commit,nat(src=10.0.0.1-10.0.0.9:1024-2047,random),exec(set_field:0x1->ct_mark))",
         "table=11,priority=20,ipv6,actions=ct(commit,table=12,nat(dst=[2001:db8::1]:80,persistent))",
         "table=11,priority=30,tcp,actions=ct(table=12,nat)",
+        "table=12,priority=10,ct_state=+est+trk,ct_nw_proto=6,ct_nw_dst=10.0.0.0/8,ct_tp_dst=80,ip,actions=move:NXM_NX_CT_NW_SRC[]->NXM_NX_REG1[],output:2",
+        "table=12,priority=20,ct_state=-inv+trk,ct_ipv6_src=2001:db8::/32,ct_nw_proto=58,ct_tp_src=128,ipv6,actions=output:2",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -304,6 +306,8 @@ fn ovs_ofctl_programs_the_rules() {
         "priority=10,ip actions=ct(commit,nat(src=10.0.0.1-10.0.0.9:1024-2047,random),exec(set_field:0x1->ct_mark))",
         "priority=20,ipv6 actions=ct(commit,table=12,nat(dst=[2001:db8::1]:80,persistent))",
         "priority=30,tcp actions=ct(table=12,nat)",
+        "priority=10,ct_state=+est+trk,ct_nw_dst=10.0.0.0/8,ct_nw_proto=6,ct_tp_dst=80,ip actions=move:NXM_NX_CT_NW_SRC[]->NXM_NX_REG1[],output:2",
+        "priority=20,ct_state=-inv+trk,ct_ipv6_src=2001:db8::/32,ct_nw_proto=58,ct_tp_src=128,ipv6 actions=output:2",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

@@ -1,8 +1,10 @@
 //! The connection tracking fields a `ct` action gives a packet for its
 //! next pass: `ct_state` (the `CS_*` flags, written `+trk+est` as
-//! `ovs-ofctl` writes them), `ct_zone`, `ct_mark` and `ct_label`. Rules
-//! match them; only a `ct` action writes them (`ct_mark` and `ct_label`
-//! by its `exec(set_field:...)`).
+//! `ovs-ofctl` writes them), `ct_zone`, `ct_mark`, `ct_label` and the
+//! original direction's tuple (`ct_nw_src`, `ct_nw_dst`, `ct_ipv6_src`,
+//! `ct_ipv6_dst`, `ct_nw_proto`, `ct_tp_src`, `ct_tp_dst`: a valid
+//! connection's only). Rules match them; only a `ct` action writes them
+//! (`ct_mark` and `ct_label` by its `exec(set_field:...)`).
 
 use sluice_packet::key::{
     FlowKey, CS_DST_NAT, CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR, CS_SRC_NAT,
@@ -94,6 +96,78 @@ pub static CT_FIELDS: &[Field] = &[
         writable: false,
         get: label,
         put: |k, v| k.ct_label = [v as u64, (v >> 64) as u64],
+    },
+    Field {
+        name: "ct_nw_src",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::CtIpv4,
+        writable: false,
+        get: |k| u128::from(k.ct_nw_src),
+        put: |k, v| k.ct_nw_src = v as u32,
+    },
+    Field {
+        name: "ct_nw_dst",
+        aliases: &[],
+        kind: ValueKind::Ipv4,
+        maskable: true,
+        prereq: Prereq::CtIpv4,
+        writable: false,
+        get: |k| u128::from(k.ct_nw_dst),
+        put: |k, v| k.ct_nw_dst = v as u32,
+    },
+    Field {
+        name: "ct_ipv6_src",
+        aliases: &[],
+        kind: ValueKind::Ipv6,
+        maskable: true,
+        prereq: Prereq::CtIpv6,
+        writable: false,
+        get: |k| u128::from_be_bytes(k.ct_ipv6_src),
+        put: |k, v| k.ct_ipv6_src = v.to_be_bytes(),
+    },
+    Field {
+        name: "ct_ipv6_dst",
+        aliases: &[],
+        kind: ValueKind::Ipv6,
+        maskable: true,
+        prereq: Prereq::CtIpv6,
+        writable: false,
+        get: |k| u128::from_be_bytes(k.ct_ipv6_dst),
+        put: |k, v| k.ct_ipv6_dst = v.to_be_bytes(),
+    },
+    Field {
+        name: "ct_nw_proto",
+        aliases: &[],
+        kind: ValueKind::Int(8),
+        maskable: false,
+        prereq: Prereq::Ct,
+        writable: false,
+        get: |k| u128::from(k.ct_nw_proto),
+        put: |k, v| k.ct_nw_proto = v as u8,
+    },
+    // ICMP: the type and the code. OVS sends these only with a match on
+    // ct_nw_proto (see the flow parser).
+    Field {
+        name: "ct_tp_src",
+        aliases: &[],
+        kind: ValueKind::Int(16),
+        maskable: true,
+        prereq: Prereq::Ct,
+        writable: false,
+        get: |k| u128::from(k.ct_tp_src),
+        put: |k, v| k.ct_tp_src = v as u16,
+    },
+    Field {
+        name: "ct_tp_dst",
+        aliases: &[],
+        kind: ValueKind::Int(16),
+        maskable: true,
+        prereq: Prereq::Ct,
+        writable: false,
+        get: |k| u128::from(k.ct_tp_dst),
+        put: |k, v| k.ct_tp_dst = v as u16,
     },
 ];
 

@@ -67,6 +67,13 @@ pub enum Prereq {
     Mpls,
     /// dl_type 0x88e7 (PBB).
     Pbb,
+    /// A valid connection (OVS's `MFP_CT_VALID`): `ct_state` matching one
+    /// of `+new`, `+est`, `+rel`, `+rpl`, `+snat`, `+dnat`, or `+trk-inv`.
+    Ct,
+    /// [`Prereq::Ct`] and `ip`.
+    CtIpv4,
+    /// [`Prereq::Ct`] and `ipv6`.
+    CtIpv6,
 }
 
 impl Prereq {
@@ -94,6 +101,9 @@ impl Prereq {
             Prereq::Vlan => "a VLAN match (e.g. 'dl_vlan=10' or 'vlan_tci=0x1000/0x1000')",
             Prereq::Mpls => "an MPLS match ('mpls' or 'mplsm')",
             Prereq::Pbb => "a PBB match ('dl_type=0x88e7')",
+            Prereq::Ct => "a valid connection's ct_state (one of +new, +est, +rel, +rpl, +snat, +dnat, or +trk-inv)",
+            Prereq::CtIpv4 => "an IPv4 match ('ip') and a valid connection's ct_state (one of +new, +est, +rel, +rpl, +snat, +dnat, or +trk-inv)",
+            Prereq::CtIpv6 => "an IPv6 match ('ipv6') and a valid connection's ct_state (one of +new, +est, +rel, +rpl, +snat, +dnat, or +trk-inv)",
         }
     }
 
@@ -138,6 +148,9 @@ impl Prereq {
             Prereq::Vlan => m.vlan_tci[0] & tci::PRESENT != 0 && v.vlan_tci[0] & tci::PRESENT != 0,
             Prereq::Mpls => dl(ethertype::MPLS) || dl(ethertype::MPLS_MCAST),
             Prereq::Pbb => dl(ethertype::PBB),
+            Prereq::Ct => ct_valid(v, m),
+            Prereq::CtIpv4 => ct_valid(v, m) && dl(ethertype::IPV4),
+            Prereq::CtIpv6 => ct_valid(v, m) && dl(ethertype::IPV6),
         }
     }
 
@@ -146,6 +159,18 @@ impl Prereq {
     pub fn holds_for_key(self, k: &FlowKey) -> bool {
         self.holds(k, &FlowKey::all_ones())
     }
+}
+
+/// OVS's `is_ct_valid` for a match: its `ct_state` says the packet has
+/// a valid connection.
+fn ct_valid(v: &FlowKey, m: &FlowKey) -> bool {
+    use sluice_packet::key::{
+        CS_DST_NAT, CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR, CS_SRC_NAT,
+        CS_TRACKED,
+    };
+    let s = v.ct_state & m.ct_state;
+    s & (CS_NEW | CS_ESTABLISHED | CS_RELATED | CS_REPLY_DIR | CS_SRC_NAT | CS_DST_NAT) != 0
+        || (s & CS_TRACKED != 0 && m.ct_state & CS_INVALID != 0 && s & CS_INVALID == 0)
 }
 
 /// A field definition.

@@ -276,6 +276,14 @@ impl MatchParser<'_> {
                 dropped.push((field, at, why));
                 continue;
             }
+            if matches!(field.name, "ct_tp_src" | "ct_tp_dst") && self.m.mask.ct_nw_proto == 0 {
+                dropped.push((
+                    field,
+                    at,
+                    "the match has no ct_nw_proto, without which Open vSwitch encodes no ct_tp_src or ct_tp_dst (add ct_nw_proto=6 for TCP, 17 for UDP)".into(),
+                ));
+                continue;
+            }
             if !field.prereq.holds(&self.m.value, &self.m.mask) && field.prereq != Prereq::Vlan {
                 return Err(self.cx.err(
                     at,

@@ -53,9 +53,6 @@ impl Ctx<'_, '_> {
 
     /// The state is the next pass's: the rest of this one sees none.
     fn clear_ct_fields(&mut self) {
-        self.flow.ct_state = 0;
-        self.flow.ct_zone = 0;
-        self.flow.ct_mark = 0;
-        self.flow.ct_label = [0; 2];
+        sluice_conntrack::CtResult::default().write_key(&mut self.flow);
     }
 }

@@ -680,6 +680,11 @@ impl Ctx<'_, '_> {
     fn unwildcard_prereq(&mut self, p: Prereq) {
         match p {
             Prereq::None => {}
+            Prereq::Ct => self.out.wc.ct_state = 0xff,
+            Prereq::CtIpv4 | Prereq::CtIpv6 => {
+                self.out.wc.ct_state = 0xff;
+                self.out.wc.dl_type = 0xffff;
+            }
             Prereq::Vlan => self.unwc_vlan(0, tci::PRESENT, 0),
             Prereq::Nd => {
                 self.out.wc.dl_type = 0xffff;
