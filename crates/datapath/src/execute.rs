@@ -79,6 +79,17 @@ impl RecircQueue {
     /// packets when buckets recirculate copies).
     pub const CAP: usize = 4 * BATCH_SIZE;
 
+    /// Queues a packet for the next pass; its place in the queue, or the
+    /// packet back when the queue is full.
+    #[inline]
+    fn push(&mut self, r: Recirculated) -> Result<u16, Packet> {
+        if self.next.len() >= Self::CAP {
+            return Err(r.pkt);
+        }
+        self.next.push(r);
+        Ok((self.next.len() - 1) as u16)
+    }
+
     pub fn new() -> Self {
         RecircQueue {
             next: Vec::with_capacity(Self::CAP),
@@ -505,23 +516,24 @@ pub(crate) fn execute(
                         pool.free(p);
                         continue;
                     }
-                    if recirc.next.len() >= RecircQueue::CAP {
-                        pool.free(p);
-                        recirc_full |= bit;
-                        continue;
-                    }
                     let fate = (recirced | counted) & bit == 0;
-                    if fate {
-                        recirced |= bit;
-                        carrier[i as usize] = recirc.next.len() as u16;
-                    }
-                    recirc.next.push(Recirculated {
+                    match recirc.push(Recirculated {
                         pkt: p,
                         id: 0,
                         fate,
                         tun: tuns[i as usize],
                         ct: CtResult::default(),
-                    });
+                    }) {
+                        Ok(at) if fate => {
+                            recirced |= bit;
+                            carrier[i as usize] = at;
+                        }
+                        Ok(_) => {}
+                        Err(p) => {
+                            pool.free(p);
+                            recirc_full |= bit;
+                        }
+                    }
                 }
             }
             DpAction::TnlPop(ref receivers) => {
@@ -552,24 +564,25 @@ pub(crate) fn execute(
                         }
                         continue;
                     };
-                    if recirc.next.len() >= RecircQueue::CAP {
-                        pool.free(p);
-                        recirc_full |= bit;
-                        continue;
-                    }
                     p.meta.in_port = port;
                     let fate = (recirced | counted) & bit == 0;
-                    if fate {
-                        recirced |= bit;
-                        carrier[i as usize] = recirc.next.len() as u16;
-                    }
-                    recirc.next.push(Recirculated {
+                    match recirc.push(Recirculated {
                         pkt: p,
                         id: 0,
                         fate,
                         tun,
                         ct: CtResult::default(),
-                    });
+                    }) {
+                        Ok(at) if fate => {
+                            recirced |= bit;
+                            carrier[i as usize] = at;
+                        }
+                        Ok(_) => {}
+                        Err(p) => {
+                            pool.free(p);
+                            recirc_full |= bit;
+                        }
+                    }
                 }
             }
             DpAction::Ct(ref req) => {
@@ -660,29 +673,31 @@ pub(crate) fn execute(
                         no_buf |= bit;
                         continue;
                     };
-                    if recirc.next.len() >= RecircQueue::CAP {
-                        pool.free(p);
-                        recirc_full |= bit;
-                        continue;
-                    }
                     // The next pass hashes the new key itself.
                     p.meta.has_hash = false;
                     let fate = (recirced | counted) & bit == 0;
-                    if fate {
-                        recirced |= bit;
-                        carrier[i as usize] = recirc.next.len() as u16;
-                    }
-                    recirc.next.push(Recirculated {
+                    let ct = if recirc.ct_set & bit != 0 {
+                        recirc.ct[i as usize]
+                    } else {
+                        CtResult::of_key(&keys[i as usize])
+                    };
+                    match recirc.push(Recirculated {
                         pkt: p,
                         id,
                         fate,
                         tun: TunnelMeta::of_key(&keys[i as usize]),
-                        ct: if recirc.ct_set & bit != 0 {
-                            recirc.ct[i as usize]
-                        } else {
-                            CtResult::of_key(&keys[i as usize])
-                        },
-                    });
+                        ct,
+                    }) {
+                        Ok(at) if fate => {
+                            recirced |= bit;
+                            carrier[i as usize] = at;
+                        }
+                        Ok(_) => {}
+                        Err(p) => {
+                            pool.free(p);
+                            recirc_full |= bit;
+                        }
+                    }
                 }
             }
             ref set => {
