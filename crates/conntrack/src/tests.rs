@@ -636,3 +636,22 @@ fn bad_checksums_are_invalid_unless_offloaded() {
     long[34 + 5] = 200;
     assert_eq!(run(&ct, &long, &COMMIT, 0).state, TRK | CS_INVALID);
 }
+
+#[test]
+fn sctp_is_tracked_by_addresses_as_ovs_3_1_does() {
+    let ct = Conntrack::default();
+    let mut l4 = vec![0x03, 0xe8, 0x07, 0xd0];
+    l4.extend_from_slice(&[0; 28]);
+    let one = ipv4(A, B, 132, &l4);
+    l4[1] = 0xe9;
+    let other_ports = ipv4(A, B, 132, &l4);
+    assert_eq!(run(&ct, &one, &COMMIT, 0).state, TRK | CS_NEW);
+    assert_eq!(
+        run(&ct, &other_ports, &COMMIT, 0).state,
+        TRK | CS_ESTABLISHED
+    );
+    assert_eq!(
+        ct.dump(None, 1),
+        ["sctp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=0,dport=0),reply=(src=10.0.0.2,dst=10.0.0.1,sport=0,dport=0)"]
+    );
+}

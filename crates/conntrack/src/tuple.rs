@@ -175,8 +175,8 @@ pub enum Parsed {
     /// An ICMP error: the tuple of the packet it quotes, as that packet
     /// went.
     Related(Tuple),
-    /// IP of a protocol without ports (GRE, ESP...): tracked by its
-    /// addresses alone.
+    /// IP of another protocol (GRE, ESP, and SCTP as OVS 3.1 tracks it):
+    /// tracked by its addresses alone.
     Other(Tuple),
 }
 
@@ -265,7 +265,10 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
                 icmp_reply: false,
             }
         }
-        proto::UDP | proto::SCTP => {
+        // OVS 3.1's tracker reads no SCTP header: an SCTP association is
+        // tracked by its addresses alone (ports 0), as any other protocol.
+        proto::SCTP => Parsed::Other(base),
+        proto::UDP => {
             if b.len() < l4 + 8 {
                 return Parsed::Invalid;
             }
@@ -410,7 +413,7 @@ fn quoted(b: &[u8], at: usize, v6: bool, zone: u16) -> Option<Tuple> {
         )
     };
     let (sport, dport) = match p {
-        proto::TCP | proto::UDP | proto::SCTP => (be16(b, l4)?, be16(b, l4 + 2)?),
+        proto::TCP | proto::UDP => (be16(b, l4)?, be16(b, l4 + 2)?),
         proto::ICMP | proto::ICMPV6 => {
             let (request, _) = query_of(p, *b.get(l4)?)?;
             (be16(b, l4 + 4)?, u16::from(request))
