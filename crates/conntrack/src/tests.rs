@@ -385,16 +385,33 @@ fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
 const S: [u8; 4] = [192, 0, 2, 1];
 const C: [u8; 4] = [10, 0, 0, 3];
 
-fn snat() -> CtRequest {
+/// `ct(commit,nat(src|dst=ADDR[:PORT]))` over IPv4 (port 0: none).
+fn nat_to(kind: NatKind, addr: [u8; 4], port: u16) -> CtRequest {
+    let mut min = [0; 16];
+    min[..4].copy_from_slice(&addr);
     CtRequest {
         nat: Some(Nat {
-            kind: NatKind::Src,
+            kind,
             v6: Some(false),
-            min: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            min,
+            min_port: port,
             ..Nat::default()
         }),
         ..COMMIT
     }
+}
+
+/// `base` with a bare `nat`: a committed connection's translation
+/// applied (and, committing, OVS 3.1's reply tuple for a new one).
+fn bare_nat(base: CtRequest) -> CtRequest {
+    CtRequest {
+        nat: Some(Nat::default()),
+        ..base
+    }
+}
+
+fn snat() -> CtRequest {
+    nat_to(NatKind::Src, S, 0)
 }
 
 fn ports(f: &[u8]) -> (u16, u16) {
@@ -407,10 +424,7 @@ fn ports(f: &[u8]) -> (u16, u16) {
 #[test]
 fn snat_translates_both_ways_and_shares_one_address_by_ports() {
     let ct = Conntrack::default();
-    let apply = CtRequest {
-        nat: Some(Nat::default()),
-        ..LOOK
-    };
+    let apply = bare_nat(LOOK);
     let none = CtResult::default();
     // A's first packet: committed, its source becomes S, its port kept.
     let (r, out) = run_nat(
@@ -485,20 +499,8 @@ fn snat_translates_both_ways_and_shares_one_address_by_ports() {
 fn dnat_to_a_port_and_icmp_errors_translated_inside() {
     let ct = Conntrack::default();
     let none = CtResult::default();
-    let dnat = CtRequest {
-        nat: Some(Nat {
-            kind: NatKind::Dst,
-            v6: Some(false),
-            min: [10, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            min_port: 8080,
-            ..Nat::default()
-        }),
-        ..COMMIT
-    };
-    let apply = CtRequest {
-        nat: Some(Nat::default()),
-        ..LOOK
-    };
+    let dnat = nat_to(NatKind::Dst, [10, 0, 0, 9], 8080);
+    let apply = bare_nat(LOOK);
     let syn = with_checksums(tcp(A, B, (40000, 80), 1000, 0, 0x02, 0));
     let (r, out) = run_nat(&ct, &syn, &none, &dnat, 0);
     assert_eq!(r.state, TRK | CS_NEW | CS_DST_NAT);
@@ -532,10 +534,7 @@ fn nat_without_a_range_commits_as_ovs_3_1_does() {
     // replies never find it and start connections of their own.
     let ct = Conntrack::default();
     let none = CtResult::default();
-    let plain = CtRequest {
-        nat: Some(Nat::default()),
-        ..COMMIT
-    };
+    let plain = bare_nat(COMMIT);
     let (r, out) = run_nat(&ct, &udp(A, B, (1000, 53)), &none, &plain, 0);
     assert_eq!(r.state, TRK | CS_NEW);
     assert_eq!(out, udp(A, B, (1000, 53)));
@@ -555,10 +554,7 @@ fn nat_without_a_range_commits_plainly_in_kernel_mode() {
     let ct = Conntrack::default();
     ct.set_nat_alone(NatAlone::Kernel);
     let none = CtResult::default();
-    let plain = CtRequest {
-        nat: Some(Nat::default()),
-        ..COMMIT
-    };
+    let plain = bare_nat(COMMIT);
     let (r, out) = run_nat(&ct, &udp(A, B, (1000, 53)), &none, &plain, 0);
     assert_eq!(r.state, TRK | CS_NEW);
     assert_eq!(out, udp(A, B, (1000, 53)));
@@ -575,16 +571,7 @@ fn nat_without_a_range_commits_plainly_in_kernel_mode() {
 fn nat_exhaustion_leaves_the_packet_new_and_untranslated() {
     let ct = Conntrack::default();
     let none = CtResult::default();
-    let one_port = CtRequest {
-        nat: Some(Nat {
-            kind: NatKind::Src,
-            v6: Some(false),
-            min: [192, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-            min_port: 7000,
-            ..Nat::default()
-        }),
-        ..COMMIT
-    };
+    let one_port = nat_to(NatKind::Src, S, 7000);
     let (_, out) = run_nat(&ct, &udp(A, B, (1, 2)), &none, &one_port, 0);
     assert_eq!(ports(&out), (7000, 2));
     let (r, out) = run_nat(&ct, &udp(C, B, (1, 2)), &none, &one_port, 0);

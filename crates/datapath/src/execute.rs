@@ -72,6 +72,10 @@ pub(crate) struct RecircQueue {
     /// nothing for it).
     pub ct: [CtResult; BATCH_SIZE],
     pub ct_set: u32,
+    /// Scratch for one action list's run: the packets whose fate a
+    /// queued copy carries, each at `carrier[i]` in `next`.
+    pub carried: u32,
+    pub carrier: [u16; BATCH_SIZE],
 }
 
 impl RecircQueue {
@@ -79,15 +83,22 @@ impl RecircQueue {
     /// packets when buckets recirculate copies).
     pub const CAP: usize = 4 * BATCH_SIZE;
 
-    /// Queues a packet for the next pass; its place in the queue, or the
-    /// packet back when the queue is full.
+    /// Queues a copy of packet `i` for the next pass; it carries the
+    /// packet's fate unless an earlier copy does or `counted` has the
+    /// packet. The packet back when the queue is full.
     #[inline]
-    fn push(&mut self, r: Recirculated) -> Result<u16, Packet> {
+    fn push(&mut self, i: u8, counted: u32, mut r: Recirculated) -> Result<(), Packet> {
         if self.next.len() >= Self::CAP {
             return Err(r.pkt);
         }
+        let bit = 1u32 << i;
+        r.fate = (self.carried | counted) & bit == 0;
+        if r.fate {
+            self.carried |= bit;
+            self.carrier[i as usize] = self.next.len() as u16;
+        }
         self.next.push(r);
-        Ok((self.next.len() - 1) as u16)
+        Ok(())
     }
 
     pub fn new() -> Self {
@@ -96,6 +107,8 @@ impl RecircQueue {
             cur: Vec::with_capacity(Self::CAP),
             ct: [CtResult::default(); BATCH_SIZE],
             ct_set: 0,
+            carried: 0,
+            carrier: [0; BATCH_SIZE],
         }
     }
 }
@@ -327,10 +340,10 @@ pub(crate) fn execute(
         return;
     };
     let (mut sent, mut to_ctl, mut no_buf, mut ctl_full) = (0u32, 0u32, 0u32, 0u32);
-    // Packets whose fate a recirculated copy carries (at `carrier[i]` in
-    // the queue), and those that could not recirculate.
-    let (mut recirced, mut recirc_full) = (0u32, 0u32);
-    let mut carrier = [0u16; BATCH_SIZE];
+    // Packets that could not recirculate (those whose fate a queued copy
+    // carries are `recirc.carried`).
+    let mut recirc_full = 0u32;
+    recirc.carried = 0;
     // Packets a meter's drop band took.
     let mut metered = 0u32;
     // The packets a final `ct` consumed (no output after it); the
@@ -516,23 +529,16 @@ pub(crate) fn execute(
                         pool.free(p);
                         continue;
                     }
-                    let fate = (recirced | counted) & bit == 0;
-                    match recirc.push(Recirculated {
+                    let r = Recirculated {
                         pkt: p,
                         id: 0,
-                        fate,
+                        fate: false,
                         tun: tuns[i as usize],
                         ct: CtResult::default(),
-                    }) {
-                        Ok(at) if fate => {
-                            recirced |= bit;
-                            carrier[i as usize] = at;
-                        }
-                        Ok(_) => {}
-                        Err(p) => {
-                            pool.free(p);
-                            recirc_full |= bit;
-                        }
+                    };
+                    if let Err(p) = recirc.push(i, counted, r) {
+                        pool.free(p);
+                        recirc_full |= bit;
                     }
                 }
             }
@@ -565,23 +571,16 @@ pub(crate) fn execute(
                         continue;
                     };
                     p.meta.in_port = port;
-                    let fate = (recirced | counted) & bit == 0;
-                    match recirc.push(Recirculated {
+                    let r = Recirculated {
                         pkt: p,
                         id: 0,
-                        fate,
+                        fate: false,
                         tun,
                         ct: CtResult::default(),
-                    }) {
-                        Ok(at) if fate => {
-                            recirced |= bit;
-                            carrier[i as usize] = at;
-                        }
-                        Ok(_) => {}
-                        Err(p) => {
-                            pool.free(p);
-                            recirc_full |= bit;
-                        }
+                    };
+                    if let Err(p) = recirc.push(i, counted, r) {
+                        pool.free(p);
+                        recirc_full |= bit;
                     }
                 }
             }
@@ -675,28 +674,21 @@ pub(crate) fn execute(
                     };
                     // The next pass hashes the new key itself.
                     p.meta.has_hash = false;
-                    let fate = (recirced | counted) & bit == 0;
                     let ct = if recirc.ct_set & bit != 0 {
                         recirc.ct[i as usize]
                     } else {
                         CtResult::of_key(&keys[i as usize])
                     };
-                    match recirc.push(Recirculated {
+                    let r = Recirculated {
                         pkt: p,
                         id,
-                        fate,
+                        fate: false,
                         tun: TunnelMeta::of_key(&keys[i as usize]),
                         ct,
-                    }) {
-                        Ok(at) if fate => {
-                            recirced |= bit;
-                            carrier[i as usize] = at;
-                        }
-                        Ok(_) => {}
-                        Err(p) => {
-                            pool.free(p);
-                            recirc_full |= bit;
-                        }
+                    };
+                    if let Err(p) = recirc.push(i, counted, r) {
+                        pool.free(p);
+                        recirc_full |= bit;
                     }
                 }
             }
@@ -721,10 +713,10 @@ pub(crate) fn execute(
             stats.dropped[DropReason::MeterDrop.index()] += 1;
             continue;
         }
-        if recirced & bit != 0 {
+        if recirc.carried & bit != 0 {
             if (sent | to_ctl) & bit != 0 {
                 // Its fate is here after all: the copy's is not.
-                recirc.next[carrier[i as usize] as usize].fate = false;
+                recirc.next[recirc.carrier[i as usize] as usize].fate = false;
             } else {
                 continue;
             }
