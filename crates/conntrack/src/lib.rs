@@ -32,6 +32,7 @@ use sluice_packet::key::{
 use sluice_packet::meta::PacketMeta;
 use sluice_packet::wire::l4::proto;
 
+pub mod ipf;
 pub mod nat;
 pub mod tcp;
 pub mod timeouts;
@@ -318,7 +319,10 @@ impl CtResult {
         u128::from(self.label[1]) << 64 | u128::from(self.label[0])
     }
 
-    /// Writes the result into a flow key's connection tracking fields.
+    /// Writes the result into a flow key's connection tracking fields
+    /// (a key extracted from the packet: as OVS's miniflow_extract, a
+    /// later fragment, whose own ports are not parsed, keys no
+    /// `ct_tp_src`/`ct_tp_dst` either).
     pub fn write_key(&self, k: &mut FlowKey) {
         k.ct_state = self.state;
         k.ct_zone = self.zone;
@@ -326,8 +330,9 @@ impl CtResult {
         k.ct_label = self.label;
         let t = &self.tuple;
         k.ct_nw_proto = t.proto;
-        k.ct_tp_src = t.tp_src;
-        k.ct_tp_dst = t.tp_dst;
+        let later = k.nw_frag & sluice_packet::key::FRAG_LATER != 0;
+        k.ct_tp_src = if later { 0 } else { t.tp_src };
+        k.ct_tp_dst = if later { 0 } else { t.tp_dst };
         k.ct_nw_src = t.nw_src;
         k.ct_nw_dst = t.nw_dst;
         k.ct_ipv6_src = t.ipv6_src;
@@ -435,6 +440,8 @@ pub struct Conntrack {
     /// `ct(commit,nat)` on a new connection as the kernel does it
     /// ([`NatAlone::Kernel`]) rather than as OVS 3.1.
     nat_alone_kernel: std::sync::atomic::AtomicBool,
+    /// Fragments held for reassembly before tracking.
+    ipf: ipf::Ipf,
     /// Counters.
     pub stats: CtStats,
 }
@@ -450,6 +457,7 @@ impl Default for Conntrack {
             default_limit: AtomicU32::new(0),
             nat_lock: Mutex::new(()),
             nat_alone_kernel: std::sync::atomic::AtomicBool::new(false),
+            ipf: ipf::Ipf::default(),
             stats: CtStats::default(),
         }
     }
@@ -474,6 +482,42 @@ impl Conntrack {
     /// connection went, with no shard held).
     fn remove_alias(&self, reply: &Tuple) {
         self.lock(Self::index(reply)).aliases.remove(reply);
+    }
+
+    /// The fragment reassembly module (`ipf-*` commands and the `ct`
+    /// action's fragments).
+    pub fn ipf(&self) -> &ipf::Ipf {
+        &self.ipf
+    }
+
+    /// Tracks a datagram rebuilt from its fragments as
+    /// [`Conntrack::process`] tracks a packet (its state before, `prev`,
+    /// is the packet's that completed it), then gives its fragments what
+    /// tracking did to it ([`ipf::write_back`]). The result is every
+    /// fragment's.
+    pub fn track_reassembled(
+        &self,
+        r: &mut ipf::Reassembled,
+        prev: &CtResult,
+        req: &CtRequest,
+        now_ms: u64,
+    ) -> CtResult {
+        let in_port = r.frags.first().map_or(0, |f| f.meta.in_port);
+        let mut meta = PacketMeta::default();
+        let mut key = FlowKey::default();
+        if sluice_packet::extract::extract(&r.data, in_port, &mut meta, &mut key).is_err() {
+            self.stats.invalid.fetch_add(1, Ordering::Relaxed);
+            return CtResult {
+                state: CS_TRACKED | CS_INVALID,
+                zone: req.zone,
+                ..CtResult::default()
+            };
+        }
+        let res = self.process(&mut r.data, &meta, &key, prev, req, now_ms);
+        if let Some(l4) = meta.l4() {
+            ipf::write_back(&mut r.frags, &r.data, l4, r.v6);
+        }
+        res
     }
 
     /// The tracker's clock (ms since it was made): what

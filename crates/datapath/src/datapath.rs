@@ -556,6 +556,8 @@ impl Datapath {
                 .recirc_gc
                 .pass(self.rules.recirc_shared(), &self.pipeline.caches.megaflows)
                 as u64;
+            // Fragments whose list expired long ago and no `ct` sent on.
+            crate::fragments::purge(self.rules.conntrack(), false, &mut self.stats);
         }
     }
 
@@ -668,6 +670,9 @@ impl Datapath {
     /// rules with every hit.
     pub fn finish(&mut self) -> Result<(), DpError> {
         self.credit_rules();
+        // Fragments still waiting for the rest of their datagram go now,
+        // counted.
+        crate::fragments::purge(self.rules.conntrack(), true, &mut self.stats);
         self.out.flush_all(&mut self.pool, &mut self.stats);
         for slot in &mut self.out.ports {
             slot.port.flush(&mut self.pool).map_err(DpError::Port)?;

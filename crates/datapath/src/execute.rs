@@ -14,6 +14,7 @@ use sluice_classifier::meter::raise_drop_precedence;
 use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_conntrack::CtResult;
 use sluice_packet::encap;
+use sluice_packet::key::FRAG_ANY;
 use sluice_packet::rewrite::{self, PortField};
 use sluice_packet::tunnel::{self, PopError, TunnelMeta};
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
@@ -76,6 +77,9 @@ pub(crate) struct RecircQueue {
     /// queued copy carries, each at `carrier[i]` in `next`.
     pub carried: u32,
     pub carrier: [u16; BATCH_SIZE],
+    /// Fragments a `ct` let go (their datagram tracked, or their list
+    /// expired), to run the actions after it once the batch is done.
+    pub released: Vec<crate::fragments::Released>,
 }
 
 impl RecircQueue {
@@ -109,6 +113,7 @@ impl RecircQueue {
             ct_set: 0,
             carried: 0,
             carrier: [0; BATCH_SIZE],
+            released: Vec::new(),
         }
     }
 }
@@ -346,6 +351,10 @@ pub(crate) fn execute(
     recirc.carried = 0;
     // Packets a meter's drop band took.
     let mut metered = 0u32;
+    // Packets later actions pass over: those a meter dropped, and the
+    // fragments a `ct` held (those whose fate is theirs in `held`).
+    let mut skip = 0u32;
+    let mut held = 0u32;
     // The packets a final `ct` consumed (no output after it); the
     // tracker's results are in `recirc.ct`, valid per `recirc.ct_set`.
     let mut ct_end = 0u32;
@@ -361,7 +370,7 @@ pub(crate) fn execute(
             DpAction::Output(ofport) => {
                 let idx = out.index_of(ofport);
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    if skip & (1u32 << i) != 0 {
                         continue;
                     }
                     let bit = 1u32 << i;
@@ -404,7 +413,7 @@ pub(crate) fn execute(
                     _ => true,
                 };
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    if skip & (1u32 << i) != 0 {
                         continue;
                     }
                     let bit = 1u32 << i;
@@ -476,6 +485,7 @@ pub(crate) fn execute(
                             pool.free(p);
                         }
                         metered |= 1 << i;
+                        skip |= 1 << i;
                     } else if v.remark & (1 << k) != 0 {
                         if let Some(p) = slots[i as usize].as_mut() {
                             rewrite::map_dscp(p, |d| raise_drop_precedence(d, v.prec_level));
@@ -488,7 +498,7 @@ pub(crate) fn execute(
                     continue;
                 };
                 let (s, n, l) = tnl_output(
-                    header, idx, is_last, pkts, metered, slots, pool, out, stats, now_us, hashes,
+                    header, idx, is_last, pkts, skip, slots, pool, out, stats, now_us, hashes,
                 );
                 sent |= s;
                 no_buf |= n;
@@ -504,7 +514,7 @@ pub(crate) fn execute(
                     let Some(p) = slots[i as usize].as_mut() else {
                         continue;
                     };
-                    if metered & bit != 0 {
+                    if skip & bit != 0 {
                         continue;
                     }
                     match tunnel::pop(p, receivers.kind, &receivers.tlv) {
@@ -544,7 +554,7 @@ pub(crate) fn execute(
             }
             DpAction::TnlPop(ref receivers) => {
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    if skip & (1u32 << i) != 0 {
                         continue;
                     }
                     let bit = 1u32 << i;
@@ -602,7 +612,7 @@ pub(crate) fn execute(
                 });
                 for &i in pkts {
                     let bit = 1u32 << i;
-                    if metered & bit != 0 {
+                    if skip & bit != 0 {
                         continue;
                     }
                     let Some(p) = slots[i as usize].as_mut() else {
@@ -615,6 +625,41 @@ pub(crate) fn execute(
                     } else {
                         CtResult::of_key(&keys[i as usize])
                     };
+                    if keys[i as usize].nw_frag & FRAG_ANY != 0 {
+                        // A fragment: held until its datagram is whole
+                        // (then tracked as one, its fragments going on
+                        // with the actions after this one), or tracked
+                        // as it is when it is none to hold.
+                        let fate = (counted | recirc.carried) & bit == 0;
+                        let frag = crate::fragments::Fragment {
+                            key: &keys[i as usize],
+                            reparse: changed,
+                            prev: &prev,
+                            fate,
+                        };
+                        let rest = crate::fragments::Rest {
+                            acts: &acts[ai + 1..],
+                            drop,
+                        };
+                        if crate::fragments::hold(
+                            ct,
+                            p,
+                            &frag,
+                            req,
+                            now_ms,
+                            &rest,
+                            &mut recirc.released,
+                        ) {
+                            if let Some(p) = slots[i as usize].take() {
+                                pool.free(p);
+                            }
+                            skip |= bit;
+                            if fate {
+                                held |= bit;
+                            }
+                            continue;
+                        }
+                    }
                     if req.nat.is_some() && p.meta.offload.needs_csum() {
                         // Translation updates checksums as they are: a
                         // partial one is completed first.
@@ -648,6 +693,15 @@ pub(crate) fn execute(
                         ct_end |= bit;
                     }
                 }
+                if ct.ipf().held() != 0 {
+                    // As OVS, a `ct` sends on one expired list of
+                    // fragments (`+inv`) with its own packets.
+                    let rest = crate::fragments::Rest {
+                        acts: &acts[ai + 1..],
+                        drop,
+                    };
+                    crate::fragments::expire(ct, now_ms, &rest, &mut recirc.released, stats);
+                }
             }
             DpAction::CtClear => {
                 for &i in pkts {
@@ -657,7 +711,7 @@ pub(crate) fn execute(
             }
             DpAction::Recirc(id) => {
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    if skip & (1u32 << i) != 0 {
                         continue;
                     }
                     let bit = 1u32 << i;
@@ -694,7 +748,7 @@ pub(crate) fn execute(
             }
             ref set => {
                 for &i in pkts {
-                    if metered & (1u32 << i) != 0 {
+                    if skip & (1u32 << i) != 0 {
                         continue;
                     }
                     if let Some(p) = slots[i as usize].as_mut() {
@@ -707,6 +761,11 @@ pub(crate) fn execute(
     for &i in pkts {
         let bit = 1u32 << i;
         if counted & bit != 0 {
+            continue;
+        }
+        if held & bit != 0 {
+            // Its fate comes with its datagram's.
+            stats.ct_frags_held += 1;
             continue;
         }
         if metered & bit != 0 {

@@ -14,6 +14,7 @@ pub mod cascade;
 pub mod cycles;
 pub mod datapath;
 pub mod execute;
+mod fragments;
 mod output;
 pub mod pipeline;
 mod recirc_gc;

@@ -40,6 +40,10 @@ pub enum DropReason {
     TunnelNoPort,
     /// Encapsulated, a packet would be longer than an IPv4 datagram may be.
     TunnelTooLong,
+    /// A fragment a `ct` held whose datagram never completed: its list
+    /// expired and was not sent on, or the switch stopped (OVS's
+    /// `frags purged`).
+    FragmentPurged,
 }
 
 /// Every drop reason, in report order.
@@ -73,6 +77,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::TunnelNoPort,
     DropReason::TunnelTooLong,
     DropReason::Xlate(XlateDrop::TunnelEcn),
+    DropReason::FragmentPurged,
 ];
 
 impl DropReason {
@@ -93,6 +98,7 @@ impl DropReason {
             DropReason::TunnelBadChecksum => "tunnel checksum bad",
             DropReason::TunnelNoPort => "no tunnel port",
             DropReason::TunnelTooLong => "tunnel packet too long",
+            DropReason::FragmentPurged => "fragment purged",
         }
     }
 
@@ -128,12 +134,13 @@ impl DropReason {
             DropReason::TunnelNoPort => 26,
             DropReason::TunnelTooLong => 27,
             DropReason::Xlate(XlateDrop::TunnelEcn) => 28,
+            DropReason::FragmentPurged => 29,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 29;
+pub const N_DROP_REASONS: usize = 30;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,6 +153,12 @@ pub struct DpStats {
     pub forwarded: u64,
     /// Packets whose only destination was the controller queue.
     pub to_controller: u64,
+    /// Fragments a `ct` held for reassembly (their fate comes later,
+    /// with their datagram's, maybe on another thread).
+    pub ct_frags_held: u64,
+    /// Held fragments that went on (or were purged): counted again as
+    /// forwarded or dropped where they went.
+    pub ct_frags_released: u64,
     /// Dropped packets, by [`DropReason::index`].
     pub dropped: [u64; N_DROP_REASONS],
     /// `emc hits`.
@@ -224,6 +237,8 @@ impl DpStats {
             rx_bytes,
             forwarded,
             to_controller,
+            ct_frags_held,
+            ct_frags_released,
             dropped: _,
             emc_hits,
             smc_hits,
@@ -261,6 +276,8 @@ impl DpStats {
         self.rx_bytes += rx_bytes;
         self.forwarded += forwarded;
         self.to_controller += to_controller;
+        self.ct_frags_held += ct_frags_held;
+        self.ct_frags_released += ct_frags_released;
         self.emc_hits += emc_hits;
         self.smc_hits += smc_hits;
         self.megaflow_hits += megaflow_hits;
@@ -297,9 +314,16 @@ impl DpStats {
     }
 
     /// Whether every received packet is accounted for:
-    /// received = forwarded + to controller + dropped.
+    /// received = forwarded + to controller + dropped + fragments held
+    /// now (see [`crate::fragments`]; over all threads).
     pub fn rx_balanced(&self) -> bool {
-        self.rx_packets == self.forwarded + self.to_controller + self.dropped_total()
+        self.rx_packets + self.ct_frags_released
+            == self.forwarded + self.to_controller + self.dropped_total() + self.ct_frags_held
+    }
+
+    /// Fragments held for reassembly now (by these counters).
+    pub fn frags_held_now(&self) -> u64 {
+        self.ct_frags_held.saturating_sub(self.ct_frags_released)
     }
 
     /// Whether every output copy is accounted for (after a final flush):

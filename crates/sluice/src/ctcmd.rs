@@ -2,7 +2,10 @@
 //! `ct-set-maxconns` and `ct-set-limits`/`ct-get-limits`/`ct-del-limits`:
 //! the connection tracker of a running switch, with the syntax and
 //! formats of `ovs-appctl dpctl/dump-conntrack`, `dpctl/flush-conntrack`,
-//! `dpctl/ct-stats-show`, `dpctl/ct-set-maxconns` and `dpctl/ct-*-limits`.
+//! `dpctl/ct-stats-show`, `dpctl/ct-set-maxconns` and `dpctl/ct-*-limits`;
+//! and the fragment reassembly before tracking, `ipf-get-status [-m]`,
+//! `ipf-set-enabled|ipf-set-disabled v4|v6`, `ipf-set-min-frag v4|v6 N`,
+//! `ipf-set-max-nfrags N`, as `dpctl/ipf-*`.
 
 use sluice_conntrack::Conntrack;
 
@@ -15,6 +18,14 @@ fn zone_arg(args: &[&str]) -> Result<Option<u16>, String> {
             .map(Some)
             .ok_or_else(|| format!("'{z}': expected zone=N (0 to 65535)")),
         _ => Err("expected at most one argument, zone=N".into()),
+    }
+}
+
+fn ip_version(v: &str) -> Result<bool, String> {
+    match v {
+        "v4" => Ok(false),
+        "v6" => Ok(true),
+        _ => Err(format!("'{v}': expected v4 for IPv4 or v6 for IPv6")),
     }
 }
 
@@ -116,6 +127,42 @@ pub fn command(cmd: &str, args: &[&str], ct: &Conntrack) -> Result<String, Strin
                 ct.set_limit(Some(z), 0);
             }
             Ok(String::new())
+        }
+        "ipf-get-status" => match args {
+            [] => Ok(ct.ipf().status(false)),
+            ["-m" | "--more"] => Ok(ct.ipf().status(true)),
+            _ => Err("ipf-get-status takes only -m (the fragment lists too)".into()),
+        },
+        "ipf-set-enabled" | "ipf-set-disabled" => {
+            let on = cmd == "ipf-set-enabled";
+            let [v] = args else {
+                return Err(format!("{cmd} needs v4 (IPv4) or v6 (IPv6)"));
+            };
+            ct.ipf().set_enabled(ip_version(v)?, on);
+            Ok(format!(
+                "{} fragmentation reassembly successful\n",
+                if on { "enabling" } else { "disabling" }
+            ))
+        }
+        "ipf-set-min-frag" => {
+            let [v, n] = args else {
+                return Err("ipf-set-min-frag needs v4|v6 and a size in bytes".into());
+            };
+            let n = n
+                .parse::<u32>()
+                .map_err(|_| format!("'{n}': the minimum fragment size is a number of bytes"))?;
+            ct.ipf().set_min_frag(ip_version(v)?, n)?;
+            Ok("setting minimum fragment size successful\n".into())
+        }
+        "ipf-set-max-nfrags" => {
+            let [n] = args else {
+                return Err("ipf-set-max-nfrags needs a number of fragments".into());
+            };
+            let n = n
+                .parse::<u32>()
+                .map_err(|_| format!("'{n}': expected a number of fragments"))?;
+            ct.ipf().set_max_frags(n)?;
+            Ok("setting maximum fragments successful\n".into())
         }
         _ => Err(format!("unknown conntrack command '{cmd}'")),
     }

@@ -125,7 +125,12 @@ pub const COMMANDS: &str = "\
   ct-set-maxconns N          most connections tracked (default 3000000, as OVS)
   ct-set-limits [default=N] [zone=Z,limit=N]...  most connections per zone (0: none)
   ct-get-limits [zone=Z[,Z...]]  the limits and each zone's count (like dpctl/ct-get-limits)
-  ct-del-limits zone=Z[,Z...]    back to the default limit";
+  ct-del-limits zone=Z[,Z...]    back to the default limit
+  ipf-get-status [-m]        fragment reassembly before tracking: settings, counters (-m: lists held)
+  ipf-set-enabled v4|v6      reassemble fragments before tracking (the default, as OVS)
+  ipf-set-disabled v4|v6     track fragments as they are (each +inv)
+  ipf-set-min-frag v4|v6 N   smallest fragment but the last taken (default 1200 / 1280 bytes; at least 400)
+  ipf-set-max-nfrags N       most fragments held at once (default 1000; at most 5000)";
 
 impl Control {
     /// Control state for datapath threads running `rules`.
@@ -354,7 +359,9 @@ impl Control {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
             }
             c @ ("dump-conntrack" | "flush-conntrack" | "conntrack-stats" | "ct-set-maxconns"
-            | "ct-set-limits" | "ct-get-limits" | "ct-del-limits") => {
+            | "ct-set-limits" | "ct-get-limits" | "ct-del-limits" | "ipf-get-status"
+            | "ipf-set-enabled" | "ipf-set-disabled" | "ipf-set-min-frag"
+            | "ipf-set-max-nfrags") => {
                 let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
                 crate::ctcmd::command(c, &rest, &ct)
             }

@@ -459,7 +459,7 @@ struct RunArgs {
     ovs: OvsBehaviourArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
 
 #[derive(Args)]
 struct CtlArgs {

@@ -175,6 +175,16 @@ pub fn text(s: &RunSummary) -> String {
             let _ = writeln!(o, "      {}: {n}", r.name());
         }
     }
+    if st.ct_frags_held > 0 {
+        // Each went on (counted above where it went) or is still held.
+        let _ = writeln!(
+            o,
+            "    fragments held for reassembly by ct: {} (went on: {}, held now: {})",
+            st.ct_frags_held,
+            st.ct_frags_released,
+            st.frags_held_now()
+        );
+    }
     let _ = writeln!(
         o,
         "  output copies: {} (sent: {}, refused by ports: {}, copies not made: {})",
@@ -340,6 +350,8 @@ pub fn json(s: &RunSummary) -> Value {
             "forwarded": st.forwarded,
             "to controller": st.to_controller,
             "dropped": drops,
+            "ct fragments held": st.ct_frags_held,
+            "ct fragments released": st.ct_frags_released,
             "output copies": st.output_copies,
             "sent packets": st.sent_packets,
             "refused by ports": st.tx_dropped,

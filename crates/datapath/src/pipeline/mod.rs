@@ -365,6 +365,9 @@ impl Pipeline {
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
         }
+        if !self.recirc.released.is_empty() {
+            self.run_released(env.rules, pool, out, stats, now_us);
+        }
         if !self.recirc.next.is_empty() {
             self.recirculate(env, 0, pool, out, stats, now_us, crate::cycles::now());
         }
@@ -688,6 +691,32 @@ impl Pipeline {
                 TargetKind::None => unreachable!("every extracted packet is classified"),
             }
         }
+        if !self.recirc.released.is_empty() {
+            self.run_released(rules, pool, out, stats, now_us);
+        }
+    }
+
+    /// Runs the fragments `ct` actions let go ([`crate::fragments`]).
+    fn run_released(
+        &mut self,
+        rules: &sluice_classifier::RuleSet,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) {
+        crate::fragments::run_released(&mut crate::fragments::Scratch {
+            slots: &mut self.slots,
+            keys: &mut self.keys,
+            hashes: &mut self.hashes,
+            pool,
+            out,
+            stats,
+            packet_ins: &mut self.packet_ins,
+            recirc: &mut self.recirc,
+            rules,
+            now_us,
+        });
     }
 
     /// Why packet `i`, not among the classified, is dropped.
