@@ -6,7 +6,12 @@
 //! verdict (new, established, related or invalid); a translated packet
 //! keeps its length; the count of connections is what a dump lists; a
 //! sweep empties it, reply tuples of translated connections included.
+//! Fragments go to the reassembly module first (its minimum sizes
+//! lowered, so that short inputs reach it): a datagram it completes is
+//! tracked whole and its fragments keep their lengths; its counters add
+//! up, and a purge leaves nothing held.
 
+use sluice_conntrack::ipf::Frag;
 use sluice_conntrack::{Conntrack, CtRequest, CtResult, Nat, NatKind};
 use sluice_packet::extract::extract;
 use sluice_packet::key::{CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_TRACKED};
@@ -15,6 +20,9 @@ use sluice_packet::{FlowKey, PacketMeta};
 /// One input, as the fuzz target and the corpus replay run it.
 pub fn run(data: &[u8]) {
     let ct = Conntrack::default();
+    let ipf = ct.ipf();
+    ipf.set_min_frag(false, 400).unwrap();
+    ipf.set_min_frag(true, 400).unwrap();
     let mut rest = data;
     let mut now = 0;
     while let [sel, hi, lo, tail @ ..] = rest {
@@ -49,9 +57,26 @@ pub fn run(data: &[u8]) {
         if extract(frame, 1, &mut meta, &mut key).is_err() {
             continue;
         }
-        let mut bytes = frame.to_vec();
-        let r = ct.process(&mut bytes, &meta, &key, &CtResult::default(), &req, now);
-        assert_eq!(bytes.len(), frame.len());
+        let prev = CtResult::default();
+        let r = match ipf.handle(frame, &meta, &key, req.zone, true, &prev, now) {
+            Frag::Held => continue,
+            Frag::Complete(mut whole) => {
+                let lens: Vec<usize> = whole.frags.iter().map(|f| f.data.len()).collect();
+                let r = ct.track_reassembled(&mut whole, &prev, &req, now);
+                let after: Vec<usize> = whole.frags.iter().map(|f| f.data.len()).collect();
+                assert_eq!(lens, after);
+                r
+            }
+            Frag::NotTaken | Frag::Invalid => {
+                let mut bytes = frame.to_vec();
+                let r = ct.process(&mut bytes, &meta, &key, &prev, &req, now);
+                assert_eq!(bytes.len(), frame.len());
+                r
+            }
+        };
+        if let Some((frags, _)) = ipf.take_expired(now) {
+            assert!(!frags.is_empty());
+        }
         if r.state != 0 {
             assert!(r.state & CS_TRACKED != 0, "{r:?}");
             let verdicts = [CS_NEW, CS_ESTABLISHED, CS_RELATED, CS_INVALID]
@@ -62,6 +87,21 @@ pub fn run(data: &[u8]) {
         }
         assert_eq!(r.zone, req.zone);
     }
+    let held = u64::from(ipf.held());
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    let (v4, v6) = (&ipf.v4, &ipf.v6);
+    assert_eq!(
+        get(&v4.accepted) + get(&v6.accepted),
+        get(&v4.completed)
+            + get(&v6.completed)
+            + get(&v4.expired)
+            + get(&v6.expired)
+            + get(&v4.purged)
+            + get(&v6.purged)
+            + held
+    );
+    assert_eq!(ipf.purge(now, true).len() as u64, held);
+    assert_eq!(ipf.held(), 0);
     assert_eq!(ct.len() as usize, ct.dump(None, 0).len());
     ct.sweep(u64::MAX);
     assert!(ct.is_empty());

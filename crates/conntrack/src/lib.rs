@@ -423,6 +423,8 @@ struct ZoneSlot {
 pub struct Conntrack {
     /// The clock's origin ([`Conntrack::now_ms`]).
     origin: std::time::Instant,
+    /// How far [`Conntrack::warp`] moved the clock on, ms.
+    warped_ms: AtomicU64,
     shards: Box<[Mutex<Shard>]>,
     conns: AtomicU64,
     max_conns: AtomicU64,
@@ -450,6 +452,7 @@ impl Default for Conntrack {
     fn default() -> Self {
         Conntrack {
             origin: std::time::Instant::now(),
+            warped_ms: AtomicU64::new(0),
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             conns: AtomicU64::new(0),
             max_conns: AtomicU64::new(DEFAULT_MAX_CONNS),
@@ -525,7 +528,13 @@ impl Conntrack {
     /// [`Conntrack::dump`] take as `now_ms` outside tests. Read once per
     /// `ct` action and flow, not per packet.
     pub fn now_ms(&self) -> u64 {
-        self.origin.elapsed().as_millis() as u64
+        self.origin.elapsed().as_millis() as u64 + self.warped_ms.load(Ordering::Relaxed)
+    }
+
+    /// Moves the tracker's clock `ms` on (as `ovs-appctl time/warp`):
+    /// timeouts and fragment lists expire as if that time had passed.
+    pub fn warp(&self, ms: u64) {
+        self.warped_ms.fetch_add(ms, Ordering::Relaxed);
     }
 
     fn zone(&self, zone: u16) -> &ZoneSlot {

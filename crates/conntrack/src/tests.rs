@@ -622,6 +622,12 @@ fn bad_checksums_are_invalid_unless_offloaded() {
     let mut long = none.clone();
     long[34 + 5] = 200;
     assert_eq!(run(&ct, &long, &COMMIT, 0).state, TRK | CS_INVALID);
+    // A UDP length short of the datagram: the checksum covers the whole
+    // IP payload all the same (as OVS sums it).
+    let mut short = udp(A, B, (9, 10));
+    short[34 + 5] = 8;
+    let short = with_checksums(short);
+    assert_eq!(run(&ct, &short, &COMMIT, 0).state, TRK | CS_NEW);
 }
 
 #[test]

@@ -316,8 +316,9 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
 /// Whether a packet's IPv4 header checksum and its TCP, UDP, ICMP or
 /// ICMPv6 checksum are right, as OVS's tracker checks them before it
 /// tracks a packet (a bad one is `+inv`): the L4 header whole within
-/// the datagram, a UDP length within it and not below 8, a UDP checksum
-/// of 0 taken as none over IPv4 only. Other protocols, and what an ICMP
+/// the datagram, a UDP length within it and not below 8, every L4
+/// checksum summed over the whole IP payload, a UDP checksum of 0 taken
+/// as none over IPv4 only. Other protocols, and what an ICMP
 /// error quotes, are not checked.
 pub fn checksums_hold(b: &[u8], l3: usize, l4: usize, v6: bool, p: u8) -> bool {
     use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, pseudo_v6, sum_wide};
@@ -360,7 +361,9 @@ pub fn checksums_hold(b: &[u8], l3: usize, l4: usize, v6: bool, p: u8) -> bool {
             if !(8..=seg.len()).contains(&len) {
                 return false;
             }
-            (!v6 && be16(seg, 6) == Some(0)) || finish(sum_wide(pseudo(len), &seg[..len])) == 0
+            // Over the whole IP payload, as OVS's checksum_valid sums it
+            // (not the UDP length's bytes, when that is shorter).
+            (!v6 && be16(seg, 6) == Some(0)) || finish(sum_wide(pseudo(seg.len()), seg)) == 0
         }
         proto::ICMP if !v6 => finish(sum_wide(0, seg)) == 0,
         proto::ICMPV6 if v6 => finish(sum_wide(pseudo(seg.len()), seg)) == 0,

@@ -142,7 +142,7 @@ fn snat_rewrites_every_fragment_as_the_datagram() {
         table=1,priority=0,actions=output:4\n";
     let d = datagram(IN, OUT, (4000, 53), 3000, 1);
     let frags = cut(&d, 1480);
-    let r = run(text, frags.iter().cloned().collect());
+    let r = run(text, frags.to_vec());
     let out = &r.ports[0];
     assert_eq!(out.len(), 3);
     for (i, (got, sent)) in out.iter().zip(&frags).enumerate() {
@@ -182,4 +182,73 @@ fn a_datagram_never_completed_is_purged_counted() {
     assert_eq!(st.dropped_by(DropReason::FragmentPurged), 2);
     assert!(st.rx_balanced(), "{st:?}");
     assert_eq!(r.dp.rules().conntrack().ipf().held(), 0);
+}
+
+#[test]
+fn fragments_under_a_vlan_tag_are_reassembled_too() {
+    let tag = |f: &Vec<u8>| {
+        let mut t = f[..12].to_vec();
+        t.extend_from_slice(&[0x81, 0x00, 0x00, 100]);
+        t.extend_from_slice(&f[12..]);
+        t
+    };
+    let query: Vec<Vec<u8>> = cut(&datagram(IN, OUT, (4000, 53), 3500, 1), 1480)
+        .iter()
+        .map(tag)
+        .collect();
+    let answer: Vec<Vec<u8>> = cut(&datagram(OUT, IN, (53, 4000), 2000, 2), 1480)
+        .iter()
+        .map(tag)
+        .collect();
+    let mut frames = vec![query[1].clone(), query[2].clone(), query[0].clone()];
+    frames.extend(answer.iter().cloned());
+    let r = run(FIREWALL, frames);
+    assert_eq!(r.ports[0], query);
+    assert_eq!(r.ports[1], answer);
+    assert!(r.dp.stats().rx_balanced());
+}
+
+#[test]
+fn an_expired_list_goes_on_invalid_with_the_next_ct() {
+    let frags = cut(&datagram(IN, OUT, (4000, 53), 3000, 1), 1480);
+    let later = datagram(IN, OUT, (4001, 53), 100, 2);
+    let rules = rules(FIREWALL);
+    let mut dp = Datapath::new(DatapathConfig::default(), Arc::clone(&rules)).unwrap();
+    let frames: Frames = [frags[0].clone(), frags[1].clone(), later.clone()]
+        .into_iter()
+        .collect();
+    dp.add_port(
+        1,
+        Box::new(ReplayPort::new("in", frames, false).with_burst(1)),
+    )
+    .unwrap();
+    let mut caps = Vec::new();
+    for p in 2..=4 {
+        let (cap, sent) = CapturePort::new();
+        dp.add_port(p, Box::new(cap)).unwrap();
+        caps.push(sent);
+    }
+    // Past the list's 15 s once the two fragments are in: the datagram
+    // after them finds it expired.
+    let ct = Arc::clone(rules.conntrack());
+    let mut n = 0u64;
+    let mut clock = move || {
+        n += 1;
+        if n == 3 {
+            ct.warp(15_001);
+        }
+        n * 10
+    };
+    dp.run(&mut clock, |_| false).unwrap();
+    dp.finish().unwrap();
+    // The datagram is committed and goes out; the expired fragments go on
+    // with only +inv (not +trk, as OVS marks them), which no rule of
+    // table 1 takes: dropped there.
+    assert_eq!(*caps[0].lock().unwrap(), vec![later]);
+    let st = dp.stats();
+    assert_eq!((st.forwarded, st.dropped_total()), (1, 2), "{st:?}");
+    assert_eq!(st.dropped_by(DropReason::FragmentPurged), 0);
+    assert!(st.rx_balanced(), "{st:?}");
+    let s = rules.conntrack().ipf().status(false);
+    assert!(s.contains("v4 frags expired: 2\n"), "{s}");
 }

@@ -695,9 +695,15 @@ fn cmd_ctl(a: CtlArgs) -> Result<(), String> {
     let resp = sluice::ctl_socket::request(&a.ctl, &sluice::ctl_socket::Request { cmd, args })?;
     if resp.ok {
         if !resp.output.is_empty() {
+            // One newline at the end, whether the answer has it or not.
+            let nl = if resp.output.ends_with('\n') {
+                ""
+            } else {
+                "\n"
+            };
             emit(
                 &mut std::io::stdout().lock(),
-                format_args!("{}\n", resp.output),
+                format_args!("{}{nl}", resp.output),
             )?;
         }
         Ok(())

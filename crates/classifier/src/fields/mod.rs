@@ -706,7 +706,7 @@ pub static FIELDS: &[Field] = &[
         v as u8),
     int_field!(
         "nw_frag",
-        [],
+        ["ip_frag"],
         2,
         true,
         Ip,

@@ -177,7 +177,8 @@ impl MatchParser<'_> {
                 );
                 Ok(())
             }
-            "nw_frag" => {
+            // OVS writes ip_frag; nw_frag is its older name.
+            "nw_frag" | "ip_frag" => {
                 let (fv, fm) = match v {
                     "no" => (0, FRAG_ANY | FRAG_LATER),
                     "yes" => (FRAG_ANY, FRAG_ANY),

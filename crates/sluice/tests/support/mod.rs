@@ -160,12 +160,27 @@ impl Host {
 
     /// Runs a command inside the namespace.
     pub fn exec(&self, cmd: &str) -> String {
-        sh(&format!("ip netns exec {} {cmd}", self.ns))
+        sh(&self.in_ns(cmd))
     }
 
     /// Runs a command inside the namespace and returns what happened.
     pub fn exec_status(&self, cmd: &str) -> Output {
-        sh_status(&format!("ip netns exec {} {cmd}", self.ns))
+        sh_status(&self.in_ns(cmd))
+    }
+
+    /// `ip netns exec` for one command. A shell list (`&&`, `||`, `;`,
+    /// a pipe) not wrapped in `sh -c` would run its tail in the root
+    /// namespace, whose addresses and routes are the machine's own:
+    /// refused.
+    fn in_ns(&self, cmd: &str) -> String {
+        let wrapped = ["sh -c", "bash -c", "python3 -c"]
+            .iter()
+            .any(|p| cmd.starts_with(p));
+        assert!(
+            wrapped || !["&&", "||", ";", "|"].iter().any(|op| cmd.contains(op)),
+            "one command per exec, or wrap the list in sh -c: {cmd}"
+        );
+        format!("ip netns exec {} {cmd}", self.ns)
     }
 
     /// Pings `to` three times; every answer must come.
