@@ -444,6 +444,8 @@ pub struct Conntrack {
     nat_alone_kernel: std::sync::atomic::AtomicBool,
     /// Fragments held for reassembly before tracking.
     ipf: ipf::Ipf,
+    /// Timeout policies by zone.
+    policies: timeouts::Policies,
     /// Counters.
     pub stats: CtStats,
 }
@@ -461,6 +463,7 @@ impl Default for Conntrack {
             nat_lock: Mutex::new(()),
             nat_alone_kernel: std::sync::atomic::AtomicBool::new(false),
             ipf: ipf::Ipf::default(),
+            policies: timeouts::Policies::default(),
             stats: CtStats::default(),
         }
     }
@@ -485,6 +488,12 @@ impl Conntrack {
     /// connection went, with no shard held).
     fn remove_alias(&self, reply: &Tuple) {
         self.lock(Self::index(reply)).aliases.remove(reply);
+    }
+
+    /// The timeout policies by zone (`ct-set-timeout-policy`): they
+    /// apply to a connection's next packet.
+    pub fn timeout_policies(&self) -> &timeouts::Policies {
+        &self.policies
     }
 
     /// The fragment reassembly module (`ipf-*` commands and the `ct`
@@ -723,14 +732,14 @@ impl Conntrack {
                 };
                 match update {
                     Update::Valid => {
-                        c.expires_ms = now_ms + c.timeout().ms();
+                        c.expires_ms = now_ms + self.policies.ms(c.orig.zone, c.timeout());
                         st = (st | CS_ESTABLISHED) & !CS_NEW;
                         if h.reply {
                             st |= CS_REPLY_DIR;
                         }
                     }
                     Update::ValidNew => {
-                        c.expires_ms = now_ms + c.timeout().ms();
+                        c.expires_ms = now_ms + self.policies.ms(c.orig.zone, c.timeout());
                         st |= CS_NEW;
                     }
                     Update::Invalid => st = CS_INVALID,
@@ -885,7 +894,7 @@ impl Conntrack {
             expires_ms: 0,
             nat: None,
         };
-        c.expires_ms = now_ms + c.timeout().ms();
+        c.expires_ms = now_ms + self.policies.ms(c.orig.zone, c.timeout());
         let kernel_alone = self.nat_alone_kernel.load(Ordering::Relaxed);
         if let Some(nat) = req
             .nat

@@ -648,3 +648,22 @@ fn sctp_is_tracked_by_addresses_as_ovs_3_1_does() {
         ["sctp,orig=(src=10.0.0.1,dst=10.0.0.2,sport=0,dport=0),reply=(src=10.0.0.2,dst=10.0.0.1,sport=0,dport=0)"]
     );
 }
+
+#[test]
+fn a_zone_timeout_policy_decides_when_its_connections_expire() {
+    let ct = Conntrack::default();
+    ct.timeout_policies()
+        .set(3, &timeouts::parse_policy(&["udp_first=1"]).unwrap());
+    let in_zone = |zone| CtRequest { zone, ..COMMIT };
+    let dgram = udp(A, B, (5, 6));
+    for zone in [0, 3] {
+        assert_eq!(run(&ct, &dgram, &in_zone(zone), 0).state, TRK | CS_NEW);
+    }
+    // 1.5 s later: zone 3's connection is gone (a new one), zone 0's
+    // lives its 60 s.
+    assert_eq!(run(&ct, &dgram, &in_zone(3), 1500).state, TRK | CS_NEW);
+    assert_eq!(
+        run(&ct, &dgram, &in_zone(0), 1500).state,
+        TRK | CS_ESTABLISHED
+    );
+}

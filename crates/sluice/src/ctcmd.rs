@@ -5,7 +5,9 @@
 //! `dpctl/ct-stats-show`, `dpctl/ct-set-maxconns` and `dpctl/ct-*-limits`;
 //! and the fragment reassembly before tracking, `ipf-get-status [-m]`,
 //! `ipf-set-enabled|ipf-set-disabled v4|v6`, `ipf-set-min-frag v4|v6 N`,
-//! `ipf-set-max-nfrags N`, as `dpctl/ipf-*`.
+//! `ipf-set-max-nfrags N`, as `dpctl/ipf-*`; per zone timeout policies
+//! (`ct-set-timeout-policy zone=N ATTR=SECONDS,...`, OVS's `add-zone-tp`
+//! attributes), `ct-get-timeout-policy`, `ct-del-timeout-policy`.
 
 use sluice_conntrack::Conntrack;
 
@@ -126,6 +128,29 @@ pub fn command(cmd: &str, args: &[&str], ct: &Conntrack) -> Result<String, Strin
             for z in zones {
                 ct.set_limit(Some(z), 0);
             }
+            Ok(String::new())
+        }
+        "ct-set-timeout-policy" => {
+            let (zone, attrs) =
+                match args {
+                    [z, rest @ ..] if z.starts_with("zone=") => (zone_arg(&[z])?, rest),
+                    _ => return Err(
+                        "ct-set-timeout-policy needs zone=N and ATTR=SECONDS (udp_first=30,...)"
+                            .into(),
+                    ),
+                };
+            let attrs = sluice_conntrack::timeouts::parse_policy(attrs)?;
+            ct.timeout_policies().set(zone.expect("zone given"), &attrs);
+            Ok(String::new())
+        }
+        "ct-get-timeout-policy" | "ct-del-timeout-policy" => {
+            let Some(zone) = zone_arg(args)? else {
+                return Err(format!("{cmd} needs zone=N"));
+            };
+            if cmd == "ct-get-timeout-policy" {
+                return Ok(ct.timeout_policies().show(zone));
+            }
+            ct.timeout_policies().clear(zone);
             Ok(String::new())
         }
         "ipf-get-status" => match args {

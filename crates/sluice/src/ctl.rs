@@ -126,6 +126,10 @@ pub const COMMANDS: &str = "\
   ct-set-limits [default=N] [zone=Z,limit=N]...  most connections per zone (0: none)
   ct-get-limits [zone=Z[,Z...]]  the limits and each zone's count (like dpctl/ct-get-limits)
   ct-del-limits zone=Z[,Z...]    back to the default limit
+  ct-set-timeout-policy zone=N ATTR=SECS[,...]  a zone's timeouts (OVS's add-zone-tp attributes:
+                             tcp_syn_sent tcp_syn_recv tcp_established tcp_fin_wait tcp_time_wait
+                             tcp_close udp_first udp_single udp_multiple icmp_first icmp_reply)
+  ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N  show it, or back to the defaults
   ipf-get-status [-m]        fragment reassembly before tracking: settings, counters (-m: lists held)
   ipf-set-enabled v4|v6      reassemble fragments before tracking (the default, as OVS)
   ipf-set-disabled v4|v6     track fragments as they are (each +inv)
@@ -358,9 +362,20 @@ impl Control {
             c if c.starts_with("tnl-") => {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
             }
-            c @ ("dump-conntrack" | "flush-conntrack" | "conntrack-stats" | "ct-set-maxconns"
-            | "ct-set-limits" | "ct-get-limits" | "ct-del-limits" | "ipf-get-status"
-            | "ipf-set-enabled" | "ipf-set-disabled" | "ipf-set-min-frag"
+            c @ ("dump-conntrack"
+            | "flush-conntrack"
+            | "conntrack-stats"
+            | "ct-set-maxconns"
+            | "ct-set-limits"
+            | "ct-get-limits"
+            | "ct-del-limits"
+            | "ct-set-timeout-policy"
+            | "ct-get-timeout-policy"
+            | "ct-del-timeout-policy"
+            | "ipf-get-status"
+            | "ipf-set-enabled"
+            | "ipf-set-disabled"
+            | "ipf-set-min-frag"
             | "ipf-set-max-nfrags") => {
                 let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
                 crate::ctcmd::command(c, &rest, &ct)

@@ -139,3 +139,66 @@ fn idle_control_clients_do_not_block_others() {
     assert!(o.status.success(), "{}", stderr(&o));
     run.finish();
 }
+
+#[test]
+fn ctl_sets_timeout_policies_and_reassembly_and_refuses_nonsense() {
+    let d = tempfile::tempdir().unwrap();
+    let sock = d.path().join("s.ctl").display().to_string();
+    let flows = d.path().join("r.flows");
+    std::fs::write(&flows, "actions=drop\n").unwrap();
+    let run = RunningSwitch::start(
+        &sock,
+        &[
+            "--duration",
+            "2",
+            "--flows",
+            &flows.display().to_string(),
+            "--port",
+            "1=null",
+        ],
+    );
+    let ctl = |args: &[&str]| ctl_at(&sock, args);
+    let ok = |args: &[&str]| {
+        let o = ctl(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let refused = |args: &[&str], said: &str| {
+        let o = ctl(args);
+        assert!(!o.status.success(), "{args:?} accepted");
+        assert!(stderr(&o).contains(said), "{args:?}: {}", stderr(&o));
+    };
+    ok(&[
+        "ct-set-timeout-policy",
+        "zone=5",
+        "udp_first=10,icmp_reply=3",
+        "tcp_established=600",
+    ]);
+    let shown = ok(&["ct-get-timeout-policy", "zone=5"]);
+    assert!(shown.contains("    udp_first=10\n"), "{shown}");
+    assert!(shown.contains("    tcp_established=600\n"), "{shown}");
+    assert!(shown.contains("    udp_multiple=30 (default)\n"), "{shown}");
+    ok(&["ct-del-timeout-policy", "zone=5"]);
+    assert!(ok(&["ct-get-timeout-policy", "zone=5"]).contains("    udp_first=60 (default)\n"));
+    refused(
+        &["ct-set-timeout-policy", "zone=5", "udp_frist=3"],
+        "udp_first",
+    );
+    refused(
+        &["ct-set-timeout-policy", "zone=5", "udp_first=0"],
+        "at least 1",
+    );
+    refused(&["ct-set-timeout-policy", "udp_first=3"], "zone=N");
+    refused(&["ct-get-timeout-policy"], "zone=N");
+    assert_eq!(
+        ok(&["ipf-set-enabled", "v6"]),
+        "enabling fragmentation reassembly successful\n"
+    );
+    refused(&["ipf-set-disabled", "v5"], "v4 for IPv4 or v6 for IPv6");
+    refused(&["ipf-set-min-frag", "v4", "399"], "at least 400");
+    refused(&["ipf-set-max-nfrags", "5001"], "at most 5000");
+    refused(&["ipf-get-status", "-x"], "-m");
+    ok(&["ipf-set-disabled", "v4"]);
+    assert!(ok(&["ipf-get-status"]).contains("        v4 enabled: 0\n"));
+    run.finish();
+}
