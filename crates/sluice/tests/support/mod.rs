@@ -173,9 +173,14 @@ impl Host {
     /// namespace, whose addresses and routes are the machine's own:
     /// refused.
     fn in_ns(&self, cmd: &str) -> String {
-        let wrapped = ["sh -c", "bash -c", "python3 -c"]
-            .iter()
-            .any(|p| cmd.starts_with(p));
+        // `[timeout N] sh|bash|python3 -c ...`: the list is the program's.
+        let mut words = cmd.split_whitespace().peekable();
+        if words.peek() == Some(&"timeout") {
+            words.next();
+            words.next();
+        }
+        let prog = words.next().unwrap_or("").rsplit('/').next().unwrap_or("");
+        let wrapped = matches!(prog, "sh" | "bash" | "python3") && words.next() == Some("-c");
         assert!(
             wrapped || !["&&", "||", ";", "|"].iter().any(|op| cmd.contains(op)),
             "one command per exec, or wrap the list in sh -c: {cmd}"
