@@ -46,6 +46,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 created_us: 0,
                 credited: (0, 0),
                 select_hits: Vec::new(),
+                learn: None,
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

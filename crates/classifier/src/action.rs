@@ -18,6 +18,9 @@ pub enum Action {
     /// `flood` — every port but the input port (no port is excluded from
     /// flooding in Sluice, so this equals `all`).
     Flood,
+    /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
+    /// modes, flooding ([`crate::xlate`], `normal.rs`).
+    Normal,
     /// `controller[:max_len]` — a packet-in for the OpenFlow channel.
     Controller {
         /// Bytes of the packet to send (65535 = all).
@@ -127,6 +130,7 @@ impl std::fmt::Display for Action {
             Action::InPort => f.write_str("IN_PORT"),
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
+            Action::Normal => f.write_str("NORMAL"),
             Action::Controller { max_len: 65535 } => f.write_str("CONTROLLER:65535"),
             Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
             Action::SetField {

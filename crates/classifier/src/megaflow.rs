@@ -60,9 +60,21 @@ pub struct Megaflow {
     /// For a per-packet select ([`DpAction::Select`]): hits per variant
     /// (packets, bytes) not yet credited to its bucket's counter.
     pub select_hits: Vec<(u64, u64)>,
+    /// What its `NORMAL` translation learns, refreshed while it is hit
+    /// ([`Megaflow::relearn`]).
+    pub learn: Option<sluice_bridge::macs::Learn>,
 }
 
 impl Megaflow {
+    /// What to learn again if it was hit since `since_us`: what keeps a
+    /// MAC that only this megaflow's packets carry from aging out, as
+    /// OVS's revalidators push the xlate cache's `XC_NORMAL` entries with
+    /// the stats.
+    pub fn relearn(&self, since_us: u64) -> Option<sluice_bridge::macs::Learn> {
+        self.learn
+            .filter(|_| self.used_us > since_us && self.packets > 0)
+    }
+
     /// Credits `rules` with the hits not credited yet. Runs before the
     /// megaflow is removed or its rules change, periodically, and before
     /// anyone reads rule counters.
@@ -520,6 +532,7 @@ mod tests {
             created_us: 0,
             credited: (0, 0),
             select_hits: Vec::new(),
+            learn: None,
         }
     }
 

@@ -107,6 +107,8 @@ pub(crate) struct Caches {
     pub cfg: CacheConfig,
     /// The actions and rules given to the megaflow installed last.
     last_translation: Option<SharedTranslation>,
+    /// When `NORMAL` megaflows last relearned their sources (µs).
+    relearned_us: u64,
 }
 
 impl Caches {
@@ -118,6 +120,7 @@ impl Caches {
             xlate: Translation::default(),
             cfg,
             last_translation: None,
+            relearned_us: 0,
         }
     }
 
@@ -187,6 +190,7 @@ impl Caches {
             f.actions = actions;
             f.drop = drop;
             f.rules = rules;
+            f.learn = self.xlate.learn;
             f.version = epoch;
             stats.revalidated += 1;
             true
@@ -209,6 +213,11 @@ impl Caches {
         stats: &mut DpStats,
     ) -> Result<FlowRef, InstallError> {
         translate(env, key, &mut self.xlate, false);
+        if let Some(l) = self.xlate.learn {
+            // The one translation allowed side effects: NORMAL learns.
+            let b = env.rules.bridge();
+            b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
+        }
         let mask = if self.cfg.megaflows {
             self.xlate.wc
         } else {
@@ -230,6 +239,7 @@ impl Caches {
             created_us: now_us,
             credited: (0, 0),
             select_hits: Vec::new(),
+            learn: self.xlate.learn,
         };
         match self.megaflows.insert(m) {
             Ok(r) => {
@@ -260,6 +270,15 @@ impl Caches {
         stats: &mut DpStats,
     ) {
         self.megaflows.rank();
+        // Sources NORMAL megaflows' packets carried since the last pass.
+        let since = std::mem::replace(&mut self.relearned_us, now_us);
+        let b = env.rules.bridge();
+        let now_ms = b.now_ms();
+        for (_, f) in self.megaflows.iter() {
+            if let Some(l) = f.relearn(since) {
+                b.macs.learn(l.mac, l.vlan, l.port, now_ms);
+            }
+        }
         let max_idle = self.cfg.max_idle_us;
         stats.idle_expired +=
             self.megaflows

@@ -183,6 +183,8 @@ pub struct Datapath {
     /// The tunnel state's version the caches were last revalidated for
     /// (a learned neighbour or a route change redoes translations).
     tunnels_seen: u64,
+    /// The bridge's version last seen ([`sluice_bridge::Bridge::version`]).
+    bridge_seen: u64,
 }
 
 impl Datapath {
@@ -215,6 +217,7 @@ impl Datapath {
             input_ended: false,
             rx_budget: usize::MAX,
             tunnels_seen: 0,
+            bridge_seen: 0,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.set_rules(rules);
@@ -524,6 +527,13 @@ impl Datapath {
             for r in requests {
                 self.send_frame(r.ofport, &r.frame, now_us);
             }
+        }
+        // One atomic load an iteration: NORMAL's MAC table or VLAN modes
+        // changed, its decisions are revalidated.
+        let b = self.rules.bridge().version();
+        if b != self.bridge_seen {
+            self.bridge_seen = b;
+            self.epoch += 1;
         }
         if self.rules_have_timeouts
             && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US

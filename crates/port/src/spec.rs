@@ -82,6 +82,15 @@ pub enum PortSpec {
         /// Its address.
         addr: UnderlayAddr,
     },
+    /// A port with a VLAN mode for `NORMAL` (`...,tag=10`,
+    /// `...,trunks=10;20`, `...,vlan_mode=native-untagged`): OVS's `Port`
+    /// columns, the port's I/O as `port` says.
+    Bridged {
+        /// The port.
+        port: Box<PortSpec>,
+        /// Its VLAN mode.
+        vlan: sluice_bridge::PortVlan,
+    },
     /// A vhost-user port: a virtual machine or DPDK's virtio-user.
     Vhost {
         /// Socket path.
@@ -120,6 +129,26 @@ impl UnderlayAddr {
             [0x02, 0x00, b[0], b[1], b[2], b[3]]
         })
     }
+}
+
+/// Takes `tag=`, `trunks=` and `vlan_mode=` out of a port spec's options.
+fn split_vlan(s: &str) -> Result<(String, Option<sluice_bridge::PortVlan>), String> {
+    let (kind, _) = s.split_once(':').unwrap_or((s, ""));
+    let mut opts = Vec::new();
+    let mut rest = Vec::new();
+    for (i, part) in s.split(',').enumerate() {
+        match part.split_once('=') {
+            Some((k @ ("tag" | "trunks" | "vlan_mode"), v)) if i > 0 && kind != "dpdk" => {
+                opts.push((k, v))
+            }
+            _ => rest.push(part),
+        }
+    }
+    if opts.is_empty() {
+        return Ok((s.to_string(), None));
+    }
+    let vlan = sluice_bridge::PortVlan::parse(&opts).map_err(|e| format!("'{s}': {e}"))?;
+    Ok((rest.join(","), Some(vlan)))
 }
 
 /// Takes `ip=A/N` and `mac=M` out of a port spec's options.
@@ -177,7 +206,7 @@ fn parse_mac(v: &str) -> Option<[u8; 6]> {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay; any but a tunnel takes ,tag=N | ,trunks=A;B | ,vlan_mode=access|trunk|native-tagged|native-untagged for NORMAL";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -263,6 +292,17 @@ impl std::str::FromStr for PortSpec {
             return Ok(PortSpec::Tunnel(
                 sluice_packet::tunnel::TunnelConfig::parse(k, args, s)?,
             ));
+        }
+        let (plain, vlan) = split_vlan(s)?;
+        if let Some(vlan) = vlan {
+            let port: PortSpec = plain.parse()?;
+            if matches!(port, PortSpec::Tunnel(_)) {
+                return Err(format!("'{s}': a tunnel port takes no VLAN mode"));
+            }
+            return Ok(PortSpec::Bridged {
+                port: Box::new(port),
+                vlan,
+            });
         }
         let (plain, addr) = split_underlay(s)?;
         if let Some(addr) = addr {
@@ -411,6 +451,7 @@ impl std::fmt::Display for PortSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PortSpec::Tunnel(c) => write!(f, "{c}"),
+            PortSpec::Bridged { port, vlan } => write!(f, "{port},{vlan}"),
             PortSpec::Underlay { port, addr } => {
                 write!(f, "{port},ip={}/{}", addr.ip, addr.prefix)?;
                 if let Some(m) = addr.mac {
@@ -484,7 +525,7 @@ impl std::fmt::Display for PortSpec {
 pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
     match spec {
         PortSpec::Tunnel(c) => Ok(Box::new(crate::tunnel_port::TunnelPort::new(c))),
-        PortSpec::Underlay { port, .. } => open_port(port),
+        PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } => open_port(port),
         PortSpec::Null => Ok(Box::new(NullPort::new())),
         PortSpec::AfPacket { ifname, opts } => Ok(Box::new(AfPacketPort::open(
             &spec.to_string(),
@@ -541,14 +582,14 @@ impl PortSpec {
     pub fn own_ifname(&self) -> Option<&str> {
         match self {
             PortSpec::AfPacket { ifname, .. } | PortSpec::AfXdp { ifname, .. } => Some(ifname),
-            PortSpec::Underlay { port, .. } => port.own_ifname(),
+            PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } => port.own_ifname(),
             _ => None,
         }
     }
 
     /// Whether [`open_port_queues`] can open this port with several queues.
     pub fn multi_queue(&self) -> bool {
-        if let PortSpec::Underlay { port, .. } = self {
+        if let PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } = self {
             return port.multi_queue();
         }
         (cfg!(feature = "dpdk") && matches!(self, PortSpec::Dpdk { .. }))
@@ -589,7 +630,9 @@ pub fn open_port_queues(spec: &PortSpec, n: usize) -> Result<Vec<Box<dyn Port>>,
         return Ok(vec![open_port(spec)?]);
     }
     match spec {
-        PortSpec::Underlay { port, .. } => open_port_queues(port, n),
+        PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } => {
+            open_port_queues(port, n)
+        }
         PortSpec::Tunnel(c) => Ok((0..n)
             .map(|_| Box::new(crate::tunnel_port::TunnelPort::new(c)) as Box<dyn Port>)
             .collect()),
@@ -754,6 +797,9 @@ mod tests {
             "afpacket:uplink,ip=10.90.0.1/24",
             "afpacket:uplink,vnet=off,ip=10.90.0.1/24,mac=02:00:00:00:00:01",
             "afxdp:eth1:0,ip=192.168.0.1/16",
+            "afpacket:eth1,tag=10",
+            "afpacket:eth2,trunks=10;20",
+            "null,tag=5,trunks=5;6,vlan_mode=native-untagged",
             "afpacket:uplink,ip=fd90::1/64",
             "dpdk:net_tap0,mac=02:00:00:00:00:09,ip=10.0.0.1/8",
         ] {

@@ -16,6 +16,8 @@
 //! push_mpls = "ovs"             # ovs or spec: a label pushed onto non-IP has TTL 64 (ovs) or 0 (spec)
 //! set_field = "ovs"             # ovs or spec: set_field may write eth_type, ip_proto, mpls_bos (spec)
 //! ct_nat_alone = "ovs"          # ovs or kernel: what ct(commit,nat) does to a new connection
+//! mac_aging_time = 300          # NORMAL: seconds a MAC learned lives without a packet (15-3600)
+//! mac_table_size = 8192         # NORMAL: most MACs learned
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //! tlv_map = "{class=0x102,type=0x80,len=4}->tun_metadata0"  # Geneve options as fields (ovs-ofctl add-tlv-map)
 //!
@@ -90,6 +92,10 @@ pub struct Config {
     pub set_field: SetFieldMode,
     /// What `ct(commit,nat)` does to a new connection (`--ct-nat-alone`).
     pub ct_nat_alone: sluice_conntrack::NatAlone,
+    /// NORMAL's MAC aging time, s (`--mac-aging-time`; `None`: 300).
+    pub mac_aging_time: Option<u64>,
+    /// NORMAL's MAC table size (`--mac-table-size`; `None`: 8192).
+    pub mac_table_size: Option<usize>,
     /// Geneve options as `tun_metadata` fields (`--tlv-map`).
     pub tlv_map: sluice_packet::tunnel::TlvMap,
     /// The `[openflow]` section.
@@ -116,6 +122,8 @@ struct FileConfig {
     push_mpls: Option<String>,
     set_field: Option<String>,
     ct_nat_alone: Option<String>,
+    mac_aging_time: Option<u64>,
+    mac_table_size: Option<usize>,
     tlv_map: Option<String>,
     #[serde(default)]
     ports: Vec<FilePort>,
@@ -330,6 +338,27 @@ fn seconds_of(s: &str, zero_ok: bool) -> Result<f64, String> {
     check_seconds(v, zero_ok)
 }
 
+/// `mac-aging-time`: 15 to 3600 s, as OVS clamps it (refused outside
+/// here, not clamped silently).
+pub fn check_mac_aging(s: u64) -> Result<u64, String> {
+    if (15..=3600).contains(&s) {
+        Ok(s)
+    } else {
+        Err(format!(
+            "mac_aging_time {s}: 15 to 3600 seconds (OVS's range)"
+        ))
+    }
+}
+
+/// `mac-table-size`: at least 1.
+pub fn check_mac_table_size(n: usize) -> Result<usize, String> {
+    if n >= 1 {
+        Ok(n)
+    } else {
+        Err("mac_table_size 0: at least 1 entry".into())
+    }
+}
+
 /// Parses `N=SPEC` as given to `--port`.
 pub fn parse_port_arg(s: &str) -> Result<(u32, PortSpec), String> {
     let Some((n, spec)) = s.split_once('=') else {
@@ -447,6 +476,12 @@ impl Config {
         if let Some(m) = &f.ct_nat_alone {
             cfg.ct_nat_alone =
                 sluice_conntrack::NatAlone::parse(m).map_err(|e| format!("ct_nat_alone: {e}"))?;
+        }
+        if let Some(s) = f.mac_aging_time {
+            cfg.mac_aging_time = Some(check_mac_aging(s)?);
+        }
+        if let Some(n) = f.mac_table_size {
+            cfg.mac_table_size = Some(check_mac_table_size(n)?);
         }
         if let Some(m) = &f.set_field {
             cfg.set_field = SetFieldMode::parse(m).map_err(|e| format!("set_field: {e}"))?;

@@ -130,6 +130,9 @@ pub const COMMANDS: &str = "\
                              tcp_syn_sent tcp_syn_recv tcp_established tcp_fin_wait tcp_time_wait
                              tcp_close udp_first udp_single udp_multiple icmp_first icmp_reply)
   ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N  show it, or back to the defaults
+  fdb-show [br0]             MACs NORMAL learned: port, VLAN, MAC, age (like fdb/show)
+  fdb-flush [br0]            forget every learned MAC (like fdb/flush)
+  fdb-stats-show [br0]       the MAC table's size and counters (like fdb/stats-show)
   ipf-get-status [-m]        fragment reassembly before tracking: settings, counters (-m: lists held)
   ipf-set-enabled v4|v6      reassemble fragments before tracking (the default, as OVS)
   ipf-set-disabled v4|v6     track fragments as they are (each +inv)
@@ -349,6 +352,13 @@ impl Control {
                     self.refresh_tunnels(&specs)?;
                 }
                 drop(specs);
+                if let PortSpec::Bridged { vlan, .. } = &spec {
+                    self.rules
+                        .lock()
+                        .expect("rules")
+                        .bridge()
+                        .set_port(n, vlan.clone());
+                }
                 self.port_changed(PortChange::Added, n, &spec.to_string());
                 Ok(format!(
                     "added port {n} ({spec}){}",
@@ -361,6 +371,10 @@ impl Control {
             }
             c if c.starts_with("tnl-") => {
                 crate::tunnels::command(c, &rest, self.tunnels().as_deref())
+            }
+            c @ ("fdb-show" | "fdb-flush" | "fdb-stats-show") => {
+                let bridge = Arc::clone(self.rules.lock().expect("rules").bridge());
+                fdb_command(c, &rest, &bridge)
             }
             c @ ("dump-conntrack"
             | "flush-conntrack"
@@ -422,6 +436,8 @@ impl Control {
                     .collect::<Result<Vec<_>, _>>()?;
                 let merged = merge_ports(&reports);
                 self.specs.lock().expect("specs").retain(|(m, _)| *m != n);
+                // Its VLAN mode and the MACs learned on it go with it.
+                self.rules.lock().expect("rules").bridge().remove_port(n);
                 if let Some(p) = merged.first() {
                     self.port_changed(PortChange::Deleted, n, &p.name);
                 }
@@ -653,8 +669,13 @@ impl Control {
     /// and returns them with why.
     /// Removes expired connections from the tracker.
     pub(crate) fn sweep_conntrack(&self) {
-        let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
+        let (ct, bridge) = {
+            let r = self.rules.lock().expect("rules");
+            (Arc::clone(r.conntrack()), Arc::clone(r.bridge()))
+        };
         ct.sweep(ct.now_ms());
+        // NORMAL's MAC table ages too (what went, the PMDs revalidate).
+        bridge.macs.run(bridge.now_ms());
     }
 
     pub(crate) fn expire_rules(&self) -> Result<Vec<(Arc<Rule>, Removal)>, String> {
@@ -845,4 +866,26 @@ pub(crate) fn of_refusal(r: sluice_classifier::table::Refusal) -> OfError {
         Refusal::MissingMeter(_) => OfError::METER_UNKNOWN,
         Refusal::ReadOnly(_) => OfError::BAD_SET_TYPE,
     }
+}
+
+/// `fdb-show`, `fdb-flush`, `fdb-stats-show` (as `ovs-appctl fdb/show
+/// br0`...): Sluice is one bridge, `br0`; a bridge name given must be it.
+fn fdb_command(cmd: &str, args: &[&str], b: &sluice_bridge::Bridge) -> Result<String, String> {
+    match args {
+        [] | ["br0"] => {}
+        [name] => {
+            return Err(format!(
+                "no such bridge '{name}' (Sluice is one bridge, br0)"
+            ))
+        }
+        _ => return Err(format!("{cmd} takes at most a bridge name")),
+    }
+    Ok(match cmd {
+        "fdb-show" => b.macs.show(b.now_ms()),
+        "fdb-flush" => {
+            b.macs.flush();
+            "table successfully flushed\n".into()
+        }
+        _ => b.macs.stats("br0"),
+    })
 }

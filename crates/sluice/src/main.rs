@@ -190,11 +190,35 @@ struct OvsBehaviourArgs {
     /// replies found).
     #[arg(long, value_name = "MODE", value_parser = sluice_conntrack::NatAlone::parse)]
     ct_nat_alone: Option<sluice_conntrack::NatAlone>,
+    /// NORMAL (the default rule of a switch given no flow file, or
+    /// actions=NORMAL): seconds a learned MAC lives without a packet from
+    /// it, 15 to 3600 (OVS's mac-aging-time). [default: 300]
+    #[arg(long, value_name = "SECS", value_parser = parse_mac_aging)]
+    mac_aging_time: Option<u64>,
+    /// NORMAL: most MACs learned (OVS's mac-table-size); past it the
+    /// least recently used MAC of the port with the most goes.
+    /// [default: 8192]
+    #[arg(long, value_name = "N", value_parser = parse_mac_table_size)]
+    mac_table_size: Option<usize>,
     /// Pad frames shorter than 60 bytes with zeros to 60 when they are
     /// sent, as an Ethernet NIC does on the wire (default: off, as OVS: a
     /// frame leaves as short as its actions made it, e.g. after a pop).
     #[arg(long)]
     pad_short_frames: bool,
+}
+
+fn parse_mac_aging(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    sluice::config::check_mac_aging(n)
+}
+
+fn parse_mac_table_size(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of entries"))?;
+    sluice::config::check_mac_table_size(n)
 }
 
 impl OvsBehaviourArgs {
@@ -219,6 +243,12 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.ct_nat_alone {
             config.ct_nat_alone = m;
+        }
+        if let Some(s) = self.mac_aging_time {
+            config.mac_aging_time = Some(s);
+        }
+        if let Some(n) = self.mac_table_size {
+            config.mac_table_size = Some(n);
         }
         if self.pad_short_frames {
             config.datapath.pad_short_frames = true;
@@ -459,7 +489,7 @@ struct RunArgs {
     ovs: OvsBehaviourArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  set tx-flush-interval=US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  fdb-show | fdb-flush | fdb-stats-show\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
 
 #[derive(Args)]
 struct CtlArgs {

@@ -465,7 +465,7 @@ pub fn run_ports(
             "sluice: OpenFlow datapath id {:016x}, fail-mode {}",
             info.datapath_id,
             if opts.fail_standalone {
-                "standalone: with no controller connected the rules stay as they are (Sluice has no NORMAL switching to fall back to)"
+                "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it (with no controller connected the rules stay as they are)"
             } else {
                 "secure: with no controller connected the rules stay as they are"
             }
@@ -611,17 +611,31 @@ pub fn run(
     stop_after: &RunOptions,
     stop: Arc<AtomicBool>,
 ) -> Result<RunOutcome, String> {
-    if cfg.flows.is_none() && !stop_after.openflow() {
-        return Err("no rules: give --flows FILE (an ovs-ofctl flow file), or 'flows = \"FILE\"' in the config, or --controller/--listen for an OpenFlow controller to give them".into());
-    }
     if cfg.ports.is_empty() {
         return Err("no ports: give at least one --port N=SPEC, e.g. --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap".into());
     }
     let mut rules = match &cfg.flows {
         Some(flows) => load_rules(flows)?,
-        // An empty table: a miss drops until a controller says otherwise.
+        // As `ovs-vsctl add-br` makes a bridge: one rule, NORMAL (a
+        // learning switch), unless a controller in secure fail mode is to
+        // give the rules (then a miss drops until it does).
+        None if !stop_after.openflow() || stop_after.fail_standalone => {
+            eprintln!("sluice: no flow file: one rule, priority=0,actions=NORMAL (a MAC-learning switch, as ovs-vsctl add-br makes a bridge)");
+            default_rules()
+        }
         None => RuleSet::new(),
     };
+    for (n, spec) in &cfg.ports {
+        if let sluice_port::PortSpec::Bridged { vlan, .. } = spec {
+            rules.bridge().set_port(*n, vlan.clone());
+        }
+    }
+    if let Some(s) = cfg.mac_aging_time {
+        rules.bridge().macs.set_idle_secs(s);
+    }
+    if let Some(n) = cfg.mac_table_size {
+        rules.bridge().macs.set_max(n);
+    }
     set_rule_modes(&mut rules, cfg)?;
     rules.set_tunnels(crate::tunnels::from_ports(&cfg.ports, &cfg.tlv_map)?);
     let placements = placements(cfg)?;
@@ -635,6 +649,13 @@ pub fn run(
         ports.push((*n, queues));
     }
     run_ports(cfg, &placements, rules, ports, stop_after, stop)
+}
+
+/// The rules of a switch given none: `priority=0,actions=NORMAL`.
+pub fn default_rules() -> RuleSet {
+    let specs = sluice_classifier::parse_flow_file("priority=0,actions=NORMAL\n", None)
+        .expect("the default rule parses");
+    RuleSet::from_specs(&specs, 0)
 }
 
 /// A datapath id for a switch not given one: 48 bits from the clock and

@@ -17,12 +17,7 @@ fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
         "all" => return Ok(Action::All),
         "flood" => return Ok(Action::Flood),
         "controller" => return Ok(Action::Controller { max_len: 65535 }),
-        "normal" => {
-            return Err(cx.err(
-                at,
-                "NORMAL (MAC-learning switch) is not supported: Sluice forwards by explicit rules",
-            ))
-        }
+        "normal" => return Ok(Action::Normal),
         "local" => {
             return Err(cx.err(
                 at,

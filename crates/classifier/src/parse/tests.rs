@@ -137,7 +137,7 @@ fn errors_point_at_the_token() {
     assert!(err("priority=70000,actions=drop")
         .message
         .contains("too large"));
-    assert!(err("actions=NORMAL").message.contains("not supported"));
+    assert!(err("actions=LOCAL").message.contains("not supported"));
     assert!(err("table=255,actions=drop")
         .message
         .contains("out of range"));

@@ -95,6 +95,9 @@ pub struct RuleSet {
     /// The connection tracker `ct` actions consult, shared by every
     /// version (its connections outlive any rule).
     conntrack: Arc<sluice_conntrack::Conntrack>,
+    /// The bridge NORMAL switches by (its MAC table and VLAN port modes),
+    /// carried from version to version like the tracker.
+    bridge: Arc<sluice_bridge::Bridge>,
     /// Tunnel ports, underlays, routes and neighbours, shared by every
     /// version ([`crate::tunnel`]); `None` without tunnels.
     tunnels: Option<Arc<crate::tunnel::Tunnels>>,
@@ -126,6 +129,7 @@ impl RuleSet {
             meters: im::OrdMap::new(),
             recirc: Arc::default(),
             conntrack: Arc::default(),
+            bridge: Arc::default(),
             tunnels: None,
         }
     }
@@ -134,6 +138,11 @@ impl RuleSet {
     #[inline]
     pub fn conntrack(&self) -> &Arc<sluice_conntrack::Conntrack> {
         &self.conntrack
+    }
+
+    /// The bridge state `NORMAL` reads and learns into.
+    pub fn bridge(&self) -> &Arc<sluice_bridge::Bridge> {
+        &self.bridge
     }
 
     /// The tunnel state translations read, if there are tunnels.
@@ -568,6 +577,7 @@ impl RuleSet {
             meters: self.meters.clone(),
             recirc: Arc::clone(&self.recirc),
             conntrack: Arc::clone(&self.conntrack),
+            bridge: Arc::clone(&self.bridge),
             tunnels: self.tunnels.clone(),
         };
         let (mut kept, mut added) = (0, 0);

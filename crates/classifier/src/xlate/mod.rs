@@ -115,6 +115,11 @@ pub struct Translation {
     pub drop: Option<XlateDrop>,
     /// Human-readable trace, when asked for.
     pub trace: Option<Vec<String>>,
+    /// What `NORMAL` would learn from the packet (its source MAC, VLAN
+    /// and port): learned by the upcall that installs the translation,
+    /// and again as the megaflow is hit (OVS's xlate cache `XC_NORMAL`),
+    /// never by a revalidation or a trace.
+    pub learn: Option<sluice_bridge::macs::Learn>,
 }
 
 /// What a translation needs besides the key.
@@ -206,6 +211,7 @@ fn is_output(a: &Action) -> bool {
             | Action::InPort
             | Action::All
             | Action::Flood
+            | Action::Normal
             | Action::Controller { .. }
     )
 }
@@ -234,6 +240,7 @@ fn run(
     out.wc = FlowKey::default();
     out.outputs = 0;
     out.drop = None;
+    out.learn = None;
     out.trace = want_trace.then(Vec::new);
     let mut cx = Ctx {
         env,
@@ -392,6 +399,7 @@ impl Ctx<'_, '_> {
                         }
                     }
                 }
+                Action::Normal => self.normal(),
                 Action::Controller { max_len } => {
                     self.commit();
                     let (table_id, cookie, miss) = self.running;
@@ -756,6 +764,7 @@ mod ct;
 mod encap;
 mod groups;
 mod load;
+mod normal;
 mod select;
 mod tunnel;
 pub use select::resolve as resolve_select;

@@ -340,6 +340,11 @@ impl Pipeline {
             return;
         }
         sluice_classifier::translate_actions(env, &key, actions, &mut self.caches.xlate);
+        if let Some(l) = self.caches.xlate.learn {
+            // A packet-out runs with side effects, as in OVS: NORMAL learns.
+            let b = env.rules.bridge();
+            b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
+        }
         // Rules it went through (output:TABLE) count it, as in OVS.
         let len = pkt.len() as u64;
         for r in &self.caches.xlate.rules {

@@ -225,6 +225,7 @@ fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
             port::IN_PORT => Action::InPort,
             port::ALL => Action::All,
             port::FLOOD => Action::Flood,
+            port::NORMAL => Action::Normal,
             port::CONTROLLER => Action::Controller { max_len: *max_len },
             _ => return Err(OfError::BAD_OUT_PORT),
         },
@@ -332,6 +333,10 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         },
         Action::Flood => OfAction::Output {
             port: port::FLOOD,
+            max_len: 0,
+        },
+        Action::Normal => OfAction::Output {
+            port: port::NORMAL,
             max_len: 0,
         },
         Action::Controller { max_len } => OfAction::Output {
@@ -533,6 +538,7 @@ fn same_kind(a: &Action, b: &Action) -> bool {
         | Action::InPort
         | Action::All
         | Action::Flood
+        | Action::Normal
         | Action::Controller { .. } => "output".to_string(),
         Action::SetField { field, .. } => field.name.to_string(),
         Action::ModVlanVid(_) => "vlan_vid".into(),
@@ -883,6 +889,7 @@ pub fn outputs_to(r: &Rule, out_port: u32) -> bool {
             Action::InPort => out_port == port::IN_PORT,
             Action::All => out_port == port::ALL,
             Action::Flood => out_port == port::FLOOD,
+            Action::Normal => out_port == port::NORMAL,
             Action::Controller { .. } => out_port == port::CONTROLLER,
             _ => false,
         })

@@ -1,0 +1,412 @@
+//! The MAC learning table of a bridge, as Open vSwitch's
+//! (`lib/mac-learning.c` is the reference; the code is our own): per
+//! (VLAN, MAC) the port it was last seen on; an entry lives `idle` (300 s
+//! by default, `mac-aging-time`, 15 to 3600) after its last packet; past
+//! `max` entries (8192, `mac-table-size`) the least recently used entry
+//! of the port holding the most is evicted ("fairly"). Multicast sources
+//! are not learned; multicast destinations are never found.
+//!
+//! The table belongs to the control plane. Translations (upcalls) learn
+//! and look up under its lock; a change that can change a decision (a
+//! MAC learned, moved, expired, evicted, flushed) moves its version, and
+//! the PMDs revalidate their megaflows when they see it move, as OVS's
+//! `need_revalidate`. Every operation is O(log n).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// `mac-table-size` default.
+pub const DEFAULT_MAX: usize = 8192;
+/// `mac-aging-time` default, seconds.
+pub const DEFAULT_IDLE_S: u64 = 300;
+
+/// A MAC in a VLAN.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// The VLAN (0: none).
+    pub vlan: u16,
+    /// The address.
+    pub mac: [u8; 6],
+}
+
+/// What a `NORMAL` translation learns: a source MAC in a VLAN on a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Learn {
+    /// The source address.
+    pub mac: [u8; 6],
+    /// Its VLAN.
+    pub vlan: u16,
+    /// The port it came in on.
+    pub port: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    port: u32,
+    /// Last refreshed (ms) and its order among all refreshes.
+    used_ms: u64,
+    stamp: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    map: HashMap<Key, Entry>,
+    /// Every entry by its last refresh, oldest first.
+    lru: BTreeMap<u64, Key>,
+    /// Per port, its entries by last refresh (for fair eviction).
+    per_port: HashMap<u32, BTreeMap<u64, Key>>,
+    next_stamp: u64,
+    learned: u64,
+    expired: u64,
+    evicted: u64,
+    moved: u64,
+}
+
+/// The table.
+#[derive(Debug)]
+pub struct MacTable {
+    inner: Mutex<Inner>,
+    idle_ms: AtomicU64,
+    max: AtomicU64,
+    version: AtomicU64,
+}
+
+impl Default for MacTable {
+    fn default() -> Self {
+        MacTable {
+            inner: Mutex::default(),
+            idle_ms: AtomicU64::new(DEFAULT_IDLE_S * 1000),
+            max: AtomicU64::new(DEFAULT_MAX as u64),
+            version: AtomicU64::new(0),
+        }
+    }
+}
+
+fn multicast(mac: &[u8; 6]) -> bool {
+    mac[0] & 1 != 0
+}
+
+/// An address as OVS prints it.
+pub fn fmt_mac(m: &[u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+impl Inner {
+    fn touch(&mut self, key: Key, now_ms: u64) {
+        let stamp = self.next_stamp;
+        self.next_stamp += 1;
+        let e = self.map.get_mut(&key).expect("present");
+        self.lru.remove(&e.stamp);
+        if let Some(l) = self.per_port.get_mut(&e.port) {
+            l.remove(&e.stamp);
+            l.insert(stamp, key);
+        }
+        e.stamp = stamp;
+        e.used_ms = now_ms;
+        self.lru.insert(stamp, key);
+    }
+
+    fn set_port(&mut self, key: Key, port: u32) {
+        let e = self.map.get_mut(&key).expect("present");
+        let (old, stamp) = (e.port, e.stamp);
+        e.port = port;
+        if let Some(l) = self.per_port.get_mut(&old) {
+            l.remove(&stamp);
+            if l.is_empty() {
+                self.per_port.remove(&old);
+            }
+        }
+        self.per_port.entry(port).or_default().insert(stamp, key);
+    }
+
+    fn remove(&mut self, key: Key) {
+        if let Some(e) = self.map.remove(&key) {
+            self.lru.remove(&e.stamp);
+            if let Some(l) = self.per_port.get_mut(&e.port) {
+                l.remove(&e.stamp);
+                if l.is_empty() {
+                    self.per_port.remove(&e.port);
+                }
+            }
+        }
+    }
+
+    /// The least recently used entry of the port holding the most.
+    fn evict_fairly(&mut self) {
+        let victim = self
+            .per_port
+            .iter()
+            .max_by_key(|(port, l)| (l.len(), std::cmp::Reverse(**port)))
+            .and_then(|(_, l)| l.values().next().copied());
+        if let Some(k) = victim {
+            self.remove(k);
+            self.evicted += 1;
+        }
+    }
+}
+
+impl MacTable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Moves on each change that may change a forwarding decision.
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// `mac-aging-time` (clamped to 15..=3600 s, as OVS does).
+    pub fn set_idle_secs(&self, s: u64) {
+        self.idle_ms
+            .store(s.clamp(15, 3600) * 1000, Ordering::Relaxed);
+    }
+
+    /// The aging time, s.
+    pub fn idle_secs(&self) -> u64 {
+        self.idle_ms.load(Ordering::Relaxed) / 1000
+    }
+
+    /// `mac-table-size` (at least 1).
+    pub fn set_max(&self, n: usize) {
+        self.max.store(n.max(1) as u64, Ordering::Relaxed);
+    }
+
+    /// The size limit.
+    pub fn max(&self) -> usize {
+        self.max.load(Ordering::Relaxed) as usize
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.lock().map.len()
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Learns that `mac` in `vlan` is on `port` (seen now): refreshes the
+    /// entry, adds it (evicting fairly when full) or moves it. True when
+    /// that changed where the MAC is (then the version moved).
+    pub fn learn(&self, mac: [u8; 6], vlan: u16, port: u32, now_ms: u64) -> bool {
+        if multicast(&mac) {
+            return false;
+        }
+        let key = Key { vlan, mac };
+        let mut g = self.lock();
+        let changed = match g.map.get(&key).map(|e| e.port) {
+            Some(p) if p == port => false,
+            Some(_) => {
+                g.moved += 1;
+                g.set_port(key, port);
+                true
+            }
+            None => {
+                if g.map.len() >= self.max() {
+                    g.evict_fairly();
+                }
+                g.learned += 1;
+                let stamp = g.next_stamp;
+                g.map.insert(
+                    key,
+                    Entry {
+                        port,
+                        used_ms: now_ms,
+                        stamp,
+                    },
+                );
+                g.lru.insert(stamp, key);
+                g.next_stamp += 1;
+                g.per_port.entry(port).or_default().insert(stamp, key);
+                true
+            }
+        };
+        g.touch(key, now_ms);
+        drop(g);
+        if changed {
+            self.changed();
+        }
+        changed
+    }
+
+    /// Where `mac` in `vlan` was learned (never for a multicast address).
+    pub fn lookup(&self, mac: [u8; 6], vlan: u16) -> Option<u32> {
+        if multicast(&mac) {
+            return None;
+        }
+        self.lock().map.get(&Key { vlan, mac }).map(|e| e.port)
+    }
+
+    /// Expires entries idle for the aging time, and evicts past the size
+    /// limit (a smaller `mac-table-size`), oldest first, as OVS's
+    /// `mac_learning_run`. True when any went.
+    pub fn run(&self, now_ms: u64) -> bool {
+        let idle = self.idle_ms.load(Ordering::Relaxed);
+        let max = self.max();
+        let mut g = self.lock();
+        let mut any = false;
+        while let Some((_, &key)) = g.lru.iter().next() {
+            let e = g.map[&key];
+            if g.map.len() > max || now_ms >= e.used_ms + idle {
+                g.remove(key);
+                g.expired += 1;
+                any = true;
+            } else {
+                break;
+            }
+        }
+        drop(g);
+        if any {
+            self.changed();
+        }
+        any
+    }
+
+    /// Forgets every entry (`fdb/flush`).
+    pub fn flush(&self) {
+        let mut g = self.lock();
+        let any = !g.map.is_empty();
+        g.map.clear();
+        g.lru.clear();
+        g.per_port.clear();
+        drop(g);
+        if any {
+            self.changed();
+        }
+    }
+
+    /// Forgets the entries on `port` (a port removed).
+    pub fn forget_port(&self, port: u32) {
+        let mut g = self.lock();
+        let keys: Vec<Key> = g
+            .per_port
+            .get(&port)
+            .map(|l| l.values().copied().collect())
+            .unwrap_or_default();
+        for k in &keys {
+            g.remove(*k);
+        }
+        drop(g);
+        if !keys.is_empty() {
+            self.changed();
+        }
+    }
+
+    /// `fdb/show`: the entries oldest first, with their age in seconds.
+    pub fn show(&self, now_ms: u64) -> String {
+        let g = self.lock();
+        let mut o = String::from(" port  VLAN  MAC                Age\n");
+        for key in g.lru.values() {
+            let e = &g.map[key];
+            let age = now_ms.saturating_sub(e.used_ms) / 1000;
+            let _ = writeln!(
+                o,
+                "{:>5}  {:>4}  {}  {:>3}",
+                e.port,
+                key.vlan,
+                fmt_mac(&key.mac),
+                age
+            );
+        }
+        o
+    }
+
+    /// `fdb/stats-show` for bridge `name`.
+    pub fn stats(&self, name: &str) -> String {
+        let g = self.lock();
+        format!(
+            "Statistics for bridge \"{name}\":\n  Current/maximum MAC entries in the table: {}/{}\n  Current static MAC entries in the table : 0\n  Total number of learned MAC entries     : {}\n  Total number of expired MAC entries     : {}\n  Total number of evicted MAC entries     : {}\n  Total number of port moved MAC entries  : {}\n",
+            g.map.len(),
+            self.max(),
+            g.learned,
+            g.expired,
+            g.evicted,
+            g.moved
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn learns_moves_and_ages() {
+        let t = MacTable::default();
+        let v0 = t.version();
+        assert!(t.learn(A, 0, 1, 0));
+        assert!(!t.learn(A, 0, 1, 1000), "a refresh changes nothing");
+        assert_eq!(t.version(), v0 + 1);
+        assert_eq!(t.lookup(A, 0), Some(1));
+        assert_eq!(t.lookup(A, 10), None, "per VLAN");
+        assert!(t.learn(A, 0, 2, 2000), "moved");
+        assert_eq!(t.lookup(A, 0), Some(2));
+        assert!(!t.learn([1, 0, 0x5e, 0, 0, 1], 0, 1, 0), "multicast source");
+        assert_eq!(t.lookup([0xff; 6], 0), None);
+        // Aged 300 s after its last packet.
+        assert!(!t.run(2000 + 299_999));
+        assert!(t.run(2000 + 300_000));
+        assert!(t.is_empty());
+        let s = t.stats("br0");
+        assert!(s.contains("learned MAC entries     : 1\n"), "{s}");
+        assert!(s.contains("moved MAC entries  : 1\n"), "{s}");
+        assert!(s.contains("expired MAC entries     : 1\n"), "{s}");
+    }
+
+    #[test]
+    fn evicts_the_oldest_of_the_port_holding_most() {
+        let t = MacTable::default();
+        t.set_max(3);
+        t.learn(A, 0, 1, 0);
+        t.learn(B, 0, 1, 1);
+        t.learn([2, 0, 0, 0, 0, 3], 0, 2, 2);
+        t.learn(A, 0, 1, 3); // A now newer than B on port 1
+        t.learn([2, 0, 0, 0, 0, 4], 0, 3, 4);
+        assert_eq!(t.lookup(B, 0), None, "port 1's least recent");
+        assert_eq!(t.lookup(A, 0), Some(1));
+        assert_eq!(t.len(), 3);
+        assert!(t.stats("b").contains("evicted MAC entries     : 1\n"));
+    }
+
+    #[test]
+    fn shows_as_ovs() {
+        let t = MacTable::default();
+        t.learn(A, 10, 3, 0);
+        assert_eq!(
+            t.show(5_500),
+            " port  VLAN  MAC                Age\n    3    10  02:00:00:00:00:01    5\n"
+        );
+        t.flush();
+        assert!(t.is_empty());
+    }
+
+    proptest::proptest! {
+        /// Whatever is learned, the table's indexes agree and its size
+        /// stays within the limit.
+        #[test]
+        fn indexes_agree(ops in proptest::collection::vec((0u8..8, 0u16..3, 1u32..4), 0..200), max in 1usize..6) {
+            let t = MacTable::default();
+            t.set_max(max);
+            for (i, (m, v, p)) in ops.into_iter().enumerate() {
+                t.learn([2, 0, 0, 0, 0, m], v, p, i as u64);
+                let g = t.lock();
+                proptest::prop_assert!(g.map.len() <= max);
+                proptest::prop_assert_eq!(g.lru.len(), g.map.len());
+                proptest::prop_assert_eq!(g.per_port.values().map(|l| l.len()).sum::<usize>(), g.map.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! `NORMAL`: the bridge's own switching, as Open vSwitch's `xlate_normal`
+//! does it (`ofproto/ofproto-dpif-xlate.c` is the reference; no bonds,
+//! mirrors or multicast snooping here): the packet's VLAN from its input
+//! port's mode, its source learned (by the upcall, see
+//! [`super::Translation::learn`]), its destination looked up in the MAC
+//! table of its VLAN: to the learned port, or flooded to every other port
+//! that carries the VLAN; each output tagged or not as its port's mode
+//! says. The decision reads the source and destination MACs, the VLAN id
+//! and the input port, which the megaflow then matches.
+
+use sluice_bridge::macs::Learn;
+use sluice_bridge::{PortVlan, VlanMode};
+use sluice_packet::wire::ethernet::tci;
+
+use super::Ctx;
+
+/// A tag as NORMAL handles it (OVS's `xvlan`): absent when its id and
+/// priority are 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Tag {
+    tpid: u16,
+    vid: u16,
+    pcp: u16,
+}
+
+impl Tag {
+    fn present(&self) -> bool {
+        self.vid != 0 || self.pcp != 0
+    }
+}
+
+/// Reserved multicast destinations (802.1D: 01:80:c2:00:00:00-0f),
+/// dropped as OVS drops them without `forward-bpdu`.
+fn reserved(mac: &[u8; 6]) -> bool {
+    mac[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && mac[5] & 0xf0 == 0
+}
+
+impl Ctx<'_, '_> {
+    /// The packet's tags, outermost first (`xvlan_extract`).
+    fn tags(&self) -> [Tag; 2] {
+        let mut t = [Tag::default(); 2];
+        for (i, slot) in t.iter_mut().enumerate() {
+            let v = self.flow.vlan_tci[i];
+            if v & tci::PRESENT == 0 {
+                break;
+            }
+            *slot = Tag {
+                tpid: self.flow.vlan_tpid[i],
+                vid: v & tci::VID_MASK,
+                pcp: (v & tci::PCP_MASK) >> tci::PCP_SHIFT,
+            };
+        }
+        t
+    }
+
+    pub(super) fn normal(&mut self) {
+        let bridge = std::sync::Arc::clone(self.env.rules.bridge());
+        self.out.wc.dl_src = [0xff; 6];
+        self.out.wc.dl_dst = [0xff; 6];
+        self.out.wc.in_port = u32::MAX;
+        self.unwc_vlan(0, tci::VID_MASK | tci::PRESENT, 0);
+        let in_port = self.flow.in_port;
+        let (src, dst) = (self.flow.dl_src, self.flow.dl_dst);
+        let in_tags = self.tags();
+        // A packet from no port of the bridge (a packet-out from the
+        // controller) is OVS's OFPP_NONE bundle: any VLAN, nothing
+        // learned, flooded to every port.
+        let known = self.env.ports.binary_search(&in_port).is_ok();
+        let in_mode = bridge.port(in_port);
+        let tags = if known {
+            match input(&in_mode, in_tags) {
+                Some(t) => t,
+                None => {
+                    self.note(
+                        self.depth,
+                        ">> disallowed VLAN VID for this input port, dropping",
+                    );
+                    return;
+                }
+            }
+        } else {
+            in_tags
+        };
+        let vlan = tags[0].vid;
+        if reserved(&dst) {
+            self.note(
+                self.depth,
+                ">> packet has reserved destination MAC, dropping",
+            );
+            return;
+        }
+        if known && src[0] & 1 == 0 {
+            self.out.learn = Some(Learn {
+                mac: src,
+                vlan,
+                port: in_port,
+            });
+        }
+        // The source is learned on the input port before the lookup (the
+        // learning itself waits for the upcall).
+        let found = if known && dst == src && dst[0] & 1 == 0 {
+            Some(in_port)
+        } else {
+            bridge.macs.lookup(dst, vlan)
+        };
+        match found {
+            Some(p) if p == in_port => {
+                self.note(self.depth, ">> learned port is input port, dropping");
+            }
+            Some(p) if self.env.ports.binary_search(&p).is_ok() => {
+                self.note(self.depth, &format!("forwarding to learned port {p}"));
+                self.output_normal(p, &bridge.port(p), tags, in_tags);
+            }
+            Some(_) => {
+                self.note(self.depth, ">> learned port is unknown, dropping");
+            }
+            None => {
+                self.note(self.depth, "no learned MAC for destination, flooding");
+                let ports = self.env.ports;
+                for &p in ports {
+                    if p == in_port {
+                        continue;
+                    }
+                    let mode = bridge.port(p);
+                    if mode.includes(vlan) {
+                        self.output_normal(p, &mode, tags, in_tags);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One output of NORMAL: the packet's tags as port `mode` sends VLAN
+    /// `tags[0]` (`xvlan_output_translate`, `xvlan_put`), then back.
+    fn output_normal(&mut self, port: u32, mode: &PortVlan, tags: [Tag; 2], in_tags: [Tag; 2]) {
+        let out = match mode.mode {
+            VlanMode::Access => [Tag::default(); 2],
+            VlanMode::Trunk | VlanMode::NativeTagged => tags,
+            VlanMode::NativeUntagged if tags[0].vid == mode.tag => [tags[1], Tag::default()],
+            VlanMode::NativeUntagged => tags,
+        };
+        let saved = (self.flow.vlan_tci, self.flow.vlan_tpid, self.vlan_origin);
+        for (i, t) in out.iter().enumerate() {
+            if t.present() {
+                self.flow.vlan_tci[i] = tci::PRESENT | t.vid | t.pcp << tci::PCP_SHIFT;
+                self.flow.vlan_tpid[i] = if t.tpid != 0 { t.tpid } else { 0x8100 };
+            } else {
+                self.flow.vlan_tci[i] = 0;
+                self.flow.vlan_tpid[i] = 0;
+            }
+            // Which of the packet's own tags this one is, if any.
+            self.vlan_origin[i] = (0..2)
+                .find(|&j| in_tags[j].present() && in_tags[j] == *t && t.present())
+                .and_then(|j| saved.2[j]);
+        }
+        self.vlans_touched = true;
+        self.emit_output(port);
+        (self.flow.vlan_tci, self.flow.vlan_tpid, self.vlan_origin) = saved;
+        self.vlans_touched = true;
+    }
+}
+
+/// The tags a packet with tags `t` belongs to on an input port of mode
+/// `m` (`input_vid_is_valid`, `xvlan_input_translate`), or `None` when
+/// the port does not take it.
+fn input(m: &PortVlan, t: [Tag; 2]) -> Option<[Tag; 2]> {
+    let vlan = m.input(t[0].vid)?;
+    let mut x = t;
+    if vlan != t[0].vid || m.mode == VlanMode::Access {
+        // Given the port's own VLAN: an access port's packet loses any
+        // tag it had (a priority tag), a native one gains it.
+        if m.mode == VlanMode::Access {
+            x = [Tag::default(); 2];
+        }
+        x[0] = Tag {
+            tpid: t[0].tpid,
+            vid: vlan,
+            pcp: t[0].pcp,
+        };
+    }
+    Some(x)
+}
