@@ -93,15 +93,19 @@ impl PortVlan {
                         return Err("trunks= names no VLAN".into());
                     }
                 }
-                "vlan_mode" => mode = Some(match v {
-                    "access" => VlanMode::Access,
-                    "trunk" => VlanMode::Trunk,
-                    "native-tagged" => VlanMode::NativeTagged,
-                    "native-untagged" => VlanMode::NativeUntagged,
-                    _ => return Err(format!(
+                "vlan_mode" => {
+                    mode = Some(match v {
+                        "access" => VlanMode::Access,
+                        "trunk" => VlanMode::Trunk,
+                        "native-tagged" => VlanMode::NativeTagged,
+                        "native-untagged" => VlanMode::NativeUntagged,
+                        _ => {
+                            return Err(format!(
                         "vlan_mode={v}: expected access, trunk, native-tagged or native-untagged"
-                    )),
-                }),
+                    ))
+                        }
+                    })
+                }
                 _ => {
                     return Err(format!(
                         "'{k}' is not a VLAN option (tag, trunks, vlan_mode)"

@@ -771,6 +771,8 @@ pub use select::resolve as resolve_select;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]
+mod normal_tests;
+#[cfg(test)]
 mod spec_mode_tests;
 #[cfg(test)]
 mod tests;

@@ -306,9 +306,18 @@ impl Sluice {
 
     /// [`start`](Self::start) with more `sluice run` arguments.
     pub fn start_with(ns: Option<&str>, flows: &str, ports: &[&str], extra: &[&str]) -> Sluice {
+        Sluice::spawn(ns, Some(flows), ports, extra)
+    }
+
+    /// [`start_with`](Self::start_with) with no flow file (the default
+    /// rule, NORMAL).
+    #[allow(dead_code)]
+    pub fn start_without_flows(ports: &[&str], extra: &[&str]) -> Sluice {
+        Sluice::spawn(None, None, ports, extra)
+    }
+
+    fn spawn(ns: Option<&str>, flows: Option<&str>, ports: &[&str], extra: &[&str]) -> Sluice {
         let dir = tempfile::tempdir().unwrap();
-        let flow_file = dir.path().join("rules.flows");
-        std::fs::write(&flow_file, flows).unwrap();
         let ctl = dir.path().join("ctl.sock");
         let mut cmd = match ns {
             Some(ns) => {
@@ -318,12 +327,12 @@ impl Sluice {
             }
             None => Command::new(sluice_bin()),
         };
-        cmd.arg("run")
-            .arg("--json")
-            .arg("--flows")
-            .arg(&flow_file)
-            .arg("--ctl")
-            .arg(&ctl);
+        cmd.arg("run").arg("--json").arg("--ctl").arg(&ctl);
+        if let Some(flows) = flows {
+            let flow_file = dir.path().join("rules.flows");
+            std::fs::write(&flow_file, flows).unwrap();
+            cmd.arg("--flows").arg(&flow_file);
+        }
         for p in ports {
             cmd.arg("--port").arg(p);
         }

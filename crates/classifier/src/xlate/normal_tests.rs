@@ -1,0 +1,163 @@
+//! NORMAL: learning, flooding, VLAN port modes, and the megaflow bits its
+//! decisions read.
+
+use super::tests::{run, set};
+use super::*;
+use sluice_bridge::PortVlan;
+
+const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
+const BCAST: [u8; 6] = [0xff; 6];
+
+fn frame(in_port: u32, src: [u8; 6], dst: [u8; 6], vid: Option<u16>) -> FlowKey {
+    let mut k = FlowKey {
+        in_port,
+        dl_src: src,
+        dl_dst: dst,
+        dl_type: 0x0806,
+        ..Default::default()
+    };
+    if let Some(v) = vid {
+        k.vlan_tci[0] = tci::PRESENT | v;
+        k.vlan_tpid[0] = 0x8100;
+    }
+    k
+}
+
+fn bridge(modes: &[(u32, &[(&str, &str)])]) -> RuleSet {
+    let r = set("actions=NORMAL\n");
+    for (p, opts) in modes {
+        r.bridge().set_port(*p, PortVlan::parse(opts).unwrap());
+    }
+    r
+}
+
+fn outputs(t: &Translation) -> Vec<u32> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Output(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn unknown_destinations_flood_and_learned_ones_go_to_their_port() {
+    let r = bridge(&[]);
+    let t = run(&r, &frame(1, A, B, None));
+    assert_eq!(outputs(&t), [2, 3, 4], "flooded but to the input port");
+    let l = t.learn.expect("the source is to be learned");
+    assert_eq!((l.mac, l.vlan, l.port), (A, 0, 1));
+    // The decision read the MACs, the VLAN id and presence, the port.
+    assert_eq!(t.wc.dl_src, [0xff; 6]);
+    assert_eq!(t.wc.dl_dst, [0xff; 6]);
+    assert_eq!(t.wc.vlan_tci[0], tci::VID_MASK | tci::PRESENT);
+    assert_eq!(t.wc.in_port, u32::MAX);
+    // A translation learns nothing itself (the upcall does).
+    assert_eq!(r.bridge().macs.lookup(A, 0), None);
+    r.bridge().macs.learn(A, 0, 1, 0);
+    let back = run(&r, &frame(3, B, A, None));
+    assert_eq!(outputs(&back), [1]);
+    // To the port it came from: dropped.
+    let t = run(&r, &frame(1, B, A, None));
+    assert!(outputs(&t).is_empty());
+    // Broadcast and multicast flood; a reserved address (STP) does not.
+    assert_eq!(outputs(&run(&r, &frame(2, B, BCAST, None))), [1, 3, 4]);
+    let mcast = [0x01, 0x00, 0x5e, 0, 0, 1];
+    assert_eq!(outputs(&run(&r, &frame(2, B, mcast, None))), [1, 3, 4]);
+    let stp = [0x01, 0x80, 0xc2, 0, 0, 0];
+    assert!(outputs(&run(&r, &frame(2, B, stp, None))).is_empty());
+    // A multicast source is never learned.
+    assert!(run(&r, &frame(2, mcast, B, None)).learn.is_none());
+}
+
+#[test]
+fn access_ports_keep_to_their_vlan_and_trunks_carry_them_tagged() {
+    let r = bridge(&[
+        (1, &[("tag", "10")]),
+        (2, &[("tag", "10")]),
+        (3, &[("tag", "20")]),
+        (4, &[("trunks", "10;20")]),
+    ]);
+    // Untagged from an access port of VLAN 10: to the other access port
+    // as it is, to the trunk tagged 10, not to VLAN 20.
+    let t = run(&r, &frame(1, A, BCAST, None));
+    assert_eq!(
+        t.actions,
+        [
+            DpAction::Output(2),
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 10
+            },
+            DpAction::Output(4)
+        ]
+    );
+    assert_eq!(t.learn.unwrap().vlan, 10);
+    // A tagged packet on an access port: dropped.
+    assert!(outputs(&run(&r, &frame(1, A, BCAST, Some(10)))).is_empty());
+    // Tagged 20 from the trunk: to VLAN 20's access port, untagged.
+    let t = run(&r, &frame(4, B, BCAST, Some(20)));
+    assert_eq!(t.actions, [DpAction::PopVlan, DpAction::Output(3)]);
+    // A VLAN the trunk does not carry, or untagged on it: dropped.
+    assert!(outputs(&run(&r, &frame(4, B, BCAST, Some(30)))).is_empty());
+    assert!(outputs(&run(&r, &frame(4, B, BCAST, None))).is_empty());
+    // Learned per VLAN: A in VLAN 10 is not A in VLAN 20.
+    r.bridge().macs.learn(A, 10, 1, 0);
+    assert_eq!(outputs(&run(&r, &frame(4, B, A, Some(10)))), [1]);
+    assert_eq!(outputs(&run(&r, &frame(4, B, A, Some(20)))), [3]);
+}
+
+#[test]
+fn native_vlans_arrive_untagged_and_leave_as_their_mode_says() {
+    let r = bridge(&[
+        (1, &[("tag", "5"), ("vlan_mode", "native-untagged")]),
+        (2, &[("tag", "5"), ("vlan_mode", "native-tagged")]),
+        (3, &[("tag", "5")]),
+    ]);
+    // Untagged on the native-untagged port is VLAN 5: out of port 2
+    // tagged, port 3 (access) untagged, port 4 (trunk of all) tagged.
+    let t = run(&r, &frame(1, A, BCAST, None));
+    assert_eq!(
+        t.actions,
+        [
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 5
+            },
+            DpAction::Output(2),
+            DpAction::PopVlan,
+            DpAction::Output(3),
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 5
+            },
+            DpAction::Output(4)
+        ]
+    );
+    // Tagged 5 from the trunk: out of the native-untagged port untagged.
+    let t = run(&r, &frame(4, B, BCAST, Some(5)));
+    assert_eq!(
+        t.actions,
+        [
+            DpAction::PopVlan,
+            DpAction::Output(1),
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 5
+            },
+            DpAction::Output(2),
+            DpAction::PopVlan,
+            DpAction::Output(3)
+        ]
+    );
+}
+
+#[test]
+fn a_packet_from_the_controller_floods_everywhere_and_learns_nothing() {
+    let r = bridge(&[(1, &[("tag", "10")])]);
+    let t = run(&r, &frame(0xffff_fffd, A, BCAST, None));
+    assert_eq!(outputs(&t), [2, 3, 4]);
+    assert!(t.learn.is_none());
+}
