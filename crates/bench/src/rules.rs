@@ -60,6 +60,27 @@ pub enum RuleSetKind {
     /// port 2 (after a flow's first packet, all of them: the established
     /// path, two datapath passes and a tracker lookup per packet).
     CtFirewall,
+    /// `normal`: one rule, `priority=0,actions=NORMAL` (OVS's default
+    /// bridge); each flow of the traffic from its own source MAC
+    /// ([`with_flow_macs`]), flooded to port 2 (no destination is ever
+    /// learned: port 2 only sends).
+    Normal,
+}
+
+/// Each frame from a source MAC of its own flow: 02:00 and its IPv4
+/// source address (the profiles' flows each have their own), so that
+/// NORMAL learns one MAC per flow.
+pub fn with_flow_macs(frames: &Frames) -> Frames {
+    let mut out = Frames::new();
+    for i in 0..frames.len() {
+        let mut f = frames.get(i).to_vec();
+        if f.len() >= 30 && f[12..14] == [0x08, 0x00] {
+            let ip = [f[26], f[27], f[28], f[29]];
+            f[6..12].copy_from_slice(&[0x02, 0x00, ip[0], ip[1], ip[2], ip[3]]);
+        }
+        out.push(&f, frames.timestamp(i));
+    }
+    out
 }
 
 impl RuleSetKind {
@@ -80,6 +101,7 @@ impl RuleSetKind {
             RuleSetKind::VxlanEncap => "vxlan-encap".into(),
             RuleSetKind::VxlanDecap => "vxlan-decap".into(),
             RuleSetKind::CtFirewall => "ct-firewall".into(),
+            RuleSetKind::Normal => "normal".into(),
         }
     }
 
@@ -100,6 +122,9 @@ impl RuleSetKind {
     /// are, or for `vxlan-decap` each in the VXLAN header the peer would
     /// put on it (one UDP source port per inner flow).
     pub fn traffic(self, frames: &Frames) -> Result<Frames, String> {
+        if self == RuleSetKind::Normal {
+            return Ok(with_flow_macs(frames));
+        }
         if self != RuleSetKind::VxlanDecap {
             return Ok(frames.clone());
         }
@@ -259,6 +284,7 @@ table=1,priority=100,ct_state=+trk+est,ip,actions=output:2
 table=1,priority=0,actions=drop
 "
             .to_string(),
+            RuleSetKind::Normal => "priority=0,actions=NORMAL\n".to_string(),
         }
     }
 }
@@ -314,10 +340,11 @@ impl std::str::FromStr for RuleSetKind {
                 RuleSetKind::VxlanEncap,
                 RuleSetKind::VxlanDecap,
                 RuleSetKind::CtFirewall,
+                RuleSetKind::Normal,
             ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
             })
     }
 }

@@ -45,6 +45,9 @@ pub struct Learn {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     port: u32,
+    /// When it was learned on `port` (ms): a cached flow's packet from
+    /// another port moves it only if it came later.
+    moved_ms: u64,
     /// Last refreshed (ms) and its order among all refreshes.
     used_ms: u64,
     stamp: u64,
@@ -209,6 +212,9 @@ impl MacTable {
             Some(_) => {
                 g.moved += 1;
                 g.set_port(key, port);
+                if let Some(e) = g.map.get_mut(&key) {
+                    e.moved_ms = now_ms;
+                }
                 true
             }
             None => {
@@ -221,6 +227,7 @@ impl MacTable {
                     key,
                     Entry {
                         port,
+                        moved_ms: now_ms,
                         used_ms: now_ms,
                         stamp,
                     },
@@ -237,6 +244,28 @@ impl MacTable {
             self.changed();
         }
         changed
+    }
+
+    /// Learns again from packets a cached decision forwarded, the last
+    /// of them at `hit_ms` (as OVS's revalidators push its xlate cache's
+    /// `NORMAL` entries): refreshes the MAC on `port`, learns it if it is
+    /// gone, moves it to `port` if those packets came after it was
+    /// learned elsewhere (never for older ones: the move is newer news).
+    /// True when that changed where it is.
+    pub fn refresh(&self, mac: [u8; 6], vlan: u16, port: u32, hit_ms: u64, now_ms: u64) -> bool {
+        let key = Key { vlan, mac };
+        let mut g = self.lock();
+        match g.map.get(&key).map(|e| (e.port, e.moved_ms)) {
+            Some((p, _)) if p == port => {
+                g.touch(key, now_ms);
+                false
+            }
+            Some((_, moved)) if hit_ms <= moved => false,
+            _ => {
+                drop(g);
+                self.learn(mac, vlan, port, now_ms)
+            }
+        }
     }
 
     /// Where `mac` in `vlan` was learned (never for a multicast address).
@@ -364,6 +393,19 @@ mod tests {
         assert!(s.contains("learned MAC entries     : 1\n"), "{s}");
         assert!(s.contains("moved MAC entries  : 1\n"), "{s}");
         assert!(s.contains("expired MAC entries     : 1\n"), "{s}");
+    }
+
+    #[test]
+    fn a_refresh_keeps_alive_and_relearns_but_never_moves() {
+        let t = MacTable::default();
+        assert!(t.refresh(A, 0, 1, 0, 0), "gone: learned");
+        assert!(!t.refresh(A, 0, 1, 200_000, 200_000));
+        assert!(!t.run(300_000), "refreshed at 200 s");
+        assert!(t.learn(A, 0, 2, 250_000), "moved by a new packet");
+        assert!(!t.refresh(A, 0, 1, 249_000, 260_000), "older packets");
+        assert_eq!(t.lookup(A, 0), Some(2), "not moved back");
+        assert!(t.refresh(A, 0, 1, 255_000, 260_000), "newer packets: back");
+        assert_eq!(t.lookup(A, 0), Some(1));
     }
 
     #[test]

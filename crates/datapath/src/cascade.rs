@@ -276,7 +276,9 @@ impl Caches {
         let now_ms = b.now_ms();
         for (_, f) in self.megaflows.iter() {
             if let Some(l) = f.relearn(since) {
-                b.macs.learn(l.mac, l.vlan, l.port, now_ms);
+                // Its last packet, on the bridge's clock.
+                let hit_ms = now_ms.saturating_sub(now_us.saturating_sub(f.used_us) / 1000);
+                b.macs.refresh(l.mac, l.vlan, l.port, hit_ms, now_ms);
             }
         }
         let max_idle = self.cfg.max_idle_us;

@@ -493,6 +493,7 @@ impl Datapath {
                     now_us,
                     *mark,
                 );
+                self.see_bridge();
                 // Batches whose time has come go now (all of them when
                 // tx-flush-interval is 0: the end of the rx burst).
                 self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
@@ -515,6 +516,20 @@ impl Datapath {
         }
     }
 
+    /// NORMAL's MAC table or VLAN modes changed (a MAC learned, moved,
+    /// aged): the decisions that read them are revalidated before their
+    /// next use. One atomic load; after every batch, so that the next
+    /// batch already sees what this one's upcalls learned (as OVS after
+    /// its revalidators' round).
+    #[inline]
+    fn see_bridge(&mut self) {
+        let b = self.rules.bridge().version();
+        if b != self.bridge_seen {
+            self.bridge_seen = b;
+            self.epoch += 1;
+        }
+    }
+
     fn housekeeping(&mut self, now_us: u64) {
         if let Some(t) = self.rules.tunnels() {
             // Two atomic loads an iteration; a Vec that allocates nothing
@@ -528,13 +543,7 @@ impl Datapath {
                 self.send_frame(r.ofport, &r.frame, now_us);
             }
         }
-        // One atomic load an iteration: NORMAL's MAC table or VLAN modes
-        // changed, its decisions are revalidated.
-        let b = self.rules.bridge().version();
-        if b != self.bridge_seen {
-            self.bridge_seen = b;
-            self.epoch += 1;
-        }
+        self.see_bridge();
         if self.rules_have_timeouts
             && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US
         {

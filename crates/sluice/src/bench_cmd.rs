@@ -20,8 +20,9 @@ pub struct GenArgs {
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Write a benchmark rule set instead of traffic: port-forward, l3, l3l4,
-    /// routes:N (N-1 host routes the traffic misses, and a catch-all) or
-    /// prefixes:N (N-1 routes the traffic hits over 20 prefix lengths).
+    /// ct-firewall, normal, routes:N (N-1 host routes the traffic misses,
+    /// and a catch-all) or prefixes:N (N-1 routes the traffic hits over 20
+    /// prefix lengths).
     #[arg(long, value_name = "KIND")]
     rules: Option<RuleSetKind>,
     /// Traffic profile: flows (N flows by --dist), churn, miss-storm.
@@ -48,6 +49,10 @@ pub struct GenArgs {
     /// Random seed (profiles are reproducible).
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Each flow from its own source MAC (02:00 and its source IP), for
+    /// the normal rule set: NORMAL learns one MAC per flow.
+    #[arg(long)]
+    macs: bool,
 }
 
 fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
@@ -108,7 +113,10 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
         println!("{}: {} rule set", a.output.display(), kind.name());
         return Ok(());
     }
-    let frames = profile_frames(&a)?;
+    let mut frames = profile_frames(&a)?;
+    if a.macs {
+        frames = sluice_bench::rules::with_flow_macs(&frames);
+    }
     let f = std::fs::File::create(&a.output).map_err(err)?;
     let mut w = PcapWriter::new(std::io::BufWriter::new(f)).map_err(err)?;
     for i in 0..frames.len() {
@@ -143,8 +151,9 @@ pub struct BenchArgs {
     /// a meter no traffic reaches), vxlan-encap and vxlan-decap (into and
     /// out of a VXLAN port, VNI 42, over an underlay port with an
     /// address), ct-firewall (every packet through the connection tracker,
-    /// committed when new, then forwarded as established), routes:N,
-    /// prefixes:N.
+    /// committed when new, then forwarded as established), normal (OVS's
+    /// default bridge: MAC learning, each flow from its own MAC),
+    /// routes:N, prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
     rules: Vec<RuleSetKind>,
     /// Flow counts.

@@ -327,6 +327,8 @@ pub fn json(s: &RunSummary) -> Value {
         "elapsed_s": s.elapsed.as_secs_f64(),
         // The tracked connections at the end, as dump-conntrack lists them.
         "conntrack": ct.dump(None, ct.now_ms()),
+        // NORMAL's MAC table at the end, as fdb-show lists it.
+        "fdb": s.rules.bridge().macs.show(s.rules.bridge().now_ms()).lines().skip(1).collect::<Vec<_>>(),
         "ports": s.ports.iter().map(|p| json!({
             "number": p.ofport,
             "spec": p.name,
