@@ -517,7 +517,8 @@ struct TraceArgs {
     /// The input port, with --packet.
     #[arg(long, value_name = "N")]
     in_port: Option<u32>,
-    /// Ports that exist (for all/flood); default: those the rules and the flow name.
+    /// Ports that exist (for all, flood and NORMAL); default: those the
+    /// rules and the flow name.
     #[arg(long, value_name = "N,N,...", value_delimiter = ',')]
     ports: Vec<u32>,
     #[command(flatten)]
