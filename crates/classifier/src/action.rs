@@ -18,6 +18,15 @@ pub enum Action {
     /// `flood` — every port but the input port (no port is excluded from
     /// flooding in Sluice, so this equals `all`).
     Flood,
+    /// `output:FIELD[a..b]` — out of the port the field's bits hold (as
+    /// `NXAST_OUTPUT_REG`: a value past 65535 goes nowhere; 0xfff8 and up
+    /// are OpenFlow 1.0's reserved ports, `IN_PORT`, `NORMAL`, `FLOOD`,
+    /// `ALL`, `CONTROLLER`).
+    OutputReg(Subfield),
+    /// `note:HEX` — does nothing; its bytes ride with the rule (padded
+    /// with zeros as `NXAST_NOTE` carries them: the action's length a
+    /// multiple of 8).
+    Note(Vec<u8>),
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -131,6 +140,17 @@ impl std::fmt::Display for Action {
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
+            Action::OutputReg(src) => write!(f, "output:{src}"),
+            Action::Note(bytes) => {
+                f.write_str("note:")?;
+                for (i, b) in bytes.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(".")?;
+                    }
+                    write!(f, "{b:02x}")?;
+                }
+                Ok(())
+            }
             Action::Controller { max_len: 65535 } => f.write_str("CONTROLLER:65535"),
             Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
             Action::SetField {

@@ -15,6 +15,10 @@ use crate::wire::Rd;
 pub mod subtype {
     /// `NXAST_REG_MOVE`.
     pub const REG_MOVE: u16 = 6;
+    /// `NXAST_NOTE`.
+    pub const NOTE: u16 = 8;
+    /// `NXAST_OUTPUT_REG`.
+    pub const OUTPUT_REG: u16 = 15;
     /// `NXAST_REG_LOAD`.
     pub const REG_LOAD: u16 = 7;
     /// `NXAST_REG_LOAD2`.
@@ -225,6 +229,20 @@ pub enum NxAction {
     CtClear,
     /// `NXAST_NAT`: a `ct` action's `nat(...)`.
     Nat(sluice_conntrack::Nat),
+    /// `NXAST_OUTPUT_REG`: out of the port `n_bits` bits of `src` at
+    /// `ofs` hold.
+    OutputReg {
+        /// NXM header of the field.
+        src: u32,
+        /// Lowest bit.
+        ofs: u16,
+        /// Bits.
+        n_bits: u16,
+        /// Bytes to the controller, for `CONTROLLER`.
+        max_len: u16,
+    },
+    /// `NXAST_NOTE`: bytes that do nothing (with their padding).
+    Note(Vec<u8>),
     /// `NXAST_REG_MOVE`: `n_bits` bits from `src` at `src_ofs` to `dst`
     /// at `dst_ofs`.
     RegMove {
@@ -282,6 +300,24 @@ impl NxAction {
                     n_bits,
                 }
             }
+            subtype::OUTPUT_REG => {
+                if len != 24 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let ofs_nbits = b.u16()?;
+                let src = b.u32()?;
+                let max_len = b.u16()?;
+                if b.take(6)?.iter().any(|&z| z != 0) {
+                    return Err(OfError::BAD_ARGUMENT);
+                }
+                NxAction::OutputReg {
+                    src,
+                    ofs: ofs_nbits >> 6,
+                    n_bits: (ofs_nbits & 0x3f) + 1,
+                    max_len,
+                }
+            }
+            subtype::NOTE => NxAction::Note(b.take(b.left())?.to_vec()),
             subtype::REG_LOAD2 => {
                 let o = Oxm::decode(&mut b).map_err(|e| {
                     if e == OfError::BAD_FIELD {
@@ -378,6 +414,22 @@ impl NxAction {
             NxAction::CtClear => {
                 out.extend_from_slice(&subtype::CT_CLEAR.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::OutputReg {
+                src,
+                ofs,
+                n_bits,
+                max_len,
+            } => {
+                out.extend_from_slice(&subtype::OUTPUT_REG.to_be_bytes());
+                out.extend_from_slice(&(ofs << 6 | (n_bits - 1)).to_be_bytes());
+                out.extend_from_slice(&src.to_be_bytes());
+                out.extend_from_slice(&max_len.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::Note(bytes) => {
+                out.extend_from_slice(&subtype::NOTE.to_be_bytes());
+                out.extend_from_slice(bytes);
             }
             NxAction::Nat(n) => encode_nat(n, out),
         }

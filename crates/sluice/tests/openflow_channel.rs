@@ -311,6 +311,24 @@ fn ovs_ofctl_programs_the_rules() {
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }
+    // NORMAL (OFPP_NORMAL), output to a register's port
+    // (NXAST_OUTPUT_REG), note (NXAST_NOTE): read back as OVS 3.1 prints
+    // the same add-flows.
+    for f in [
+        "table=13,priority=1,actions=NORMAL",
+        "table=13,priority=2,actions=note:01.02.03,output:NXM_NX_REG0[0..15]",
+        "table=13,priority=3,ip,actions=output:reg1",
+    ] {
+        run(&["add-flow", &t, f]);
+    }
+    let dump = run(&["dump-flows", &t]);
+    for line in [
+        "priority=1 actions=NORMAL",
+        "priority=2 actions=note:01.02.03.00.00.00,output:NXM_NX_REG0[0..15]",
+        "priority=3,ip actions=output:NXM_NX_REG1[]",
+    ] {
+        assert!(dump.contains(line), "{line}: {dump}");
+    }
     run(&["del-flows", &t]);
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
     // Refusals come back as the spec's errors; the connection and the

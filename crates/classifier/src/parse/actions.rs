@@ -115,7 +115,34 @@ pub(super) fn parse_actions(
             })
         };
         let a = match name.to_ascii_lowercase().as_str() {
-            "output" => parse_port(cx, need()?, arg_at)?,
+            "output" => {
+                let a = need()?;
+                // A field (output:NXM_NX_REG0[0..15], output:reg1) or a port.
+                if a.contains('[') || crate::fields::field_by_name(a).is_some() {
+                    let src = Subfield::parse(a).map_err(|e| cx.err(arg_at, e))?;
+                    if !src.field.prereq.holds(&cur.value, &cur.mask) {
+                        return Err(cx.err(arg_at, format!("output from {} requires the rule to match {}", src.field.name, src.field.prereq.describe())));
+                    }
+                    Action::OutputReg(src)
+                } else {
+                    parse_port(cx, a, arg_at)?
+                }
+            }
+            "note" => {
+                let a = arg.unwrap_or("");
+                let hex: String = a.chars().filter(|c| *c != '.').collect();
+                if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+                    return Err(cx.err(arg_at, format!("note:{a}: expected hex bytes, e.g. note:01.02.ab")));
+                }
+                let mut bytes: Vec<u8> = (0..hex.len())
+                    .step_by(2)
+                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                    .collect();
+                // NXAST_NOTE's 10 bytes of header and the note: a multiple
+                // of 8, the rest zeros (as ovs-ofctl pads it).
+                bytes.resize((10 + bytes.len()).div_ceil(8) * 8 - 10, 0);
+                Action::Note(bytes)
+            }
             "group" => {
                 let g = parse_int(cx, need()?, arg_at, 32, "group")? as u32;
                 if g > crate::group::GROUP_MAX {

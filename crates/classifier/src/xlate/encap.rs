@@ -52,6 +52,7 @@ fn blind(a: &Action) -> bool {
         | Action::InPort
         | Action::All
         | Action::Flood
+        | Action::Note(_)
         | Action::Controller { .. }
         | Action::WriteActions(_)
         | Action::ClearActions

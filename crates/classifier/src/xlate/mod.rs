@@ -212,6 +212,7 @@ fn is_output(a: &Action) -> bool {
             | Action::All
             | Action::Flood
             | Action::Normal
+            | Action::OutputReg(_)
             | Action::Controller { .. }
     )
 }
@@ -400,6 +401,8 @@ impl Ctx<'_, '_> {
                     }
                 }
                 Action::Normal => self.normal(),
+                Action::OutputReg(src) => self.output_reg(src),
+                Action::Note(_) => {}
                 Action::Controller { max_len } => {
                     self.commit();
                     let (table_id, cookie, miss) = self.running;
@@ -622,6 +625,39 @@ impl Ctx<'_, '_> {
             return;
         }
         self.emit_output(p);
+    }
+
+    /// `output:FIELD`, as OVS's `xlate_output_reg_action`: the port the
+    /// bits hold, OpenFlow 1.0's numbering (reserved ports from 0xfff8).
+    fn output_reg(&mut self, src: crate::subfield::Subfield) {
+        if !self.present(src.field, src.field.prereq) {
+            return;
+        }
+        let v = src.read(&self.flow);
+        self.unwc_read(src.field, src.mask());
+        match v {
+            0x1_0000.. => self.note(self.depth, &format!(">> output port {v} is out of range")),
+            0xfff8 => {
+                self.out.wc.in_port = u32::MAX;
+                self.emit_output(self.flow.in_port);
+            }
+            0xfffa => self.normal(),
+            0xfffb | 0xfffc => {
+                self.out.wc.in_port = u32::MAX;
+                let ports = self.env.ports;
+                for &p in ports {
+                    if p != self.flow.in_port {
+                        self.emit_output(p);
+                    }
+                }
+            }
+            0xfffd => self.actions(&[Action::Controller { max_len: 65535 }], self.running.0),
+            0xff00.. => self.note(
+                self.depth,
+                &format!(">> output to reserved port {v:#x}: nothing"),
+            ),
+            p => self.output(p as u32),
+        }
     }
 
     fn emit_output(&mut self, p: u32) {

@@ -161,3 +161,29 @@ fn a_packet_from_the_controller_floods_everywhere_and_learns_nothing() {
     assert_eq!(outputs(&t), [2, 3, 4]);
     assert!(t.learn.is_none());
 }
+
+#[test]
+fn output_to_the_port_a_register_holds() {
+    let out = |text: &str| {
+        let t = run(&set(text), &frame(1, A, B, None));
+        outputs(&t)
+    };
+    assert_eq!(
+        out("actions=load:3->NXM_NX_REG0[0..15],output:NXM_NX_REG0[0..15]\n"),
+        [3]
+    );
+    // OpenFlow 1.0's reserved ports: IN_PORT, NORMAL (flooded here).
+    assert_eq!(
+        out("actions=load:0xfff8->NXM_NX_REG0[0..15],output:NXM_NX_REG0[0..15]\n"),
+        [1]
+    );
+    assert_eq!(
+        out("actions=load:0xfffa->NXM_NX_REG1[],output:reg1\n"),
+        [2, 3, 4]
+    );
+    // The input port itself (as output:N): skipped; past 65535: nowhere.
+    assert!(out("actions=load:1->NXM_NX_REG0[],output:reg0\n").is_empty());
+    assert!(out("actions=load:0x10002->NXM_NX_REG0[],output:reg0\n").is_empty());
+    // A note does nothing.
+    assert_eq!(out("actions=note:aa.bb,output:4\n"), [4]);
+}

@@ -203,6 +203,8 @@ impl Ref<'_> {
                 Action::InPort => self.out(self.in_port),
                 // Stateful (a MAC table): the generated rule sets have none.
                 Action::Normal => unreachable!("no NORMAL in generated rules"),
+                Action::OutputReg(_) => unreachable!("no output:FIELD in generated rules"),
+                Action::Note(_) => {}
                 Action::All | Action::Flood => {
                     for p in PORTS {
                         if p != self.in_port {

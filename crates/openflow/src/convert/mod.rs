@@ -319,6 +319,8 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::Move { src, dst } => return nx::from_move(src, dst),
         Action::Ct(ct) => return nx::from_ct(ct),
         Action::CtClear => OfAction::Nx(crate::nxm::NxAction::CtClear),
+        Action::OutputReg(src) => return nx::from_output_reg(src),
+        Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
         Action::Output(p) => OfAction::Output {
             port: *p,
             max_len: 0,
@@ -539,6 +541,7 @@ fn same_kind(a: &Action, b: &Action) -> bool {
         | Action::All
         | Action::Flood
         | Action::Normal
+        | Action::OutputReg(_)
         | Action::Controller { .. } => "output".to_string(),
         Action::SetField { field, .. } => field.name.to_string(),
         Action::ModVlanVid(_) => "vlan_vid".into(),

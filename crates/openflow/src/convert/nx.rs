@@ -80,6 +80,14 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::Move { src, dst }
         }
         NxAction::CtClear => Action::CtClear,
+        NxAction::OutputReg {
+            src, ofs, n_bits, ..
+        } => {
+            let src = subfield(src, ofs, n_bits)?;
+            holds(src.field.prereq, m)?;
+            Action::OutputReg(src)
+        }
+        NxAction::Note(ref bytes) => Action::Note(bytes.clone()),
         // Only inside NXAST_CT.
         NxAction::Nat(_) => return Err(OfError::BAD_ARGUMENT),
         NxAction::Ct {
@@ -248,6 +256,20 @@ fn set_or_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> 
     } else {
         from_load(field, value, mask)
     }
+}
+
+/// An `output:FIELD`, as `NXAST_OUTPUT_REG` (none if the field has no
+/// NXM header).
+pub(super) fn from_output_reg(src: &Subfield) -> Vec<OfAction> {
+    let Some(h) = header_of(src.field) else {
+        return Vec::new();
+    };
+    vec![OfAction::Nx(NxAction::OutputReg {
+        src: h,
+        ofs: src.ofs.into(),
+        n_bits: src.n_bits.into(),
+        max_len: u16::MAX,
+    })]
 }
 
 /// A `move`, as `NXAST_REG_MOVE` (none if a side has no NXM header).
