@@ -369,7 +369,10 @@ struct RunArgs {
     /// A port: N=SPEC, where N is its OpenFlow port number.
     #[arg(long = "port", value_name = "N=SPEC", value_parser = parse_port_arg)]
     ports: Vec<(u32, PortSpec)>,
-    /// Flow file (ovs-ofctl syntax, one rule per line).
+    /// Flow file (ovs-ofctl syntax, one rule per line). None: one rule,
+    /// priority=0,actions=NORMAL (a MAC-learning switch, as ovs-vsctl
+    /// add-br makes a bridge), unless a controller in secure fail mode
+    /// gives the rules.
     #[arg(long, value_name = "FILE")]
     flows: Option<PathBuf>,
     /// Geneve options as tun_metadata0..3 fields, as ovs-ofctl
@@ -434,9 +437,11 @@ struct RunArgs {
     /// [default: 1000]
     #[arg(long, value_name = "PPS")]
     controller_rate_limit: Option<u32>,
-    /// With no controller connected: 'secure' (default) or 'standalone';
-    /// both keep the rules as they are (Sluice has no NORMAL switching to
-    /// fall back to), standalone says so in the log.
+    /// 'secure' (default) or 'standalone'. With a controller and no flow
+    /// file, a standalone switch starts as a learning switch
+    /// (priority=0,actions=NORMAL) until the controller changes the
+    /// rules, a secure one with no rules; either keeps its rules when no
+    /// controller is connected.
     #[arg(long, value_name = "MODE", value_parser = ["secure", "standalone"])]
     fail_mode: Option<String>,
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to
