@@ -94,6 +94,12 @@ pub struct HeldFrag {
     pub fate: bool,
     /// The connection tracking state it came with.
     pub prev: CtResult,
+    at: Place,
+}
+
+/// Where a fragment's data lies, in its datagram and in its frame.
+#[derive(Debug, Clone, Copy)]
+struct Place {
     /// Its data bytes, numbered as OVS numbers them (16 bits, as there).
     start: u16,
     end: u16,
@@ -222,12 +228,7 @@ struct Parsed {
     key: ListKey,
     first: bool,
     last: bool,
-    start: u16,
-    end: u16,
-    l4: usize,
-    len: usize,
-    frag_hdr: usize,
-    next_at: usize,
+    at: Place,
 }
 
 fn be16(b: &[u8], at: usize) -> u16 {
@@ -353,11 +354,11 @@ impl Ipf {
             return Frag::NotTaken;
         }
         // As OVS's ipf_is_frag_duped: either end inside a held fragment.
-        let inside = |x: u16, f: &HeldFrag| x >= f.start && x <= f.end;
+        let inside = |x: u16, f: &HeldFrag| x >= f.at.start && x <= f.at.end;
         if list
             .frags
             .iter()
-            .any(|f| inside(p.start, f) || inside(p.end, f))
+            .any(|f| inside(p.at.start, f) || inside(p.at.end, f))
         {
             bump(&self.counters(v6).overlap, 1);
             return Frag::Invalid;
@@ -367,12 +368,7 @@ impl Ipf {
             meta: *meta,
             fate,
             prev: *prev,
-            start: p.start,
-            end: p.end,
-            l4: p.l4,
-            len: p.len,
-            frag_hdr: p.frag_hdr,
-            next_at: p.next_at,
+            at: p.at,
         });
         self.nfrag.fetch_add(1, Ordering::Relaxed);
         bump(&self.counters(v6).accepted, 1);
@@ -386,11 +382,11 @@ impl Ipf {
             return Frag::Held;
         }
         // Insertion sort: held lists are sorted but for the newcomer.
-        list.frags.sort_by_key(|f| f.start);
+        list.frags.sort_by_key(|f| f.at.start);
         let complete = list
             .frags
             .windows(2)
-            .all(|w| u32::from(w[0].end) + 1 == u32::from(w[1].start));
+            .all(|w| u32::from(w[0].at.end) + 1 == u32::from(w[1].at.start));
         if !complete {
             return Frag::Held;
         }
@@ -457,12 +453,14 @@ impl Ipf {
             },
             first,
             last,
-            start,
-            end,
-            l4: l3 + hl,
-            len: l3 + tot,
-            frag_hdr: 0,
-            next_at: 0,
+            at: Place {
+                start,
+                end,
+                l4: l3 + hl,
+                len: l3 + tot,
+                frag_hdr: 0,
+                next_at: 0,
+            },
         }))
     }
 
@@ -544,12 +542,14 @@ impl Ipf {
             },
             first,
             last,
-            start,
-            end,
-            l4: l3 + off,
-            len: l3 + 40 + plen,
-            frag_hdr: l3 + fh,
-            next_at: l3 + fh_next_at,
+            at: Place {
+                start,
+                end,
+                l4: l3 + off,
+                len: l3 + 40 + plen,
+                frag_hdr: l3 + fh,
+                next_at: l3 + fh_next_at,
+            },
         }))
     }
 
@@ -684,10 +684,11 @@ fn list_line(k: &ListKey, l: &List) -> String {
 /// The data bytes fragment `f` adds, or `None` when its numbers do not
 /// fit its bytes.
 fn data_of(f: &HeldFrag) -> Option<&[u8]> {
-    let n = (i32::from(f.end) - i32::from(f.start) + 1).max(0) as usize;
+    let a = &f.at;
+    let n = (i32::from(a.end) - i32::from(a.start) + 1).max(0) as usize;
     f.data
-        .get(f.l4..f.l4.checked_add(n)?)
-        .filter(|_| f.l4 + n <= f.len)
+        .get(a.l4..a.l4.checked_add(n)?)
+        .filter(|_| a.l4 + n <= a.len)
 }
 
 /// The IPv4 datagram of a complete, sorted list: the first fragment's
@@ -695,7 +696,7 @@ fn data_of(f: &HeldFrag) -> Option<&[u8]> {
 fn reassemble_v4(frags: &[HeldFrag]) -> Option<Vec<u8>> {
     let f0 = &frags[0];
     let l3 = usize::from(f0.meta.l3_ofs);
-    let mut out = f0.data.get(..f0.len)?.to_vec();
+    let mut out = f0.data.get(..f0.at.len)?.to_vec();
     for f in &frags[1..] {
         out.extend_from_slice(data_of(f)?);
     }
@@ -718,10 +719,11 @@ fn reassemble_v4(frags: &[HeldFrag]) -> Option<Vec<u8>> {
 fn reassemble_v6(frags: &[HeldFrag]) -> Option<Vec<u8>> {
     let f0 = &frags[0];
     let l3 = usize::from(f0.meta.l3_ofs);
-    let mut out = Vec::with_capacity(f0.len * frags.len());
-    out.extend_from_slice(f0.data.get(..f0.frag_hdr)?);
-    out.extend_from_slice(f0.data.get(f0.frag_hdr + 8..f0.len)?);
-    out[f0.next_at] = f0.data[f0.frag_hdr];
+    let a = &f0.at;
+    let mut out = Vec::with_capacity(a.len * frags.len());
+    out.extend_from_slice(f0.data.get(..a.frag_hdr)?);
+    out.extend_from_slice(f0.data.get(a.frag_hdr + 8..a.len)?);
+    out[a.next_at] = f0.data[a.frag_hdr];
     for f in &frags[1..] {
         out.extend_from_slice(data_of(f)?);
     }
@@ -741,8 +743,8 @@ pub fn write_back(frags: &mut [HeldFrag], datagram: &[u8], l4: usize, v6: bool) 
     let Some(f0) = frags.first_mut() else {
         return;
     };
-    let n = f0.len.saturating_sub(f0.l4);
-    if let (Some(src), Some(dst)) = (datagram.get(l4..l4 + n), f0.data.get_mut(f0.l4..f0.l4 + n)) {
+    let (f0_l4, n) = (f0.at.l4, f0.at.len.saturating_sub(f0.at.l4));
+    if let (Some(src), Some(dst)) = (datagram.get(l4..l4 + n), f0.data.get_mut(f0_l4..f0_l4 + n)) {
         dst.copy_from_slice(src);
     }
     let l3 = usize::from(f0.meta.l3_ofs);

@@ -77,8 +77,13 @@ struct Run {
 }
 
 fn run(text: &str, frames: Vec<Vec<u8>>) -> Run {
+    run_with(rules(text), frames, |_| {})
+}
+
+/// As [`run`], with `each(n)` called at the start of the n-th iteration.
+fn run_with(rules: Arc<RuleSet>, frames: Vec<Vec<u8>>, mut each: impl FnMut(u64)) -> Run {
     let frames: Frames = frames.into_iter().collect();
-    let mut dp = Datapath::new(DatapathConfig::default(), rules(text)).unwrap();
+    let mut dp = Datapath::new(DatapathConfig::default(), rules).unwrap();
     // A packet at a time: a reply is not in the batch of the packet
     // that commits its connection.
     dp.add_port(
@@ -92,8 +97,13 @@ fn run(text: &str, frames: Vec<Vec<u8>>) -> Run {
         dp.add_port(p, Box::new(cap)).unwrap();
         caps.push(sent);
     }
-    let mut clock = (0u64..).step_by(10);
-    dp.run(|| clock.next().unwrap(), |_| false).unwrap();
+    let mut n = 0u64;
+    let clock = move || {
+        n += 1;
+        each(n);
+        n * 10
+    };
+    dp.run(clock, |_| false).unwrap();
     dp.finish().unwrap();
     let ports = caps.iter().map(|c| c.lock().unwrap().clone()).collect();
     Run { ports, dp }
@@ -213,39 +223,20 @@ fn an_expired_list_goes_on_invalid_with_the_next_ct() {
     let frags = cut(&datagram(IN, OUT, (4000, 53), 3000, 1), 1480);
     let later = datagram(IN, OUT, (4001, 53), 100, 2);
     let rules = rules(FIREWALL);
-    let mut dp = Datapath::new(DatapathConfig::default(), Arc::clone(&rules)).unwrap();
-    let frames: Frames = [frags[0].clone(), frags[1].clone(), later.clone()]
-        .into_iter()
-        .collect();
-    dp.add_port(
-        1,
-        Box::new(ReplayPort::new("in", frames, false).with_burst(1)),
-    )
-    .unwrap();
-    let mut caps = Vec::new();
-    for p in 2..=4 {
-        let (cap, sent) = CapturePort::new();
-        dp.add_port(p, Box::new(cap)).unwrap();
-        caps.push(sent);
-    }
     // Past the list's 15 s once the two fragments are in: the datagram
     // after them finds it expired.
     let ct = Arc::clone(rules.conntrack());
-    let mut n = 0u64;
-    let mut clock = move || {
-        n += 1;
+    let frames = vec![frags[0].clone(), frags[1].clone(), later.clone()];
+    let r = run_with(Arc::clone(&rules), frames, |n| {
         if n == 3 {
             ct.warp(15_001);
         }
-        n * 10
-    };
-    dp.run(&mut clock, |_| false).unwrap();
-    dp.finish().unwrap();
+    });
     // The datagram is committed and goes out; the expired fragments go on
     // with only +inv (not +trk, as OVS marks them), which no rule of
     // table 1 takes: dropped there.
-    assert_eq!(*caps[0].lock().unwrap(), vec![later]);
-    let st = dp.stats();
+    assert_eq!(r.ports[0], vec![later]);
+    let st = r.dp.stats();
     assert_eq!((st.forwarded, st.dropped_total()), (1, 2), "{st:?}");
     assert_eq!(st.dropped_by(DropReason::FragmentPurged), 0);
     assert!(st.rx_balanced(), "{st:?}");
