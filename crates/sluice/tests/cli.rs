@@ -130,8 +130,14 @@ fn clear_errors_for_bad_invocations() {
         "1=pcap:rx=/nonexistent.pcap",
     ]);
     assert!(stderr(&o).contains("/nonexistent.pcap"), "{}", stderr(&o));
+    // No flow file: a learning switch (one NORMAL rule), said so.
     let o = sluice(&["run", "--port", "1=null"]);
-    assert!(stderr(&o).contains("no rules"), "{}", stderr(&o));
+    assert!(
+        o.status.success()
+            && stderr(&o).contains("no flow file: one rule, priority=0,actions=NORMAL"),
+        "{}",
+        stderr(&o)
+    );
     let not_pcap = d.path().join("x.pcap");
     std::fs::write(&not_pcap, b"hello world, this is not a capture").unwrap();
     let o = sluice(&[
