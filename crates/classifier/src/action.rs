@@ -27,6 +27,9 @@ pub enum Action {
     /// with zeros as `NXAST_NOTE` carries them: the action's length a
     /// multiple of 8).
     Note(Vec<u8>),
+    /// `clone(ACTIONS)` — the actions on a copy of the packet and its
+    /// pipeline state; after them the packet is as it was (`NXAST_CLONE`).
+    Clone(Vec<Action>),
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -140,6 +143,7 @@ impl std::fmt::Display for Action {
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
+            Action::Clone(a) => write!(f, "clone({})", format_list(a)),
             Action::OutputReg(src) => write!(f, "output:{src}"),
             Action::Note(bytes) => {
                 f.write_str("note:")?;
@@ -237,7 +241,7 @@ pub fn format_actions(actions: &[Action]) -> String {
 pub fn groups_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
     actions.iter().flat_map(|a| {
         let inner: &[Action] = match a {
-            Action::WriteActions(set) => set,
+            Action::WriteActions(set) | Action::Clone(set) => set,
             a => std::slice::from_ref(a),
         };
         inner.iter().filter_map(|a| match a {
@@ -252,7 +256,7 @@ pub fn groups_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
 pub fn fields_written(actions: &[Action]) -> impl Iterator<Item = &'static Field> + '_ {
     actions.iter().flat_map(|a| {
         let inner: &[Action] = match a {
-            Action::WriteActions(set) => set,
+            Action::WriteActions(set) | Action::Clone(set) => set,
             a => std::slice::from_ref(a),
         };
         inner.iter().filter_map(|a| match a {

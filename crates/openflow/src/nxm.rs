@@ -27,6 +27,8 @@ pub mod subtype {
     pub const CT: u16 = 35;
     /// `NXAST_NAT` (only inside `NXAST_CT`).
     pub const NAT: u16 = 36;
+    /// `NXAST_CLONE`.
+    pub const CLONE: u16 = 42;
     /// `NXAST_CT_CLEAR`.
     pub const CT_CLEAR: u16 = 43;
 }
@@ -243,6 +245,8 @@ pub enum NxAction {
     },
     /// `NXAST_NOTE`: bytes that do nothing (with their padding).
     Note(Vec<u8>),
+    /// `NXAST_CLONE`: actions on a copy of the packet.
+    Clone(Vec<crate::action::OfAction>),
     /// `NXAST_REG_MOVE`: `n_bits` bits from `src` at `src_ofs` to `dst`
     /// at `dst_ofs`.
     RegMove {
@@ -318,6 +322,14 @@ impl NxAction {
                 }
             }
             subtype::NOTE => NxAction::Note(b.take(b.left())?.to_vec()),
+            subtype::CLONE => {
+                if len < 16 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                b.skip(6)?;
+                let rest = b.take(b.left())?;
+                NxAction::Clone(crate::action::decode_actions(rest)?)
+            }
             subtype::REG_LOAD2 => {
                 let o = Oxm::decode(&mut b).map_err(|e| {
                     if e == OfError::BAD_FIELD {
@@ -430,6 +442,11 @@ impl NxAction {
             NxAction::Note(bytes) => {
                 out.extend_from_slice(&subtype::NOTE.to_be_bytes());
                 out.extend_from_slice(bytes);
+            }
+            NxAction::Clone(actions) => {
+                out.extend_from_slice(&subtype::CLONE.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+                crate::action::encode_actions(actions, out);
             }
             NxAction::Nat(n) => encode_nat(n, out),
         }

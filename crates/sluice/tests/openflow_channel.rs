@@ -312,12 +312,13 @@ fn ovs_ofctl_programs_the_rules() {
         assert!(dump.contains(line), "{line}: {dump}");
     }
     // NORMAL (OFPP_NORMAL), output to a register's port
-    // (NXAST_OUTPUT_REG), note (NXAST_NOTE): read back as OVS 3.1 prints
-    // the same add-flows.
+    // (NXAST_OUTPUT_REG), note (NXAST_NOTE), clone (NXAST_CLONE): read
+    // back as OVS 3.1 prints the same add-flows.
     for f in [
         "table=13,priority=1,actions=NORMAL",
         "table=13,priority=2,actions=note:01.02.03,output:NXM_NX_REG0[0..15]",
         "table=13,priority=3,ip,actions=output:reg1",
+        "table=13,priority=4,ip,actions=clone(mod_dl_dst:02:00:00:00:00:99,set_field:0x1->reg0,output:2),output:3",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -326,6 +327,7 @@ fn ovs_ofctl_programs_the_rules() {
         "priority=1 actions=NORMAL",
         "priority=2 actions=note:01.02.03.00.00.00,output:NXM_NX_REG0[0..15]",
         "priority=3,ip actions=output:NXM_NX_REG1[]",
+        "priority=4,ip actions=clone(set_field:02:00:00:00:00:99->eth_dst,set_field:0x1->reg0,output:2),output:3",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

@@ -342,6 +342,27 @@ pub(super) fn parse_actions(
                 }
                 Action::WriteActions(inner)
             }
+            "clone" => {
+                let inner = parse_actions(cx, need()?, arg_at, spec)?;
+                if let Some(bad) = inner.iter().find(|a| {
+                    matches!(
+                        a,
+                        Action::WriteActions(_)
+                            | Action::ClearActions
+                            | Action::WriteMetadata { .. }
+                            | Action::GotoTable(_)
+                            | Action::Meter(_)
+                            | Action::Ct(_)
+                            | Action::CtClear
+                    )
+                }) {
+                    return Err(cx.err(
+                        arg_at,
+                        format!("{bad} cannot be in a clone here (instructions, and ct: its state would leak out of the copy)"),
+                    ));
+                }
+                Action::Clone(inner)
+            }
             "clear_actions" if arg.is_none() => Action::ClearActions,
             "write_metadata" => {
                 let a = need()?;

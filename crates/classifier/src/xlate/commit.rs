@@ -139,7 +139,15 @@ impl Ctx<'_, '_> {
                     // OVS commits type and code together (non-masked), and
                     // a later fragment's flow has 0 for the one not set.
                     (true, s, c) if later && (s || c) => {
-                        if csum == FragRewrites::Ovs && f.nw_proto == proto::ICMP {
+                        // Only when it changes what OVS's base flow holds
+                        // (a later fragment's is 0, 0 until a commit): OVS
+                        // commits nothing otherwise.
+                        let now = (f.tp_src, f.tp_dst);
+                        if csum == FragRewrites::Ovs
+                            && f.nw_proto == proto::ICMP
+                            && now != self.icmp_later_base
+                        {
+                            self.icmp_later_base = now;
                             self.push(DpAction::SetIcmpInLaterFragment {
                                 ty: f.tp_src as u8,
                                 code: f.tp_dst as u8,

@@ -155,6 +155,9 @@ struct Ctx<'a, 'o> {
     vlans_touched: bool,
     /// The ARP fields as the packet has them after the last commit.
     arp_base: FlowKey,
+    /// A later ICMP fragment's type and code as OVS's base flow has them
+    /// (0, 0: not parsed) after the last commit.
+    icmp_later_base: (u16, u16),
     /// The rule whose actions run: table, cookie, whether it is a
     /// table-miss rule (for packet-ins).
     running: (u8, u64, bool),
@@ -259,6 +262,7 @@ fn run(
         group_depth: 0,
         vlans_touched: false,
         arp_base: *key,
+        icmp_later_base: (0, 0),
         running: (0, 0, false),
         action_set: Vec::new(),
         stale: encap::Stale::None,
@@ -401,6 +405,7 @@ impl Ctx<'_, '_> {
                     }
                 }
                 Action::Normal => self.normal(),
+                Action::Clone(ref inner) => self.clone_actions(inner, table),
                 Action::OutputReg(src) => self.output_reg(src),
                 Action::Note(_) => {}
                 Action::Controller { max_len } => {
@@ -625,6 +630,63 @@ impl Ctx<'_, '_> {
             return;
         }
         self.emit_output(p);
+    }
+
+    /// `clone(...)`, as OVS's `xlate_clone` without a datapath clone:
+    /// the actions run on the flow, then the flow, its pipeline state and
+    /// the action set are back as they were; the header fields the clone
+    /// changed are marked written, so the next output sets them back.
+    fn clone_actions(&mut self, inner: &[Action], table: u8) {
+        let (flow, dirty, origin, set, stale) = (
+            self.flow,
+            self.dirty,
+            self.vlan_origin,
+            self.action_set.clone(),
+            self.stale,
+        );
+        let frozen = self.frozen.is_some();
+        self.actions(inner, table);
+        if !frozen && self.frozen.is_some() {
+            // The copy would need a recirculation of its own.
+            self.note(
+                self.depth,
+                ">> a clone that needs the packet parsed again: not supported",
+            );
+            self.frozen = None;
+            self.error = Some(XlateDrop::Recirc);
+            return;
+        }
+        // What the copy changed, bit by bit.
+        let mut xor = FlowKey::default();
+        {
+            let (a, b) = (bytemuck::bytes_of(&self.flow), bytemuck::bytes_of(&flow));
+            for ((c, x), y) in bytemuck::bytes_of_mut(&mut xor).iter_mut().zip(a).zip(b) {
+                *c = x ^ y;
+            }
+        }
+        let mut changed = dirty;
+        changed.or_assign(&xor);
+        // Tags go back through their own commit; the pipeline's fields
+        // are not the packet's.
+        changed.vlan_tci = [0; 2];
+        changed.vlan_tpid = [0; 2];
+        changed.metadata = 0;
+        changed.regs = [0; sluice_packet::key::N_REGS];
+        // Setting a field back writes the packet's own value: the
+        // decision reads every bit of each field the copy changed.
+        for f in crate::fields::all_fields() {
+            if f.writable && !f.is_pipeline() && (f.get)(&xor) != 0 {
+                let mut wc = self.out.wc;
+                (f.put)(&mut wc, (f.get)(&self.out.wc) | f.full_mask());
+                self.out.wc = wc;
+            }
+        }
+        self.flow = flow;
+        self.dirty = changed;
+        self.vlan_origin = origin;
+        self.vlans_touched = true;
+        self.action_set = set;
+        self.stale = stale;
     }
 
     /// `output:FIELD`, as OVS's `xlate_output_reg_action`: the port the

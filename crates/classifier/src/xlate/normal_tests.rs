@@ -187,3 +187,32 @@ fn output_to_the_port_a_register_holds() {
     // A note does nothing.
     assert_eq!(out("actions=note:aa.bb,output:4\n"), [4]);
 }
+
+#[test]
+fn a_clone_changes_a_copy_and_the_packet_goes_on_as_it_was() {
+    let r = set("ip,actions=clone(mod_dl_dst:02:00:00:00:00:99,load:5->NXM_NX_REG0[],output:2),output:NXM_NX_REG0[0..15],output:3\n");
+    let key = FlowKey {
+        in_port: 1,
+        dl_src: A,
+        dl_dst: B,
+        dl_type: 0x0800,
+        nw_proto: 17,
+        ..Default::default()
+    };
+    let t = run(&r, &key);
+    // The copy's rewrite is undone before the next output; the register
+    // it loaded is back to 0 (output:0 goes nowhere).
+    assert_eq!(
+        t.actions,
+        [
+            DpAction::SetEthDst([2, 0, 0, 0, 0, 0x99]),
+            DpAction::Output(2),
+            DpAction::SetEthDst(B),
+            DpAction::Output(3)
+        ]
+    );
+    // ct in a clone is refused (its state would leak out of the copy).
+    assert!(
+        crate::parse::parse_flow_file("ip,actions=clone(ct(commit),output:2)\n", None).is_err()
+    );
+}

@@ -216,7 +216,7 @@ pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
 /// The classifier action of an OpenFlow action; under a match (whose
 /// prerequisites a set-field or set-TTL must have), or in a group's
 /// bucket (none: the translation skips what the packet does not have).
-fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
+pub(super) fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
     let holds = |p: sluice_classifier::fields::Prereq| m.is_none_or(|m| p.holds(&m.value, &m.mask));
     Ok(match a {
         OfAction::Output { port: p, max_len } => match *p {
@@ -321,6 +321,9 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::CtClear => OfAction::Nx(crate::nxm::NxAction::CtClear),
         Action::OutputReg(src) => return nx::from_output_reg(src),
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
+        Action::Clone(inner) => OfAction::Nx(crate::nxm::NxAction::Clone(
+            inner.iter().flat_map(from_action).collect(),
+        )),
         Action::Output(p) => OfAction::Output {
             port: *p,
             max_len: 0,

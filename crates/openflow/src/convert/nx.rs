@@ -88,6 +88,19 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::OutputReg(src)
         }
         NxAction::Note(ref bytes) => Action::Note(bytes.clone()),
+        NxAction::Clone(ref actions) => {
+            let inner = actions
+                .iter()
+                .map(|a| super::to_action_in(a, m))
+                .collect::<Result<Vec<_>, _>>()?;
+            if inner
+                .iter()
+                .any(|a| matches!(a, Action::Ct(_) | Action::CtClear | Action::Meter(_)))
+            {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            Action::Clone(inner)
+        }
         // Only inside NXAST_CT.
         NxAction::Nat(_) => return Err(OfError::BAD_ARGUMENT),
         NxAction::Ct {
