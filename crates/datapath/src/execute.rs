@@ -630,7 +630,9 @@ pub(crate) fn execute(
                         // (then tracked as one, its fragments going on
                         // with the actions after this one), or tracked
                         // as it is when it is none to hold.
-                        let fate = (counted | recirc.carried) & bit == 0;
+                        // (Not if its fate is settled already: a copy
+                        // carries it, or an output before this one sent it.)
+                        let fate = (counted | recirc.carried | sent | to_ctl) & bit == 0;
                         let frag = crate::fragments::Fragment {
                             key: &keys[i as usize],
                             reparse: changed,

@@ -243,3 +243,21 @@ fn an_expired_list_goes_on_invalid_with_the_next_ct() {
     let s = rules.conntrack().ipf().status(false);
     assert!(s.contains("v4 frags expired: 2\n"), "{s}");
 }
+
+#[test]
+fn a_fragment_sent_before_its_ct_counts_once_as_forwarded() {
+    let frags = cut(&datagram(IN, OUT, (4000, 53), 3000, 1), 1480);
+    let r = run("ip,actions=output:2,ct(commit,zone=3)\n", frags.clone());
+    // Each fragment out of port 2 at once; held by the ct (its fate
+    // already settled), tracked with its datagram, then done.
+    assert_eq!(r.ports[0], frags);
+    let st = r.dp.stats();
+    assert_eq!(
+        (st.rx_packets, st.forwarded, st.dropped_total()),
+        (3, 3, 0),
+        "{st:?}"
+    );
+    assert_eq!((st.ct_frags_held, st.ct_frags_released), (0, 0));
+    assert!(st.rx_balanced(), "{st:?}");
+    assert_eq!(r.dp.rules().conntrack().len(), 1, "committed whole");
+}
