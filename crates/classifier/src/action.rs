@@ -231,6 +231,23 @@ fn fmt_load(
     Ok(())
 }
 
+impl Action {
+    /// Whether it may not be inside `clone(...)`: an instruction, a meter,
+    /// or `ct` (whose state would leak out of the copy).
+    pub fn refused_in_clone(&self) -> bool {
+        matches!(
+            self,
+            Action::WriteActions(_)
+                | Action::ClearActions
+                | Action::WriteMetadata { .. }
+                | Action::GotoTable(_)
+                | Action::Meter(_)
+                | Action::Ct(_)
+                | Action::CtClear
+        )
+    }
+}
+
 /// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).
 pub fn format_actions(actions: &[Action]) -> String {
     format_list(actions)

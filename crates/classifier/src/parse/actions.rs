@@ -344,18 +344,7 @@ pub(super) fn parse_actions(
             }
             "clone" => {
                 let inner = parse_actions(cx, need()?, arg_at, spec)?;
-                if let Some(bad) = inner.iter().find(|a| {
-                    matches!(
-                        a,
-                        Action::WriteActions(_)
-                            | Action::ClearActions
-                            | Action::WriteMetadata { .. }
-                            | Action::GotoTable(_)
-                            | Action::Meter(_)
-                            | Action::Ct(_)
-                            | Action::CtClear
-                    )
-                }) {
+                if let Some(bad) = inner.iter().find(|a| a.refused_in_clone()) {
                     return Err(cx.err(
                         arg_at,
                         format!("{bad} cannot be in a clone here (instructions, and ct: its state would leak out of the copy)"),

@@ -697,23 +697,21 @@ impl Ctx<'_, '_> {
         }
         let v = src.read(&self.flow);
         self.unwc_read(src.field, src.mask());
+        // A reserved port is the action that names it.
+        let reserved = match v {
+            0xfff8 => Some(Action::InPort),
+            0xfffa => Some(Action::Normal),
+            0xfffb => Some(Action::Flood),
+            0xfffc => Some(Action::All),
+            0xfffd => Some(Action::Controller { max_len: 65535 }),
+            _ => None,
+        };
+        if let Some(a) = reserved {
+            self.actions(&[a], self.running.0);
+            return;
+        }
         match v {
             0x1_0000.. => self.note(self.depth, &format!(">> output port {v} is out of range")),
-            0xfff8 => {
-                self.out.wc.in_port = u32::MAX;
-                self.emit_output(self.flow.in_port);
-            }
-            0xfffa => self.normal(),
-            0xfffb | 0xfffc => {
-                self.out.wc.in_port = u32::MAX;
-                let ports = self.env.ports;
-                for &p in ports {
-                    if p != self.flow.in_port {
-                        self.emit_output(p);
-                    }
-                }
-            }
-            0xfffd => self.actions(&[Action::Controller { max_len: 65535 }], self.running.0),
             0xff00.. => self.note(
                 self.depth,
                 &format!(">> output to reserved port {v:#x}: nothing"),

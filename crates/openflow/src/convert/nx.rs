@@ -93,10 +93,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                 .iter()
                 .map(|a| super::to_action_in(a, m))
                 .collect::<Result<Vec<_>, _>>()?;
-            if inner
-                .iter()
-                .any(|a| matches!(a, Action::Ct(_) | Action::CtClear | Action::Meter(_)))
-            {
+            if inner.iter().any(Action::refused_in_clone) {
                 return Err(OfError::BAD_ARGUMENT);
             }
             Action::Clone(inner)
