@@ -47,6 +47,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 credited: (0, 0),
                 select_hits: Vec::new(),
                 learn: None,
+                learned: None,
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

@@ -30,6 +30,9 @@ pub enum Action {
     /// `clone(ACTIONS)` — the actions on a copy of the packet and its
     /// pipeline state; after them the packet is as it was (`NXAST_CLONE`).
     Clone(Vec<Action>),
+    /// `learn(...)` — add (or refresh) a rule built from the packet
+    /// ([`crate::learn`]).
+    Learn(Box<crate::learn::Learn>),
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -143,6 +146,7 @@ impl std::fmt::Display for Action {
             Action::All => f.write_str("ALL"),
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
+            Action::Learn(l) => write!(f, "{l}"),
             Action::Clone(a) => write!(f, "clone({})", format_list(a)),
             Action::OutputReg(src) => write!(f, "output:{src}"),
             Action::Note(bytes) => {
@@ -194,6 +198,11 @@ impl std::fmt::Display for Action {
             Action::Meter(m) => write!(f, "meter:{m}"),
             Action::PopPbb => f.write_str("pop_pbb"),
             Action::DecTtl => f.write_str("dec_ttl"),
+            // As OVS: `resubmit:PORT` when no table is named.
+            Action::Resubmit {
+                in_port: Some(p),
+                table: None,
+            } => write!(f, "resubmit:{p}"),
             Action::Resubmit { in_port, table } => {
                 let p = in_port.map(|p| p.to_string()).unwrap_or_default();
                 let t = table.map(|t| t.to_string()).unwrap_or_default();

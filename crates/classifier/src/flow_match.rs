@@ -96,6 +96,36 @@ fn fmt_masked(field: &Field, v: u128, m: u128) -> Option<String> {
     })
 }
 
+/// A VLAN match as OVS's `match_format` writes it: `dl_vlan`/`dl_vlan_pcp`
+/// when it asks for a tag with exactly the VID and/or PCP, else
+/// `vlan_tci` in four hex digits.
+fn fmt_vlan(v: u16, m: u16) -> Vec<String> {
+    use sluice_packet::wire::ethernet::tci;
+    let (vid, pcp) = (m & tci::VID_MASK, m & tci::PCP_MASK);
+    let cfi = m & tci::PRESENT != 0 && v & tci::PRESENT != 0;
+    if cfi
+        && (vid == 0 || vid == tci::VID_MASK)
+        && (pcp == 0 || pcp == tci::PCP_MASK)
+        && (vid | pcp) != 0
+    {
+        let mut out = Vec::new();
+        if vid != 0 {
+            out.push(format!("dl_vlan={}", v & tci::VID_MASK));
+        }
+        if pcp != 0 {
+            out.push(format!(
+                "dl_vlan_pcp={}",
+                (v & tci::PCP_MASK) >> tci::PCP_SHIFT
+            ));
+        }
+        out
+    } else if m == 0xffff {
+        vec![format!("vlan_tci={v:#06x}")]
+    } else {
+        vec![format!("vlan_tci={v:#06x}/{m:#06x}")]
+    }
+}
+
 fn is_prefix(m: u128, bits: u32) -> bool {
     let ones = m.count_ones();
     ones > 0 && m == (u128::MAX >> (128 - bits)) & !((1u128 << (bits - ones)) - 1)
@@ -162,13 +192,13 @@ impl std::fmt::Display for Match {
             "tun_metadata3",
             "metadata",
             "in_port",
+            "vlan_tci",
             "dl_src",
             "dl_dst",
         ]);
         if !dl_done {
             names.push("dl_type");
         }
-        names.push("vlan_tci");
         if is_arp {
             names.extend(["arp_spa", "arp_tpa"]);
         } else {
@@ -215,6 +245,14 @@ impl std::fmt::Display for Match {
                     parts.push(format!("nw_frag={s}"));
                     continue;
                 }
+            }
+            if name == "vlan_tci" && fm != 0 {
+                parts.extend(fmt_vlan(fv as u16, fm as u16));
+                continue;
+            }
+            if name == "dl_type" && fm != 0 {
+                parts.push(format!("dl_type={fv:#06x}"));
+                continue;
             }
             if let Some(s) = fmt_masked(field, fv, fm) {
                 parts.push(format!("{name}={s}"));

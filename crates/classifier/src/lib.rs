@@ -24,6 +24,7 @@ pub mod fields;
 pub mod flow_match;
 pub mod frag;
 pub mod group;
+pub mod learn;
 pub mod megaflow;
 pub mod meter;
 pub mod parse;

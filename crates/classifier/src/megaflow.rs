@@ -63,6 +63,10 @@ pub struct Megaflow {
     /// What its `NORMAL` translation learns, refreshed while it is hit
     /// ([`Megaflow::relearn`]).
     pub learn: Option<sluice_bridge::macs::Learn>,
+    /// The rules its translation's `learn` actions build, applied again
+    /// while it is hit (OVS's `XC_LEARN`: a learned rule is refreshed, or
+    /// put back if it went).
+    pub learned: Option<Arc<[crate::parse::FlowSpec]>>,
 }
 
 impl Megaflow {
@@ -533,6 +537,7 @@ mod tests {
             credited: (0, 0),
             select_hits: Vec::new(),
             learn: None,
+            learned: None,
         }
     }
 

@@ -21,6 +21,10 @@ pub struct RuleStats {
     pub bytes: AtomicU64,
     /// Last time (µs on the switch clock) a packet hit the rule.
     pub last_used_us: AtomicU64,
+    /// Last time the rule was changed or a `learn` action refreshed it
+    /// (µs; 0: never since it was added): its hard timeout counts from
+    /// here, as OVS's `rule->modified`.
+    pub modified_us: AtomicU64,
 }
 
 /// One OpenFlow rule.
@@ -109,13 +113,28 @@ impl Rule {
         if self.hard_timeout != 0 {
             s += &format!("hard_timeout={}, ", self.hard_timeout);
         }
-        s += &format!("priority={}", self.priority);
+        // As OVS's flow formatting: the default priority goes unsaid.
+        let mut parts = Vec::new();
+        if self.priority != DEFAULT_PRIORITY {
+            parts.push(format!("priority={}", self.priority));
+        }
         let m = self.matcher.to_string();
         if !m.is_empty() {
-            s += ",";
-            s += &m;
+            parts.push(m);
+        }
+        s += &parts.join(",");
+        if parts.is_empty() {
+            // "n_bytes=0, " then the actions, as OVS writes a rule that
+            // matches everything at the default priority.
+            s.truncate(s.trim_end().len());
         }
         s + " actions=" + &crate::action::format_actions(&self.actions)
+    }
+
+    /// Marks the rule changed at `now_us` (a `learn` refreshing it): its
+    /// hard timeout starts again.
+    pub fn touch(&self, now_us: u64) {
+        self.stats.modified_us.fetch_max(now_us, Ordering::Relaxed);
     }
 
     /// Whether the rule has timed out at `now_us`.
@@ -149,8 +168,13 @@ impl Rule {
     /// Why the rule has timed out at `now_us` (the hard timeout first), if
     /// it has.
     pub fn timed_out(&self, now_us: u64) -> Option<Removal> {
-        let hard = self.hard_timeout != 0
-            && now_us >= self.created_us + self.hard_timeout as u64 * 1_000_000;
+        let modified = self
+            .stats
+            .modified_us
+            .load(Ordering::Relaxed)
+            .max(self.created_us);
+        let hard =
+            self.hard_timeout != 0 && now_us >= modified + self.hard_timeout as u64 * 1_000_000;
         if hard {
             return Some(Removal::Hard);
         }
@@ -163,6 +187,9 @@ impl Rule {
         idle.then_some(Removal::Idle)
     }
 }
+
+/// OpenFlow's default priority (`OFP_DEFAULT_PRIORITY`).
+pub const DEFAULT_PRIORITY: u16 = 32768;
 
 /// Ids of counters (table misses, groups, buckets: [`Rule::counter`]):
 /// past any rule's.

@@ -21,7 +21,7 @@ use sluice_cache::CacheRef;
 use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::megaflow::{FlowRef, InstallError, Megaflow, MegaflowLimits, MegaflowTable};
 use sluice_classifier::table::Rule;
-use sluice_classifier::{translate, Match, Translation, XlateEnv};
+use sluice_classifier::{translate, FlowSpec, Match, Translation, XlateEnv};
 use sluice_packet::FlowKey;
 
 use crate::stats::DpStats;
@@ -109,6 +109,15 @@ pub(crate) struct Caches {
     last_translation: Option<SharedTranslation>,
     /// When `NORMAL` megaflows last relearned their sources (µs).
     relearned_us: u64,
+    /// Rules `learn` actions built (upcalls, hit megaflows), for the
+    /// datapath to apply after the batch.
+    pub pending_learn: Vec<Arc<[FlowSpec]>>,
+}
+
+/// The rules a translation learned, shared by its megaflow and the
+/// datapath's queue (`None`: it has no `learn`).
+fn learned_of(x: &Translation) -> Option<Arc<[FlowSpec]>> {
+    (!x.learned.is_empty()).then(|| Arc::from(&x.learned[..]))
 }
 
 impl Caches {
@@ -121,6 +130,7 @@ impl Caches {
             cfg,
             last_translation: None,
             relearned_us: 0,
+            pending_learn: Vec::new(),
         }
     }
 
@@ -191,6 +201,7 @@ impl Caches {
             f.drop = drop;
             f.rules = rules;
             f.learn = self.xlate.learn;
+            f.learned = learned_of(&self.xlate);
             f.version = epoch;
             stats.revalidated += 1;
             true
@@ -218,6 +229,12 @@ impl Caches {
             let b = env.rules.bridge();
             b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
         }
+        let learned = learned_of(&self.xlate);
+        if let Some(l) = &learned {
+            // So are `learn` actions: the datapath applies them after the
+            // batch.
+            self.pending_learn.push(Arc::clone(l));
+        }
         let mask = if self.cfg.megaflows {
             self.xlate.wc
         } else {
@@ -240,6 +257,7 @@ impl Caches {
             credited: (0, 0),
             select_hits: Vec::new(),
             learn: self.xlate.learn,
+            learned,
         };
         match self.megaflows.insert(m) {
             Ok(r) => {
@@ -279,6 +297,13 @@ impl Caches {
                 // Its last packet, on the bridge's clock.
                 let hit_ms = now_ms.saturating_sub(now_us.saturating_sub(f.used_us) / 1000);
                 b.macs.refresh(l.mac, l.vlan, l.port, hit_ms, now_ms);
+            }
+            if let Some(l) = f
+                .learned
+                .as_ref()
+                .filter(|_| f.used_us > since && f.packets > 0)
+            {
+                self.pending_learn.push(Arc::clone(l));
             }
         }
         let max_idle = self.cfg.max_idle_us;

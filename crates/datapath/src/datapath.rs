@@ -185,6 +185,9 @@ pub struct Datapath {
     tunnels_seen: u64,
     /// The bridge's version last seen ([`sluice_bridge::Bridge::version`]).
     bridge_seen: u64,
+    /// Rules this thread learned that the control plane has not yet
+    /// given back in a version ([`RuleSet::keep_learned`]).
+    learned_mine: Vec<sluice_classifier::table::learned::Learned>,
 }
 
 impl Datapath {
@@ -218,6 +221,7 @@ impl Datapath {
             rx_budget: usize::MAX,
             tunnels_seen: 0,
             bridge_seen: 0,
+            learned_mine: Vec::new(),
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.set_rules(rules);
@@ -359,7 +363,22 @@ impl Datapath {
     /// It is in force when this returns: every packet processed afterwards
     /// is forwarded by the new rules (cached decisions from before are
     /// revalidated before they serve a packet).
+    /// Rules this thread learned and the control plane had not taken when
+    /// it made `rules` stay in force.
     pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
+        if self.learned_mine.is_empty() {
+            return self.install_rules(rules);
+        }
+        let mut next = (*rules).clone();
+        if next.keep_learned(&mut self.learned_mine) {
+            self.install_rules(Arc::new(next));
+        } else {
+            self.install_rules(rules);
+        }
+    }
+
+    /// Puts `rules` in force as they are.
+    fn install_rules(&mut self, rules: Arc<RuleSet>) {
         self.rules_have_timeouts = rules.has_timeouts();
         self.rules = rules;
         self.epoch += 1;
@@ -494,6 +513,7 @@ impl Datapath {
                     *mark,
                 );
                 self.see_bridge();
+                self.apply_learned(now_us);
                 // Batches whose time has come go now (all of them when
                 // tx-flush-interval is 0: the end of the rx burst).
                 self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
@@ -513,6 +533,38 @@ impl Datapath {
                 0
             }
             RxStatus::Idle => 0,
+        }
+    }
+
+    /// Applies what `learn` actions built since the last call (the
+    /// batch's upcalls, hit megaflows, a packet-out) to this thread's
+    /// rules: a refresh costs an atomic store; a rule added or changed
+    /// makes a new version (cached decisions revalidate before their next
+    /// use, so the next batch sees the rule) and goes to the control
+    /// plane.
+    fn apply_learned(&mut self, now_us: u64) {
+        let caches = &mut self.pipeline.caches;
+        if caches.pending_learn.is_empty() {
+            return;
+        }
+        let mut next: Option<RuleSet> = None;
+        let mut put = Vec::new();
+        for specs in caches.pending_learn.drain(..) {
+            for s in specs.iter() {
+                if next.is_none() && self.rules.refresh_learned(s, now_us) {
+                    continue;
+                }
+                let set = next.get_or_insert_with(|| (*self.rules).clone());
+                if let Some(r) = set.learn(s, now_us) {
+                    put.push(r);
+                }
+            }
+        }
+        self.stats.learned += put.len() as u64;
+        if let Some(set) = next.filter(|_| !put.is_empty()) {
+            let queued = set.queue_learned(put);
+            self.learned_mine.extend(queued);
+            self.install_rules(Arc::new(set));
         }
     }
 
@@ -552,9 +604,11 @@ impl Datapath {
             self.credit_rules();
             let mut next = (*self.rules).clone();
             if !next.expire(now_us).is_empty() {
-                self.set_rules(Arc::new(next));
+                self.install_rules(Arc::new(next));
             }
         }
+        // What hit megaflows' `learn` actions refresh.
+        self.apply_learned(now_us);
         let changed = self.revalidated_epoch != self.epoch;
         if changed || now_us.saturating_sub(self.last_cache_us) >= CACHE_INTERVAL_US {
             self.last_cache_us = now_us;
@@ -841,6 +895,7 @@ impl Datapath {
             &mut self.stats,
             now_us,
         );
+        self.apply_learned(now_us);
         self.out.flush_all(&mut self.pool, &mut self.stats);
         Ok(())
     }

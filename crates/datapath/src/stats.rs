@@ -185,6 +185,8 @@ pub struct DpStats {
     pub invalidated: u64,
     /// Megaflows removed for being idle.
     pub idle_expired: u64,
+    /// Rules `learn` actions added or changed (refreshes not counted).
+    pub learned: u64,
     /// Recirculation states freed after this thread's passes found no
     /// cache using them ([`sluice_classifier::recirc`]).
     pub recirc_freed: u64,
@@ -251,6 +253,7 @@ impl DpStats {
             revalidated,
             invalidated,
             idle_expired,
+            learned,
             recirc_freed,
             output_copies,
             copy_failures,
@@ -289,6 +292,7 @@ impl DpStats {
         self.revalidated += revalidated;
         self.invalidated += invalidated;
         self.idle_expired += idle_expired;
+        self.learned += learned;
         self.recirc_freed += recirc_freed;
         self.output_copies += output_copies;
         self.copy_failures += copy_failures;

@@ -147,6 +147,8 @@ impl Control {
         start: Instant,
         n_rxq: Option<usize>,
     ) -> Self {
+        // Rules the PMDs learn come here (adopt_learned).
+        rules.take_learned();
         Control {
             rules: Mutex::new(rules),
             pmds: Mutex::new(pmds),
@@ -595,6 +597,8 @@ impl Control {
     ) -> Result<Applied, String> {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
+        // What the PMDs learned goes into every version made here.
+        next.adopt_learned();
         let now = self.now_us();
         let mut removed = Vec::new();
         let errs = ops
@@ -656,6 +660,8 @@ impl Control {
     ) -> Result<Result<T, OfError>, String> {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
+        // What the PMDs learned goes into every version made here.
+        next.adopt_learned();
         let out = f(&mut next);
         if out.is_ok() && next.version() != rules.version() {
             self.publish(&next)?;
@@ -678,6 +684,18 @@ impl Control {
         bridge.macs.run(bridge.now_ms());
     }
 
+    /// Puts the rules the PMDs' `learn` actions added into the rules and
+    /// publishes them (the PMD that learned one has it already).
+    pub(crate) fn adopt_learned(&self) -> Result<(), String> {
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        if next.adopt_learned() > 0 {
+            self.publish(&next)?;
+            *rules = next;
+        }
+        Ok(())
+    }
+
     pub(crate) fn expire_rules(&self) -> Result<Vec<(Arc<Rule>, Removal)>, String> {
         if !self.rules.lock().expect("rules").has_timeouts() {
             return Ok(Vec::new());
@@ -685,6 +703,8 @@ impl Control {
         self.ask_all(PmdCommand::CreditRules)?;
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
+        // What the PMDs learned goes into every version made here.
+        next.adopt_learned();
         let gone = next.expire_with_reasons(self.now_us());
         if !gone.is_empty() {
             self.publish(&next)?;
@@ -791,6 +811,8 @@ impl Control {
         };
         let mut rules = self.rules.lock().expect("rules");
         let mut next = rules.clone();
+        // What the PMDs learned goes into every version made here.
+        next.adopt_learned();
         let now = self.now_us();
         // Rules the rule set refuses (a missing group or meter, a field
         // kept read-only) are refused, the whole command with them.

@@ -250,6 +250,9 @@ pub fn text(s: &RunSummary) -> String {
     if st.recirc_freed > 0 {
         let _ = writeln!(o, "  recirculation states freed: {}", st.recirc_freed);
     }
+    if st.learned > 0 {
+        let _ = writeln!(o, "  rules learned: {}", st.learned);
+    }
     let _ = writeln!(o, "  sent batches: {}", st.sent_batches);
     let _ = writeln!(
         o,
@@ -376,6 +379,7 @@ pub fn json(s: &RunSummary) -> Value {
             "megaflows revalidated": st.revalidated,
             "megaflows invalidated": st.invalidated,
             "megaflows idle expired": st.idle_expired,
+            "rules learned": st.learned,
             "recirculation states freed": st.recirc_freed,
             "sent batches": st.sent_batches,
             "avg. packets per output batch": st.packets_per_batch(),

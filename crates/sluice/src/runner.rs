@@ -437,6 +437,9 @@ pub fn run_ports(
                     if tick.is_multiple_of(4) {
                         control.sweep_conntrack();
                     }
+                    // Rules the PMDs learned, into the rules the control
+                    // plane owns (and out to the other PMDs).
+                    let _ = control.adopt_learned();
                     if let Ok(gone) = control.expire_rules() {
                         let Some(hub) = &hub else { continue };
                         let now = control.uptime_us();
@@ -595,7 +598,16 @@ pub fn run_ports(
         stats,
         per_pmd,
         ports,
-        rules: Arc::clone(finished[0].1.rules()),
+        // The first PMD's rules, with what any PMD learned that the
+        // control plane had not yet taken.
+        rules: {
+            let mut r = (**finished[0].1.rules()).clone();
+            if r.adopt_learned() > 0 {
+                Arc::new(r)
+            } else {
+                Arc::clone(finished[0].1.rules())
+            }
+        },
         elapsed,
         now_us,
         packet_ins,

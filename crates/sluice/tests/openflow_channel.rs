@@ -319,6 +319,9 @@ fn ovs_ofctl_programs_the_rules() {
         "table=13,priority=2,actions=note:01.02.03,output:NXM_NX_REG0[0..15]",
         "table=13,priority=3,ip,actions=output:reg1",
         "table=13,priority=4,ip,actions=clone(mod_dl_dst:02:00:00:00:00:99,set_field:0x1->reg0,output:2),output:3",
+        "table=13,priority=5,ip,actions=learn(table=14,idle_timeout=10,hard_timeout=20,priority=7,cookie=0x5,send_flow_rem,delete_learned,dl_type=0x800,NXM_OF_IP_SRC[],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],reg0[0..3]=5,in_port=3,vlan_tci=0x1007,load:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],load:0x2a->reg2[],output:NXM_OF_IN_PORT[]),NORMAL",
+        "table=13,priority=6,actions=learn(NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,1)",
+        "table=13,priority=7,actions=resubmit:3,resubmit(2,4),resubmit(in_port,5)",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -328,6 +331,11 @@ fn ovs_ofctl_programs_the_rules() {
         "priority=2 actions=note:01.02.03.00.00.00,output:NXM_NX_REG0[0..15]",
         "priority=3,ip actions=output:NXM_NX_REG1[]",
         "priority=4,ip actions=clone(set_field:02:00:00:00:00:99->eth_dst,set_field:0x1->reg0,output:2),output:3",
+        // NXAST_LEARN, as ovs-ofctl 3.1 prints it.
+        "priority=5,ip actions=learn(table=14,idle_timeout=10,hard_timeout=20,priority=7,send_flow_rem,delete_learned,cookie=0x5,eth_type=0x800,NXM_OF_IP_SRC[],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],NXM_NX_REG0[0..3]=0x5,in_port=3,vlan_tci=0x1007,load:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],load:0x2a->NXM_NX_REG2[],output:NXM_OF_IN_PORT[]),NORMAL",
+        "priority=6 actions=learn(table=1,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,1)",
+        // NXAST_RESUBMIT and NXAST_RESUBMIT_TABLE.
+        "priority=7 actions=resubmit:3,resubmit(2,4),resubmit(,5)",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

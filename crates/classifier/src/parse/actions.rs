@@ -352,6 +352,7 @@ pub(super) fn parse_actions(
                 }
                 Action::Clone(inner)
             }
+            "learn" => Action::Learn(Box::new(super::learn::parse_learn(cx, arg.unwrap_or(""), arg_at, &cur)?)),
             "clear_actions" if arg.is_none() => Action::ClearActions,
             "write_metadata" => {
                 let a = need()?;

@@ -15,6 +15,7 @@ use crate::action::Action;
 use crate::flow_match::Match;
 
 mod actions;
+mod learn;
 mod matches;
 mod values;
 
@@ -23,7 +24,7 @@ use matches::MatchParser;
 use values::{need_value, parse_int, parse_table};
 
 /// Default rule priority (OpenFlow's `OFP_DEFAULT_PRIORITY`).
-pub const DEFAULT_PRIORITY: u16 = 32768;
+pub use crate::rule::DEFAULT_PRIORITY;
 
 /// Number of OpenFlow tables (0..=254; 255 means "all" in OpenFlow).
 pub const N_TABLES: usize = 255;

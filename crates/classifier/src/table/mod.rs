@@ -28,6 +28,7 @@ use crate::wildcards::explain_miss;
 
 mod admit;
 mod groups;
+pub mod learned;
 mod meters;
 mod modes;
 pub use crate::rule::{flag, Removal, Rule, RuleId, RuleStats};
@@ -81,7 +82,15 @@ pub struct RuleSet {
     /// The group table (OpenFlow groups), versioned with the rules.
     pub(crate) groups: im::OrdMap<u32, Arc<Group>>,
     pub(crate) version: u64,
-    next_id: RuleId,
+    /// Where rule ids come from, shared by every version made from this
+    /// one (a datapath thread's copy that learned a rule and the control
+    /// plane's never hand out one id twice).
+    ids: Arc<AtomicU64>,
+    /// Rules `learn` actions added, waiting for the control plane
+    /// ([`learned`]), shared by every version.
+    learn_queue: Arc<learned::LearnQueue>,
+    /// The last learned rule (its sequence number) this version holds.
+    learned_seq: u64,
     /// Where Open vSwitch and OpenFlow 1.3 (or the RFCs) differ.
     modes: Modes,
     /// Rules with an idle or hard timeout (the datapath looks for expired
@@ -123,7 +132,9 @@ impl RuleSet {
             counters: Arc::default(),
             groups: im::OrdMap::new(),
             version: 1,
-            next_id: 1,
+            ids: Arc::new(AtomicU64::new(1)),
+            learn_queue: Arc::default(),
+            learned_seq: 0,
             modes: Modes::default(),
             timed: 0,
             meters: im::OrdMap::new(),
@@ -218,11 +229,13 @@ impl RuleSet {
     /// Retires every rule `uses` picks (those of a deleted group or
     /// meter), as one new version. Returns them.
     pub(crate) fn retire_users(&mut self, uses: impl Fn(&Rule) -> bool) -> Vec<Arc<Rule>> {
-        let rules = self.picked(uses);
+        let mut rules = self.picked(uses);
         for r in &rules {
             self.retire(r);
         }
         self.version += 1;
+        let learned = self.delete_learned(&rules);
+        rules.extend(learned);
         rules
     }
 
@@ -279,12 +292,11 @@ impl RuleSet {
             let s = &specs[i as usize];
             (s.table, crate::tss::load_order_key(&s.matcher), i)
         });
-        let base = set.next_id;
+        let base = set.alloc_ids(specs.len());
         for i in order {
             let s = &specs[i as usize];
             set.put(Arc::new(Self::rule_of(s, base + RuleId::from(i), now_us)));
         }
-        set.next_id = base + specs.len() as RuleId;
         set.version += specs.len() as u64;
         set
     }
@@ -392,6 +404,9 @@ impl RuleSet {
         }
         if !gone.is_empty() {
             self.version += 1;
+            let rules: Vec<Arc<Rule>> = gone.iter().map(|(r, _)| Arc::clone(r)).collect();
+            let learned = self.delete_learned(&rules);
+            gone.extend(learned.into_iter().map(|r| (r, Removal::Delete)));
         }
         gone
     }
@@ -410,11 +425,15 @@ impl RuleSet {
     }
 
     fn add_rule(&mut self, rule: impl FnOnce(RuleId) -> Rule) -> RuleId {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.alloc_ids(1);
         self.put(Arc::new(rule(id)));
         self.version += 1;
         id
+    }
+
+    /// `n` fresh rule ids, the first returned.
+    fn alloc_ids(&self, n: usize) -> RuleId {
+        self.ids.fetch_add(n as RuleId, Ordering::Relaxed)
     }
 
     /// Puts a rule into its table, in place of the rule with the same
@@ -514,6 +533,8 @@ impl RuleSet {
         }
         if !gone.is_empty() {
             self.version += 1;
+            let learned = self.delete_learned(&gone);
+            gone.extend(learned);
         }
         gone
     }
@@ -571,7 +592,9 @@ impl RuleSet {
             counters: Arc::clone(&self.counters),
             groups: self.groups.clone(),
             version: self.version + 1,
-            next_id: self.next_id,
+            ids: Arc::clone(&self.ids),
+            learn_queue: Arc::clone(&self.learn_queue),
+            learned_seq: self.learned_seq,
             modes: self.modes,
             timed: 0,
             meters: self.meters.clone(),

@@ -120,6 +120,10 @@ pub struct Translation {
     /// and again as the megaflow is hit (OVS's xlate cache `XC_NORMAL`),
     /// never by a revalidation or a trace.
     pub learn: Option<sluice_bridge::macs::Learn>,
+    /// The rules `learn` actions built from the packet, in order: added
+    /// (or refreshed) by the datapath when it installs the translation,
+    /// and refreshed as the megaflow is hit (OVS's `XC_LEARN`).
+    pub learned: Vec<crate::parse::FlowSpec>,
 }
 
 /// What a translation needs besides the key.
@@ -245,6 +249,7 @@ fn run(
     out.outputs = 0;
     out.drop = None;
     out.learn = None;
+    out.learned.clear();
     out.trace = want_trace.then(Vec::new);
     let mut cx = Ctx {
         env,
@@ -408,6 +413,7 @@ impl Ctx<'_, '_> {
                 Action::Clone(ref inner) => self.clone_actions(inner, table),
                 Action::OutputReg(src) => self.output_reg(src),
                 Action::Note(_) => {}
+                Action::Learn(ref l) => self.learn(l),
                 Action::Controller { max_len } => {
                     self.commit();
                     let (table_id, cookie, miss) = self.running;
@@ -859,6 +865,8 @@ mod commit;
 mod ct;
 mod encap;
 mod groups;
+mod learn;
+pub use learn::learned_rule;
 mod load;
 mod normal;
 mod select;

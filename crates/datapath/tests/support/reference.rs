@@ -206,6 +206,7 @@ impl Ref<'_> {
                 Action::OutputReg(_) => unreachable!("no output:FIELD in generated rules"),
                 Action::Note(_) => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
+                Action::Learn(_) => unreachable!("no learn in generated rules"),
                 Action::All | Action::Flood => {
                     for p in PORTS {
                         if p != self.in_port {

@@ -16,6 +16,7 @@ use crate::msg::FlowMod;
 use crate::multipart::FlowStats;
 use crate::oxm::{f, Oxm};
 
+mod learn;
 mod nx;
 
 /// Each OXM field Sluice matches on: its classifier field and the
@@ -321,6 +322,7 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::CtClear => OfAction::Nx(crate::nxm::NxAction::CtClear),
         Action::OutputReg(src) => return nx::from_output_reg(src),
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
+        Action::Learn(l) => learn::from_learn(l),
         Action::Clone(inner) => OfAction::Nx(crate::nxm::NxAction::Clone(
             inner.iter().flat_map(from_action).collect(),
         )),
@@ -373,8 +375,8 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::PopPbb => OfAction::PopPbb,
         // An instruction, not an action (from_actions places it).
         Action::Meter(_) => return Vec::new(),
-        Action::Resubmit { .. }
-        | Action::GotoTable(_)
+        Action::Resubmit { in_port, table } => nx::from_resubmit(*in_port, *table),
+        Action::GotoTable(_)
         | Action::WriteActions(_)
         | Action::WriteMetadata { .. }
         | Action::ClearActions => return Vec::new(),

@@ -88,6 +88,15 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::OutputReg(src)
         }
         NxAction::Note(ref bytes) => Action::Note(bytes.clone()),
+        NxAction::Learn(ref l) => Action::Learn(Box::new(super::learn::to_learn(l, m)?)),
+        NxAction::Resubmit { in_port, table } => Action::Resubmit {
+            in_port: match in_port {
+                IN_PORT16 => None,
+                p if p >= 0xff00 => return Err(OfError::BAD_OUT_PORT),
+                p => Some(u32::from(p)),
+            },
+            table: (table != 255).then_some(table),
+        },
         NxAction::Clone(ref actions) => {
             let inner = actions
                 .iter()
@@ -294,6 +303,17 @@ pub(super) fn from_move(src: &Subfield, dst: &Subfield) -> Vec<OfAction> {
         dst_ofs: dst.ofs.into(),
         n_bits: src.n_bits.into(),
     })]
+}
+
+/// OpenFlow 1.0's `OFPP_IN_PORT`, in a resubmit: the packet's own port.
+const IN_PORT16: u16 = 0xfff8;
+
+/// `NXAST_RESUBMIT(_TABLE)` of the classifier's `resubmit`.
+pub(super) fn from_resubmit(in_port: Option<u32>, table: Option<u8>) -> OfAction {
+    OfAction::Nx(NxAction::Resubmit {
+        in_port: in_port.map_or(IN_PORT16, |p| u16::try_from(p).unwrap_or(IN_PORT16)),
+        table: table.unwrap_or(255),
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,98 @@
+//! `learn`: the rule the packet teaches, recorded for the datapath to
+//! apply (the translation itself changes no table).
+
+use std::sync::Arc;
+
+use sluice_packet::key::FlowKey;
+
+use super::Ctx;
+use crate::action::Action;
+use crate::learn::{flag, Learn, LearnDst, LearnSrc};
+use crate::parse::FlowSpec;
+
+/// OpenFlow 1.0's reserved ports a learned `output:` may name.
+mod port16 {
+    pub const MAX: u16 = 0xff00;
+    pub const IN_PORT: u16 = 0xfff8;
+    pub const FLOOD: u16 = 0xfffb;
+    pub const ALL: u16 = 0xfffc;
+}
+
+/// The flow-mod `l` makes of `flow`: add the rule, or refresh it when
+/// an identical one is there (OVS's `learn_execute`).
+pub fn learned_rule(l: &Learn, flow: &FlowKey) -> FlowSpec {
+    let mut m = crate::flow_match::Match::catch_all();
+    let mut actions = Vec::new();
+    for s in &l.specs {
+        let v = match s.src {
+            LearnSrc::Field(sf) => sf.read(flow),
+            LearnSrc::Imm(v) => v,
+        };
+        match s.dst {
+            LearnDst::Match(d) => {
+                let (ov, om) = m.get(d.field);
+                m.set(d.field, (ov & !d.mask()) | d.place(v), om | d.mask());
+            }
+            LearnDst::Load(d) => actions.push(Action::Load {
+                field: d.field,
+                value: d.place(v),
+                mask: d.mask(),
+            }),
+            LearnDst::Output => {
+                // As OVS: a value past 16 bits names no port.
+                let Ok(p) = u16::try_from(v) else { continue };
+                match p {
+                    port16::IN_PORT => actions.push(Action::InPort),
+                    port16::FLOOD => actions.push(Action::Flood),
+                    port16::ALL => actions.push(Action::All),
+                    p if p < port16::MAX && p != 0 => actions.push(Action::Output(p.into())),
+                    _ => {}
+                }
+            }
+        }
+    }
+    FlowSpec {
+        table: l.table,
+        priority: l.priority,
+        cookie: l.cookie,
+        idle_timeout: l.idle_timeout,
+        hard_timeout: l.hard_timeout,
+        matcher: m,
+        actions: Arc::from(actions),
+        has_actions: true,
+        table_given: true,
+        flags: if l.flags & flag::SEND_FLOW_REM != 0 {
+            crate::rule::flag::SEND_FLOW_REM
+        } else {
+            0
+        },
+        ..FlowSpec::default()
+    }
+}
+
+impl Ctx<'_, '_> {
+    /// Builds `l`'s flow-mod from the flow as the actions so far leave
+    /// it; the decision now depends on every bit the learned rule took
+    /// from the packet (OVS's `learn_mask`).
+    pub(super) fn learn(&mut self, l: &Learn) {
+        for sf in l.read_fields() {
+            self.unwc_read(sf.field, sf.mask());
+        }
+        let spec = learned_rule(l, &self.flow);
+        if self.out.trace.is_some() {
+            let m = spec.matcher.to_string();
+            self.note(
+                self.depth + 1,
+                &format!(
+                    "-> table={} priority={}{}{} actions={}",
+                    spec.table,
+                    spec.priority,
+                    if m.is_empty() { "" } else { "," },
+                    m,
+                    crate::action::format_actions(&spec.actions)
+                ),
+            );
+        }
+        self.out.learned.push(spec);
+    }
+}
