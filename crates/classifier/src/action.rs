@@ -30,6 +30,17 @@ pub enum Action {
     /// `clone(ACTIONS)` — the actions on a copy of the packet and its
     /// pipeline state; after them the packet is as it was (`NXAST_CLONE`).
     Clone(Vec<Action>),
+    /// `conjunction(ID,K/N)` — this rule is clause K of N of conjunction
+    /// ID: a packet matching a rule of every clause looks up
+    /// `conj_id=ID` ([`crate::tss`]'s `conj`). Only `note` may be beside it.
+    Conjunction {
+        /// The conjunction.
+        id: u32,
+        /// Which clause, 1 to `n_clauses`.
+        clause: u8,
+        /// How many (2 to 64).
+        n_clauses: u8,
+    },
     /// `learn(...)` — add (or refresh) a rule built from the packet
     /// ([`crate::learn`]).
     Learn(Box<crate::learn::Learn>),
@@ -147,6 +158,11 @@ impl std::fmt::Display for Action {
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
             Action::Learn(l) => write!(f, "{l}"),
+            Action::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => write!(f, "conjunction({id},{clause}/{n_clauses})"),
             Action::Clone(a) => write!(f, "clone({})", format_list(a)),
             Action::OutputReg(src) => write!(f, "output:{src}"),
             Action::Note(bytes) => {
@@ -253,6 +269,7 @@ impl Action {
                 | Action::Meter(_)
                 | Action::Ct(_)
                 | Action::CtClear
+                | Action::Conjunction { .. }
         )
     }
 }

@@ -136,6 +136,9 @@ impl std::fmt::Display for Match {
     fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (v, m) = (&self.value, &self.mask);
         let mut parts: Vec<String> = Vec::new();
+        if m.conj_id != 0 {
+            parts.push(format!("conj_id={}", v.conj_id));
+        }
         // The connection tracking fields come before the protocol, as
         // ovs-ofctl prints them.
         for field in crate::fields::CT_FIELDS {

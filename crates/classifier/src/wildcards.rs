@@ -30,6 +30,7 @@ pub(crate) enum Kind {
 /// ones most rules share, so explanations reuse the same bits.
 pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, metadata), 8, Kind::Whole),
+    (offset_of!(FlowKey, conj_id), 4, Kind::Whole),
     (offset_of!(FlowKey, regs), 4, Kind::Whole),
     (offset_of!(FlowKey, regs) + 4, 4, Kind::Whole),
     (offset_of!(FlowKey, regs) + 8, 4, Kind::Whole),

@@ -7,6 +7,10 @@
 //! where every mask has one priority (as routing tables and the benchmark
 //! sets do), so megaflows stay as wide.
 //!
+//! Conjunctive matches (`conjunction(...)` clauses and `conj_id` rules)
+//! are among the rules; their resolution is shared code, so what this
+//! checks of them is the lookups around it and the soundness of the mask.
+//!
 //! `PROPTEST_CASES=2000 TSS_RULES=10000 cargo test -p sluice-classifier --test tss_vs_linear`
 //! searches harder with up to 10k rules per set.
 
@@ -84,6 +88,22 @@ fn rule_line(r: &[u32; 8], one_prio_per_shape: bool) -> String {
     } else {
         [0, 1, 5, 5, 100, 100, 200][r[5] as usize % 7]
     };
+    // Now and then a clause of a conjunction, or the rule a complete
+    // conjunction looks up (`conj_id`).
+    let id = 1 + r[6] % 3;
+    let n = 2 + r[6] % 2;
+    match r[7] % 8 {
+        _ if one_prio_per_shape => {}
+        0 | 1 => {
+            return format!(
+                "priority={prio},{},actions=conjunction({id},{}/{n})",
+                f.join(","),
+                1 + r[5] % n
+            )
+        }
+        2 => f.push(format!("conj_id={id}")),
+        _ => {}
+    }
     format!(
         "priority={prio},{},actions=output:{}",
         f.join(","),

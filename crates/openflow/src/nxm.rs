@@ -31,6 +31,8 @@ pub mod subtype {
     pub const CLONE: u16 = 42;
     /// `NXAST_LEARN`.
     pub const LEARN: u16 = 16;
+    /// `NXAST_CONJUNCTION`.
+    pub const CONJUNCTION: u16 = 34;
     /// `NXAST_RESUBMIT` (a port, the current table).
     pub const RESUBMIT: u16 = 1;
     /// `NXAST_RESUBMIT_TABLE`.
@@ -129,6 +131,7 @@ const HEADERS: &[(u16, u8, u8, &str)] = &[
     (0x0001, 123, 16, "ct_ipv6_dst"),
     (0x0001, 124, 2, "ct_tp_src"),
     (0x0001, 125, 2, "ct_tp_dst"),
+    (0x0001, 37, 4, "conj_id"),
     (0x0001, 0, 4, "reg0"),
     (0x0001, 1, 4, "reg1"),
     (0x0001, 2, 4, "reg2"),
@@ -255,6 +258,16 @@ pub enum NxAction {
     Clone(Vec<crate::action::OfAction>),
     /// `NXAST_LEARN`.
     Learn(NxLearn),
+    /// `NXAST_CONJUNCTION`: clause `clause` (from 0) of `n_clauses` of
+    /// conjunction `id`.
+    Conjunction {
+        /// The conjunction.
+        id: u32,
+        /// The clause, from 0.
+        clause: u8,
+        /// How many.
+        n_clauses: u8,
+    },
     /// `NXAST_RESUBMIT` (`table` 255) or `NXAST_RESUBMIT_TABLE`: look up
     /// again as if from `in_port` (0xfff8, `OFPP_IN_PORT`: the packet's
     /// own) in `table` (255: the current one).
@@ -340,6 +353,21 @@ impl NxAction {
             }
             subtype::NOTE => NxAction::Note(b.take(b.left())?.to_vec()),
             subtype::LEARN => NxAction::Learn(NxLearn::decode(&mut b)?),
+            subtype::CONJUNCTION => {
+                if len != 16 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let clause = b.take(1)?[0];
+                let n_clauses = b.take(1)?[0];
+                if !(2..=64).contains(&n_clauses) || clause >= n_clauses {
+                    return Err(OfError::BAD_ARGUMENT);
+                }
+                NxAction::Conjunction {
+                    id: b.u32()?,
+                    clause,
+                    n_clauses,
+                }
+            }
             subtype::RESUBMIT | subtype::RESUBMIT_TABLE => {
                 if len != 16 {
                     return Err(OfError::BAD_ACTION_LEN);
@@ -486,6 +514,15 @@ impl NxAction {
             NxAction::Learn(l) => {
                 out.extend_from_slice(&subtype::LEARN.to_be_bytes());
                 l.encode(out);
+            }
+            NxAction::Conjunction {
+                id,
+                clause,
+                n_clauses,
+            } => {
+                out.extend_from_slice(&subtype::CONJUNCTION.to_be_bytes());
+                out.extend_from_slice(&[*clause, *n_clauses]);
+                out.extend_from_slice(&id.to_be_bytes());
             }
             NxAction::Resubmit { in_port, table } => {
                 // As ovs-ofctl: the plain form when no table is named.

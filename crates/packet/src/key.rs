@@ -227,8 +227,12 @@ pub struct FlowKey {
     pub ct_ipv6_src: [u8; 16],
     /// Its IPv6 destination (`ct_ipv6_dst`).
     pub ct_ipv6_dst: [u8; 16],
+    /// The conjunction a classifier lookup found complete (`conj_id`):
+    /// set only for the lookup of its `conj_id=N` rule, zero in every
+    /// packet's key.
+    pub conj_id: u32,
     /// Zero (the datapath's words come in pairs).
-    pub ct_pad4: u64,
+    pub conj_pad: u32,
     /// The registers `reg0`..`reg15` (see [`REG_WORDS`]): `xregN` is
     /// `reg(2N)` (high half) and `reg(2N+1)`, `xxregN` is `reg(4N)`
     /// (highest) to `reg(4N+3)`, as in Open vSwitch.

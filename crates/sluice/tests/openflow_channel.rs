@@ -322,6 +322,8 @@ fn ovs_ofctl_programs_the_rules() {
         "table=13,priority=5,ip,actions=learn(table=14,idle_timeout=10,hard_timeout=20,priority=7,cookie=0x5,send_flow_rem,delete_learned,dl_type=0x800,NXM_OF_IP_SRC[],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],reg0[0..3]=5,in_port=3,vlan_tci=0x1007,load:NXM_OF_IN_PORT[]->NXM_NX_REG1[0..15],load:0x2a->reg2[],output:NXM_OF_IN_PORT[]),NORMAL",
         "table=13,priority=6,actions=learn(NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,1)",
         "table=13,priority=7,actions=resubmit:3,resubmit(2,4),resubmit(in_port,5)",
+        "table=13,priority=8,ip,nw_src=10.0.0.1,actions=conjunction(1,1/2),conjunction(9,2/3)",
+        "table=13,priority=8,conj_id=1,ip,actions=output:2",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -336,6 +338,9 @@ fn ovs_ofctl_programs_the_rules() {
         "priority=6 actions=learn(table=1,NXM_OF_VLAN_TCI[0..11],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],load:NXM_OF_IN_PORT[]->NXM_NX_REG0[0..15]),resubmit(,1)",
         // NXAST_RESUBMIT and NXAST_RESUBMIT_TABLE.
         "priority=7 actions=resubmit:3,resubmit(2,4),resubmit(,5)",
+        // NXAST_CONJUNCTION, and conj_id (NXM_NX_CONJ_ID) in a match.
+        "priority=8,ip,nw_src=10.0.0.1 actions=conjunction(1,1/2),conjunction(9,2/3)",
+        "priority=8,conj_id=1,ip actions=output:2",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

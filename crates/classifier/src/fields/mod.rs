@@ -256,7 +256,7 @@ impl Field {
     /// Whether it is pipeline state that no packet carries: metadata and
     /// the registers (zero in every packet's key).
     pub fn is_pipeline(&self) -> bool {
-        self.name == "metadata" || self.is_register()
+        matches!(self.name, "metadata" | "conj_id") || self.is_register()
     }
 
     /// Whether it is one of the registers (`reg`, `xreg`, `xxreg`).
@@ -388,6 +388,18 @@ pub static FIELDS: &[Field] = &[
         false,
         |k| k.metadata,
         |k, v| k.metadata = v as u64
+    ),
+    // Pipeline state the classifier sets for a conjunctive match's
+    // second lookup (zero in packets).
+    int_field!(
+        "conj_id",
+        [],
+        32,
+        false,
+        None,
+        false,
+        |k| k.conj_id,
+        |k, v| k.conj_id = v as u32
     ),
     int_field!(
         "tun_id",

@@ -107,6 +107,7 @@ const NAMES: &[(&str, &str, &str)] = &[
     ("ct_ipv6_dst", "NXM_NX_CT_IPV6_DST", ""),
     ("ct_tp_src", "NXM_NX_CT_TP_SRC", ""),
     ("ct_tp_dst", "NXM_NX_CT_TP_DST", ""),
+    ("conj_id", "NXM_NX_CONJ_ID", ""),
     ("reg0", "NXM_NX_REG0", ""),
     ("reg1", "NXM_NX_REG1", ""),
     ("reg2", "NXM_NX_REG2", ""),

@@ -336,6 +336,7 @@ pub(super) fn parse_actions(
                             | Action::Move { .. }
                             | Action::Ct(_)
                             | Action::CtClear
+                            | Action::Conjunction { .. }
                     )
                 }) {
                     return Err(cx.err(arg_at, format!("{bad} cannot be in an action set")));
@@ -352,6 +353,7 @@ pub(super) fn parse_actions(
                 }
                 Action::Clone(inner)
             }
+            "conjunction" => conjunction(cx, need()?, arg_at)?,
             "learn" => Action::Learn(Box::new(super::learn::parse_learn(cx, arg.unwrap_or(""), arg_at, &cur)?)),
             "clear_actions" if arg.is_none() => Action::ClearActions,
             "write_metadata" => {
@@ -383,7 +385,51 @@ pub(super) fn parse_actions(
         };
         out.push(a);
     }
+    let conj = |a: &Action| matches!(a, Action::Conjunction { .. });
+    if out.iter().any(conj) {
+        if let Some(other) = out
+            .iter()
+            .find(|a| !conj(a) && !matches!(a, Action::Note(_)))
+        {
+            return Err(cx.err(
+                base,
+                format!("\"conjunction\" actions may be used along with \"note\" but not any other kind of action (such as \"{other}\" here)"),
+            ));
+        }
+    }
     Ok(out)
+}
+
+/// `conjunction(ID,K/N)`, checked as `ovs-ofctl` checks it.
+fn conjunction(cx: &LineCtx, arg: &str, at: usize) -> Result<Action, ParseError> {
+    let bad = || {
+        cx.err(
+            at,
+            format!("conjunction({arg}): expected conjunction(ID,K/N), e.g. conjunction(1,2/3)"),
+        )
+    };
+    let (id, kn) = arg.split_once(',').ok_or_else(bad)?;
+    let (k, n) = kn.split_once('/').ok_or_else(bad)?;
+    let id = parse_int(cx, id.trim(), at, 32, "conjunction id")? as u32;
+    let k = parse_int(cx, k.trim(), at, 8, "conjunction clause")?;
+    let n = parse_int(cx, n.trim(), at, 8, "conjunction's number of clauses")?;
+    if !(2..=64).contains(&n) {
+        return Err(cx.err(
+            at,
+            "conjunction must have at least 2 clauses (and at most 64)",
+        ));
+    }
+    if k == 0 || k > n {
+        return Err(cx.err(
+            at,
+            "clause index must be positive and less than or equal to number of clauses",
+        ));
+    }
+    Ok(Action::Conjunction {
+        id,
+        clause: k as u8,
+        n_clauses: n as u8,
+    })
 }
 
 /// A `load` of the bits `mask` of `sf`'s field (a `set_field` with a

@@ -666,8 +666,20 @@ impl RuleSet {
     /// `key`. ORs into `wc` the bits that decided the result: the whole
     /// mask of the rule that matched, and for each rule before it just
     /// enough bits to prove it missed ([`explain_miss`]).
+    /// Conjunctive matches as [`TableIndex::lookup`] resolves them, with
+    /// this scan for the ordinary rules.
     pub fn lookup_linear(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
-        for r in self.table(t) {
+        let hard = self.lookup_linear_hard(t, key, wc);
+        match self.tables.get(usize::from(t)) {
+            Some(ix) if ix.has_conjunctions() => {
+                ix.resolve_conjunctions(key, wc, hard, |k, w| self.lookup_linear_hard(t, k, w))
+            }
+            _ => hard,
+        }
+    }
+
+    fn lookup_linear_hard(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        for r in self.table(t).filter(|r| !crate::tss::conj::is_soft(r)) {
             if r.matcher.matches(key) {
                 wc.or_assign(&r.matcher.mask);
                 return Some(r);

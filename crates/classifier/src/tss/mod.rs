@@ -55,6 +55,7 @@ use crate::rule::{Rule, RuleId};
 use crate::trie::{lens_has, top, PrefixTrie, TrieMatch};
 use crate::wildcards::{Kind, REGIONS};
 
+pub mod conj;
 mod pmap;
 mod rules;
 mod subtable;
@@ -174,17 +175,19 @@ pub struct TableIndex {
     /// Whether each trie is kept: since its field has had two prefix
     /// lengths in use, until it has none (see the module's notes).
     kept: [bool; N_PREFIX],
+    /// The clauses of conjunctive matches, apart ([`conj`]).
+    soft: conj::Soft,
 }
 
 impl TableIndex {
     /// Number of rules.
     pub fn len(&self) -> usize {
-        self.n
+        self.n + self.soft.len()
     }
 
     /// Whether the table has no rules.
     pub fn is_empty(&self) -> bool {
-        self.n == 0
+        self.len() == 0
     }
 
     /// Number of distinct masks (subtables).
@@ -201,9 +204,13 @@ impl TableIndex {
         all.into_iter()
     }
 
-    /// The rules in no particular order (subtable by subtable), O(n).
+    /// The rules in no particular order (subtable by subtable, then the
+    /// clauses of conjunctions), O(n).
     pub fn rules(&self) -> impl Iterator<Item = &Arc<Rule>> {
-        self.probe.iter().flat_map(Subtable::rules)
+        self.probe
+            .iter()
+            .flat_map(Subtable::rules)
+            .chain(self.soft.rules())
     }
 
     /// Moves the subtable at `i` to its place in the probe order (after its
@@ -283,6 +290,25 @@ impl TableIndex {
     /// Adds a rule; a rule with the same match and priority (OpenFlow's
     /// "identical") is replaced in its place, and returned.
     pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
+        let (m, p) = (rule.matcher, rule.priority);
+        if conj::is_soft(&rule) {
+            let ordinary = self.find_hard(&m, p).cloned();
+            if let Some(old) = &ordinary {
+                self.remove_hard(old);
+            }
+            return self.soft.insert(rule).or(ordinary);
+        }
+        match self.soft.remove_identical(&m, p) {
+            Some(old) => {
+                self.insert_hard(rule);
+                Some(old)
+            }
+            None => self.insert_hard(rule),
+        }
+    }
+
+    /// [`TableIndex::insert`] of an ordinary rule.
+    fn insert_hard(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let mid = *rule.matcher.mask.words();
         let i = match self.pos.get(&mid) {
             Some(&i) => i,
@@ -322,6 +348,10 @@ impl TableIndex {
 
     /// Removes a rule of this table.
     pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
+        self.soft.remove(rule).or_else(|| self.remove_hard(rule))
+    }
+
+    fn remove_hard(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
         let mid = *rule.matcher.mask.words();
         let i = *self.pos.get(&mid)?;
         // (The removed rule's match is `rule`'s: the same prefix.)
@@ -351,6 +381,12 @@ impl TableIndex {
 
     /// The rule with exactly this match and priority (OpenFlow's "identical").
     pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        self.soft
+            .find(m, priority)
+            .or_else(|| self.find_hard(m, priority))
+    }
+
+    fn find_hard(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         let i = *self.pos.get(m.mask.words())?;
         self.probe[i].find(m, priority)
     }
@@ -373,8 +409,36 @@ impl TableIndex {
     /// The highest-priority rule matching `key` (the oldest among equals),
     /// OR-ing into `wc` the bits that decided it: the whole mask of the
     /// rule found, and for every subtable probed the bits that prove the
-    /// rules it passed over miss.
+    /// rules it passed over miss. Above it, a conjunctive match
+    /// ([`conj`]) wins.
     pub fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
+        let hard = self.lookup_hard(key, wc);
+        if self.soft.is_empty() {
+            return hard;
+        }
+        conj::resolve(&self.soft, key, wc, hard, |k, w| self.lookup_hard(k, w))
+    }
+
+    /// The clauses of conjunctions: for the reference lookup.
+    pub fn has_conjunctions(&self) -> bool {
+        !self.soft.is_empty()
+    }
+
+    /// The result of a lookup whose best ordinary match is `hard`, with
+    /// the table's conjunctions ([`conj`]) and `lookup_hard` for the
+    /// `conj_id` lookup: the reference lookup's way to the same.
+    pub fn resolve_conjunctions<'a>(
+        &'a self,
+        key: &FlowKey,
+        wc: &mut FlowKey,
+        hard: Option<&'a Arc<Rule>>,
+        lookup_hard: impl Fn(&FlowKey, &mut FlowKey) -> Option<&'a Arc<Rule>>,
+    ) -> Option<&'a Arc<Rule>> {
+        conj::resolve(&self.soft, key, wc, hard, lookup_hard)
+    }
+
+    /// [`TableIndex::lookup`] among the ordinary rules.
+    fn lookup_hard(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
         let mut memo: TrieMemo = Default::default();
         // Subtables answered from the trie's rules, without their walk.

@@ -412,7 +412,9 @@ impl Ctx<'_, '_> {
                 Action::Normal => self.normal(),
                 Action::Clone(ref inner) => self.clone_actions(inner, table),
                 Action::OutputReg(src) => self.output_reg(src),
-                Action::Note(_) => {}
+                // A clause of a conjunction: its rule is never a lookup's
+                // result, so this never runs.
+                Action::Note(_) | Action::Conjunction { .. } => {}
                 Action::Learn(ref l) => self.learn(l),
                 Action::Controller { max_len } => {
                     self.commit();
@@ -526,6 +528,9 @@ impl Ctx<'_, '_> {
         // tunnel fields are not: a packet from a tunnel carries them.)
         rest.metadata = 0;
         rest.regs = [0; sluice_packet::key::N_REGS];
+        // So is the conjunction a lookup found (set for its second lookup
+        // only).
+        rest.conj_id = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);

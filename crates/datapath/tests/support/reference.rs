@@ -207,6 +207,7 @@ impl Ref<'_> {
                 Action::Note(_) => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
                 Action::Learn(_) => unreachable!("no learn in generated rules"),
+                Action::Conjunction { .. } => unreachable!("a clause is never a lookup result"),
                 Action::All | Action::Flood => {
                     for p in PORTS {
                         if p != self.in_port {

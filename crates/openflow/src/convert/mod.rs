@@ -34,6 +34,7 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_CT_NW_PROTO, "ct_nw_proto", Prereq::Ct),
     (f::NX_CT_TP_SRC, "ct_tp_src", Prereq::Ct),
     (f::NX_CT_TP_DST, "ct_tp_dst", Prereq::Ct),
+    (f::NX_CONJ_ID, "conj_id", Prereq::None),
     (f::IN_PORT, "in_port", Prereq::None),
     (f::METADATA, "metadata", Prereq::None),
     (f::TUNNEL_ID, "tun_id", Prereq::None),
@@ -323,6 +324,15 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::OutputReg(src) => return nx::from_output_reg(src),
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
         Action::Learn(l) => learn::from_learn(l),
+        Action::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => OfAction::Nx(crate::nxm::NxAction::Conjunction {
+            id: *id,
+            clause: clause - 1,
+            n_clauses: *n_clauses,
+        }),
         Action::Clone(inner) => OfAction::Nx(crate::nxm::NxAction::Clone(
             inner.iter().flat_map(from_action).collect(),
         )),
@@ -522,6 +532,15 @@ pub fn to_actions(ins: &[Instruction], table: u8, m: &Match) -> Result<Vec<Actio
     out.extend(write.map(Action::WriteActions));
     out.extend(metadata);
     out.extend(goto.map(Action::GotoTable));
+    // Conjunction clauses go with notes only (OVS: NXBAC_BAD_CONJUNCTION).
+    let conj = |a: &Action| matches!(a, Action::Conjunction { .. });
+    if out.iter().any(conj)
+        && out
+            .iter()
+            .any(|a| !conj(a) && !matches!(a, Action::Note(_)))
+    {
+        return Err(OfError::BAD_ARGUMENT);
+    }
     Ok(out)
 }
 

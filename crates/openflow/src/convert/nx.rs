@@ -88,6 +88,15 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::OutputReg(src)
         }
         NxAction::Note(ref bytes) => Action::Note(bytes.clone()),
+        NxAction::Conjunction {
+            id,
+            clause,
+            n_clauses,
+        } => Action::Conjunction {
+            id,
+            clause: clause + 1,
+            n_clauses,
+        },
         NxAction::Learn(ref l) => Action::Learn(Box::new(super::learn::to_learn(l, m)?)),
         NxAction::Resubmit { in_port, table } => Action::Resubmit {
             in_port: match in_port {
