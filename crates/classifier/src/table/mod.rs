@@ -679,7 +679,11 @@ impl RuleSet {
     }
 
     fn lookup_linear_hard(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
-        for r in self.table(t).filter(|r| !crate::tss::conj::is_soft(r)) {
+        let ix = self.tables.get(usize::from(t))?;
+        for r in self
+            .table(t)
+            .filter(|r| !crate::tss::conj::is_soft(r) && !ix.is_hidden(r))
+        {
             if r.matcher.matches(key) {
                 wc.or_assign(&r.matcher.mask);
                 return Some(r);

@@ -292,19 +292,51 @@ impl TableIndex {
     pub fn insert(&mut self, rule: Arc<Rule>) -> Option<Arc<Rule>> {
         let (m, p) = (rule.matcher, rule.priority);
         if conj::is_soft(&rule) {
-            let ordinary = self.find_hard(&m, p).cloned();
-            if let Some(old) = &ordinary {
-                self.remove_hard(old);
+            // An ordinary rule of this match and priority goes; those
+            // of lower priority go out of sight (OVS's list of a match
+            // shows its best first).
+            let mut old = self.find_hard(&m, p).cloned();
+            if let Some(o) = &old {
+                self.remove_hard(o);
             }
-            return self.soft.insert(rule).or(ordinary);
-        }
-        match self.soft.remove_identical(&m, p) {
-            Some(old) => {
-                self.insert_hard(rule);
-                Some(old)
+            old = self.soft.remove_hidden_identical_pub(&m, p).or(old);
+            let below: Vec<Arc<Rule>> = self
+                .hard_same_match(&m)
+                .filter(|r| r.priority < p)
+                .cloned()
+                .collect();
+            for r in below {
+                self.remove_hard(&r);
+                self.soft.hide(r);
             }
-            None => self.insert_hard(rule),
+            return self.soft.insert(rule).or(old);
         }
+        let old_clause = self.soft.remove_identical(&m, p);
+        if old_clause.is_some() {
+            self.bring_into_sight(&m);
+        }
+        let replaced = if self.soft.hides(&m, p) {
+            self.soft.hide(rule)
+        } else {
+            self.insert_hard(rule)
+        };
+        replaced.or(old_clause)
+    }
+
+    /// The hidden rules of match `m` no clause hides any more, back in
+    /// the search.
+    fn bring_into_sight(&mut self, m: &Match) {
+        for r in self.soft.unhide(m) {
+            self.insert_hard(r);
+        }
+    }
+
+    /// The ordinary rules in sight with exactly this match.
+    fn hard_same_match<'a>(&'a self, m: &'a Match) -> impl Iterator<Item = &'a Arc<Rule>> + 'a {
+        self.pos
+            .get(m.mask.words())
+            .into_iter()
+            .flat_map(move |&i| self.probe[i].same_match(m))
     }
 
     /// [`TableIndex::insert`] of an ordinary rule.
@@ -348,7 +380,19 @@ impl TableIndex {
 
     /// Removes a rule of this table.
     pub fn remove(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
-        self.soft.remove(rule).or_else(|| self.remove_hard(rule))
+        if let Some(r) = self.soft.remove(rule) {
+            self.bring_into_sight(&r.matcher);
+            return Some(r);
+        }
+        self.soft
+            .remove_hidden(rule)
+            .or_else(|| self.remove_hard(rule))
+    }
+
+    /// Whether `rule` is an ordinary rule a clause of its match hides
+    /// (for the reference lookup).
+    pub fn is_hidden(&self, rule: &Rule) -> bool {
+        self.soft.is_hidden(rule)
     }
 
     fn remove_hard(&mut self, rule: &Rule) -> Option<Arc<Rule>> {
@@ -383,6 +427,7 @@ impl TableIndex {
     pub fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
         self.soft
             .find(m, priority)
+            .or_else(|| self.soft.find_hidden(m, priority))
             .or_else(|| self.find_hard(m, priority))
     }
 

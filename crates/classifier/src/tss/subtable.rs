@@ -507,16 +507,21 @@ impl Subtable {
 
     /// The rule of this subtable with exactly this match and priority.
     pub(super) fn find(&self, m: &Match, priority: u16) -> Option<&Arc<Rule>> {
+        self.same_match(m).find(|r| r.priority == priority)
+    }
+
+    /// The rules of this subtable with exactly this match, best first.
+    pub(super) fn same_match(&self, m: &Match) -> impl Iterator<Item = &Arc<Rule>> {
         let v = self.values(m);
         let keys = self.level_keys(bytemuck::bytes_of(&v));
         let last = match keys.len().checked_sub(1) {
             Some(j) => {
                 let p = Probe::new(keys.level(j));
-                self.levels[j].get_by(|x| x.cmp_probe(&p))?
+                self.levels[j].get_by(|x| x.cmp_probe(&p))
             }
-            None => &self.root,
+            None => Some(&self.root),
         };
-        last.rules.iter().find(|r| r.priority == priority)
+        last.into_iter().flat_map(|g| g.rules.iter())
     }
 
     /// The best rule matching `key` here, OR-ing into `wc` the bits that
