@@ -53,6 +53,12 @@ impl Bridge {
             .wrapping_add(self.ports_version.load(Ordering::Acquire))
     }
 
+    /// Moves on every change of a port's VLAN mode (or a port's removal):
+    /// any `NORMAL` decision may change.
+    pub fn ports_version(&self) -> u64 {
+        self.ports_version.load(Ordering::Acquire)
+    }
+
     /// Sets port `port`'s VLAN mode.
     pub fn set_port(&self, port: u32, vlan: PortVlan) {
         let mut g = self.ports.write().unwrap_or_else(|e| e.into_inner());

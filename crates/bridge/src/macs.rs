@@ -12,7 +12,7 @@
 //! the PMDs revalidate their megaflows when they see it move, as OVS's
 //! `need_revalidate`. Every operation is O(log n).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -61,6 +61,12 @@ struct Inner {
     /// Per port, its entries by last refresh (for fair eviction).
     per_port: HashMap<u32, BTreeMap<u64, Key>>,
     next_stamp: u64,
+    /// The keys of the last changes, with the version each made (for the
+    /// PMDs to revalidate only the decisions that read them).
+    log: VecDeque<(u64, Key)>,
+    /// Changes up to this version are not all in `log` (it overflowed,
+    /// or a flush changed everything).
+    log_floor: u64,
     learned: u64,
     expired: u64,
     evicted: u64,
@@ -140,7 +146,7 @@ impl Inner {
     }
 
     /// The least recently used entry of the port holding the most.
-    fn evict_fairly(&mut self) {
+    fn evict_fairly(&mut self) -> Option<Key> {
         let victim = self
             .per_port
             .iter()
@@ -150,16 +156,49 @@ impl Inner {
             self.remove(k);
             self.evicted += 1;
         }
+        victim
     }
 }
+
+/// Changes the log keeps (beyond, a PMD that has not looked revalidates
+/// everything, as after a flush).
+const LOG_MAX: usize = 65536;
 
 impl MacTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn changed(&self) {
-        self.version.fetch_add(1, Ordering::Release);
+    /// A change of where `key` is (under the lock): the version moves
+    /// and the log says which key.
+    fn changed(&self, g: &mut Inner, key: Key) {
+        let v = self.version.fetch_add(1, Ordering::Release) + 1;
+        g.log.push_back((v, key));
+        if g.log.len() > LOG_MAX {
+            if let Some((old, _)) = g.log.pop_front() {
+                g.log_floor = old;
+            }
+        }
+    }
+
+    /// A change of everything (a flush): the version moves, the log
+    /// starts again.
+    fn changed_all(&self, g: &mut Inner) {
+        let v = self.version.fetch_add(1, Ordering::Release) + 1;
+        g.log.clear();
+        g.log_floor = v;
+    }
+
+    /// The (VLAN, MAC) keys whose place changed after version `since`,
+    /// or `None` when that is not known (too many changes since, or a
+    /// flush): then every decision that read the table is to be redone.
+    pub fn changes_since(&self, since: u64) -> Option<Vec<Key>> {
+        let g = self.lock();
+        if since < g.log_floor {
+            return None;
+        }
+        let first = g.log.partition_point(|&(v, _)| v <= since);
+        Some(g.log.range(first..).map(|&(_, k)| k).collect())
     }
 
     /// Moves on each change that may change a forwarding decision.
@@ -219,7 +258,9 @@ impl MacTable {
             }
             None => {
                 if g.map.len() >= self.max() {
-                    g.evict_fairly();
+                    if let Some(k) = g.evict_fairly() {
+                        self.changed(&mut g, k);
+                    }
                 }
                 g.learned += 1;
                 let stamp = g.next_stamp;
@@ -239,9 +280,8 @@ impl MacTable {
             }
         };
         g.touch(key, now_ms);
-        drop(g);
         if changed {
-            self.changed();
+            self.changed(&mut g, key);
         }
         changed
     }
@@ -289,14 +329,11 @@ impl MacTable {
             if g.map.len() > max || now_ms >= e.used_ms + idle {
                 g.remove(key);
                 g.expired += 1;
+                self.changed(&mut g, key);
                 any = true;
             } else {
                 break;
             }
-        }
-        drop(g);
-        if any {
-            self.changed();
         }
         any
     }
@@ -308,9 +345,8 @@ impl MacTable {
         g.map.clear();
         g.lru.clear();
         g.per_port.clear();
-        drop(g);
         if any {
-            self.changed();
+            self.changed_all(&mut g);
         }
     }
 
@@ -324,10 +360,7 @@ impl MacTable {
             .unwrap_or_default();
         for k in &keys {
             g.remove(*k);
-        }
-        drop(g);
-        if !keys.is_empty() {
-            self.changed();
+            self.changed(&mut g, *k);
         }
     }
 
@@ -371,6 +404,29 @@ mod tests {
 
     const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    #[test]
+    fn the_log_names_each_change_until_a_flush() {
+        let t = MacTable::default();
+        let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+        let v0 = t.version();
+        t.learn(a, 0, 1, 0);
+        t.learn(b, 10, 2, 0);
+        t.learn(a, 0, 1, 5); // a refresh: no change
+        t.learn(a, 0, 3, 6); // a move
+        let k = |mac, vlan| Key { vlan, mac };
+        assert_eq!(t.changes_since(v0), Some(vec![k(a, 0), k(b, 10), k(a, 0)]));
+        let v1 = t.version();
+        assert_eq!(t.changes_since(v1), Some(vec![]));
+        // Aged: named too.
+        t.run(1_000_000);
+        assert_eq!(t.changes_since(v1), Some(vec![k(b, 10), k(a, 0)]));
+        // A flush: what came before is no longer known one by one.
+        t.learn(a, 0, 1, 2_000_000);
+        t.flush();
+        assert_eq!(t.changes_since(v1), None);
+        assert_eq!(t.changes_since(t.version()), Some(vec![]));
+    }
 
     #[test]
     fn learns_moves_and_ages() {

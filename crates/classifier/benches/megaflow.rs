@@ -48,6 +48,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 select_hits: Vec::new(),
                 learn: None,
                 learned: None,
+                mac_reads: sluice_classifier::megaflow::MacReads::None,
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

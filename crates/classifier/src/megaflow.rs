@@ -67,6 +67,33 @@ pub struct Megaflow {
     /// while it is hit (OVS's `XC_LEARN`: a learned rule is refreshed, or
     /// put back if it went).
     pub learned: Option<Arc<[crate::parse::FlowSpec]>>,
+    /// The NORMAL MAC table entries its decision read.
+    pub mac_reads: MacReads,
+}
+
+/// The entries of NORMAL's MAC table a cached decision read: a change of
+/// one of them (a MAC learned, moved, aged) revalidates it, and only it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MacReads {
+    /// None (no NORMAL, or to a multicast address).
+    #[default]
+    None,
+    /// One (VLAN, MAC).
+    One(sluice_bridge::macs::Key),
+    /// More than one (NORMAL twice): any change revalidates it.
+    Many,
+}
+
+impl MacReads {
+    /// What a translation's reads make.
+    pub fn of(reads: &[sluice_bridge::macs::Key]) -> MacReads {
+        match reads {
+            [] => MacReads::None,
+            [k] => MacReads::One(*k),
+            [k, rest @ ..] if rest.iter().all(|r| r == k) => MacReads::One(*k),
+            _ => MacReads::Many,
+        }
+    }
 }
 
 impl Megaflow {
@@ -538,6 +565,7 @@ mod tests {
             select_hits: Vec::new(),
             learn: None,
             learned: None,
+            mac_reads: MacReads::None,
         }
     }
 

@@ -13,13 +13,16 @@
 //! eagerly after a change and expires idle megaflows, so dead ones do not
 //! linger in `dump-megaflows`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sluice_cache::emc::{self, Emc};
 use sluice_cache::smc::{self, Smc};
 use sluice_cache::CacheRef;
 use sluice_classifier::dpaction::DpAction;
-use sluice_classifier::megaflow::{FlowRef, InstallError, Megaflow, MegaflowLimits, MegaflowTable};
+use sluice_classifier::megaflow::{
+    FlowRef, InstallError, MacReads, Megaflow, MegaflowLimits, MegaflowTable,
+};
 use sluice_classifier::table::Rule;
 use sluice_classifier::{translate, FlowSpec, Match, Translation, XlateEnv};
 use sluice_packet::FlowKey;
@@ -112,7 +115,17 @@ pub(crate) struct Caches {
     /// Rules `learn` actions built (upcalls, hit megaflows), for the
     /// datapath to apply after the batch.
     pub pending_learn: Vec<Arc<[FlowSpec]>>,
+    /// Megaflows by the NORMAL MAC table entry their decision read
+    /// ([`MacReads`]), and those that read several: a change of an entry
+    /// revalidates those, not every megaflow. Entries may name megaflows
+    /// since gone (their generation says so); pruned as they are read,
+    /// and rebuilt when they outgrow the table.
+    mac_index: HashMap<MacKey, Vec<FlowRef>>,
+    mac_many: Vec<FlowRef>,
+    mac_index_refs: usize,
 }
+
+type MacKey = sluice_bridge::macs::Key;
 
 /// The rules a translation learned, shared by its megaflow and the
 /// datapath's queue (`None`: it has no `learn`).
@@ -131,6 +144,9 @@ impl Caches {
             last_translation: None,
             relearned_us: 0,
             pending_learn: Vec::new(),
+            mac_index: HashMap::new(),
+            mac_many: Vec::new(),
+            mac_index_refs: 0,
         }
     }
 
@@ -202,7 +218,13 @@ impl Caches {
             f.rules = rules;
             f.learn = self.xlate.learn;
             f.learned = learned_of(&self.xlate);
+            let reads = MacReads::of(&self.xlate.mac_reads);
+            let changed = f.mac_reads != reads;
+            f.mac_reads = reads;
             f.version = epoch;
+            if changed {
+                self.index_mac_reads(r, reads);
+            }
             stats.revalidated += 1;
             true
         } else {
@@ -258,9 +280,12 @@ impl Caches {
             select_hits: Vec::new(),
             learn: self.xlate.learn,
             learned,
+            mac_reads: MacReads::of(&self.xlate.mac_reads),
         };
+        let reads = m.mac_reads;
         match self.megaflows.insert(m) {
             Ok(r) => {
+                self.index_mac_reads(r, reads);
                 stats.upcalls += 1;
                 self.smc.insert(hash, r.idx);
                 self.emc.probabilistic_insert(key, hash, cref(r));
@@ -275,6 +300,69 @@ impl Caches {
                 Err(e)
             }
         }
+    }
+
+    /// Records that megaflow `r`'s decision read `reads`.
+    fn index_mac_reads(&mut self, r: FlowRef, reads: MacReads) {
+        match reads {
+            MacReads::None => return,
+            MacReads::One(k) => self.mac_index.entry(k).or_default().push(r),
+            MacReads::Many => self.mac_many.push(r),
+        }
+        self.mac_index_refs += 1;
+        if self.mac_index_refs > 2 * self.megaflows.len() + 1024 {
+            self.rebuild_mac_index();
+        }
+    }
+
+    /// The index again from the megaflows (when gone ones crowd it).
+    fn rebuild_mac_index(&mut self) {
+        self.mac_index.clear();
+        self.mac_many.clear();
+        self.mac_index_refs = 0;
+        for (r, f) in self.megaflows.iter() {
+            match f.mac_reads {
+                MacReads::None => continue,
+                MacReads::One(k) => self.mac_index.entry(k).or_default().push(r),
+                MacReads::Many => self.mac_many.push(r),
+            }
+            self.mac_index_refs += 1;
+        }
+    }
+
+    /// NORMAL's MAC table changed at `keys`: the megaflows whose decision
+    /// read one of them (and those that read several) are revalidated
+    /// before their next use. Returns how many were marked.
+    pub fn mac_entries_changed(&mut self, keys: &[MacKey]) -> usize {
+        let mut marked = 0;
+        let megaflows = &mut self.megaflows;
+        let mut mark = |list: &mut Vec<FlowRef>| {
+            list.retain(|&r| match megaflows.get_mut(r) {
+                Some(f) => {
+                    // Older than any epoch: `fresh` revalidates it.
+                    f.version = 0;
+                    marked += 1;
+                    true
+                }
+                None => false,
+            });
+        };
+        for k in keys {
+            if let Some(list) = self.mac_index.get_mut(k) {
+                let before = list.len();
+                mark(list);
+                self.mac_index_refs -= before - list.len();
+                if list.is_empty() {
+                    self.mac_index.remove(k);
+                }
+            }
+        }
+        if !keys.is_empty() {
+            let before = self.mac_many.len();
+            mark(&mut self.mac_many);
+            self.mac_index_refs -= before - self.mac_many.len();
+        }
+        marked
     }
 
     /// Periodic work: rank subtables, expire idle megaflows, revalidate

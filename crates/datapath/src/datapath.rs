@@ -183,8 +183,11 @@ pub struct Datapath {
     /// The tunnel state's version the caches were last revalidated for
     /// (a learned neighbour or a route change redoes translations).
     tunnels_seen: u64,
-    /// The bridge's version last seen ([`sluice_bridge::Bridge::version`]).
+    /// The bridge's port modes' version last seen.
     bridge_seen: u64,
+    /// The MAC table's version last seen: the changes after it are the
+    /// entries whose megaflows to revalidate.
+    macs_seen: u64,
     /// Rules this thread learned that the control plane has not yet
     /// given back in a version ([`RuleSet::keep_learned`]).
     learned_mine: Vec<sluice_classifier::table::learned::Learned>,
@@ -221,6 +224,7 @@ impl Datapath {
             rx_budget: usize::MAX,
             tunnels_seen: 0,
             bridge_seen: 0,
+            macs_seen: 0,
             learned_mine: Vec::new(),
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
@@ -575,11 +579,30 @@ impl Datapath {
     /// its revalidators' round).
     #[inline]
     fn see_bridge(&mut self) {
-        let b = self.rules.bridge().version();
-        if b != self.bridge_seen {
-            self.bridge_seen = b;
+        let b = self.rules.bridge();
+        let ports = b.ports_version();
+        if ports != self.bridge_seen {
+            // A VLAN mode changed: any NORMAL decision may.
+            self.bridge_seen = ports;
+            self.macs_seen = b.macs.version();
             self.epoch += 1;
+            return;
         }
+        let v = b.macs.version();
+        if v == self.macs_seen {
+            return;
+        }
+        // Only the decisions that read the entries that changed (a MAC
+        // learned, moved, aged), as OVS's revalidators do with the MAC
+        // learning tags of old; after a flush or too many changes, all.
+        match b.macs.changes_since(self.macs_seen) {
+            Some(keys) => {
+                self.stats.revalidation_marks +=
+                    self.pipeline.caches.mac_entries_changed(&keys) as u64;
+            }
+            None => self.epoch += 1,
+        }
+        self.macs_seen = v;
     }
 
     fn housekeeping(&mut self, now_us: u64) {

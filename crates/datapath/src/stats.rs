@@ -187,6 +187,9 @@ pub struct DpStats {
     pub idle_expired: u64,
     /// Rules `learn` actions added or changed (refreshes not counted).
     pub learned: u64,
+    /// Megaflows marked for revalidation because a NORMAL MAC table entry
+    /// their decision read changed.
+    pub revalidation_marks: u64,
     /// Recirculation states freed after this thread's passes found no
     /// cache using them ([`sluice_classifier::recirc`]).
     pub recirc_freed: u64,
@@ -254,6 +257,7 @@ impl DpStats {
             invalidated,
             idle_expired,
             learned,
+            revalidation_marks,
             recirc_freed,
             output_copies,
             copy_failures,
@@ -293,6 +297,7 @@ impl DpStats {
         self.invalidated += invalidated;
         self.idle_expired += idle_expired;
         self.learned += learned;
+        self.revalidation_marks += revalidation_marks;
         self.recirc_freed += recirc_freed;
         self.output_copies += output_copies;
         self.copy_failures += copy_failures;

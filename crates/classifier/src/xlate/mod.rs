@@ -124,6 +124,9 @@ pub struct Translation {
     /// (or refreshed) by the datapath when it installs the translation,
     /// and refreshed as the megaflow is hit (OVS's `XC_LEARN`).
     pub learned: Vec<crate::parse::FlowSpec>,
+    /// The (VLAN, MAC) entries of NORMAL's MAC table the decision read:
+    /// it is to be redone when one of them changes.
+    pub mac_reads: Vec<sluice_bridge::macs::Key>,
 }
 
 /// What a translation needs besides the key.
@@ -250,6 +253,7 @@ fn run(
     out.drop = None;
     out.learn = None;
     out.learned.clear();
+    out.mac_reads.clear();
     out.trace = want_trace.then(Vec::new);
     let mut cx = Ctx {
         env,

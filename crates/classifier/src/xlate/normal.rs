@@ -101,6 +101,12 @@ impl Ctx<'_, '_> {
         let found = if known && dst == src && dst[0] & 1 == 0 {
             Some(in_port)
         } else {
+            if dst[0] & 1 == 0 {
+                // (A multicast address is never in the table.)
+                self.out
+                    .mac_reads
+                    .push(sluice_bridge::macs::Key { vlan, mac: dst });
+            }
             bridge.macs.lookup(dst, vlan)
         };
         match found {
