@@ -684,6 +684,20 @@ impl Control {
         bridge.macs.run(bridge.now_ms());
     }
 
+    /// Fails open (every packet NORMAL above table 0's rules) or stops,
+    /// publishing the change.
+    pub(crate) fn set_fail_open(&self, open: bool) -> Result<(), String> {
+        let mut rules = self.rules.lock().expect("rules");
+        let mut next = rules.clone();
+        next.adopt_learned();
+        next.set_fail_open(open);
+        if next.version() != rules.version() {
+            self.publish(&next)?;
+            *rules = next;
+        }
+        Ok(())
+    }
+
     /// Puts the rules the PMDs' `learn` actions added into the rules and
     /// publishes them (the PMD that learned one has it already).
     pub(crate) fn adopt_learned(&self) -> Result<(), String> {

@@ -440,8 +440,10 @@ struct RunArgs {
     /// 'secure' (default) or 'standalone'. With a controller and no flow
     /// file, a standalone switch starts as a learning switch
     /// (priority=0,actions=NORMAL) until the controller changes the
-    /// rules, a secure one with no rules; either keeps its rules when no
-    /// controller is connected.
+    /// rules, a secure one with no rules. A secure switch keeps its rules
+    /// when no controller is connected; a standalone one whose
+    /// controllers (--controller) have all been gone for 15 s fails open,
+    /// as OVS: every packet NORMAL, above the rules, until one connects.
     #[arg(long, value_name = "MODE", value_parser = ["secure", "standalone"])]
     fail_mode: Option<String>,
     /// Run one PMD thread per CPU listed (e.g. 0,1 or 1-3), each pinned to

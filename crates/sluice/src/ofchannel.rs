@@ -40,6 +40,10 @@ pub use crate::ofmultipart::N_TABLES;
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
+
+/// A standalone switch whose controllers have all been gone this long
+/// fails open, as OVS after three inactivity probe intervals.
+pub const FAIL_OPEN_AFTER: Duration = Duration::from_secs(3 * PROBE.as_secs());
 /// How long an accepted connection may take to send its HELLO before it
 /// is closed (and counted): an idle or trickling peer holds no slot long.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -70,10 +74,14 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                 let result = match &peer {
                     Peer::Tcp(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).map(|s| {
                         let _ = s.set_nodelay(true);
-                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string()).run()
+                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
+                            .primary()
+                            .run()
                     }),
                     Peer::Unix(p) => UnixStream::connect(p).map(|s| {
-                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string()).run()
+                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
+                            .primary()
+                            .run()
                     }),
                     Peer::Ssl(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).and_then(|s| {
                         let tls = info.tls.as_ref().ok_or_else(|| {
@@ -89,6 +97,7 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                             info.clone(),
                             peer.to_string(),
                         )
+                        .primary()
                         .run())
                     }),
                 };
@@ -335,10 +344,17 @@ struct Session<S> {
     /// The writer thread, joined when the session ends (after its queue
     /// is closed), so that a session that is gone has no thread left.
     writer: Option<std::thread::JoinHandle<()>>,
+    /// One of the switch's own controllers (`--controller`), counted for
+    /// fail-open once it said HELLO.
+    primary: bool,
+    counted_up: bool,
 }
 
 impl<S> Drop for Session<S> {
     fn drop(&mut self) {
+        if self.counted_up {
+            self.info.hub.controller_down();
+        }
         if let Some(id) = self.registered.take() {
             self.info.hub.unregister(id);
         }
@@ -383,6 +399,8 @@ impl<S: Conn> Session<S> {
             flow_mods: FlowModReader::default(),
             hello_deadline: None,
             writer: None,
+            primary: false,
+            counted_up: false,
         }
     }
 
@@ -432,6 +450,12 @@ impl<S: Conn> Session<S> {
 
     fn reply(&mut self, m: &Message, xid: u32) -> Result<(), String> {
         self.send(&to_bytes(m, xid))
+    }
+
+    /// Marks it one of the switch's own controllers (for fail-open).
+    fn primary(mut self) -> Self {
+        self.primary = true;
+        self
     }
 
     fn run(&mut self) -> Result<(), String> {
@@ -617,6 +641,10 @@ impl<S: Conn> Session<S> {
                 return Err("the peer speaks no OpenFlow 1.3".into());
             }
             self.hello = true;
+            if self.primary {
+                self.counted_up = true;
+                self.info.hub.controller_up();
+            }
             log_connection(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
                 self.listener

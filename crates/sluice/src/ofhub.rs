@@ -161,6 +161,22 @@ pub struct Hub {
     pub refused_busy: AtomicU64,
     /// Accepted connections closed for sending no HELLO in time.
     pub closed_no_hello: AtomicU64,
+    /// The controllers (`--controller`) and whether one is connected,
+    /// for fail-open.
+    controllers: Mutex<Controllers>,
+    /// Whether the switch fails open now (standalone, no controller for
+    /// [`crate::ofchannel::FAIL_OPEN_AFTER`]).
+    pub failing_open: std::sync::atomic::AtomicBool,
+}
+
+/// The switch's own controllers (not the listeners' peers, as OVS
+/// counts only its primary controllers for fail-open).
+#[derive(Debug, Default)]
+struct Controllers {
+    configured: usize,
+    connected: usize,
+    /// Since when none has been connected (or since the start).
+    down_since: Option<std::time::Instant>,
 }
 
 /// Most connections the OpenFlow listeners (`--listen`) keep open at
@@ -175,6 +191,39 @@ impl Hub {
             rate,
             ..Hub::default()
         }
+    }
+
+    /// Says how many controllers the switch connects to (at the start).
+    pub fn set_controllers(&self, n: usize) {
+        let mut c = self.controllers.lock().expect("controllers");
+        c.configured = n;
+        c.down_since = Some(std::time::Instant::now());
+    }
+
+    /// A controller connection said HELLO.
+    pub fn controller_up(&self) {
+        let mut c = self.controllers.lock().expect("controllers");
+        c.connected += 1;
+        c.down_since = None;
+    }
+
+    /// A controller connection that had said HELLO ended.
+    pub fn controller_down(&self) {
+        let mut c = self.controllers.lock().expect("controllers");
+        c.connected = c.connected.saturating_sub(1);
+        if c.connected == 0 {
+            c.down_since = Some(std::time::Instant::now());
+        }
+    }
+
+    /// How long the switch has had controllers and none connected (`None`:
+    /// one is, or there are none to have).
+    pub fn controllers_down_for(&self) -> Option<std::time::Duration> {
+        let c = self.controllers.lock().expect("controllers");
+        if c.configured == 0 || c.connected > 0 {
+            return None;
+        }
+        c.down_since.map(|t| t.elapsed())
     }
 
     /// Adds a connection's queue; returns its id for [`Hub::unregister`].
@@ -203,6 +252,9 @@ impl Hub {
             self.refused_busy.load(Ordering::Relaxed),
             self.closed_no_hello.load(Ordering::Relaxed),
         );
+        if self.failing_open.load(Ordering::Relaxed) {
+            o += "fail-open: no controller connected for too long: every packet NORMAL until one connects\n";
+        }
         for c in outlets.iter() {
             let l = &c.listener;
             let role = match l.role.load(Ordering::Relaxed) {

@@ -409,6 +409,7 @@ pub fn run_ports(
         .then(|| Arc::new(crate::ofhub::Hub::new(opts.controller_rate_limit)));
     {
         let (control, hub, stop) = (Arc::clone(&control), of_hub.clone(), Arc::clone(&shared));
+        let standalone = opts.fail_standalone;
         std::thread::Builder::new()
             .name("expire".into())
             .spawn(move || {
@@ -440,6 +441,26 @@ pub fn run_ports(
                     // Rules the PMDs learned, into the rules the control
                     // plane owns (and out to the other PMDs).
                     let _ = control.adopt_learned();
+                    // Standalone: no controller for long enough fails
+                    // open (every packet NORMAL), until one connects.
+                    if let Some(h) = hub.as_ref().filter(|_| standalone) {
+                        let open = h
+                            .controllers_down_for()
+                            .is_some_and(|d| d >= crate::ofchannel::FAIL_OPEN_AFTER);
+                        if open != h.failing_open.load(Ordering::Relaxed)
+                            && control.set_fail_open(open).is_ok()
+                        {
+                            h.failing_open.store(open, Ordering::Relaxed);
+                            eprintln!(
+                                "sluice: {}",
+                                if open {
+                                    "no controller connected for 15 s: failing open (every packet NORMAL, as OVS's fail-mode standalone)"
+                                } else {
+                                    "a controller connected: no longer failing open"
+                                }
+                            );
+                        }
+                    }
                     if let Ok(gone) = control.expire_rules() {
                         let Some(hub) = &hub else { continue };
                         let now = control.uptime_us();
@@ -468,7 +489,7 @@ pub fn run_ports(
             "sluice: OpenFlow datapath id {:016x}, fail-mode {}",
             info.datapath_id,
             if opts.fail_standalone {
-                "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it (with no controller connected the rules stay as they are)"
+                "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it; with --controller and none connected for 15 s it fails open (every packet NORMAL) until one connects"
             } else {
                 "secure: with no controller connected the rules stay as they are"
             }
@@ -488,6 +509,7 @@ pub fn run_ports(
                 .map_or(0, |c| c.port_config(ofport));
             hub.port_status(reason, ofport, name, config);
         }));
+        info.hub.set_controllers(opts.controllers.len());
         for peer in &opts.controllers {
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
                 .map_err(|e| format!("--controller {peer}: {e}"))?;

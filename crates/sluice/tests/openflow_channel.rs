@@ -920,3 +920,68 @@ fn set_field_on_ip_proto_is_refused_unless_the_spec_mode_is_on() {
         }
     }
 }
+
+/// fail-mode standalone as OVS's: with its controller gone for three
+/// inactivity probe intervals (15 s) the switch fails open, every packet
+/// NORMAL above table 0's rules, until a controller connects. A listener's
+/// peer (here ovs-ofctl) is no controller of the switch's.
+#[test]
+fn standalone_fails_open_while_its_controller_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let flows = dir.path().join("drop.flows");
+    std::fs::write(&flows, "priority=1,actions=drop\n").unwrap();
+    let controller = format!("tcp:127.0.0.1:{port}");
+    let (_sw, t) = logged_switch(
+        dir.path(),
+        "2=null",
+        &[
+            "--controller",
+            &controller,
+            "--fail-mode",
+            "standalone",
+            "--flows",
+            flows.to_str().unwrap(),
+        ],
+    );
+    let arp =
+        "ffffffffffff00000000000108060001080006040001000000000001c0a80001000000000000c0a80002";
+    let send = || {
+        let (ok, out) = ofctl(&[
+            "packet-out",
+            &t,
+            &format!("in_port=1,packet={arp},actions=table"),
+        ]);
+        assert!(ok, "{out}");
+    };
+    let tx = || {
+        let (ok, out) = ofctl(&["dump-ports", &t, "2"]);
+        assert!(ok, "{out}");
+        let n = out.split("tx pkts=").nth(1).expect("tx pkts");
+        n[..n.find(',').unwrap_or(n.len())]
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let log = || std::fs::read_to_string(dir.path().join("switch.log")).unwrap_or_default();
+    send();
+    assert_eq!(tx(), 0, "the rule drops it");
+    wait_for("failing open", 40, || log().contains("failing open"));
+    send();
+    assert_eq!(tx(), 1, "NORMAL floods it to port 2: {}", log());
+    // The hidden rule is no rule of the tables.
+    let (_, dump) = ofctl(&["dump-flows", &t]);
+    assert_eq!(flow_lines(&dump).len(), 1, "{dump}");
+    // A controller (it says HELLO and listens): the rules are the
+    // switch's again.
+    let l = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let (mut c, _) = l.accept().unwrap();
+    use std::io::Write as _;
+    c.write_all(&[4, 0, 0, 8, 0, 0, 0, 1]).unwrap();
+    wait_for("the end of fail-open", 20, || {
+        log().contains("no longer failing open")
+    });
+    send();
+    assert_eq!(tx(), 1, "dropped by the rule again");
+    drop(c);
+}

@@ -110,6 +110,9 @@ pub struct RuleSet {
     /// Tunnel ports, underlays, routes and neighbours, shared by every
     /// version ([`crate::tunnel`]); `None` without tunnels.
     tunnels: Option<Arc<crate::tunnel::Tunnels>>,
+    /// Fail-open (a standalone switch whose controllers have been gone
+    /// too long): OVS's hidden rule above table 0's, `actions=NORMAL`.
+    fail_open: Option<Arc<Rule>>,
 }
 
 /// The ids a delete of `id` takes from `map`: every one for `all`, else
@@ -142,7 +145,30 @@ impl RuleSet {
             conntrack: Arc::default(),
             bridge: Arc::default(),
             tunnels: None,
+            fail_open: None,
         }
+    }
+
+    /// The fail-open rule, when the switch fails open.
+    #[inline]
+    pub fn fail_open(&self) -> Option<&Arc<Rule>> {
+        self.fail_open.as_ref()
+    }
+
+    /// Fails open (every packet NORMAL, above every rule of table 0, as
+    /// OVS's hidden `priority=0xf0f0f0,actions=NORMAL`) or stops (a new
+    /// version when it changes).
+    pub fn set_fail_open(&mut self, open: bool) {
+        if open == self.fail_open.is_some() {
+            return;
+        }
+        self.fail_open = open.then(|| {
+            Arc::new(Rule {
+                actions: Arc::from([Action::Normal]),
+                ..Rule::counter()
+            })
+        });
+        self.version += 1;
     }
 
     /// The connection tracker.
@@ -602,6 +628,7 @@ impl RuleSet {
             conntrack: Arc::clone(&self.conntrack),
             bridge: Arc::clone(&self.bridge),
             tunnels: self.tunnels.clone(),
+            fail_open: self.fail_open.clone(),
         };
         let (mut kept, mut added) = (0, 0);
         let mut kept_ids = std::collections::HashSet::new();

@@ -330,7 +330,12 @@ impl Ctx<'_, '_> {
         }
         let rules = self.env.rules;
         let mut wc = FlowKey::default();
-        let found = if self.flow.nw_frag & FRAG_ANY != 0
+        let fail_open = rules.fail_open().filter(|_| t == 0);
+        let found = if let Some(r) = fail_open {
+            // Fail-open: OVS's hidden rule above table 0's own (any
+            // lookup there, a resubmit's too, finds it).
+            Some(r)
+        } else if self.flow.nw_frag & FRAG_ANY != 0
             && rules.modes().frag_handling == FragHandling::Normal
         {
             // OVS's `normal` mode: the tables see no L4 fields in a
