@@ -165,7 +165,7 @@ pub struct Hub {
     /// for fail-open.
     controllers: Mutex<Controllers>,
     /// Whether the switch fails open now (standalone, no controller for
-    /// [`crate::ofchannel::FAIL_OPEN_AFTER`]).
+    /// fifteen seconds, `ofchannel`'s `FAIL_OPEN_AFTER`).
     pub failing_open: std::sync::atomic::AtomicBool,
 }
 
