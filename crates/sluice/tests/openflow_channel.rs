@@ -985,3 +985,32 @@ fn standalone_fails_open_while_its_controller_is_gone() {
     assert_eq!(tx(), 1, "dropped by the rule again");
     drop(c);
 }
+
+/// A rule a packet's `learn` added in a PMD reaches the rules the control
+/// plane owns: `dump-flows` shows it.
+#[test]
+fn a_learned_rule_shows_in_dump_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    run(&[
+        "add-flow",
+        &t,
+        "table=0,actions=learn(table=1,hard_timeout=300,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)",
+    ]);
+    let arp =
+        "ffffffffffff00000000000108060001080006040001000000000001c0a80001000000000000c0a80002";
+    run(&[
+        "packet-out",
+        &t,
+        &format!("in_port=1,packet={arp},actions=table"),
+    ]);
+    wait_for("the learned rule", 10, || {
+        run(&["dump-flows", &t, "table=1"])
+            .contains("table=1, n_packets=0, n_bytes=0, hard_timeout=300, dl_dst=00:00:00:00:00:01 actions=output:1")
+    });
+}
