@@ -41,6 +41,16 @@ pub enum Action {
         /// How many (2 to 64).
         n_clauses: u8,
     },
+    /// `sample(...)` — IPFIX sampling. Sluice has no IPFIX exporter yet:
+    /// it does nothing, as in OVS with no IPFIX configured for the bridge.
+    Sample(Sample),
+    /// `set_queue:Q` — the output queue for later outputs. Sluice's ports
+    /// have no QoS queues: it changes no byte (OVS's userspace datapath
+    /// without QoS sets the packet's priority, which no port reads).
+    SetQueue(u32),
+    /// `pop_queue` — back to the queue the packet came with (as
+    /// `set_queue`, nothing a port reads).
+    PopQueue,
     /// `learn(...)` — add (or refresh) a rule built from the packet
     /// ([`crate::learn`]).
     Learn(Box<crate::learn::Learn>),
@@ -148,6 +158,42 @@ pub enum Action {
     },
 }
 
+/// The settings of `sample(...)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sample {
+    /// Packets sampled per 65535.
+    pub probability: u16,
+    /// The IPFIX collector set.
+    pub collector_set_id: u32,
+    /// The observation domain.
+    pub obs_domain_id: u32,
+    /// The observation point.
+    pub obs_point_id: u32,
+    /// `sampling_port` (the tunnel port whose egress is exported).
+    pub sampling_port: Option<u32>,
+    /// 0: default, 1: `ingress`, 2: `egress`.
+    pub direction: u8,
+}
+
+impl std::fmt::Display for Sample {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sample(probability={},collector_set_id={},obs_domain_id={},obs_point_id={}",
+            self.probability, self.collector_set_id, self.obs_domain_id, self.obs_point_id
+        )?;
+        if let Some(p) = self.sampling_port {
+            write!(f, ",sampling_port={p}")?;
+        }
+        match self.direction {
+            1 => f.write_str(",ingress")?,
+            2 => f.write_str(",egress")?,
+            _ => {}
+        }
+        f.write_str(")")
+    }
+}
+
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -158,6 +204,9 @@ impl std::fmt::Display for Action {
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
             Action::Learn(l) => write!(f, "{l}"),
+            Action::Sample(s) => write!(f, "{s}"),
+            Action::SetQueue(q) => write!(f, "set_queue:{q}"),
+            Action::PopQueue => f.write_str("pop_queue"),
             Action::Conjunction {
                 id,
                 clause,

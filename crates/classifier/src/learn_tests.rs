@@ -193,3 +193,36 @@ fn delete_learned_goes_with_the_last_rule_that_learns_there() {
     assert_eq!(gone[1].cookie, 7);
     assert_eq!(set.len(), 1, "another cookie's rule stays");
 }
+
+/// Beside learn, what OVS flow files carry that changes no byte here:
+/// `sample` (no IPFIX exporter: OVS without one does nothing either) and
+/// the QoS queue actions (no queues), printed as ovs-ofctl prints them.
+#[test]
+fn sample_and_queues_print_as_ovs_and_change_nothing() {
+    let spec = parse_flow(
+        "ip,actions=sample(probability=1,egress),set_queue:5,output:2,pop_queue,enqueue:4:7",
+        Require::Actions,
+    )
+    .unwrap();
+    assert_eq!(
+        crate::action::format_actions(&spec.actions),
+        "sample(probability=1,collector_set_id=0,obs_domain_id=0,obs_point_id=0,egress),set_queue:5,output:2,pop_queue,set_queue:7,output:4,pop_queue"
+    );
+    let err = |line: &str| parse_flow(line, Require::Actions).unwrap_err().message;
+    assert!(err("actions=sample(collector_set_id=1)").contains("non-zero \"probability\""));
+    assert!(err("actions=sample(probability=0)").contains("invalid probability"));
+    assert!(err("actions=sample(probability=1,bogus=2)").contains("invalid key"));
+    let set = RuleSet::from_specs(&[spec], 0);
+    let mut t = Translation::default();
+    translate(
+        XlateEnv {
+            rules: &set,
+            ports: &[1, 2, 3, 4],
+        },
+        &key(),
+        &mut t,
+        false,
+    );
+    let out: Vec<String> = t.actions.iter().map(|a| a.to_string()).collect();
+    assert_eq!(out, ["2", "4"]);
+}

@@ -77,6 +77,8 @@ pub enum OfAction {
     PushPbb(u16),
     /// `OFPAT_POP_PBB`.
     PopPbb,
+    /// `OFPAT_SET_QUEUE`.
+    SetQueue(u32),
     /// A Nicira register action (`load`, `move`; [`crate::nxm`]).
     Nx(NxAction),
     /// Any other type, well formed: its type and body (refused later with
@@ -160,6 +162,10 @@ impl OfAction {
                 fixed(8)?;
                 OfAction::Group(b.u32()?)
             }
+            at::SET_QUEUE => {
+                fixed(8)?;
+                OfAction::SetQueue(b.u32()?)
+            }
             at::SET_FIELD => {
                 let o = Oxm::decode(&mut b).map_err(|e| {
                     if e == OfError::BAD_FIELD {
@@ -195,6 +201,7 @@ impl OfAction {
             OfAction::DecNwTtl => at::DEC_NW_TTL,
             OfAction::SetNwTtl(_) => at::SET_NW_TTL,
             OfAction::Group(_) => at::GROUP,
+            OfAction::SetQueue(_) => at::SET_QUEUE,
             OfAction::SetField(_) => at::SET_FIELD,
             OfAction::CopyTtlOut => at::COPY_TTL_OUT,
             OfAction::CopyTtlIn => at::COPY_TTL_IN,
@@ -231,7 +238,7 @@ impl OfAction {
             OfAction::SetNwTtl(t) | OfAction::SetMplsTtl(t) => {
                 out.extend_from_slice(&[*t, 0, 0, 0])
             }
-            OfAction::Group(g) => out.extend_from_slice(&g.to_be_bytes()),
+            OfAction::Group(g) | OfAction::SetQueue(g) => out.extend_from_slice(&g.to_be_bytes()),
             OfAction::SetField(o) => o.encode(out),
             OfAction::Nx(nx) => nx.encode(out),
             OfAction::Other(_, body) => out.extend_from_slice(body),

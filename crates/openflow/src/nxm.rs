@@ -34,6 +34,14 @@ pub mod subtype {
     pub const CLONE: u16 = 42;
     /// `NXAST_LEARN`.
     pub const LEARN: u16 = 16;
+    /// `NXAST_POP_QUEUE`.
+    pub const POP_QUEUE: u16 = 5;
+    /// `NXAST_SAMPLE`.
+    pub const SAMPLE: u16 = 29;
+    /// `NXAST_SAMPLE2` (with a sampling port).
+    pub const SAMPLE2: u16 = 38;
+    /// `NXAST_SAMPLE3` (with a direction).
+    pub const SAMPLE3: u16 = 41;
     /// `NXAST_CONJUNCTION`.
     pub const CONJUNCTION: u16 = 34;
     /// `NXAST_RESUBMIT` (a port, the current table).
@@ -261,6 +269,10 @@ pub enum NxAction {
     Clone(Vec<crate::action::OfAction>),
     /// `NXAST_LEARN`.
     Learn(NxLearn),
+    /// `NXAST_POP_QUEUE`.
+    PopQueue,
+    /// `NXAST_SAMPLE`, `SAMPLE2` or `SAMPLE3` (by what it carries).
+    Sample(sluice_classifier::action::Sample),
     /// `NXAST_CONJUNCTION`: clause `clause` (from 0) of `n_clauses` of
     /// conjunction `id`.
     Conjunction {
@@ -356,6 +368,45 @@ impl NxAction {
             }
             subtype::NOTE => NxAction::Note(b.take(b.left())?.to_vec()),
             subtype::LEARN => NxAction::Learn(NxLearn::decode(&mut b)?),
+            subtype::POP_QUEUE => {
+                if len != 16 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                NxAction::PopQueue
+            }
+            sub @ (subtype::SAMPLE | subtype::SAMPLE2 | subtype::SAMPLE3) => {
+                let two = sub != subtype::SAMPLE;
+                if len != if two { 32 } else { 24 } {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let probability = b.u16()?;
+                let (collector_set_id, obs_domain_id, obs_point_id) =
+                    (b.u32()?, b.u32()?, b.u32()?);
+                let (mut sampling_port, mut direction) = (None, 0);
+                if two {
+                    let p = b.u16()?;
+                    // OFPP_NONE: no sampling port.
+                    sampling_port = (p != 0xffff).then_some(u32::from(p));
+                    direction = b.take(1)?[0];
+                    if b.take(5)?.iter().any(|&z| z != 0)
+                        || direction > 2
+                        || (sub == subtype::SAMPLE2 && direction != 0)
+                    {
+                        return Err(OfError::BAD_ARGUMENT);
+                    }
+                }
+                if probability == 0 {
+                    return Err(OfError::BAD_ARGUMENT);
+                }
+                NxAction::Sample(sluice_classifier::action::Sample {
+                    probability,
+                    collector_set_id,
+                    obs_domain_id,
+                    obs_point_id,
+                    sampling_port,
+                    direction,
+                })
+            }
             subtype::CONJUNCTION => {
                 if len != 16 {
                     return Err(OfError::BAD_ACTION_LEN);
@@ -517,6 +568,31 @@ impl NxAction {
             NxAction::Learn(l) => {
                 out.extend_from_slice(&subtype::LEARN.to_be_bytes());
                 l.encode(out);
+            }
+            NxAction::PopQueue => {
+                out.extend_from_slice(&subtype::POP_QUEUE.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::Sample(s) => {
+                // As OVS encodes it: SAMPLE3 with a direction, SAMPLE2
+                // with a sampling port, else SAMPLE.
+                let sub = if s.direction != 0 {
+                    subtype::SAMPLE3
+                } else if s.sampling_port.is_some() {
+                    subtype::SAMPLE2
+                } else {
+                    subtype::SAMPLE
+                };
+                out.extend_from_slice(&sub.to_be_bytes());
+                out.extend_from_slice(&s.probability.to_be_bytes());
+                for v in [s.collector_set_id, s.obs_domain_id, s.obs_point_id] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                if sub != subtype::SAMPLE {
+                    let p = s.sampling_port.map_or(0xffff, |p| p as u16);
+                    out.extend_from_slice(&p.to_be_bytes());
+                    out.extend_from_slice(&[s.direction, 0, 0, 0, 0, 0]);
+                }
             }
             NxAction::Conjunction {
                 id,

@@ -324,6 +324,7 @@ fn ovs_ofctl_programs_the_rules() {
         "table=13,priority=7,actions=resubmit:3,resubmit(2,4),resubmit(in_port,5)",
         "table=13,priority=8,ip,nw_src=10.0.0.1,actions=conjunction(1,1/2),conjunction(9,2/3)",
         "table=13,priority=8,conj_id=1,ip,actions=output:2",
+        "table=13,priority=9,actions=sample(probability=65535,collector_set_id=1,obs_domain_id=2,obs_point_id=3),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3,sampling_port=2,ingress),set_queue:5,output:1,pop_queue,enqueue:1:2",
     ] {
         run(&["add-flow", &t, f]);
     }
@@ -341,6 +342,9 @@ fn ovs_ofctl_programs_the_rules() {
         // NXAST_CONJUNCTION, and conj_id (NXM_NX_CONJ_ID) in a match.
         "priority=8,ip,nw_src=10.0.0.1 actions=conjunction(1,1/2),conjunction(9,2/3)",
         "priority=8,conj_id=1,ip actions=output:2",
+        // NXAST_SAMPLE, NXAST_SAMPLE3, OFPAT_SET_QUEUE, NXAST_POP_QUEUE
+        // (enqueue is set_queue, output, pop_queue from OpenFlow 1.1 on).
+        "priority=9 actions=sample(probability=65535,collector_set_id=1,obs_domain_id=2,obs_point_id=3),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3,sampling_port=2,ingress),set_queue:5,output:1,pop_queue,set_queue:2,output:1,pop_queue",
     ] {
         assert!(dump.contains(line), "{line}: {dump}");
     }

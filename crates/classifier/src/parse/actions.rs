@@ -354,6 +354,20 @@ pub(super) fn parse_actions(
                 Action::Clone(inner)
             }
             "conjunction" => conjunction(cx, need()?, arg_at)?,
+            "sample" => Action::Sample(sample(cx, arg.unwrap_or(""), arg_at)?),
+            "set_queue" => Action::SetQueue(parse_int(cx, need()?, arg_at, 32, "set_queue")? as u32),
+            "pop_queue" if arg.is_none() => Action::PopQueue,
+            "enqueue" => {
+                // OpenFlow 1.0's enqueue:PORT:QUEUE is, from 1.1 on (and
+                // as OVS keeps it), set_queue, output, pop_queue.
+                let a = need()?;
+                let (p, q) = a.split_once([':', ',']).ok_or_else(|| cx.err(arg_at, "enqueue needs PORT:QUEUE, e.g. enqueue:1:2"))?;
+                let port = parse_port(cx, p.trim(), arg_at)?;
+                let queue = parse_int(cx, q.trim(), arg_at, 32, "enqueue's queue")? as u32;
+                out.push(Action::SetQueue(queue));
+                out.push(port);
+                Action::PopQueue
+            }
             "learn" => Action::Learn(Box::new(super::learn::parse_learn(cx, arg.unwrap_or(""), arg_at, &cur)?)),
             "clear_actions" if arg.is_none() => Action::ClearActions,
             "write_metadata" => {
@@ -398,6 +412,45 @@ pub(super) fn parse_actions(
         }
     }
     Ok(out)
+}
+
+/// `sample(probability=N,collector_set_id=N,obs_domain_id=N,
+/// obs_point_id=N[,sampling_port=P][,ingress|egress])`, as ovs-ofctl.
+fn sample(cx: &LineCtx, arg: &str, at: usize) -> Result<crate::action::Sample, ParseError> {
+    let mut s = crate::action::Sample {
+        probability: 0,
+        collector_set_id: 0,
+        obs_domain_id: 0,
+        obs_point_id: 0,
+        sampling_port: None,
+        direction: 0,
+    };
+    for kv in arg.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "probability" => {
+                s.probability = parse_int(cx, v, at, 16, "probability")? as u16;
+                if s.probability == 0 {
+                    return Err(cx.err(at, format!("invalid probability value \"{v}\"")));
+                }
+            }
+            "collector_set_id" => {
+                s.collector_set_id = parse_int(cx, v, at, 32, "collector_set_id")? as u32
+            }
+            "obs_domain_id" => s.obs_domain_id = parse_int(cx, v, at, 32, "obs_domain_id")? as u32,
+            "obs_point_id" => s.obs_point_id = parse_int(cx, v, at, 32, "obs_point_id")? as u32,
+            "sampling_port" => {
+                s.sampling_port = Some(parse_int(cx, v, at, 16, "sampling_port")? as u32)
+            }
+            "ingress" if v.is_empty() => s.direction = 1,
+            "egress" if v.is_empty() => s.direction = 2,
+            _ => return Err(cx.err(at, format!("invalid key \"{k}\" in \"sample\" argument"))),
+        }
+    }
+    if s.probability == 0 {
+        return Err(cx.err(at, "non-zero \"probability\" must be specified on sample"));
+    }
+    Ok(s)
 }
 
 /// `conjunction(ID,K/N)`, checked as `ovs-ofctl` checks it.

@@ -49,7 +49,12 @@ impl Ctx<'_, '_> {
                 return;
             }
         }
-        if f.is_arp() {
+        if f.is_arp() && f.dl_type != sluice_packet::wire::ethernet::ethertype::ARP {
+            // RARP: OVS's commit_set_nw_action sets ARP fields for ARP
+            // only; a RARP packet keeps its own (found by ovs-compare,
+            // seed 45 case 113).
+            self.note(self.depth, ">> RARP: no ARP field rewrite (as OVS)");
+        } else if f.is_arp() {
             // OVS sets only the ARP fields that differ from what the packet
             // had (a masked set): which depends on the packet's value, so
             // each field written is un-wildcarded (nw_proto already is).

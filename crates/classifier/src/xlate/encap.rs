@@ -53,6 +53,9 @@ fn blind(a: &Action) -> bool {
         | Action::All
         | Action::Flood
         | Action::Note(_)
+        | Action::Sample(_)
+        | Action::SetQueue(_)
+        | Action::PopQueue
         | Action::Controller { .. }
         | Action::WriteActions(_)
         | Action::ClearActions

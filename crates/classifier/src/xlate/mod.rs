@@ -424,6 +424,8 @@ impl Ctx<'_, '_> {
                 // A clause of a conjunction: its rule is never a lookup's
                 // result, so this never runs.
                 Action::Note(_) | Action::Conjunction { .. } => {}
+                // No IPFIX exporter, no QoS queue: nothing a port sees.
+                Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Learn(ref l) => self.learn(l),
                 Action::Controller { max_len } => {
                     self.commit();

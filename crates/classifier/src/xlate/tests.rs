@@ -806,3 +806,39 @@ fn mpls_ttl_actions_rewrite_the_whole_entry_and_depend_on_it() {
     let t = run(&r, &mpls_key(lse & !0xff | 1));
     assert_eq!(t.drop, Some(XlateDrop::InvalidTtl));
 }
+
+/// OVS rewrites ARP fields in ARP packets only: a RARP packet keeps its
+/// own (its MAC rewrite still goes), as `commit_set_nw_action` switches
+/// on the EtherType (found by ovs-compare, seed 45 case 113).
+#[test]
+fn rarp_keeps_its_arp_fields() {
+    let rules = set(
+        "arp,actions=set_field:2->arp_op,mod_dl_src:33:33:00:00:00:01,output:2\n\
+                     rarp,actions=set_field:2->arp_op,mod_dl_src:33:33:00:00:00:01,output:2\n",
+    );
+    let key = |dl_type| FlowKey {
+        in_port: 1,
+        dl_type,
+        nw_proto: 1,
+        ..Default::default()
+    };
+    let arp = run(&rules, &key(0x0806));
+    assert!(
+        arp.actions.iter().any(|a| matches!(a, DpAction::SetArp(_))),
+        "{:?}",
+        arp.actions
+    );
+    let rarp = run(&rules, &key(0x8035));
+    assert!(
+        !rarp
+            .actions
+            .iter()
+            .any(|a| matches!(a, DpAction::SetArp(_))),
+        "{:?}",
+        rarp.actions
+    );
+    assert!(rarp
+        .actions
+        .iter()
+        .any(|a| matches!(a, DpAction::SetEthSrc(_))));
+}

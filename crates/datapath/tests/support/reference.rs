@@ -204,7 +204,7 @@ impl Ref<'_> {
                 // Stateful (a MAC table): the generated rule sets have none.
                 Action::Normal => unreachable!("no NORMAL in generated rules"),
                 Action::OutputReg(_) => unreachable!("no output:FIELD in generated rules"),
-                Action::Note(_) => {}
+                Action::Note(_) | Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
                 Action::Learn(_) => unreachable!("no learn in generated rules"),
                 Action::Conjunction { .. } => unreachable!("a clause is never a lookup result"),

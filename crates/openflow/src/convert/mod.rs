@@ -221,6 +221,7 @@ pub fn to_action(a: &OfAction, m: &Match) -> Result<Action, OfError> {
 pub(super) fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, OfError> {
     let holds = |p: sluice_classifier::fields::Prereq| m.is_none_or(|m| p.holds(&m.value, &m.mask));
     Ok(match a {
+        OfAction::SetQueue(q) => Action::SetQueue(*q),
         OfAction::Output { port: p, max_len } => match *p {
             0 => return Err(OfError::BAD_OUT_PORT),
             p if p <= port::MAX => Action::Output(p),
@@ -324,6 +325,9 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::OutputReg(src) => return nx::from_output_reg(src),
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
         Action::Learn(l) => learn::from_learn(l),
+        Action::Sample(s) => OfAction::Nx(crate::nxm::NxAction::Sample(*s)),
+        Action::SetQueue(q) => OfAction::SetQueue(*q),
+        Action::PopQueue => OfAction::Nx(crate::nxm::NxAction::PopQueue),
         Action::Conjunction {
             id,
             clause,

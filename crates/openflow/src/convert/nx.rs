@@ -88,6 +88,8 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::OutputReg(src)
         }
         NxAction::Note(ref bytes) => Action::Note(bytes.clone()),
+        NxAction::PopQueue => Action::PopQueue,
+        NxAction::Sample(s) => Action::Sample(s),
         NxAction::Conjunction {
             id,
             clause,
