@@ -139,6 +139,12 @@ impl std::fmt::Display for Match {
         if m.conj_id != 0 {
             parts.push(format!("conj_id={}", v.conj_id));
         }
+        // As OVS's match_format: the packet mark next, before the
+        // connection tracking fields.
+        let f_mark = f("pkt_mark");
+        if let Some(s) = fmt_masked(f_mark, (f_mark.get)(v), (f_mark.get)(m)) {
+            parts.push(format!("pkt_mark={s}"));
+        }
         // The connection tracking fields come before the protocol, as
         // ovs-ofctl prints them.
         for field in crate::fields::CT_FIELDS {

@@ -31,6 +31,7 @@ pub(crate) enum Kind {
 pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, metadata), 8, Kind::Whole),
     (offset_of!(FlowKey, conj_id), 4, Kind::Whole),
+    (offset_of!(FlowKey, pkt_mark), 4, Kind::Whole),
     (offset_of!(FlowKey, regs), 4, Kind::Whole),
     (offset_of!(FlowKey, regs) + 4, 4, Kind::Whole),
     (offset_of!(FlowKey, regs) + 8, 4, Kind::Whole),

@@ -90,6 +90,7 @@ pub mod f {
     pub const NX_CT_TP_SRC: u8 = 120;
     pub const NX_CT_TP_DST: u8 = 121;
     pub const NX_CONJ_ID: u8 = 122;
+    pub const NX_PKT_MARK: u8 = 123;
 }
 
 /// The class of `OXM_OF_PKT_REG<N>` (`xreg<N>`): OpenFlow 1.5's
@@ -150,6 +151,7 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_CT_TP_SRC, OXM_NXM_1, 124, 2, true),
     (f::NX_CT_TP_DST, OXM_NXM_1, 125, 2, true),
     (f::NX_CONJ_ID, OXM_NXM_1, 37, 4, false),
+    (f::NX_PKT_MARK, OXM_NXM_1, 33, 4, true),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS

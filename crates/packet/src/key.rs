@@ -231,8 +231,9 @@ pub struct FlowKey {
     /// set only for the lookup of its `conj_id=N` rule, zero in every
     /// packet's key.
     pub conj_id: u32,
-    /// Zero (the datapath's words come in pairs).
-    pub conj_pad: u32,
+    /// `pkt_mark`: a mark the pipeline sets and matches (OVS's skb mark;
+    /// zero in every packet's key, as a userspace port gives it).
+    pub pkt_mark: u32,
     /// The registers `reg0`..`reg15` (see [`REG_WORDS`]): `xregN` is
     /// `reg(2N)` (high half) and `reg(2N+1)`, `xxregN` is `reg(4N)`
     /// (highest) to `reg(4N+3)`, as in Open vSwitch.

@@ -324,6 +324,7 @@ fn ovs_ofctl_programs_the_rules() {
         "table=13,priority=7,actions=resubmit:3,resubmit(2,4),resubmit(in_port,5)",
         "table=13,priority=8,ip,nw_src=10.0.0.1,actions=conjunction(1,1/2),conjunction(9,2/3)",
         "table=13,priority=8,conj_id=1,ip,actions=output:2",
+        "table=13,priority=10,pkt_mark=0x5/0xff,actions=set_field:0x7->pkt_mark,load:0x3->NXM_NX_PKT_MARK[0..3],resubmit(,14)",
         "table=13,priority=9,actions=sample(probability=65535,collector_set_id=1,obs_domain_id=2,obs_point_id=3),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3,sampling_port=2,ingress),set_queue:5,output:1,pop_queue,enqueue:1:2",
     ] {
         run(&["add-flow", &t, f]);
@@ -342,6 +343,8 @@ fn ovs_ofctl_programs_the_rules() {
         // NXAST_CONJUNCTION, and conj_id (NXM_NX_CONJ_ID) in a match.
         "priority=8,ip,nw_src=10.0.0.1 actions=conjunction(1,1/2),conjunction(9,2/3)",
         "priority=8,conj_id=1,ip actions=output:2",
+        // pkt_mark (NXM_NX_PKT_MARK) in a match, a set_field and a load.
+        "priority=10,pkt_mark=0x5/0xff actions=set_field:0x7->pkt_mark,load:0x3->NXM_NX_PKT_MARK[0..3],resubmit(,14)",
         // NXAST_SAMPLE, NXAST_SAMPLE3, OFPAT_SET_QUEUE, NXAST_POP_QUEUE
         // (enqueue is set_queue, output, pop_queue from OpenFlow 1.1 on).
         "priority=9 actions=sample(probability=65535,collector_set_id=1,obs_domain_id=2,obs_point_id=3),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3,sampling_port=2,ingress),set_queue:5,output:1,pop_queue,set_queue:2,output:1,pop_queue",
@@ -356,7 +359,7 @@ fn ovs_ofctl_programs_the_rules() {
     assert!(!ok && out.contains("OFPMMFC_UNKNOWN_METER"), "{out}");
     let (ok, out) = ofctl(&["add-flow", &t, "table=4,priority=1,actions=goto_table:2"]);
     assert!(!ok && out.contains("OFPBIC_BAD_TABLE_ID"), "{out}");
-    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,pkt_mark=5,actions=drop"]);
+    let (ok, out) = ofctl(&["add-flow", &t, "priority=1,dp_hash=5,actions=drop"]);
     assert!(!ok && out.contains("OFPBMC_BAD_FIELD"), "{out}");
     assert!(flow_lines(&run(&["dump-flows", &t])).is_empty());
 }

@@ -249,6 +249,7 @@ impl Field {
                 | "tun_id"
                 | "ct_mark"
                 | "ct_label"
+                | "pkt_mark"
         ) || self.name.starts_with("tun_metadata")
             || self.is_register()
     }
@@ -256,7 +257,7 @@ impl Field {
     /// Whether it is pipeline state that no packet carries: metadata and
     /// the registers (zero in every packet's key).
     pub fn is_pipeline(&self) -> bool {
-        matches!(self.name, "metadata" | "conj_id") || self.is_register()
+        matches!(self.name, "metadata" | "conj_id" | "pkt_mark") || self.is_register()
     }
 
     /// Whether it is one of the registers (`reg`, `xreg`, `xxreg`).
@@ -400,6 +401,18 @@ pub static FIELDS: &[Field] = &[
         false,
         |k| k.conj_id,
         |k, v| k.conj_id = v as u32
+    ),
+    // OVS's packet mark: pipeline state here too (a userspace port
+    // receives every packet unmarked).
+    int_field!(
+        "pkt_mark",
+        [],
+        32,
+        true,
+        None,
+        true,
+        |k| k.pkt_mark,
+        |k, v| k.pkt_mark = v as u32
     ),
     int_field!(
         "tun_id",

@@ -108,6 +108,7 @@ const NAMES: &[(&str, &str, &str)] = &[
     ("ct_tp_src", "NXM_NX_CT_TP_SRC", ""),
     ("ct_tp_dst", "NXM_NX_CT_TP_DST", ""),
     ("conj_id", "NXM_NX_CONJ_ID", ""),
+    ("pkt_mark", "NXM_NX_PKT_MARK", ""),
     ("reg0", "NXM_NX_REG0", ""),
     ("reg1", "NXM_NX_REG1", ""),
     ("reg2", "NXM_NX_REG2", ""),

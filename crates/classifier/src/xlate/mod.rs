@@ -542,6 +542,7 @@ impl Ctx<'_, '_> {
         // So is the conjunction a lookup found (set for its second lookup
         // only).
         rest.conj_id = 0;
+        rest.pkt_mark = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);

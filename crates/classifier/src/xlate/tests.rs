@@ -842,3 +842,28 @@ fn rarp_keeps_its_arp_fields() {
         .iter()
         .any(|a| matches!(a, DpAction::SetEthSrc(_))));
 }
+
+/// `pkt_mark`: set in one table, matched in the next; no byte changes,
+/// nothing in the megaflow (every packet arrives unmarked).
+#[test]
+fn pkt_mark_carries_between_tables() {
+    let rules = set("table=0,actions=set_field:5->pkt_mark,resubmit(,1)\n\
+                     table=1,pkt_mark=5,actions=output:2\n\
+                     table=1,priority=0,actions=output:3\n");
+    let t = run(&rules, &tcp_key());
+    assert_eq!(
+        t.actions.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+        ["2"]
+    );
+    assert_eq!(t.wc.pkt_mark, 0);
+    let printed = crate::parse::parse_flow(
+        "pkt_mark=0x5/0xff,actions=load:0x3->NXM_NX_PKT_MARK[0..3]",
+        crate::parse::Require::Actions,
+    )
+    .unwrap();
+    assert_eq!(printed.matcher.to_string(), "pkt_mark=0x5/0xff");
+    assert_eq!(
+        crate::action::format_actions(&printed.actions),
+        "load:0x3->NXM_NX_PKT_MARK[0..3]"
+    );
+}

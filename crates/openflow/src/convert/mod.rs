@@ -35,6 +35,7 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_CT_TP_SRC, "ct_tp_src", Prereq::Ct),
     (f::NX_CT_TP_DST, "ct_tp_dst", Prereq::Ct),
     (f::NX_CONJ_ID, "conj_id", Prereq::None),
+    (f::NX_PKT_MARK, "pkt_mark", Prereq::None),
     (f::IN_PORT, "in_port", Prereq::None),
     (f::METADATA, "metadata", Prereq::None),
     (f::TUNNEL_ID, "tun_id", Prereq::None),
