@@ -306,6 +306,21 @@ fn fmt_load(
 }
 
 impl Action {
+    /// The output OpenFlow 1.0's 16-bit port number `p` names: a port
+    /// (below 0xff00), or the reserved `IN_PORT`, `NORMAL`, `FLOOD`,
+    /// `ALL`, `CONTROLLER`; `None` for the other reserved numbers.
+    pub fn of10_port(p: u16) -> Option<Action> {
+        Some(match p {
+            0xfff8 => Action::InPort,
+            0xfffa => Action::Normal,
+            0xfffb => Action::Flood,
+            0xfffc => Action::All,
+            0xfffd => Action::Controller { max_len: 65535 },
+            0xff00.. => return None,
+            p => Action::Output(u32::from(p)),
+        })
+    }
+
     /// Whether it may not be inside `clone(...)`: an instruction, a meter,
     /// or `ct` (whose state would leak out of the copy).
     pub fn refused_in_clone(&self) -> bool {

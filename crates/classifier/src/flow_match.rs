@@ -61,6 +61,13 @@ impl Match {
         key.matches(&self.value, &self.mask)
     }
 
+    /// Matches the bits `bits` of `field` exactly, to those of `value`
+    /// (already in place); its other bits as they were.
+    pub fn set_bits(&mut self, field: &Field, value: u128, bits: u128) {
+        let (v, m) = self.get(field);
+        self.set(field, (v & !bits) | (value & bits), m | bits);
+    }
+
     /// The value and mask of `field` in this match.
     pub fn get(&self, field: &Field) -> (u128, u128) {
         ((field.get)(&self.value), (field.get)(&self.mask))

@@ -217,8 +217,7 @@ impl Learn {
                         ));
                     }
                     if let LearnSrc::Imm(v) = s.src {
-                        let (ov, om) = learned.get(d.field);
-                        learned.set(d.field, (ov & !d.mask()) | d.place(v), om | d.mask());
+                        learned.set_bits(d.field, d.place(v), d.mask());
                     }
                 }
                 LearnDst::Load(d) => {

@@ -102,8 +102,12 @@ impl Megaflow {
     /// OVS's revalidators push the xlate cache's `XC_NORMAL` entries with
     /// the stats.
     pub fn relearn(&self, since_us: u64) -> Option<sluice_bridge::macs::Learn> {
-        self.learn
-            .filter(|_| self.used_us > since_us && self.packets > 0)
+        self.learn.filter(|_| self.hit_since(since_us))
+    }
+
+    /// Whether a packet hit it after `since_us`.
+    pub fn hit_since(&self, since_us: u64) -> bool {
+        self.used_us > since_us && self.packets > 0
     }
 
     /// Credits `rules` with the hits not credited yet. Runs before the

@@ -129,7 +129,7 @@ type MacKey = sluice_bridge::macs::Key;
 
 /// The rules a translation learned, shared by its megaflow and the
 /// datapath's queue (`None`: it has no `learn`).
-fn learned_of(x: &Translation) -> Option<Arc<[FlowSpec]>> {
+pub(crate) fn learned_of(x: &Translation) -> Option<Arc<[FlowSpec]>> {
     (!x.learned.is_empty()).then(|| Arc::from(&x.learned[..]))
 }
 
@@ -386,11 +386,7 @@ impl Caches {
                 let hit_ms = now_ms.saturating_sub(now_us.saturating_sub(f.used_us) / 1000);
                 b.macs.refresh(l.mac, l.vlan, l.port, hit_ms, now_ms);
             }
-            if let Some(l) = f
-                .learned
-                .as_ref()
-                .filter(|_| f.used_us > since && f.packets > 0)
-            {
+            if let Some(l) = f.learned.as_ref().filter(|_| f.hit_since(since)) {
                 self.pending_learn.push(Arc::clone(l));
             }
         }

@@ -139,6 +139,15 @@ pub const COMMANDS: &str = "\
   ipf-set-min-frag v4|v6 N   smallest fragment but the last taken (default 1200 / 1280 bytes; at least 400)
   ipf-set-max-nfrags N       most fragments held at once (default 1000; at most 5000)";
 
+/// The version after `rules`, to change: a copy holding what the PMDs'
+/// `learn` actions added since (every version the control plane makes
+/// takes them).
+fn next_version(rules: &RuleSet) -> RuleSet {
+    let mut next = rules.clone();
+    next.adopt_learned();
+    next
+}
+
 impl Control {
     /// Control state for datapath threads running `rules`.
     pub fn new(
@@ -596,9 +605,7 @@ impl Control {
         ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
     ) -> Result<Applied, String> {
         let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        // What the PMDs learned goes into every version made here.
-        next.adopt_learned();
+        let mut next = next_version(&rules);
         let now = self.now_us();
         let mut removed = Vec::new();
         let errs = ops
@@ -659,9 +666,7 @@ impl Control {
         f: impl FnOnce(&mut RuleSet) -> Result<T, OfError>,
     ) -> Result<Result<T, OfError>, String> {
         let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        // What the PMDs learned goes into every version made here.
-        next.adopt_learned();
+        let mut next = next_version(&rules);
         let out = f(&mut next);
         if out.is_ok() && next.version() != rules.version() {
             self.publish(&next)?;
@@ -687,27 +692,18 @@ impl Control {
     /// Fails open (every packet NORMAL above table 0's rules) or stops,
     /// publishing the change.
     pub(crate) fn set_fail_open(&self, open: bool) -> Result<(), String> {
-        let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        next.adopt_learned();
-        next.set_fail_open(open);
-        if next.version() != rules.version() {
-            self.publish(&next)?;
-            *rules = next;
-        }
-        Ok(())
+        self.change_rules(|r| {
+            r.set_fail_open(open);
+            Ok(())
+        })
+        .map(|_| ())
     }
 
     /// Puts the rules the PMDs' `learn` actions added into the rules and
-    /// publishes them (the PMD that learned one has it already).
+    /// publishes them (the PMD that learned one has it already): every
+    /// new version takes them ([`next_version`]).
     pub(crate) fn adopt_learned(&self) -> Result<(), String> {
-        let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        if next.adopt_learned() > 0 {
-            self.publish(&next)?;
-            *rules = next;
-        }
-        Ok(())
+        self.change_rules(|_| Ok(())).map(|_| ())
     }
 
     pub(crate) fn expire_rules(&self) -> Result<Vec<(Arc<Rule>, Removal)>, String> {
@@ -716,9 +712,7 @@ impl Control {
         }
         self.ask_all(PmdCommand::CreditRules)?;
         let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        // What the PMDs learned goes into every version made here.
-        next.adopt_learned();
+        let mut next = next_version(&rules);
         let gone = next.expire_with_reasons(self.now_us());
         if !gone.is_empty() {
             self.publish(&next)?;
@@ -824,9 +818,7 @@ impl Control {
             Selection::Loose
         };
         let mut rules = self.rules.lock().expect("rules");
-        let mut next = rules.clone();
-        // What the PMDs learned goes into every version made here.
-        next.adopt_learned();
+        let mut next = next_version(&rules);
         let now = self.now_us();
         // Rules the rule set refuses (a missing group or meter, a field
         // kept read-only) are refused, the whole command with them.

@@ -451,14 +451,14 @@ pub fn run_ports(
                             && control.set_fail_open(open).is_ok()
                         {
                             h.failing_open.store(open, Ordering::Relaxed);
-                            eprintln!(
-                                "sluice: {}",
-                                if open {
-                                    "no controller connected for 15 s: failing open (every packet NORMAL, as OVS's fail-mode standalone)"
-                                } else {
-                                    "a controller connected: no longer failing open"
-                                }
-                            );
+                            if open {
+                                eprintln!(
+                                    "sluice: no controller connected for {} s: failing open (every packet NORMAL, as OVS's fail-mode standalone)",
+                                    crate::ofchannel::FAIL_OPEN_AFTER.as_secs()
+                                );
+                            } else {
+                                eprintln!("sluice: a controller connected: no longer failing open");
+                            }
                         }
                     }
                     if let Ok(gone) = control.expire_rules() {

@@ -698,10 +698,10 @@ impl RuleSet {
     pub fn lookup_linear(&self, t: u8, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         let hard = self.lookup_linear_hard(t, key, wc);
         match self.tables.get(usize::from(t)) {
-            Some(ix) if ix.has_conjunctions() => {
+            Some(ix) => {
                 ix.resolve_conjunctions(key, wc, hard, |k, w| self.lookup_linear_hard(t, k, w))
             }
-            _ => hard,
+            None => hard,
         }
     }
 

@@ -151,15 +151,11 @@ impl Soft {
     }
 
     /// Removes the hidden rule identical to (`m`, `priority`).
-    pub(super) fn remove_hidden_identical_pub(
+    pub(super) fn remove_hidden_identical(
         &mut self,
         m: &Match,
         priority: u16,
     ) -> Option<Arc<Rule>> {
-        self.remove_hidden_identical(m, priority)
-    }
-
-    fn remove_hidden_identical(&mut self, m: &Match, priority: u16) -> Option<Arc<Rule>> {
         let k = *self.find_hidden_key(m, priority)?;
         self.hidden.remove(&k)
     }

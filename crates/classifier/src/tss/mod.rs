@@ -299,7 +299,7 @@ impl TableIndex {
             if let Some(o) = &old {
                 self.remove_hard(o);
             }
-            old = self.soft.remove_hidden_identical_pub(&m, p).or(old);
+            old = self.soft.remove_hidden_identical(&m, p).or(old);
             let below: Vec<Arc<Rule>> = self
                 .hard_same_match(&m)
                 .filter(|r| r.priority < p)
@@ -462,11 +462,6 @@ impl TableIndex {
             return hard;
         }
         conj::resolve(&self.soft, key, wc, hard, |k, w| self.lookup_hard(k, w))
-    }
-
-    /// The clauses of conjunctions: for the reference lookup.
-    pub fn has_conjunctions(&self) -> bool {
-        !self.soft.is_empty()
     }
 
     /// The result of a lookup whose best ordinary match is `hard`, with

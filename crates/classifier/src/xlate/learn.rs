@@ -10,14 +10,6 @@ use crate::action::Action;
 use crate::learn::{flag, Learn, LearnDst, LearnSrc};
 use crate::parse::FlowSpec;
 
-/// OpenFlow 1.0's reserved ports a learned `output:` may name.
-mod port16 {
-    pub const MAX: u16 = 0xff00;
-    pub const IN_PORT: u16 = 0xfff8;
-    pub const FLOOD: u16 = 0xfffb;
-    pub const ALL: u16 = 0xfffc;
-}
-
 /// The flow-mod `l` makes of `flow`: add the rule, or refresh it when
 /// an identical one is there (OVS's `learn_execute`).
 pub fn learned_rule(l: &Learn, flow: &FlowKey) -> FlowSpec {
@@ -29,24 +21,20 @@ pub fn learned_rule(l: &Learn, flow: &FlowKey) -> FlowSpec {
             LearnSrc::Imm(v) => v,
         };
         match s.dst {
-            LearnDst::Match(d) => {
-                let (ov, om) = m.get(d.field);
-                m.set(d.field, (ov & !d.mask()) | d.place(v), om | d.mask());
-            }
+            LearnDst::Match(d) => m.set_bits(d.field, d.place(v), d.mask()),
             LearnDst::Load(d) => actions.push(Action::Load {
                 field: d.field,
                 value: d.place(v),
                 mask: d.mask(),
             }),
             LearnDst::Output => {
-                // As OVS: a value past 16 bits names no port.
-                let Ok(p) = u16::try_from(v) else { continue };
-                match p {
-                    port16::IN_PORT => actions.push(Action::InPort),
-                    port16::FLOOD => actions.push(Action::Flood),
-                    port16::ALL => actions.push(Action::All),
-                    p if p < port16::MAX && p != 0 => actions.push(Action::Output(p.into())),
-                    _ => {}
+                // As OVS: a port, IN_PORT, FLOOD or ALL (a value past 16
+                // bits names none).
+                let port = u16::try_from(v).ok().and_then(Action::of10_port);
+                if let Some(a @ (Action::InPort | Action::Flood | Action::All)) = port {
+                    actions.push(a);
+                } else if let Some(a @ Action::Output(1..)) = port {
+                    actions.push(a);
                 }
             }
         }

@@ -720,26 +720,17 @@ impl Ctx<'_, '_> {
         }
         let v = src.read(&self.flow);
         self.unwc_read(src.field, src.mask());
-        // A reserved port is the action that names it.
-        let reserved = match v {
-            0xfff8 => Some(Action::InPort),
-            0xfffa => Some(Action::Normal),
-            0xfffb => Some(Action::Flood),
-            0xfffc => Some(Action::All),
-            0xfffd => Some(Action::Controller { max_len: 65535 }),
-            _ => None,
+        let Ok(p) = u16::try_from(v) else {
+            return self.note(self.depth, &format!(">> output port {v} is out of range"));
         };
-        if let Some(a) = reserved {
-            self.actions(&[a], self.running.0);
-            return;
-        }
-        match v {
-            0x1_0000.. => self.note(self.depth, &format!(">> output port {v} is out of range")),
-            0xff00.. => self.note(
+        // A reserved port is the action that names it.
+        match Action::of10_port(p) {
+            Some(Action::Output(p)) => self.output(p),
+            Some(a) => self.actions(&[a], self.running.0),
+            None => self.note(
                 self.depth,
                 &format!(">> output to reserved port {v:#x}: nothing"),
             ),
-            p => self.output(p as u32),
         }
     }
 

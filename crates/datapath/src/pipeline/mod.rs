@@ -345,9 +345,8 @@ impl Pipeline {
             let b = env.rules.bridge();
             b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
         }
-        if !self.caches.xlate.learned.is_empty() {
+        if let Some(learned) = crate::cascade::learned_of(&self.caches.xlate) {
             // And `learn` actions (the datapath applies them next).
-            let learned = std::sync::Arc::from(&self.caches.xlate.learned[..]);
             self.caches.pending_learn.push(learned);
         }
         // Rules it went through (output:TABLE) count it, as in OVS.
