@@ -1,4 +1,5 @@
-//! Sluice layer 6a: OpenFlow 1.3 on the wire.
+//! Sluice layer 6a: OpenFlow 1.3 on the wire (and 1.0 with Nicira's
+//! extensions, [`of10`]).
 //!
 //! - [`msg`]: framing and the messages, decoded from untrusted bytes
 //!   (every length checked; an error names the spec's error type and code
@@ -8,6 +9,8 @@
 //!   [`nxm`]: Nicira's register actions (`load`, `move`);
 //!   [`multipart`]: statistics and descriptions; [`features`]: what the
 //!   tables can do, as `TABLE_FEATURES` says it.
+//! - [`of10`]: OpenFlow 1.0 and the Nicira flow format (NXM), what
+//!   `ovs-ofctl` speaks without `-O`, onto the same operations.
 //! - [`convert`]: the mapping onto the classifier's matches, actions and
 //!   rules (what the flow language also produces), with the spec's
 //!   prerequisite and argument checks.
@@ -27,6 +30,7 @@ pub mod msg;
 pub mod multipart;
 pub mod nx;
 pub mod nxm;
+pub mod of10;
 pub mod oxm;
 pub mod wire;
 

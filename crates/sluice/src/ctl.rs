@@ -612,9 +612,11 @@ impl Control {
             .into_iter()
             .map(|op| match op {
                 Err(e) => Some(e),
-                Ok(FlowModOp::Add(spec) | FlowModOp::Modify(spec, _))
-                    if next.refusal(&spec.actions).is_some() =>
-                {
+                Ok(
+                    FlowModOp::Add(spec)
+                    | FlowModOp::Modify(spec, _)
+                    | FlowModOp::ModifyOrAdd(spec, _),
+                ) if next.refusal(&spec.actions).is_some() => {
                     next.refusal(&spec.actions).map(of_refusal)
                 }
                 Ok(FlowModOp::Add(spec)) => {
@@ -625,7 +627,13 @@ impl Control {
                     None
                 }
                 Ok(FlowModOp::Modify(spec, how)) => {
-                    next.modify(&spec, how, false);
+                    next.modify(&spec, how, !spec.table_given);
+                    None
+                }
+                Ok(FlowModOp::ModifyOrAdd(spec, how)) => {
+                    if next.modify(&spec, how, !spec.table_given) == 0 {
+                        next.add_owned(spec, now);
+                    }
                     None
                 }
                 Ok(FlowModOp::Delete {

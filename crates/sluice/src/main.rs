@@ -402,8 +402,9 @@ struct RunArgs {
     /// added.
     #[arg(long, value_name = "PATH")]
     ctl: Option<PathBuf>,
-    /// Accept OpenFlow 1.3 connections (controllers, 'ovs-ofctl -O
-    /// OpenFlow13 ... tcp:127.0.0.1:6653'): ptcp:PORT[:IP] (IP defaults to
+    /// Accept OpenFlow connections (controllers and 'ovs-ofctl -O
+    /// OpenFlow13 ... tcp:127.0.0.1:6653' in 1.3; plain 'ovs-ofctl' in 1.0
+    /// with Nicira's extensions): ptcp:PORT[:IP] (IP defaults to
     /// 127.0.0.1), pssl:PORT[:IP] (TLS: the peer's certificate must chain
     /// to --ca-cert) or punix:PATH (owner-only). Repeatable. With it,
     /// --flows is optional: the tables start empty and a miss drops.

@@ -28,6 +28,7 @@ use sluice_openflow::convert::{to_action, FlowModReader};
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
+use sluice_openflow::of10::{message as of10_msg, t as of10_t, OFP10};
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use sluice_port::unix_listen::SocketFile;
@@ -37,6 +38,8 @@ use crate::loglimit::log_connection;
 use crate::ofhub::{Hub, Listener, MAX_OF_CONNECTIONS, SESSION_QUEUE};
 
 pub use crate::ofmultipart::N_TABLES;
+
+mod of10;
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
@@ -348,6 +351,8 @@ struct Session<S> {
     /// fail-open once it said HELLO.
     primary: bool,
     counted_up: bool,
+    /// OpenFlow 1.0 was negotiated: the flow format it has asked for.
+    v10: Option<sluice_openflow::of10::flow_mod::Format>,
 }
 
 impl<S> Drop for Session<S> {
@@ -401,6 +406,7 @@ impl<S: Conn> Session<S> {
             writer: None,
             primary: false,
             counted_up: false,
+            v10: None,
         }
     }
 
@@ -452,6 +458,10 @@ impl<S: Conn> Session<S> {
         self.send(&to_bytes(m, xid))
     }
 
+    fn is_slave(&self) -> bool {
+        self.listener.role.load(Ordering::Relaxed) == role::SLAVE
+    }
+
     /// Marks it one of the switch's own controllers (for fail-open).
     fn primary(mut self) -> Self {
         self.primary = true;
@@ -465,7 +475,7 @@ impl<S: Conn> Session<S> {
         self.start_writer()?;
         self.reply(
             &Message::Hello {
-                versions: 1 << OFP13,
+                versions: 1 << OFP13 | 1 << OFP10,
             },
             0,
         )?;
@@ -506,7 +516,11 @@ impl<S: Conn> Session<S> {
                         return Err("no answer to an echo request".into());
                     }
                     if !probed {
-                        self.reply(&Message::EchoRequest(Vec::new()), 0)?;
+                        if self.v10.is_some() {
+                            self.send(&of10_msg(of10_t::ECHO_REQUEST, 0, &[]))?;
+                        } else {
+                            self.reply(&Message::EchoRequest(Vec::new()), 0)?;
+                        }
                         probed = true;
                     }
                     continue;
@@ -545,12 +559,20 @@ impl<S: Conn> Session<S> {
                 Err(e) => {
                     // The stream cannot be framed any more.
                     self.flush_mods(buf, &mut mods)?;
-                    let _ = self.reply(&error_reply(e, &buf[at..]), 0);
+                    let _ = if self.v10.is_some() {
+                        self.error10(e, &buf[at..at + 8])
+                    } else {
+                        self.reply(&error_reply(e, &buf[at..]), 0)
+                    };
                     return Err(format!("{e}: a message length under 8"));
                 }
             };
             let frame = &buf[at..at + len];
-            if frame[1] == sluice_openflow::consts::msg::FLOW_MOD && self.hello {
+            let flow_mod = match self.v10 {
+                Some(_) => sluice_openflow::of10::flow_mod::is_flow_mod(frame),
+                None => frame[1] == sluice_openflow::consts::msg::FLOW_MOD,
+            };
+            if flow_mod && self.hello {
                 mods.push((at, len));
             } else {
                 self.flush_mods(buf, &mut mods)?;
@@ -578,11 +600,19 @@ impl<S: Conn> Session<S> {
         if mods.is_empty() {
             return Ok(());
         }
-        let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
+        let slave = self.is_slave();
         let reader = &mut self.flow_mods;
+        let v10 = self.v10;
         let ops = mods.iter().map(|&(a, l)| {
-            reader.read(&buf[a..a + l])?;
+            let frame = &buf[a..a + l];
             // A slave controller may not change the switch.
+            if let Some(format) = v10 {
+                if slave {
+                    return Err(OfError::IS_SLAVE);
+                }
+                return sluice_openflow::of10::flow_mod::decode(frame, format, N_TABLES);
+            }
+            reader.read(frame)?;
             if slave {
                 return Err(OfError::IS_SLAVE);
             }
@@ -594,7 +624,11 @@ impl<S: Conn> Session<S> {
             if let Some(e) = e {
                 let frame = &buf[a..a + l];
                 let xid = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-                self.reply(&error_reply(e, frame), xid)?;
+                if self.v10.is_some() {
+                    self.error10(e, frame)?;
+                } else {
+                    self.reply(&error_reply(e, frame), xid)?;
+                }
             }
         }
         mods.clear();
@@ -602,6 +636,9 @@ impl<S: Conn> Session<S> {
     }
 
     fn handle(&mut self, frame: &[u8]) -> Result<(), String> {
+        if self.v10.is_some() {
+            return self.handle10(frame);
+        }
         if self.hello
             && frame.len() >= 16
             && frame[0] == OFP13
@@ -629,8 +666,8 @@ impl<S: Conn> Session<S> {
             let Message::Hello { versions } = m else {
                 return self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid);
             };
-            if versions & 1 << OFP13 == 0 {
-                let text = b"We support version 0x04 (OpenFlow 1.3) only".to_vec();
+            if versions & (1 << OFP13 | 1 << OFP10) == 0 {
+                let text = b"We support versions 0x01 and 0x04 (OpenFlow 1.0 and 1.3)".to_vec();
                 let _ = self.reply(
                     &Message::Error {
                         err: OfError::HELLO_INCOMPATIBLE,
@@ -638,12 +675,18 @@ impl<S: Conn> Session<S> {
                     },
                     h.xid,
                 );
-                return Err("the peer speaks no OpenFlow 1.3".into());
+                return Err("the peer speaks neither OpenFlow 1.0 nor 1.3".into());
             }
             self.hello = true;
             if self.primary {
                 self.counted_up = true;
                 self.info.hub.controller_up();
+            }
+            if versions & 1 << OFP13 == 0 {
+                // OpenFlow 1.0: managed, not sent asynchronous messages.
+                self.v10 = Some(Default::default());
+                log_connection(&format!("sluice: OpenFlow 1.0 connection {}", self.peer));
+                return Ok(());
             }
             log_connection(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
@@ -853,6 +896,17 @@ impl<S: Conn> Session<S> {
 /// (Sluice keeps no packet buffers), in_port a port, `CONTROLLER` or
 /// `ANY`, the actions valid for the packet (`output:TABLE` runs it through
 /// the tables from table 0).
+/// The exact match of a packet-out's packet, which its actions are
+/// checked against.
+fn packet_match(data: &[u8], in_port: u32) -> Result<sluice_classifier::Match, OfError> {
+    let mut key = sluice_packet::FlowKey::default();
+    let mut meta = sluice_packet::PacketMeta::default();
+    if sluice_packet::extract::extract(data, in_port, &mut meta, &mut key).is_err() {
+        return Err(OfError::BAD_PACKET);
+    }
+    Ok(sluice_classifier::Match::exact(&key))
+}
+
 fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
     if po.buffer_id != NO_BUFFER {
         return Err(OfError::BUFFER_UNKNOWN);
@@ -862,12 +916,7 @@ fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
         port::CONTROLLER | port::ANY => port::CONTROLLER,
         _ => return Err(OfError::BAD_PORT),
     };
-    let mut key = sluice_packet::FlowKey::default();
-    let mut meta = sluice_packet::PacketMeta::default();
-    if sluice_packet::extract::extract(&po.data, in_port, &mut meta, &mut key).is_err() {
-        return Err(OfError::BAD_PACKET);
-    }
-    let m = sluice_classifier::Match::exact(&key);
+    let m = packet_match(&po.data, in_port)?;
     po.actions
         .iter()
         .map(|a| match a {

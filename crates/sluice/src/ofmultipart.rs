@@ -29,16 +29,7 @@ pub(crate) fn replies(
 ) -> Result<Replies, String> {
     let one = |body: MpReply| to_bytes(&Message::MultipartReply { flags: 0, body }, xid);
     Ok(match req {
-        MpRequest::Desc => {
-            let d = Desc {
-                mfr: "Sluice".into(),
-                hw: "Sluice userspace switch".into(),
-                sw: env!("CARGO_PKG_VERSION").into(),
-                serial: "None".into(),
-                dp: format!("dpid {:016x}", datapath_id),
-            };
-            Ok(vec![one(MpReply::Desc(d))])
-        }
+        MpRequest::Desc => Ok(vec![one(MpReply::Desc(desc(datapath_id)))]),
         MpRequest::Flow(q) => {
             let filter = match Filter::new(&q) {
                 Ok(f) => f,
@@ -164,10 +155,24 @@ pub(crate) fn replies(
     })
 }
 
+/// The switch's description (OpenFlow's `ofp_desc`).
+pub(crate) fn desc(datapath_id: u64) -> Desc {
+    Desc {
+        mfr: "Sluice".into(),
+        hw: "Sluice userspace switch".into(),
+        sw: env!("CARGO_PKG_VERSION").into(),
+        serial: "None".into(),
+        dp: format!("dpid {:016x}", datapath_id),
+    }
+}
+
 /// A flow or aggregate request's selection: table, cookie, out_port and
 /// a loose match.
-struct Filter {
-    q: FlowStatsRequest,
+pub(crate) struct Filter {
+    table_id: u8,
+    cookie: u64,
+    cookie_mask: u64,
+    out_port: u32,
     m: sluice_classifier::Match,
 }
 
@@ -176,16 +181,37 @@ impl Filter {
         if q.table_id != sluice_openflow::consts::TABLE_ALL && q.table_id >= N_TABLES {
             return Err(OfError::BAD_TABLE_ID);
         }
-        Ok(Filter {
-            m: to_match(&q.oxms)?,
-            q: q.clone(),
-        })
+        Ok(Filter::of(
+            q.table_id,
+            q.cookie,
+            q.cookie_mask,
+            q.out_port,
+            to_match(&q.oxms)?,
+        ))
     }
 
-    fn takes(&self, r: &sluice_classifier::Rule) -> bool {
-        (self.q.table_id == sluice_openflow::consts::TABLE_ALL || r.table == self.q.table_id)
-            && r.cookie & self.q.cookie_mask == self.q.cookie & self.q.cookie_mask
-            && outputs_to(r, self.q.out_port)
+    /// The selection of a table (`OFPTT_ALL`: any), cookie bits, output
+    /// port (`OFPP_ANY`: any) and loose match.
+    pub(crate) fn of(
+        table_id: u8,
+        cookie: u64,
+        cookie_mask: u64,
+        out_port: u32,
+        m: sluice_classifier::Match,
+    ) -> Self {
+        Filter {
+            table_id,
+            cookie,
+            cookie_mask,
+            out_port,
+            m,
+        }
+    }
+
+    pub(crate) fn takes(&self, r: &sluice_classifier::Rule) -> bool {
+        (self.table_id == sluice_openflow::consts::TABLE_ALL || r.table == self.table_id)
+            && r.cookie & self.cookie_mask == self.cookie & self.cookie_mask
+            && outputs_to(r, self.out_port)
             && r.matcher.is_within(&self.m)
     }
 }

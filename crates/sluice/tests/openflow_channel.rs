@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{free_port, ofctl, osken_manager, wait_for, Killed as Switch, Monitor};
+use support::{free_port, ofctl, ofctl10, osken_manager, wait_for, Killed as Switch, Monitor};
 
 #[test]
 fn ovs_ofctl_reads_a_running_switch() {
@@ -120,6 +120,121 @@ fn flow_lines(dump: &str) -> Vec<String> {
         .collect();
     v.sort();
     v
+}
+
+/// The rules of an `ovs-ofctl dump-flows` (either protocol) without
+/// their counters and ages: `table=T MATCH actions=...`, sorted.
+fn rules_of(dump: &str) -> Vec<String> {
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter_map(|l| {
+            let (_, t) = l.split_once(", table=")?;
+            let (table, rest) = t.split_once(", n_packets=")?;
+            let (_, rest) = rest.split_once(", n_bytes=")?;
+            let rest = rest.split_once(", ").map_or(rest, |x| x.1);
+            let rest = match rest.strip_prefix("idle_age=") {
+                Some(r) => r.split_once(", ").map_or(r, |x| x.1),
+                None => rest,
+            };
+            Some(format!("table={table} {rest}"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `ovs-ofctl` with no `-O` offers OpenFlow 1.0 alone: the switch speaks
+/// it, with the Nicira flow format (NXM), flow-mods and flow statistics,
+/// so that a flow file of Nicira actions goes in and reads back as
+/// ovs-ofctl 3.1 prints it, and means what the same file added over 1.3
+/// means.
+#[test]
+fn ovs_ofctl_with_its_default_protocol_programs_the_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_sw, t) = empty_switch(dir.path());
+    let d2 = tempfile::tempdir().unwrap();
+    let (_sw2, t13) = empty_switch(d2.path());
+    let flows = dir.path().join("nicira.flows");
+    std::fs::write(
+        &flows,
+        "priority=10,ip,nw_dst=10.0.0.0/8,actions=mod_dl_src:00:00:00:00:00:01,dec_ttl,output:2
+priority=20,arp,actions=flood
+table=1,priority=3,udp,tp_src=53,actions=enqueue:1:3,note:01.02.03
+table=2,reg0=0x5/0xff,actions=load:0x1->NXM_NX_REG1[0..7],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],resubmit(,3),output:NXM_NX_REG2[0..15]
+table=3,tcp,actions=learn(table=4,idle_timeout=30,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])
+table=3,priority=5,tcp,actions=conjunction(7,1/2)
+table=3,ip,nw_src=10.0.0.1,actions=conjunction(7,2/2)
+table=3,conj_id=7,ip,actions=clone(mod_vlan_vid:5,output:2),ct(commit,zone=3,exec(set_field:0x1->ct_mark)),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)
+table=5,pkt_mark=0x10/0xf0,ipv6,ipv6_src=fd00::/64,actions=set_field:fd00::1->ipv6_dst,controller:100
+table=6,dl_vlan=10,actions=mod_vlan_pcp:3,output:in_port,strip_vlan,set_queue:4,pop_queue
+table=7,udp,actions=mod_nw_dst:1.2.3.4,set_field:3->reg3,NORMAL
+",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let (ok, out) = ofctl10(args);
+        assert!(ok, "ovs-ofctl {args:?}: {out}");
+        out
+    };
+    let f = flows.to_str().unwrap();
+    run(&["add-flows", &t, f]);
+    let dump = run(&["dump-flows", &t]);
+    assert!(dump.starts_with("NXST_FLOW reply"), "{dump}");
+    assert_eq!(
+        rules_of(&dump),
+        [
+            "table=0 priority=10,ip,nw_dst=10.0.0.0/8 actions=mod_dl_src:00:00:00:00:00:01,dec_ttl,output:2",
+            "table=0 priority=20,arp actions=FLOOD",
+            "table=1 priority=3,udp,tp_src=53 actions=enqueue:1:3,note:01.02.03.00.00.00",
+            "table=2 reg0=0x5/0xff actions=load:0x1->NXM_NX_REG1[0..7],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],resubmit(,3),output:NXM_NX_REG2[0..15]",
+            "table=3 conj_id=7,ip actions=clone(mod_vlan_vid:5,output:2),ct(commit,zone=3,exec(load:0x1->NXM_NX_CT_MARK[])),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)",
+            "table=3 ip,nw_src=10.0.0.1 actions=conjunction(7,2/2)",
+            "table=3 priority=5,tcp actions=conjunction(7,1/2)",
+            "table=3 tcp actions=learn(table=4,idle_timeout=30,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])",
+            "table=5 pkt_mark=0x10/0xf0,ipv6,ipv6_src=fd00::/64 actions=load:0x1->NXM_NX_IPV6_DST[0..63],load:0xfd00000000000000->NXM_NX_IPV6_DST[64..127],CONTROLLER:100",
+            "table=6 dl_vlan=10 actions=mod_vlan_pcp:3,IN_PORT,strip_vlan,set_queue:4,pop_queue",
+            "table=7 udp actions=mod_nw_dst:1.2.3.4,load:0x3->NXM_NX_REG3[],NORMAL",
+        ]
+    );
+    // The same file added over 1.3 to another switch: the same rules
+    // (enqueue is 1.0's: over 1.3 it is the three actions it stands for;
+    // ovs-ofctl sends a learn of NXM_OF_IN_PORT over NXM only).
+    let f13 = dir.path().join("nicira13.flows");
+    let text = std::fs::read_to_string(&flows).unwrap();
+    let text: String = text
+        .replace("enqueue:1:3", "set_queue:3,output:1,pop_queue")
+        .lines()
+        .filter(|l| !l.contains("learn("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&f13, text).unwrap();
+    let (ok, out) = ofctl(&["add-flows", &t13, f13.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    // (Both read in 1.0: what was sent as set_field over 1.3 and as load
+    // over 1.0 is kept as it came, in 1.3's dump.)
+    let mut via10 = rules_of(&dump);
+    via10.retain(|r| !r.contains("learn("));
+    assert_eq!(via10, rules_of(&run(&["dump-flows", &t13])));
+    assert_eq!(via10.len(), 10);
+    // The standard 1.0 format (what ovs-ofctl falls back to) and the
+    // aggregate.
+    let (ok, out) = ofctl10(&["-F", "openflow10", "dump-flows", &t, "table=0"]);
+    assert!(ok && out.starts_with("OFPST_FLOW reply"), "{out}");
+    assert_eq!(rules_of(&out).len(), 2, "{out}");
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=11"));
+    // A 1.0 modify that selects nothing adds; strict and loose deletes.
+    run(&["mod-flows", &t, "table=8,udp,actions=output:2"]);
+    assert!(run(&["dump-flows", &t, "table=8"]).contains("udp actions=output:2"));
+    run(&["del-flows", "--strict", &t, "priority=20,arp"]);
+    run(&["del-flows", &t, "table=3"]);
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=7"));
+    // Errors in 1.0's numbers: an unknown group.
+    let (ok, out) = ofctl10(&["add-flow", &t, "actions=group:9"]);
+    assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");
+    // The ports, in the features reply.
+    assert!(run(&["show", &t]).contains(" 2(null): addr:00:00:00:00:00:00"));
+    run(&["del-flows", &t]);
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=0"));
 }
 
 #[test]

@@ -18,6 +18,7 @@ use crate::oxm::{f, Oxm};
 
 mod learn;
 mod nx;
+pub(crate) use nx::from_load;
 
 /// Each OXM field Sluice matches on: its classifier field and the
 /// prerequisite OpenFlow 1.3 gives it (spec table 12). In the order a match
@@ -692,6 +693,10 @@ pub enum FlowModOp {
     /// Change the actions of the selected rules (in OpenFlow 1.3 a modify
     /// that selects nothing adds nothing).
     Modify(FlowSpec, Selection),
+    /// OpenFlow 1.0's modify: as [`FlowModOp::Modify`], but a modify that
+    /// selects nothing adds the rule (in the spec's table; in every table
+    /// when the spec names none, `table_given` false).
+    ModifyOrAdd(FlowSpec, Selection),
     /// Delete the selected rules (`all_tables` for `OFPTT_ALL`), those
     /// that output to `out_port` only, unless it is `OFPP_ANY`.
     Delete {
@@ -744,6 +749,7 @@ impl FlowModReader {
         let (fm, encoded, shared) = (&self.fm, &mut self.encoded, &mut self.actions);
         op_of(
             fm,
+            to_match(&fm.oxms),
             n_tables,
             |m, table| match shared {
                 Some((t, a)) if *t == table => Ok(std::sync::Arc::clone(a)),
@@ -756,7 +762,11 @@ impl FlowModReader {
                     Ok(a)
                 }
             },
-            || std::sync::Arc::clone(encoded.get_or_insert_with(|| encode_instructions(fm))),
+            || {
+                Some(std::sync::Arc::clone(
+                    encoded.get_or_insert_with(|| encode_instructions(fm)),
+                ))
+            },
         )
     }
 }
@@ -792,19 +802,21 @@ fn encode_instructions(fm: &FlowMod) -> std::sync::Arc<[u8]> {
 pub fn flow_mod_op(fm: &FlowMod, n_tables: u8) -> Result<FlowModOp, OfError> {
     op_of(
         fm,
+        to_match(&fm.oxms),
         n_tables,
         |m, table| to_actions(&fm.instructions, table, m).map(Into::into),
-        || encode_instructions(fm),
+        || Some(encode_instructions(fm)),
     )
 }
 
 /// [`flow_mod_op`], with what its rule keeps of the instructions from
 /// `instructions`.
-fn op_of(
+pub(crate) fn op_of(
     fm: &FlowMod,
+    matcher: Result<Match, OfError>,
     n_tables: u8,
     actions: impl FnOnce(&Match, u8) -> Result<std::sync::Arc<[Action]>, OfError>,
-    instructions: impl FnOnce() -> std::sync::Arc<[u8]>,
+    instructions: impl FnOnce() -> Option<std::sync::Arc<[u8]>>,
 ) -> Result<FlowModOp, OfError> {
     if fm.buffer_id != crate::consts::NO_BUFFER && fm.command <= fm::MODIFY_STRICT {
         return Err(OfError::BUFFER_UNKNOWN);
@@ -814,7 +826,7 @@ fn op_of(
     if (all_tables && !deleting) || (!all_tables && fm.table_id >= n_tables) {
         return Err(OfError::FLOW_MOD_BAD_TABLE_ID);
     }
-    let matcher = to_match(&fm.oxms)?;
+    let matcher = matcher?;
     let table = if all_tables { 0 } else { fm.table_id };
     let actions = if deleting {
         Default::default()
@@ -839,7 +851,7 @@ fn op_of(
         actions,
         table_given: !all_tables,
         flags: fm.flags,
-        of_instructions: (!deleting).then(instructions),
+        of_instructions: if deleting { None } else { instructions() },
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec()),

@@ -214,7 +214,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
 /// A `load`: one `NXAST_REG_LOAD` per run of the mask's bits (at most
 /// 64 each), as `ovs-ofctl` sends one; a field with no NXM header
 /// (`tun_metadata`) by `NXAST_REG_LOAD2` with a masked OXM.
-pub(super) fn from_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> {
+pub(crate) fn from_load(field: &'static Field, value: u128, mask: u128) -> Vec<OfAction> {
     let Some(h) = header_of(field) else {
         return load2(field, value, mask).into_iter().collect();
     };

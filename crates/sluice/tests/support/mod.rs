@@ -217,9 +217,19 @@ impl Drop for Host {
 /// Runs `ovs-ofctl -O OpenFlow13 ARGS`: (success, stdout + stderr).
 #[allow(dead_code)]
 pub fn ofctl(args: &[&str]) -> (bool, String) {
+    ofctl_as(&["-O", "OpenFlow13"], args)
+}
+
+/// Runs `ovs-ofctl ARGS` as users do, with its default protocol
+/// (OpenFlow 1.0 and Nicira's extensions): (success, stdout + stderr).
+#[allow(dead_code)]
+pub fn ofctl10(args: &[&str]) -> (bool, String) {
+    ofctl_as(&[], args)
+}
+
+fn ofctl_as(options: &[&str], args: &[&str]) -> (bool, String) {
     let out = Command::new("ovs-ofctl")
-        .arg("-O")
-        .arg("OpenFlow13")
+        .args(options)
         .args(args)
         .output()
         .expect("ovs-ofctl runs (scripts/setup installs openvswitch-switch)");
