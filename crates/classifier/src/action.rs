@@ -57,10 +57,13 @@ pub enum Action {
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
-    /// `controller[:max_len]` — a packet-in for the OpenFlow channel.
+    /// `controller[:max_len]`, `controller(reason=R,max_len=N,id=I,
+    /// userdata=HEX)` — a packet-in for the OpenFlow channel.
     Controller {
         /// Bytes of the packet to send (65535 = all).
         max_len: u16,
+        /// The rest of `controller(...)`, when any is not the default.
+        opts: Option<Box<ControllerOpts>>,
     },
     /// `set_field:V->F`, `mod_dl_src:V`, `mod_nw_dst:V`, ...: write a field.
     SetField {
@@ -158,6 +161,31 @@ pub enum Action {
     },
 }
 
+/// What `controller(...)` says beyond `max_len` (Open vSwitch's
+/// `ofpact_controller`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ControllerOpts {
+    /// The packet-in's reason (`action` unless said).
+    pub reason: crate::dpaction::PacketInReason,
+    /// The controllers it goes to: those that said this id
+    /// (`NXT_SET_CONTROLLER_ID`; 0 unless they did).
+    pub id: u16,
+    /// Bytes for the controller (`NXT_PACKET_IN2`'s userdata; a standard
+    /// packet-in, which is what Sluice sends, has no room for them, as in
+    /// Open vSwitch).
+    pub userdata: Vec<u8>,
+}
+
+impl Action {
+    /// `controller:max_len` with nothing else.
+    pub fn controller(max_len: u16) -> Action {
+        Action::Controller {
+            max_len,
+            opts: None,
+        }
+    }
+}
+
 /// The settings of `sample(...)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Sample {
@@ -224,8 +252,31 @@ impl std::fmt::Display for Action {
                 }
                 Ok(())
             }
-            Action::Controller { max_len: 65535 } => f.write_str("CONTROLLER:65535"),
-            Action::Controller { max_len } => write!(f, "CONTROLLER:{max_len}"),
+            Action::Controller {
+                max_len,
+                opts: None,
+            } => write!(f, "CONTROLLER:{max_len}"),
+            Action::Controller {
+                max_len,
+                opts: Some(o),
+            } => {
+                // As ovs-ofctl: what is not the default, in this order.
+                let mut parts = Vec::new();
+                if o.reason != crate::dpaction::PacketInReason::Action {
+                    parts.push(format!("reason={}", o.reason.name()));
+                }
+                if *max_len != 65535 {
+                    parts.push(format!("max_len={max_len}"));
+                }
+                if o.id != 0 {
+                    parts.push(format!("id={}", o.id));
+                }
+                if !o.userdata.is_empty() {
+                    let hex: Vec<String> = o.userdata.iter().map(|b| format!("{b:02x}")).collect();
+                    parts.push(format!("userdata={}", hex.join(".")));
+                }
+                write!(f, "controller({})", parts.join(","))
+            }
             Action::SetField {
                 field,
                 value,
@@ -315,7 +366,7 @@ impl Action {
             0xfffa => Action::Normal,
             0xfffb => Action::Flood,
             0xfffc => Action::All,
-            0xfffd => Action::Controller { max_len: 65535 },
+            0xfffd => Action::controller(65535),
             0xff00.. => return None,
             p => Action::Output(u32::from(p)),
         })

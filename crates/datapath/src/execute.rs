@@ -30,6 +30,8 @@ pub struct PacketIn {
     pub in_port: u32,
     /// Why it was sent.
     pub reason: PacketInReason,
+    /// The controllers it is for (those that said this id; 0 by default).
+    pub controller_id: u16,
     /// The packet, truncated to the action's `max_len`.
     pub data: Vec<u8>,
     /// Its length before truncation.
@@ -395,6 +397,7 @@ pub(crate) fn execute(
             }
             DpAction::Controller {
                 reason,
+                controller_id,
                 max_len,
                 table_id,
                 cookie,
@@ -444,6 +447,7 @@ pub(crate) fn execute(
                             packet_ins.queue.push_back(PacketIn {
                                 in_port: p.meta.in_port,
                                 reason,
+                                controller_id,
                                 data,
                                 total_len,
                                 table_id,

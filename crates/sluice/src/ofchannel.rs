@@ -765,6 +765,14 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::EXPERIMENTER,
                 body,
+            } if set_controller_id(&body).is_some() => {
+                let id = set_controller_id(&body).unwrap_or_default();
+                self.listener.controller_id.store(id, Ordering::Relaxed);
+                Ok(())
+            }
+            Message::Other {
+                typ: msg::EXPERIMENTER,
+                body,
             } => {
                 let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
                 match crate::oftlv::experimenter(&self.control, &body, slave)? {
@@ -896,6 +904,15 @@ impl<S: Conn> Session<S> {
 /// (Sluice keeps no packet buffers), in_port a port, `CONTROLLER` or
 /// `ANY`, the actions valid for the packet (`output:TABLE` runs it through
 /// the tables from table 0).
+/// The id an `NXT_SET_CONTROLLER_ID` body (vendor id on) sets, if it is
+/// one.
+fn set_controller_id(body: &[u8]) -> Option<u16> {
+    (body.len() == 16
+        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
+        && body[4..8] == sluice_openflow::of10::nxt::SET_CONTROLLER_ID.to_be_bytes())
+    .then(|| u16::from_be_bytes([body[14], body[15]]))
+}
+
 /// The exact match of a packet-out's packet, which its actions are
 /// checked against.
 fn packet_match(data: &[u8], in_port: u32) -> Result<sluice_classifier::Match, OfError> {

@@ -6,12 +6,11 @@
 //! own bounded queue and rate limit: a slow or flooded controller loses
 //! its own packet-ins (counted), never another's, never a PMD's time.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use sluice_classifier::dpaction::PacketInReason;
 use sluice_classifier::table::Removal;
 use sluice_classifier::Rule;
 use sluice_datapath::PacketIn;
@@ -52,6 +51,9 @@ pub struct Listener {
     /// Bytes waiting in its queue (added when queued, taken off once
     /// written): the hub queues no packet-in past [`SESSION_BYTES`].
     pub queued_bytes: AtomicUsize,
+    /// Its controller id (`NXT_SET_CONTROLLER_ID`; 0 unless it said one):
+    /// a `controller(id=N)` packet-in goes to the connections of id N.
+    pub controller_id: AtomicU16,
 }
 
 impl Default for Listener {
@@ -64,6 +66,7 @@ impl Default for Listener {
             queue_full: AtomicU64::new(0),
             rate_limited: AtomicU64::new(0),
             queued_bytes: AtomicUsize::new(0),
+            controller_id: AtomicU16::new(0),
         }
     }
 }
@@ -372,7 +375,7 @@ impl Hub {
             let reason = of.reason;
             let start = all.len();
             sluice_openflow::msg::encode(&Message::PacketIn(of), 0, &mut all);
-            at.push((start, all.len(), reason));
+            at.push((start, all.len(), reason, pi.controller_id));
         }
         let mut outlets = self.outlets.lock().expect("outlets");
         let mut taken = vec![false; batch.len()];
@@ -382,8 +385,9 @@ impl Hub {
             }
             let mut mine = Vec::new();
             let mut n = 0u64;
-            for (k, &(a, b, reason)) in at.iter().enumerate() {
-                if !o.listener.takes(0, reason) {
+            let id = o.listener.controller_id.load(Ordering::Relaxed);
+            for (k, &(a, b, reason, for_id)) in at.iter().enumerate() {
+                if for_id != id || !o.listener.takes(0, reason) {
                     continue;
                 }
                 taken[k] = true;
@@ -450,9 +454,11 @@ pub fn packet_in(pi: &PacketIn) -> OfPacketIn {
     OfPacketIn {
         buffer_id: NO_BUFFER,
         total_len: pi.total_len.min(usize::from(u16::MAX)) as u16,
-        reason: match pi.reason {
-            PacketInReason::NoMatch => 0,
-            PacketInReason::Action => 1,
+        // OpenFlow 1.3 has no number past INVALID_TTL: the reasons 1.4
+        // added are ACTION in it, as OVS sends them.
+        reason: match pi.reason.code() {
+            c @ 0..=2 => c,
+            _ => 1,
         },
         table_id: pi.table_id,
         cookie: pi.cookie,
@@ -468,6 +474,7 @@ pub fn packet_in(pi: &PacketIn) -> OfPacketIn {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_classifier::dpaction::PacketInReason;
 
     #[test]
     fn live_ports_are_named_by_their_interface() {
@@ -492,6 +499,7 @@ mod tests {
         let mut pi = PacketIn {
             in_port: 3,
             reason: PacketInReason::Action,
+            controller_id: 0,
             data: vec![1, 2, 3],
             total_len: 60,
             table_id: 1,
@@ -513,6 +521,40 @@ mod tests {
             (of.reason, of.table_id, of.cookie, of.total_len),
             (1, 1, 7, 60)
         );
+    }
+
+    /// A `controller(id=N)` packet-in goes to the connections that said
+    /// id N, a plain one to those that said none.
+    #[test]
+    fn packet_ins_go_to_the_controllers_of_their_id() {
+        let hub = Hub::new(0);
+        let pi = |controller_id| PacketIn {
+            in_port: 1,
+            reason: PacketInReason::Action,
+            controller_id,
+            data: vec![0; 60],
+            total_len: 60,
+            table_id: 0,
+            cookie: 0,
+            metadata: 0,
+        };
+        let mut rx = Vec::new();
+        for id in [0u16, 7] {
+            let (tx, r) = std::sync::mpsc::sync_channel(16);
+            let l = Arc::new(Listener::default());
+            l.wants_packet_ins.store(true, Ordering::Relaxed);
+            l.controller_id.store(id, Ordering::Relaxed);
+            hub.register(tx, l, "test");
+            rx.push(r);
+        }
+        hub.offer(&[pi(0), pi(7), pi(7), pi(3)]);
+        let count =
+            |r: &std::sync::mpsc::Receiver<Vec<u8>>| r.try_iter().map(|b| b.len()).sum::<usize>();
+        let one = count(&rx[0]);
+        assert!(one > 0);
+        assert_eq!(count(&rx[1]), 2 * one, "id 7: its two");
+        // The one for id 3 went to no one.
+        assert_eq!(hub.no_controller.load(Ordering::Relaxed), 1);
     }
 
     #[test]

@@ -168,6 +168,7 @@ table=3,conj_id=7,ip,actions=clone(mod_vlan_vid:5,output:2),ct(commit,zone=3,exe
 table=5,pkt_mark=0x10/0xf0,ipv6,ipv6_src=fd00::/64,actions=set_field:fd00::1->ipv6_dst,controller:100
 table=6,dl_vlan=10,actions=mod_vlan_pcp:3,output:in_port,strip_vlan,set_queue:4,pop_queue
 table=7,udp,actions=mod_nw_dst:1.2.3.4,set_field:3->reg3,NORMAL
+table=9,priority=9,udp,actions=controller(userdata=aa.bb,id=2,max_len=64,reason=no_match),controller(reason=invalid_ttl)
 ",
     )
     .unwrap();
@@ -194,6 +195,7 @@ table=7,udp,actions=mod_nw_dst:1.2.3.4,set_field:3->reg3,NORMAL
             "table=5 pkt_mark=0x10/0xf0,ipv6,ipv6_src=fd00::/64 actions=load:0x1->NXM_NX_IPV6_DST[0..63],load:0xfd00000000000000->NXM_NX_IPV6_DST[64..127],CONTROLLER:100",
             "table=6 dl_vlan=10 actions=mod_vlan_pcp:3,IN_PORT,strip_vlan,set_queue:4,pop_queue",
             "table=7 udp actions=mod_nw_dst:1.2.3.4,load:0x3->NXM_NX_REG3[],NORMAL",
+            "table=9 priority=9,udp actions=controller(reason=no_match,max_len=64,id=2,userdata=aa.bb),controller(reason=invalid_ttl)",
         ]
     );
     // The same file added over 1.3 to another switch: the same rules
@@ -215,19 +217,19 @@ table=7,udp,actions=mod_nw_dst:1.2.3.4,set_field:3->reg3,NORMAL
     let mut via10 = rules_of(&dump);
     via10.retain(|r| !r.contains("learn("));
     assert_eq!(via10, rules_of(&run(&["dump-flows", &t13])));
-    assert_eq!(via10.len(), 10);
+    assert_eq!(via10.len(), 11);
     // The standard 1.0 format (what ovs-ofctl falls back to) and the
     // aggregate.
     let (ok, out) = ofctl10(&["-F", "openflow10", "dump-flows", &t, "table=0"]);
     assert!(ok && out.starts_with("OFPST_FLOW reply"), "{out}");
     assert_eq!(rules_of(&out).len(), 2, "{out}");
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=11"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=12"));
     // A 1.0 modify that selects nothing adds; strict and loose deletes.
     run(&["mod-flows", &t, "table=8,udp,actions=output:2"]);
     assert!(run(&["dump-flows", &t, "table=8"]).contains("udp actions=output:2"));
     run(&["del-flows", "--strict", &t, "priority=20,arp"]);
     run(&["del-flows", &t, "table=3"]);
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=7"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=8"));
     // Errors in 1.0's numbers: an unknown group.
     let (ok, out) = ofctl10(&["add-flow", &t, "actions=group:9"]);
     assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");

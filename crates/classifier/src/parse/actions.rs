@@ -16,7 +16,7 @@ fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
         "in_port" => return Ok(Action::InPort),
         "all" => return Ok(Action::All),
         "flood" => return Ok(Action::Flood),
-        "controller" => return Ok(Action::Controller { max_len: 65535 }),
+        "controller" => return Ok(Action::controller(65535)),
         "normal" => return Ok(Action::Normal),
         "local" => {
             return Err(cx.err(
@@ -152,11 +152,9 @@ pub(super) fn parse_actions(
             }
             "in_port" | "all" | "flood" | "normal" | "local" if arg.is_none() => parse_port(cx, name, tok.at)?,
             "controller" => match arg {
-                None => Action::Controller { max_len: 65535 },
-                Some(a) => {
-                    let a = a.strip_prefix("max_len=").unwrap_or(a);
-                    Action::Controller { max_len: parse_int(cx, a, arg_at, 16, "controller max_len")? as u16 }
-                }
+                None => Action::controller(65535),
+                Some(a) if !a.contains('=') => Action::controller(parse_int(cx, a, arg_at, 16, "controller max_len")? as u16),
+                Some(a) => super::controller::parse_controller(cx, a, arg_at)?,
             },
             "mod_dl_src" => setf("dl_src", "mod_dl_src", &|| parse_mac(cx, need()?, arg_at, "mod_dl_src"))?,
             "mod_dl_dst" => setf("dl_dst", "mod_dl_dst", &|| parse_mac(cx, need()?, arg_at, "mod_dl_dst"))?,

@@ -15,6 +15,7 @@ use crate::action::Action;
 use crate::flow_match::Match;
 
 mod actions;
+mod controller;
 mod learn;
 mod matches;
 mod values;

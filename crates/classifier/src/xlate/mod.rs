@@ -427,15 +427,19 @@ impl Ctx<'_, '_> {
                 // No IPFIX exporter, no QoS queue: nothing a port sees.
                 Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Learn(ref l) => self.learn(l),
-                Action::Controller { max_len } => {
+                Action::Controller { max_len, ref opts } => {
                     self.commit();
                     let (table_id, cookie, miss) = self.running;
+                    // A reason the action names is the packet-in's; a
+                    // table-miss rule's plain one is NO_MATCH.
+                    let (reason, controller_id) = match opts {
+                        Some(o) => (o.reason, o.id),
+                        None if miss => (PacketInReason::NoMatch, 0),
+                        None => (PacketInReason::Action, 0),
+                    };
                     self.push(DpAction::Controller {
-                        reason: if miss {
-                            PacketInReason::NoMatch
-                        } else {
-                            PacketInReason::Action
-                        },
+                        reason,
+                        controller_id,
                         max_len,
                         table_id,
                         cookie,

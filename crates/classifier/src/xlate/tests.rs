@@ -867,3 +867,68 @@ fn pkt_mark_carries_between_tables() {
         "load:0x3->NXM_NX_PKT_MARK[0..3]"
     );
 }
+
+/// `controller(...)`: printed as ovs-ofctl prints it (the defaults left
+/// out, plain CONTROLLER:N when all are), its reason and id in the
+/// packet-in; a table-miss rule's plain one is NO_MATCH; `pause` and
+/// `meter_id` refused.
+#[test]
+fn controller_options_reach_the_packet_in() {
+    let r = set("priority=5,tcp,actions=controller(reason=invalid_ttl,max_len=100,id=3,userdata=01.02),controller(max_len=9)\npriority=0,actions=controller\n");
+    let shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    assert!(
+        shown.contains(
+            &"controller(reason=invalid_ttl,max_len=100,id=3,userdata=01.02),CONTROLLER:9".into()
+        ),
+        "{shown:?}"
+    );
+    let t = run(&r, &tcp_key());
+    let got: Vec<(PacketInReason, u16, u16)> = t
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Controller {
+                reason,
+                controller_id,
+                max_len,
+                ..
+            } => Some((*reason, *controller_id, *max_len)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (PacketInReason::InvalidTtl, 3, 100),
+            (PacketInReason::Action, 0, 9)
+        ]
+    );
+    let mut udp = tcp_key();
+    udp.nw_proto = 17;
+    let t = run(&r, &udp);
+    assert!(matches!(
+        t.actions[..],
+        [DpAction::Controller {
+            reason: PacketInReason::NoMatch,
+            controller_id: 0,
+            ..
+        }]
+    ));
+    for bad in [
+        "actions=controller(pause)",
+        "actions=controller(meter_id=1)",
+        "actions=controller(reason=bored)",
+        "actions=controller(userdata=1)",
+    ] {
+        assert!(parse_flow_file(bad, None).is_err(), "{bad}");
+    }
+    // Plain settings are the plain action.
+    let r = set("actions=controller(reason=action,max_len=7,id=0)\n");
+    assert_eq!(
+        crate::action::format_actions(&r.rules().next().unwrap().actions),
+        "CONTROLLER:7"
+    );
+}

@@ -215,7 +215,7 @@ impl Ref<'_> {
                         }
                     }
                 }
-                Action::Controller { max_len } => {
+                Action::Controller { max_len, .. } => {
                     let n = self.bytes.len().min(max_len as usize);
                     self.outputs.push((CONTROLLER, self.bytes[..n].to_vec()));
                 }

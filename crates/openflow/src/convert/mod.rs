@@ -231,7 +231,7 @@ pub(super) fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, Of
             port::ALL => Action::All,
             port::FLOOD => Action::Flood,
             port::NORMAL => Action::Normal,
-            port::CONTROLLER => Action::Controller { max_len: *max_len },
+            port::CONTROLLER => Action::controller(*max_len),
             _ => return Err(OfError::BAD_OUT_PORT),
         },
         OfAction::PushVlan(t) => {
@@ -362,10 +362,22 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
             port: port::NORMAL,
             max_len: 0,
         },
-        Action::Controller { max_len } => OfAction::Output {
+        Action::Controller {
+            max_len,
+            opts: None,
+        } => OfAction::Output {
             port: port::CONTROLLER,
             max_len: *max_len,
         },
+        Action::Controller {
+            max_len,
+            opts: Some(o),
+        } => OfAction::Nx(crate::nxm::NxAction::Controller {
+            max_len: *max_len,
+            id: o.id,
+            reason: o.reason.code(),
+            userdata: o.userdata.clone(),
+        }),
         Action::SetField { field, value, .. } if field.name == "nw_ttl" => {
             OfAction::SetNwTtl(*value as u8)
         }

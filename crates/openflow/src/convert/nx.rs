@@ -80,6 +80,28 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::Move { src, dst }
         }
         NxAction::CtClear => Action::CtClear,
+        NxAction::Controller {
+            max_len,
+            id,
+            reason,
+            ref userdata,
+        } => {
+            let reason = sluice_classifier::dpaction::PacketInReason::of_code(reason)
+                .ok_or(OfError::BAD_ARGUMENT)?;
+            let plain = reason == sluice_classifier::dpaction::PacketInReason::Action
+                && id == 0
+                && userdata.is_empty();
+            Action::Controller {
+                max_len,
+                opts: (!plain).then(|| {
+                    Box::new(sluice_classifier::action::ControllerOpts {
+                        reason,
+                        id,
+                        userdata: userdata.clone(),
+                    })
+                }),
+            }
+        }
         NxAction::OutputReg {
             src, ofs, n_bits, ..
         } => {

@@ -8,6 +8,8 @@
 //! removed or port status messages (those go to 1.3 sessions), and
 //! `PACKET_OUT` takes 1.0 actions.
 
+use std::sync::atomic::Ordering;
+
 use sluice_openflow::consts::{port, NO_BUFFER, TABLE_ALL};
 use sluice_openflow::of10::flow_mod::Format;
 use sluice_openflow::of10::stats::{self, Request};
@@ -107,8 +109,18 @@ impl<S: Conn> Session<S> {
                 fmt.table_id = arg[0] != 0;
                 Ok(())
             }
-            nxt::SET_PACKET_IN_FORMAT | nxt::SET_CONTROLLER_ID => Ok(()),
-            nxt::SET_FLOW_FORMAT | nxt::FLOW_MOD_TABLE_ID => self.error10(OfError::BAD_LEN, frame),
+            // The standard format only (this session is sent no
+            // packet-ins, and Sluice sends no NXT_PACKET_IN2).
+            nxt::SET_PACKET_IN_FORMAT if arg == [0; 4] => Ok(()),
+            nxt::SET_PACKET_IN_FORMAT => self.error10(OfError { typ: 1, code: 5 }, frame),
+            nxt::SET_CONTROLLER_ID if arg.len() == 8 => {
+                let id = u16::from_be_bytes([arg[6], arg[7]]);
+                self.listener.controller_id.store(id, Ordering::Relaxed);
+                Ok(())
+            }
+            nxt::SET_FLOW_FORMAT | nxt::FLOW_MOD_TABLE_ID | nxt::SET_CONTROLLER_ID => {
+                self.error10(OfError::BAD_LEN, frame)
+            }
             _ => {
                 let slave = self.is_slave();
                 match crate::oftlv::experimenter(&self.control, &frame[8..], slave)? {
