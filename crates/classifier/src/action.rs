@@ -54,6 +54,13 @@ pub enum Action {
     /// `learn(...)` — add (or refresh) a rule built from the packet
     /// ([`crate::learn`]).
     Learn(Box<crate::learn::Learn>),
+    /// `multipath(fields,basis,algorithm,n_links,arg,dst)` — a hash of the
+    /// packet's fields picks a link number into `dst`, as OVS computes it
+    /// ([`crate::multipath`]).
+    Multipath(Box<crate::multipath::Multipath>),
+    /// `bundle(...)` / `bundle_load(...)` — out of (or into `dst`) the
+    /// member port chosen as OVS chooses it ([`crate::bundle`]).
+    Bundle(Box<crate::bundle::Bundle>),
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -166,7 +173,7 @@ pub enum Action {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ControllerOpts {
     /// The packet-in's reason (`action` unless said).
-    pub reason: crate::dpaction::PacketInReason,
+    pub reason: PacketInReason,
     /// The controllers it goes to: those that said this id
     /// (`NXT_SET_CONTROLLER_ID`; 0 unless they did).
     pub id: u16,
@@ -183,6 +190,55 @@ impl Action {
             max_len,
             opts: None,
         }
+    }
+}
+
+/// Why a packet goes to the controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PacketInReason {
+    /// An explicit `controller` action.
+    Action,
+    /// The `controller` action of a table-miss rule (priority 0, matching
+    /// everything): OpenFlow 1.3's `OFPR_NO_MATCH`.
+    NoMatch,
+    /// `controller(reason=invalid_ttl)`.
+    InvalidTtl,
+    /// `controller(reason=action_set)`.
+    ActionSet,
+    /// `controller(reason=group)`.
+    Group,
+    /// `controller(reason=packet_out)`.
+    PacketOut,
+}
+
+impl PacketInReason {
+    /// Every reason, in OpenFlow's numbering (`OFPR_*`, 1.4's for the
+    /// last three) with the name `ovs-ofctl` gives it.
+    pub const ALL: [(PacketInReason, u8, &'static str); 6] = [
+        (PacketInReason::NoMatch, 0, "no_match"),
+        (PacketInReason::Action, 1, "action"),
+        (PacketInReason::InvalidTtl, 2, "invalid_ttl"),
+        (PacketInReason::ActionSet, 3, "action_set"),
+        (PacketInReason::Group, 4, "group"),
+        (PacketInReason::PacketOut, 5, "packet_out"),
+    ];
+
+    /// Its `OFPR_*` number.
+    pub fn code(self) -> u8 {
+        Self::ALL.iter().find(|r| r.0 == self).map_or(1, |r| r.1)
+    }
+
+    /// Its name, as `ovs-ofctl` prints it.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|r| r.0 == self)
+            .map_or("action", |r| r.2)
+    }
+
+    /// The reason of a number (`None` past 5).
+    pub fn of_code(c: u8) -> Option<Self> {
+        Self::ALL.iter().find(|r| r.1 == c).map(|r| r.0)
     }
 }
 
@@ -232,6 +288,8 @@ impl std::fmt::Display for Action {
             Action::Flood => f.write_str("FLOOD"),
             Action::Normal => f.write_str("NORMAL"),
             Action::Learn(l) => write!(f, "{l}"),
+            Action::Multipath(m) => write!(f, "{m}"),
+            Action::Bundle(b) => write!(f, "{b}"),
             Action::Sample(s) => write!(f, "{s}"),
             Action::SetQueue(q) => write!(f, "set_queue:{q}"),
             Action::PopQueue => f.write_str("pop_queue"),
@@ -262,7 +320,7 @@ impl std::fmt::Display for Action {
             } => {
                 // As ovs-ofctl: what is not the default, in this order.
                 let mut parts = Vec::new();
-                if o.reason != crate::dpaction::PacketInReason::Action {
+                if o.reason != PacketInReason::Action {
                     parts.push(format!("reason={}", o.reason.name()));
                 }
                 if *max_len != 65535 {

@@ -5,54 +5,7 @@
 
 use sluice_packet::rewrite::{ArpField, FragRewrites};
 
-/// Why a packet goes to the controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PacketInReason {
-    /// An explicit `controller` action.
-    Action,
-    /// The `controller` action of a table-miss rule (priority 0, matching
-    /// everything): OpenFlow 1.3's `OFPR_NO_MATCH`.
-    NoMatch,
-    /// `controller(reason=invalid_ttl)`.
-    InvalidTtl,
-    /// `controller(reason=action_set)`.
-    ActionSet,
-    /// `controller(reason=group)`.
-    Group,
-    /// `controller(reason=packet_out)`.
-    PacketOut,
-}
-
-impl PacketInReason {
-    /// Every reason, in OpenFlow's numbering (`OFPR_*`, 1.4's for the
-    /// last three) with the name `ovs-ofctl` gives it.
-    pub const ALL: [(PacketInReason, u8, &'static str); 6] = [
-        (PacketInReason::NoMatch, 0, "no_match"),
-        (PacketInReason::Action, 1, "action"),
-        (PacketInReason::InvalidTtl, 2, "invalid_ttl"),
-        (PacketInReason::ActionSet, 3, "action_set"),
-        (PacketInReason::Group, 4, "group"),
-        (PacketInReason::PacketOut, 5, "packet_out"),
-    ];
-
-    /// Its `OFPR_*` number.
-    pub fn code(self) -> u8 {
-        Self::ALL.iter().find(|r| r.0 == self).map_or(1, |r| r.1)
-    }
-
-    /// Its name, as `ovs-ofctl` prints it.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|r| r.0 == self)
-            .map_or("action", |r| r.2)
-    }
-
-    /// The reason of a number (`None` past 5).
-    pub fn of_code(c: u8) -> Option<Self> {
-        Self::ALL.iter().find(|r| r.1 == c).map(|r| r.0)
-    }
-}
+pub use crate::action::PacketInReason;
 
 /// One datapath action.
 #[derive(Debug, Clone, PartialEq, Eq)]

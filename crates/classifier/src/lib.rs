@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod bundle;
 pub mod ct;
 pub mod dpaction;
 pub mod fields;
@@ -27,6 +28,7 @@ pub mod group;
 pub mod learn;
 pub mod megaflow;
 pub mod meter;
+pub mod multipath;
 pub mod parse;
 pub mod recirc;
 pub mod rule;

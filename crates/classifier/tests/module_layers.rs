@@ -16,6 +16,8 @@ const ORDER: &[&str] = &[
     "meter",
     "flow_match",
     "learn",
+    "multipath",
+    "bundle",
     "action",
     "wildcards",
     "recirc",

@@ -50,6 +50,12 @@ pub mod subtype {
     pub const RESUBMIT_TABLE: u16 = 14;
     /// `NXAST_CT_CLEAR`.
     pub const CT_CLEAR: u16 = 43;
+    /// `NXAST_MULTIPATH`.
+    pub const MULTIPATH: u16 = 10;
+    /// `NXAST_BUNDLE`.
+    pub const BUNDLE: u16 = 12;
+    /// `NXAST_BUNDLE_LOAD`.
+    pub const BUNDLE_LOAD: u16 = 13;
     /// `NXAST_CONTROLLER` (max_len, controller id, reason).
     pub const CONTROLLER: u16 = 20;
     /// `NXAST_CONTROLLER2` (the same, and userdata, as properties).
@@ -233,6 +239,39 @@ pub fn header_of(field: &Field) -> Option<u32> {
 /// A Nicira register action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NxAction {
+    /// `NXAST_BUNDLE` (no `dst`) / `NXAST_BUNDLE_LOAD`.
+    Bundle {
+        /// `NX_BD_ALG_*`.
+        algorithm: u16,
+        /// `NX_HASH_FIELDS_*`.
+        fields: u16,
+        /// The hash's basis.
+        basis: u16,
+        /// The member ports (16 bits).
+        members: Vec<u16>,
+        /// `bundle_load`'s destination: NXM header, lowest bit, bits.
+        dst: Option<(u32, u16, u16)>,
+    },
+    /// `NXAST_MULTIPATH`: a hash of `fields` picks a link into bits of
+    /// `dst`.
+    Multipath {
+        /// `NX_HASH_FIELDS_*`.
+        fields: u16,
+        /// The hash's basis.
+        basis: u16,
+        /// `NX_MP_ALG_*`.
+        algorithm: u16,
+        /// The highest link.
+        max_link: u16,
+        /// `iter_hash`'s modulo.
+        arg: u32,
+        /// Lowest bit of `dst` written.
+        ofs: u16,
+        /// Bits written.
+        n_bits: u16,
+        /// NXM header of the field.
+        dst: u32,
+    },
     /// `NXAST_CONTROLLER` / `NXAST_CONTROLLER2`: a packet-in with these
     /// settings (`controller(...)`); the second form when there is
     /// userdata.
@@ -525,6 +564,54 @@ impl NxAction {
                 }
             }
             subtype::CONTROLLER2 => decode_controller2(&mut b)?,
+            subtype::BUNDLE | subtype::BUNDLE_LOAD => {
+                let load = body[4..6] == subtype::BUNDLE_LOAD.to_be_bytes();
+                let algorithm = b.u16()?;
+                let fields = b.u16()?;
+                let basis = b.u16()?;
+                // The member type: NXM_OF_IN_PORT, the only one there is.
+                if b.u32()? != 0x0000_0002 {
+                    return Err(OfError::BAD_ARGUMENT);
+                }
+                let n = usize::from(b.u16()?);
+                let ofs_nbits = b.u16()?;
+                let dst = b.u32()?;
+                b.skip(4)?;
+                if b.left() < 2 * n || b.left() >= 2 * n + 8 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let members = (0..n).map(|_| b.u16()).collect::<Result<Vec<_>, _>>()?;
+                NxAction::Bundle {
+                    algorithm,
+                    fields,
+                    basis,
+                    members,
+                    dst: load.then_some((dst, ofs_nbits >> 6, (ofs_nbits & 0x3f) + 1)),
+                }
+            }
+            subtype::MULTIPATH => {
+                if len != 32 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let fields = b.u16()?;
+                let basis = b.u16()?;
+                b.skip(2)?;
+                let algorithm = b.u16()?;
+                let max_link = b.u16()?;
+                let arg = b.u32()?;
+                b.skip(2)?;
+                let ofs_nbits = b.u16()?;
+                NxAction::Multipath {
+                    fields,
+                    basis,
+                    algorithm,
+                    max_link,
+                    arg,
+                    ofs: ofs_nbits >> 6,
+                    n_bits: (ofs_nbits & 0x3f) + 1,
+                    dst: b.u32()?,
+                }
+            }
             subtype::NAT => NxAction::Nat(decode_nat(&mut b)?),
             _ => return Err(OfError::BAD_EXPERIMENTER_TYPE),
         }))
@@ -582,6 +669,58 @@ impl NxAction {
             NxAction::CtClear => {
                 out.extend_from_slice(&subtype::CT_CLEAR.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::Bundle {
+                algorithm,
+                fields,
+                basis,
+                members,
+                dst,
+            } => {
+                let sub = if dst.is_some() {
+                    subtype::BUNDLE_LOAD
+                } else {
+                    subtype::BUNDLE
+                };
+                out.extend_from_slice(&sub.to_be_bytes());
+                out.extend_from_slice(&algorithm.to_be_bytes());
+                out.extend_from_slice(&fields.to_be_bytes());
+                out.extend_from_slice(&basis.to_be_bytes());
+                out.extend_from_slice(&0x0000_0002u32.to_be_bytes());
+                out.extend_from_slice(&(members.len() as u16).to_be_bytes());
+                let (h, ofs, n_bits) = dst.unwrap_or((0, 0, 1));
+                let ofs_nbits = if dst.is_some() {
+                    ofs << 6 | (n_bits - 1)
+                } else {
+                    0
+                };
+                out.extend_from_slice(&ofs_nbits.to_be_bytes());
+                out.extend_from_slice(&h.to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+                for m in members {
+                    out.extend_from_slice(&m.to_be_bytes());
+                }
+            }
+            NxAction::Multipath {
+                fields,
+                basis,
+                algorithm,
+                max_link,
+                arg,
+                ofs,
+                n_bits,
+                dst,
+            } => {
+                out.extend_from_slice(&subtype::MULTIPATH.to_be_bytes());
+                out.extend_from_slice(&fields.to_be_bytes());
+                out.extend_from_slice(&basis.to_be_bytes());
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&algorithm.to_be_bytes());
+                out.extend_from_slice(&max_link.to_be_bytes());
+                out.extend_from_slice(&arg.to_be_bytes());
+                out.extend_from_slice(&[0, 0]);
+                out.extend_from_slice(&(ofs << 6 | (n_bits - 1)).to_be_bytes());
+                out.extend_from_slice(&dst.to_be_bytes());
             }
             NxAction::Controller {
                 max_len,

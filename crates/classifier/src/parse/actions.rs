@@ -253,6 +253,74 @@ pub(super) fn parse_actions(
                 let v = parse_int(cx, val.trim(), arg_at, u32::from(sf.n_bits), &format!("load into {sf}"))?;
                 load_action(cx, sf, sf.place(v), sf.mask(), &cur, tok.at)?
             }
+            "bundle" | "bundle_load" => {
+                let a = need()?;
+                let load = name.eq_ignore_ascii_case("bundle_load");
+                let lower = a.to_ascii_lowercase();
+                let Some(at) = lower.find("members:").or_else(|| lower.find("slaves:")) else {
+                    return Err(cx.err(arg_at, format!("{name} needs members:PORT,..., e.g. {name}(eth_src,0,hrw,ofport,{}members:1,2)", if load { "NXM_NX_REG0[0..15]," } else { "" })));
+                };
+                let (head, list) = (&a[..at], &a[at..]);
+                let list = &list[list.find(':').expect("a colon") + 1..];
+                let parts: Vec<&str> = head.split([',', ' ']).filter(|p| !p.is_empty()).collect();
+                let want = if load { 5 } else { 4 };
+                if parts.len() != want {
+                    return Err(cx.err(arg_at, format!("{name} needs FIELDS,BASIS,ALGORITHM,ofport,{}members:PORT,...", if load { "DST," } else { "" })));
+                }
+                use crate::bundle::{Bundle, BundleAlgorithm};
+                let fields = crate::multipath::HashFields::named(parts[0]).ok_or_else(|| cx.err(arg_at, format!("{name}: unknown fields '{}'", parts[0])))?;
+                let basis = parse_int(cx, parts[1], arg_at, 16, "bundle's basis")? as u16;
+                let algorithm = BundleAlgorithm::named(parts[2]).ok_or_else(|| cx.err(arg_at, format!("{name}: unknown algorithm '{}': expected active_backup or hrw", parts[2])))?;
+                if !parts[3].eq_ignore_ascii_case("ofport") {
+                    return Err(cx.err(arg_at, format!("{name}: unknown member type '{}': expected ofport", parts[3])));
+                }
+                let mut members = Vec::new();
+                for m in list.split([',', ' ', '[', ']']).filter(|m| !m.is_empty()) {
+                    let p = parse_int(cx, m, arg_at, 16, "a bundle member")? as u32;
+                    if p == 0 || p >= 0xff00 {
+                        return Err(cx.err(arg_at, format!("{name}: member {p} is not a port number (1 to 65279)")));
+                    }
+                    members.push(p);
+                }
+                let dst = if load {
+                    let d = Subfield::parse(parts[4]).map_err(|e| cx.err(arg_at, e))?;
+                    check_loadable(cx, d.field, &cur, arg_at, "bundle_load")?;
+                    Some(d)
+                } else {
+                    None
+                };
+                Action::Bundle(Box::new(Bundle { fields, basis, algorithm, members, dst }))
+            }
+            "multipath" => {
+                // OVS's order: fields, basis, algorithm, n_links, arg, dst.
+                let a = need()?;
+                let parts: Vec<&str> = a.split([',', ' ']).filter(|p| !p.is_empty()).collect();
+                let [fields, basis, alg, n_links, marg, dst] = parts[..] else {
+                    return Err(cx.err(arg_at, "multipath needs FIELDS,BASIS,ALGORITHM,N_LINKS,ARG,DST, e.g. multipath(symmetric_l4,1024,hrw,4,0,NXM_NX_REG0[0..1])"));
+                };
+                use crate::multipath::{Algorithm, HashFields, Multipath};
+                let fields = HashFields::named(fields).ok_or_else(|| cx.err(arg_at, format!("multipath: unknown fields '{fields}': expected eth_src, symmetric_l4, symmetric_l3l4, symmetric_l3l4+udp, nw_src, nw_dst or symmetric_l3")))?;
+                let algorithm = Algorithm::named(alg).ok_or_else(|| cx.err(arg_at, format!("multipath: unknown algorithm '{alg}': expected modulo_n, hash_threshold, hrw or iter_hash")))?;
+                let basis = parse_int(cx, basis, arg_at, 16, "multipath's basis")? as u16;
+                let n = parse_int(cx, n_links, arg_at, 17, "multipath's n_links")?;
+                if !(1..=65536).contains(&n) {
+                    return Err(cx.err(arg_at, format!("multipath: n_links {n} is not in valid range 1 to 65536")));
+                }
+                let marg = parse_int(cx, marg, arg_at, 32, "multipath's arg")? as u32;
+                let dst = Subfield::parse(dst).map_err(|e| cx.err(arg_at, e))?;
+                if dst.n_bits < 16 && n > 1u128 << dst.n_bits {
+                    return Err(cx.err(arg_at, format!("multipath: {}-bit destination field has {} possible values, less than specified n_links {n}", dst.n_bits, 1u32 << dst.n_bits)));
+                }
+                check_loadable(cx, dst.field, &cur, arg_at, "multipath")?;
+                Action::Multipath(Box::new(Multipath {
+                    fields,
+                    basis,
+                    algorithm,
+                    max_link: (n - 1) as u16,
+                    arg: marg,
+                    dst,
+                }))
+            }
             "move" => {
                 let a = need()?;
                 let Some((src, dst)) = a.split_once("->") else {

@@ -5,8 +5,7 @@
 //! `pause` and `meter_id` (continuations, the controller meter) are
 //! refused: Sluice has neither.
 
-use crate::action::{Action, ControllerOpts};
-use crate::dpaction::PacketInReason;
+use crate::action::{Action, ControllerOpts, PacketInReason};
 
 use super::values::parse_int;
 use super::{LineCtx, ParseError};

@@ -49,6 +49,17 @@ impl Ctx<'_, '_> {
         self.load(dst.field, dst.place(bits), dst.mask());
     }
 
+    /// `multipath`: the link the hash of the packet's fields picks goes
+    /// into `dst`; the megaflow matches the fields hashed.
+    pub(super) fn multipath(&mut self, mp: &crate::multipath::Multipath) {
+        let link = mp.link(&self.flow);
+        crate::multipath::unwildcard(mp.fields, &self.flow, &mut self.out.wc);
+        if self.out.trace.is_some() {
+            self.note(self.depth + 1, &format!("-> {} is now {link}", mp.dst));
+        }
+        self.load(mp.dst.field, mp.dst.place(u128::from(link)), mp.dst.mask());
+    }
+
     /// Records that the decision read the bits `mask` of `field`. Not
     /// for metadata and the registers: zero in every packet, what they
     /// hold follows from decisions already in the mask.

@@ -224,7 +224,7 @@ fn is_output(a: &Action) -> bool {
             | Action::Normal
             | Action::OutputReg(_)
             | Action::Controller { .. }
-    )
+    ) || matches!(a, Action::Bundle(b) if b.dst.is_none())
 }
 
 /// Translates an action list given with the packet instead of found in the
@@ -453,6 +453,8 @@ impl Ctx<'_, '_> {
                     legacy,
                 } => self.set_field(field, value, legacy.is_some()),
                 Action::Load { field, value, mask } => self.load(field, value, mask),
+                Action::Multipath(ref mp) => self.multipath(mp),
+                Action::Bundle(ref b) => self.bundle(b),
                 Action::Ct(ref ct) => self.conntrack(ct, table),
                 Action::CtClear => self.ct_clear(),
                 Action::Move { src, dst } => self.move_bits(src, dst),
@@ -735,6 +737,28 @@ impl Ctx<'_, '_> {
                 self.depth,
                 &format!(">> output to reserved port {v:#x}: nothing"),
             ),
+        }
+    }
+
+    /// `bundle` / `bundle_load`: the member a port of the switch, chosen
+    /// as OVS chooses it, is output to or loaded (`OFPP_NONE`, 0xffff,
+    /// when no member is up).
+    fn bundle(&mut self, b: &crate::bundle::Bundle) {
+        let ports = self.env.ports;
+        let flow = self.flow;
+        let p = b.choose(&flow, &mut self.out.wc, |p| ports.binary_search(&p).is_ok());
+        match b.dst {
+            Some(d) => {
+                if self.out.trace.is_some() {
+                    let v = crate::fields::c_hex(u128::from(p));
+                    self.note(self.depth + 1, &format!("-> {d} is now {v}"));
+                }
+                self.load(d.field, d.place(u128::from(p)), d.mask())
+            }
+            None if p == crate::bundle::NONE => {
+                self.note(self.depth, ">> bundle: no member is up");
+            }
+            None => self.output(p),
         }
     }
 

@@ -327,6 +327,8 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::OutputReg(src) => return nx::from_output_reg(src),
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
         Action::Learn(l) => learn::from_learn(l),
+        Action::Multipath(mp) => return nx::from_multipath(mp),
+        Action::Bundle(b) => return nx::from_bundle(b),
         Action::Sample(s) => OfAction::Nx(crate::nxm::NxAction::Sample(*s)),
         Action::SetQueue(q) => OfAction::SetQueue(*q),
         Action::PopQueue => OfAction::Nx(crate::nxm::NxAction::PopQueue),

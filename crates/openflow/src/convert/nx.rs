@@ -80,6 +80,62 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::Move { src, dst }
         }
         NxAction::CtClear => Action::CtClear,
+        NxAction::Bundle {
+            algorithm,
+            fields,
+            basis,
+            ref members,
+            dst,
+        } => {
+            use sluice_classifier::bundle::{Bundle, BundleAlgorithm};
+            let dst = match dst {
+                Some((h, ofs, n_bits)) => {
+                    let sf = subfield(h, ofs, n_bits)?;
+                    check_writable(sf.field, m)?;
+                    Some(sf)
+                }
+                None => None,
+            };
+            if members.iter().any(|&p| p == 0 || p >= 0xff00) {
+                return Err(OfError::BAD_OUT_PORT);
+            }
+            Action::Bundle(Box::new(Bundle {
+                fields: sluice_classifier::multipath::HashFields::of_code(fields)
+                    .ok_or(OfError::BAD_ARGUMENT)?,
+                basis,
+                algorithm: BundleAlgorithm::of_code(algorithm).ok_or(OfError::BAD_ARGUMENT)?,
+                members: members.iter().map(|&p| u32::from(p)).collect(),
+                dst,
+            }))
+        }
+        NxAction::Multipath {
+            fields,
+            basis,
+            algorithm,
+            max_link,
+            arg,
+            ofs,
+            n_bits,
+            dst,
+        } => {
+            use sluice_classifier::multipath::{Algorithm, HashFields, Multipath};
+            let sf = subfield(dst, ofs, n_bits)?;
+            check_writable(sf.field, m)?;
+            let fields = HashFields::of_code(fields).ok_or(OfError::BAD_ARGUMENT)?;
+            let algorithm = Algorithm::of_code(algorithm).ok_or(OfError::BAD_ARGUMENT)?;
+            // The destination must hold every link (OVS's multipath_check).
+            if n_bits < 16 && u32::from(max_link) >= 1 << n_bits {
+                return Err(OfError::BAD_ARGUMENT);
+            }
+            Action::Multipath(Box::new(Multipath {
+                fields,
+                basis,
+                algorithm,
+                max_link,
+                arg,
+                dst: sf,
+            }))
+        }
         NxAction::Controller {
             max_len,
             id,
@@ -340,6 +396,43 @@ pub(super) fn from_move(src: &Subfield, dst: &Subfield) -> Vec<OfAction> {
 
 /// OpenFlow 1.0's `OFPP_IN_PORT`, in a resubmit: the packet's own port.
 const IN_PORT16: u16 = 0xfff8;
+
+/// `NXAST_MULTIPATH` of a `multipath` (none for a destination with no
+/// NXM header).
+pub(super) fn from_multipath(mp: &sluice_classifier::multipath::Multipath) -> Vec<OfAction> {
+    let Some(dst) = header_of(mp.dst.field) else {
+        return Vec::new();
+    };
+    vec![OfAction::Nx(NxAction::Multipath {
+        fields: mp.fields as u16,
+        basis: mp.basis,
+        algorithm: mp.algorithm as u16,
+        max_link: mp.max_link,
+        arg: mp.arg,
+        ofs: mp.dst.ofs.into(),
+        n_bits: mp.dst.n_bits.into(),
+        dst,
+    })]
+}
+
+/// `NXAST_BUNDLE(_LOAD)` of a `bundle` (none for a destination with no
+/// NXM header).
+pub(super) fn from_bundle(b: &sluice_classifier::bundle::Bundle) -> Vec<OfAction> {
+    let dst = match &b.dst {
+        Some(d) => match header_of(d.field) {
+            Some(h) => Some((h, u16::from(d.ofs), u16::from(d.n_bits))),
+            None => return Vec::new(),
+        },
+        None => None,
+    };
+    vec![OfAction::Nx(NxAction::Bundle {
+        algorithm: b.algorithm as u16,
+        fields: b.fields as u16,
+        basis: b.basis,
+        members: b.members.iter().map(|&p| p as u16).collect(),
+        dst,
+    })]
+}
 
 /// `NXAST_RESUBMIT(_TABLE)` of the classifier's `resubmit`.
 pub(super) fn from_resubmit(in_port: Option<u32>, table: Option<u8>) -> OfAction {
