@@ -141,6 +141,10 @@ pub enum Action {
     /// `dec_ttl` — decrement the IP TTL; at TTL <= 1 the packet is not
     /// forwarded by the rest of the action list (counted as `invalid ttl`).
     DecTtl,
+    /// `dec_ttl(ID,...)`: `dec_ttl`, naming the controllers OVS tells of an
+    /// expired TTL (Sluice sends no such packet-in: an expired TTL is the
+    /// counted drop `invalid ttl`, as for `dec_ttl`).
+    DecTtlIds(Vec<u16>),
     /// `resubmit([port],[table])` — look up again and run that rule's actions.
     Resubmit {
         /// In-port to look up with (default: the current one).
@@ -372,6 +376,10 @@ impl std::fmt::Display for Action {
             Action::Meter(m) => write!(f, "meter:{m}"),
             Action::PopPbb => f.write_str("pop_pbb"),
             Action::DecTtl => f.write_str("dec_ttl"),
+            Action::DecTtlIds(ids) => {
+                let ids: Vec<String> = ids.iter().map(u16::to_string).collect();
+                write!(f, "dec_ttl({})", ids.join(","))
+            }
             // As OVS: `resubmit:PORT` when no table is named.
             Action::Resubmit {
                 in_port: Some(p),

@@ -52,6 +52,8 @@ pub mod subtype {
     pub const CT_CLEAR: u16 = 43;
     /// `NXAST_MULTIPATH`.
     pub const MULTIPATH: u16 = 10;
+    /// `NXAST_DEC_TTL_CNT_IDS`.
+    pub const DEC_TTL_CNT_IDS: u16 = 21;
     /// `NXAST_BUNDLE`.
     pub const BUNDLE: u16 = 12;
     /// `NXAST_BUNDLE_LOAD`.
@@ -239,6 +241,8 @@ pub fn header_of(field: &Field) -> Option<u32> {
 /// A Nicira register action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NxAction {
+    /// `NXAST_DEC_TTL_CNT_IDS`: `dec_ttl(ID,...)`.
+    DecTtlIds(Vec<u16>),
     /// `NXAST_BUNDLE` (no `dst`) / `NXAST_BUNDLE_LOAD`.
     Bundle {
         /// `NX_BD_ALG_*`.
@@ -589,6 +593,14 @@ impl NxAction {
                     dst: load.then_some((dst, ofs_nbits >> 6, (ofs_nbits & 0x3f) + 1)),
                 }
             }
+            subtype::DEC_TTL_CNT_IDS => {
+                let n = usize::from(b.u16()?);
+                b.skip(4)?;
+                if b.left() < 2 * n || b.left() >= 2 * n + 8 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                NxAction::DecTtlIds((0..n).map(|_| b.u16()).collect::<Result<_, _>>()?)
+            }
             subtype::MULTIPATH => {
                 if len != 32 {
                     return Err(OfError::BAD_ACTION_LEN);
@@ -669,6 +681,14 @@ impl NxAction {
             NxAction::CtClear => {
                 out.extend_from_slice(&subtype::CT_CLEAR.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::DecTtlIds(ids) => {
+                out.extend_from_slice(&subtype::DEC_TTL_CNT_IDS.to_be_bytes());
+                out.extend_from_slice(&(ids.len() as u16).to_be_bytes());
+                out.extend_from_slice(&[0; 4]);
+                for id in ids {
+                    out.extend_from_slice(&id.to_be_bytes());
+                }
             }
             NxAction::Bundle {
                 algorithm,

@@ -171,7 +171,16 @@ pub(super) fn parse_actions(
             "mod_nw_ttl" => setf("nw_ttl", "mod_nw_ttl", &|| parse_int(cx, need()?, arg_at, 8, "mod_nw_ttl"))?,
             "mod_tp_src" => setf("tp_src", "mod_tp_src", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_src"))?,
             "mod_tp_dst" => setf("tp_dst", "mod_tp_dst", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_dst"))?,
-            "dec_ttl" => Action::DecTtl,
+            "dec_ttl" => match arg {
+                None => Action::DecTtl,
+                Some(a) => {
+                    let ids = a
+                        .split(',')
+                        .map(|id| parse_int(cx, id.trim(), arg_at, 16, "a dec_ttl controller id").map(|v| v as u16))
+                        .collect::<Result<Vec<u16>, _>>()?;
+                    Action::DecTtlIds(ids)
+                }
+            },
             // OpenFlow 1.3 has no "set the VID, pushing a tag if there is
             // none": ovs-ofctl -O OpenFlow13 sends push_vlan:0x8100 before
             // the set where the rule does not guarantee a tag at this point

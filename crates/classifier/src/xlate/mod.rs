@@ -203,7 +203,7 @@ fn set_kind(a: &Action) -> (u8, &'static str) {
         Action::PushPbb(_) => (3, ""),
         Action::PushVlan(_) => (4, ""),
         Action::CopyTtlOut => (5, ""),
-        Action::DecTtl => (6, "ip"),
+        Action::DecTtl | Action::DecTtlIds(_) => (6, "ip"),
         Action::DecMplsTtl => (6, "mpls"),
         Action::SetField { field, .. } => (7, field.name),
         Action::ModVlanVid(_) => (7, "vlan_vid"),
@@ -472,7 +472,7 @@ impl Ctx<'_, '_> {
                         self.vlans_touched = true;
                     }
                 }
-                Action::DecTtl => {
+                Action::DecTtl | Action::DecTtlIds(_) => {
                     self.out.wc.dl_type = 0xffff;
                     if self.flow.is_ip() {
                         self.out.wc.nw_ttl = 0xff;

@@ -1034,3 +1034,21 @@ fn bundle_members_are_ovs_members() {
         assert!(parse_flow_file(bad, None).is_err(), "{bad}");
     }
 }
+
+/// `dec_ttl(ids)` decrements as `dec_ttl` does, and prints as ovs-ofctl
+/// prints it (`dec_ttl(0)` stays written out, as in OVS).
+#[test]
+fn dec_ttl_with_controller_ids() {
+    let r = set("ip,actions=dec_ttl(1,2),output:2\nipv6,actions=dec_ttl(0),output:3\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(t.actions, [DpAction::SetIpTtl(63), DpAction::Output(2)]);
+    let mut shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    shown.sort();
+    assert_eq!(shown, ["dec_ttl(0),output:3", "dec_ttl(1,2),output:2"]);
+    let mut k = tcp_key();
+    k.nw_ttl = 1;
+    assert_eq!(run(&r, &k).drop, Some(XlateDrop::InvalidTtl));
+}

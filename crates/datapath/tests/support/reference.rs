@@ -207,8 +207,8 @@ impl Ref<'_> {
                 Action::Note(_) | Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
                 Action::Learn(_) => unreachable!("no learn in generated rules"),
-                Action::Multipath(_) | Action::Bundle(_) => {
-                    unreachable!("no multipath or bundle in generated rules")
+                Action::Multipath(_) | Action::Bundle(_) | Action::DecTtlIds(_) => {
+                    unreachable!("no multipath, bundle or dec_ttl(ids) in generated rules")
                 }
                 Action::Conjunction { .. } => unreachable!("a clause is never a lookup result"),
                 Action::All | Action::Flood => {

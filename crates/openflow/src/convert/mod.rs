@@ -394,6 +394,7 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::PushVlan(t) => OfAction::PushVlan(*t),
         Action::PopVlan => OfAction::PopVlan,
         Action::DecTtl => OfAction::DecNwTtl,
+        Action::DecTtlIds(ids) => OfAction::Nx(crate::nxm::NxAction::DecTtlIds(ids.clone())),
         Action::Group(g) => OfAction::Group(*g),
         Action::PushMpls(t) => OfAction::PushMpls(*t),
         Action::PopMpls(t) => OfAction::PopMpls(*t),

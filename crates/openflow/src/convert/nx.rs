@@ -80,6 +80,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             Action::Move { src, dst }
         }
         NxAction::CtClear => Action::CtClear,
+        NxAction::DecTtlIds(ref ids) => Action::DecTtlIds(ids.clone()),
         NxAction::Bundle {
             algorithm,
             fields,
