@@ -11,7 +11,9 @@ use crate::nx::NX_VENDOR;
 use crate::oxm::Oxm;
 use crate::wire::Rd;
 
+mod controller;
 mod learn;
+mod nat;
 pub use learn::{NxLearn, NxLearnDst, NxLearnSpec, NxLearnSrc};
 
 /// Nicira action subtypes.
@@ -64,16 +66,6 @@ pub mod subtype {
     pub const CONTROLLER2: u16 = 37;
 }
 
-/// `NXAST_CONTROLLER2`'s property types (`NXAC2PT_*`).
-mod ac2pt {
-    pub const MAX_LEN: u16 = 0;
-    pub const CONTROLLER_ID: u16 = 1;
-    pub const REASON: u16 = 2;
-    pub const USERDATA: u16 = 3;
-    pub const PAUSE: u16 = 4;
-    pub const METER_ID: u16 = 5;
-}
-
 /// `NXAST_CT`'s flags.
 pub mod ct_flag {
     /// `NX_CT_F_COMMIT`.
@@ -94,16 +86,6 @@ pub mod nat_flag {
     pub const PROTO_HASH: u16 = 8;
     /// `random`.
     pub const PROTO_RANDOM: u16 = 16;
-}
-
-/// `NXAST_NAT`'s `range_present` bits (`NX_NAT_RANGE_*`).
-mod nat_range {
-    pub const IPV4_MIN: u16 = 1;
-    pub const IPV4_MAX: u16 = 2;
-    pub const IPV6_MIN: u16 = 4;
-    pub const IPV6_MAX: u16 = 8;
-    pub const PROTO_MIN: u16 = 16;
-    pub const PROTO_MAX: u16 = 32;
 }
 
 /// `NXAST_CT`'s table when it recirculates to none.
@@ -567,7 +549,7 @@ impl NxAction {
                     userdata: Vec::new(),
                 }
             }
-            subtype::CONTROLLER2 => decode_controller2(&mut b)?,
+            subtype::CONTROLLER2 => controller::decode_controller2(&mut b)?,
             subtype::BUNDLE | subtype::BUNDLE_LOAD => {
                 let load = body[4..6] == subtype::BUNDLE_LOAD.to_be_bytes();
                 let algorithm = b.u16()?;
@@ -624,7 +606,7 @@ impl NxAction {
                     dst: b.u32()?,
                 }
             }
-            subtype::NAT => NxAction::Nat(decode_nat(&mut b)?),
+            subtype::NAT => NxAction::Nat(nat::decode_nat(&mut b)?),
             _ => return Err(OfError::BAD_EXPERIMENTER_TYPE),
         }))
     }
@@ -758,30 +740,7 @@ impl NxAction {
                 id,
                 reason,
                 userdata,
-            } => {
-                out.extend_from_slice(&subtype::CONTROLLER2.to_be_bytes());
-                out.extend_from_slice(&[0; 6]);
-                // What is not the default, as OVS writes it.
-                let mut prop = |typ: u16, v: &[u8]| {
-                    let start = out.len();
-                    out.extend_from_slice(&typ.to_be_bytes());
-                    out.extend_from_slice(&((4 + v.len()) as u16).to_be_bytes());
-                    out.extend_from_slice(v);
-                    crate::wire::pad8(out, start);
-                };
-                let [m0, m1] = max_len.to_be_bytes();
-                if *max_len != u16::MAX {
-                    prop(ac2pt::MAX_LEN, &[m0, m1, 0, 0]);
-                }
-                let [i0, i1] = id.to_be_bytes();
-                if *id != 0 {
-                    prop(ac2pt::CONTROLLER_ID, &[i0, i1, 0, 0]);
-                }
-                if *reason != 1 {
-                    prop(ac2pt::REASON, &[*reason]);
-                }
-                prop(ac2pt::USERDATA, userdata);
-            }
+            } => controller::encode_controller2(*max_len, *id, *reason, userdata, out),
             NxAction::OutputReg {
                 src,
                 ofs,
@@ -803,7 +762,7 @@ impl NxAction {
                 out.extend_from_slice(&[0; 6]);
                 crate::action::encode_actions(actions, out);
             }
-            NxAction::Nat(n) => encode_nat(n, out),
+            NxAction::Nat(n) => nat::encode_nat(n, out),
             NxAction::Learn(l) => {
                 out.extend_from_slice(&subtype::LEARN.to_be_bytes());
                 l.encode(out);
@@ -857,199 +816,6 @@ impl NxAction {
     }
 }
 
-/// `NXAST_NAT`'s body after its subtype, checked as OVS checks it: one of
-/// src and dst at most, not both hash and random, a maximum only with
-/// its minimum and not below it, a port range only with an address.
-fn decode_nat(b: &mut Rd) -> Result<sluice_conntrack::Nat, OfError> {
-    use sluice_conntrack::{Nat, NatKind};
-    let bad = OfError::BAD_ARGUMENT;
-    b.skip(2)?;
-    let flags = b.u16()?;
-    let present = b.u16()?;
-    let known = nat_flag::SRC
-        | nat_flag::DST
-        | nat_flag::PERSISTENT
-        | nat_flag::PROTO_HASH
-        | nat_flag::PROTO_RANDOM;
-    let both = |x, y| flags & x != 0 && flags & y != 0;
-    if flags & !known != 0
-        || both(nat_flag::SRC, nat_flag::DST)
-        || both(nat_flag::PROTO_HASH, nat_flag::PROTO_RANDOM)
-    {
-        return Err(bad);
-    }
-    let mut n = Nat {
-        kind: if flags & nat_flag::SRC != 0 {
-            NatKind::Src
-        } else if flags & nat_flag::DST != 0 {
-            NatKind::Dst
-        } else {
-            NatKind::Apply
-        },
-        persistent: flags & nat_flag::PERSISTENT != 0,
-        hash: flags & nat_flag::PROTO_HASH != 0,
-        random: flags & nat_flag::PROTO_RANDOM != 0,
-        ..Nat::default()
-    };
-    let has = |bit| present & bit != 0;
-    if has(nat_range::IPV4_MIN) {
-        if has(nat_range::IPV6_MIN) || has(nat_range::IPV6_MAX) {
-            return Err(bad);
-        }
-        n.v6 = Some(false);
-        n.min[..4].copy_from_slice(b.take(4).map_err(|_| bad)?);
-        if n.min[..4] == [0; 4] {
-            return Err(bad);
-        }
-        if has(nat_range::IPV4_MAX) {
-            n.max[..4].copy_from_slice(b.take(4).map_err(|_| bad)?);
-            if n.max[..4] < n.min[..4] {
-                return Err(bad);
-            }
-        }
-    } else if has(nat_range::IPV4_MAX) {
-        return Err(bad);
-    } else if has(nat_range::IPV6_MIN) {
-        n.v6 = Some(true);
-        n.min.copy_from_slice(b.take(16).map_err(|_| bad)?);
-        if n.min == [0; 16] {
-            return Err(bad);
-        }
-        if has(nat_range::IPV6_MAX) {
-            n.max.copy_from_slice(b.take(16).map_err(|_| bad)?);
-            if n.max < n.min {
-                return Err(bad);
-            }
-        }
-    } else if has(nat_range::IPV6_MAX) {
-        return Err(bad);
-    }
-    if has(nat_range::PROTO_MIN) {
-        if n.v6.is_none() {
-            return Err(bad);
-        }
-        n.min_port = b.u16().map_err(|_| bad)?;
-        if n.min_port == 0 {
-            return Err(bad);
-        }
-        if has(nat_range::PROTO_MAX) {
-            n.max_port = b.u16().map_err(|_| bad)?;
-            if n.max_port < n.min_port {
-                return Err(bad);
-            }
-        }
-    } else if has(nat_range::PROTO_MAX) {
-        return Err(bad);
-    }
-    Ok(n)
-}
-
-/// `NXAST_NAT`'s body after the vendor id, as OVS encodes it (the
-/// caller pads).
-fn encode_nat(n: &sluice_conntrack::Nat, out: &mut Vec<u8>) {
-    use sluice_conntrack::NatKind;
-    let mut flags = match n.kind {
-        NatKind::Apply => 0,
-        NatKind::Src => nat_flag::SRC,
-        NatKind::Dst => nat_flag::DST,
-    };
-    for (on, f) in [
-        (n.persistent, nat_flag::PERSISTENT),
-        (n.hash, nat_flag::PROTO_HASH),
-        (n.random, nat_flag::PROTO_RANDOM),
-    ] {
-        if on {
-            flags |= f;
-        }
-    }
-    let mut present = 0;
-    let mut opts = Vec::new();
-    match n.v6 {
-        Some(false) => {
-            for (a, bit) in [(&n.min, nat_range::IPV4_MIN), (&n.max, nat_range::IPV4_MAX)] {
-                if a[..4] != [0; 4] {
-                    opts.extend_from_slice(&a[..4]);
-                    present |= bit;
-                }
-            }
-        }
-        Some(true) => {
-            for (a, bit) in [(&n.min, nat_range::IPV6_MIN), (&n.max, nat_range::IPV6_MAX)] {
-                if *a != [0; 16] {
-                    opts.extend_from_slice(a);
-                    present |= bit;
-                }
-            }
-        }
-        None => {}
-    }
-    if n.v6.is_some() {
-        for (p, bit) in [
-            (n.min_port, nat_range::PROTO_MIN),
-            (n.max_port, nat_range::PROTO_MAX),
-        ] {
-            if p != 0 {
-                opts.extend_from_slice(&p.to_be_bytes());
-                present |= bit;
-            }
-        }
-    }
-    out.extend_from_slice(&subtype::NAT.to_be_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&flags.to_be_bytes());
-    out.extend_from_slice(&present.to_be_bytes());
-    out.extend_from_slice(&opts);
-}
-
-/// `NXAST_CONTROLLER2`'s properties (after the 16-byte header): max_len,
-/// controller id, reason, userdata; `pause` and `meter_id` are refused
-/// (no continuations, no controller meter), an unknown property too.
-fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
-    b.skip(6)?;
-    let (mut max_len, mut id, mut reason, mut userdata) = (u16::MAX, 0, 1, Vec::new());
-    while b.left() > 0 {
-        let typ = b.u16()?;
-        let len = usize::from(b.u16()?);
-        if len < 4 {
-            return Err(OfError::BAD_ACTION_LEN);
-        }
-        let v = b.take(len - 4)?;
-        b.skip((8 - len % 8) % 8)?;
-        // A number's property holds 4 bytes: the value, then padding (OVS
-        // counts the padding in the length).
-        let fixed = |n: usize| {
-            if v.len() == n || v.len() == 4 {
-                Ok(())
-            } else {
-                Err(OfError::BAD_ACTION_LEN)
-            }
-        };
-        match typ {
-            ac2pt::MAX_LEN => {
-                fixed(2)?;
-                max_len = u16::from_be_bytes([v[0], v[1]]);
-            }
-            ac2pt::CONTROLLER_ID => {
-                fixed(2)?;
-                id = u16::from_be_bytes([v[0], v[1]]);
-            }
-            ac2pt::REASON => {
-                fixed(1)?;
-                reason = v[0];
-            }
-            ac2pt::USERDATA => userdata = v.to_vec(),
-            ac2pt::PAUSE | ac2pt::METER_ID => return Err(OfError::BAD_ARGUMENT),
-            _ => return Err(OfError::BAD_ARGUMENT),
-        }
-    }
-    Ok(NxAction::Controller {
-        max_len,
-        id,
-        reason,
-        userdata,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1097,46 +863,5 @@ mod tests {
         assert_eq!(NxAction::decode(&body), Err(OfError::BAD_EXPERIMENTER_TYPE));
         assert_eq!(NxAction::decode(&[0, 0, 0, 1, 0, 7]), Ok(None));
         assert!(NxAction::decode(&NX_VENDOR.to_be_bytes()).is_err());
-    }
-}
-
-#[cfg(test)]
-mod controller_tests {
-    use super::*;
-
-    /// `controller(userdata=01.02.03,max_len=64)` as ovs-ofctl 3.1 sends
-    /// it (NXAST_CONTROLLER2: max_len and userdata properties), both ways.
-    #[test]
-    fn controller2_as_ovs_sends_it() {
-        let wire = [
-            0xff, 0xff, 0, 32, 0, 0, 0x23, 0x20, 0, 37, 0, 0, 0, 0, 0, 0, // header
-            0, 0, 0, 8, 0, 64, 0, 0, // NXAC2PT_MAX_LEN (padding counted)
-            0, 3, 0, 7, 1, 2, 3, 0, // NXAC2PT_USERDATA
-        ];
-        let a = NxAction::decode(&wire[4..]).unwrap().unwrap();
-        assert_eq!(
-            a,
-            NxAction::Controller {
-                max_len: 64,
-                id: 0,
-                reason: 1,
-                userdata: vec![1, 2, 3]
-            }
-        );
-        let mut out = Vec::new();
-        crate::action::OfAction::Nx(a).encode(&mut out);
-        assert_eq!(out, wire);
-        // controller(reason=no_match,id=2,userdata=aa.bb): the reason's
-        // property counts one byte, the id's four.
-        let wire = [
-            0xff, 0xff, 0, 40, 0, 0, 0x23, 0x20, 0, 37, 0, 0, 0, 0, 0, 0, // header
-            0, 1, 0, 8, 0, 2, 0, 0, // NXAC2PT_CONTROLLER_ID
-            0, 2, 0, 5, 0, 0, 0, 0, // NXAC2PT_REASON
-            0, 3, 0, 6, 0xaa, 0xbb, 0, 0, // NXAC2PT_USERDATA
-        ];
-        let a = NxAction::decode(&wire[4..]).unwrap().unwrap();
-        let mut out = Vec::new();
-        crate::action::OfAction::Nx(a).encode(&mut out);
-        assert_eq!(out, wire);
     }
 }

@@ -911,6 +911,8 @@ pub use select::resolve as resolve_select;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]
+mod nicira_tests;
+#[cfg(test)]
 mod normal_tests;
 #[cfg(test)]
 mod spec_mode_tests;

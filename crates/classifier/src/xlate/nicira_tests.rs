@@ -1,0 +1,193 @@
+//! Translation of the Nicira actions that pick or tell: `controller(...)`
+//! with its settings, `multipath`, `bundle`/`bundle_load` (against values
+//! Open vSwitch's trace gave), `dec_ttl(ids)`.
+
+use super::*;
+use crate::parse::parse_flow_file;
+
+use super::tests::{run, set, tcp_key};
+
+/// `controller(...)`: printed as ovs-ofctl prints it (the defaults left
+/// out, plain CONTROLLER:N when all are), its reason and id in the
+/// packet-in; a table-miss rule's plain one is NO_MATCH; `pause` and
+/// `meter_id` refused.
+#[test]
+fn controller_options_reach_the_packet_in() {
+    let r = set("priority=5,tcp,actions=controller(reason=invalid_ttl,max_len=100,id=3,userdata=01.02),controller(max_len=9)\npriority=0,actions=controller\n");
+    let shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    assert!(
+        shown.contains(
+            &"controller(reason=invalid_ttl,max_len=100,id=3,userdata=01.02),CONTROLLER:9".into()
+        ),
+        "{shown:?}"
+    );
+    let t = run(&r, &tcp_key());
+    let got: Vec<(PacketInReason, u16, u16)> = t
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Controller {
+                reason,
+                controller_id,
+                max_len,
+                ..
+            } => Some((*reason, *controller_id, *max_len)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (PacketInReason::InvalidTtl, 3, 100),
+            (PacketInReason::Action, 0, 9)
+        ]
+    );
+    let mut udp = tcp_key();
+    udp.nw_proto = 17;
+    let t = run(&r, &udp);
+    assert!(matches!(
+        t.actions[..],
+        [DpAction::Controller {
+            reason: PacketInReason::NoMatch,
+            controller_id: 0,
+            ..
+        }]
+    ));
+    for bad in [
+        "actions=controller(pause)",
+        "actions=controller(meter_id=1)",
+        "actions=controller(reason=bored)",
+        "actions=controller(userdata=1)",
+    ] {
+        assert!(parse_flow_file(bad, None).is_err(), "{bad}");
+    }
+    // Plain settings are the plain action.
+    let r = set("actions=controller(reason=action,max_len=7,id=0)\n");
+    assert_eq!(
+        crate::action::format_actions(&r.rules().next().unwrap().actions),
+        "CONTROLLER:7"
+    );
+}
+
+/// `multipath` picks the link Open vSwitch 3.1 picks: each field set and
+/// algorithm on three packets, the values OVS's ofproto/trace printed for
+/// them (`scripts/ovs-compare` generates multipath too).
+#[test]
+fn multipath_links_are_ovs_links() {
+    let r = set("actions=multipath(symmetric_l4,1024,hrw,8,0,NXM_NX_REG0[0..2]),multipath(symmetric_l3l4,7,modulo_n,5,0,NXM_NX_REG1[0..2]),multipath(symmetric_l3l4+udp,99,hash_threshold,6,0,NXM_NX_REG2[0..3]),multipath(eth_src,3,iter_hash,13,20,NXM_NX_REG3[0..3]),multipath(nw_src,5,hrw,100,0,NXM_NX_REG4[0..7]),multipath(nw_dst,0,modulo_n,1000,0,NXM_NX_REG5[0..15]),multipath(symmetric_l3,65535,iter_hash,3,0,NXM_NX_REG6[0..1]),output:2\n");
+    let mut tcp = tcp_key();
+    tcp.dl_src = [0, 0, 0, 0, 0, 1];
+    tcp.dl_dst = [0, 0, 0, 0, 0, 2];
+    tcp.tp_src = 1234;
+    let udp6 = FlowKey {
+        in_port: 1,
+        dl_src: [0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f],
+        dl_dst: [0xff, 0xee, 0xdd, 0xcc, 0xbb, 0xaa],
+        vlan_tci: [0x1000 | 100, 0],
+        dl_type: 0x86dd,
+        nw_proto: 17,
+        nw_ttl: 64,
+        ipv6_src: 0xfd00_0000_0000_0000_0000_0000_0000_0001u128.to_be_bytes(),
+        ipv6_dst: 0x2001_0db8_0000_0000_0000_0000_0000_0099u128.to_be_bytes(),
+        tp_src: 53,
+        tp_dst: 4000,
+        ..Default::default()
+    };
+    let arp = FlowKey {
+        in_port: 1,
+        dl_src: [0, 0, 0, 0, 0, 3],
+        dl_dst: [0xff; 6],
+        dl_type: 0x0806,
+        nw_src: 0xc0a8_0101,
+        nw_dst: 0xc0a8_0102,
+        ..Default::default()
+    };
+    for (key, want) in [
+        (tcp, [4, 1, 4, 1, 0x44, 0x17, 0]),
+        (udp6, [4, 3, 3, 0, 0x37, 0x1a7, 2]),
+        (arp, [1, 2, 2, 0xa, 0x2a, 0, 2]),
+    ] {
+        let t = run(&r, &key);
+        let trace = t.trace.unwrap().join("\n");
+        let got: Vec<u128> = trace
+            .lines()
+            .filter_map(|l| l.split(" is now ").nth(1))
+            .map(|v| {
+                let v = v.trim();
+                match v.strip_prefix("0x") {
+                    Some(h) => u128::from_str_radix(h, 16).unwrap(),
+                    None => v.parse().unwrap(),
+                }
+            })
+            .collect();
+        assert_eq!(got, want, "{trace}");
+    }
+    // The megaflow holds what was hashed.
+    let t = run(&r, &tcp);
+    assert_eq!(
+        (t.wc.nw_src, t.wc.tp_dst, t.wc.dl_src),
+        (u32::MAX, 0xffff, [0xff; 6])
+    );
+    // Too few bits for the links, and an unknown algorithm.
+    for bad in [
+        "actions=multipath(eth_src,0,modulo_n,9,0,NXM_NX_REG0[0..2])",
+        "actions=multipath(eth_src,0,random,2,0,NXM_NX_REG0[])",
+        "actions=multipath(eth_src,0,hrw,0,0,NXM_NX_REG0[])",
+    ] {
+        assert!(parse_flow_file(bad, None).is_err(), "{bad}");
+    }
+}
+
+/// `bundle` and `bundle_load` pick the member Open vSwitch 3.1 picks
+/// (its ofproto/trace of the same rules and packet), among the members
+/// that are ports of the switch; none up loads OFPP_NONE.
+#[test]
+fn bundle_members_are_ovs_members() {
+    let r = set("table=0,actions=bundle_load(symmetric_l4,7,hrw,ofport,NXM_NX_REG0[],members:2,3,4,7),bundle_load(eth_src,0,active_backup,ofport,NXM_NX_REG1[],members:9,3,2),bundle_load(nw_dst,5,hrw,ofport,NXM_NX_REG2[0..15],members:2,3),bundle_load(symmetric_l3,9,hrw,ofport,NXM_NX_REG3[],members:8,9),resubmit(,1)\ntable=1,actions=bundle(symmetric_l3l4+udp,3,hrw,ofport,members:2,3,4)\n");
+    let mut tcp = tcp_key();
+    tcp.dl_src = [0, 0, 0, 0, 0, 1];
+    tcp.dl_dst = [0, 0, 0, 0, 0, 2];
+    tcp.tp_src = 1234;
+    let t = run(&r, &tcp);
+    let trace = t.trace.unwrap().join("\n");
+    let got: Vec<&str> = trace
+        .lines()
+        .filter_map(|l| l.split(" is now ").nth(1))
+        .collect();
+    assert_eq!(got, ["0x2", "0x3", "0x3", "0xffff"], "{trace}");
+    assert_eq!(t.actions, [DpAction::Output(2)]);
+    let shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    assert!(shown.contains(&"bundle(symmetric_l3l4+udp,3,hrw,ofport,members:2,3,4)".into()));
+    for bad in [
+        "actions=bundle(eth_src,0,hrw,ofport,members:0)",
+        "actions=bundle(eth_src,0,random,ofport,members:1)",
+        "actions=bundle(eth_src,0,hrw,port,members:1)",
+        "actions=bundle_load(eth_src,0,hrw,ofport,members:1)",
+    ] {
+        assert!(parse_flow_file(bad, None).is_err(), "{bad}");
+    }
+}
+
+/// `dec_ttl(ids)` decrements as `dec_ttl` does, and prints as ovs-ofctl
+/// prints it (`dec_ttl(0)` stays written out, as in OVS).
+#[test]
+fn dec_ttl_with_controller_ids() {
+    let r = set("ip,actions=dec_ttl(1,2),output:2\nipv6,actions=dec_ttl(0),output:3\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(t.actions, [DpAction::SetIpTtl(63), DpAction::Output(2)]);
+    let mut shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    shown.sort();
+    assert_eq!(shown, ["dec_ttl(0),output:3", "dec_ttl(1,2),output:2"]);
+    let mut k = tcp_key();
+    k.nw_ttl = 1;
+    assert_eq!(run(&r, &k).drop, Some(XlateDrop::InvalidTtl));
+}
