@@ -49,6 +49,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 learn: None,
                 learned: None,
                 mac_reads: sluice_classifier::megaflow::MacReads::None,
+                fin: None,
             };
             t.insert(flow).unwrap();
             if m == masks - 1 {

@@ -61,6 +61,15 @@ pub enum Action {
     /// `bundle(...)` / `bundle_load(...)` — out of (or into `dst`) the
     /// member port chosen as OVS chooses it ([`crate::bundle`]).
     Bundle(Box<crate::bundle::Bundle>),
+    /// `fin_timeout(idle_timeout=I,hard_timeout=H)` — a TCP packet with
+    /// FIN or RST that runs it lowers its rule's timeouts to these (0:
+    /// that one left alone), as OVS.
+    FinTimeout {
+        /// The idle timeout, seconds.
+        idle: u16,
+        /// The hard timeout, seconds.
+        hard: u16,
+    },
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -293,6 +302,17 @@ impl std::fmt::Display for Action {
             Action::Normal => f.write_str("NORMAL"),
             Action::Learn(l) => write!(f, "{l}"),
             Action::Multipath(m) => write!(f, "{m}"),
+            Action::FinTimeout { idle, hard } => {
+                // As ovs-ofctl: what is not 0.
+                let mut parts = Vec::new();
+                if *idle != 0 {
+                    parts.push(format!("idle_timeout={idle}"));
+                }
+                if *hard != 0 {
+                    parts.push(format!("hard_timeout={hard}"));
+                }
+                write!(f, "fin_timeout({})", parts.join(","))
+            }
             Action::Bundle(b) => write!(f, "{b}"),
             Action::Sample(s) => write!(f, "{s}"),
             Action::SetQueue(q) => write!(f, "set_queue:{q}"),

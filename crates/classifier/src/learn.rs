@@ -70,8 +70,8 @@ pub struct Learn {
     pub idle_timeout: u16,
     /// Its hard timeout, seconds (0: none); a refresh starts it again.
     pub hard_timeout: u16,
-    /// `fin_idle_timeout` (refused by the parsers until `fin_timeout`
-    /// exists; kept for the wire).
+    /// `fin_idle_timeout`: the learned rule's actions start with
+    /// `fin_timeout(idle_timeout=...)` (and `fin_hard_timeout`'s), as OVS.
     pub fin_idle_timeout: u16,
     /// `fin_hard_timeout` (likewise).
     pub fin_hard_timeout: u16,
@@ -191,9 +191,6 @@ impl Learn {
     pub fn check(&self, rule: &Match) -> Result<(), String> {
         if self.table == 255 {
             return Err("table id 255 not valid for 'learn' action".into());
-        }
-        if self.fin_idle_timeout != 0 || self.fin_hard_timeout != 0 {
-            return Err("learn: fin_idle_timeout and fin_hard_timeout are not supported yet (Sluice has no fin_timeout action)".into());
         }
         if self.limit != 0 || self.flags & flag::WRITE_RESULT != 0 {
             return Err("learn: limit and result_dst are not supported yet".into());

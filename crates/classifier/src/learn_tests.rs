@@ -67,7 +67,36 @@ fn refuses_what_ovs_refuses_at_add_time() {
     assert!(err("actions=learn(bogus=1)").contains("unknown keyword"));
     // Not built yet: said, not ignored.
     assert!(err("actions=learn(limit=4,NXM_OF_ETH_SRC[])").contains("not supported yet"));
-    assert!(err("actions=learn(fin_idle_timeout=3,NXM_OF_ETH_SRC[])").contains("not supported yet"));
+}
+
+/// `fin_idle_timeout`/`fin_hard_timeout`: the learned rule starts with
+/// `fin_timeout(...)`, as OVS's learn_execute puts it.
+#[test]
+fn fin_timeouts_become_the_learned_rules_first_action() {
+    let rules = parse_flow_file(
+        "tcp,actions=learn(table=1,fin_idle_timeout=3,fin_hard_timeout=4,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])\n",
+        None,
+    )
+    .unwrap();
+    let Action::Learn(l) = &rules[0].actions[0] else {
+        panic!("a learn")
+    };
+    assert_eq!(
+        l.to_string(),
+        "learn(table=1,fin_idle_timeout=3,fin_hard_timeout=4,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[])"
+    );
+    let key = FlowKey {
+        in_port: 2,
+        dl_src: [2, 0, 0, 0, 0, 1],
+        dl_type: 0x0800,
+        nw_proto: 6,
+        ..Default::default()
+    };
+    let spec = crate::xlate::learned_rule(l, &key);
+    assert_eq!(
+        crate::action::format_actions(&spec.actions),
+        "fin_timeout(idle_timeout=3,hard_timeout=4),output:2"
+    );
 }
 
 #[test]

@@ -69,6 +69,21 @@ pub struct Megaflow {
     pub learned: Option<Arc<[crate::parse::FlowSpec]>>,
     /// The NORMAL MAC table entries its decision read.
     pub mac_reads: MacReads,
+    /// The `fin_timeout`s its packets (TCP FIN or RST) run: (index in
+    /// `rules`, idle, hard), applied again while it is hit (OVS's
+    /// `XC_FIN_TIMEOUT`).
+    pub fin: Option<Arc<[(usize, u16, u16)]>>,
+}
+
+impl Megaflow {
+    /// Lowers the timeouts of the rules its `fin_timeout`s name.
+    pub fn apply_fin(&self) {
+        for &(ix, idle, hard) in self.fin.iter().flat_map(|f| f.iter()) {
+            if let Some(r) = self.rules.get(ix) {
+                r.reduce_timeouts(idle, hard);
+            }
+        }
+    }
 }
 
 /// The entries of NORMAL's MAC table a cached decision read: a change of
@@ -570,6 +585,7 @@ mod tests {
             learn: None,
             learned: None,
             mac_reads: MacReads::None,
+            fin: None,
         }
     }
 

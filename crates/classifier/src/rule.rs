@@ -25,6 +25,10 @@ pub struct RuleStats {
     /// (µs; 0: never since it was added): its hard timeout counts from
     /// here, as OVS's `rule->modified`.
     pub modified_us: AtomicU64,
+    /// The timeouts a `fin_timeout` action lowered them to (idle in the
+    /// high 16 bits, hard in the low; 0: not lowered), as OVS's
+    /// `ofproto_rule_reduce_timeouts` changes the rule's own.
+    pub fin: std::sync::atomic::AtomicU32,
 }
 
 /// One OpenFlow rule.
@@ -107,11 +111,12 @@ impl Rule {
             " cookie={:#x}, duration={dur:.3}s, table={}, n_packets={p}, n_bytes={b}, ",
             self.cookie, self.table
         );
-        if self.idle_timeout != 0 {
-            s += &format!("idle_timeout={}, ", self.idle_timeout);
+        let (idle, hard) = self.timeouts();
+        if idle != 0 {
+            s += &format!("idle_timeout={idle}, ");
         }
-        if self.hard_timeout != 0 {
-            s += &format!("hard_timeout={}, ", self.hard_timeout);
+        if hard != 0 {
+            s += &format!("hard_timeout={hard}, ");
         }
         // As OVS's flow formatting: the default priority goes unsaid.
         let mut parts = Vec::new();
@@ -135,6 +140,38 @@ impl Rule {
     /// hard timeout starts again.
     pub fn touch(&self, now_us: u64) {
         self.stats.modified_us.fetch_max(now_us, Ordering::Relaxed);
+    }
+
+    /// The idle and hard timeouts in force: the rule's own, lowered by
+    /// what `fin_timeout` actions did ([`Rule::reduce_timeouts`]).
+    pub fn timeouts(&self) -> (u16, u16) {
+        let fin = self.stats.fin.load(Ordering::Relaxed);
+        let lower = |own: u16, max: u16| {
+            if max != 0 && (own == 0 || own > max) {
+                max
+            } else {
+                own
+            }
+        };
+        (
+            lower(self.idle_timeout, (fin >> 16) as u16),
+            lower(self.hard_timeout, fin as u16),
+        )
+    }
+
+    /// `fin_timeout(idle_timeout=I,hard_timeout=H)` on a TCP FIN or RST:
+    /// each timeout becomes at most the given one (0: left alone; a rule
+    /// with none gets it), as OVS's `reduce_timeout`.
+    pub fn reduce_timeouts(&self, idle: u16, hard: u16) {
+        let _ = self
+            .stats
+            .fin
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+                let (oi, oh) = ((old >> 16) as u16, old as u16);
+                let pick = |o: u16, n: u16| if n != 0 && (o == 0 || o > n) { n } else { o };
+                let new = u32::from(pick(oi, idle)) << 16 | u32::from(pick(oh, hard));
+                (new != old).then_some(new)
+            });
     }
 
     /// Whether the rule has timed out at `now_us`.
@@ -173,8 +210,8 @@ impl Rule {
             .modified_us
             .load(Ordering::Relaxed)
             .max(self.created_us);
-        let hard =
-            self.hard_timeout != 0 && now_us >= modified + self.hard_timeout as u64 * 1_000_000;
+        let (idle_timeout, hard_timeout) = self.timeouts();
+        let hard = hard_timeout != 0 && now_us >= modified + hard_timeout as u64 * 1_000_000;
         if hard {
             return Some(Removal::Hard);
         }
@@ -183,7 +220,7 @@ impl Rule {
             .last_used_us
             .load(Ordering::Relaxed)
             .max(self.created_us);
-        let idle = self.idle_timeout != 0 && now_us >= last + self.idle_timeout as u64 * 1_000_000;
+        let idle = idle_timeout != 0 && now_us >= last + idle_timeout as u64 * 1_000_000;
         idle.then_some(Removal::Idle)
     }
 }

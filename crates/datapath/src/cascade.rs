@@ -133,6 +133,17 @@ pub(crate) fn learned_of(x: &Translation) -> Option<Arc<[FlowSpec]>> {
     (!x.learned.is_empty()).then(|| Arc::from(&x.learned[..]))
 }
 
+/// The `fin_timeout`s a translation ran (`None`: none), applied at once
+/// to its rules: the translating packet is a FIN or RST.
+pub(crate) fn fin_of(x: &Translation) -> Option<Arc<[(usize, u16, u16)]>> {
+    for &(ix, idle, hard) in &x.fin_timeouts {
+        if let Some(r) = x.rules.get(ix) {
+            r.reduce_timeouts(idle, hard);
+        }
+    }
+    (!x.fin_timeouts.is_empty()).then(|| Arc::from(&x.fin_timeouts[..]))
+}
+
 impl Caches {
     pub fn new(cfg: CacheConfig) -> Self {
         Caches {
@@ -218,6 +229,8 @@ impl Caches {
             f.rules = rules;
             f.learn = self.xlate.learn;
             f.learned = learned_of(&self.xlate);
+            f.fin = (!self.xlate.fin_timeouts.is_empty())
+                .then(|| Arc::from(&self.xlate.fin_timeouts[..]));
             let reads = MacReads::of(&self.xlate.mac_reads);
             let changed = f.mac_reads != reads;
             f.mac_reads = reads;
@@ -281,6 +294,7 @@ impl Caches {
             learn: self.xlate.learn,
             learned,
             mac_reads: MacReads::of(&self.xlate.mac_reads),
+            fin: fin_of(&self.xlate),
         };
         let reads = m.mac_reads;
         match self.megaflows.insert(m) {
@@ -388,6 +402,9 @@ impl Caches {
             }
             if let Some(l) = f.learned.as_ref().filter(|_| f.hit_since(since)) {
                 self.pending_learn.push(Arc::clone(l));
+            }
+            if f.fin.is_some() && f.hit_since(since) {
+                f.apply_fin();
             }
         }
         let max_idle = self.cfg.max_idle_us;

@@ -56,6 +56,8 @@ pub mod subtype {
     pub const MULTIPATH: u16 = 10;
     /// `NXAST_DEC_TTL_CNT_IDS`.
     pub const DEC_TTL_CNT_IDS: u16 = 21;
+    /// `NXAST_FIN_TIMEOUT`.
+    pub const FIN_TIMEOUT: u16 = 19;
     /// `NXAST_BUNDLE`.
     pub const BUNDLE: u16 = 12;
     /// `NXAST_BUNDLE_LOAD`.
@@ -223,6 +225,13 @@ pub fn header_of(field: &Field) -> Option<u32> {
 /// A Nicira register action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NxAction {
+    /// `NXAST_FIN_TIMEOUT`: `fin_timeout(idle_timeout=,hard_timeout=)`.
+    FinTimeout {
+        /// Idle timeout.
+        idle: u16,
+        /// Hard timeout.
+        hard: u16,
+    },
     /// `NXAST_DEC_TTL_CNT_IDS`: `dec_ttl(ID,...)`.
     DecTtlIds(Vec<u16>),
     /// `NXAST_BUNDLE` (no `dst`) / `NXAST_BUNDLE_LOAD`.
@@ -575,6 +584,15 @@ impl NxAction {
                     dst: load.then_some((dst, ofs_nbits >> 6, (ofs_nbits & 0x3f) + 1)),
                 }
             }
+            subtype::FIN_TIMEOUT => {
+                if len != 16 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                NxAction::FinTimeout {
+                    idle: b.u16()?,
+                    hard: b.u16()?,
+                }
+            }
             subtype::DEC_TTL_CNT_IDS => {
                 let n = usize::from(b.u16()?);
                 b.skip(4)?;
@@ -663,6 +681,12 @@ impl NxAction {
             NxAction::CtClear => {
                 out.extend_from_slice(&subtype::CT_CLEAR.to_be_bytes());
                 out.extend_from_slice(&[0; 6]);
+            }
+            NxAction::FinTimeout { idle, hard } => {
+                out.extend_from_slice(&subtype::FIN_TIMEOUT.to_be_bytes());
+                out.extend_from_slice(&idle.to_be_bytes());
+                out.extend_from_slice(&hard.to_be_bytes());
+                out.extend_from_slice(&[0, 0]);
             }
             NxAction::DecTtlIds(ids) => {
                 out.extend_from_slice(&subtype::DEC_TTL_CNT_IDS.to_be_bytes());

@@ -172,6 +172,7 @@ table=9,priority=9,udp,actions=controller(userdata=aa.bb,id=2,max_len=64,reason=
 table=10,priority=3,ip,actions=multipath(symmetric_l3l4+udp,1024,hrw,4,0,NXM_NX_REG0[0..1]),output:NXM_NX_REG0[0..1]
 table=11,priority=4,tcp,actions=bundle_load(symmetric_l4,0,hrw,ofport,NXM_NX_REG0[],members:1,2),bundle(eth_src,50,active_backup,ofport,members:2,1)
 table=12,ip,actions=dec_ttl(1,2),output:2
+table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
 ",
     )
     .unwrap();
@@ -193,6 +194,7 @@ table=12,ip,actions=dec_ttl(1,2),output:2
             "table=10 priority=3,ip actions=multipath(symmetric_l3l4+udp,1024,hrw,4,0,NXM_NX_REG0[0..1]),output:NXM_NX_REG0[0..1]",
             "table=11 priority=4,tcp actions=bundle_load(symmetric_l4,0,hrw,ofport,NXM_NX_REG0[],members:1,2),bundle(eth_src,50,active_backup,ofport,members:2,1)",
             "table=12 ip actions=dec_ttl(1,2),output:2",
+            "table=13 tcp actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2",
             "table=2 reg0=0x5/0xff actions=load:0x1->NXM_NX_REG1[0..7],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],resubmit(,3),output:NXM_NX_REG2[0..15]",
             "table=3 conj_id=7,ip actions=clone(mod_vlan_vid:5,output:2),ct(commit,zone=3,exec(load:0x1->NXM_NX_CT_MARK[])),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)",
             "table=3 ip,nw_src=10.0.0.1 actions=conjunction(7,2/2)",
@@ -223,19 +225,19 @@ table=12,ip,actions=dec_ttl(1,2),output:2
     let mut via10 = rules_of(&dump);
     via10.retain(|r| !r.contains("learn("));
     assert_eq!(via10, rules_of(&run(&["dump-flows", &t13])));
-    assert_eq!(via10.len(), 14);
+    assert_eq!(via10.len(), 15);
     // The standard 1.0 format (what ovs-ofctl falls back to) and the
     // aggregate.
     let (ok, out) = ofctl10(&["-F", "openflow10", "dump-flows", &t, "table=0"]);
     assert!(ok && out.starts_with("OFPST_FLOW reply"), "{out}");
     assert_eq!(rules_of(&out).len(), 2, "{out}");
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=15"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=16"));
     // A 1.0 modify that selects nothing adds; strict and loose deletes.
     run(&["mod-flows", &t, "table=8,udp,actions=output:2"]);
     assert!(run(&["dump-flows", &t, "table=8"]).contains("udp actions=output:2"));
     run(&["del-flows", "--strict", &t, "priority=20,arp"]);
     run(&["del-flows", &t, "table=3"]);
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=11"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=12"));
     // Errors in 1.0's numbers: an unknown group.
     let (ok, out) = ofctl10(&["add-flow", &t, "actions=group:9"]);
     assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");

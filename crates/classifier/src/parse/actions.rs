@@ -300,6 +300,17 @@ pub(super) fn parse_actions(
                 };
                 Action::Bundle(Box::new(Bundle { fields, basis, algorithm, members, dst }))
             }
+            "fin_timeout" => {
+                let (mut idle, mut hard) = (0u16, 0u16);
+                for kv in arg.unwrap_or("").split(',').map(str::trim).filter(|k| !k.is_empty()) {
+                    match kv.split_once('=') {
+                        Some(("idle_timeout", v)) => idle = parse_int(cx, v, arg_at, 16, "fin_timeout's idle_timeout")? as u16,
+                        Some(("hard_timeout", v)) => hard = parse_int(cx, v, arg_at, 16, "fin_timeout's hard_timeout")? as u16,
+                        _ => return Err(cx.err(arg_at, format!("fin_timeout: unknown setting '{kv}': expected idle_timeout=N or hard_timeout=N"))),
+                    }
+                }
+                Action::FinTimeout { idle, hard }
+            }
             "multipath" => {
                 // OVS's order: fields, basis, algorithm, n_links, arg, dst.
                 let a = need()?;

@@ -231,8 +231,20 @@ impl RuleSet {
         self.timed > 0
     }
 
+    /// Whether a rule may time out: it has a timeout, or a `fin_timeout`
+    /// action may give it one.
     fn timed(r: &Rule) -> usize {
-        usize::from(r.idle_timeout != 0 || r.hard_timeout != 0)
+        usize::from(
+            r.idle_timeout != 0
+                || r.hard_timeout != 0
+                || r.actions.iter().any(|a| match a {
+                    crate::Action::FinTimeout { .. } => true,
+                    crate::Action::Clone(inner) => inner
+                        .iter()
+                        .any(|a| matches!(a, crate::Action::FinTimeout { .. })),
+                    _ => false,
+                }),
+        )
     }
 
     fn take_out(&mut self, r: &Rule) {

@@ -15,6 +15,13 @@ use crate::parse::FlowSpec;
 pub fn learned_rule(l: &Learn, flow: &FlowKey) -> FlowSpec {
     let mut m = crate::flow_match::Match::catch_all();
     let mut actions = Vec::new();
+    // As OVS: the FIN timeouts first.
+    if l.fin_idle_timeout != 0 || l.fin_hard_timeout != 0 {
+        actions.push(Action::FinTimeout {
+            idle: l.fin_idle_timeout,
+            hard: l.fin_hard_timeout,
+        });
+    }
     for s in &l.specs {
         let v = match s.src {
             LearnSrc::Field(sf) => sf.read(flow),

@@ -127,6 +127,11 @@ pub struct Translation {
     /// The (VLAN, MAC) entries of NORMAL's MAC table the decision read:
     /// it is to be redone when one of them changes.
     pub mac_reads: Vec<sluice_bridge::macs::Key>,
+    /// The `fin_timeout`s a TCP FIN or RST ran: (index in `rules`, idle,
+    /// hard), applied by the datapath when it installs the translation and
+    /// as the megaflow (which matches FIN and RST) is hit, as OVS's
+    /// `XC_FIN_TIMEOUT`.
+    pub fin_timeouts: Vec<(usize, u16, u16)>,
 }
 
 /// What a translation needs besides the key.
@@ -168,6 +173,9 @@ struct Ctx<'a, 'o> {
     /// The rule whose actions run: table, cookie, whether it is a
     /// table-miss rule (for packet-ins).
     running: (u8, u64, bool),
+    /// Its index in the translation's `rules` (none: a packet-out's own
+    /// actions).
+    running_ix: Option<usize>,
     /// The OpenFlow action set (write_actions), run when the pipeline
     /// ends: at most one action of each kind, one set_field per field.
     action_set: Vec<Action>,
@@ -254,6 +262,7 @@ fn run(
     out.learn = None;
     out.learned.clear();
     out.mac_reads.clear();
+    out.fin_timeouts.clear();
     out.trace = want_trace.then(Vec::new);
     let mut cx = Ctx {
         env,
@@ -273,6 +282,7 @@ fn run(
         arp_base: *key,
         icmp_later_base: (0, 0),
         running: (0, 0, false),
+        running_ix: None,
         action_set: Vec::new(),
         stale: encap::Stale::None,
         frozen: None,
@@ -381,11 +391,12 @@ impl Ctx<'_, '_> {
         }
         self.out.rules.push(Arc::clone(rule));
         let rule = Arc::clone(rule);
-        let outer = self.running;
+        let outer = (self.running, self.running_ix);
         let miss = rule.priority == 0 && rule.matcher.mask == FlowKey::default();
         self.running = (t, rule.cookie, miss);
+        self.running_ix = Some(self.out.rules.len() - 1);
         self.actions(&rule.actions, t);
-        self.running = outer;
+        (self.running, self.running_ix) = outer;
     }
 
     fn actions(&mut self, actions: &[Action], table: u8) {
@@ -454,6 +465,7 @@ impl Ctx<'_, '_> {
                 } => self.set_field(field, value, legacy.is_some()),
                 Action::Load { field, value, mask } => self.load(field, value, mask),
                 Action::Multipath(ref mp) => self.multipath(mp),
+                Action::FinTimeout { idle, hard } => self.fin_timeout(idle, hard),
                 Action::Bundle(ref b) => self.bundle(b),
                 Action::Ct(ref ct) => self.conntrack(ct, table),
                 Action::CtClear => self.ct_clear(),
@@ -737,6 +749,30 @@ impl Ctx<'_, '_> {
                 self.depth,
                 &format!(">> output to reserved port {v:#x}: nothing"),
             ),
+        }
+    }
+
+    /// `fin_timeout`: on TCP, the megaflow tells FIN and RST apart (the
+    /// flags OVS's datapath flow accumulates for its translation cache),
+    /// and a packet with either lowers the running rule's timeouts.
+    fn fin_timeout(&mut self, idle: u16, hard: u16) {
+        const FIN_RST: u16 = 0x001 | 0x004;
+        if !(self.flow.is_ip() && self.flow.nw_proto == 6) || self.flow.nw_frag & 2 != 0 {
+            return;
+        }
+        self.out.wc.dl_type = 0xffff;
+        self.out.wc.nw_proto = 0xff;
+        self.out.wc.nw_frag |= 2;
+        self.out.wc.tcp_flags |= FIN_RST;
+        if let Some(ix) = self
+            .running_ix
+            .filter(|_| self.flow.tcp_flags & FIN_RST != 0)
+        {
+            self.note(
+                self.depth + 1,
+                &format!("-> the rule's timeouts lowered to idle {idle}, hard {hard}"),
+            );
+            self.out.fin_timeouts.push((ix, idle, hard));
         }
     }
 

@@ -349,6 +349,8 @@ impl Pipeline {
             // And `learn` actions (the datapath applies them next).
             self.caches.pending_learn.push(learned);
         }
+        // And `fin_timeout`s.
+        let _ = crate::cascade::fin_of(&self.caches.xlate);
         // Rules it went through (output:TABLE) count it, as in OVS.
         let len = pkt.len() as u64;
         for r in &self.caches.xlate.rules {

@@ -207,7 +207,10 @@ impl Ref<'_> {
                 Action::Note(_) | Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
                 Action::Learn(_) => unreachable!("no learn in generated rules"),
-                Action::Multipath(_) | Action::Bundle(_) | Action::DecTtlIds(_) => {
+                Action::Multipath(_)
+                | Action::Bundle(_)
+                | Action::DecTtlIds(_)
+                | Action::FinTimeout { .. } => {
                     unreachable!("no multipath, bundle or dec_ttl(ids) in generated rules")
                 }
                 Action::Conjunction { .. } => unreachable!("a clause is never a lookup result"),

@@ -57,9 +57,7 @@ pub(super) fn to_learn(l: &crate::nxm::NxLearn, m: Option<&Match>) -> Result<Lea
     };
     // What Sluice does not do yet is refused as a bad argument; a spec
     // whose prerequisites do not hold, as OVS: MATCH_INCONSISTENT.
-    let unsupported = learn.fin_idle_timeout != 0
-        || learn.fin_hard_timeout != 0
-        || learn.flags & learn_flag::WRITE_RESULT != 0;
+    let unsupported = learn.flags & learn_flag::WRITE_RESULT != 0;
     if unsupported {
         return Err(OfError::BAD_ARGUMENT);
     }

@@ -81,6 +81,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
         }
         NxAction::CtClear => Action::CtClear,
         NxAction::DecTtlIds(ref ids) => Action::DecTtlIds(ids.clone()),
+        NxAction::FinTimeout { idle, hard } => Action::FinTimeout { idle, hard },
         NxAction::Bundle {
             algorithm,
             fields,

@@ -209,8 +209,8 @@ pub fn flow_entry(r: &Rule, now_us: u64, nx: bool) -> Vec<u8> {
         out.extend_from_slice(&dur_s.to_be_bytes());
         out.extend_from_slice(&dur_ns.to_be_bytes());
         out.extend_from_slice(&r.priority.to_be_bytes());
-        out.extend_from_slice(&r.idle_timeout.to_be_bytes());
-        out.extend_from_slice(&r.hard_timeout.to_be_bytes());
+        out.extend_from_slice(&r.timeouts().0.to_be_bytes());
+        out.extend_from_slice(&r.timeouts().1.to_be_bytes());
         let match_len_at = out.len();
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&idle_age.to_be_bytes());
@@ -227,8 +227,8 @@ pub fn flow_entry(r: &Rule, now_us: u64, nx: bool) -> Vec<u8> {
         out.extend_from_slice(&dur_s.to_be_bytes());
         out.extend_from_slice(&dur_ns.to_be_bytes());
         out.extend_from_slice(&r.priority.to_be_bytes());
-        out.extend_from_slice(&r.idle_timeout.to_be_bytes());
-        out.extend_from_slice(&r.hard_timeout.to_be_bytes());
+        out.extend_from_slice(&r.timeouts().0.to_be_bytes());
+        out.extend_from_slice(&r.timeouts().1.to_be_bytes());
         out.extend_from_slice(&[0; 6]);
         out.extend_from_slice(&r.cookie.to_be_bytes());
         out.extend_from_slice(&packets.to_be_bytes());
