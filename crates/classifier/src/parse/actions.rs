@@ -130,14 +130,8 @@ pub(super) fn parse_actions(
             }
             "note" => {
                 let a = arg.unwrap_or("");
-                let hex: String = a.chars().filter(|c| *c != '.').collect();
-                if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err(cx.err(arg_at, format!("note:{a}: expected hex bytes, e.g. note:01.02.ab")));
-                }
-                let mut bytes: Vec<u8> = (0..hex.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                    .collect();
+                let mut bytes = super::values::hex_bytes(a)
+                    .ok_or_else(|| cx.err(arg_at, format!("note:{a}: expected hex bytes, e.g. note:01.02.ab")))?;
                 // NXAST_NOTE's 10 bytes of header and the note: a multiple
                 // of 8, the rest zeros (as ovs-ofctl pads it).
                 bytes.resize((10 + bytes.len()).div_ceil(8) * 8 - 10, 0);

@@ -38,17 +38,12 @@ pub(super) fn parse_controller(cx: &LineCtx, arg: &str, at: usize) -> Result<Act
                     })?;
             }
             "userdata" => {
-                let hex: String = value.chars().filter(|c| *c != '.').collect();
-                if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err(cx.err(
+                o.userdata = super::values::hex_bytes(value).ok_or_else(|| {
+                    cx.err(
                         tok_at,
                         format!("userdata={value}: expected hex bytes, e.g. userdata=01.02.ab"),
-                    ));
-                }
-                o.userdata = (0..hex.len())
-                    .step_by(2)
-                    .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                    .collect();
+                    )
+                })?;
             }
             "pause" | "meter_id" => {
                 return Err(cx.err(tok_at, format!("controller's {key} is not supported: Sluice has no continuations and no controller meter")));

@@ -152,3 +152,19 @@ pub(super) fn parse_masked(
     };
     Ok((value, mask))
 }
+
+/// Bytes written as hex digits, optionally separated by dots
+/// (`01.02.ab`, as `note:` and `userdata=` take them); `None` for an odd
+/// count or a non-hex character.
+pub(super) fn hex_bytes(s: &str) -> Option<Vec<u8>> {
+    let hex: String = s.chars().filter(|c| *c != '.').collect();
+    if !hex.len().is_multiple_of(2) || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    Some(
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex digits"))
+            .collect(),
+    )
+}
