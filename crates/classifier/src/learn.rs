@@ -192,8 +192,13 @@ impl Learn {
         if self.table == 255 {
             return Err("table id 255 not valid for 'learn' action".into());
         }
-        if self.limit != 0 || self.flags & flag::WRITE_RESULT != 0 {
-            return Err("learn: limit and result_dst are not supported yet".into());
+        if let Some(dst) = self.result_dst {
+            if !(dst.field.writable || dst.field.is_pipeline()) || dst.n_bits != 1 {
+                return Err(format!("learn: result_dst {dst} is not a writable bit"));
+            }
+            if !dst.field.prereq.holds(&rule.value, &rule.mask) {
+                return Err(format!("learn: result_dst {dst} lacks its prerequisites"));
+            }
         }
         let mut learned = Match::catch_all();
         for s in &self.specs {

@@ -65,8 +65,66 @@ fn refuses_what_ovs_refuses_at_add_time() {
     assert!(err("actions=learn(vlan_tci=0x1007/0x1fff)").contains("wildcards"));
     assert!(err("actions=learn(tun_tos=7)").contains("no NXM or OXM form"));
     assert!(err("actions=learn(bogus=1)").contains("unknown keyword"));
-    // Not built yet: said, not ignored.
-    assert!(err("actions=learn(limit=4,NXM_OF_ETH_SRC[])").contains("not supported yet"));
+    assert!(
+        err("actions=learn(result_dst=NXM_NX_REG0[0..1],NXM_OF_ETH_SRC[])").contains("single bit")
+    );
+    assert!(
+        err("actions=learn(result_dst=NXM_OF_TCP_DST[0],NXM_OF_ETH_SRC[])")
+            .contains("prerequisites")
+    );
+}
+
+/// `limit` and `result_dst`, as OVS's sandbox did with these rules and
+/// packets from MACs 1, 2, 3, 1: the first two learned (result 1, port 3),
+/// the third over the limit (result 0, port 4, nothing learned), the
+/// fourth a refresh (result 1).
+#[test]
+fn a_limit_stops_learning_and_result_dst_says_so() {
+    let rules = parse_flow_file(
+        "table=0,actions=learn(table=1,limit=2,result_dst=NXM_NX_REG0[0],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,2)\n\
+         table=2,reg0=1,actions=output:3\ntable=2,reg0=0,actions=output:4\n",
+        None,
+    )
+    .unwrap();
+    let mut set = RuleSet::from_specs(&rules, 0);
+    assert_eq!(
+        crate::action::format_actions(&set.table(0).next().unwrap().actions),
+        "learn(table=1,limit=2,result_dst=NXM_NX_REG0[0],NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,2)"
+    );
+    let mut outs = Vec::new();
+    for m in [1u8, 2, 3, 1] {
+        let k = FlowKey {
+            in_port: 1,
+            dl_src: [2, 0, 0, 0, 0, m],
+            dl_dst: [0xff; 6],
+            dl_type: 0x88b5,
+            ..Default::default()
+        };
+        let mut t = Translation::default();
+        let env = XlateEnv {
+            rules: &set,
+            ports: &[1, 2, 3, 4],
+        };
+        translate(env, &k, &mut t, false);
+        outs.push(format!("{:?}", t.actions));
+        for spec in &t.learned {
+            set.learn(spec, 1);
+        }
+    }
+    assert_eq!(
+        outs,
+        ["[Output(3)]", "[Output(3)]", "[Output(4)]", "[Output(3)]"]
+    );
+    assert_eq!(set.table(1).count(), 2);
+    // Put past its limit all the same (several translated in one batch):
+    // the rule set keeps the limit.
+    let mut over = learned_rule(
+        &learn_of("actions=learn(table=1,limit=2,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[])"),
+        &key(),
+    );
+    over.learn_limit = 2;
+    assert!(set.learn(&over, 2).is_none());
+    assert_eq!(set.table(1).count(), 2);
 }
 
 /// `fin_idle_timeout`/`fin_hard_timeout`: the learned rule starts with

@@ -36,6 +36,8 @@ pub mod subtype {
     pub const CLONE: u16 = 42;
     /// `NXAST_LEARN`.
     pub const LEARN: u16 = 16;
+    /// `NXAST_LEARN2` (with a limit and result_dst).
+    pub const LEARN2: u16 = 45;
     /// `NXAST_POP_QUEUE`.
     pub const POP_QUEUE: u16 = 5;
     /// `NXAST_SAMPLE`.
@@ -429,7 +431,8 @@ impl NxAction {
                 }
             }
             subtype::NOTE => NxAction::Note(b.take(b.left())?.to_vec()),
-            subtype::LEARN => NxAction::Learn(NxLearn::decode(&mut b)?),
+            subtype::LEARN => NxAction::Learn(NxLearn::decode(&mut b, false)?),
+            subtype::LEARN2 => NxAction::Learn(NxLearn::decode(&mut b, true)?),
             subtype::POP_QUEUE => {
                 if len != 16 {
                     return Err(OfError::BAD_ACTION_LEN);
@@ -788,7 +791,12 @@ impl NxAction {
             }
             NxAction::Nat(n) => nat::encode_nat(n, out),
             NxAction::Learn(l) => {
-                out.extend_from_slice(&subtype::LEARN.to_be_bytes());
+                let sub = if l.is_learn2() {
+                    subtype::LEARN2
+                } else {
+                    subtype::LEARN
+                };
+                out.extend_from_slice(&sub.to_be_bytes());
                 l.encode(out);
             }
             NxAction::PopQueue => {

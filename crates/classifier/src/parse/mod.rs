@@ -61,6 +61,9 @@ pub struct FlowSpec {
     /// hold what the action list does not keep (an output's `max_len`).
     /// `None` for rules written in the flow language.
     pub of_instructions: Option<std::sync::Arc<[u8]>>,
+    /// For a rule a `learn` with `limit=N` builds: N (the table may hold
+    /// at most N rules of the rule's cookie); 0 otherwise.
+    pub learn_limit: u32,
 }
 
 impl Default for FlowSpec {
@@ -78,6 +81,7 @@ impl Default for FlowSpec {
             table_given: false,
             flags: 0,
             of_instructions: None,
+            learn_limit: 0,
         }
     }
 }

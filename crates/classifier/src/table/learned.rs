@@ -68,6 +68,11 @@ impl RuleSet {
         if self.refresh_learned(spec, now_us) {
             return None;
         }
+        // Learned past its limit (by several packets of one batch, each
+        // translated before the others' rules were in): not put.
+        if !self.learn_allowed(spec) {
+            return None;
+        }
         let old = self
             .tables
             .get(usize::from(spec.table))
@@ -93,25 +98,49 @@ impl RuleSet {
         Some(rule)
     }
 
-    /// [`RuleSet::learn`] when it would only refresh: if the rule `spec`
-    /// describes is here as it says, starts its hard timeout again and
-    /// returns true. O(log n), no change of version.
-    pub fn refresh_learned(&self, spec: &FlowSpec, now_us: u64) -> bool {
-        let same = self
-            .tables
+    /// Whether a `learn` with a limit may put the rule `spec` describes:
+    /// it is here as it says (a refresh), or its table holds fewer than
+    /// the limit rules of its cookie (OVS counts them so). No limit: yes.
+    /// O(rules of the table) with a limit, as OVS's count.
+    pub fn learn_allowed(&self, spec: &FlowSpec) -> bool {
+        if spec.learn_limit == 0 || self.is_learned_here(spec) {
+            return true;
+        }
+        let n = self
+            .table(spec.table)
+            .filter(|r| r.cookie == spec.cookie)
+            .count();
+        n < spec.learn_limit as usize
+    }
+
+    fn is_learned_here(&self, spec: &FlowSpec) -> bool {
+        self.tables
             .get(usize::from(spec.table))
             .and_then(|t| t.find(&spec.matcher, spec.priority))
-            .filter(|old| {
+            .is_some_and(|old| {
                 old.actions == spec.actions
                     && old.cookie == spec.cookie
                     && old.idle_timeout == spec.idle_timeout
                     && old.hard_timeout == spec.hard_timeout
                     && old.flags == spec.flags
-            });
-        if let Some(old) = same {
-            old.touch(now_us);
+            })
+    }
+
+    /// [`RuleSet::learn`] when it would only refresh: if the rule `spec`
+    /// describes is here as it says, starts its hard timeout again and
+    /// returns true. O(log n), no change of version.
+    pub fn refresh_learned(&self, spec: &FlowSpec, now_us: u64) -> bool {
+        let same = self.is_learned_here(spec);
+        if same {
+            if let Some(old) = self
+                .tables
+                .get(usize::from(spec.table))
+                .and_then(|t| t.find(&spec.matcher, spec.priority))
+            {
+                old.touch(now_us);
+            }
         }
-        same.is_some()
+        same
     }
 
     /// Hands rules a datapath thread put into its copy to the control

@@ -61,6 +61,7 @@ pub fn learned_rule(l: &Learn, flow: &FlowKey) -> FlowSpec {
         } else {
             0
         },
+        learn_limit: l.limit,
         ..FlowSpec::default()
     }
 }
@@ -88,6 +89,23 @@ impl Ctx<'_, '_> {
                 ),
             );
         }
-        self.out.learned.push(spec);
+        // With a limit, learning fails when the table holds that many
+        // rules of the cookie already (a refresh always succeeds), as
+        // OVS's ofproto_flow_mod_learn; the result goes to result_dst.
+        let success = self.env.rules.learn_allowed(&spec);
+        if let Some(dst) = l.result_dst {
+            if self.out.trace.is_some() {
+                self.note(
+                    self.depth + 1,
+                    &format!("-> {dst} is now {}", u8::from(success)),
+                );
+            }
+            self.load(dst.field, dst.place(u128::from(success)), dst.mask());
+        }
+        if success {
+            self.out.learned.push(spec);
+        } else {
+            self.note(self.depth + 1, ">> Limit exceeded, learn failed");
+        }
     }
 }

@@ -51,16 +51,17 @@ pub(super) fn to_learn(l: &crate::nxm::NxLearn, m: Option<&Match>) -> Result<Lea
         fin_hard_timeout: l.fin_hard_timeout,
         cookie: l.cookie,
         flags: l.flags,
-        limit: 0,
-        result_dst: None,
+        limit: l.limit,
+        result_dst: match l.result_dst {
+            Some((h, ofs)) => Some(sub(h, ofs, 1)?),
+            None => None,
+        },
         specs,
     };
-    // What Sluice does not do yet is refused as a bad argument; a spec
-    // whose prerequisites do not hold, as OVS: MATCH_INCONSISTENT.
-    let unsupported = learn.flags & learn_flag::WRITE_RESULT != 0;
-    if unsupported {
+    if (learn.flags & learn_flag::WRITE_RESULT != 0) != learn.result_dst.is_some() {
         return Err(OfError::BAD_ARGUMENT);
     }
+    // A spec whose prerequisites do not hold, as OVS: MATCH_INCONSISTENT.
     learn
         .check(m.unwrap_or(&Match::catch_all()))
         .map_err(|_| OfError::MATCH_INCONSISTENT)?;
@@ -80,6 +81,8 @@ pub(super) fn from_learn(l: &Learn) -> OfAction {
         table: l.table,
         fin_idle_timeout: l.fin_idle_timeout,
         fin_hard_timeout: l.fin_hard_timeout,
+        limit: l.limit,
+        result_dst: l.result_dst.as_ref().map(hdr),
         specs: l
             .specs
             .iter()

@@ -871,6 +871,7 @@ pub(crate) fn op_of(
         table_given: !all_tables,
         flags: fm.flags,
         of_instructions: if deleting { None } else { instructions() },
+        learn_limit: 0,
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec()),

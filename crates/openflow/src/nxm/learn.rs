@@ -54,6 +54,11 @@ pub struct NxLearn {
     pub fin_idle_timeout: u16,
     /// `fin_hard_timeout`.
     pub fin_hard_timeout: u16,
+    /// `limit` (0: none; `NXAST_LEARN2` only).
+    pub limit: u32,
+    /// `result_dst`: NXM header and bit (`NXAST_LEARN2`, with
+    /// `NX_LEARN_F_WRITE_RESULT`).
+    pub result_dst: Option<(u32, u16)>,
     /// The specs.
     pub specs: Vec<NxLearnSpec>,
 }
@@ -65,13 +70,14 @@ mod learn_bits {
     pub const DST_SHIFT: u16 = 11;
     pub const DST_MASK: u16 = 3;
     pub const FLAGS: u16 = 7;
+    pub const WRITE_RESULT: u16 = 4;
 }
 
 impl NxLearn {
     /// Reads the action after its subtype, checked as OVS's `learn_pull`:
     /// known flags, a table other than 255, a zero pad, specs whose
     /// kinds exist and whose constants fit, zeros after the last.
-    pub(super) fn decode(b: &mut Rd) -> Result<NxLearn, OfError> {
+    pub(super) fn decode(b: &mut Rd, learn2: bool) -> Result<NxLearn, OfError> {
         let bad = OfError::BAD_ARGUMENT;
         let idle_timeout = b.u16()?;
         let hard_timeout = b.u16()?;
@@ -83,6 +89,18 @@ impl NxLearn {
         let fin_idle_timeout = b.u16()?;
         let fin_hard_timeout = b.u16()?;
         if flags & !learn_bits::FLAGS != 0 || table == 255 || pad != 0 {
+            return Err(bad);
+        }
+        // NXAST_LEARN2: the limit, result_dst's bit and header.
+        let (mut limit, mut result_dst) = (0, None);
+        if learn2 {
+            limit = b.u32()?;
+            let ofs = b.u16()?;
+            b.skip(2)?;
+            if flags & learn_bits::WRITE_RESULT != 0 {
+                result_dst = Some((b.u32()?, ofs));
+            }
+        } else if flags & learn_bits::WRITE_RESULT != 0 {
             return Err(bad);
         }
         let mut specs = Vec::new();
@@ -130,8 +148,15 @@ impl NxLearn {
             table,
             fin_idle_timeout,
             fin_hard_timeout,
+            limit,
+            result_dst,
             specs,
         })
+    }
+
+    /// Whether it needs `NXAST_LEARN2` (a limit or a result_dst).
+    pub fn is_learn2(&self) -> bool {
+        self.limit != 0 || self.result_dst.is_some()
     }
 
     /// Appends the action after its subtype (the caller pads to 8 bytes,
@@ -145,6 +170,15 @@ impl NxLearn {
         out.extend_from_slice(&[self.table, 0]);
         out.extend_from_slice(&self.fin_idle_timeout.to_be_bytes());
         out.extend_from_slice(&self.fin_hard_timeout.to_be_bytes());
+        if self.is_learn2() {
+            out.extend_from_slice(&self.limit.to_be_bytes());
+            let (h, ofs) = self.result_dst.unwrap_or((0, 0));
+            out.extend_from_slice(&ofs.to_be_bytes());
+            out.extend_from_slice(&[0, 0]);
+            if self.result_dst.is_some() {
+                out.extend_from_slice(&h.to_be_bytes());
+            }
+        }
         for s in &self.specs {
             let dst_kind: u16 = match s.dst {
                 NxLearnDst::Match(..) => 0,
