@@ -757,12 +757,17 @@ impl Ctx<'_, '_> {
     /// and a packet with either lowers the running rule's timeouts.
     fn fin_timeout(&mut self, idle: u16, hard: u16) {
         const FIN_RST: u16 = 0x001 | 0x004;
-        if !(self.flow.is_ip() && self.flow.nw_proto == 6) || self.flow.nw_frag & 2 != 0 {
+        // Whether the packet is TCP with a header is read too: a megaflow
+        // of another protocol must not serve a FIN.
+        self.out.wc.dl_type = 0xffff;
+        if !self.flow.is_ip() {
             return;
         }
-        self.out.wc.dl_type = 0xffff;
         self.out.wc.nw_proto = 0xff;
         self.out.wc.nw_frag |= 2;
+        if self.flow.nw_proto != 6 || self.flow.nw_frag & 2 != 0 {
+            return;
+        }
         self.out.wc.tcp_flags |= FIN_RST;
         if let Some(ix) = self
             .running_ix

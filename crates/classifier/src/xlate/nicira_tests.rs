@@ -191,3 +191,26 @@ fn dec_ttl_with_controller_ids() {
     k.nw_ttl = 1;
     assert_eq!(run(&r, &k).drop, Some(XlateDrop::InvalidTtl));
 }
+
+/// `fin_timeout`: the megaflow of any packet through it says whether the
+/// packet is TCP (so another protocol's megaflow never serves a FIN), and
+/// a TCP one the FIN and RST bits; only a FIN or RST records the change.
+#[test]
+fn fin_timeout_megaflows_tell_fin_and_rst_apart() {
+    let r = set("actions=fin_timeout(idle_timeout=5),output:2\n");
+    let mut udp = tcp_key();
+    udp.nw_proto = 17;
+    let t = run(&r, &udp);
+    assert_eq!(
+        (t.wc.dl_type, t.wc.nw_proto, t.wc.tcp_flags),
+        (0xffff, 0xff, 0)
+    );
+    assert!(t.fin_timeouts.is_empty());
+    let t = run(&r, &tcp_key());
+    assert_eq!(t.wc.tcp_flags, 0x005);
+    assert!(t.fin_timeouts.is_empty());
+    let mut fin = tcp_key();
+    fin.tcp_flags = 0x011;
+    let t = run(&r, &fin);
+    assert_eq!(t.fin_timeouts, [(0, 5, 0)]);
+}
