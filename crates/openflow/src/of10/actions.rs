@@ -335,12 +335,7 @@ pub fn encode(actions: &[Action], out: &mut Vec<u8>) {
             Action::ModVlanVid(v) => std8(out, at::SET_VLAN_VID, &v.to_be_bytes()),
             Action::ModVlanPcp(p) => std8(out, at::SET_VLAN_PCP, &[*p]),
             Action::PopVlan => std8(out, at::STRIP_VLAN, &[]),
-            Action::SetField { field, value, .. } if legacy_set(out, field, *value) => {}
-            Action::SetField { field, value, .. } => {
-                from_load(field, *value, field.full_mask())
-                    .iter()
-                    .for_each(|o| encode_of(o, out));
-            }
+            Action::SetField { field, value, .. } => set_field(out, field, *value, None),
             Action::GotoTable(t) => {
                 nx_simple(out, nxast::RESUBMIT_TABLE, 10, &[0xff, 0xf8, *t]);
             }
@@ -363,33 +358,32 @@ pub fn encode(actions: &[Action], out: &mut Vec<u8>) {
     }
 }
 
+/// A set of `field` (bits `mask`, all when none) as 1.0 says it: the 1.0
+/// action for the field when there is one, else `NXAST_REG_LOAD`s.
+fn set_field(out: &mut Vec<u8>, field: &'static Field, value: u128, mask: Option<u128>) {
+    if mask.is_none() && legacy_set(out, field, value) {
+        return;
+    }
+    from_load(field, value, mask.unwrap_or(field.full_mask()))
+        .iter()
+        .for_each(|o| encode_of(o, out));
+}
+
 /// One OpenFlow action (1.3's form) as 1.0 says it.
 fn encode_of(o: &OfAction, out: &mut Vec<u8>) {
     match o {
         OfAction::Output { port, max_len } => output(out, *port, *max_len),
+        OfAction::SetField(x) if x.field == f::VLAN_VID => std8(
+            out,
+            at::SET_VLAN_VID,
+            &(x.value as u16 & 0x0fff).to_be_bytes(),
+        ),
         OfAction::SetField(x) => {
             if let Some((field, _)) = crate::convert::mapped(x.field) {
-                let value = match x.field {
-                    f::VLAN_VID => {
-                        std8(
-                            out,
-                            at::SET_VLAN_VID,
-                            &(x.value as u16 & 0x0fff).to_be_bytes(),
-                        );
-                        return;
-                    }
-                    _ => x.value,
-                };
-                if !legacy_set(out, field, value) {
-                    from_load(field, value, x.mask.unwrap_or(field.full_mask()))
-                        .iter()
-                        .for_each(|o| encode_of(o, out));
-                }
+                set_field(out, field, x.value, x.mask);
             }
         }
-        OfAction::SetNwTtl(t) => from_load(fd("nw_ttl"), u128::from(*t), 0xff)
-            .iter()
-            .for_each(|o| encode_of(o, out)),
+        OfAction::SetNwTtl(t) => set_field(out, fd("nw_ttl"), u128::from(*t), None),
         OfAction::PopVlan => std8(out, at::STRIP_VLAN, &[]),
         OfAction::DecNwTtl => nx_simple(out, nxast::DEC_TTL, 10, &[]),
         OfAction::Group(g) => nx_simple(out, nxast::GROUP, 12, &g.to_be_bytes()),
