@@ -70,6 +70,17 @@ pub enum Action {
         /// The hard timeout, seconds.
         hard: u16,
     },
+    /// `check_pkt_larger(N)->DST` — writes 1 into the one-bit `dst` if
+    /// the packet is longer than `len` bytes, else 0 (OVS's length: the
+    /// frame without Ethernet padding). The datapath decides per packet
+    /// (OVS's `check_pkt_len`): the rest of the action list is translated
+    /// for each answer, so one megaflow serves both sizes.
+    CheckPktLarger {
+        /// The length compared with.
+        len: u16,
+        /// The bit written.
+        dst: Subfield,
+    },
     /// `NORMAL` — the bridge's own switching: MAC learning, VLAN port
     /// modes, flooding ([`crate::xlate`], `normal.rs`).
     Normal,
@@ -314,6 +325,7 @@ impl std::fmt::Display for Action {
                 write!(f, "fin_timeout({})", parts.join(","))
             }
             Action::Bundle(b) => write!(f, "{b}"),
+            Action::CheckPktLarger { len, dst } => write!(f, "check_pkt_larger({len})->{dst}"),
             Action::Sample(s) => write!(f, "{s}"),
             Action::SetQueue(q) => write!(f, "set_queue:{q}"),
             Action::PopQueue => f.write_str("pop_queue"),

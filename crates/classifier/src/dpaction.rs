@@ -147,6 +147,19 @@ pub enum DpAction {
     /// through the datapath again as received on the tunnel port its outer
     /// headers name, with them as its tunnel metadata (OVS's `tnl_pop`).
     TnlPop(std::sync::Arc<crate::tunnel::Receivers>),
+    /// `check_pkt_larger`'s per-packet choice (OVS's `check_pkt_len`): a
+    /// packet longer than `len` bytes, Ethernet padding not counted, runs
+    /// `gt`, another `le`; on a copy when actions follow this one (which
+    /// then see the packet as it was before it), on the packet itself
+    /// when none does.
+    CheckPktLen {
+        /// The length compared with.
+        len: u16,
+        /// The actions of longer packets.
+        gt: std::sync::Arc<[DpAction]>,
+        /// The actions of the others.
+        le: std::sync::Arc<[DpAction]>,
+    },
 }
 
 /// A select group's per-packet choice ([`DpAction::Select`]).
@@ -294,6 +307,12 @@ impl std::fmt::Display for DpAction {
                 }
                 f.write_str(")")
             }
+            DpAction::CheckPktLen { len, gt, le } => write!(
+                f,
+                "check_pkt_len(size={len},gt({}),le({}))",
+                format_dp_actions(gt),
+                format_dp_actions(le)
+            ),
         }
     }
 }

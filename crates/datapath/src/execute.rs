@@ -82,6 +82,12 @@ pub(crate) struct RecircQueue {
     /// Fragments a `ct` let go (their datagram tracked, or their list
     /// expired), to run the actions after it once the batch is done.
     pub released: Vec<crate::fragments::Released>,
+    /// Set while a `check_pkt_len` branch runs: the list's scratch above
+    /// is the branch's packets' own from before it, not reset.
+    pub branch: bool,
+    /// Whether actions before this list (a branch's) changed the packet
+    /// since its key was made: a `ct` parses it again.
+    pub reparse: bool,
 }
 
 impl RecircQueue {
@@ -116,6 +122,8 @@ impl RecircQueue {
             carried: 0,
             carrier: [0; BATCH_SIZE],
             released: Vec::new(),
+            branch: false,
+            reparse: false,
         }
     }
 }
@@ -208,8 +216,50 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         | DpAction::TnlOutput { .. }
         | DpAction::TnlPop(_)
         | DpAction::Ct(_)
-        | DpAction::CtClear => true,
+        | DpAction::CtClear
+        | DpAction::CheckPktLen { .. } => true,
     };
+}
+
+/// The packet's length as `check_pkt_len` compares it: the frame without
+/// the Ethernet padding after its IP datagram (OVS's
+/// `dp_packet_get_send_len - dp_packet_l2_pad_size`, the pad being what
+/// follows a sane IPv4 total length or IPv6 payload length).
+pub fn check_len(pkt: &Packet) -> usize {
+    let d = pkt.data();
+    let n = d.len();
+    let Some(l3) = pkt.meta.l3() else {
+        return n;
+    };
+    let be16 = |at: usize| {
+        d.get(at..at + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    let ip_len = match pkt.meta.l3_type {
+        0x0800 => be16(l3 + 2).filter(|&t| t >= 20),
+        0x86dd => be16(l3 + 4).map(|p| p + 40),
+        _ => None,
+    };
+    match ip_len {
+        Some(len) if l3 + len <= n => l3 + len,
+        _ => n,
+    }
+}
+
+/// Whether a datapath action leaves the packet's bytes as they were.
+fn keeps_packet(a: &DpAction) -> bool {
+    match a {
+        DpAction::Ct(r) => r.nat.is_none(),
+        // Branches run on copies, or last.
+        a => matches!(
+            a,
+            DpAction::Output(_)
+                | DpAction::Controller { .. }
+                | DpAction::Meter(_)
+                | DpAction::CtClear
+                | DpAction::CheckPktLen { .. }
+        ),
+    }
 }
 
 /// Whether a datapath action gives the packet (or a copy) a destination,
@@ -224,6 +274,7 @@ fn sends(a: &DpAction) -> bool {
         | DpAction::TnlPop(_)
         | DpAction::Ct(_) => true,
         DpAction::Select(sel) => sel.variants.iter().any(|(_, v)| has_destination(v)),
+        DpAction::CheckPktLen { gt, le, .. } => has_destination(gt) || has_destination(le),
         _ => false,
     }
 }
@@ -350,7 +401,11 @@ pub(crate) fn execute(
     // Packets that could not recirculate (those whose fate a queued copy
     // carries are `recirc.carried`).
     let mut recirc_full = 0u32;
-    recirc.carried = 0;
+    if !recirc.branch {
+        recirc.carried = 0;
+        recirc.ct_set = 0;
+        recirc.reparse = false;
+    }
     // Packets a meter's drop band took.
     let mut metered = 0u32;
     // Packets later actions pass over: those a meter dropped, and the
@@ -360,12 +415,13 @@ pub(crate) fn execute(
     // The packets a final `ct` consumed (no output after it); the
     // tracker's results are in `recirc.ct`, valid per `recirc.ct_set`.
     let mut ct_end = 0u32;
-    recirc.ct_set = 0;
     // Tunnel packets refused, by reason.
     let (mut tnl_header, mut tnl_csum, mut tnl_port, mut tnl_long) = (0u32, 0u32, 0u32, 0u32);
     let mut ctl_rate = 0u32;
     let mut ctl_budget = 0u32;
     let mut ctl_port = 0u32;
+    // Packets a final `check_pkt_len` handed to a branch, their fate with it.
+    let mut branched = 0u32;
     for (ai, a) in acts[..=last].iter().enumerate() {
         let is_last = ai == last;
         match *a {
@@ -604,16 +660,7 @@ pub(crate) fn execute(
                 // Whether an action before this one changed the packet
                 // (a header rewrite, a translating ct): then it is parsed
                 // again (its key is the pass's).
-                let changed = !acts[..ai].iter().all(|a| match a {
-                    DpAction::Ct(r) => r.nat.is_none(),
-                    a => matches!(
-                        a,
-                        DpAction::Output(_)
-                            | DpAction::Controller { .. }
-                            | DpAction::Meter(_)
-                            | DpAction::CtClear
-                    ),
-                });
+                let changed = recirc.reparse || !acts[..ai].iter().all(keeps_packet);
                 for &i in pkts {
                     let bit = 1u32 << i;
                     if skip & bit != 0 {
@@ -709,6 +756,89 @@ pub(crate) fn execute(
                     crate::fragments::expire(ct, now_ms, &rest, &mut recirc.released, stats);
                 }
             }
+            DpAction::CheckPktLen {
+                len,
+                ref gt,
+                ref le,
+            } => {
+                let (mut big, mut small) = (
+                    ArrayVec::<u8, BATCH_SIZE>::new(),
+                    ArrayVec::<u8, BATCH_SIZE>::new(),
+                );
+                for &i in pkts {
+                    if skip & (1u32 << i) != 0 {
+                        continue;
+                    }
+                    if let Some(p) = slots[i as usize].as_ref() {
+                        if check_len(p) > usize::from(len) {
+                            big.push(i);
+                        } else {
+                            small.push(i);
+                        }
+                    }
+                }
+                // Last: the packets themselves, their fates the branches'.
+                // Otherwise copies, whose fates are not counted (their
+                // packets go on with the actions after this one).
+                let mut copies: [Option<Packet>; BATCH_SIZE];
+                let (targets, branch_counted) = if is_last {
+                    for &i in big.iter().chain(&small) {
+                        branched |= 1 << i;
+                    }
+                    (&mut *slots, counted)
+                } else {
+                    copies = std::array::from_fn(|_| None);
+                    for &i in big.iter().chain(&small) {
+                        match slots[i as usize]
+                            .as_ref()
+                            .and_then(|p| pool.clone_packet(p))
+                        {
+                            Some(c) => copies[i as usize] = Some(c),
+                            None => {
+                                stats.copy_failures += 1;
+                                no_buf |= 1 << i;
+                            }
+                        }
+                    }
+                    (&mut copies, u32::MAX)
+                };
+                // The branches start from this list's scratch (a `ct`
+                // result so far, the packet changed); the actions after
+                // this one find it as it was.
+                let saved = (recirc.branch, recirc.reparse, recirc.carried, recirc.ct_set);
+                // (The results array is copied only when it will be read.)
+                let ct_saved = if !is_last && recirc.ct_set != 0 {
+                    Some(recirc.ct)
+                } else {
+                    None
+                };
+                recirc.branch = true;
+                recirc.reparse |= !acts[..ai].iter().all(keeps_packet);
+                for (list, group) in [(gt, &big), (le, &small)] {
+                    if !group.is_empty() {
+                        execute(
+                            list,
+                            drop,
+                            group,
+                            targets,
+                            pool,
+                            out,
+                            stats,
+                            packet_ins,
+                            now_us,
+                            recirc,
+                            branch_counted,
+                            rules,
+                            keys,
+                            hashes,
+                        );
+                    }
+                }
+                (recirc.branch, recirc.reparse, recirc.carried, recirc.ct_set) = saved;
+                if let Some(ct) = ct_saved {
+                    recirc.ct = ct;
+                }
+            }
             DpAction::CtClear => {
                 for &i in pkts {
                     recirc.ct[i as usize] = CtResult::default();
@@ -766,7 +896,7 @@ pub(crate) fn execute(
     }
     for &i in pkts {
         let bit = 1u32 << i;
-        if counted & bit != 0 {
+        if (counted | branched) & bit != 0 {
             continue;
         }
         if held & bit != 0 {

@@ -62,7 +62,8 @@ impl RecircGc {
     }
 }
 
-/// The ids of the `recirc` actions in `acts` (and in its select variants).
+/// The ids of the `recirc` actions in `acts` (and in its select variants
+/// and `check_pkt_len` branches).
 fn recirc_ids(acts: &[DpAction], ids: &mut Vec<u32>) {
     for a in acts {
         match a {
@@ -71,6 +72,10 @@ fn recirc_ids(acts: &[DpAction], ids: &mut Vec<u32>) {
                 for (_, v) in &sel.variants {
                     recirc_ids(v, ids);
                 }
+            }
+            DpAction::CheckPktLen { gt, le, .. } => {
+                recirc_ids(gt, ids);
+                recirc_ids(le, ids);
             }
             _ => {}
         }

@@ -173,6 +173,7 @@ table=10,priority=3,ip,actions=multipath(symmetric_l3l4+udp,1024,hrw,4,0,NXM_NX_
 table=11,priority=4,tcp,actions=bundle_load(symmetric_l4,0,hrw,ofport,NXM_NX_REG0[],members:1,2),bundle(eth_src,50,active_backup,ofport,members:2,1)
 table=12,ip,actions=dec_ttl(1,2),output:2
 table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
+table=14,ip,actions=check_pkt_larger(1500)->NXM_NX_REG0[5],resubmit(,15)
 ",
     )
     .unwrap();
@@ -195,6 +196,7 @@ table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
             "table=11 priority=4,tcp actions=bundle_load(symmetric_l4,0,hrw,ofport,NXM_NX_REG0[],members:1,2),bundle(eth_src,50,active_backup,ofport,members:2,1)",
             "table=12 ip actions=dec_ttl(1,2),output:2",
             "table=13 tcp actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2",
+            "table=14 ip actions=check_pkt_larger(1500)->NXM_NX_REG0[5],resubmit(,15)",
             "table=2 reg0=0x5/0xff actions=load:0x1->NXM_NX_REG1[0..7],move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[],resubmit(,3),output:NXM_NX_REG2[0..15]",
             "table=3 conj_id=7,ip actions=clone(mod_vlan_vid:5,output:2),ct(commit,zone=3,exec(load:0x1->NXM_NX_CT_MARK[])),sample(probability=100,collector_set_id=1,obs_domain_id=2,obs_point_id=3)",
             "table=3 ip,nw_src=10.0.0.1 actions=conjunction(7,2/2)",
@@ -208,13 +210,14 @@ table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
     );
     // The same file added over 1.3 to another switch: the same rules
     // (enqueue is 1.0's: over 1.3 it is the three actions it stands for;
-    // ovs-ofctl sends a learn of NXM_OF_IN_PORT over NXM only).
+    // ovs-ofctl sends a learn of NXM_OF_IN_PORT and check_pkt_larger over
+    // NXM only).
     let f13 = dir.path().join("nicira13.flows");
     let text = std::fs::read_to_string(&flows).unwrap();
     let text: String = text
         .replace("enqueue:1:3", "set_queue:3,output:1,pop_queue")
         .lines()
-        .filter(|l| !l.contains("learn("))
+        .filter(|l| !l.contains("learn(") && !l.contains("check_pkt_larger"))
         .map(|l| format!("{l}\n"))
         .collect();
     std::fs::write(&f13, text).unwrap();
@@ -223,7 +226,7 @@ table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
     // (Both read in 1.0: what was sent as set_field over 1.3 and as load
     // over 1.0 is kept as it came, in 1.3's dump.)
     let mut via10 = rules_of(&dump);
-    via10.retain(|r| !r.contains("learn("));
+    via10.retain(|r| !r.contains("learn(") && !r.contains("check_pkt_larger"));
     assert_eq!(via10, rules_of(&run(&["dump-flows", &t13])));
     assert_eq!(via10.len(), 15);
     // The standard 1.0 format (what ovs-ofctl falls back to) and the
@@ -231,13 +234,13 @@ table=13,tcp,actions=fin_timeout(idle_timeout=7,hard_timeout=9),output:2
     let (ok, out) = ofctl10(&["-F", "openflow10", "dump-flows", &t, "table=0"]);
     assert!(ok && out.starts_with("OFPST_FLOW reply"), "{out}");
     assert_eq!(rules_of(&out).len(), 2, "{out}");
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=16"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=17"));
     // A 1.0 modify that selects nothing adds; strict and loose deletes.
     run(&["mod-flows", &t, "table=8,udp,actions=output:2"]);
     assert!(run(&["dump-flows", &t, "table=8"]).contains("udp actions=output:2"));
     run(&["del-flows", "--strict", &t, "priority=20,arp"]);
     run(&["del-flows", &t, "table=3"]);
-    assert!(run(&["dump-aggregate", &t]).contains("flow_count=12"));
+    assert!(run(&["dump-aggregate", &t]).contains("flow_count=13"));
     // Errors in 1.0's numbers: an unknown group.
     let (ok, out) = ofctl10(&["add-flow", &t, "actions=group:9"]);
     assert!(!ok && out.contains("OFPBAC_BAD_OUT_GROUP"), "{out}");

@@ -305,6 +305,20 @@ pub(super) fn parse_actions(
                 }
                 Action::FinTimeout { idle, hard }
             }
+            "check_pkt_larger" => {
+                let a = need()?;
+                let Some((len, dst)) = a.split_once(")->") else {
+                    return Err(cx.err(arg_at, "check_pkt_larger needs 'check_pkt_larger(LEN)->DST', e.g. check_pkt_larger(1500)->NXM_NX_REG0[0]"));
+                };
+                let len = parse_int(cx, len.trim(), arg_at, 16, "check_pkt_larger's length")? as u16;
+                let dat = arg_at + a.len() - dst.len();
+                let dst = Subfield::parse(dst.trim()).map_err(|e| cx.err(dat, e))?;
+                if dst.n_bits != 1 {
+                    return Err(cx.err(dat, "check_pkt_larger: only a 1-bit destination field is allowed, e.g. NXM_NX_REG0[0]"));
+                }
+                check_loadable(cx, dst.field, &cur, dat, "check_pkt_larger")?;
+                Action::CheckPktLarger { len, dst }
+            }
             "multipath" => {
                 // OVS's order: fields, basis, algorithm, n_links, arg, dst.
                 let a = need()?;

@@ -191,6 +191,12 @@ struct Ctx<'a, 'o> {
     /// A select group the datapath chooses per packet, waiting for the
     /// end of the translation ([`select`]).
     select: Option<select::Pending>,
+    /// How many `check_pkt_larger` forks are being translated, nested
+    /// ([`fork`]).
+    forks: u32,
+    /// Datapath actions moved into the branches of forks: they count
+    /// against [`MAX_DP_ACTIONS`] with those of the list.
+    forked: usize,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -287,6 +293,8 @@ fn run(
         stale: encap::Stale::None,
         frozen: None,
         select: None,
+        forks: 0,
+        forked: 0,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -467,6 +475,10 @@ impl Ctx<'_, '_> {
                 Action::Multipath(ref mp) => self.multipath(mp),
                 Action::FinTimeout { idle, hard } => self.fin_timeout(idle, hard),
                 Action::Bundle(ref b) => self.bundle(b),
+                Action::CheckPktLarger { len, dst } => {
+                    // The rest of this list runs in the fork's branches.
+                    return self.check_pkt_larger(len, dst, &actions[i + 1..], table);
+                }
                 Action::Ct(ref ct) => self.conntrack(ct, table),
                 Action::CtClear => self.ct_clear(),
                 Action::Move { src, dst } => self.move_bits(src, dst),
@@ -570,7 +582,7 @@ impl Ctx<'_, '_> {
     }
 
     fn push(&mut self, a: DpAction) {
-        if self.out.actions.len() >= MAX_DP_ACTIONS {
+        if self.out.actions.len() + self.forked >= MAX_DP_ACTIONS {
             self.error = Some(XlateDrop::TooManyActions);
             return;
         }
@@ -941,6 +953,7 @@ impl Ctx<'_, '_> {
 mod commit;
 mod ct;
 mod encap;
+mod fork;
 mod groups;
 mod learn;
 pub use learn::learned_rule;
@@ -949,6 +962,8 @@ mod normal;
 mod select;
 mod tunnel;
 pub use select::resolve as resolve_select;
+#[cfg(test)]
+mod fork_tests;
 #[cfg(test)]
 mod load_tests;
 #[cfg(test)]

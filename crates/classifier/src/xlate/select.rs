@@ -60,7 +60,7 @@ fn plain(a: &DpAction) -> bool {
 
 /// The translation state a bucket run changes, to put back.
 #[derive(Clone, Copy)]
-struct Snapshot {
+pub(super) struct Snapshot {
     flow: FlowKey,
     dirty: FlowKey,
     vlan_origin: [Option<usize>; 2],
@@ -71,7 +71,7 @@ struct Snapshot {
 }
 
 impl Ctx<'_, '_> {
-    fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot(&self) -> Snapshot {
         Snapshot {
             flow: self.flow,
             dirty: self.dirty,
@@ -83,7 +83,7 @@ impl Ctx<'_, '_> {
         }
     }
 
-    fn restore(&mut self, s: Snapshot) {
+    pub(super) fn restore(&mut self, s: Snapshot) {
         self.flow = s.flow;
         self.dirty = s.dirty;
         self.vlan_origin = s.vlan_origin;
@@ -96,7 +96,8 @@ impl Ctx<'_, '_> {
     /// Emits select group `g` as a per-packet choice over slot table `t`;
     /// false (nothing changed) when it cannot be one.
     pub(super) fn select_in_datapath(&mut self, g: &Group, t: &Arc<SlotTable>, table: u8) -> bool {
-        if self.select.is_some() || self.frozen.is_some() || self.error.is_some() {
+        if self.select.is_some() || self.frozen.is_some() || self.error.is_some() || self.forks > 0
+        {
             return false;
         }
         let buckets = &t.buckets;

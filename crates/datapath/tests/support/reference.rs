@@ -210,9 +210,10 @@ impl Ref<'_> {
                 Action::Multipath(_)
                 | Action::Bundle(_)
                 | Action::DecTtlIds(_)
-                | Action::FinTimeout { .. } => {
-                    unreachable!("no multipath, bundle or dec_ttl(ids) in generated rules")
-                }
+                | Action::FinTimeout { .. }
+                | Action::CheckPktLarger { .. } => unreachable!(
+                    "no multipath, bundle, dec_ttl(ids), fin_timeout or check_pkt_larger in generated rules"
+                ),
                 Action::Conjunction { .. } => unreachable!("a clause is never a lookup result"),
                 Action::All | Action::Flood => {
                     for p in PORTS {

@@ -328,6 +328,7 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
         Action::Note(bytes) => OfAction::Nx(crate::nxm::NxAction::Note(bytes.clone())),
         Action::Learn(l) => learn::from_learn(l),
         Action::Multipath(mp) => return nx::from_multipath(mp),
+        Action::CheckPktLarger { len, dst } => return nx::from_check_pkt_larger(*len, dst),
         Action::Bundle(b) => return nx::from_bundle(b),
         Action::Sample(s) => OfAction::Nx(crate::nxm::NxAction::Sample(*s)),
         Action::SetQueue(q) => OfAction::SetQueue(*q),

@@ -138,6 +138,11 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                 dst: sf,
             }))
         }
+        NxAction::CheckPktLarger { pkt_len, ofs, dst } => {
+            let dst = subfield(dst, ofs, 1)?;
+            check_writable(dst.field, m)?;
+            Action::CheckPktLarger { len: pkt_len, dst }
+        }
         NxAction::Controller {
             max_len,
             id,
@@ -398,6 +403,19 @@ pub(super) fn from_move(src: &Subfield, dst: &Subfield) -> Vec<OfAction> {
 
 /// OpenFlow 1.0's `OFPP_IN_PORT`, in a resubmit: the packet's own port.
 const IN_PORT16: u16 = 0xfff8;
+
+/// `NXAST_CHECK_PKT_LARGER` of a `check_pkt_larger` (none for a
+/// destination with no NXM header).
+pub(super) fn from_check_pkt_larger(len: u16, dst: &Subfield) -> Vec<OfAction> {
+    let Some(h) = header_of(dst.field) else {
+        return Vec::new();
+    };
+    vec![OfAction::Nx(NxAction::CheckPktLarger {
+        pkt_len: len,
+        ofs: dst.ofs.into(),
+        dst: h,
+    })]
+}
 
 /// `NXAST_MULTIPATH` of a `multipath` (none for a destination with no
 /// NXM header).
