@@ -110,14 +110,14 @@ pub fn run_case(
     profile: &str,
     config: &str,
     packets: u64,
-    tx_flush_us: u64,
+    tx_flush: sluice_datapath::TxFlush,
     pmds: usize,
 ) -> Result<BenchResult, String> {
     let pmds = pmds.max(1);
     let specs = parse_flow_file(&rules.flows(), Some(&rules.name())).map_err(|e| e.to_string())?;
     let cfg = DatapathConfig {
         cache: cache_config(config)?,
-        tx_flush_interval_us: tx_flush_us,
+        tx_flush,
         ..Default::default()
     };
     let mut ruleset = RuleSet::from_specs(&specs, 0);
@@ -330,7 +330,17 @@ mod tests {
     fn the_tunnel_sets_encapsulate_and_decapsulate() {
         let frames = flows_profile(8, Distribution::RoundRobin, 32, 64, 1);
         for rules in [RuleSetKind::VxlanEncap, RuleSetKind::VxlanDecap] {
-            let r = run_case(rules, &frames, 8, "rr", "default", 4000, 0, 1).unwrap();
+            let r = run_case(
+                rules,
+                &frames,
+                8,
+                "rr",
+                "default",
+                4000,
+                sluice_datapath::TxFlush::Auto,
+                1,
+            )
+            .unwrap();
             assert_eq!(r.packets, 4000, "{}", rules.name());
             assert!(r.mpps > 0.0);
             let shares = r.emc_pct + r.smc_pct + r.megaflow_pct + r.upcall_pct;
@@ -350,9 +360,29 @@ mod tests {
     fn a_small_case_runs_and_balances() {
         let frames = flows_profile(100, Distribution::Zipf(1.0), 2000, 64, 1);
         for rules in RuleSetKind::ALL {
-            let r = run_case(rules, &frames, 100, "zipf", "default", 5000, 0, 1).unwrap();
+            let r = run_case(
+                rules,
+                &frames,
+                100,
+                "zipf",
+                "default",
+                5000,
+                sluice_datapath::TxFlush::Auto,
+                1,
+            )
+            .unwrap();
             assert_eq!(r.packets, 5000);
-            let two = run_case(rules, &frames, 100, "zipf", "default", 5001, 0, 2).unwrap();
+            let two = run_case(
+                rules,
+                &frames,
+                100,
+                "zipf",
+                "default",
+                5001,
+                sluice_datapath::TxFlush::Auto,
+                2,
+            )
+            .unwrap();
             assert_eq!(two.packets, 5001, "shares add up over PMDs");
             assert!((r.emc_pct + r.smc_pct + r.megaflow_pct + r.upcall_pct - 100.0).abs() < 1e-6);
         }

@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod batching;
 pub mod harness;
 pub mod plot;
 pub mod profile;

@@ -17,6 +17,7 @@ pub const BIG_FRAME_SIZE: usize = 1 << 17;
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::{Port, PortError, PortStats, RxStatus};
 
+use crate::autobatch::TxFlush;
 use crate::cascade::CacheConfig;
 use crate::cycles;
 use crate::execute::PacketIn;
@@ -60,9 +61,11 @@ pub struct DatapathConfig {
     pub packet_in_queue: usize,
     /// The flow caches.
     pub cache: CacheConfig,
-    /// How long (µs) a port's output batch may wait for more packets; 0
-    /// sends it at the end of each rx burst (OVS's `tx-flush-interval`).
-    pub tx_flush_interval_us: u64,
+    /// How long a port's output batch may wait for more packets (OVS's
+    /// `tx-flush-interval`): measured per port (`auto`, the default:
+    /// [`crate::autobatch`]) or at most N µs (0: to the end of each rx
+    /// burst, OVS's default).
+    pub tx_flush: TxFlush,
     /// VLAN tags parsed into the flow key, as Open vSwitch's
     /// `other_config:vlan-limit`: 1 (OVS's default) parses the outer tag
     /// only, so a second tag's TPID is the EtherType and no L3 field is
@@ -82,7 +85,7 @@ impl Default for DatapathConfig {
             big_frames: 512,
             packet_in_queue: 1024,
             cache: CacheConfig::default(),
-            tx_flush_interval_us: 0,
+            tx_flush: TxFlush::Auto,
             vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
             pad_short_frames: false,
         }
@@ -142,6 +145,11 @@ pub struct PortReport {
     /// The rx queues this PMD polls, each with its cycles (the first is
     /// the queue it also sends on).
     pub rxqs: Vec<RxqLoad>,
+    /// Its `tx-flush-interval` in force.
+    pub tx_flush: TxFlush,
+    /// What its sends cost and the hold `auto` chose (measured whatever
+    /// the setting).
+    pub kicks: crate::autobatch::KickReport,
 }
 
 /// One rx queue's load on a PMD, for `pmd-rxq-show` and rebalancing.
@@ -207,7 +215,7 @@ impl Datapath {
             pool,
             out: OutputStage {
                 ports: Vec::new(),
-                tx_flush_interval_us: cfg.tx_flush_interval_us,
+                tx_flush: cfg.tx_flush,
                 pad_short: cfg.pad_short_frames,
             },
             port_numbers: Vec::new(),
@@ -267,7 +275,9 @@ impl Datapath {
                 txq: PacketBatch::new(),
                 rx_done: !caps.rx,
                 flush_deadline_us: 0,
-                tx_flush_interval_us: None,
+                tx_flush: None,
+                kicks: crate::autobatch::KickModel::default(),
+                send_at: usize::MAX,
                 rx_cycles: 0,
                 no_recv: false,
                 no_fwd: false,
@@ -390,16 +400,20 @@ impl Datapath {
         self.epoch += 1;
     }
 
-    /// Sets `tx-flush-interval` (µs) for port `ofport`, or for every port
+    /// Sets `tx-flush-interval` for port `ofport`, or for every port
     /// without its own setting when `None`. Queued batches are sent first,
     /// so no packet waits under the old setting.
-    pub fn set_tx_flush_interval(&mut self, ofport: Option<u32>, us: u64) -> Result<(), DpError> {
+    pub fn set_tx_flush_interval(
+        &mut self,
+        ofport: Option<u32>,
+        f: TxFlush,
+    ) -> Result<(), DpError> {
         self.out.flush_all(&mut self.pool, &mut self.stats);
         match ofport {
-            None => self.out.tx_flush_interval_us = us,
+            None => self.out.tx_flush = f,
             Some(n) => {
                 let i = self.out.index_of(n).ok_or(DpError::NoSuchPort(n))?;
-                self.out.ports[i].tx_flush_interval_us = Some(us);
+                self.out.ports[i].tx_flush = Some(f);
             }
         }
         Ok(())
@@ -734,7 +748,8 @@ impl Datapath {
         for q in &mut slot.extra_rxqs {
             flushed = flushed.and(q.port.flush(&mut self.pool));
         }
-        self.removed_ports.push(slot_report(&slot));
+        self.removed_ports
+            .push(slot_report(&slot, self.out.tx_flush));
         flushed.map_err(DpError::Port)?;
         Ok(self.removed_ports.last().cloned().expect("just pushed"))
     }
@@ -764,7 +779,12 @@ impl Datapath {
 
     /// Every port's counters.
     pub fn port_reports(&self) -> Vec<PortReport> {
-        self.out.ports.iter().map(slot_report).collect()
+        let default = self.out.tx_flush;
+        self.out
+            .ports
+            .iter()
+            .map(|s| slot_report(s, default))
+            .collect()
     }
 
     /// Packet-ins waiting for an OpenFlow channel.
@@ -868,7 +888,7 @@ impl Datapath {
 }
 
 /// A port's report: its queues' counters summed, each rx queue's cycles.
-fn slot_report(s: &PortSlot) -> PortReport {
+fn slot_report(s: &PortSlot, default_flush: TxFlush) -> PortReport {
     let mut stats = s.port.stats();
     let mut warnings = s.port.warnings();
     let mut rxqs = vec![RxqLoad {
@@ -892,5 +912,7 @@ fn slot_report(s: &PortSlot) -> PortReport {
         warnings,
         receives: s.caps.rx,
         rxqs,
+        tx_flush: s.tx_flush.unwrap_or(default_flush),
+        kicks: s.kicks.report(),
     }
 }

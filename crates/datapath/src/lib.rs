@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod autobatch;
 pub mod cascade;
 #[allow(unsafe_code)]
 pub mod cycles;
@@ -21,6 +22,7 @@ mod recirc_gc;
 pub mod stats;
 mod upcall_budget;
 
+pub use autobatch::TxFlush;
 pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
 pub use execute::PacketIn;

@@ -1,15 +1,18 @@
 //! The output stage (seed 000): one tx batch per port, collected across
 //! rx bursts and handed to the port with one call when it is full, or
-//! when `tx-flush-interval` µs have passed since its first packet (0, the
-//! default: at the end of the rx burst that filled it). Idle iterations,
-//! shutdown and reconfiguration force a flush, so nothing waits when no
-//! more packets come. A port's batch is FIFO, so per-flow order holds.
+//! when its hold has passed since its first packet: `tx-flush-interval`
+//! µs if set (0: at the end of the rx burst that filled it), else what
+//! the port's own measurements call for (`auto`, the default:
+//! [`crate::autobatch`]). Idle iterations, shutdown and reconfiguration
+//! force a flush, so nothing waits when no more packets come. A port's
+//! batch is FIFO, so per-flow order holds.
 
 use sluice_packet::meta::OffloadMask;
 use sluice_packet::offload::{self, Segmenter};
 use sluice_packet::{Packet, PacketBatch, PacketPool, Unload};
 use sluice_port::{Port, PortCaps};
 
+use crate::autobatch::{KickModel, TxFlush};
 use crate::stats::DpStats;
 
 /// A port as the datapath holds it: the queue this PMD sends on (and
@@ -28,7 +31,13 @@ pub(crate) struct PortSlot {
     /// When the queued batch must go (valid while `txq` is not empty).
     pub flush_deadline_us: u64,
     /// This port's own `tx-flush-interval`, if set.
-    pub tx_flush_interval_us: Option<u64>,
+    pub tx_flush: Option<TxFlush>,
+    /// What its sends cost and how fast its packets come (measured
+    /// whatever the setting; its hold is used under `auto`).
+    pub kicks: KickModel,
+    /// Under `auto`, the batch size sent at once, without waiting for the
+    /// hold to pass or the next packet not to fit (`usize::MAX`: none).
+    pub send_at: usize,
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
@@ -71,7 +80,7 @@ impl RxQueue {
 pub(crate) struct OutputStage {
     pub ports: Vec<PortSlot>,
     /// `tx-flush-interval` for ports without their own.
-    pub tx_flush_interval_us: u64,
+    pub tx_flush: TxFlush,
     /// Pad frames shorter than [`MIN_FRAME`] when sent.
     pub pad_short: bool,
 }
@@ -113,6 +122,15 @@ impl OutputStage {
         self.make_room(idx, pool, stats, now_us);
         let _ = self.ports[idx].txq.push(pkt);
         stats.output_copies += 1;
+        self.send_if_worth(idx, pool, stats);
+    }
+
+    /// Sends port `idx`'s batch if it holds what `auto` waits for.
+    #[inline]
+    fn send_if_worth(&mut self, idx: usize, pool: &mut PacketPool, stats: &mut DpStats) {
+        if self.ports[idx].txq.len() >= self.ports[idx].send_at {
+            self.flush_port(idx, pool, stats);
+        }
     }
 
     /// Queues the packet at the front of `src` for port `idx`, as
@@ -131,6 +149,7 @@ impl OutputStage {
         let moved = src.move_to(&mut self.ports[idx].txq);
         debug_assert!(moved, "a packet to move and room for it");
         stats.output_copies += 1;
+        self.send_if_worth(idx, pool, stats);
     }
 
     /// Readies port `idx`'s queue for one more packet at `now_us`: sends
@@ -140,17 +159,31 @@ impl OutputStage {
         if self.ports[idx].txq.is_full() {
             self.flush_port(idx, pool, stats);
         }
-        self.start_deadline(idx, now_us);
+        self.start_deadline(idx, stats, now_us);
     }
 
     /// Sets port `idx`'s flush time when its queue is empty, i.e. before
-    /// its first packet goes in.
+    /// its first packet goes in (under `auto`, the measuring window is
+    /// moved on there too: once per batch, not per packet).
     #[inline]
-    fn start_deadline(&mut self, idx: usize, now_us: u64) {
-        let default = self.tx_flush_interval_us;
+    fn start_deadline(&mut self, idx: usize, stats: &DpStats, now_us: u64) {
+        let default = self.tx_flush;
         let slot = &mut self.ports[idx];
         if slot.txq.is_empty() {
-            slot.flush_deadline_us = now_us + slot.tx_flush_interval_us.unwrap_or(default);
+            let (hold, at) = match slot.tx_flush.unwrap_or(default) {
+                TxFlush::Fixed(us) => (us, usize::MAX),
+                TxFlush::Auto => {
+                    let pmd = crate::autobatch::PmdTime {
+                        busy_cycles: stats.processing_cycles,
+                        idle_cycles: stats.idle_cycles,
+                        rx_packets: stats.rx_packets,
+                    };
+                    slot.kicks.tick(now_us, pmd);
+                    (slot.kicks.hold_us(), slot.kicks.target())
+                }
+            };
+            slot.flush_deadline_us = now_us + hold;
+            slot.send_at = at;
         }
     }
 
@@ -173,9 +206,10 @@ impl OutputStage {
             }
             return;
         }
-        self.start_deadline(idx, now_us);
+        self.start_deadline(idx, stats, now_us);
         stats.output_copies += batch.len() as u64;
         self.ports[idx].txq.append(batch);
+        self.send_if_worth(idx, pool, stats);
     }
 
     /// Sends the queues whose flush time has come.
@@ -209,7 +243,16 @@ impl OutputStage {
                 return flush_resolving(slot, pool, stats, takes);
             }
         }
+        // One send in eight is timed (every one of the first 64): the
+        // model's averages need no more, and a cheap port's send is not
+        // made dearer by two counter reads each time.
+        let timed = slot.kicks.wants_sample();
+        let t0 = if timed { crate::cycles::now() } else { 0 };
         let sent = slot.port.tx_burst(pool, &mut slot.txq);
+        if timed {
+            slot.kicks.sent(n, crate::cycles::now().wrapping_sub(t0));
+        }
+        slot.kicks.count(n);
         debug_assert!(slot.txq.is_empty(), "tx_burst must consume the whole batch");
         stats.sent_packets += sent as u64;
         stats.tx_dropped += (n - sent) as u64;
@@ -230,6 +273,7 @@ fn send(slot: &mut PortSlot, batch: &mut PacketBatch, pool: &mut PacketPool, sta
     if n == 0 {
         return;
     }
+    slot.kicks.count(n);
     let sent = slot.port.tx_burst(pool, batch);
     debug_assert!(batch.is_empty(), "tx_burst must consume the whole batch");
     stats.sent_packets += sent as u64;

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_classifier::{parse_flow_file, RuleSet};
-use sluice_datapath::{Datapath, DatapathConfig};
+use sluice_datapath::{Datapath, DatapathConfig, TxFlush};
 use sluice_packet::build::{Frame, L4};
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::replay::{Frames, ReplayPort};
@@ -63,7 +63,7 @@ fn run(interval_us: u64, n: u64, gap_us: u64) -> (Datapath, Arc<Mutex<Log>>) {
     ));
     let mut dp = Datapath::new(
         DatapathConfig {
-            tx_flush_interval_us: interval_us,
+            tx_flush: TxFlush::Fixed(interval_us),
             ..Default::default()
         },
         rules,
@@ -166,7 +166,7 @@ fn nothing_waits_after_shutdown() {
         0,
     ));
     let cfg = DatapathConfig {
-        tx_flush_interval_us: 1_000_000,
+        tx_flush: TxFlush::Fixed(1_000_000),
         ..Default::default()
     };
     let mut dp = Datapath::new(cfg, rules).unwrap();
@@ -199,7 +199,7 @@ fn per_port_interval_and_runtime_change() {
     ));
     let mut dp = Datapath::new(
         DatapathConfig {
-            tx_flush_interval_us: 1_000_000,
+            tx_flush: TxFlush::Fixed(1_000_000),
             ..Default::default()
         },
         rules,
@@ -233,7 +233,8 @@ fn per_port_interval_and_runtime_change() {
         }),
     )
     .unwrap();
-    dp.set_tx_flush_interval(Some(3), 0).unwrap();
+    dp.set_tx_flush_interval(Some(3), TxFlush::Fixed(0))
+        .unwrap();
     dp.poll_once(0);
     assert_eq!(
         (
@@ -244,11 +245,13 @@ fn per_port_interval_and_runtime_change() {
         "port 3 sends at once, port 2 waits"
     );
     // Changing the global interval sends what waited under the old one.
-    dp.set_tx_flush_interval(None, 0).unwrap();
+    dp.set_tx_flush_interval(None, TxFlush::Fixed(0)).unwrap();
     assert_eq!(l2.lock().unwrap().bursts.len(), 1);
     dp.poll_once(1);
     assert_eq!(l2.lock().unwrap().bursts.len(), 2);
-    assert!(dp.set_tx_flush_interval(Some(9), 0).is_err());
+    assert!(dp
+        .set_tx_flush_interval(Some(9), TxFlush::Fixed(0))
+        .is_err());
 }
 
 #[test]
@@ -258,7 +261,7 @@ fn nothing_waits_after_port_removal() {
         0,
     ));
     let cfg = DatapathConfig {
-        tx_flush_interval_us: 1_000_000,
+        tx_flush: TxFlush::Fixed(1_000_000),
         ..Default::default()
     };
     let mut dp = Datapath::new(cfg, rules).unwrap();
@@ -305,7 +308,7 @@ fn a_moving_rx_queue_takes_nothing_out_of_order() {
         0,
     ));
     let cfg = DatapathConfig {
-        tx_flush_interval_us: 1_000_000,
+        tx_flush: TxFlush::Fixed(1_000_000),
         ..Default::default()
     };
     let log = Arc::new(Mutex::new(Log::default()));

@@ -168,9 +168,9 @@ pub struct BenchArgs {
     /// Packets per row.
     #[arg(long, default_value_t = 2_000_000)]
     packets: u64,
-    /// tx-flush-interval (µs) for every row.
-    #[arg(long, default_value_t = 0)]
-    tx_flush_interval: u64,
+    /// tx-flush-interval for every row: auto (the switch's default) or µs.
+    #[arg(long, default_value = "auto", value_parser = sluice_datapath::TxFlush::parse)]
+    tx_flush_interval: sluice_datapath::TxFlush,
     /// PMD thread counts to measure each row with (e.g. 1,2): each PMD is
     /// pinned to its own CPU and polls its own rx queue (flows dealt over
     /// the queues by hash, as RSS does); the table then shows how the rate
@@ -189,6 +189,21 @@ pub struct BenchArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Measure output batching instead (issue 40's scenarios: 16 ports
+    /// with 2,000- and 20,000-cycle kicks, 1 port at full rate, lone
+    /// packets at 1 kpps, a rate that changes tenfold every 100 ms), each
+    /// with tx-flush-interval 0, 10, 25, 50, 100 µs and auto: the rate,
+    /// packets per kick and each packet's wait (p50, p99, max). The other
+    /// options but --json are not used.
+    #[arg(long)]
+    batching: bool,
+    /// With --batching: seconds per scenario and setting.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// With --batching: only these scenarios (numbered from 1, in the
+    /// order above).
+    #[arg(long, value_delimiter = ',')]
+    scenarios: Vec<usize>,
     /// Also draw Mpps against flows, one line per rule set and
     /// distribution, into FILE.svg or FILE.png (PNG through rsvg-convert,
     /// which scripts/setup installs).
@@ -226,8 +241,49 @@ fn write_plot(path: &Path, results: &[BenchResult], title: &str) -> Result<(), S
     }
 }
 
+/// `sluice bench --batching`.
+fn bench_batching(a: &BenchArgs) -> Result<(), String> {
+    if !(a.seconds.is_finite() && a.seconds > 0.0 && a.seconds <= 3600.0) {
+        return Err(format!(
+            "--seconds {}: give more than 0, at most 3600",
+            a.seconds
+        ));
+    }
+    let rows = sluice_bench::batching::run_all(a.seconds, &a.scenarios, |s, f| {
+        eprintln!("sluice bench: {s}, tx-flush-interval {f}");
+    })?;
+    if a.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "scenario": r.scenario,
+                    "tx_flush_interval": r.setting.to_string(),
+                    "mpps": r.mpps,
+                    "packets_per_kick": r.per_kick,
+                    "wait_p50_us": r.p50_us,
+                    "wait_p99_us": r.p99_us,
+                    "wait_max_us": r.max_us,
+                    "lost_at_source": r.source_lost,
+                    "packets": r.packets,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        print!("{}", sluice_bench::batching::table(&rows));
+    }
+    Ok(())
+}
+
 /// `sluice bench`.
 pub fn bench(a: BenchArgs) -> Result<(), String> {
+    if a.batching {
+        return bench_batching(&a);
+    }
     if let Some(p) = &a.plot {
         let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
         if !ext.eq_ignore_ascii_case("svg") && !ext.eq_ignore_ascii_case("png") {
@@ -248,7 +304,6 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
     if a.packets == 0 {
         return Err("--packets: give 1 or more".into());
     }
-    sluice_datapath::check_tx_flush_interval(a.tx_flush_interval).map_err(|e| format!("--{e}"))?;
     if !(a.storm_established_mpps.is_finite()
         && a.storm_established_mpps > 0.0
         && a.storm_established_mpps <= 1000.0)

@@ -31,7 +31,7 @@
 //! flow_limit = 200000
 //! mask_limit = 512
 //!
-//! tx_flush_interval = 0         # µs an output batch may wait
+//! tx_flush_interval = "auto"    # µs an output batch may wait, or auto (the default)
 //!
 //! [openflow]                   # an OpenFlow 1.3 channel (see `sluice run --help`)
 //! controllers = ["tcp:192.0.2.10:6653"]
@@ -56,6 +56,7 @@ use serde::Deserialize;
 use sluice_classifier::table::{PushMpls, PushVlan, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
+use sluice_datapath::TxFlush;
 use sluice_packet::rewrite::FragRewrites;
 use sluice_port::PortSpec;
 
@@ -70,8 +71,8 @@ pub struct Config {
     pub ports: Vec<(u32, PortSpec)>,
     /// Datapath sizing.
     pub datapath: DatapathConfig,
-    /// Per-port `tx-flush-interval` (µs) overrides.
-    pub port_tx_flush_us: Vec<(u32, u64)>,
+    /// Per-port `tx-flush-interval` overrides.
+    pub port_tx_flush: Vec<(u32, TxFlush)>,
     /// One PMD thread per CPU listed, pinned there (`--pmd-cores`); empty:
     /// one PMD, not pinned.
     pub pmd_cores: Vec<usize>,
@@ -162,7 +163,24 @@ pub struct OpenFlowConfig {
 struct FilePort {
     number: u32,
     spec: String,
-    tx_flush_interval: Option<u64>,
+    tx_flush_interval: Option<FlushValue>,
+}
+
+/// A `tx_flush_interval` in the file: µs, or "auto".
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum FlushValue {
+    Us(u64),
+    Word(String),
+}
+
+impl FlushValue {
+    fn get(&self) -> Result<TxFlush, String> {
+        match self {
+            FlushValue::Us(us) => sluice_datapath::check_tx_flush_interval(*us).map(TxFlush::Fixed),
+            FlushValue::Word(w) => TxFlush::parse(w),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -178,7 +196,7 @@ struct FileDatapath {
     packet_in_share: Option<u32>,
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
-    tx_flush_interval: Option<u64>,
+    tx_flush_interval: Option<FlushValue>,
 }
 
 /// The `pmd-auto-lb` settings from their separate keys (or flags):
@@ -204,24 +222,20 @@ pub fn auto_lb_settings(
     .map(Some)
 }
 
-/// Parses `--tx-flush-interval`: `US` for every port, or `N=US` for port N.
-pub fn parse_flush_arg(s: &str) -> Result<(Option<u32>, u64), String> {
-    let num = |v: &str, what: &str| {
-        v.trim()
-            .parse::<u64>()
-            .map_err(|_| format!("'{s}': {what} '{v}' is not a number"))
-    };
-    let (port, us) = match s.split_once('=') {
-        Some((p, us)) => {
+/// Parses `--tx-flush-interval`: `auto` or `US` for every port, or
+/// `N=auto` / `N=US` for port N.
+pub fn parse_flush_arg(s: &str) -> Result<(Option<u32>, TxFlush), String> {
+    let (port, v) = match s.split_once('=') {
+        Some((p, v)) => {
             let p = p
                 .trim()
                 .parse::<u32>()
                 .map_err(|_| format!("'{s}': port '{p}' is not a port number"))?;
-            (Some(p), num(us, "interval")?)
+            (Some(p), v)
         }
-        None => (None, num(s, "interval")?),
+        None => (None, s),
     };
-    Ok((port, sluice_datapath::check_tx_flush_interval(us)?))
+    Ok((port, TxFlush::parse(v).map_err(|e| format!("'{s}': {e}"))?))
 }
 
 /// The CPUs this machine has (numbered 0 to N-1): from
@@ -492,9 +506,8 @@ impl Config {
         for p in f.ports {
             let spec: PortSpec = p.spec.parse()?;
             cfg.add_port(p.number, resolve_spec(base, spec))?;
-            if let Some(us) = p.tx_flush_interval {
-                sluice_datapath::check_tx_flush_interval(us)?;
-                cfg.port_tx_flush_us.push((p.number, us));
+            if let Some(v) = p.tx_flush_interval {
+                cfg.port_tx_flush.push((p.number, v.get()?));
             }
         }
         if let Some(d) = f.datapath {
@@ -539,8 +552,8 @@ impl Config {
             if let Some(n) = d.mask_limit {
                 c.megaflow.max_masks = n;
             }
-            if let Some(us) = d.tx_flush_interval {
-                cfg.datapath.tx_flush_interval_us = sluice_datapath::check_tx_flush_interval(us)?;
+            if let Some(v) = d.tx_flush_interval {
+                cfg.datapath.tx_flush = v.get()?;
             }
         }
         Ok(cfg)
@@ -696,12 +709,25 @@ mod tests {
 
     #[test]
     fn flush_args() {
-        assert_eq!(parse_flush_arg("50").unwrap(), (None, 50));
-        assert_eq!(parse_flush_arg("2=100").unwrap(), (Some(2), 100));
+        assert_eq!(parse_flush_arg("50").unwrap(), (None, TxFlush::Fixed(50)));
+        assert_eq!(
+            parse_flush_arg("2=100").unwrap(),
+            (Some(2), TxFlush::Fixed(100))
+        );
+        assert_eq!(parse_flush_arg("auto").unwrap(), (None, TxFlush::Auto));
+        assert_eq!(parse_flush_arg("3=auto").unwrap(), (Some(3), TxFlush::Auto));
         assert!(parse_flush_arg("x").is_err());
+        assert!(parse_flush_arg("2000000").is_err());
         let cfg = Config::from_toml("[datapath]\ntx_flush_interval = 7\n[[ports]]\nnumber = 2\nspec = \"null\"\ntx_flush_interval = 9\n", Path::new(".")).unwrap();
-        assert_eq!(cfg.datapath.tx_flush_interval_us, 7);
-        assert_eq!(cfg.port_tx_flush_us, vec![(2, 9)]);
+        assert_eq!(cfg.datapath.tx_flush, TxFlush::Fixed(7));
+        assert_eq!(cfg.port_tx_flush, vec![(2, TxFlush::Fixed(9))]);
+        let cfg = Config::from_toml("[datapath]\ntx_flush_interval = 0\n[[ports]]\nnumber = 2\nspec = \"null\"\ntx_flush_interval = \"auto\"\n", Path::new(".")).unwrap();
+        assert_eq!(cfg.datapath.tx_flush, TxFlush::Fixed(0));
+        assert_eq!(cfg.port_tx_flush, vec![(2, TxFlush::Auto)]);
+        assert_eq!(Config::default().datapath.tx_flush, TxFlush::Auto);
+        let e = Config::from_toml("[datapath]\ntx_flush_interval = \"soon\"\n", Path::new("."))
+            .unwrap_err();
+        assert!(e.contains("give auto"), "{e}");
     }
 
     #[test]

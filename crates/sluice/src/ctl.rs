@@ -284,10 +284,7 @@ impl Control {
                 for a in &rest {
                     match a.split_once('=') {
                         Some(("tx-flush-interval", v)) => {
-                            interval = Some(
-                                v.parse::<u64>()
-                                    .map_err(|_| format!("'{v}' is not a number of µs"))?,
-                            )
+                            interval = Some(sluice_datapath::TxFlush::parse(v)?)
                         }
                         Some(("port", v)) => {
                             port = Some(
@@ -295,13 +292,15 @@ impl Control {
                                     .map_err(|_| format!("'{v}' is not a port number"))?,
                             )
                         }
-                        _ => return Err(format!("'{a}': expected tx-flush-interval=US [port=N]")),
+                        _ => {
+                            return Err(format!(
+                                "'{a}': expected tx-flush-interval=auto|US [port=N]"
+                            ))
+                        }
                     }
                 }
-                let us = sluice_datapath::check_tx_flush_interval(
-                    interval.ok_or("expected tx-flush-interval=US")?,
-                )?;
-                for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, us, tx))? {
+                let f = interval.ok_or("expected tx-flush-interval=auto|US")?;
+                for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, f, tx))? {
                     r?;
                 }
                 Ok(String::new())

@@ -136,11 +136,14 @@ struct CacheArgs {
     /// List the megaflows at the end (like ovs-appctl dpctl/dump-flows).
     #[arg(long)]
     dump_megaflows: bool,
-    /// How long (µs) an output batch may wait for more packets: US for
-    /// every port, N=US for port N (repeatable). 0, the default, sends at
-    /// the end of each rx burst.
-    #[arg(long, value_name = "[N=]US", value_parser = sluice::config::parse_flush_arg)]
-    tx_flush_interval: Vec<(Option<u32>, u64)>,
+    /// How long an output batch may wait for more packets: auto or US for
+    /// every port, N=auto or N=US for port N (repeatable). auto, the
+    /// default, has each port measure what its sends cost and how often
+    /// its packets come, and hold a partly filled batch only where that
+    /// pays (never past 50 µs; see docs/batching.md); 0 sends at the end of
+    /// each rx burst (OVS's default); US pins the longest wait.
+    #[arg(long, value_name = "[N=]auto|US", value_parser = sluice::config::parse_flush_arg)]
+    tx_flush_interval: Vec<(Option<u32>, sluice_datapath::TxFlush)>,
 }
 
 /// How packets are read and rewritten where Open vSwitch has a setting
@@ -258,10 +261,10 @@ impl OvsBehaviourArgs {
 
 impl CacheArgs {
     fn apply(&self, config: &mut Config) {
-        for &(port, us) in &self.tx_flush_interval {
+        for &(port, f) in &self.tx_flush_interval {
             match port {
-                None => config.datapath.tx_flush_interval_us = us,
-                Some(n) => config.port_tx_flush_us.push((n, us)),
+                None => config.datapath.tx_flush = f,
+                Some(n) => config.port_tx_flush.push((n, f)),
             }
         }
         let c = &mut config.datapath.cache;

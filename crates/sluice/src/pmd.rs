@@ -102,7 +102,11 @@ pub enum PmdCommand {
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
     /// Set `tx-flush-interval` (µs) for a port, or every port.
-    SetTxFlush(Option<u32>, u64, Sender<Result<(), String>>),
+    SetTxFlush(
+        Option<u32>,
+        sluice_datapath::TxFlush,
+        Sender<Result<(), String>>,
+    ),
     /// Add queue `.1` of port `.0` (opened by the caller, off the
     /// datapath thread): the PMD sends on it and polls it.
     AddPort(u32, u32, Box<dyn Port>, Sender<Result<(), String>>),
@@ -247,11 +251,8 @@ fn handle(
         PmdCommand::DumpMegaflows(reply) => {
             let _ = reply.send(dp.dump_megaflows(now_us));
         }
-        PmdCommand::SetTxFlush(port, us, reply) => {
-            let _ = reply.send(
-                dp.set_tx_flush_interval(port, us)
-                    .map_err(|e| e.to_string()),
-            );
+        PmdCommand::SetTxFlush(port, f, reply) => {
+            let _ = reply.send(dp.set_tx_flush_interval(port, f).map_err(|e| e.to_string()));
         }
         PmdCommand::AddPort(n, qid, port, reply) => {
             let _ = reply.send(dp.add_port_queue(n, qid, port).map_err(|e| e.to_string()));
@@ -489,7 +490,7 @@ mod tests {
             || {
                 let mut dp = Datapath::new(DatapathConfig::default(), rules("actions=drop"))
                     .map_err(|e| e.to_string())?;
-                dp.set_tx_flush_interval(Some(7), 50)
+                dp.set_tx_flush_interval(Some(7), sluice_datapath::TxFlush::Fixed(50))
                     .map_err(|e| format!("tx-flush-interval for port 7: {e}"))?;
                 Ok(dp)
             },

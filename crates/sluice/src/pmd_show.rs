@@ -55,6 +55,15 @@ pub fn pmd_stats(s: &PmdSnapshot) -> String {
         "megaflows",
         format!("{mf} (masks: {masks}), emc entries: {emc}, smc entries: {smc}"),
     );
+    // Each port's output batching on this PMD: packets per kick, the
+    // hold in force and what a send costs.
+    for p in &s.ports {
+        if let Some(b) = crate::report::batching_text(p) {
+            let ps = &p.stats;
+            let per_kick = ps.tx_packets as f64 / ps.tx_kicks.max(1) as f64;
+            o += &format!("  port {}: {per_kick:.2} packets per kick, {b}\n", p.ofport);
+        }
+    }
     o
 }
 

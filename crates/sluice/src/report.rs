@@ -93,6 +93,24 @@ pub fn merge_ports(per_pmd: &[Vec<PortReport>]) -> Vec<PortReport> {
     merged
 }
 
+/// A port's output batching: the `tx-flush-interval` in force, the hold
+/// `auto` chose, and what its sends were measured to cost (none for a
+/// port that has sent nothing).
+pub fn batching_text(p: &PortReport) -> Option<String> {
+    let k = &p.kicks;
+    if k.calls == 0 {
+        return None;
+    }
+    let setting = match p.tx_flush {
+        sluice_datapath::TxFlush::Auto => format!("auto (holding {} µs)", k.hold_us),
+        sluice_datapath::TxFlush::Fixed(us) => format!("{us} µs"),
+    };
+    Some(format!(
+        "tx-flush-interval: {setting}, send call: {:.0} cycles + {:.1} a packet, {:.3} packets/µs",
+        k.per_call_cycles, k.per_packet_cycles, k.rate_per_us
+    ))
+}
+
 /// One port's counters as `sluice ctl dump-ports` and the run report show
 /// them: packets, bytes, drops by reason, sends (kicks) and packets per kick.
 pub fn port_text(p: &PortReport) -> String {
@@ -121,6 +139,9 @@ pub fn port_text(p: &PortReport) -> String {
             ps.tx_packets as f64 / ps.tx_kicks as f64,
             ps.tx_high_priority
         );
+    }
+    if let Some(b) = batching_text(p) {
+        let _ = writeln!(o, "    {b}");
     }
     if ps.rx_gso_packets + ps.tx_gso_packets > 0 {
         let _ = writeln!(

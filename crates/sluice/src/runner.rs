@@ -210,12 +210,12 @@ pub struct PmdPorts {
 
 impl PmdPorts {
     /// A datapath with these ports and the per-port tx-flush-intervals
-    /// of `port_tx_flush_us`.
+    /// of `port_tx_flush`.
     pub fn build(
         self,
         cfg: DatapathConfig,
         rules: Arc<RuleSet>,
-        port_tx_flush_us: &[(u32, u64)],
+        port_tx_flush: &[(u32, sluice_datapath::TxFlush)],
     ) -> Result<Datapath, String> {
         // AF_XDP sockets lend pool frames to their fill rings: a pool too
         // small for them leaves no frame to copy a packet into.
@@ -239,8 +239,8 @@ impl PmdPorts {
             dp.add_rxq(ofport, q)
                 .map_err(|(e, _)| format!("port {ofport}: {e}"))?;
         }
-        for &(n, us) in port_tx_flush_us {
-            dp.set_tx_flush_interval(Some(n), us)
+        for &(n, f) in port_tx_flush {
+            dp.set_tx_flush_interval(Some(n), f)
                 .map_err(|e| format!("tx-flush-interval for port {n}: {e}"))?;
         }
         Ok(dp)
@@ -331,7 +331,7 @@ pub fn run_ports(
     let mut pmds: Vec<PmdHandle> = Vec::with_capacity(n_pmds);
     for (ports, &placement) in dealt.into_iter().zip(placements) {
         let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
-        let flush = cfg.port_tx_flush_us.clone();
+        let flush = cfg.port_tx_flush.clone();
         // A controller rate limit is also each PMD's share of it where the
         // packet-ins are made, so that what would be dropped later costs
         // no copy.
