@@ -25,6 +25,13 @@ pub fn now() -> u64 {
     }
 }
 
+/// µs per counter cycle (`1e6 / hz()`).
+#[inline]
+pub fn us_per_cycle() -> f64 {
+    static US: OnceLock<f64> = OnceLock::new();
+    *US.get_or_init(|| 1e6 / hz())
+}
+
 /// The cycle counter's rate in Hz, measured once per process against the
 /// monotonic clock (over 20 ms). The TSC of the CPUs Sluice is built for
 /// (x86-64-v3) is invariant: one rate, never stopped, in step across

@@ -216,6 +216,7 @@ impl Datapath {
             out: OutputStage {
                 ports: Vec::new(),
                 tx_flush: cfg.tx_flush,
+                sending_us: 0.0,
                 pad_short: cfg.pad_short_frames,
             },
             port_numbers: Vec::new(),
@@ -278,6 +279,7 @@ impl Datapath {
                 tx_flush: None,
                 kicks: crate::autobatch::KickModel::default(),
                 send_at: usize::MAX,
+                deadline_less_sending: false,
                 rx_cycles: 0,
                 no_recv: false,
                 no_fwd: false,

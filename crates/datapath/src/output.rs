@@ -38,6 +38,9 @@ pub(crate) struct PortSlot {
     /// Under `auto`, the batch size sent at once, without waiting for the
     /// hold to pass or the next packet not to fit (`usize::MAX`: none).
     pub send_at: usize,
+    /// Whether `flush_deadline_us` is on the PMD's time less its sending
+    /// (`auto`) rather than the clock's.
+    pub deadline_less_sending: bool,
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
@@ -81,6 +84,12 @@ pub(crate) struct OutputStage {
     pub ports: Vec<PortSlot>,
     /// `tx-flush-interval` for ports without their own.
     pub tx_flush: TxFlush,
+    /// µs this PMD has spent in send calls (as the ports' models
+    /// estimate them): `auto`'s holds run on the PMD's time less this, so
+    /// a batch waits for company while the PMD receives, not while it
+    /// sends other ports' batches (which every packet would wait for
+    /// whatever the setting).
+    pub sending_us: f64,
     /// Pad frames shorter than [`MIN_FRAME`] when sent.
     pub pad_short: bool,
 }
@@ -170,8 +179,13 @@ impl OutputStage {
         let default = self.tx_flush;
         let slot = &mut self.ports[idx];
         if slot.txq.is_empty() {
-            let (hold, at) = match slot.tx_flush.unwrap_or(default) {
-                TxFlush::Fixed(us) => (us, usize::MAX),
+            let less_sending = self.sending_us as u64;
+            (
+                slot.flush_deadline_us,
+                slot.send_at,
+                slot.deadline_less_sending,
+            ) = match slot.tx_flush.unwrap_or(default) {
+                TxFlush::Fixed(us) => (now_us + us, usize::MAX, false),
                 TxFlush::Auto => {
                     let pmd = crate::autobatch::PmdTime {
                         busy_cycles: stats.processing_cycles,
@@ -179,11 +193,10 @@ impl OutputStage {
                         rx_packets: stats.rx_packets,
                     };
                     slot.kicks.tick(now_us, pmd);
-                    (slot.kicks.hold_us(), slot.kicks.target())
+                    let due = now_us.saturating_sub(less_sending) + slot.kicks.hold_us();
+                    (due, slot.kicks.target(), true)
                 }
             };
-            slot.flush_deadline_us = now_us + hold;
-            slot.send_at = at;
         }
     }
 
@@ -216,7 +229,12 @@ impl OutputStage {
     pub fn flush_due(&mut self, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
         for i in 0..self.ports.len() {
             let slot = &self.ports[i];
-            if !slot.txq.is_empty() && slot.flush_deadline_us <= now_us {
+            let now = if slot.deadline_less_sending {
+                now_us.saturating_sub(self.sending_us as u64)
+            } else {
+                now_us
+            };
+            if !slot.txq.is_empty() && slot.flush_deadline_us <= now {
                 self.flush_port(i, pool, stats);
             }
         }
@@ -253,6 +271,7 @@ impl OutputStage {
             slot.kicks.sent(n, crate::cycles::now().wrapping_sub(t0));
         }
         slot.kicks.count(n);
+        self.sending_us += slot.kicks.cycles_for(n) * crate::cycles::us_per_cycle();
         debug_assert!(slot.txq.is_empty(), "tx_burst must consume the whole batch");
         stats.sent_packets += sent as u64;
         stats.tx_dropped += (n - sent) as u64;
