@@ -280,6 +280,7 @@ impl Datapath {
                 kicks: crate::autobatch::KickModel::default(),
                 send_at: usize::MAX,
                 deadline_less_sending: false,
+                wall_deadline_us: 0,
                 rx_cycles: 0,
                 no_recv: false,
                 no_fwd: false,

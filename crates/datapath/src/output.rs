@@ -39,8 +39,10 @@ pub(crate) struct PortSlot {
     /// hold to pass or the next packet not to fit (`usize::MAX`: none).
     pub send_at: usize,
     /// Whether `flush_deadline_us` is on the PMD's time less its sending
-    /// (`auto`) rather than the clock's.
+    /// (`auto`) rather than the clock's; then the batch also goes at
+    /// `wall_deadline_us` on the clock, whatever the estimates say.
     pub deadline_less_sending: bool,
+    pub wall_deadline_us: u64,
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
@@ -193,7 +195,9 @@ impl OutputStage {
                         rx_packets: stats.rx_packets,
                     };
                     slot.kicks.tick(now_us, pmd);
-                    let due = now_us.saturating_sub(less_sending) + slot.kicks.hold_us();
+                    let hold = slot.kicks.hold_us();
+                    slot.wall_deadline_us = now_us + hold * crate::autobatch::WALL_FACTOR;
+                    let due = now_us.saturating_sub(less_sending) + hold;
                     (due, slot.kicks.target(), true)
                 }
             };
@@ -229,12 +233,13 @@ impl OutputStage {
     pub fn flush_due(&mut self, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
         for i in 0..self.ports.len() {
             let slot = &self.ports[i];
-            let now = if slot.deadline_less_sending {
-                now_us.saturating_sub(self.sending_us as u64)
+            let due = if slot.deadline_less_sending {
+                slot.flush_deadline_us <= now_us.saturating_sub(self.sending_us as u64)
+                    || slot.wall_deadline_us <= now_us
             } else {
-                now_us
+                slot.flush_deadline_us <= now_us
             };
-            if !slot.txq.is_empty() && slot.flush_deadline_us <= now {
+            if !slot.txq.is_empty() && due {
                 self.flush_port(i, pool, stats);
             }
         }

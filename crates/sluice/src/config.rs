@@ -43,7 +43,7 @@
 //! [[ports]]
 //! number = 1
 //! spec = "pcap:rx=in.pcap"
-//! tx_flush_interval = 50        # this port's own
+//! tx_flush_interval = 50        # this port's own (or "auto")
 //!
 //! [[ports]]
 //! number = 2

@@ -97,7 +97,7 @@ pub const COMMANDS: &str = "\
   pmd-stats-clear            zero them
   pmd-rxq-show               which PMD polls which rx queue, and each queue's share of its cycles
   dump-megaflows             the megaflows (like dpctl/dump-flows)
-  set tx-flush-interval=US [port=N]
+  set tx-flush-interval=auto|US [port=N]
   dump-flows                 the rules with their counters
   add-flow FLOW              add a rule (ovs-ofctl syntax)
   add-flows FILE             add the rules of a file
