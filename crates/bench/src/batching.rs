@@ -283,13 +283,7 @@ impl Port for Sink {
         "sink"
     }
     fn caps(&self) -> PortCaps {
-        PortCaps {
-            rx: false,
-            tx: true,
-            finite_rx: true,
-            rx_hash: false,
-            tx_offload: false,
-        }
+        PortCaps::SINK
     }
     fn rx_burst(&mut self, _: &mut PacketPool, _: &mut PacketBatch, _: u32) -> RxStatus {
         RxStatus::Exhausted

@@ -191,7 +191,6 @@ impl OutputStage {
                 TxFlush::Auto => {
                     let pmd = crate::autobatch::PmdTime {
                         busy_cycles: stats.processing_cycles,
-                        idle_cycles: stats.idle_cycles,
                         rx_packets: stats.rx_packets,
                     };
                     slot.kicks.tick(now_us, pmd);

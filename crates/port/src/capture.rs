@@ -37,13 +37,7 @@ impl Port for CapturePort {
     }
 
     fn caps(&self) -> PortCaps {
-        PortCaps {
-            rx: false,
-            tx: true,
-            finite_rx: true,
-            rx_hash: false,
-            tx_offload: false,
-        }
+        PortCaps::SINK
     }
 
     fn rx_burst(

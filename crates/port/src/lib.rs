@@ -284,6 +284,16 @@ pub struct PortCaps {
 }
 
 impl PortCaps {
+    /// A port that only sends, with no offloads (a sink: the null and
+    /// capture ports, test and benchmark sinks).
+    pub const SINK: PortCaps = PortCaps {
+        rx: false,
+        tx: true,
+        finite_rx: true,
+        rx_hash: false,
+        tx_offload: false,
+    };
+
     /// It receives forever (a loop or a live device): a run over it ends
     /// only on a stop condition.
     pub fn endless_rx(&self) -> bool {

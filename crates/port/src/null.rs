@@ -23,13 +23,7 @@ impl Port for NullPort {
     }
 
     fn caps(&self) -> PortCaps {
-        PortCaps {
-            rx: false,
-            tx: true,
-            finite_rx: true,
-            rx_hash: false,
-            tx_offload: false,
-        }
+        PortCaps::SINK
     }
 
     fn rx_burst(

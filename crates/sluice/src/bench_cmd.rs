@@ -249,6 +249,12 @@ fn bench_batching(a: &BenchArgs) -> Result<(), String> {
             a.seconds
         ));
     }
+    let n = sluice_bench::batching::scenarios().len();
+    if let Some(s) = a.scenarios.iter().find(|&&s| !(1..=n).contains(&s)) {
+        return Err(format!(
+            "--scenarios {s}: the scenarios are numbered 1 to {n}"
+        ));
+    }
     let rows = sluice_bench::batching::run_all(a.seconds, &a.scenarios, |s, f| {
         eprintln!("sluice bench: {s}, tx-flush-interval {f}");
     })?;
