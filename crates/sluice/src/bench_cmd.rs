@@ -189,12 +189,13 @@ pub struct BenchArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
-    /// Measure output batching instead (issue 40's scenarios: 16 ports
-    /// with 2,000- and 20,000-cycle kicks, 1 port at full rate, lone
-    /// packets at 1 kpps, a rate that changes tenfold every 100 ms), each
-    /// with tx-flush-interval 0, 10, 25, 50, 100 µs and auto: the rate,
-    /// packets per kick and each packet's wait (p50, p99, max). The other
-    /// options but --json are not used.
+    /// Measure output batching instead, issue 40's scenarios: 1 and 2,
+    /// 16 ports with 2,000- and 20,000-cycle kicks; 3, 16 AF_PACKET ports
+    /// on veth pairs (root); 4, 1 port at full rate; 5, lone packets at
+    /// 1 kpps; 6, a rate that changes tenfold every 100 ms. Each with
+    /// tx-flush-interval 0, 10, 25, 50, 100 µs and auto: the rate, packets
+    /// per kick and each packet's wait (p50, p99, max). The other options
+    /// but --json are not used.
     #[arg(long)]
     batching: bool,
     /// With --batching: seconds per scenario and setting.
