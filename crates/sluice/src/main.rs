@@ -522,7 +522,9 @@ struct TraceArgs {
     flow: Option<String>,
     /// The packet as hex bytes of an Ethernet frame instead. With the
     /// bytes, a recirculation (after pop_mpls or pop_pbb) is followed: the
-    /// trace goes on with the packet as the datapath parses it again.
+    /// trace goes on with the packet as the datapath parses it again; and
+    /// for a check_pkt_larger, the trace says which branch this packet's
+    /// length takes.
     #[arg(long, value_name = "HEX", requires = "in_port")]
     packet: Option<String>,
     /// The input port, with --packet.

@@ -98,6 +98,9 @@ pub fn trace(
     packet: Option<(&[u8], usize)>,
 ) -> String {
     let (mut o, t) = trace_pass(rules, ports, key);
+    if let Some((bytes, vlans)) = packet {
+        o += &length_branches(&t.actions, bytes, key.in_port, vlans);
+    }
     let Some(&DpAction::Recirc(id)) = t.actions.last() else {
         return o;
     };
@@ -171,6 +174,33 @@ pub fn trace(
     o
 }
 
+/// Which branch of each `check_pkt_len` in `acts` (outside its
+/// branches) the packet `bytes` takes, as the datapath measures it.
+fn length_branches(acts: &[DpAction], bytes: &[u8], in_port: u32, vlans: usize) -> String {
+    let mut o = String::new();
+    for a in acts {
+        let DpAction::CheckPktLen { len, .. } = a else {
+            continue;
+        };
+        let Ok(mut pool) = PacketPool::new(1, 65536) else {
+            return o;
+        };
+        let Some(mut pkt) = pool.alloc_from(bytes) else {
+            return o;
+        };
+        let (data, meta) = pkt.data_and_meta_mut();
+        let mut k = FlowKey::default();
+        let _ = extract_with_shape(data, in_port, vlans, meta, &mut k);
+        let n = sluice_datapath::execute::check_len(&pkt);
+        let branch = if n > usize::from(*len) { "gt" } else { "le" };
+        o += &format!(
+            "check_pkt_len(size={len}): this packet is {n} bytes (Ethernet padding not counted): the {branch} branch\n"
+        );
+        pool.free(pkt);
+    }
+    o
+}
+
 fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
     translate(XlateEnv { rules, ports }, key, &mut t, true);
@@ -237,6 +267,60 @@ mod tests {
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             prop_assert_eq!(packet_bytes(&hex).unwrap(), bytes);
         }
+    }
+
+    /// With the packet's bytes, the trace says which branch of a
+    /// `check_pkt_len` the packet takes, its Ethernet padding not counted.
+    #[test]
+    fn trace_tells_the_length_branch() {
+        let rules = RuleSet::from_specs(
+            &parse_flow_file(
+                "actions=check_pkt_larger(45)->NXM_NX_REG0[0],resubmit(,1)\ntable=1,reg0=1,actions=output:2\ntable=1,reg0=0,actions=output:3\n",
+                None,
+            )
+            .unwrap(),
+            0,
+        );
+        // IPv4/UDP, 4 bytes of data: a 46-byte frame, then padded to 60.
+        let frame = "020000000002 020000000001 0800 \
+                     45000020000000004011f9c00a0000010a000002 \
+                     3039003500080000 00000000";
+        for (pad, branch) in [
+            ("", "46 bytes (Ethernet padding not counted): the gt branch"),
+            (
+                " 0000000000000000000000000000",
+                "46 bytes (Ethernet padding not counted): the gt branch",
+            ),
+        ] {
+            let hex = format!("{frame}{pad}");
+            let key = key_from_packet(&hex, 1, 1).unwrap();
+            let bytes = packet_bytes(&hex).unwrap();
+            let out = trace(&rules, &[1, 2, 3], &key, Some((&bytes, 1)));
+            assert!(
+                out.contains("Datapath actions: check_pkt_len(size=45,gt(2),le(3))"),
+                "{out}"
+            );
+            assert!(
+                out.contains(&format!("check_pkt_len(size=45): this packet is {branch}")),
+                "{out}"
+            );
+        }
+        let rules = RuleSet::from_specs(
+            &parse_flow_file("actions=check_pkt_larger(46)->NXM_NX_REG0[0],resubmit(,1)\ntable=1,reg0=1,actions=output:2\ntable=1,reg0=0,actions=output:3\n", None).unwrap(),
+            0,
+        );
+        let hex = format!("{frame} 0000000000000000000000000000");
+        let key = key_from_packet(&hex, 1, 1).unwrap();
+        let out = trace(
+            &rules,
+            &[1, 2, 3],
+            &key,
+            Some((&packet_bytes(&hex).unwrap(), 1)),
+        );
+        assert!(
+            out.contains("this packet is 46 bytes (Ethernet padding not counted): the le branch"),
+            "{out}"
+        );
     }
 
     #[test]
