@@ -279,7 +279,6 @@ impl Datapath {
                 tx_flush: None,
                 kicks: crate::autobatch::KickModel::default(),
                 send_at: usize::MAX,
-                deadline_less_sending: false,
                 wall_deadline_us: 0,
                 rx_cycles: 0,
                 no_recv: false,

@@ -788,18 +788,8 @@ pub(crate) fn execute(
                     (&mut *slots, counted)
                 } else {
                     copies = std::array::from_fn(|_| None);
-                    for &i in big.iter().chain(&small) {
-                        match slots[i as usize]
-                            .as_ref()
-                            .and_then(|p| pool.clone_packet(p))
-                        {
-                            Some(c) => copies[i as usize] = Some(c),
-                            None => {
-                                stats.copy_failures += 1;
-                                no_buf |= 1 << i;
-                            }
-                        }
-                    }
+                    let which = big.iter().chain(&small).copied();
+                    no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
                     (&mut copies, u32::MAX)
                 };
                 // The branches start from this list's scratch (a `ct`
@@ -950,6 +940,31 @@ pub(crate) fn execute(
     }
 }
 
+/// Copies the packets `which` of `slots` (those there are) into the same
+/// places of `copies`; the bits of those no copy could be made of (each
+/// counted as a copy failure).
+fn copy_packets(
+    which: impl Iterator<Item = u8>,
+    slots: &[Option<Packet>; BATCH_SIZE],
+    copies: &mut [Option<Packet>; BATCH_SIZE],
+    pool: &mut PacketPool,
+    stats: &mut DpStats,
+) -> u32 {
+    let mut failed = 0u32;
+    for i in which {
+        if let Some(p) = slots[i as usize].as_ref() {
+            match pool.clone_packet(p) {
+                Some(c) => copies[i as usize] = Some(c),
+                None => {
+                    stats.copy_failures += 1;
+                    failed |= 1 << i;
+                }
+            }
+        }
+    }
+    failed
+}
+
 /// Runs a `tnl_push` action on a flow's packets: encapsulated into port
 /// `idx`'s batch (copies for all but the last action). Two passes: every
 /// packet encapsulated where it lies, then all moved into the batch, so a
@@ -977,19 +992,8 @@ fn tnl_output(
         slots
     } else {
         copies = std::array::from_fn(|_| None);
-        for &i in pkts {
-            if metered & (1 << i) == 0 {
-                if let Some(p) = slots[i as usize].as_ref() {
-                    match pool.clone_packet(p) {
-                        Some(c) => copies[i as usize] = Some(c),
-                        None => {
-                            stats.copy_failures += 1;
-                            no_buf |= 1 << i;
-                        }
-                    }
-                }
-            }
-        }
+        let which = pkts.iter().copied().filter(|&i| metered & (1 << i) == 0);
+        no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
         &mut copies
     };
     // The header goes into the headroom, a line the packet's own bytes

@@ -38,10 +38,9 @@ pub(crate) struct PortSlot {
     /// Under `auto`, the batch size sent at once, without waiting for the
     /// hold to pass or the next packet not to fit (`usize::MAX`: none).
     pub send_at: usize,
-    /// Whether `flush_deadline_us` is on the PMD's time less its sending
-    /// (`auto`) rather than the clock's; then the batch also goes at
-    /// `wall_deadline_us` on the clock, whatever the estimates say.
-    pub deadline_less_sending: bool,
+    /// Under `auto`, `flush_deadline_us` is on the PMD's time less its
+    /// sending, and the batch also goes at this time on the clock,
+    /// whatever the estimates say.
     pub wall_deadline_us: u64,
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
@@ -182,12 +181,8 @@ impl OutputStage {
         let slot = &mut self.ports[idx];
         if slot.txq.is_empty() {
             let less_sending = self.sending_us as u64;
-            (
-                slot.flush_deadline_us,
-                slot.send_at,
-                slot.deadline_less_sending,
-            ) = match slot.tx_flush.unwrap_or(default) {
-                TxFlush::Fixed(us) => (now_us + us, usize::MAX, false),
+            (slot.flush_deadline_us, slot.send_at) = match slot.tx_flush.unwrap_or(default) {
+                TxFlush::Fixed(us) => (now_us + us, usize::MAX),
                 TxFlush::Auto => {
                     let pmd = crate::autobatch::PmdTime {
                         busy_cycles: stats.processing_cycles,
@@ -197,7 +192,7 @@ impl OutputStage {
                     let hold = slot.kicks.hold_us();
                     slot.wall_deadline_us = now_us + hold * crate::autobatch::WALL_FACTOR;
                     let due = now_us.saturating_sub(less_sending) + hold;
-                    (due, slot.kicks.target(), true)
+                    (due, slot.kicks.target())
                 }
             };
         }
@@ -232,7 +227,10 @@ impl OutputStage {
     pub fn flush_due(&mut self, pool: &mut PacketPool, stats: &mut DpStats, now_us: u64) {
         for i in 0..self.ports.len() {
             let slot = &self.ports[i];
-            let due = if slot.deadline_less_sending {
+            // (A setting changes only with every batch sent: the setting
+            // in force is the one the deadline was set under.)
+            let auto = slot.tx_flush.unwrap_or(self.tx_flush) == TxFlush::Auto;
+            let due = if auto {
                 slot.flush_deadline_us <= now_us.saturating_sub(self.sending_us as u64)
                     || slot.wall_deadline_us <= now_us
             } else {

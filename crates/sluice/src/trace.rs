@@ -177,26 +177,33 @@ pub fn trace(
 /// Which branch of each `check_pkt_len` in `acts` (outside its
 /// branches) the packet `bytes` takes, as the datapath measures it.
 fn length_branches(acts: &[DpAction], bytes: &[u8], in_port: u32, vlans: usize) -> String {
+    let lens: Vec<u16> = acts
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::CheckPktLen { len, .. } => Some(*len),
+            _ => None,
+        })
+        .collect();
     let mut o = String::new();
-    for a in acts {
-        let DpAction::CheckPktLen { len, .. } = a else {
-            continue;
-        };
-        let Ok(mut pool) = PacketPool::new(1, 65536) else {
-            return o;
-        };
-        let Some(mut pkt) = pool.alloc_from(bytes) else {
-            return o;
-        };
-        let (data, meta) = pkt.data_and_meta_mut();
-        let mut k = FlowKey::default();
-        let _ = extract_with_shape(data, in_port, vlans, meta, &mut k);
-        let n = sluice_datapath::execute::check_len(&pkt);
-        let branch = if n > usize::from(*len) { "gt" } else { "le" };
+    if lens.is_empty() {
+        return o;
+    }
+    let Ok(mut pool) = PacketPool::new(1, 65536) else {
+        return o;
+    };
+    let Some(mut pkt) = pool.alloc_from(bytes) else {
+        return o;
+    };
+    let (data, meta) = pkt.data_and_meta_mut();
+    let mut k = FlowKey::default();
+    let _ = extract_with_shape(data, in_port, vlans, meta, &mut k);
+    let n = sluice_datapath::execute::check_len(&pkt);
+    pool.free(pkt);
+    for len in lens {
+        let branch = if n > usize::from(len) { "gt" } else { "le" };
         o += &format!(
             "check_pkt_len(size={len}): this packet is {n} bytes (Ethernet padding not counted): the {branch} branch\n"
         );
-        pool.free(pkt);
     }
     o
 }
