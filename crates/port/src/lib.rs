@@ -126,7 +126,9 @@ impl PortDrop {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`PortStats::rx_dropped`] and `tx_dropped` (and in
+    /// [`PortDrop::ALL`]).
+    pub fn index(self) -> usize {
         self as usize
     }
 }

@@ -21,6 +21,8 @@
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
 //! tlv_map = "{class=0x102,type=0x80,len=4}->tun_metadata0"  # Geneve options as fields (ovs-ofctl add-tlv-map)
 //!
+//! metrics = "127.0.0.1:9477"  # Prometheus metrics at http://127.0.0.1:9477/metrics (off unless given)
+//!
 //! [datapath]
 //! pool_frames = 4096
 //! emc_insert_inv_prob = 100     # 1 = always, 0 = EMC off
@@ -101,6 +103,8 @@ pub struct Config {
     pub tlv_map: sluice_packet::tunnel::TlvMap,
     /// The `[openflow]` section.
     pub openflow: OpenFlowConfig,
+    /// Where to serve Prometheus metrics (`--metrics`); none: off.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +134,15 @@ struct FileConfig {
     ports: Vec<FilePort>,
     datapath: Option<FileDatapath>,
     openflow: Option<OpenFlowConfig>,
+    metrics: Option<MetricsValue>,
+}
+
+/// `metrics` in the file: `"IP:PORT"`, or a port (on 127.0.0.1).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum MetricsValue {
+    Port(u16),
+    Addr(String),
 }
 
 /// The `[openflow]` section: the OpenFlow channel's settings, as written
@@ -465,6 +478,15 @@ impl Config {
                     o
                 })
                 .unwrap_or_default(),
+            metrics: match f.metrics {
+                None => None,
+                Some(MetricsValue::Port(p)) => {
+                    Some(crate::metrics_http::parse_addr(&p.to_string())?)
+                }
+                Some(MetricsValue::Addr(a)) => {
+                    Some(crate::metrics_http::parse_addr(&a).map_err(|e| format!("metrics: {e}"))?)
+                }
+            },
             ..Config::default()
         };
         if let Some(n) = f.vlan_limit {
@@ -572,6 +594,23 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn metrics_address() {
+        let at = |t: &str| Config::from_toml(t, Path::new("/cfg")).map(|c| c.metrics);
+        assert_eq!(at("").unwrap(), None);
+        assert_eq!(
+            at("metrics = 9477").unwrap().unwrap().to_string(),
+            "127.0.0.1:9477"
+        );
+        assert_eq!(
+            at("metrics = \"0.0.0.0:80\"").unwrap().unwrap().to_string(),
+            "0.0.0.0:80"
+        );
+        assert!(at("metrics = \"here\"")
+            .unwrap_err()
+            .contains("metrics: 'here'"));
+    }
 
     #[test]
     fn openflow_section() {

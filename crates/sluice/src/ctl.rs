@@ -7,6 +7,7 @@
 //! (`ctl_socket`) are its two front ends.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -70,6 +71,9 @@ pub struct Control {
     /// The ports' specs, by number: an added port's capture files are
     /// checked against them.
     specs: Mutex<Vec<(u32, PortSpec)>>,
+    /// Flow-mods applied (OpenFlow's one by one, `sluice ctl`'s a rule
+    /// each) and refused, for `--metrics`.
+    pub(crate) flow_mods: [AtomicU64; 2],
 }
 
 /// A port change.
@@ -170,6 +174,7 @@ impl Control {
             port_config: Mutex::new(HashMap::new()),
             of_status: Mutex::new(None),
             specs: Mutex::new(Vec::new()),
+            flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -646,7 +651,10 @@ impl Control {
                     None
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let refused = errs.iter().filter(|e| e.is_some()).count() as u64;
+        self.flow_mods[0].fetch_add(errs.len() as u64 - refused, Ordering::Relaxed);
+        self.flow_mods[1].fetch_add(refused, Ordering::Relaxed);
         if next.version() != rules.version() {
             self.publish(&next)?;
             *rules = next;
@@ -736,6 +744,17 @@ impl Control {
         Ok(f(&rules, self.now_us()))
     }
 
+    /// Every PMD's full snapshot (counters, ports, cache occupancy), in
+    /// PMD order.
+    pub(crate) fn snapshots(&self) -> Result<Vec<crate::pmd::PmdSnapshot>, String> {
+        self.ask_all(PmdCommand::Stats)
+    }
+
+    /// Flow-mods applied and refused so far.
+    pub(crate) fn flow_mod_counts(&self) -> [u64; 2] {
+        self.flow_mods.each_ref().map(|c| c.load(Ordering::Relaxed))
+    }
+
     /// Every port's counters, summed over the PMDs.
     /// (Without the cache occupancy a full snapshot scans for: a PMD
     /// answers this in microseconds.)
@@ -818,7 +837,23 @@ impl Control {
         self.now_us()
     }
 
+    /// A flow command of `sluice ctl`, counted in [`Control::flow_mods`]:
+    /// each rule it names applied, or the command refused.
     fn flow_mod(&self, cmd: &str, args: &[&str], strict: bool) -> Result<String, String> {
+        let done = self.change_by_command(cmd, args, strict);
+        match &done {
+            Ok((_, n)) => self.flow_mods[0].fetch_add(*n, Ordering::Relaxed),
+            Err(_) => self.flow_mods[1].fetch_add(1, Ordering::Relaxed),
+        };
+        done.map(|(said, _)| said)
+    }
+
+    fn change_by_command(
+        &self,
+        cmd: &str,
+        args: &[&str],
+        strict: bool,
+    ) -> Result<(String, u64), String> {
         let how = if strict {
             Selection::Strict
         } else {
@@ -843,7 +878,7 @@ impl Control {
                         .map_err(|e| e.to_string())?;
                 admit(std::slice::from_ref(&spec))?;
                 next.add(&spec, now);
-                format!("{}added 1 rule", warning_lines(&warnings))
+                (format!("{}added 1 rule", warning_lines(&warnings)), 1)
             }
             "add-flows" | "replace-flows" => {
                 let [name, text] = args else {
@@ -858,33 +893,32 @@ impl Control {
                     for s in &specs {
                         next.add(s, now);
                     }
-                    format!("{said}added {} rules", specs.len())
+                    (format!("{said}added {} rules", specs.len()), specs.len())
                 } else {
                     let (kept, added, removed) = next.replace_with(&specs, now);
-                    format!("{said}kept {kept}, added {added}, removed {removed} rules")
+                    (
+                        format!("{said}kept {kept}, added {added}, removed {removed} rules"),
+                        specs.len(),
+                    )
                 }
             }
             "mod-flows" => {
                 let spec =
                     parse_flow(&args.join(" "), Require::Actions).map_err(|e| e.to_string())?;
                 admit(std::slice::from_ref(&spec))?;
-                format!(
-                    "modified {} rules",
-                    next.modify(&spec, how, !spec.table_given)
-                )
+                let n = next.modify(&spec, how, !spec.table_given);
+                (format!("modified {n} rules"), 1)
             }
             _ => {
                 let line = args.join(" ");
                 let spec = parse_flow(&line, Require::NoActions).map_err(|e| e.to_string())?;
-                format!(
-                    "deleted {} rules",
-                    next.delete(&spec, how, !spec.table_given).len()
-                )
+                let n = next.delete(&spec, how, !spec.table_given).len();
+                (format!("deleted {n} rules"), 1)
             }
         };
         self.publish(&next)?;
         *rules = next;
-        Ok(out)
+        Ok((out.0, out.1 as u64))
     }
 }
 

@@ -13,6 +13,8 @@ pub mod ctl;
 pub mod ctl_socket;
 pub mod link;
 pub mod loglimit;
+pub mod metrics;
+pub mod metrics_http;
 pub mod ofchannel;
 mod ofgroups;
 pub mod ofhub;

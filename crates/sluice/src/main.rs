@@ -405,6 +405,14 @@ struct RunArgs {
     /// added.
     #[arg(long, value_name = "PATH")]
     ctl: Option<PathBuf>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (OpenMetrics text):
+    /// per PMD, port, rx queue, cache level and rule table, and the
+    /// OpenFlow channel's counters. ADDR is PORT (on 127.0.0.1),
+    /// IP:PORT or [IPv6]:PORT; off unless given. Each scrape reads the
+    /// counters the PMDs publish to 'sluice ctl pmd-stats'. E.g.
+    /// --metrics 9477, then 'curl -s localhost:9477/metrics'.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
     /// Accept OpenFlow connections (controllers and 'ovs-ofctl -O
     /// OpenFlow13 ... tcp:127.0.0.1:6653' in 1.3; plain 'ovs-ofctl' in 1.0
     /// with Nicira's extensions): ptcp:PORT[:IP] (IP defaults to
@@ -637,6 +645,12 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
         packets: a.packets,
         dump_megaflows: a.cache.dump_megaflows,
         ctl: a.ctl,
+        metrics: match &a.metrics {
+            Some(m) => {
+                Some(sluice::metrics_http::parse_addr(m).map_err(|e| format!("--metrics {e}"))?)
+            }
+            None => cfg.metrics,
+        },
         listen: cfg
             .openflow
             .listen

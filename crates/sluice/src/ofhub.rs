@@ -170,6 +170,31 @@ pub struct Hub {
     /// Whether the switch fails open now (standalone, no controller for
     /// fifteen seconds, `ofchannel`'s `FAIL_OPEN_AFTER`).
     pub failing_open: std::sync::atomic::AtomicBool,
+    /// The packet-in counters of connections that have closed (sent,
+    /// queue full, rate limited), so that the totals never go back.
+    closed: Mutex<[u64; 3]>,
+}
+
+/// The hub's counters, summed over its connections, open and closed
+/// (for `--metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HubCounters {
+    /// Connections with a packet-in queue (that said HELLO).
+    pub connections: u64,
+    /// Connections the listeners hold open.
+    pub accepted_open: u64,
+    /// Packet-ins written to a controller's queue.
+    pub sent: u64,
+    /// Packet-ins lost to a full queue.
+    pub queue_full: u64,
+    /// Packet-ins lost to the rate limit.
+    pub rate_limited: u64,
+    /// Packet-ins no controller was there to take.
+    pub no_controller: u64,
+    /// Connections refused: too many open.
+    pub refused_busy: u64,
+    /// Connections closed for sending no HELLO in time.
+    pub closed_no_hello: u64,
 }
 
 /// The switch's own controllers (not the listeners' peers, as OVS
@@ -344,7 +369,36 @@ impl Hub {
 
     /// Removes a connection's queue.
     pub fn unregister(&self, id: u64) {
-        self.outlets.lock().expect("outlets").retain(|o| o.id != id);
+        let mut outlets = self.outlets.lock().expect("outlets");
+        if let Some(i) = outlets.iter().position(|o| o.id == id) {
+            let gone = outlets.remove(i);
+            let l = &gone.listener;
+            let mut closed = self.closed.lock().expect("closed");
+            closed[0] += l.sent.load(Ordering::Relaxed);
+            closed[1] += l.queue_full.load(Ordering::Relaxed);
+            closed[2] += l.rate_limited.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Its counters now (every connection's packet-ins, open or closed).
+    pub fn counters(&self) -> HubCounters {
+        let outlets = self.outlets.lock().expect("outlets");
+        let [mut sent, mut queue_full, mut rate_limited] = *self.closed.lock().expect("closed");
+        for o in outlets.iter() {
+            sent += o.listener.sent.load(Ordering::Relaxed);
+            queue_full += o.listener.queue_full.load(Ordering::Relaxed);
+            rate_limited += o.listener.rate_limited.load(Ordering::Relaxed);
+        }
+        HubCounters {
+            connections: outlets.len() as u64,
+            accepted_open: self.accepted_open.load(Ordering::Relaxed) as u64,
+            sent,
+            queue_full,
+            rate_limited,
+            no_controller: self.no_controller.load(Ordering::Relaxed),
+            refused_busy: self.refused_busy.load(Ordering::Relaxed),
+            closed_no_hello: self.closed_no_hello.load(Ordering::Relaxed),
+        }
     }
 
     /// Starts the thread that takes the PMDs' packet-ins from `rx` and

@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub datapath_id: Option<u64>,
     /// Key, certificate and CA for `ssl:`/`pssl:`.
     pub tls: crate::oftls::TlsFiles,
+    /// Serve Prometheus metrics on this address (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 impl RunOptions {
@@ -474,6 +476,33 @@ pub fn run_ports(
             })
             .map_err(|e| format!("rule expiry thread: {e}"))?;
     }
+    // Prometheus metrics: a sample of the PMDs' snapshots and the control
+    // plane's counters at each scrape.
+    let _metrics = match opts.metrics {
+        Some(addr) => {
+            let (control, hub) = (Arc::clone(&control), of_hub.clone());
+            let render: crate::metrics_http::Render = Arc::new(move || {
+                crate::metrics::Sample::read(&control, hub.as_ref()).map(|s| s.render())
+            });
+            match crate::metrics_http::serve(addr, render) {
+                Ok(server) => {
+                    eprintln!(
+                        "sluice: metrics on http://{}/metrics (Prometheus, OpenMetrics text)",
+                        server.addr
+                    );
+                    Some(server)
+                }
+                Err(e) => {
+                    shared.stop.store(true, Ordering::Relaxed);
+                    for p in pmds {
+                        let _ = p.join();
+                    }
+                    return Err(format!("--metrics {e}"));
+                }
+            }
+        }
+        None => None,
+    };
     let mut of_sockets = Vec::new();
     if let Some(hub) = of_hub {
         if let Some(rx) = pin_rx {

@@ -15,6 +15,8 @@ mod conntrack;
 mod ctl_request;
 #[path = "../../../fuzz/checks/flow_parse.rs"]
 mod flow_parse;
+#[path = "../../../fuzz/checks/metrics_request.rs"]
+mod metrics_request;
 #[path = "../../../fuzz/checks/openflow10.rs"]
 mod openflow10;
 #[path = "../../../fuzz/checks/openflow_decode.rs"]
@@ -43,6 +45,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("conntrack", conntrack::run),
     ("ctl_request", ctl_request::run),
     ("flow_parse", flow_parse::run),
+    ("metrics_request", metrics_request::run),
     ("openflow10", openflow10::run),
     ("openflow_decode", openflow_decode::run),
     ("openflow_session", openflow_session::run),

@@ -7,6 +7,7 @@ use std::path::Path;
 const ORDER: &[&str] = &[
     "allocator",
     "loglimit",
+    "metrics_http",
     "link",
     "oftarget",
     "cpu",
@@ -29,6 +30,7 @@ const ORDER: &[&str] = &[
     "ofmultipart",
     "oftlv",
     "ofchannel",
+    "metrics",
     "runner",
     "bench_cmd",
     "io_floor",
