@@ -8,7 +8,6 @@
 use std::sync::Arc;
 
 use sluice_classifier::action::OFPP_MAX;
-use sluice_classifier::dpaction::format_dp_actions;
 use sluice_classifier::{RuleSet, XlateEnv};
 use sluice_packet::pool::{PoolError, DEFAULT_FRAME_SIZE};
 
@@ -616,26 +615,18 @@ impl Datapath {
             .caches
             .megaflows
             .iter()
-            .map(|(_, f)| {
-                let used = if f.packets == 0 {
-                    "never".to_string()
-                } else {
-                    format!("{:.3}s", now_us.saturating_sub(f.used_us) as f64 / 1e6)
-                };
-                let m = f.matcher.to_string();
-                format!(
-                    "{}, packets:{}, bytes:{}, used:{used}, actions:{}",
-                    if m.is_empty() {
-                        "(match all)".to_string()
-                    } else {
-                        m
-                    },
-                    f.packets,
-                    f.bytes,
-                    format_dp_actions(&f.actions)
-                )
-            })
+            .map(|(_, f)| crate::probe::megaflow_line(f, now_us))
             .collect()
+    }
+
+    /// Which cache level would serve a packet of flow `key` now, and with
+    /// which megaflow (nothing changes: `sluice ctl trace`).
+    pub fn probe_caches(
+        &self,
+        key: &sluice_packet::FlowKey,
+        now_us: u64,
+    ) -> crate::probe::CacheProbe {
+        self.pipeline.caches.probe(key, self.epoch, now_us)
     }
 
     /// (megaflows, masks, EMC entries in use, SMC entries in use).

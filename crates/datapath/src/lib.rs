@@ -18,6 +18,7 @@ pub mod execute;
 mod fragments;
 mod output;
 pub mod pipeline;
+pub mod probe;
 mod recirc_gc;
 pub mod stats;
 mod upcall_budget;
@@ -27,6 +28,7 @@ pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
 pub use execute::PacketIn;
 pub use output::RxQueue;
+pub use probe::{CacheLevel, CacheProbe};
 pub use stats::{DpStats, DropReason, DROP_REASONS};
 
 /// Most passes a packet makes through the datapath after its first (as

@@ -7,7 +7,7 @@
 //! (`ctl_socket`) are its two front ends.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use sluice_classifier::table::{flag, Removal, Selection};
 use sluice_classifier::Rule;
 use sluice_classifier::{parse_flow, Require, RuleSet};
-use sluice_datapath::PortConfig;
+use sluice_datapath::{DatapathConfig, PortConfig};
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
 use sluice_port::PortSpec;
@@ -74,6 +74,8 @@ pub struct Control {
     /// Flow-mods applied (OpenFlow's one by one, `sluice ctl`'s a rule
     /// each) and refused, for `--metrics`.
     pub(crate) flow_mods: [AtomicU64; 2],
+    /// The datapath's `vlan-limit` setting, for `trace --packet`.
+    vlan_limit: AtomicUsize,
 }
 
 /// A port change.
@@ -101,6 +103,9 @@ pub const COMMANDS: &str = "\
   pmd-stats-clear            zero them
   pmd-rxq-show               which PMD polls which rx queue, and each queue's share of its cycles
   dump-megaflows             the megaflows (like dpctl/dump-flows)
+  trace FLOW | trace --packet HEX --in-port N
+                             how the live rules handle a packet (like ofproto/trace), and
+                             which cache level of each PMD would serve it now, with its megaflow
   set tx-flush-interval=auto|US [port=N]
   dump-flows                 the rules with their counters
   add-flow FLOW              add a rule (ovs-ofctl syntax)
@@ -175,7 +180,13 @@ impl Control {
             of_status: Mutex::new(None),
             specs: Mutex::new(Vec::new()),
             flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
+            vlan_limit: AtomicUsize::new(DatapathConfig::default().vlan_limit),
         }
+    }
+
+    /// Tells it the datapath's `vlan-limit` setting (0: every tag).
+    pub fn set_vlan_limit(&self, setting: usize) {
+        self.vlan_limit.store(setting, Ordering::Relaxed);
     }
 
     /// Tells it the ports the switch started with.
@@ -279,6 +290,36 @@ impl Control {
                 .iter()
                 .map(crate::pmd_show::rxq_show)
                 .collect()),
+            "trace" => {
+                let vlans = self.vlan_limit.load(Ordering::Relaxed);
+                let req = crate::trace::LiveRequest::parse(&rest, vlans)?;
+                let mut ports: Vec<u32> = self
+                    .specs
+                    .lock()
+                    .expect("specs")
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect();
+                ports.sort_unstable();
+                let rules = self.rules.lock().expect("rules").clone();
+                let key = Box::new(req.key);
+                let probes = self.ask_each(|_, tx| PmdCommand::ProbeCaches(key.clone(), tx))?;
+                let placed: Vec<_> = self
+                    .pmds
+                    .lock()
+                    .expect("pmd senders")
+                    .iter()
+                    .map(|(p, _)| *p)
+                    .zip(probes)
+                    .collect();
+                Ok(crate::trace::live(
+                    &rules,
+                    &ports,
+                    &req,
+                    sluice_packet::extract::vlan_limit(vlans),
+                    &placed,
+                ))
+            }
             "dump-megaflows" => {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
                 Ok(per_pmd.concat().join("\n"))

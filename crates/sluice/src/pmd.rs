@@ -101,6 +101,12 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
+    /// Which cache level would serve a packet of this flow now (nothing
+    /// changes).
+    ProbeCaches(
+        Box<sluice_packet::FlowKey>,
+        Sender<sluice_datapath::CacheProbe>,
+    ),
     /// Set `tx-flush-interval` (µs) for a port, or every port.
     SetTxFlush(
         Option<u32>,
@@ -250,6 +256,9 @@ fn handle(
         }
         PmdCommand::DumpMegaflows(reply) => {
             let _ = reply.send(dp.dump_megaflows(now_us));
+        }
+        PmdCommand::ProbeCaches(key, reply) => {
+            let _ = reply.send(dp.probe_caches(&key, now_us));
         }
         PmdCommand::SetTxFlush(port, f, reply) => {
             let _ = reply.send(dp.set_tx_flush_interval(port, f).map_err(|e| e.to_string()));

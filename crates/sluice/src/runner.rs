@@ -382,6 +382,7 @@ pub fn run_ports(
         .collect();
     let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
     control.set_port_specs(cfg.ports.clone());
+    control.set_vlan_limit(cfg.datapath.vlan_limit);
     let socket = match &opts.ctl {
         Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
             Ok(f) => {

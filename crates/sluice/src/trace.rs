@@ -208,6 +208,124 @@ fn length_branches(acts: &[DpAction], bytes: &[u8], in_port: u32, vlans: usize) 
     o
 }
 
+/// What `sluice ctl trace` is asked: the packet's flow, and its bytes
+/// when given in hex.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRequest {
+    /// The flow the datapath would extract.
+    pub key: FlowKey,
+    /// The frame, with `--packet`.
+    pub bytes: Option<Vec<u8>>,
+    /// No nw_ttl was given: 64 was taken.
+    pub ttl_assumed: bool,
+}
+
+/// How `sluice ctl trace` is called.
+pub const LIVE_USAGE: &str =
+    "trace FLOW (e.g. in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80) | trace --packet HEX --in-port N";
+
+impl LiveRequest {
+    /// Reads `sluice ctl trace`'s arguments: a flow description, or
+    /// `--packet HEX --in-port N` (VLAN tags parsed up to `vlan_setting`,
+    /// as the running datapath does).
+    pub fn parse(args: &[&str], vlan_setting: usize) -> Result<LiveRequest, String> {
+        let mut packet = None;
+        let mut in_port = None;
+        let mut flow = Vec::new();
+        let mut it = args.iter();
+        while let Some(&a) = it.next() {
+            let mut value = |name: &str| -> Result<String, String> {
+                match a.strip_prefix(name).and_then(|r| r.strip_prefix('=')) {
+                    Some(v) => Ok(v.to_string()),
+                    None => it
+                        .next()
+                        .map(|v| v.to_string())
+                        .ok_or_else(|| format!("{name} needs a value; usage: {LIVE_USAGE}")),
+                }
+            };
+            if a == "--packet" || a.starts_with("--packet=") {
+                packet = Some(value("--packet")?);
+            } else if a == "--in-port" || a.starts_with("--in-port=") {
+                let v = value("--in-port")?;
+                in_port = Some(
+                    v.parse::<u32>()
+                        .map_err(|_| format!("--in-port '{v}' is not a port number"))?,
+                );
+            } else if a.starts_with("--") {
+                return Err(format!("unknown option '{a}'; usage: {LIVE_USAGE}"));
+            } else {
+                flow.push(a);
+            }
+        }
+        match (packet, flow.is_empty()) {
+            (Some(hex), true) => {
+                let port = in_port
+                    .ok_or_else(|| format!("--packet needs --in-port; usage: {LIVE_USAGE}"))?;
+                Ok(LiveRequest {
+                    key: key_from_packet(&hex, port, vlan_setting)?,
+                    bytes: Some(packet_bytes(&hex)?),
+                    ttl_assumed: false,
+                })
+            }
+            (Some(_), false) => Err(format!(
+                "give a flow or --packet, not both; usage: {LIVE_USAGE}"
+            )),
+            (None, true) => Err(format!("which packet? usage: {LIVE_USAGE}")),
+            (None, false) => {
+                if in_port.is_some() {
+                    return Err(format!("--in-port goes with --packet; in a flow write in_port=N; usage: {LIVE_USAGE}"));
+                }
+                let (key, ttl_assumed) = key_from_description(&flow.join(","))?;
+                Ok(LiveRequest {
+                    key,
+                    bytes: None,
+                    ttl_assumed,
+                })
+            }
+        }
+    }
+}
+
+/// `sluice ctl trace`: the trace of the packet through the running
+/// switch's rules (as `sluice trace`), then what each PMD's caches hold
+/// for it now.
+pub fn live(
+    rules: &RuleSet,
+    ports: &[u32],
+    req: &LiveRequest,
+    vlans: usize,
+    probes: &[(crate::pmd::Placement, sluice_datapath::CacheProbe)],
+) -> String {
+    let mut o = String::new();
+    if req.ttl_assumed {
+        o += "(no nw_ttl given: traced with nw_ttl=64)\n";
+    }
+    o += &trace(
+        rules,
+        ports,
+        &req.key,
+        req.bytes.as_deref().map(|b| (b, vlans)),
+    );
+    o += "\nCaches now (the first pass; nothing changed by looking):\n";
+    for (at, p) in probes {
+        o += &format!("  {at}: {}", p.level.name());
+        match &p.megaflow {
+            Some(m) => {
+                o += &format!(
+                    "{}\n    megaflow: {m}\n",
+                    if p.stale {
+                        " (the rules changed since it was made: translated again before use)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            None => o += ": the translation above would be installed as its megaflow\n",
+        }
+    }
+    o
+}
+
 fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
     translate(XlateEnv { rules, ports }, key, &mut t, true);
@@ -328,6 +446,42 @@ mod tests {
             out.contains("this packet is 46 bytes (Ethernet padding not counted): the le branch"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn live_trace_arguments() {
+        let flow = LiveRequest::parse(&["in_port=1,tcp", "tp_dst=80"], 1).unwrap();
+        assert!(flow.ttl_assumed && flow.bytes.is_none());
+        assert_eq!((flow.key.in_port, flow.key.tp_dst), (1, 80));
+        let frame = "ffffffffffff0000000000010806";
+        for args in [
+            vec!["--packet", frame, "--in-port", "3"],
+            vec!["--packet=ffff ffffffff0000000000010806", "--in-port=3"],
+        ] {
+            let p = LiveRequest::parse(&args, 1).unwrap();
+            assert_eq!((p.key.in_port, p.key.dl_type), (3, 0x0806));
+            assert_eq!(p.bytes.as_deref().map(<[u8]>::len), Some(14));
+        }
+        for (args, said) in [
+            (vec![], "which packet?"),
+            (vec!["--packet", frame], "--packet needs --in-port"),
+            (
+                vec!["--packet", frame, "--in-port", "x"],
+                "'x' is not a port number",
+            ),
+            (vec!["--packet"], "--packet needs a value"),
+            (vec!["--packet", frame, "--in-port", "1", "tcp"], "not both"),
+            (
+                vec!["--in-port", "1", "tcp"],
+                "--in-port goes with --packet",
+            ),
+            (vec!["--verbose", "tcp"], "unknown option '--verbose'"),
+            (vec!["--packet", "zz", "--in-port", "1"], "not a hex digit"),
+            (vec!["tp_dst=80"], "tp_dst requires"),
+        ] {
+            let e = LiveRequest::parse(&args, 1).unwrap_err();
+            assert!(e.contains(said), "{args:?}: {e}");
+        }
     }
 
     #[test]
