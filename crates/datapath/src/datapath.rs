@@ -74,6 +74,9 @@ pub struct DatapathConfig {
     /// sent, as an Ethernet NIC does on the wire (false, as Open vSwitch:
     /// a frame leaves as short as its actions made it, e.g. after a pop).
     pub pad_short_frames: bool,
+    /// Keep PMD performance metrics ([`crate::perf`], OVS's
+    /// `pmd-perf-metrics`; off, as OVS).
+    pub perf_metrics: bool,
 }
 
 impl Default for DatapathConfig {
@@ -87,6 +90,7 @@ impl Default for DatapathConfig {
             tx_flush: TxFlush::Auto,
             vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
             pad_short_frames: false,
+            perf_metrics: false,
         }
     }
 }
@@ -200,6 +204,10 @@ pub struct Datapath {
     /// Rules this thread learned that the control plane has not yet
     /// given back in a version ([`RuleSet::keep_learned`]).
     learned_mine: Vec<sluice_classifier::table::learned::Learned>,
+    /// PMD performance metrics, when on.
+    perf: Option<Box<crate::perf::PmdPerf>>,
+    /// The iteration log's threshold, µs.
+    perf_log_us: u64,
 }
 
 impl Datapath {
@@ -236,8 +244,11 @@ impl Datapath {
             bridge_seen: 0,
             macs_seen: 0,
             learned_mine: Vec::new(),
+            perf: None,
+            perf_log_us: crate::perf::LOG_THRESHOLD_US,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
+        dp.set_perf_metrics(cfg.perf_metrics, 0);
         dp.set_rules(rules);
         Ok(dp)
     }
@@ -448,6 +459,9 @@ impl Datapath {
     /// queue's cycles end there and the next queue's begin) and once at
     /// the end (as OVS's PMD counts busy and idle cycles per iteration).
     fn poll_at(&mut self, start: u64, now_us: u64) -> usize {
+        if let Some(p) = &mut self.perf {
+            p.begin(&self.stats);
+        }
         // Rule changes (timeouts now, flow-mods later) take effect at the
         // top of an iteration, before any packet of it is classified.
         self.housekeeping(now_us);
@@ -479,7 +493,41 @@ impl Datapath {
         } else {
             self.stats.idle_cycles += spent;
         }
+        if let Some(p) = &mut self.perf {
+            for c in self.pipeline.upcall_cycles.drain(..) {
+                p.upcall(c);
+            }
+            p.end(now_us, spent, received as u64, &self.stats);
+        }
         received
+    }
+
+    /// Turns the PMD performance metrics on (afresh, from `now_us`) or
+    /// off (`pmd-perf-metrics`).
+    pub fn set_perf_metrics(&mut self, on: bool, now_us: u64) {
+        self.perf = on.then(|| {
+            Box::new(crate::perf::PmdPerf::new(
+                now_us,
+                &self.stats,
+                self.perf_log_us,
+            ))
+        });
+        self.pipeline.time_upcalls = on;
+        self.pipeline.upcall_cycles.clear();
+    }
+
+    /// Sets the iteration log's threshold (µs); the metrics, if on,
+    /// start afresh.
+    pub fn set_perf_log_threshold(&mut self, us: u64, now_us: u64) {
+        self.perf_log_us = us;
+        if self.perf.is_some() {
+            self.set_perf_metrics(true, now_us);
+        }
+    }
+
+    /// The PMD performance metrics, when on.
+    pub fn perf(&self) -> Option<&crate::perf::PmdPerf> {
+        self.perf.as_deref()
     }
 
     /// One rx burst from port `pi`'s own queue (`q` = None) or its extra
@@ -506,6 +554,9 @@ impl Datapath {
         let status = port.rx_burst(&mut self.pool, &mut batch, ofport);
         batch.unlimit();
         self.rx_budget = self.rx_budget.saturating_sub(batch.len());
+        if !batch.is_empty() {
+            DpStats::count_batch(&mut self.stats.rx_batch_sizes, batch.len());
+        }
         match status {
             RxStatus::Received(_) if no_recv => {
                 let received = batch.len();
@@ -762,6 +813,12 @@ impl Datapath {
     /// (`pmd-stats-clear`). Ports and rules keep their counters.
     pub fn clear_stats(&mut self) {
         self.stats = DpStats::default();
+        if let Some(p) = &mut self.perf {
+            // The metrics start again with the counters (from the time
+            // the caller gives with `set_perf_metrics`, or the old start).
+            let since = p.since_us;
+            **p = crate::perf::PmdPerf::new(since, &self.stats, self.perf_log_us);
+        }
         for slot in &mut self.out.ports {
             slot.rx_cycles = 0;
             for q in &mut slot.extra_rxqs {

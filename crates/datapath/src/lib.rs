@@ -17,6 +17,7 @@ pub mod datapath;
 pub mod execute;
 mod fragments;
 mod output;
+pub mod perf;
 pub mod pipeline;
 pub mod probe;
 mod recirc_gc;

@@ -278,6 +278,7 @@ impl OutputStage {
         stats.sent_packets += sent as u64;
         stats.tx_dropped += (n - sent) as u64;
         stats.sent_batches += 1;
+        DpStats::count_batch(&mut stats.tx_batch_sizes, n);
     }
 
     /// Sends every non-empty queue.
@@ -300,6 +301,7 @@ fn send(slot: &mut PortSlot, batch: &mut PacketBatch, pool: &mut PacketPool, sta
     stats.sent_packets += sent as u64;
     stats.tx_dropped += (n - sent) as u64;
     stats.sent_batches += 1;
+    DpStats::count_batch(&mut stats.tx_batch_sizes, n);
 }
 
 /// Sends the slot's queue to a port that takes no offload requests (seed

@@ -229,12 +229,23 @@ pub struct DpStats {
     /// Copies whose offload request could not be carried out (malformed,
     /// or no frame for a segment); counted in `tx_dropped` too.
     pub offload_failures: u64,
+    /// Rx bursts that brought packets, by how many (index `n - 1`):
+    /// `pmd-perf-show`'s packets per rx batch.
+    pub rx_batch_sizes: [u64; 32],
+    /// Send calls by packets given (index `n - 1`): packets per tx batch.
+    pub tx_batch_sizes: [u64; 32],
 }
 
 impl DpStats {
     /// Adds another thread's counters to these (for totals over PMDs).
     pub fn add(&mut self, o: &DpStats) {
         for (a, b) in self.dropped.iter_mut().zip(&o.dropped) {
+            *a += b;
+        }
+        for (a, b) in self.rx_batch_sizes.iter_mut().zip(&o.rx_batch_sizes) {
+            *a += b;
+        }
+        for (a, b) in self.tx_batch_sizes.iter_mut().zip(&o.tx_batch_sizes) {
             *a += b;
         }
         let DpStats {
@@ -274,6 +285,8 @@ impl DpStats {
             gso_segments,
             csum_completed,
             offload_failures,
+            rx_batch_sizes: _,
+            tx_batch_sizes: _,
         } = o;
         self.gso_segmented += gso_segmented;
         self.gso_segments += gso_segments;
@@ -310,6 +323,12 @@ impl DpStats {
         self.iterations += iterations;
         self.processing_cycles += processing_cycles;
         self.idle_cycles += idle_cycles;
+    }
+
+    /// Counts a batch of `n` (1 to 32) in `sizes`.
+    #[inline]
+    pub fn count_batch(sizes: &mut [u64; 32], n: usize) {
+        sizes[n.clamp(1, 32) - 1] += 1;
     }
 
     /// Total drops.

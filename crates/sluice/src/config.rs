@@ -34,6 +34,7 @@
 //! mask_limit = 512
 //!
 //! tx_flush_interval = "auto"    # µs an output batch may wait, or auto (the default)
+//! pmd_perf_metrics = false      # pmd-perf-show's histograms and logs (OVS's pmd-perf-metrics)
 //!
 //! [openflow]                   # an OpenFlow 1.3 channel (see `sluice run --help`)
 //! controllers = ["tcp:192.0.2.10:6653"]
@@ -210,6 +211,7 @@ struct FileDatapath {
     flow_limit: Option<usize>,
     mask_limit: Option<usize>,
     tx_flush_interval: Option<FlushValue>,
+    pmd_perf_metrics: Option<bool>,
 }
 
 /// The `pmd-auto-lb` settings from their separate keys (or flags):
@@ -570,6 +572,9 @@ impl Config {
             }
             if let Some(n) = d.flow_limit {
                 c.megaflow.max_flows = n;
+            }
+            if let Some(on) = d.pmd_perf_metrics {
+                cfg.datapath.perf_metrics = on;
             }
             if let Some(n) = d.mask_limit {
                 c.megaflow.max_masks = n;

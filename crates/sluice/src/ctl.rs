@@ -97,6 +97,10 @@ pub type PortWatcher = Box<dyn Fn(PortChange, u32, &str) + Send + Sync>;
 /// FLOW_REMOVED).
 pub(crate) type Applied = (Vec<Option<OfError>>, Vec<Arc<Rule>>);
 
+/// What `set` takes.
+const SET_USAGE: &str =
+    "tx-flush-interval=auto|US [port=N], pmd-perf-metrics=true|false, pmd-perf-log-us=US";
+
 /// The commands, for `sluice ctl --help` and errors.
 pub const COMMANDS: &str = "\
   pmd-stats                  datapath counters per PMD (like dpif-netdev/pmd-stats-show)
@@ -106,7 +110,11 @@ pub const COMMANDS: &str = "\
   trace FLOW | trace --packet HEX --in-port N
                              how the live rules handle a packet (like ofproto/trace), and
                              which cache level of each PMD would serve it now, with its megaflow
+  pmd-perf-show [-nh] [--seconds [N]] [--iteration-log [N]]
+                             PMD performance metrics (like dpif-netdev/pmd-perf-show), once on
   set tx-flush-interval=auto|US [port=N]
+  set pmd-perf-metrics=true|false    PMD performance metrics on or off (OVS's pmd-perf-metrics)
+  set pmd-perf-log-us=US     iterations longer than this go to pmd-perf-show's log (250)
   dump-flows                 the rules with their counters
   add-flow FLOW              add a rule (ovs-ofctl syntax)
   add-flows FILE             add the rules of a file
@@ -324,33 +332,16 @@ impl Control {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
                 Ok(per_pmd.concat().join("\n"))
             }
-            "set" => {
-                let mut interval = None;
-                let mut port = None;
-                for a in &rest {
-                    match a.split_once('=') {
-                        Some(("tx-flush-interval", v)) => {
-                            interval = Some(sluice_datapath::TxFlush::parse(v)?)
-                        }
-                        Some(("port", v)) => {
-                            port = Some(
-                                v.parse::<u32>()
-                                    .map_err(|_| format!("'{v}' is not a port number"))?,
-                            )
-                        }
-                        _ => {
-                            return Err(format!(
-                                "'{a}': expected tx-flush-interval=auto|US [port=N]"
-                            ))
-                        }
-                    }
-                }
-                let f = interval.ok_or("expected tx-flush-interval=auto|US")?;
-                for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, f, tx))? {
-                    r?;
-                }
-                Ok(String::new())
+            "pmd-perf-show" => {
+                let o = crate::perf_show::ShowOptions::parse(&rest)?;
+                Ok(self
+                    .ask_all(PmdCommand::Perf)?
+                    .iter()
+                    .map(|s| crate::perf_show::show(s, &o))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
             }
+            "set" => self.set(&rest),
             "dump-ports" => {
                 let snaps = self.ask_all(PmdCommand::Stats)?;
                 let per_pmd: Vec<_> = snaps.into_iter().map(|s| s.ports).collect();
@@ -783,6 +774,61 @@ impl Control {
         self.ask_all(PmdCommand::CreditRules)?;
         let rules = self.rules.lock().expect("rules");
         Ok(f(&rules, self.now_us()))
+    }
+
+    /// `set KEY=VALUE...`: `tx-flush-interval=auto|US [port=N]`,
+    /// `pmd-perf-metrics=true|false`, `pmd-perf-log-us=US`.
+    fn set(&self, args: &[&str]) -> Result<String, String> {
+        let mut interval = None;
+        let mut port = None;
+        let mut perf = None;
+        let mut log_us = None;
+        for a in args {
+            match a.split_once('=') {
+                Some(("tx-flush-interval", v)) => {
+                    interval = Some(sluice_datapath::TxFlush::parse(v)?)
+                }
+                Some(("port", v)) => {
+                    port = Some(
+                        v.parse::<u32>()
+                            .map_err(|_| format!("'{v}' is not a port number"))?,
+                    )
+                }
+                Some(("pmd-perf-metrics", v)) => {
+                    perf = Some(match v {
+                        "true" => true,
+                        "false" => false,
+                        _ => return Err(format!("pmd-perf-metrics={v}: give true or false")),
+                    })
+                }
+                Some(("pmd-perf-log-us", v)) => {
+                    log_us = Some(
+                        v.parse::<u64>()
+                            .ok()
+                            .filter(|us| (1..=1_000_000).contains(us))
+                            .ok_or_else(|| {
+                                format!("pmd-perf-log-us={v}: give 1 to 1000000 (µs)")
+                            })?,
+                    )
+                }
+                _ => return Err(format!("'{a}': expected {SET_USAGE}")),
+            }
+        }
+        if interval.is_none() && port.is_some() {
+            return Err("port= goes with tx-flush-interval=".into());
+        }
+        if interval.is_none() && perf.is_none() && log_us.is_none() {
+            return Err(format!("expected {SET_USAGE}"));
+        }
+        if let Some(f) = interval {
+            for r in self.ask_all(|tx| PmdCommand::SetTxFlush(port, f, tx))? {
+                r?;
+            }
+        }
+        if perf.is_some() || log_us.is_some() {
+            self.ask_all(|tx| PmdCommand::SetPerf(perf, log_us, tx))?;
+        }
+        Ok(String::new())
     }
 
     /// Every PMD's full snapshot (counters, ports, cache occupancy), in

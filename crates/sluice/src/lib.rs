@@ -23,6 +23,7 @@ mod ofmultipart;
 pub mod oftarget;
 pub mod oftls;
 mod oftlv;
+pub mod perf_show;
 pub mod pmd;
 pub mod pmd_show;
 pub mod report;

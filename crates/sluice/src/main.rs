@@ -144,6 +144,13 @@ struct CacheArgs {
     /// each rx burst (OVS's default); US pins the longest wait.
     #[arg(long, value_name = "[N=]auto|US", value_parser = sluice::config::parse_flush_arg)]
     tx_flush_interval: Vec<(Option<u32>, sluice_datapath::TxFlush)>,
+    /// Keep PMD performance metrics for 'sluice ctl pmd-perf-show'
+    /// (histograms of cycles and packets per iteration, packets per rx and
+    /// tx batch, cycles per upcall; the last 60 s; iterations over 250 µs),
+    /// as OVS's other_config:pmd-perf-metrics=true. Off by default, as
+    /// OVS; 'sluice ctl set pmd-perf-metrics=true' turns them on later.
+    #[arg(long)]
+    pmd_perf_metrics: bool,
 }
 
 /// How packets are read and rewritten where Open vSwitch has a setting
@@ -288,6 +295,9 @@ impl CacheArgs {
         }
         if let Some(n) = self.mask_limit {
             c.megaflow.max_masks = n;
+        }
+        if self.pmd_perf_metrics {
+            config.datapath.perf_metrics = true;
         }
     }
 }
@@ -508,7 +518,7 @@ struct RunArgs {
     ovs: OvsBehaviourArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  trace FLOW | trace --packet HEX --in-port N\n  set tx-flush-interval=auto|US [port=N]\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  fdb-show | fdb-flush | fdb-stats-show\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  trace FLOW | trace --packet HEX --in-port N\n  pmd-perf-show [-nh] [--seconds [N]] [--iteration-log [N]]\n  set tx-flush-interval=auto|US [port=N] | set pmd-perf-metrics=true|false | set pmd-perf-log-us=US\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  fdb-show | fdb-flush | fdb-stats-show\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
 
 #[derive(Args)]
 struct CtlArgs {

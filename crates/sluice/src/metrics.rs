@@ -112,6 +112,39 @@ fn gauges(
     Ok(())
 }
 
+/// Batch sizes (packets 1 to 32) as a Prometheus histogram with buckets
+/// at the powers of two.
+#[derive(Debug)]
+struct BatchSizes([u64; 32]);
+
+impl EncodeMetric for BatchSizes {
+    fn encode(&self, mut enc: prometheus_client::encoding::MetricEncoder) -> fmt::Result {
+        let count: u64 = self.0.iter().sum();
+        let sum: u64 = self
+            .0
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as u64 + 1) * c)
+            .sum();
+        // Per bucket (the encoder adds them up): sizes in (le/2, le].
+        let buckets: Vec<(f64, u64)> = [1usize, 2, 4, 8, 16, 32]
+            .iter()
+            .map(|&le| {
+                let from = le / 2 + 1;
+                (le as f64, self.0[from - 1..le].iter().sum())
+            })
+            .chain([(f64::INFINITY, 0)])
+            .collect();
+        enc.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+            sum as f64, count, &buckets, None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
 /// A counter's name as a label value: `controller queue full` →
 /// `controller_queue_full`.
 fn label_value(name: &str) -> String {
@@ -213,6 +246,29 @@ impl Families {
             "Packets sent to a controller (datapath's upcalls of type action)",
             |s| s.packet_ins,
         )?;
+        for (name, help, rx) in [
+            (
+                "pmd_rx_batch_packets",
+                "Packets per rx burst that brought any (pmd-perf-show: packets/rx batch)",
+                true,
+            ),
+            (
+                "pmd_tx_batch_packets",
+                "Packets per send call (pmd-perf-show: packets/tx batch)",
+                false,
+            ),
+        ] {
+            let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for p in pmds {
+                let sizes = if rx {
+                    p.stats.rx_batch_sizes
+                } else {
+                    p.stats.tx_batch_sizes
+                };
+                let labels = pmd(p);
+                BatchSizes(sizes).encode(m.encode_family(&labels)?)?;
+            }
+        }
         counters(
             enc,
             "pmd_dropped",

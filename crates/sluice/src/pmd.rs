@@ -31,6 +31,19 @@ pub struct PmdSnapshot {
     pub ports: Vec<PortReport>,
 }
 
+/// What `pmd-perf-show` reads of one PMD.
+#[derive(Debug, Clone)]
+pub struct PerfSnapshot {
+    /// Which PMD.
+    pub placement: Placement,
+    /// Its counters now.
+    pub stats: DpStats,
+    /// Its metrics, when on.
+    pub perf: Option<Box<sluice_datapath::perf::PmdPerf>>,
+    /// The switch clock now, µs.
+    pub now_us: u64,
+}
+
 /// Where a PMD thread runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Placement {
@@ -101,6 +114,11 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
+    /// The PMD performance metrics (`pmd-perf-show`).
+    Perf(Sender<PerfSnapshot>),
+    /// Turn the performance metrics on or off, and/or set the iteration
+    /// log's threshold (µs); either starts them afresh.
+    SetPerf(Option<bool>, Option<u64>, Sender<()>),
     /// Which cache level would serve a packet of this flow now (nothing
     /// changes).
     ProbeCaches(
@@ -248,6 +266,26 @@ fn handle(
         }
         PmdCommand::ClearStats(reply) => {
             dp.clear_stats();
+            if dp.perf().is_some() {
+                dp.set_perf_metrics(true, now_us);
+            }
+            let _ = reply.send(());
+        }
+        PmdCommand::Perf(reply) => {
+            let _ = reply.send(PerfSnapshot {
+                placement,
+                stats: dp.stats().clone(),
+                perf: dp.perf().map(|p| Box::new(p.clone())),
+                now_us,
+            });
+        }
+        PmdCommand::SetPerf(on, log_us, reply) => {
+            if let Some(us) = log_us {
+                dp.set_perf_log_threshold(us, now_us);
+            }
+            if let Some(on) = on {
+                dp.set_perf_metrics(on, now_us);
+            }
             let _ = reply.send(());
         }
         PmdCommand::CreditRules(reply) => {

@@ -206,7 +206,7 @@ fn ctl_sets_timeout_policies_and_reassembly_and_refuses_nonsense() {
 /// `sluice ctl trace` on a running switch: the trace equals `sluice
 /// trace` of the same rules; the caches say which level serves the
 /// packet now (the EMC for a frame the switch forwards over and over, a
-/// miss for a flow it never saw) and, after a rule change, that the
+/// miss for a flow it never sees) and, after a rule change, that the
 /// megaflow is translated again before use.
 #[test]
 fn ctl_trace_follows_the_live_rules_and_caches() {
@@ -235,7 +235,8 @@ fn ctl_trace_follows_the_live_rules_and_caches() {
         stdout(&o)
     };
     // The same trace as `sluice trace` of the flow file.
-    let flow = "in_port=1,udp,nw_src=10.0.0.1,nw_dst=10.0.0.9,nw_ttl=64,tp_src=1000,tp_dst=53";
+    // TCP: the capture's frames are UDP, so no cache holds this flow.
+    let flow = "in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.9,nw_ttl=64,tp_src=1000,tp_dst=80";
     let live = ctl(&["trace", flow]);
     let offline = stdout(&support::sluice(&["trace", "--flows", &p("r.flows"), flow]));
     let (traced, caches) = live.split_once("\nCaches now").expect("a caches section");
@@ -275,5 +276,105 @@ fn ctl_trace_follows_the_live_rules_and_caches() {
         "{}",
         stderr(&bad)
     );
-    drop(run);
+    run.stop_with_stderr();
+}
+
+/// `pmd-perf-show` on a switch run with `--pmd-perf-metrics`: the
+/// histograms add up to the iterations counted (and, with one port, the
+/// busy iterations to the rx batches), the one-second slices too; off,
+/// on again and `pmd-stats-clear` start it afresh.
+#[test]
+fn pmd_perf_show_adds_up() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 5);
+    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
+    let sock = p("s.ctl");
+    let run = RunningSwitch::start(
+        &sock,
+        &[
+            "--duration",
+            "20",
+            "--flows",
+            &p("r.flows"),
+            "--port",
+            &format!("1=pcap:rx={},loop", p("in.pcap")),
+            "--port",
+            "2=null",
+            "--pmd-perf-metrics",
+        ],
+    );
+    let ctl = |args: &[&str]| {
+        let o = ctl_at(&sock, args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    let number = |text: &str, what: &str| -> u64 {
+        let at = text
+            .find(what)
+            .unwrap_or_else(|| panic!("no '{what}' in {text}"))
+            + what.len();
+        text[at..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let t = ctl(&["pmd-perf-show", "--seconds", "--iteration-log", "5"]);
+    let its = number(&t, "Iterations:");
+    assert!(its > 0, "{t}");
+    assert_eq!(number(&t, "cycles/it:"), its, "{t}");
+    let busy = number(&t, "- busy iterations:");
+    assert_eq!(number(&t, "packets/it (busy):"), busy, "{t}");
+    assert_eq!(
+        number(&t, "packets/rx batch:"),
+        busy,
+        "one port: one rx batch a busy iteration\n{t}"
+    );
+    assert_eq!(
+        number(&t, "packets/tx batch:"),
+        number(&t, "Tx batches:"),
+        "{t}"
+    );
+    assert_eq!(number(&t, "Rx packets:"), number(&t, "Tx packets:"), "{t}");
+    // The slices: every iteration counted in one (all within 60 s).
+    let slices = t
+        .split("Last ")
+        .nth(1)
+        .unwrap()
+        .split("Iterations over")
+        .next()
+        .unwrap();
+    let in_slices: u64 = slices
+        .lines()
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(in_slices, its, "{t}");
+    assert!(t.contains("Iterations over 250 us:"), "{t}");
+    // Off, then on again: afresh.
+    ctl(&["set", "pmd-perf-metrics=false"]);
+    assert!(ctl(&["pmd-perf-show"]).contains("pmd-perf-metrics is off"));
+    ctl(&["set", "pmd-perf-metrics=true", "pmd-perf-log-us=1"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let again = ctl(&["pmd-perf-show", "-nh"]);
+    assert!(!again.contains("Histograms"), "{again}");
+    let d2 = again.split("Measurement duration: ").nth(1).unwrap();
+    let secs: f64 = d2.split_whitespace().next().unwrap().parse().unwrap();
+    assert!(secs < 1.0, "afresh: {again}");
+    ctl(&["pmd-stats-clear"]);
+    let cleared = ctl(&["pmd-perf-show", "-it"]);
+    assert!(number(&cleared, "Iterations:") < its, "{cleared}");
+    assert!(cleared.contains("Iterations over 1 us:"), "{cleared}");
+    for (bad, said) in [
+        (&["pmd-perf-show", "--seconds", "99"][..], "give 1 to 60"),
+        (&["set", "pmd-perf-metrics=yes"], "give true or false"),
+    ] {
+        let o = ctl_at(&sock, bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+        assert!(stderr(&o).contains(said), "{}", stderr(&o));
+    }
+    run.stop_with_stderr();
 }

@@ -164,6 +164,15 @@ fn metrics_say_what_the_switch_counts() {
         .samples
         .contains_key("sluice_pmd_cycles_total{pmd=\"0\",state=\"busy\"}"));
     assert!(s.value("sluice_rxq_cycles_total{pmd=\"0\",port=\"1\",queue=\"0\"}") > 0);
+    // The batch size histograms: every packet in one batch of each.
+    assert_eq!(s.value("sluice_pmd_rx_batch_packets_sum{pmd=\"0\"}"), 300);
+    assert_eq!(s.value("sluice_pmd_tx_batch_packets_sum{pmd=\"0\"}"), 300);
+    let batches = s.value("sluice_pmd_tx_batch_packets_count{pmd=\"0\"}");
+    assert_eq!(
+        s.value("sluice_pmd_tx_batch_packets_bucket{le=\"+Inf\",pmd=\"0\"}"),
+        batches
+    );
+    assert_eq!(batches, number_after(&stats, "sent batches"));
 
     // Flow-mods: two rules from `sluice ctl add-flows`, one from an
     // OpenFlow client, one refused (group 7 does not exist).
@@ -349,10 +358,10 @@ fn prometheus_scrapes_a_running_switch() {
     let families = Scrape::get(mport).families;
     assert!(families.len() >= 30, "{families:?}");
     for (name, ty) in &families {
-        let series = if ty == "counter" {
-            format!("{name}_total")
-        } else {
-            name.clone()
+        let series = match ty.as_str() {
+            "counter" => format!("{name}_total"),
+            "histogram" => format!("{name}_count"),
+            _ => name.clone(),
         };
         let got = prom.series(&series);
         assert!(!got.is_empty(), "Prometheus has no {series}");

@@ -18,6 +18,7 @@ const ORDER: &[&str] = &[
     "config",
     "report",
     "pmd_show",
+    "perf_show",
     "trace",
     "tunnels",
     "ctcmd",

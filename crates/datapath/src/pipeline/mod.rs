@@ -124,6 +124,10 @@ enum Fate {
     PerPacket,
 }
 
+/// Upcall timings a pipeline keeps between two takes by the datapath (at
+/// the end of each iteration): more in one iteration go untimed.
+pub(crate) const UPCALL_SAMPLES: usize = 1024;
+
 /// Per-thread batch-processing state, allocated once.
 pub(crate) struct Pipeline {
     /// VLAN tags to parse (the vlan-limit setting resolved).
@@ -152,6 +156,12 @@ pub(crate) struct Pipeline {
     pub caches: Caches,
     pub packet_ins: PacketInQueue,
     upcall_budget: UpcallBudget,
+    /// Whether each upcall's cycles are kept in `upcall_cycles`
+    /// (`pmd-perf-metrics`).
+    pub time_upcalls: bool,
+    /// Cycles of the upcalls since the datapath last took them (at most
+    /// its capacity: no allocation here).
+    pub upcall_cycles: Vec<u64>,
     /// Misses of the current batch refused by the upcall budget.
     refused: u32,
     /// Packets waiting to pass through again (`recirc` actions).
@@ -188,6 +198,8 @@ impl Pipeline {
             group_index: [(Target::NONE, 0); GROUP_INDEX_SIZE],
             caches: Caches::new(cache),
             upcall_budget: UpcallBudget::new(cache.upcall_share_pct),
+            time_upcalls: false,
+            upcall_cycles: Vec::with_capacity(UPCALL_SAMPLES),
             refused: 0,
             recirc: RecircQueue::new(),
             in_recirc: false,
@@ -600,9 +612,10 @@ impl Pipeline {
                 stats.failed_upcalls += 1;
                 continue;
             }
-            let start = if limited {
+            let timed = limited || self.time_upcalls;
+            let start = if timed {
                 let now = crate::cycles::now();
-                if !self.upcall_budget.allows(now) {
+                if limited && !self.upcall_budget.allows(now) {
                     self.refused |= 1 << i;
                     continue;
                 }
@@ -613,9 +626,14 @@ impl Pipeline {
             let result = self
                 .caches
                 .upcall(&key, self.hashes[i], env, epoch, now_us, stats);
-            if limited {
-                self.upcall_budget
-                    .charge(crate::cycles::now().wrapping_sub(start));
+            if timed {
+                let spent = crate::cycles::now().wrapping_sub(start);
+                if limited {
+                    self.upcall_budget.charge(spent);
+                }
+                if self.time_upcalls && self.upcall_cycles.len() < UPCALL_SAMPLES {
+                    self.upcall_cycles.push(spent);
+                }
             }
             match result {
                 Ok(r) => {
