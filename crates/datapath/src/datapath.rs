@@ -225,6 +225,7 @@ impl Datapath {
                 tx_flush: cfg.tx_flush,
                 sending_us: 0.0,
                 pad_short: cfg.pad_short_frames,
+                now_us: 0,
             },
             port_numbers: Vec::new(),
             fwd_numbers: Vec::new(),
@@ -294,6 +295,7 @@ impl Datapath {
                 no_recv: false,
                 no_fwd: false,
                 no_packet_in: false,
+                tap: None,
             },
         );
         self.port_numbers.insert(pos, ofport);
@@ -462,6 +464,7 @@ impl Datapath {
         if let Some(p) = &mut self.perf {
             p.begin(&self.stats);
         }
+        self.out.now_us = now_us;
         // Rule changes (timeouts now, flow-mods later) take effect at the
         // top of an iteration, before any packet of it is classified.
         self.housekeeping(now_us);
@@ -559,6 +562,7 @@ impl Datapath {
         }
         match status {
             RxStatus::Received(_) if no_recv => {
+                self.tap_rx(pi, ofport, &batch, now_us);
                 let received = batch.len();
                 self.stats.rx_packets += received as u64;
                 self.stats.dropped[DropReason::PortNoRecv.index()] += received as u64;
@@ -569,6 +573,7 @@ impl Datapath {
                 received
             }
             RxStatus::Received(_) => {
+                self.tap_rx(pi, ofport, &batch, now_us);
                 let received = batch.len();
                 let env = XlateEnv {
                     rules: &self.rules,
@@ -605,6 +610,14 @@ impl Datapath {
                 0
             }
             RxStatus::Idle => 0,
+        }
+    }
+
+    /// Hands a received batch to port `pi`'s capture, if it has one.
+    #[inline]
+    fn tap_rx(&mut self, pi: usize, ofport: u32, batch: &PacketBatch, now_us: u64) {
+        if let Some(tap) = &mut self.out.ports[pi].tap {
+            tap.take(true, ofport, batch.as_slice().iter(), now_us);
         }
     }
 
@@ -657,7 +670,39 @@ impl Datapath {
                 as u64;
             // Fragments whose list expired long ago and no `ct` sent on.
             crate::fragments::purge(self.rules.conntrack(), false, &mut self.stats);
+            // Captures that have all they wanted let their writer finish.
+            for slot in &mut self.out.ports {
+                if slot.tap.as_ref().is_some_and(|t| t.finished()) {
+                    slot.tap = None;
+                }
+            }
         }
+    }
+
+    /// Starts a live capture of port `ofport` (replacing one running).
+    pub fn add_tap(&mut self, ofport: u32, spec: crate::capture::TapSpec) -> Result<(), DpError> {
+        let i = self
+            .out
+            .index_of(ofport)
+            .ok_or(DpError::NoSuchPort(ofport))?;
+        self.out.ports[i].tap = Some(Box::new(crate::capture::Tap::new(spec)));
+        Ok(())
+    }
+
+    /// Ends every live capture (the run ends).
+    pub fn remove_taps(&mut self) {
+        for slot in &mut self.out.ports {
+            slot.tap = None;
+        }
+    }
+
+    /// Ends the live capture of port `ofport`, if any (its writer then
+    /// has every frame this thread took).
+    pub fn remove_tap(&mut self, ofport: u32) -> bool {
+        self.out
+            .index_of(ofport)
+            .and_then(|i| self.out.ports[i].tap.take())
+            .is_some()
     }
 
     /// The installed megaflows, formatted like `ovs-appctl dpctl/dump-flows`.

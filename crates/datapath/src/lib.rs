@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod autobatch;
+pub mod capture;
 pub mod cascade;
 #[allow(unsafe_code)]
 pub mod cycles;

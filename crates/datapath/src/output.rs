@@ -52,6 +52,8 @@ pub(crate) struct PortSlot {
     /// OpenFlow port config: what it receives never goes to a controller
     /// (`no_packet_in`).
     pub no_packet_in: bool,
+    /// A live capture of the port (`sluice ctl capture`).
+    pub tap: Option<Box<crate::capture::Tap>>,
 }
 
 /// An rx queue a PMD polls for receiving only; it can be taken from one
@@ -93,6 +95,8 @@ pub(crate) struct OutputStage {
     pub sending_us: f64,
     /// Pad frames shorter than [`MIN_FRAME`] when sent.
     pub pad_short: bool,
+    /// The switch time of the current iteration, µs (for captures).
+    pub now_us: u64,
 }
 
 /// The shortest Ethernet frame on the wire, less its FCS.
@@ -251,6 +255,11 @@ impl OutputStage {
         }
         if self.pad_short {
             pad_short_frames(&mut slot.txq);
+        }
+        // A capture sees the frames as given to the port (a GSO
+        // super-frame whole, as tcpdump on the interface does).
+        if let Some(tap) = &mut slot.tap {
+            tap.take(false, slot.ofport, slot.txq.as_slice().iter(), self.now_us);
         }
         if slot.txq.as_slice().iter().any(|p| p.meta.offload.pending()) {
             let takes = slot.port.tx_offloads();

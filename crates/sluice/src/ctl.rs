@@ -76,6 +76,8 @@ pub struct Control {
     pub(crate) flow_mods: [AtomicU64; 2],
     /// The datapath's `vlan-limit` setting, for `trace --packet`.
     vlan_limit: AtomicUsize,
+    /// Live captures (`capture`).
+    captures: Arc<crate::capture::Captures>,
 }
 
 /// A port change.
@@ -107,6 +109,10 @@ pub const COMMANDS: &str = "\
   pmd-stats-clear            zero them
   pmd-rxq-show               which PMD polls which rx queue, and each queue's share of its cycles
   dump-megaflows             the megaflows (like dpctl/dump-flows)
+  capture PORT FILE [--rx|--tx|--both] [--count N] [--filter MATCH]
+                             write what a port receives and/or sends to a pcap file (like ovs-tcpdump -w)
+  capture-stop PORT          end it (the file is then complete)
+  capture-show               the captures, with frames captured, written and dropped
   trace FLOW | trace --packet HEX --in-port N
                              how the live rules handle a packet (like ofproto/trace), and
                              which cache level of each PMD would serve it now, with its megaflow
@@ -189,6 +195,7 @@ impl Control {
             specs: Mutex::new(Vec::new()),
             flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
             vlan_limit: AtomicUsize::new(DatapathConfig::default().vlan_limit),
+            captures: Arc::default(),
         }
     }
 
@@ -332,6 +339,21 @@ impl Control {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
                 Ok(per_pmd.concat().join("\n"))
             }
+            "capture" => self.capture(&rest),
+            "capture-stop" => {
+                let [port] = rest.as_slice() else {
+                    return Err("capture-stop PORT".into());
+                };
+                let port: u32 = port
+                    .parse()
+                    .map_err(|_| format!("'{port}' is not a port number"))?;
+                if !self.captures.has(port) {
+                    return Err(format!("port {port} is not being captured"));
+                }
+                self.ask_all(|tx| PmdCommand::RemoveTap(port, tx))?;
+                self.captures.stop(port)
+            }
+            "capture-show" => Ok(self.captures.show()),
             "pmd-perf-show" => {
                 let o = crate::perf_show::ShowOptions::parse(&rest)?;
                 Ok(self
@@ -483,6 +505,10 @@ impl Control {
                     .collect::<Result<Vec<_>, _>>()?;
                 let merged = merge_ports(&reports);
                 self.specs.lock().expect("specs").retain(|(m, _)| *m != n);
+                // Its capture ends with it (the taps went with the port).
+                if self.captures.has(n) {
+                    let _ = self.captures.stop(n);
+                }
                 // Its VLAN mode and the MACs learned on it go with it.
                 self.rules.lock().expect("rules").bridge().remove_port(n);
                 if let Some(p) = merged.first() {
@@ -774,6 +800,44 @@ impl Control {
         self.ask_all(PmdCommand::CreditRules)?;
         let rules = self.rules.lock().expect("rules");
         Ok(f(&rules, self.now_us()))
+    }
+
+    /// The live captures, for the end of the run.
+    pub fn captures(&self) -> Arc<crate::capture::Captures> {
+        Arc::clone(&self.captures)
+    }
+
+    /// `capture PORT FILE ...`: a tap on the port on every PMD, one writer.
+    fn capture(&self, args: &[&str]) -> Result<String, String> {
+        let req = crate::capture::Request::parse(args)?;
+        let port = req.port;
+        if !self
+            .specs
+            .lock()
+            .expect("specs")
+            .iter()
+            .any(|(n, _)| *n == port)
+        {
+            return Err(format!("no port {port}"));
+        }
+        let n = self.pmds.lock().expect("pmd senders").len();
+        let vlans = self.vlan_limit.load(Ordering::Relaxed);
+        let mut taps: Vec<Option<_>> = self
+            .captures
+            .start(req, n, vlans, self.now_us())?
+            .into_iter()
+            .map(|t| Some(Box::new(t)))
+            .collect();
+        let answers = self
+            .ask_each(|i, tx| PmdCommand::AddTap(port, taps[i].take().expect("a tap each"), tx));
+        match answers.and_then(|a| a.into_iter().collect::<Result<Vec<()>, String>>()) {
+            Ok(_) => Ok(self.captures.started(port)),
+            Err(e) => {
+                let _ = self.ask_all(|tx| PmdCommand::RemoveTap(port, tx));
+                self.captures.abandon(port);
+                Err(e)
+            }
+        }
     }
 
     /// `set KEY=VALUE...`: `tx-flush-interval=auto|US [port=N]`,

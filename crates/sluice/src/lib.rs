@@ -5,6 +5,7 @@
 #![deny(unsafe_code)]
 
 pub mod auto_lb;
+pub mod capture;
 pub mod config;
 #[allow(unsafe_code)]
 pub mod cpu;

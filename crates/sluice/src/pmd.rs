@@ -114,6 +114,14 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
+    /// Start a live capture of a port (`sluice ctl capture`).
+    AddTap(
+        u32,
+        Box<sluice_datapath::capture::TapSpec>,
+        Sender<Result<(), String>>,
+    ),
+    /// End the live capture of a port; answered whether there was one.
+    RemoveTap(u32, Sender<bool>),
     /// The PMD performance metrics (`pmd-perf-show`).
     Perf(Sender<PerfSnapshot>),
     /// Turn the performance metrics on or off, and/or set the iteration
@@ -270,6 +278,12 @@ fn handle(
                 dp.set_perf_metrics(true, now_us);
             }
             let _ = reply.send(());
+        }
+        PmdCommand::AddTap(port, spec, reply) => {
+            let _ = reply.send(dp.add_tap(port, *spec).map_err(|e| e.to_string()));
+        }
+        PmdCommand::RemoveTap(port, reply) => {
+            let _ = reply.send(dp.remove_tap(port));
         }
         PmdCommand::Perf(reply) => {
             let _ = reply.send(PerfSnapshot {

@@ -383,6 +383,7 @@ pub fn run_ports(
     let control = Arc::new(Control::new(control_rules, senders, start, cfg.n_rxq));
     control.set_port_specs(cfg.ports.clone());
     control.set_vlan_limit(cfg.datapath.vlan_limit);
+    let control_captures = control.captures();
     let socket = match &opts.ctl {
         Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
             Ok(f) => {
@@ -572,6 +573,7 @@ pub fn run_ports(
         }
         None => None,
     };
+    let captures = control_captures;
     let mut finished = Vec::with_capacity(n_pmds);
     let mut first_error = None;
     for p in pmds {
@@ -587,6 +589,14 @@ pub fn run_ports(
     // A command carried out just as the run ended still gets its reply.
     if let Some(s) = &socket {
         s.quiesce(Duration::from_secs(2));
+    }
+    // Live captures end with the run: the taps go, the files are written
+    // to the end.
+    for (_, dp) in &mut finished {
+        dp.remove_taps();
+    }
+    for line in captures.finish_all() {
+        eprintln!("sluice: capture of {line}");
     }
     // Only the sockets this run bound, if they are still there.
     for f in socket.iter().map(|s| &s.file).chain(&of_sockets) {

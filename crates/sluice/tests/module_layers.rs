@@ -22,6 +22,7 @@ const ORDER: &[&str] = &[
     "trace",
     "tunnels",
     "ctcmd",
+    "capture",
     "ctl",
     "ctl_socket",
     "ofhub",
