@@ -126,9 +126,9 @@ pub fn spawn(
                 }
                 next = now + params.interval;
                 match rebalance(&params) {
-                    Ok(Some(report)) => eprintln!("sluice: pmd-auto-lb: {report}"),
+                    Ok(Some(report)) => tracing::info!(target: "pmd", "pmd-auto-lb: {report}"),
                     Ok(None) => {}
-                    Err(e) if !stopped() => eprintln!("sluice: pmd-auto-lb: {e}"),
+                    Err(e) if !stopped() => tracing::warn!(target: "pmd", "pmd-auto-lb: {e}"),
                     Err(_) => {}
                 }
             }

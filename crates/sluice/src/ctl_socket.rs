@@ -178,10 +178,13 @@ fn answer(mut stream: UnixStream, control: &Control, busy: &AtomicUsize) -> std:
         };
         busy.fetch_add(1, Ordering::AcqRel);
         let resp = match serde_json::from_slice::<Request>(&line) {
-            Ok(req) => match control.execute(&req) {
-                Ok(output) => Response { ok: true, output },
-                Err(output) => Response { ok: false, output },
-            },
+            Ok(req) => {
+                tracing::debug!(target: "ctl", "{} {}", req.cmd, shown_args(&req.args));
+                match control.execute(&req) {
+                    Ok(output) => Response { ok: true, output },
+                    Err(output) => Response { ok: false, output },
+                }
+            }
             Err(e) => Response {
                 ok: false,
                 output: format!("bad request: {e}"),
@@ -191,6 +194,21 @@ fn answer(mut stream: UnixStream, control: &Control, busy: &AtomicUsize) -> std:
         busy.fetch_sub(1, Ordering::AcqRel);
         sent?;
     }
+}
+
+/// A request's arguments for the debug log (a flow file's text as its
+/// size).
+fn shown_args(args: &[String]) -> String {
+    args.iter()
+        .map(|a| {
+            if a.len() > 200 {
+                format!("({} bytes)", a.len())
+            } else {
+                a.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Sends one request to the socket at `path` and returns the reply.

@@ -13,6 +13,7 @@ pub mod ctcmd;
 pub mod ctl;
 pub mod ctl_socket;
 pub mod link;
+pub mod log;
 pub mod loglimit;
 pub mod metrics;
 pub mod metrics_http;

@@ -54,10 +54,10 @@ impl LogLimit {
         })
     }
 
-    /// Writes `line` to stderr if the limit allows.
+    /// Logs `line` (information, target `openflow`) if the limit allows.
     pub fn log(&self, line: &str) {
         if let Some(l) = self.admit(line, Instant::now()) {
-            eprintln!("{l}");
+            tracing::info!(target: "openflow", "{}", l.strip_prefix("sluice: ").unwrap_or(&l));
         }
     }
 }

@@ -423,6 +423,14 @@ struct RunArgs {
     /// --metrics 9477, then 'curl -s localhost:9477/metrics'.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// What the switch logs to stderr: LEVEL or TARGET=LEVEL,
+    /// comma-separated (levels error, warn, info, debug, trace, off;
+    /// targets switch, openflow, ctl, pmd, port, capture); what is not
+    /// named logs at info. E.g. --log openflow=debug (every OpenFlow
+    /// message), --log warn. Also SLUICE_LOG. Lines a peer can cause
+    /// (connections) are rate-limited, with a count of those left out.
+    #[arg(long, value_name = "SPEC")]
+    log: Option<String>,
     /// Accept OpenFlow connections (controllers and 'ovs-ofctl -O
     /// OpenFlow13 ... tcp:127.0.0.1:6653' in 1.3; plain 'ovs-ofctl' in 1.0
     /// with Nicira's extensions): ptcp:PORT[:IP] (IP defaults to
@@ -570,7 +578,7 @@ fn stop_flag() -> Arc<AtomicBool> {
 
 fn print_outcome(out: &runner::RunOutcome, json: bool) {
     for w in &out.warnings {
-        eprintln!("sluice: warning: {w}");
+        tracing::warn!(target: "switch", "{w}");
     }
     let summary = RunSummary {
         elapsed: out.elapsed,
@@ -701,7 +709,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
     if a.mlockall {
         // Before any datapath exists, so all of its memory is locked.
         if let Err(e) = sluice_port::sys::lock_all_memory() {
-            eprintln!("sluice: warning: --mlockall: mlockall failed ({e}); running with memory that can fault and page");
+            tracing::warn!(target: "switch", "--mlockall: mlockall failed ({e}); running with memory that can fault and page");
         }
     }
     let out = runner::run(&cfg, &stop_after, stop_flag())?;
@@ -876,6 +884,16 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let cli = Cli::parse();
+    // The log: `run --log` or SLUICE_LOG, else information and up.
+    let env = std::env::var("SLUICE_LOG").ok();
+    let spec = match &cli.command {
+        Some(Command::Run(a)) => a.log.clone().or(env),
+        _ => env,
+    };
+    if let Err(e) = sluice::log::init(spec.as_deref()) {
+        eprintln!("sluice: --log {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         None => cmd_demo(
             workload::PACKETS_PER_PORT,

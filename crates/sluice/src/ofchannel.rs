@@ -105,11 +105,11 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                     }),
                 };
                 match result {
-                    Ok(Ok(())) => eprintln!("sluice: controller {peer} closed the connection"),
-                    Ok(Err(e)) => eprintln!("sluice: controller {peer}: {e}"),
+                    Ok(Ok(())) => tracing::info!(target: "openflow", "controller {peer} closed the connection"),
+                    Ok(Err(e)) => tracing::warn!(target: "openflow", "controller {peer}: {e}"),
                     Err(e) => {
                         if backoff == BACKOFF_MIN {
-                            eprintln!("sluice: controller {peer}: {e}; retrying");
+                            tracing::warn!(target: "openflow", "controller {peer}: {e}; retrying");
                         }
                     }
                 }
@@ -376,8 +376,9 @@ impl<S> Drop for Session<S> {
             l.rate_limited.load(Ordering::Relaxed),
         );
         if q + r > 0 {
-            eprintln!(
-                "sluice: OpenFlow connection {}: {} packet-ins sent, {q} dropped (queue full), {r} dropped (rate limit)",
+            tracing::info!(
+                target: "openflow",
+                "OpenFlow connection {}: {} packet-ins sent, {q} dropped (queue full), {r} dropped (rate limit)",
                 self.peer,
                 l.sent.load(Ordering::Relaxed)
             );
@@ -636,6 +637,17 @@ impl<S: Conn> Session<S> {
     }
 
     fn handle(&mut self, frame: &[u8]) -> Result<(), String> {
+        if frame.len() >= 8 && tracing::enabled!(target: "openflow", tracing::Level::DEBUG) {
+            tracing::debug!(
+                target: "openflow",
+                "{}: received {} (OpenFlow {}), xid {}, {} bytes",
+                self.peer,
+                message_name(frame[0], frame[1]),
+                if frame[0] == OFP13 { "1.3" } else { "1.0" },
+                u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]),
+                frame.len()
+            );
+        }
         if self.v10.is_some() {
             return self.handle10(frame);
         }
@@ -823,7 +835,7 @@ impl<S: Conn> Session<S> {
                         match self.control.packet_out(po.data, in_port, actions) {
                             Ok(()) => Ok(()),
                             Err(e) => {
-                                eprintln!("sluice: packet-out: {e}");
+                                tracing::warn!(target: "openflow", "packet-out: {e}");
                                 self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
                             }
                         }
@@ -947,4 +959,69 @@ fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(|acts| (in_port, acts))
+}
+
+/// A message type's name for the debug log (OpenFlow 1.3's names; 1.0's
+/// where they differ).
+fn message_name(version: u8, typ: u8) -> String {
+    const OF13: [&str; 30] = [
+        "HELLO",
+        "ERROR",
+        "ECHO_REQUEST",
+        "ECHO_REPLY",
+        "EXPERIMENTER",
+        "FEATURES_REQUEST",
+        "FEATURES_REPLY",
+        "GET_CONFIG_REQUEST",
+        "GET_CONFIG_REPLY",
+        "SET_CONFIG",
+        "PACKET_IN",
+        "FLOW_REMOVED",
+        "PORT_STATUS",
+        "PACKET_OUT",
+        "FLOW_MOD",
+        "GROUP_MOD",
+        "PORT_MOD",
+        "TABLE_MOD",
+        "MULTIPART_REQUEST",
+        "MULTIPART_REPLY",
+        "BARRIER_REQUEST",
+        "BARRIER_REPLY",
+        "QUEUE_GET_CONFIG_REQUEST",
+        "QUEUE_GET_CONFIG_REPLY",
+        "ROLE_REQUEST",
+        "ROLE_REPLY",
+        "GET_ASYNC_REQUEST",
+        "GET_ASYNC_REPLY",
+        "SET_ASYNC",
+        "METER_MOD",
+    ];
+    const OF10: [&str; 22] = [
+        "HELLO",
+        "ERROR",
+        "ECHO_REQUEST",
+        "ECHO_REPLY",
+        "VENDOR",
+        "FEATURES_REQUEST",
+        "FEATURES_REPLY",
+        "GET_CONFIG_REQUEST",
+        "GET_CONFIG_REPLY",
+        "SET_CONFIG",
+        "PACKET_IN",
+        "FLOW_REMOVED",
+        "PORT_STATUS",
+        "PACKET_OUT",
+        "FLOW_MOD",
+        "PORT_MOD",
+        "STATS_REQUEST",
+        "STATS_REPLY",
+        "BARRIER_REQUEST",
+        "BARRIER_REPLY",
+        "QUEUE_GET_CONFIG_REQUEST",
+        "QUEUE_GET_CONFIG_REPLY",
+    ];
+    let names: &[&str] = if version == OFP13 { &OF13 } else { &OF10 };
+    names
+        .get(usize::from(typ))
+        .map_or_else(|| format!("type {typ}"), |n| n.to_string())
 }

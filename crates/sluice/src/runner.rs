@@ -103,7 +103,7 @@ pub fn read_rules(path: &Path) -> Result<Vec<sluice_classifier::parse::FlowSpec>
         parse_flow_file_parallel(&text, Some(&path.display().to_string()), threads)
             .map_err(|e| e.to_string())?;
     for w in warnings {
-        eprintln!("sluice: warning: {w}");
+        tracing::warn!(target: "switch", "{w}");
     }
     Ok(specs)
 }
@@ -312,7 +312,7 @@ pub fn run_ports(
         );
     }
     for w in &warnings {
-        eprintln!("sluice: warning: {w}");
+        tracing::warn!(target: "switch", "{w}");
     }
     let start = Instant::now();
     let shared = Arc::new(Shared {
@@ -387,8 +387,9 @@ pub fn run_ports(
     let socket = match &opts.ctl {
         Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
             Ok(f) => {
-                eprintln!(
-                    "sluice: control socket {} ('sluice ctl --ctl {} pmd-stats')",
+                tracing::info!(
+                    target: "switch",
+                    "control socket {} ('sluice ctl --ctl {} pmd-stats')",
                     f.file.path().display(),
                     f.file.path().display()
                 );
@@ -456,12 +457,13 @@ pub fn run_ports(
                         {
                             h.failing_open.store(open, Ordering::Relaxed);
                             if open {
-                                eprintln!(
-                                    "sluice: no controller connected for {} s: failing open (every packet NORMAL, as OVS's fail-mode standalone)",
+                                tracing::info!(
+                                    target: "openflow",
+                                    "no controller connected for {} s: failing open (every packet NORMAL, as OVS's fail-mode standalone)",
                                     crate::ofchannel::FAIL_OPEN_AFTER.as_secs()
                                 );
                             } else {
-                                eprintln!("sluice: a controller connected: no longer failing open");
+                                tracing::info!(target: "openflow", "a controller connected: no longer failing open");
                             }
                         }
                     }
@@ -488,8 +490,9 @@ pub fn run_ports(
             });
             match crate::metrics_http::serve(addr, render) {
                 Ok(server) => {
-                    eprintln!(
-                        "sluice: metrics on http://{}/metrics (Prometheus, OpenMetrics text)",
+                    tracing::info!(
+                        target: "switch",
+                        "metrics on http://{}/metrics (Prometheus, OpenMetrics text)",
                         server.addr
                     );
                     Some(server)
@@ -516,8 +519,9 @@ pub fn run_ports(
             hub,
             tls,
         };
-        eprintln!(
-            "sluice: OpenFlow datapath id {:016x}, fail-mode {}",
+        tracing::info!(
+            target: "openflow",
+            "OpenFlow datapath id {:016x}, fail-mode {}",
             info.datapath_id,
             if opts.fail_standalone {
                 "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it; with --controller and none connected for 15 s it fails open (every packet NORMAL) until one connects"
@@ -548,8 +552,9 @@ pub fn run_ports(
         for t in &opts.listen {
             match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
                 Ok((name, file)) => {
-                    eprintln!(
-                        "sluice: OpenFlow 1.3 on {name} ('ovs-ofctl -O OpenFlow13 dump-flows {name}')"
+                    tracing::info!(
+                        target: "openflow",
+                        "OpenFlow 1.3 on {name} ('ovs-ofctl -O OpenFlow13 dump-flows {name}')"
                     );
                     of_sockets.extend(file);
                 }
@@ -568,7 +573,7 @@ pub fn run_ports(
             control.auto_rebalance(p)
         })),
         Some(_) => {
-            eprintln!("sluice: warning: pmd-auto-lb with one PMD thread has nothing to balance (give --pmd-cores two or more CPUs); it stays off");
+            tracing::warn!(target: "switch", "pmd-auto-lb with one PMD thread has nothing to balance (give --pmd-cores two or more CPUs); it stays off");
             None
         }
         None => None,
@@ -596,7 +601,7 @@ pub fn run_ports(
         dp.remove_taps();
     }
     for line in captures.finish_all() {
-        eprintln!("sluice: capture of {line}");
+        tracing::info!(target: "capture", "capture of {line}");
     }
     // Only the sockets this run bound, if they are still there.
     for f in socket.iter().map(|s| &s.file).chain(&of_sockets) {
@@ -694,7 +699,7 @@ pub fn run(
         // learning switch), unless a controller in secure fail mode is to
         // give the rules (then a miss drops until it does).
         None if !stop_after.openflow() || stop_after.fail_standalone => {
-            eprintln!("sluice: no flow file: one rule, priority=0,actions=NORMAL (a MAC-learning switch, as ovs-vsctl add-br makes a bridge)");
+            tracing::info!(target: "switch", "no flow file: one rule, priority=0,actions=NORMAL (a MAC-learning switch, as ovs-vsctl add-br makes a bridge)");
             default_rules()
         }
         None => RuleSet::new(),

@@ -378,3 +378,53 @@ fn pmd_perf_show_adds_up() {
     }
     run.stop_with_stderr();
 }
+
+/// `--log`: a target at debug writes its debug lines (here every control
+/// command), `warn` silences the information lines, a bad level is an
+/// error before anything starts.
+#[test]
+fn log_levels_by_target() {
+    let d = tempfile::tempdir().unwrap();
+    let p = |s: &str| d.path().join(s).display().to_string();
+    write_capture(&d.path().join("in.pcap"), 5);
+    std::fs::write(d.path().join("r.flows"), "actions=drop\n").unwrap();
+    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
+    let args = |log: &'static str| {
+        vec![
+            "--duration".to_string(),
+            "20".into(),
+            "--flows".into(),
+            p("r.flows"),
+            "--port".into(),
+            input.clone(),
+            "--log".into(),
+            log.into(),
+        ]
+    };
+    let sock = p("a.ctl");
+    let a = args("ctl=debug");
+    let run = RunningSwitch::start(&sock, &a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ctl_at(&sock, &["dump-flows"]).status.success());
+    let (_, err) = run.stop_with_stderr();
+    assert!(err.contains("sluice: debug: ctl: dump-flows"), "{err}");
+    assert!(
+        err.contains("sluice: control socket"),
+        "info stays on: {err}"
+    );
+    let sock = p("b.ctl");
+    let b = args("warn");
+    let run = RunningSwitch::start(&sock, &b.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(ctl_at(&sock, &["dump-flows"]).status.success());
+    let (_, err) = run.stop_with_stderr();
+    assert!(
+        !err.contains("control socket") && !err.contains("debug"),
+        "{err}"
+    );
+    let o = support::sluice(&["run", "--port", "1=null", "--log", "openflow=loud"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--log 'openflow=loud': LEVEL or TARGET=LEVEL"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -6,6 +6,7 @@ use std::path::Path;
 /// Bottom to top. `main.rs` (the binary) sits above all.
 const ORDER: &[&str] = &[
     "allocator",
+    "log",
     "loglimit",
     "metrics_http",
     "link",

@@ -57,7 +57,7 @@ pub fn run(name: &str, mode: &Mode, shared: &Arc<Shared>) {
                 }
                 Err(e) => {
                     if !logged_refusal {
-                        eprintln!("sluice: {name}: waiting for {}: {e}", path.display());
+                        tracing::info!(target: "port", "{name}: waiting for {}: {e}", path.display());
                         logged_refusal = true;
                     }
                     let mut waited = Duration::ZERO;

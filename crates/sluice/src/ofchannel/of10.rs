@@ -237,7 +237,7 @@ impl<S: Conn> Session<S> {
         self.control
             .packet_out(data.to_vec(), in_port, actions)
             .map_err(|e| {
-                eprintln!("sluice: packet-out: {e}");
+                tracing::warn!(target: "openflow", "packet-out: {e}");
                 OfError::BAD_PACKET
             })
     }
