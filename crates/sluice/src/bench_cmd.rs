@@ -210,11 +210,17 @@ pub struct BenchArgs {
     /// which scripts/setup installs).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Draw a bench/compare-ovs results file (its tables: bench/results/
+    /// compare-ovs-*.txt) instead of measuring: OVS-DPDK and Sluice on the
+    /// same I/O side by side per profile, the testpmd floor over each
+    /// pair, into --plot FILE (.svg or .png).
+    #[arg(long, value_name = "RESULTS", requires = "plot")]
+    compare_chart: Option<PathBuf>,
 }
 
-/// Writes the chart to `path` (.svg, or .png through `rsvg-convert`).
-fn write_plot(path: &Path, results: &[BenchResult], title: &str) -> Result<(), String> {
-    let svg = sluice_bench::plot::svg(results, title)?;
+/// Writes a chart (SVG text) to `path` (.svg, or .png through
+/// `rsvg-convert`).
+fn write_svg(path: &Path, svg: String) -> Result<(), String> {
     let png = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("png"));
@@ -294,6 +300,35 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
     if let Some(p) = &a.plot {
         let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
         if !ext.eq_ignore_ascii_case("svg") && !ext.eq_ignore_ascii_case("png") {
+            return Err(format!(
+                "--plot {}: give a file ending in .svg or .png",
+                p.display()
+            ));
+        }
+    }
+    if let (Some(results), Some(p)) = (&a.compare_chart, &a.plot) {
+        let text = std::fs::read_to_string(results)
+            .map_err(|e| format!("--compare-chart {}: {e}", results.display()))?;
+        let rows = sluice_bench::plot::compare_rows(&text);
+        let title = format!(
+            "OVS-DPDK and Sluice on the same DPDK vdevs, one core ({})",
+            results
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned())
+        );
+        let svg = sluice_bench::plot::compare_svg(&rows, &title)
+            .map_err(|e| format!("--compare-chart {}: {e}", results.display()))?;
+        write_svg(p, svg)?;
+        eprintln!(
+            "sluice: chart of {} profiles written to {}",
+            rows.len(),
+            p.display()
+        );
+        return Ok(());
+    }
+    if let Some(p) = &a.plot {
+        let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if ext.is_empty() {
             return Err(format!(
                 "--plot {}: give a file ending in .svg or .png",
                 p.display()
@@ -419,7 +454,7 @@ pub fn bench(a: BenchArgs) -> Result<(), String> {
             "sluice bench: 64-byte frames, {} packets per point",
             a.packets
         );
-        write_plot(p, &results, &title)?;
+        write_svg(p, sluice_bench::plot::svg(&results, &title)?)?;
         eprintln!("sluice: chart written to {}", p.display());
     }
     if a.json {

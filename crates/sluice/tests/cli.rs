@@ -486,13 +486,38 @@ fn bench_prints_rows_and_the_io_floor() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let svg = std::fs::read_to_string(&chart).unwrap();
-    assert_eq!(
-        svg.matches("<polyline").count(),
-        2,
+    assert!(
+        svg.contains("port-forward rr") && svg.contains("port-forward zipf"),
         "a line per distribution"
     );
+    assert_eq!(svg.matches("<circle").count(), 4, "a point per row");
     let o = sluice(&["bench", "--plot", "chart.gif"]);
     assert!(stderr(&o).contains(".svg or .png"), "{}", stderr(&o));
+    // A bench/compare-ovs results file drawn: a pair of bars a profile.
+    let results = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../bench/results/compare-ovs-2026-11-25-same-io.txt"
+    );
+    let cmp = d.path().join("cmp.svg");
+    let o = sluice(&[
+        "bench",
+        "--compare-chart",
+        results,
+        "--plot",
+        &cmp.display().to_string(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("chart of 25 profiles"), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&cmp).unwrap();
+    assert!(svg.contains("l3l4 zipf 1000000") && svg.contains("I/O floor"));
+    let o = sluice(&[
+        "bench",
+        "--compare-chart",
+        &chart.display().to_string(),
+        "--plot",
+        &cmp.display().to_string(),
+    ]);
+    assert!(stderr(&o).contains("nothing to plot"), "{}", stderr(&o));
 }
 
 #[test]
