@@ -25,6 +25,7 @@ use crate::pipeline::Pipeline;
 use crate::stats::{DpStats, DropReason};
 
 mod learning;
+mod observe;
 
 /// How often rule timeouts are checked.
 pub const EXPIRE_INTERVAL_US: u64 = 100_000;
@@ -505,34 +506,6 @@ impl Datapath {
         received
     }
 
-    /// Turns the PMD performance metrics on (afresh, from `now_us`) or
-    /// off (`pmd-perf-metrics`).
-    pub fn set_perf_metrics(&mut self, on: bool, now_us: u64) {
-        self.perf = on.then(|| {
-            Box::new(crate::perf::PmdPerf::new(
-                now_us,
-                &self.stats,
-                self.perf_log_us,
-            ))
-        });
-        self.pipeline.time_upcalls = on;
-        self.pipeline.upcall_cycles.clear();
-    }
-
-    /// Sets the iteration log's threshold (µs); the metrics, if on,
-    /// start afresh.
-    pub fn set_perf_log_threshold(&mut self, us: u64, now_us: u64) {
-        self.perf_log_us = us;
-        if self.perf.is_some() {
-            self.set_perf_metrics(true, now_us);
-        }
-    }
-
-    /// The PMD performance metrics, when on.
-    pub fn perf(&self) -> Option<&crate::perf::PmdPerf> {
-        self.perf.as_deref()
-    }
-
     /// One rx burst from port `pi`'s own queue (`q` = None) or its extra
     /// rx queue `q`, processed, with the outputs that are due flushed.
     /// `mark` is the cycle the burst started at; a burst that brings
@@ -679,32 +652,6 @@ impl Datapath {
         }
     }
 
-    /// Starts a live capture of port `ofport` (replacing one running).
-    pub fn add_tap(&mut self, ofport: u32, spec: crate::capture::TapSpec) -> Result<(), DpError> {
-        let i = self
-            .out
-            .index_of(ofport)
-            .ok_or(DpError::NoSuchPort(ofport))?;
-        self.out.ports[i].tap = Some(Box::new(crate::capture::Tap::new(spec)));
-        Ok(())
-    }
-
-    /// Ends every live capture (the run ends).
-    pub fn remove_taps(&mut self) {
-        for slot in &mut self.out.ports {
-            slot.tap = None;
-        }
-    }
-
-    /// Ends the live capture of port `ofport`, if any (its writer then
-    /// has every frame this thread took).
-    pub fn remove_tap(&mut self, ofport: u32) -> bool {
-        self.out
-            .index_of(ofport)
-            .and_then(|i| self.out.ports[i].tap.take())
-            .is_some()
-    }
-
     /// The installed megaflows, formatted like `ovs-appctl dpctl/dump-flows`.
     pub fn dump_megaflows(&self, now_us: u64) -> Vec<String> {
         self.pipeline
@@ -713,16 +660,6 @@ impl Datapath {
             .iter()
             .map(|(_, f)| crate::probe::megaflow_line(f, now_us))
             .collect()
-    }
-
-    /// Which cache level would serve a packet of flow `key` now, and with
-    /// which megaflow (nothing changes: `sluice ctl trace`).
-    pub fn probe_caches(
-        &self,
-        key: &sluice_packet::FlowKey,
-        now_us: u64,
-    ) -> crate::probe::CacheProbe {
-        self.pipeline.caches.probe(key, self.epoch, now_us)
     }
 
     /// (megaflows, masks, EMC entries in use, SMC entries in use).

@@ -37,6 +37,55 @@ pub mod msg {
     pub const METER_MOD: u8 = 29;
 }
 
+/// A message type's name, as the spec writes it, for logs: OpenFlow
+/// 1.3's (`version` 4), or 1.0's where they differ (`VENDOR`,
+/// `STATS_REQUEST`, ...); `type N` for one neither has.
+pub fn message_name(version: u8, typ: u8) -> String {
+    let v10 = version != OFP13;
+    let name = match typ {
+        0 => "HELLO",
+        1 => "ERROR",
+        2 => "ECHO_REQUEST",
+        3 => "ECHO_REPLY",
+        4 if v10 => "VENDOR",
+        4 => "EXPERIMENTER",
+        5 => "FEATURES_REQUEST",
+        6 => "FEATURES_REPLY",
+        7 => "GET_CONFIG_REQUEST",
+        8 => "GET_CONFIG_REPLY",
+        9 => "SET_CONFIG",
+        10 => "PACKET_IN",
+        11 => "FLOW_REMOVED",
+        12 => "PORT_STATUS",
+        13 => "PACKET_OUT",
+        14 => "FLOW_MOD",
+        15 if v10 => "PORT_MOD",
+        15 => "GROUP_MOD",
+        16 if v10 => "STATS_REQUEST",
+        16 => "PORT_MOD",
+        17 if v10 => "STATS_REPLY",
+        17 => "TABLE_MOD",
+        18 if v10 => "BARRIER_REQUEST",
+        18 => "MULTIPART_REQUEST",
+        19 if v10 => "BARRIER_REPLY",
+        19 => "MULTIPART_REPLY",
+        20 if v10 => "QUEUE_GET_CONFIG_REQUEST",
+        20 => "BARRIER_REQUEST",
+        21 if v10 => "QUEUE_GET_CONFIG_REPLY",
+        21 => "BARRIER_REPLY",
+        22 if !v10 => "QUEUE_GET_CONFIG_REQUEST",
+        23 if !v10 => "QUEUE_GET_CONFIG_REPLY",
+        24 if !v10 => "ROLE_REQUEST",
+        25 if !v10 => "ROLE_REPLY",
+        26 if !v10 => "GET_ASYNC_REQUEST",
+        27 if !v10 => "GET_ASYNC_REPLY",
+        28 if !v10 => "SET_ASYNC",
+        29 if !v10 => "METER_MOD",
+        _ => return format!("type {typ}"),
+    };
+    name.to_string()
+}
+
 /// Reserved port numbers (`ofp_port_no`).
 pub mod port {
     #![allow(missing_docs)]
@@ -225,3 +274,22 @@ impl std::fmt::Display for OfError {
 }
 
 impl std::error::Error for OfError {}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn message_names_by_version() {
+        assert_eq!(message_name(OFP13, msg::FLOW_MOD), "FLOW_MOD");
+        assert_eq!(
+            message_name(OFP13, msg::MULTIPART_REQUEST),
+            "MULTIPART_REQUEST"
+        );
+        assert_eq!(message_name(OFP13, msg::METER_MOD), "METER_MOD");
+        assert_eq!(message_name(1, 16), "STATS_REQUEST");
+        assert_eq!(message_name(1, 4), "VENDOR");
+        assert_eq!(message_name(1, 29), "type 29");
+        assert_eq!(message_name(OFP13, 200), "type 200");
+    }
+}

@@ -642,7 +642,7 @@ impl<S: Conn> Session<S> {
                 target: "openflow",
                 "{}: received {} (OpenFlow {}), xid {}, {} bytes",
                 self.peer,
-                message_name(frame[0], frame[1]),
+                sluice_openflow::consts::message_name(frame[0], frame[1]),
                 if frame[0] == OFP13 { "1.3" } else { "1.0" },
                 u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]),
                 frame.len()
@@ -959,69 +959,4 @@ fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map(|acts| (in_port, acts))
-}
-
-/// A message type's name for the debug log (OpenFlow 1.3's names; 1.0's
-/// where they differ).
-fn message_name(version: u8, typ: u8) -> String {
-    const OF13: [&str; 30] = [
-        "HELLO",
-        "ERROR",
-        "ECHO_REQUEST",
-        "ECHO_REPLY",
-        "EXPERIMENTER",
-        "FEATURES_REQUEST",
-        "FEATURES_REPLY",
-        "GET_CONFIG_REQUEST",
-        "GET_CONFIG_REPLY",
-        "SET_CONFIG",
-        "PACKET_IN",
-        "FLOW_REMOVED",
-        "PORT_STATUS",
-        "PACKET_OUT",
-        "FLOW_MOD",
-        "GROUP_MOD",
-        "PORT_MOD",
-        "TABLE_MOD",
-        "MULTIPART_REQUEST",
-        "MULTIPART_REPLY",
-        "BARRIER_REQUEST",
-        "BARRIER_REPLY",
-        "QUEUE_GET_CONFIG_REQUEST",
-        "QUEUE_GET_CONFIG_REPLY",
-        "ROLE_REQUEST",
-        "ROLE_REPLY",
-        "GET_ASYNC_REQUEST",
-        "GET_ASYNC_REPLY",
-        "SET_ASYNC",
-        "METER_MOD",
-    ];
-    const OF10: [&str; 22] = [
-        "HELLO",
-        "ERROR",
-        "ECHO_REQUEST",
-        "ECHO_REPLY",
-        "VENDOR",
-        "FEATURES_REQUEST",
-        "FEATURES_REPLY",
-        "GET_CONFIG_REQUEST",
-        "GET_CONFIG_REPLY",
-        "SET_CONFIG",
-        "PACKET_IN",
-        "FLOW_REMOVED",
-        "PORT_STATUS",
-        "PACKET_OUT",
-        "FLOW_MOD",
-        "PORT_MOD",
-        "STATS_REQUEST",
-        "STATS_REPLY",
-        "BARRIER_REQUEST",
-        "BARRIER_REPLY",
-        "QUEUE_GET_CONFIG_REQUEST",
-        "QUEUE_GET_CONFIG_REPLY",
-    ];
-    let names: &[&str] = if version == OFP13 { &OF13 } else { &OF10 };
-    names
-        .get(usize::from(typ))
-        .map_or_else(|| format!("type {typ}"), |n| n.to_string())
 }

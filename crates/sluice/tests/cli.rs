@@ -507,7 +507,11 @@ fn bench_prints_rows_and_the_io_floor() {
         &cmp.display().to_string(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("chart of 25 profiles"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("chart of 25 profiles"),
+        "{}",
+        stderr(&o)
+    );
     let svg = std::fs::read_to_string(&cmp).unwrap();
     assert!(svg.contains("l3l4 zipf 1000000") && svg.contains("I/O floor"));
     let o = sluice(&[

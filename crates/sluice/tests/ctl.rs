@@ -203,6 +203,46 @@ fn ctl_sets_timeout_policies_and_reassembly_and_refuses_nonsense() {
     run.finish();
 }
 
+/// A switch of `flows` forwarding a capture of `frames` frames in a loop
+/// from port 1 (port 2 a null port), with `extra` arguments, for 20 s at
+/// most; its control socket `NAME.ctl` in `dir`.
+fn looping_switch(
+    dir: &Path,
+    name: &str,
+    frames: usize,
+    flows: &str,
+    extra: &[&str],
+) -> (RunningSwitch, String) {
+    let pcap = dir.join(format!("{name}.pcap"));
+    write_capture(&pcap, frames);
+    let rules = dir.join(format!("{name}.flows"));
+    std::fs::write(&rules, flows).unwrap();
+    let sock = dir.join(format!("{name}.ctl")).display().to_string();
+    let (rules, input) = (
+        rules.display().to_string(),
+        format!("1=pcap:rx={},loop", pcap.display()),
+    );
+    let mut args = vec![
+        "--duration",
+        "20",
+        "--flows",
+        &rules,
+        "--port",
+        &input,
+        "--port",
+        "2=null",
+    ];
+    args.extend_from_slice(extra);
+    (RunningSwitch::start(&sock, &args), sock)
+}
+
+/// `sluice ctl ARGS` on `sock`, which must succeed: its output.
+fn ctl_ok(sock: &str, args: &[&str]) -> String {
+    let o = ctl_at(sock, args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
 /// `sluice ctl trace` on a running switch: the trace equals `sluice
 /// trace` of the same rules; the caches say which level serves the
 /// packet now (the EMC for a frame the switch forwards over and over, a
@@ -212,28 +252,9 @@ fn ctl_sets_timeout_policies_and_reassembly_and_refuses_nonsense() {
 fn ctl_trace_follows_the_live_rules_and_caches() {
     let d = tempfile::tempdir().unwrap();
     let p = |s: &str| d.path().join(s).display().to_string();
-    write_capture(&d.path().join("in.pcap"), 1);
     let flows = "priority=10,udp,actions=resubmit(,1)\npriority=0,actions=drop\ntable=1,ip,nw_dst=10.0.0.0/8,actions=output:2\n";
-    std::fs::write(d.path().join("r.flows"), flows).unwrap();
-    let sock = p("s.ctl");
-    let run = RunningSwitch::start(
-        &sock,
-        &[
-            "--duration",
-            "20",
-            "--flows",
-            &p("r.flows"),
-            "--port",
-            &format!("1=pcap:rx={},loop", p("in.pcap")),
-            "--port",
-            "2=null",
-        ],
-    );
-    let ctl = |args: &[&str]| {
-        let o = ctl_at(&sock, args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        stdout(&o)
-    };
+    let (run, sock) = looping_switch(d.path(), "r", 1, flows, &[]);
+    let ctl = |args: &[&str]| ctl_ok(&sock, args);
     // The same trace as `sluice trace` of the flow file.
     // TCP: the capture's frames are UDP, so no cache holds this flow.
     let flow = "in_port=1,tcp,nw_src=10.0.0.1,nw_dst=10.0.0.9,nw_ttl=64,tp_src=1000,tp_dst=80";
@@ -248,7 +269,7 @@ fn ctl_trace_follows_the_live_rules_and_caches() {
     assert!(caches.contains("pmd thread 0: miss (upcall)"), "{caches}");
     // The frame the capture holds, as the datapath sees it: served by
     // the EMC (after 100 packets at most, with OVS's 1-in-100 insertion).
-    let frame = std::fs::read(d.path().join("in.pcap")).unwrap();
+    let frame = std::fs::read(d.path().join("r.pcap")).unwrap();
     let hex: String = frame[40..].iter().map(|b| format!("{b:02x}")).collect();
     std::thread::sleep(std::time::Duration::from_millis(300));
     let seen = ctl(&["trace", "--packet", &hex, "--in-port", "1"]);
@@ -286,29 +307,14 @@ fn ctl_trace_follows_the_live_rules_and_caches() {
 #[test]
 fn pmd_perf_show_adds_up() {
     let d = tempfile::tempdir().unwrap();
-    let p = |s: &str| d.path().join(s).display().to_string();
-    write_capture(&d.path().join("in.pcap"), 5);
-    std::fs::write(d.path().join("r.flows"), "actions=output:2\n").unwrap();
-    let sock = p("s.ctl");
-    let run = RunningSwitch::start(
-        &sock,
-        &[
-            "--duration",
-            "20",
-            "--flows",
-            &p("r.flows"),
-            "--port",
-            &format!("1=pcap:rx={},loop", p("in.pcap")),
-            "--port",
-            "2=null",
-            "--pmd-perf-metrics",
-        ],
+    let (run, sock) = looping_switch(
+        d.path(),
+        "r",
+        5,
+        "actions=output:2\n",
+        &["--pmd-perf-metrics"],
     );
-    let ctl = |args: &[&str]| {
-        let o = ctl_at(&sock, args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        stdout(&o)
-    };
+    let ctl = |args: &[&str]| ctl_ok(&sock, args);
     let number = |text: &str, what: &str| -> u64 {
         let at = text
             .find(what)
@@ -385,36 +391,16 @@ fn pmd_perf_show_adds_up() {
 #[test]
 fn log_levels_by_target() {
     let d = tempfile::tempdir().unwrap();
-    let p = |s: &str| d.path().join(s).display().to_string();
-    write_capture(&d.path().join("in.pcap"), 5);
-    std::fs::write(d.path().join("r.flows"), "actions=drop\n").unwrap();
-    let input = format!("1=pcap:rx={},loop", p("in.pcap"));
-    let args = |log: &'static str| {
-        vec![
-            "--duration".to_string(),
-            "20".into(),
-            "--flows".into(),
-            p("r.flows"),
-            "--port".into(),
-            input.clone(),
-            "--log".into(),
-            log.into(),
-        ]
-    };
-    let sock = p("a.ctl");
-    let a = args("ctl=debug");
-    let run = RunningSwitch::start(&sock, &a.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(ctl_at(&sock, &["dump-flows"]).status.success());
+    let (run, sock) = looping_switch(d.path(), "a", 5, "actions=drop\n", &["--log", "ctl=debug"]);
+    ctl_ok(&sock, &["dump-flows"]);
     let (_, err) = run.stop_with_stderr();
     assert!(err.contains("sluice: debug: ctl: dump-flows"), "{err}");
     assert!(
         err.contains("sluice: control socket"),
         "info stays on: {err}"
     );
-    let sock = p("b.ctl");
-    let b = args("warn");
-    let run = RunningSwitch::start(&sock, &b.iter().map(String::as_str).collect::<Vec<_>>());
-    assert!(ctl_at(&sock, &["dump-flows"]).status.success());
+    let (run, sock) = looping_switch(d.path(), "b", 5, "actions=drop\n", &["--log", "warn"]);
+    ctl_ok(&sock, &["dump-flows"]);
     let (_, err) = run.stop_with_stderr();
     assert!(
         !err.contains("control socket") && !err.contains("debug"),
