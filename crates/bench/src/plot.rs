@@ -41,6 +41,22 @@ fn err<E: std::fmt::Display>(e: E) -> String {
     format!("drawing the chart: {e}")
 }
 
+/// Draws the chart's legend (its series' labels, top right) and writes
+/// the drawing out.
+fn finish<'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    root: &DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// The chart as an SVG document, titled `title`. Errors when there is
 /// nothing to draw.
 pub fn svg(results: &[BenchResult], title: &str) -> Result<String, String> {
@@ -93,14 +109,7 @@ pub fn svg(results: &[BenchResult], title: &str) -> Result<String, String> {
                 .draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                 .map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        finish(&mut chart, &root)?;
     }
     Ok(out)
 }
@@ -228,14 +237,7 @@ pub fn compare_svg(rows: &[CompareRow], title: &str) -> Result<String, String> {
             .map_err(err)?
             .label("I/O floor (testpmd io)")
             .legend(|(x, y)| PathElement::new([(x, y), (x + 14, y)], BLACK.stroke_width(2)));
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()
-            .map_err(err)?;
-        root.present().map_err(err)?;
+        finish(&mut chart, &root)?;
     }
     Ok(out)
 }

@@ -57,7 +57,7 @@ impl LogLimit {
     /// Logs `line` (information, target `openflow`) if the limit allows.
     pub fn log(&self, line: &str) {
         if let Some(l) = self.admit(line, Instant::now()) {
-            tracing::info!(target: "openflow", "{}", l.strip_prefix("sluice: ").unwrap_or(&l));
+            tracing::info!(target: "openflow", "{l}");
         }
     }
 }

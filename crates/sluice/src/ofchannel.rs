@@ -190,7 +190,7 @@ pub fn listen(
                     Ok(plain) => spawn_conn(plain, control, info, from),
                     Err(e) => {
                         hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
-                        log_connection(&format!("sluice: OpenFlow connection {from}: {e}"));
+                        log_connection(&format!("OpenFlow connection {from}: {e}"));
                     }
                 },
             )
@@ -292,7 +292,7 @@ fn admit(hub: &Hub, peer: &str) -> bool {
         hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
         hub.refused_busy.fetch_add(1, Ordering::Relaxed);
         log_connection(&format!(
-            "sluice: OpenFlow connection {peer} refused: {MAX_OF_CONNECTIONS} connections open"
+            "OpenFlow connection {peer} refused: {MAX_OF_CONNECTIONS} connections open"
         ));
         return false;
     }
@@ -314,7 +314,7 @@ fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, 
             drop(c);
             hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = result {
-                log_connection(&format!("sluice: OpenFlow connection {peer} closed: {e}"));
+                log_connection(&format!("OpenFlow connection {peer} closed: {e}"));
             }
         });
     if spawned.is_err() {
@@ -697,10 +697,10 @@ impl<S: Conn> Session<S> {
             if versions & 1 << OFP13 == 0 {
                 // OpenFlow 1.0: managed, not sent asynchronous messages.
                 self.v10 = Some(Default::default());
-                log_connection(&format!("sluice: OpenFlow 1.0 connection {}", self.peer));
+                log_connection(&format!("OpenFlow 1.0 connection {}", self.peer));
                 return Ok(());
             }
-            log_connection(&format!("sluice: OpenFlow 1.3 connection {}", self.peer));
+            log_connection(&format!("OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
                 self.listener
                     .wants_packet_ins

@@ -202,7 +202,7 @@ fn relay(tcp: TcpStream, mut conn: Connection, peer: String) -> Result<UnixStrea
         .spawn(move || {
             if let Err(e) = pump(&mut conn, tcp, mine) {
                 crate::loglimit::log_connection(&format!(
-                    "sluice: OpenFlow TLS connection {peer} closed: {e}"
+                    "OpenFlow TLS connection {peer} closed: {e}"
                 ));
             }
         })

@@ -356,11 +356,7 @@ pub fn run_ports(
         ) {
             Ok(p) => pmds.push(p),
             Err(e) => {
-                shared.stop.store(true, Ordering::Relaxed);
-                for p in pmds {
-                    let _ = p.join();
-                }
-                return Err(e);
+                return Err(stop_all(&shared, pmds, e));
             }
         }
     }
@@ -396,11 +392,7 @@ pub fn run_ports(
                 Some(f)
             }
             Err(e) => {
-                shared.stop.store(true, Ordering::Relaxed);
-                for p in pmds {
-                    let _ = p.join();
-                }
-                return Err(format!("control socket: {e}"));
+                return Err(stop_all(&shared, pmds, format!("control socket: {e}")));
             }
         },
         None => None,
@@ -498,11 +490,7 @@ pub fn run_ports(
                     Some(server)
                 }
                 Err(e) => {
-                    shared.stop.store(true, Ordering::Relaxed);
-                    for p in pmds {
-                        let _ = p.join();
-                    }
-                    return Err(format!("--metrics {e}"));
+                    return Err(stop_all(&shared, pmds, format!("--metrics {e}")));
                 }
             }
         }
@@ -559,11 +547,7 @@ pub fn run_ports(
                     of_sockets.extend(file);
                 }
                 Err(e) => {
-                    shared.stop.store(true, Ordering::Relaxed);
-                    for p in pmds {
-                        let _ = p.join();
-                    }
-                    return Err(format!("--listen: {e}"));
+                    return Err(stop_all(&shared, pmds, format!("--listen: {e}")));
                 }
             }
         }
@@ -739,6 +723,16 @@ pub fn default_rules() -> RuleSet {
 
 /// A datapath id for a switch not given one: 48 bits from the clock and
 /// the process id (as OVS's random fallback, the top 16 bits zero).
+/// Stops the PMD threads started so far (a later part of the start-up
+/// failed) and waits for them; gives back `error`.
+fn stop_all(shared: &Shared, pmds: Vec<PmdHandle>, error: String) -> String {
+    shared.stop.store(true, Ordering::Relaxed);
+    for p in pmds {
+        let _ = p.join();
+    }
+    error
+}
+
 fn random_datapath_id() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
