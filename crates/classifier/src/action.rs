@@ -231,8 +231,14 @@ pub enum PacketInReason {
     ActionSet,
     /// `controller(reason=group)`.
     Group,
-    /// `controller(reason=packet_out)`.
+    /// `controller(reason=packet_out)`, and a plain `controller` action
+    /// met while the translation runs a packet-out's actions.
     PacketOut,
+    /// A plain `controller` (or `reason=action`) in a table-miss rule
+    /// (priority 0, matching everything): `no_match` to an OpenFlow 1.3
+    /// controller, `action` to a 1.0 one, which has no such notion (Open
+    /// vSwitch's `OFPR_EXPLICIT_MISS`; not a reason a flow file names).
+    ExplicitMiss,
 }
 
 impl PacketInReason {
@@ -249,11 +255,31 @@ impl PacketInReason {
 
     /// Its `OFPR_*` number.
     pub fn code(self) -> u8 {
+        if self == PacketInReason::ExplicitMiss {
+            return 0;
+        }
         Self::ALL.iter().find(|r| r.0 == self).map_or(1, |r| r.1)
+    }
+
+    /// Its number in a packet-in of OpenFlow 1.0 (`v10`) or 1.3: those
+    /// have no number past `invalid_ttl` (the reasons 1.4 added are
+    /// `action` in them), and 1.0 no explicit miss (Open vSwitch's
+    /// `encode_packet_in_reason`).
+    pub fn wire(self, v10: bool) -> u8 {
+        match self {
+            PacketInReason::ExplicitMiss if v10 => 1,
+            r => match r.code() {
+                c @ 0..=2 => c,
+                _ => 1,
+            },
+        }
     }
 
     /// Its name, as `ovs-ofctl` prints it.
     pub fn name(self) -> &'static str {
+        if self == PacketInReason::ExplicitMiss {
+            return "no_match";
+        }
         Self::ALL
             .iter()
             .find(|r| r.0 == self)

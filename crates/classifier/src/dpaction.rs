@@ -7,6 +7,20 @@ use sluice_packet::rewrite::{ArpField, FragRewrites};
 
 pub use crate::action::PacketInReason;
 
+/// What a packet-in carries beside the packet: the pipeline fields that
+/// are not zero when the `controller` action runs (Open vSwitch's
+/// `flow_get_metadata`: tunnel, `metadata`, registers, `pkt_mark`,
+/// connection tracking; `in_port` is the packet's own), and the action's
+/// `userdata`. The translation matches the packet fields it took exactly,
+/// so every packet of the megaflow has these values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PacketInMeta {
+    /// The fields, each exact where present.
+    pub fields: crate::Match,
+    /// Bytes for the controller (`NXT_PACKET_IN2` only).
+    pub userdata: Vec<u8>,
+}
+
 /// One datapath action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DpAction {
@@ -24,8 +38,8 @@ pub enum DpAction {
         table_id: u8,
         /// That rule's cookie.
         cookie: u64,
-        /// The pipeline's metadata when the action ran.
-        metadata: u64,
+        /// The pipeline fields and userdata it carries.
+        meta: std::sync::Arc<PacketInMeta>,
     },
     /// Set the Ethernet source.
     SetEthSrc([u8; 6]),

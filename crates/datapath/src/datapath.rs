@@ -75,6 +75,10 @@ pub struct DatapathConfig {
     /// sent, as an Ethernet NIC does on the wire (false, as Open vSwitch:
     /// a frame leaves as short as its actions made it, e.g. after a pop).
     pub pad_short_frames: bool,
+    /// Cut a packet-in to its `controller` action's `max_len`, as
+    /// OpenFlow says (false, as Open vSwitch 3.1, which sends the whole
+    /// packet whatever the action's `max_len`).
+    pub packet_in_max_len: bool,
     /// Keep PMD performance metrics ([`crate::perf`], OVS's
     /// `pmd-perf-metrics`; off, as OVS).
     pub perf_metrics: bool,
@@ -91,6 +95,7 @@ impl Default for DatapathConfig {
             tx_flush: TxFlush::Auto,
             vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
             pad_short_frames: false,
+            packet_in_max_len: false,
             perf_metrics: false,
         }
     }
@@ -250,6 +255,7 @@ impl Datapath {
             perf_log_us: crate::perf::LOG_THRESHOLD_US,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
+        dp.pipeline.packet_ins.max_len = cfg.packet_in_max_len;
         dp.set_perf_metrics(cfg.perf_metrics, 0);
         dp.set_rules(rules);
         Ok(dp)
@@ -864,6 +870,12 @@ impl Datapath {
         q.rate_per_us = pps / 1e6;
         q.burst = burst.max(1.0);
         q.tokens = q.burst;
+    }
+
+    /// Shares the flag the OpenFlow channel sets while a controller takes
+    /// packet-ins for a TTL that ran out (none are made otherwise).
+    pub fn set_invalid_ttl_flag(&mut self, wanted: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+        self.pipeline.packet_ins.invalid_ttl = wanted;
     }
 
     /// Whether packet-ins wait.

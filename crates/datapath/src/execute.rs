@@ -40,8 +40,8 @@ pub struct PacketIn {
     pub table_id: u8,
     /// That rule's cookie.
     pub cookie: u64,
-    /// The pipeline's metadata when the packet was sent.
-    pub metadata: u64,
+    /// The pipeline fields and userdata the action gave it.
+    pub meta: std::sync::Arc<sluice_classifier::dpaction::PacketInMeta>,
 }
 
 /// A packet (or copy) a `recirc` action sends through the datapath again.
@@ -151,6 +151,13 @@ pub(crate) struct PacketInQueue {
     /// Packet-ins of frames shorter than 60 bytes carry them padded, as
     /// they are sent ([`crate::datapath::DatapathConfig::pad_short_frames`]).
     pub pad_short: bool,
+    /// Whether a packet-in is cut to its action's `max_len`
+    /// ([`crate::datapath::DatapathConfig::packet_in_max_len`]).
+    pub max_len: bool,
+    /// Whether a controller takes packet-ins for a TTL that ran out
+    /// (set by the OpenFlow channel): without one, such a packet is
+    /// dropped as `invalid ttl` and no packet-in is made.
+    pub invalid_ttl: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl PacketInQueue {
@@ -457,8 +464,24 @@ pub(crate) fn execute(
                 max_len,
                 table_id,
                 cookie,
-                metadata,
+                ref meta,
             } => {
+                if reason == PacketInReason::InvalidTtl
+                    && !packet_ins
+                        .invalid_ttl
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    // No controller takes them: none is made, and the
+                    // packet is dropped for its TTL.
+                    if is_last {
+                        for &i in pkts {
+                            if let Some(p) = slots[i as usize].take() {
+                                pool.free(p);
+                            }
+                        }
+                    }
+                    continue;
+                }
                 // What making these packet-ins costs is charged to the
                 // packet-in budget, which refuses them (as `upcall
                 // budget`) once spent while forwarding competes.
@@ -491,14 +514,21 @@ pub(crate) fn execute(
                         } else if !packet_ins.admit(now_us) {
                             ctl_rate |= bit;
                         } else {
-                            let n = p.len().min(max_len as usize);
+                            // The whole packet (as Open vSwitch), or up
+                            // to the action's max_len.
+                            let cut = if packet_ins.max_len {
+                                usize::from(max_len)
+                            } else {
+                                usize::MAX
+                            };
+                            let n = p.len().min(cut);
                             let mut data = packet_ins.spare.pop().unwrap_or_default();
                             data.clear();
                             data.extend_from_slice(&p.data()[..n]);
                             let mut total_len = p.len();
                             if packet_ins.pad_short && total_len < crate::output::MIN_FRAME {
                                 total_len = crate::output::MIN_FRAME;
-                                data.resize(total_len.min(max_len as usize).max(n), 0);
+                                data.resize(total_len.min(cut).max(n), 0);
                             }
                             packet_ins.queue.push_back(PacketIn {
                                 in_port: p.meta.in_port,
@@ -508,7 +538,7 @@ pub(crate) fn execute(
                                 total_len,
                                 table_id,
                                 cookie,
-                                metadata,
+                                meta: std::sync::Arc::clone(meta),
                             });
                             stats.packet_ins += 1;
                             to_ctl |= bit;
@@ -934,7 +964,11 @@ pub(crate) fn execute(
             // Tracked (committed, maybe), then no output.
             stats.dropped[DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput)).index()] += 1;
         } else {
-            stats.dropped[DropReason::Xlate(XlateDrop::NoSuchPort).index()] += 1;
+            // No output took it: the reason the translation gave (a TTL
+            // that ran out before a packet-in nobody asked for), or the
+            // port it named is gone.
+            let why = drop.unwrap_or(XlateDrop::NoSuchPort);
+            stats.dropped[DropReason::Xlate(why).index()] += 1;
         }
         debug_assert!(slots[i as usize].is_none(), "every packet leaves the batch");
     }

@@ -48,6 +48,66 @@ fn controller_queue_overflow_is_a_named_drop() {
     assert_eq!(dp.packet_ins().count(), 2);
 }
 
+/// A packet-in carries the whole packet whatever the action's max_len,
+/// as Open vSwitch 3.1 sends it; `packet_in_max_len` cuts it to max_len.
+#[test]
+fn a_packet_in_is_whole_unless_max_len_is_honoured() {
+    let frames: Frames = (0..3).map(udp).collect();
+    let len = udp(0).len();
+    for (honour, want) in [(false, len), (true, 20)] {
+        let cfg = DatapathConfig {
+            packet_in_max_len: honour,
+            ..Default::default()
+        };
+        let mut dp = dp_with("actions=controller:20", cfg, frames.clone());
+        dp.run(|| 0, |_| false).unwrap();
+        let lens: Vec<(usize, usize)> = dp
+            .packet_ins()
+            .map(|p| (p.data.len(), p.total_len))
+            .collect();
+        assert_eq!(lens, [(want, len); 3], "max_len honoured: {honour}");
+    }
+}
+
+/// A TTL that runs out makes a packet-in only while a controller takes
+/// them (the OpenFlow channel's flag); otherwise the packet is the
+/// counted drop `invalid ttl`, as before any controller asked.
+#[test]
+fn an_expired_ttl_goes_to_the_controller_only_when_one_asked() {
+    let ttl1: Frames = (0..4u16)
+        .map(|i| {
+            let mut f = udp(i);
+            f[22] = 1; // the IPv4 TTL
+            f
+        })
+        .collect();
+    for wanted in [false, true] {
+        let mut dp = dp_with(
+            "ip,actions=dec_ttl,output:2",
+            Default::default(),
+            ttl1.clone(),
+        );
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(wanted));
+        dp.set_invalid_ttl_flag(flag);
+        dp.run(|| 0, |_| false).unwrap();
+        let st = dp.stats();
+        assert!(st.rx_balanced());
+        assert_eq!(st.forwarded, 0);
+        if wanted {
+            assert_eq!(st.to_controller, 4);
+            let pins: Vec<_> = dp.packet_ins().collect();
+            assert_eq!(pins.len(), 4);
+            assert!(pins.iter().all(|p| {
+                p.reason == sluice_classifier::dpaction::PacketInReason::InvalidTtl
+                    && p.data.len() == p.total_len
+            }));
+        } else {
+            assert_eq!(st.dropped_by(DropReason::Xlate(XlateDrop::InvalidTtl)), 4);
+            assert!(!dp.has_packet_ins());
+        }
+    }
+}
+
 #[test]
 fn the_controller_rate_limit_makes_no_packet_in_beyond_it() {
     // 40 packets at one instant, a burst of 5: 5 packet-ins, 35 drops.

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod action;
+pub mod async_msg;
 pub mod consts;
 pub mod convert;
 pub mod features;

@@ -19,6 +19,7 @@
 //! mac_aging_time = 300          # NORMAL: seconds a MAC learned lives without a packet (15-3600)
 //! mac_table_size = 8192         # NORMAL: most MACs learned
 //! pad_short_frames = false      # pad frames under 60 bytes when sent (as a NIC on the wire)
+//! packet_in_max_len = "ovs"     # ovs or spec: packet-ins carry the whole packet (ovs) or up to max_len (spec)
 //! tlv_map = "{class=0x102,type=0x80,len=4}->tun_metadata0"  # Geneve options as fields (ovs-ofctl add-tlv-map)
 //!
 //! metrics = "127.0.0.1:9477"  # Prometheus metrics at http://127.0.0.1:9477/metrics (off unless given)
@@ -122,6 +123,7 @@ struct FileConfig {
     pmd_auto_lb_improvement_threshold: Option<u32>,
     vlan_limit: Option<usize>,
     pad_short_frames: Option<bool>,
+    packet_in_max_len: Option<String>,
     frag_handling: Option<String>,
     frag_rewrites: Option<String>,
     push_vlan: Option<String>,
@@ -367,6 +369,19 @@ fn seconds_of(s: &str, zero_ok: bool) -> Result<f64, String> {
     check_seconds(v, zero_ok)
 }
 
+/// `ovs` (a packet-in carries the whole packet, as Open vSwitch 3.1) or
+/// `spec` (up to its `controller` action's `max_len`): whether packet-ins
+/// are cut.
+pub fn parse_packet_in_max_len(s: &str) -> Result<bool, String> {
+    match s {
+        "ovs" => Ok(false),
+        "spec" => Ok(true),
+        _ => Err(format!(
+            "unknown packet_in_max_len mode '{s}' (ovs or spec)"
+        )),
+    }
+}
+
 /// `mac-aging-time`: 15 to 3600 s, as OVS clamps it (refused outside
 /// here, not clamped silently).
 pub fn check_mac_aging(s: u64) -> Result<u64, String> {
@@ -496,6 +511,10 @@ impl Config {
         }
         if let Some(b) = f.pad_short_frames {
             cfg.datapath.pad_short_frames = b;
+        }
+        if let Some(m) = &f.packet_in_max_len {
+            cfg.datapath.packet_in_max_len =
+                parse_packet_in_max_len(m).map_err(|e| format!("packet_in_max_len: {e}"))?;
         }
         if let Some(m) = &f.frag_handling {
             cfg.frag_handling =

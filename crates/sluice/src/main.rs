@@ -215,6 +215,11 @@ struct OvsBehaviourArgs {
     /// frame leaves as short as its actions made it, e.g. after a pop).
     #[arg(long)]
     pad_short_frames: bool,
+    /// How much of a packet a packet-in carries: ovs (default, as OVS
+    /// 3.1: the whole packet, whatever the controller action's max_len)
+    /// or spec (up to the action's max_len, as OpenFlow says).
+    #[arg(long, value_name = "MODE", value_parser = sluice::config::parse_packet_in_max_len)]
+    packet_in_max_len: Option<bool>,
 }
 
 fn parse_mac_aging(s: &str) -> Result<u64, String> {
@@ -262,6 +267,9 @@ impl OvsBehaviourArgs {
         }
         if self.pad_short_frames {
             config.datapath.pad_short_frames = true;
+        }
+        if let Some(b) = self.packet_in_max_len {
+            config.datapath.packet_in_max_len = b;
         }
     }
 }

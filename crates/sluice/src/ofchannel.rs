@@ -22,6 +22,7 @@ use sluice_classifier::table::Removal;
 use sluice_classifier::Action;
 use sluice_datapath::PortConfig;
 use sluice_openflow::action::OfAction;
+use sluice_openflow::async_msg::PinFormat;
 use sluice_openflow::consts::NO_BUFFER;
 use sluice_openflow::consts::{mp, msg, port, portc, role, OFP13};
 use sluice_openflow::convert::{to_action, FlowModReader};
@@ -695,12 +696,13 @@ impl<S: Conn> Session<S> {
                 self.info.hub.controller_up();
             }
             if versions & 1 << OFP13 == 0 {
-                // OpenFlow 1.0: managed, not sent asynchronous messages.
+                // OpenFlow 1.0: its messages are 1.0's, with Nicira's.
                 self.v10 = Some(Default::default());
+                self.listener.version.store(OFP10, Ordering::Relaxed);
                 log_connection(&format!("OpenFlow 1.0 connection {}", self.peer));
-                return Ok(());
+            } else {
+                log_connection(&format!("OpenFlow 1.3 connection {}", self.peer));
             }
-            log_connection(&format!("OpenFlow 1.3 connection {}", self.peer));
             if let Some(out) = &self.out {
                 self.listener
                     .wants_packet_ins
@@ -777,6 +779,18 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::EXPERIMENTER,
                 body,
+            } if set_packet_in_format(&body).is_some() => {
+                match set_packet_in_format(&body).flatten() {
+                    Some(f) => {
+                        self.listener.pin_format.store(f.wire(), Ordering::Relaxed);
+                        Ok(())
+                    }
+                    None => self.reply(&error_reply(OfError { typ: 1, code: 5 }, frame), h.xid),
+                }
+            }
+            Message::Other {
+                typ: msg::EXPERIMENTER,
+                body,
             } if set_controller_id(&body).is_some() => {
                 let id = set_controller_id(&body).unwrap_or_default();
                 self.listener.controller_id.store(id, Ordering::Relaxed);
@@ -804,7 +818,9 @@ impl<S: Conn> Session<S> {
                 Err(e) => self.reply(&error_reply(e, frame), h.xid),
             },
             Message::RoleRequest(want, gen) => {
-                match self.info.hub.set_role(&self.listener, want, gen) {
+                let r = self.info.hub.set_role(&self.listener, want, gen);
+                self.info.hub.refresh();
+                match r {
                     Ok((r, g)) => self.reply(&Message::RoleReply(r, g), h.xid),
                     Err(e) => self.reply(&error_reply(e, frame), h.xid),
                 }
@@ -821,6 +837,7 @@ impl<S: Conn> Session<S> {
                 for (a, v) in self.listener.masks.iter().zip(m) {
                     a.store(v, Ordering::Relaxed);
                 }
+                self.info.hub.refresh();
                 Ok(())
             }
             Message::PacketOut(po) => {
@@ -918,6 +935,20 @@ impl<S: Conn> Session<S> {
 /// the tables from table 0).
 /// The id an `NXT_SET_CONTROLLER_ID` body (vendor id on) sets, if it is
 /// one.
+/// An `NXT_SET_PACKET_IN_FORMAT` (experimenter body): `Some(None)` for
+/// a format there is none of.
+fn set_packet_in_format(body: &[u8]) -> Option<Option<PinFormat>> {
+    let nx = sluice_openflow::nx::NX_VENDOR.to_be_bytes();
+    match body {
+        [a, b, c, d, 0, 0, 0, 16, f @ ..] if [*a, *b, *c, *d] == nx && f.len() == 4 => {
+            Some(PinFormat::of_wire(u32::from_be_bytes([
+                f[0], f[1], f[2], f[3],
+            ])))
+        }
+        _ => None,
+    }
+}
+
 fn set_controller_id(body: &[u8]) -> Option<u16> {
     (body.len() == 16
         && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()

@@ -6,7 +6,9 @@
 //! own bounded queue and rate limit: a slow or flooded controller loses
 //! its own packet-ins (counted), never another's, never a PMD's time.
 
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -14,10 +16,11 @@ use std::time::Instant;
 use sluice_classifier::table::Removal;
 use sluice_classifier::Rule;
 use sluice_datapath::PacketIn;
-use sluice_openflow::consts::{role, NO_BUFFER};
+use sluice_openflow::async_msg::{self, PinData, PinFormat};
+use sluice_openflow::consts::{role, OFP13};
 use sluice_openflow::convert::flow_removed;
-use sluice_openflow::msg::{to_bytes, PacketIn as OfPacketIn};
-use sluice_openflow::oxm::{f, Oxm};
+use sluice_openflow::msg::to_bytes;
+use sluice_openflow::of10::{self, OFP10};
 use sluice_openflow::{Message, OfError};
 
 use crate::pmd::PinBatch;
@@ -54,6 +57,15 @@ pub struct Listener {
     /// Its controller id (`NXT_SET_CONTROLLER_ID`; 0 unless it said one):
     /// a `controller(id=N)` packet-in goes to the connections of id N.
     pub controller_id: AtomicU16,
+    /// The OpenFlow version it speaks (1.3's 4 until HELLO says 1.0's 1):
+    /// its asynchronous messages are that version's.
+    pub version: AtomicU8,
+    /// The packet-in format it asked for (`NXT_SET_PACKET_IN_FORMAT`,
+    /// [`PinFormat::wire`]).
+    pub pin_format: AtomicU8,
+    /// A 1.0 connection in the NXM flow format: its flow removed messages
+    /// are `NXT_FLOW_REMOVED`.
+    pub nxm: AtomicBool,
 }
 
 impl Default for Listener {
@@ -67,6 +79,9 @@ impl Default for Listener {
             rate_limited: AtomicU64::new(0),
             queued_bytes: AtomicUsize::new(0),
             controller_id: AtomicU16::new(0),
+            version: AtomicU8::new(OFP13),
+            pin_format: AtomicU8::new(0),
+            nxm: AtomicBool::new(false),
         }
     }
 }
@@ -83,7 +98,25 @@ impl Listener {
         let slave = usize::from(self.role.load(Ordering::Relaxed) == role::SLAVE);
         self.masks[2 * k + slave].load(Ordering::Relaxed) & 1 << reason != 0
     }
+
+    /// Its version and packet-in format: which encoding of a packet-in it
+    /// takes (an index into [`Hub::offer`]'s encodings).
+    fn form(&self) -> (u8, PinFormat) {
+        let v = self.version.load(Ordering::Relaxed);
+        let f = PinFormat::of_wire(u32::from(self.pin_format.load(Ordering::Relaxed)));
+        (v, f.unwrap_or_default())
+    }
 }
+
+/// The six forms of a packet-in: 1.0 or 1.3, each in three formats.
+const FORMS: [(u8, PinFormat); 6] = [
+    (OFP13, PinFormat::Standard),
+    (OFP10, PinFormat::Standard),
+    (OFP13, PinFormat::Nxt),
+    (OFP10, PinFormat::Nxt),
+    (OFP13, PinFormat::Nxt2),
+    (OFP10, PinFormat::Nxt2),
+];
 
 struct Outlet {
     id: u64,
@@ -173,6 +206,9 @@ pub struct Hub {
     /// The packet-in counters of connections that have closed (sent,
     /// queue full, rate limited), so that the totals never go back.
     closed: Mutex<[u64; 3]>,
+    /// Whether a connection takes packet-ins for a TTL that ran out: the
+    /// PMDs make none otherwise ([`Hub::refresh`]).
+    invalid_ttl: Arc<AtomicBool>,
 }
 
 /// The hub's counters, summed over its connections, open and closed
@@ -221,6 +257,27 @@ impl Hub {
         }
     }
 
+    /// A hub that keeps `invalid_ttl` (the flag the PMDs read) saying
+    /// whether a connection takes packet-ins for a TTL that ran out.
+    pub fn with_invalid_ttl_flag(rate: u32, invalid_ttl: Arc<AtomicBool>) -> Self {
+        Hub {
+            rate,
+            invalid_ttl,
+            ..Hub::default()
+        }
+    }
+
+    /// Recomputes what the PMDs read of the connections' asynchronous
+    /// configurations: call after a connection comes, goes or changes
+    /// its configuration or role.
+    pub fn refresh(&self) {
+        let outlets = self.outlets.lock().expect("outlets");
+        let any = outlets
+            .iter()
+            .any(|o| o.listener.wants_packet_ins.load(Ordering::Relaxed) && o.listener.takes(0, 2));
+        self.invalid_ttl.store(any, Ordering::Relaxed);
+    }
+
     /// Says how many controllers the switch connects to (at the start).
     pub fn set_controllers(&self, n: usize) {
         let mut c = self.controllers.lock().expect("controllers");
@@ -264,6 +321,7 @@ impl Hub {
             bucket: Bucket::new(self.rate),
             peer: peer.to_string(),
         });
+        self.refresh();
         id
     }
 
@@ -336,17 +394,31 @@ impl Hub {
     }
 
     /// Tells the controllers that take it that rule `r` went, for `why`
-    /// (FLOW_REMOVED; a full queue loses it, counted).
+    /// (FLOW_REMOVED in each one's version and flow format; a full queue
+    /// loses it, counted).
     pub fn flow_removed(&self, r: &Rule, why: Removal, now_us: u64) {
         let m = flow_removed(r, why, now_us);
         let reason = m.reason;
-        let msg = to_bytes(&Message::FlowRemoved(m), 0);
+        let mut forms: [Option<Vec<u8>>; 3] = Default::default();
         for o in self.outlets.lock().expect("outlets").iter() {
-            if o.listener.wants_packet_ins.load(Ordering::Relaxed)
-                && o.listener.takes(2, reason)
-                && !o.queue(msg.clone())
-            {
-                o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
+            let l = &o.listener;
+            if !l.wants_packet_ins.load(Ordering::Relaxed) || !l.takes(2, reason) {
+                continue;
+            }
+            let k = match (
+                l.version.load(Ordering::Relaxed),
+                l.nxm.load(Ordering::Relaxed),
+            ) {
+                (OFP10, true) => 1,
+                (OFP10, false) => 2,
+                _ => 0,
+            };
+            let msg = forms[k].get_or_insert_with(|| match k {
+                0 => to_bytes(&Message::FlowRemoved(m.clone()), 0),
+                _ => async_msg::flow_removed10(&m, &r.matcher, k == 1),
+            });
+            if !o.queue(msg.clone()) {
+                l.queue_full.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -356,13 +428,25 @@ impl Hub {
     /// config bits.
     pub fn port_status(&self, reason: u8, ofport: u32, name: &str, config: u32) {
         let desc = port_desc(ofport, name, config);
-        let msg = to_bytes(&Message::PortStatus(reason, desc), 0);
+        let p10 = of10::Port {
+            port_no: of10::port16(ofport),
+            name: desc.name.clone(),
+            config: desc.config,
+            state: desc.state & 1,
+        };
+        let msg13 = to_bytes(&Message::PortStatus(reason, desc), 0);
+        let msg10 = async_msg::port_status10(reason, &p10);
         for o in self.outlets.lock().expect("outlets").iter() {
-            if o.listener.wants_packet_ins.load(Ordering::Relaxed)
-                && o.listener.takes(1, reason)
-                && !o.queue(msg.clone())
-            {
-                o.listener.queue_full.fetch_add(1, Ordering::Relaxed);
+            let l = &o.listener;
+            if !l.wants_packet_ins.load(Ordering::Relaxed) || !l.takes(1, reason) {
+                continue;
+            }
+            let msg = match l.version.load(Ordering::Relaxed) {
+                OFP10 => msg10.clone(),
+                _ => msg13.clone(),
+            };
+            if !o.queue(msg) {
+                l.queue_full.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -378,6 +462,8 @@ impl Hub {
             closed[1] += l.queue_full.load(Ordering::Relaxed);
             closed[2] += l.rate_limited.load(Ordering::Relaxed);
         }
+        drop(outlets);
+        self.refresh();
     }
 
     /// Its counters now (every connection's packet-ins, open or closed).
@@ -419,37 +505,37 @@ impl Hub {
     }
 
     /// Offers a PMD's batch of packet-ins to every connection that takes
-    /// them: each is encoded once, and each connection gets what it takes
-    /// of the batch as one queue entry (one write), each packet-in counted.
+    /// them: each is encoded once per form some connection takes (its
+    /// version and packet-in format), and each connection gets what it
+    /// takes of the batch as one queue entry (one write), each packet-in
+    /// counted.
     fn offer(&self, batch: &[PacketIn]) {
-        let mut all = Vec::with_capacity(batch.len() * 128);
-        let mut at = Vec::with_capacity(batch.len());
-        for pi in batch {
-            let of = packet_in(pi);
-            let reason = of.reason;
-            let start = all.len();
-            sluice_openflow::msg::encode(&Message::PacketIn(of), 0, &mut all);
-            at.push((start, all.len(), reason, pi.controller_id));
-        }
         let mut outlets = self.outlets.lock().expect("outlets");
+        // Per form: the batch's encodings one after another, and where
+        // each packet-in's starts.
+        let mut forms: [Option<(Vec<u8>, Vec<usize>)>; FORMS.len()] = Default::default();
         let mut taken = vec![false; batch.len()];
         for o in outlets.iter_mut() {
             if !o.listener.wants_packet_ins.load(Ordering::Relaxed) {
                 continue;
             }
+            let form = o.listener.form();
+            let k = FORMS.iter().position(|f| *f == form).unwrap_or(0);
+            let (all, at) = forms[k].get_or_insert_with(|| encode_all(batch, form));
             let mut mine = Vec::new();
             let mut n = 0u64;
             let id = o.listener.controller_id.load(Ordering::Relaxed);
-            for (k, &(a, b, reason, for_id)) in at.iter().enumerate() {
-                if for_id != id || !o.listener.takes(0, reason) {
+            for (i, pi) in batch.iter().enumerate() {
+                let reason = pi.reason.wire(form.0 == OFP10);
+                if pi.controller_id != id || !o.listener.takes(0, reason) {
                     continue;
                 }
-                taken[k] = true;
+                taken[i] = true;
                 if !o.bucket.take() {
                     o.listener.rate_limited.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                mine.extend_from_slice(&all[a..b]);
+                mine.extend_from_slice(&all[at[i]..at[i + 1]]);
                 n += 1;
             }
             if n == 0 {
@@ -467,6 +553,33 @@ impl Hub {
         if missed > 0 {
             self.no_controller.fetch_add(missed, Ordering::Relaxed);
         }
+    }
+}
+
+/// A batch of packet-ins in one form, one after another, and the offsets
+/// where each starts (and the end).
+fn encode_all(batch: &[PacketIn], (version, format): (u8, PinFormat)) -> (Vec<u8>, Vec<usize>) {
+    let mut all = Vec::with_capacity(batch.len() * 128);
+    let mut at = Vec::with_capacity(batch.len() + 1);
+    for pi in batch {
+        at.push(all.len());
+        async_msg::packet_in(version, format, &pin_data(pi, version), &mut all);
+    }
+    at.push(all.len());
+    (all, at)
+}
+
+/// What a datapath packet-in says, in any form of `version`.
+pub fn pin_data(pi: &PacketIn, version: u8) -> PinData<'_> {
+    PinData {
+        reason: pi.reason.wire(version == OFP10),
+        table_id: pi.table_id,
+        cookie: pi.cookie,
+        in_port: pi.in_port,
+        total_len: pi.total_len,
+        data: &pi.data,
+        fields: &pi.meta.fields,
+        userdata: &pi.meta.userdata,
     }
 }
 
@@ -503,28 +616,6 @@ pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multi
     }
 }
 
-/// The OpenFlow message of a datapath packet-in.
-pub fn packet_in(pi: &PacketIn) -> OfPacketIn {
-    OfPacketIn {
-        buffer_id: NO_BUFFER,
-        total_len: pi.total_len.min(usize::from(u16::MAX)) as u16,
-        // OpenFlow 1.3 has no number past INVALID_TTL: the reasons 1.4
-        // added are ACTION in it, as OVS sends them.
-        reason: match pi.reason.code() {
-            c @ 0..=2 => c,
-            _ => 1,
-        },
-        table_id: pi.table_id,
-        cookie: pi.cookie,
-        // The pipeline fields: in_port, and metadata when it is not zero
-        // (as Open vSwitch sends them).
-        oxms: std::iter::once(Oxm::exact(f::IN_PORT, u128::from(pi.in_port)))
-            .chain((pi.metadata != 0).then(|| Oxm::exact(f::METADATA, u128::from(pi.metadata))))
-            .collect(),
-        data: pi.data.clone(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,33 +639,62 @@ mod tests {
         );
     }
 
+    /// Each connection gets its packet-ins in its own form: 1.3's with
+    /// the pipeline fields, 1.0's, or Nicira's with the userdata.
     #[test]
-    fn a_packet_in_carries_in_port_and_metadata_when_set() {
-        let mut pi = PacketIn {
+    fn a_packet_in_goes_in_each_connections_form() {
+        let hub = Hub::new(0);
+        let mut fields = sluice_classifier::Match::catch_all();
+        let reg0 = sluice_classifier::fields::field_by_name("reg0").unwrap();
+        fields.set_exact(reg0, 5);
+        let pi = PacketIn {
             in_port: 3,
             reason: PacketInReason::Action,
             controller_id: 0,
-            data: vec![1, 2, 3],
+            data: vec![0xff; 60],
             total_len: 60,
             table_id: 1,
             cookie: 7,
-            metadata: 0,
+            meta: Arc::new(sluice_classifier::dpaction::PacketInMeta {
+                fields,
+                userdata: vec![0xaa],
+            }),
         };
-        let fields = |pi: &PacketIn| -> Vec<(u8, u128)> {
-            packet_in(pi)
-                .oxms
-                .iter()
-                .map(|o| (o.field, o.value))
-                .collect()
+        let mut rx = Vec::new();
+        for (version, format) in [(OFP13, 0), (OFP10, 0), (OFP10, 2)] {
+            let (tx, r) = std::sync::mpsc::sync_channel(16);
+            let l = Arc::new(Listener::default());
+            l.wants_packet_ins.store(true, Ordering::Relaxed);
+            l.version.store(version, Ordering::Relaxed);
+            l.pin_format.store(format, Ordering::Relaxed);
+            hub.register(tx, l, "test");
+            rx.push(r);
+        }
+        hub.offer(std::slice::from_ref(&pi));
+        let got: Vec<Vec<u8>> = rx.iter().map(|r| r.try_recv().unwrap()).collect();
+        // 1.3's OFPT_PACKET_IN with in_port and reg0.
+        assert_eq!(got[0][..2], [OFP13, 10]);
+        let m = sluice_openflow::msg::decode(&got[0]).unwrap().1;
+        let Message::PacketIn(of) = m else {
+            panic!("{m:?}")
         };
-        assert_eq!(fields(&pi), [(f::IN_PORT, 3)]);
-        pi.metadata = 0x1234;
-        assert_eq!(fields(&pi), [(f::IN_PORT, 3), (f::METADATA, 0x1234)]);
-        let of = packet_in(&pi);
         assert_eq!(
-            (of.reason, of.table_id, of.cookie, of.total_len),
-            (1, 1, 7, 60)
+            (
+                of.reason,
+                of.table_id,
+                of.cookie,
+                of.total_len,
+                of.oxms.len()
+            ),
+            (1, 1, 7, 60, 2)
         );
+        // 1.0's: the 18-byte head, then the packet.
+        assert_eq!(got[1][..2], [OFP10, 10]);
+        assert_eq!(got[1].len(), 18 + 60);
+        // NXT_PACKET_IN2 in 1.0: a vendor message, the userdata last.
+        assert_eq!(got[2][..2], [OFP10, 4]);
+        assert_eq!(got[2][12..16], 30u32.to_be_bytes());
+        assert!(got[2].windows(5).any(|w| w == [0, 7, 0, 5, 0xaa]));
     }
 
     /// A `controller(id=N)` packet-in goes to the connections that said
@@ -590,7 +710,7 @@ mod tests {
             total_len: 60,
             table_id: 0,
             cookie: 0,
-            metadata: 0,
+            meta: Default::default(),
         };
         let mut rx = Vec::new();
         for id in [0u16, 7] {

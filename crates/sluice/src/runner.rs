@@ -331,6 +331,9 @@ pub fn run_ports(
     };
     // Each PMD builds its own datapath on its own thread (see pmd::spawn).
     let mut pmds: Vec<PmdHandle> = Vec::with_capacity(n_pmds);
+    // Whether a controller takes packet-ins for a TTL that ran out: the
+    // OpenFlow channel sets it, the PMDs read it.
+    let invalid_ttl = Arc::new(std::sync::atomic::AtomicBool::new(false));
     for (ports, &placement) in dealt.into_iter().zip(placements) {
         let (dp_cfg, rules) = (cfg.datapath, Arc::clone(&rules));
         let flush = cfg.port_tx_flush.clone();
@@ -338,8 +341,10 @@ pub fn run_ports(
         // packet-ins are made, so that what would be dropped later costs
         // no copy.
         let pin_limit = opts.controller_rate_limit;
+        let ttl_flag = Arc::clone(&invalid_ttl);
         let build = move || {
             let mut dp = ports.build(dp_cfg, rules, &flush)?;
+            dp.set_invalid_ttl_flag(ttl_flag);
             if pin_limit > 0 {
                 let share = f64::from(pin_limit) / n_pmds as f64;
                 dp.set_packet_in_limit(share, (share / 4.0).max(25.0));
@@ -401,9 +406,12 @@ pub fn run_ports(
     // the rules it owns, in every mode (a flow file's or `sluice ctl`'s
     // rules time out as a controller's do), and tells the controllers
     // (FLOW_REMOVED) when there are any.
-    let of_hub = opts
-        .openflow()
-        .then(|| Arc::new(crate::ofhub::Hub::new(opts.controller_rate_limit)));
+    let of_hub = opts.openflow().then(|| {
+        Arc::new(crate::ofhub::Hub::with_invalid_ttl_flag(
+            opts.controller_rate_limit,
+            Arc::clone(&invalid_ttl),
+        ))
+    });
     {
         let (control, hub, stop) = (Arc::clone(&control), of_hub.clone(), Arc::clone(&shared));
         let standalone = opts.fail_standalone;

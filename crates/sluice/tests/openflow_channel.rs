@@ -580,9 +580,12 @@ fn packet_out_and_packet_in_with_ovs_ofctl() {
         &format!("in_port=1,packet={arp},actions=output:2"),
     ]);
     let seen = mon.seen();
+    // ovs-ofctl monitor asks for NXT_PACKET_IN2; a packet-out's packet
+    // that the table-miss rule sends says `action`, as in OVS (its
+    // OFPR_PACKET_OUT, which 1.3 has no number for).
     assert!(
-        seen.contains("OFPT_PACKET_IN (OF1.3)")
-            && seen.contains("total_len=42 in_port=CONTROLLER (via no_match)"),
+        seen.contains("NXT_PACKET_IN2 (OF1.3)")
+            && seen.contains("total_len=42 in_port=CONTROLLER (via action)"),
         "{seen}"
     );
     let flows = run(&["dump-flows", &t]);
@@ -1148,4 +1151,68 @@ fn a_learned_rule_shows_in_dump_flows() {
         run(&["dump-flows", &t, "table=1"])
             .contains("table=1, n_packets=0, n_bytes=0, hard_timeout=300, dl_dst=00:00:00:00:00:01 actions=output:1")
     });
+}
+
+/// `ovs-ofctl mod-flows` without `-O` (OpenFlow 1.0): a modify gives the
+/// rules it changes the message's cookie (0 when the line names none), a
+/// modify that selects by cookie and finds nothing adds nothing, one that
+/// does not select by cookie and finds nothing adds the rule: the rules
+/// then read as Open vSwitch 3.1's after the same commands.
+#[test]
+fn an_openflow_1_0_modify_sets_the_cookie_as_ovs_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let od = dir.path().join("ovs");
+    std::fs::create_dir(&od).unwrap();
+    let ovs = support::Ovs::start(&od);
+    ovs.vsctl(
+        "add-br br0 -- set bridge br0 datapath_type=dummy fail-mode=secure \
+         protocols=OpenFlow10,OpenFlow13 \
+         -- add-port br0 p1 -- set interface p1 type=dummy ofport_request=1 \
+         -- add-port br0 p2 -- set interface p2 type=dummy ofport_request=2",
+    );
+    let ovs_t = format!("unix:{}/br0.mgmt", od.display());
+    let (_sw, t) = empty_switch(dir.path());
+    let steps: [&[&str]; 5] = [
+        &["add-flow", "cookie=0x5,priority=7,ip,actions=output:1"],
+        &["mod-flows", "cookie=0x9,ip,actions=output:2"],
+        &["mod-flows", "ip,actions=output:1"],
+        &["mod-flows", "cookie=0x9/-1,ip,actions=output:2"],
+        &["mod-flows", "cookie=0x11,udp,actions=output:2"],
+    ];
+    // The rules with their cookies, without counters and ages.
+    let rules = |target: &str| -> Vec<String> {
+        let (ok, dump) = ofctl10(&["dump-flows", target]);
+        assert!(ok, "{dump}");
+        let mut v: Vec<String> = dump
+            .lines()
+            .filter(|l| l.contains("cookie="))
+            .map(|l| {
+                l.trim()
+                    .split(", ")
+                    .filter(|w| {
+                        !["duration=", "n_packets=", "n_bytes=", "idle_age="]
+                            .iter()
+                            .any(|p| w.starts_with(p))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    for step in steps {
+        for target in [&ovs_t, &t] {
+            let (ok, out) = ofctl10(&[step[0], target, step[1]]);
+            assert!(ok, "{step:?} on {target}: {out}");
+        }
+        assert_eq!(rules(&t), rules(&ovs_t), "after {step:?}: Sluice, then OVS");
+    }
+    assert_eq!(
+        rules(&t),
+        [
+            "cookie=0x0, table=0, priority=7,ip actions=output:1",
+            "cookie=0x11, table=0, udp actions=output:2"
+        ]
+    );
 }

@@ -64,6 +64,10 @@ pub struct FlowSpec {
     /// For a rule a `learn` with `limit=N` builds: N (the table may hold
     /// at most N rules of the rule's cookie); 0 otherwise.
     pub learn_limit: u32,
+    /// The cookie a modify gives the rules it changes: an OpenFlow 1.0 or
+    /// Nicira flow-mod's own cookie, as Open vSwitch takes it (all ones:
+    /// none). `None` (1.3, the flow language): they keep theirs.
+    pub new_cookie: Option<u64>,
 }
 
 impl Default for FlowSpec {
@@ -82,6 +86,7 @@ impl Default for FlowSpec {
             flags: 0,
             of_instructions: None,
             learn_limit: 0,
+            new_cookie: None,
         }
     }
 }

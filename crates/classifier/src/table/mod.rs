@@ -586,7 +586,10 @@ impl RuleSet {
                 id: r.id,
                 table: r.table,
                 priority: r.priority,
-                cookie: r.cookie,
+                cookie: sel
+                    .new_cookie
+                    .filter(|&c| c != u64::MAX)
+                    .unwrap_or(r.cookie),
                 idle_timeout: r.idle_timeout,
                 hard_timeout: r.hard_timeout,
                 matcher: r.matcher,

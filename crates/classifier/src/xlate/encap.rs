@@ -279,6 +279,7 @@ impl Ctx<'_, '_> {
         self.out.wc.ipv6_label |= mpls::TTL_MASK;
         let ttl = mpls::ttl(self.flow.ipv6_label);
         if ttl <= 1 {
+            self.ttl_packet_ins(&[0]);
             self.reason = Some(XlateDrop::InvalidTtl);
             self.note(
                 self.depth,

@@ -14,7 +14,7 @@ use sluice_packet::key::{FlowKey, FRAG_ANY, FRAG_LATER};
 use sluice_packet::wire::ethernet::tci;
 
 use crate::action::{format_actions, Action};
-use crate::dpaction::{DpAction, PacketInReason};
+use crate::dpaction::DpAction;
 use crate::fields::{Field, Prereq};
 use crate::frag::FragHandling;
 use crate::table::{Rule, RuleSet};
@@ -179,6 +179,10 @@ struct Ctx<'a, 'o> {
     /// The OpenFlow action set (write_actions), run when the pipeline
     /// ends: at most one action of each kind, one set_field per field.
     action_set: Vec<Action>,
+    /// Running the action set now.
+    in_action_set: bool,
+    /// Running a packet-out's actions (and the tables they lead to).
+    in_packet_out: bool,
     /// Groups being run, nested.
     group_depth: u32,
     /// How much of the packet the flow no longer describes (after a pop
@@ -290,6 +294,8 @@ fn run(
         running: (0, 0, false),
         running_ix: None,
         action_set: Vec::new(),
+        in_action_set: false,
+        in_packet_out: given.is_some(),
         stale: encap::Stale::None,
         frozen: None,
         select: None,
@@ -447,24 +453,7 @@ impl Ctx<'_, '_> {
                 Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Learn(ref l) => self.learn(l),
                 Action::Controller { max_len, ref opts } => {
-                    self.commit();
-                    let (table_id, cookie, miss) = self.running;
-                    // A reason the action names is the packet-in's; a
-                    // table-miss rule's plain one is NO_MATCH.
-                    let (reason, controller_id) = match opts {
-                        Some(o) => (o.reason, o.id),
-                        None if miss => (PacketInReason::NoMatch, 0),
-                        None => (PacketInReason::Action, 0),
-                    };
-                    self.push(DpAction::Controller {
-                        reason,
-                        controller_id,
-                        max_len,
-                        table_id,
-                        cookie,
-                        metadata: self.flow.metadata,
-                    });
-                    self.out.outputs += 1;
+                    self.controller(max_len, opts.as_deref())
                 }
                 Action::SetField {
                     field,
@@ -504,6 +493,10 @@ impl Ctx<'_, '_> {
                             self.flow.nw_ttl -= 1;
                             self.dirty.nw_ttl = 0xff;
                         } else {
+                            match actions[i] {
+                                Action::DecTtlIds(ref ids) => self.ttl_packet_ins(ids),
+                                _ => self.ttl_packet_ins(&[0]),
+                            }
                             self.reason = Some(XlateDrop::InvalidTtl);
                             self.note(self.depth, ">> IPv4/IPv6 TTL exception: the rest of this action list is skipped");
                             return;
@@ -850,7 +843,9 @@ impl Ctx<'_, '_> {
             );
         }
         let table = self.running.0;
+        self.in_action_set = true;
         self.actions(&set, table);
+        self.in_action_set = false;
     }
 
     fn resubmit(&mut self, in_port: Option<u32>, t: u8, goto: bool) {
@@ -959,6 +954,7 @@ mod learn;
 pub use learn::learned_rule;
 mod load;
 mod normal;
+mod packet_in;
 mod select;
 mod tunnel;
 pub use select::resolve as resolve_select;

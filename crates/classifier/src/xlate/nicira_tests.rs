@@ -3,6 +3,7 @@
 //! Open vSwitch's trace gave), `dec_ttl(ids)`.
 
 use super::*;
+use crate::dpaction::PacketInReason;
 use crate::parse::parse_flow_file;
 
 use super::tests::{run, set, tcp_key};
@@ -51,7 +52,7 @@ fn controller_options_reach_the_packet_in() {
     assert!(matches!(
         t.actions[..],
         [DpAction::Controller {
-            reason: PacketInReason::NoMatch,
+            reason: PacketInReason::ExplicitMiss,
             controller_id: 0,
             ..
         }]
@@ -189,7 +190,52 @@ fn dec_ttl_with_controller_ids() {
     assert_eq!(shown, ["dec_ttl(0),output:3", "dec_ttl(1,2),output:2"]);
     let mut k = tcp_key();
     k.nw_ttl = 1;
-    assert_eq!(run(&r, &k).drop, Some(XlateDrop::InvalidTtl));
+    let t = run(&r, &k);
+    assert_eq!(t.drop, Some(XlateDrop::InvalidTtl));
+    // The TTL ran out: a whole-packet `invalid_ttl` packet-in for each
+    // id (the datapath makes them only for a controller that takes
+    // them), and no output.
+    let pins: Vec<(PacketInReason, u16, u16)> = t
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Controller {
+                reason,
+                controller_id,
+                max_len,
+                ..
+            } => Some((*reason, *controller_id, *max_len)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        pins,
+        [
+            (PacketInReason::InvalidTtl, 1, u16::MAX),
+            (PacketInReason::InvalidTtl, 2, u16::MAX)
+        ]
+    );
+    assert!(!t.actions.iter().any(|a| matches!(a, DpAction::Output(_))));
+}
+
+/// A packet-in carries the pipeline fields that are not zero when it is
+/// sent (registers, metadata, pkt_mark) and the action's userdata.
+#[test]
+fn a_packet_in_carries_the_pipeline_fields_and_userdata() {
+    let r = set("actions=load:5->NXM_NX_REG0[],load:0x77->NXM_NX_REG7[],set_field:3->pkt_mark,write_metadata:0x10,goto_table:1\ntable=1,actions=controller(userdata=01.02.03)\n");
+    let t = run(&r, &tcp_key());
+    let [DpAction::Controller { meta, .. }] = t.actions.as_slice() else {
+        panic!("{:?}", t.actions)
+    };
+    assert_eq!(meta.userdata, [1, 2, 3]);
+    let f = |n: &str| meta.fields.get(crate::fields::field_by_name(n).unwrap());
+    assert_eq!(f("reg0"), (5, 0xffff_ffff));
+    assert_eq!(f("reg7"), (0x77, 0xffff_ffff));
+    assert_eq!(f("metadata"), (0x10, u128::from(u64::MAX)));
+    assert_eq!(f("pkt_mark"), (3, 0xffff_ffff));
+    // Zero ones are left out.
+    assert_eq!(f("reg1"), (0, 0));
+    assert_eq!(f("tun_id"), (0, 0));
 }
 
 /// `fin_timeout`: the megaflow of any packet through it says whether the

@@ -222,9 +222,10 @@ impl Ref<'_> {
                         }
                     }
                 }
-                Action::Controller { max_len, .. } => {
-                    let n = self.bytes.len().min(max_len as usize);
-                    self.outputs.push((CONTROLLER, self.bytes[..n].to_vec()));
+                // The whole packet, whatever the action's max_len, as
+                // Open vSwitch 3.1 sends it (the datapath's default).
+                Action::Controller { .. } => {
+                    self.outputs.push((CONTROLLER, self.bytes.clone()));
                 }
                 // A register is the reference's own state; a header field
                 // gets its new value whole (the packet's other bits kept)

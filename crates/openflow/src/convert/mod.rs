@@ -873,6 +873,7 @@ pub(crate) fn op_of(
         flags: fm.flags,
         of_instructions: if deleting { None } else { instructions() },
         learn_limit: 0,
+        new_cookie: None,
     };
     Ok(match fm.command {
         fm::ADD => FlowModOp::Add(spec()),

@@ -6,7 +6,8 @@
 //! `NXT_FLOW_MOD_TABLE_ID` a flow-mod names no table (an add goes to
 //! table 0, a modify or delete acts on every table); with it, the table is
 //! the command's high byte. A modify that selects nothing adds the rule
-//! (unless it selects by cookie). `OFPFF_EMERG` (emergency flows) is
+//! (unless it selects by cookie); one that selects rules gives them the
+//! message's cookie (unless it is all ones), as Open vSwitch does. `OFPFF_EMERG` (emergency flows) is
 //! refused: Sluice has no emergency table.
 
 use sluice_classifier::Match;
@@ -51,8 +52,11 @@ pub fn decode(frame: &[u8], format: Format, n_tables: u8) -> Result<FlowModOp, O
     let mut r = Rd::new(frame, OfError::BAD_LEN);
     r.skip(if nx { 16 } else { 8 })?;
     let ofp_match: Option<[u8; match10::LEN]> = if nx { None } else { Some(r.array()?) };
+    // A modify gives the rules it changes the message's cookie (Open
+    // vSwitch's `new_cookie`; all ones: they keep theirs).
+    let new_cookie = r.u64()?;
     let mut fm = FlowMod {
-        cookie: r.u64()?,
+        cookie: new_cookie,
         ..Default::default()
     };
     let command = r.u16()?;
@@ -110,6 +114,7 @@ pub fn decode(frame: &[u8], format: Format, n_tables: u8) -> Result<FlowModOp, O
     Ok(match op {
         FlowModOp::Modify(mut spec, how) => {
             spec.table_given = !any_table;
+            spec.new_cookie = Some(new_cookie);
             if cookie_mask == 0 {
                 FlowModOp::ModifyOrAdd(spec, how)
             } else {
@@ -232,7 +237,10 @@ mod tests {
             op => panic!("{op:?}"),
         }
         match decode(&nx_frame(s, 1, (5, 0xff)), Format::default(), 254).unwrap() {
-            FlowModOp::Modify(spec, _) => assert_eq!((spec.cookie, spec.cookie_mask), (5, 0xff)),
+            FlowModOp::Modify(spec, _) => assert_eq!(
+                (spec.cookie, spec.cookie_mask, spec.new_cookie),
+                (5, 0xff, Some(7))
+            ),
             op => panic!("{op:?}"),
         }
         match decode(&std_frame(s, 3), Format::default(), 254).unwrap() {

@@ -4,12 +4,15 @@
 //! same [`Control`] as 1.3's. Flow-mods are batched as 1.3's are
 //! ([`Session::flush_mods`]).
 //!
-//! A 1.0 session manages the switch: it is not sent packet-ins, flow
-//! removed or port status messages (those go to 1.3 sessions), and
-//! `PACKET_OUT` takes 1.0 actions.
+//! Its asynchronous messages are 1.0's (`ofhub`): packet-ins as
+//! `OFPT_PACKET_IN`, `NXT_PACKET_IN` or `NXT_PACKET_IN2` as it asks, flow
+//! removed messages as `OFPT_FLOW_REMOVED` or, in the NXM flow format,
+//! `NXT_FLOW_REMOVED`, port status as 1.0's. `PACKET_OUT` takes 1.0
+//! actions.
 
 use std::sync::atomic::Ordering;
 
+use sluice_openflow::async_msg::PinFormat;
 use sluice_openflow::consts::{port, NO_BUFFER, TABLE_ALL};
 use sluice_openflow::of10::flow_mod::Format;
 use sluice_openflow::of10::stats::{self, Request};
@@ -17,6 +20,10 @@ use sluice_openflow::of10::{self, format, nxt, t};
 use sluice_openflow::OfError;
 
 use super::{Conn, Session, N_TABLES};
+
+/// `OFPC_INVALID_TTL_TO_CONTROLLER` (an OpenFlow 1.1 flag Open vSwitch
+/// takes in 1.0).
+const INVALID_TTL_TO_CONTROLLER: u16 = 1 << 2;
 use crate::ofmultipart::Filter;
 
 impl<S: Conn> Session<S> {
@@ -59,7 +66,11 @@ impl<S: Conn> Session<S> {
                 self.send(&of10::features_reply(x, dpid, N_TABLES, &ports))
             }
             t::GET_CONFIG_REQUEST => {
-                let mut b = self.config.flags.to_be_bytes().to_vec();
+                // OFPC_INVALID_TTL_TO_CONTROLLER: whether it takes
+                // packet-ins for a TTL that ran out (as a master).
+                let ttl = self.listener.masks[0].load(Ordering::Relaxed) & 1 << 2 != 0;
+                let flags = self.config.flags | if ttl { INVALID_TTL_TO_CONTROLLER } else { 0 };
+                let mut b = flags.to_be_bytes().to_vec();
                 b.extend_from_slice(&self.config.miss_send_len.to_be_bytes());
                 self.send(&of10::message(t::GET_CONFIG_REPLY, x, &b))
             }
@@ -68,7 +79,16 @@ impl<S: Conn> Session<S> {
                 if flags & 3 != 0 {
                     return self.error10(OfError::SWITCH_CONFIG_BAD_FLAGS, frame);
                 }
-                self.config.flags = flags;
+                // The packet-ins of a TTL that ran out, as Open vSwitch
+                // takes the flag: its bit in the master's packet-in mask.
+                let m = &self.listener.masks[0];
+                if flags & INVALID_TTL_TO_CONTROLLER != 0 {
+                    m.fetch_or(1 << 2, Ordering::Relaxed);
+                } else {
+                    m.fetch_and(!(1 << 2), Ordering::Relaxed);
+                }
+                self.info.hub.refresh();
+                self.config.flags = flags & !INVALID_TTL_TO_CONTROLLER;
                 self.config.miss_send_len = u16::from_be_bytes([body[2], body[3]]);
                 Ok(())
             }
@@ -87,8 +107,7 @@ impl<S: Conn> Session<S> {
     }
 
     /// Nicira's vendor messages: the flow format, the flow-mod table id,
-    /// the packet-in format and controller id (taken: this session is
-    /// sent no packet-ins), the TLV table.
+    /// the packet-in format and controller id, the TLV table.
     fn vendor10(&mut self, frame: &[u8]) -> Result<(), String> {
         if frame.len() < 16 || frame[8..12] != sluice_openflow::nx::NX_VENDOR.to_be_bytes() {
             return self.error10(OfError::BAD_EXPERIMENTER, frame);
@@ -103,24 +122,32 @@ impl<S: Conn> Session<S> {
                     format::NXM => fmt.nxm = true,
                     _ => return self.error10(OfError { typ: 1, code: 5 }, frame),
                 }
+                let nxm = fmt.nxm;
+                self.listener.nxm.store(nxm, Ordering::Relaxed);
                 Ok(())
             }
             nxt::FLOW_MOD_TABLE_ID if arg.len() == 8 => {
                 fmt.table_id = arg[0] != 0;
                 Ok(())
             }
-            // The standard format only (this session is sent no
-            // packet-ins, and Sluice sends no NXT_PACKET_IN2).
-            nxt::SET_PACKET_IN_FORMAT if arg == [0; 4] => Ok(()),
-            nxt::SET_PACKET_IN_FORMAT => self.error10(OfError { typ: 1, code: 5 }, frame),
+            nxt::SET_PACKET_IN_FORMAT if arg.len() == 4 => {
+                match PinFormat::of_wire(u32::from_be_bytes([arg[0], arg[1], arg[2], arg[3]])) {
+                    Some(f) => {
+                        self.listener.pin_format.store(f.wire(), Ordering::Relaxed);
+                        Ok(())
+                    }
+                    None => self.error10(OfError { typ: 1, code: 5 }, frame),
+                }
+            }
             nxt::SET_CONTROLLER_ID if arg.len() == 8 => {
                 let id = u16::from_be_bytes([arg[6], arg[7]]);
                 self.listener.controller_id.store(id, Ordering::Relaxed);
                 Ok(())
             }
-            nxt::SET_FLOW_FORMAT | nxt::FLOW_MOD_TABLE_ID | nxt::SET_CONTROLLER_ID => {
-                self.error10(OfError::BAD_LEN, frame)
-            }
+            nxt::SET_FLOW_FORMAT
+            | nxt::FLOW_MOD_TABLE_ID
+            | nxt::SET_CONTROLLER_ID
+            | nxt::SET_PACKET_IN_FORMAT => self.error10(OfError::BAD_LEN, frame),
             _ => {
                 let slave = self.is_slave();
                 match crate::oftlv::experimenter(&self.control, &frame[8..], slave)? {
