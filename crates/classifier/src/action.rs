@@ -202,9 +202,11 @@ pub struct ControllerOpts {
     /// (`NXT_SET_CONTROLLER_ID`; 0 unless they did).
     pub id: u16,
     /// Bytes for the controller (`NXT_PACKET_IN2`'s userdata; a standard
-    /// packet-in, which is what Sluice sends, has no room for them, as in
-    /// Open vSwitch).
+    /// packet-in has no room for them, as in Open vSwitch).
     pub userdata: Vec<u8>,
+    /// The meter its packet-ins go through (`meter_id=N`, OVS's
+    /// controller meter): those it drops are not sent.
+    pub meter_id: Option<u32>,
 }
 
 impl Action {
@@ -394,6 +396,9 @@ impl std::fmt::Display for Action {
                 if !o.userdata.is_empty() {
                     let hex: Vec<String> = o.userdata.iter().map(|b| format!("{b:02x}")).collect();
                     parts.push(format!("userdata={}", hex.join(".")));
+                }
+                if let Some(m) = o.meter_id {
+                    parts.push(format!("meter_id={m}"));
                 }
                 write!(f, "controller({})", parts.join(","))
             }

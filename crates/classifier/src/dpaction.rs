@@ -19,6 +19,10 @@ pub struct PacketInMeta {
     pub fields: crate::Match,
     /// Bytes for the controller (`NXT_PACKET_IN2` only).
     pub userdata: Vec<u8>,
+    /// The meter the packet-ins go through (`controller(meter_id=N)`):
+    /// those it drops are not made. A meter that is not there meters
+    /// nothing (Open vSwitch takes the rule, logs it, sends unmetered).
+    pub meter_id: Option<u32>,
 }
 
 /// One datapath action.

@@ -178,6 +178,38 @@ impl PacketInQueue {
     }
 }
 
+/// The packets of `pkts` (those not in `skip`, still here) whose
+/// packet-in meter `id` drops (a bit each); none when the meter is not
+/// there (it meters nothing, as Open vSwitch's controller meter of an
+/// unknown id).
+fn meter_packet_ins(
+    rules: &RuleSet,
+    id: u32,
+    pkts: &[u8],
+    skip: u32,
+    slots: &[Option<Packet>; BATCH_SIZE],
+    now_us: u64,
+) -> u32 {
+    let Some(m) = rules.meter(id) else {
+        return 0;
+    };
+    let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
+    let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
+    for &i in pkts {
+        if skip & (1 << i) == 0 {
+            if let Some(p) = slots[i as usize].as_ref() {
+                lens.push(p.len());
+                who.push(i);
+            }
+        }
+    }
+    let v = m.apply(now_us, &lens);
+    who.iter()
+        .enumerate()
+        .filter(|&(k, _)| v.drop & (1 << k) != 0)
+        .fold(0, |acc, (_, &i)| acc | 1 << i)
+}
+
 /// Applies one header-changing datapath action to a packet (outputs and
 /// recirculations change nothing here). `sluice trace` follows a
 /// recirculation with it.
@@ -426,6 +458,8 @@ pub(crate) fn execute(
     let (mut tnl_header, mut tnl_csum, mut tnl_port, mut tnl_long) = (0u32, 0u32, 0u32, 0u32);
     let mut ctl_rate = 0u32;
     let mut ctl_budget = 0u32;
+    // Packets whose packet-in the controller meter dropped.
+    let mut ctl_metered = 0u32;
     let mut ctl_port = 0u32;
     // Packets a final `check_pkt_len` handed to a branch, their fate with it.
     let mut branched = 0u32;
@@ -482,6 +516,10 @@ pub(crate) fn execute(
                     }
                     continue;
                 }
+                // The controller meter's drops get no packet-in.
+                let metered_out = meta.meter_id.map_or(0, |id| {
+                    meter_packet_ins(rules, id, pkts, skip, slots, now_us)
+                });
                 // What making these packet-ins costs is charged to the
                 // packet-in budget, which refuses them (as `upcall
                 // budget`) once spent while forwarding competes.
@@ -507,6 +545,8 @@ pub(crate) fn execute(
                             .is_some_and(|k| out.ports[k].no_packet_in)
                         {
                             ctl_port |= bit;
+                        } else if metered_out & bit != 0 {
+                            ctl_metered |= bit;
                         } else if !allowed {
                             ctl_budget |= bit;
                         } else if packet_ins.queue.len() >= packet_ins.cap {
@@ -940,6 +980,8 @@ pub(crate) fn execute(
             stats.forwarded += 1;
         } else if to_ctl & bit != 0 {
             stats.to_controller += 1;
+        } else if ctl_metered & bit != 0 {
+            stats.dropped[DropReason::MeterDrop.index()] += 1;
         } else if ctl_full & bit != 0 {
             stats.dropped[DropReason::ControllerQueueFull.index()] += 1;
         } else if ctl_rate & bit != 0 {

@@ -126,3 +126,56 @@ fn a_dscp_remark_band_raises_precedence_above_the_rate_and_drops_nothing() {
     assert_eq!(sluice_packet::wire::checksum::checksum(&f[14..34]), 0);
     assert!(dp.stats().rx_balanced());
 }
+
+/// `controller(meter_id=1)` (Open vSwitch's controller meter): offered
+/// twice the meter's rate, the packet-ins made are the rate, the rest the
+/// counted drop `meter drop` where the packet-in was the packet's one way
+/// out; an output beside it gets every packet. A meter that is not there
+/// meters nothing.
+#[test]
+fn a_controller_meter_limits_the_packet_ins_alone() {
+    for (meter, rate, output) in [(1u32, 100u32, true), (2, 0, true), (1, 100, false)] {
+        let out = if output { ",output:2" } else { "" };
+        let text = format!("in_port=1,actions=controller(meter_id={meter}){out}\n");
+        let mut rules = RuleSet::from_specs(&parse_flow_file(&text, None).unwrap(), 0);
+        rules
+            .add_meter(Meter::new(1, flags::PKTPS, &[(BandKind::Drop, 100, 0)], 0).unwrap())
+            .unwrap();
+        let frame = Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
+        // 200 packets a second for 5 s, 2 a poll (a poll every 10 ms).
+        let frames: Frames = (0..1000).map(|_| frame.clone()).collect();
+        let cfg = DatapathConfig {
+            packet_in_queue: 4096,
+            ..Default::default()
+        };
+        let mut dp = Datapath::new(cfg, Arc::new(rules)).unwrap();
+        dp.add_port(
+            1,
+            Box::new(ReplayPort::new("in", frames, false).with_burst(2)),
+        )
+        .unwrap();
+        let (cap, sent) = CapturePort::new();
+        dp.add_port(2, Box::new(cap)).unwrap();
+        let mut clock = (1u64..).step_by(10_000);
+        dp.run(|| clock.next().unwrap(), |_| false).unwrap();
+        let st = dp.stats();
+        assert!(st.rx_balanced(), "{st:?}");
+        let pins = dp.packet_ins().count() as u64;
+        if !output {
+            // The packet-in was each packet's one way out.
+            assert_eq!(st.to_controller, pins);
+            assert_eq!(st.dropped_by(DropReason::MeterDrop), 1000 - pins);
+            assert!((490..=560).contains(&pins), "{pins} packet-ins");
+            continue;
+        }
+        assert_eq!(sent.lock().unwrap().len(), 1000, "every packet forwarded");
+        if rate == 0 {
+            assert_eq!(pins, 1000, "meter {meter} is not there: no metering");
+        } else {
+            // 100 a second for 5 s, and the first burst.
+            assert!((490..=560).contains(&pins), "{pins} packet-ins");
+        }
+        // Forwarded, so no packet's fate is the meter's.
+        assert_eq!(st.forwarded, 1000);
+    }
+}

@@ -283,6 +283,8 @@ pub enum NxAction {
         reason: u8,
         /// Bytes for the controller.
         userdata: Vec<u8>,
+        /// The controller meter (`NXAC2PT_METER_ID`).
+        meter_id: Option<u32>,
     },
     /// `NXAST_REG_LOAD`: `value` into bits `ofs..ofs + n_bits` of the
     /// field `dst` names.
@@ -585,6 +587,7 @@ impl NxAction {
                     id: b.u16()?,
                     reason: b.u8()?,
                     userdata: Vec::new(),
+                    meter_id: None,
                 }
             }
             subtype::CONTROLLER2 => controller::decode_controller2(&mut b)?,
@@ -782,6 +785,7 @@ impl NxAction {
                 id,
                 reason,
                 userdata,
+                meter_id: None,
             } if userdata.is_empty() => {
                 out.extend_from_slice(&subtype::CONTROLLER.to_be_bytes());
                 out.extend_from_slice(&max_len.to_be_bytes());
@@ -793,7 +797,8 @@ impl NxAction {
                 id,
                 reason,
                 userdata,
-            } => controller::encode_controller2(*max_len, *id, *reason, userdata, out),
+                meter_id,
+            } => controller::encode_controller2(*max_len, *id, *reason, userdata, *meter_id, out),
             NxAction::OutputReg {
                 src,
                 ofs,

@@ -658,6 +658,7 @@ mod tests {
             meta: Arc::new(sluice_classifier::dpaction::PacketInMeta {
                 fields,
                 userdata: vec![0xaa],
+                meter_id: None,
             }),
         };
         let mut rx = Vec::new();

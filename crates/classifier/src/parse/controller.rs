@@ -1,9 +1,9 @@
 //! `controller(...)` in the flow language, as `ovs-ofctl` takes it:
 //! `reason=no_match|action|invalid_ttl|action_set|group|packet_out`,
 //! `max_len=N`, `id=N` (the controllers that said this id get it),
-//! `userdata=HEX` (bytes separated by dots, or none), comma-separated.
-//! `pause` and `meter_id` (continuations, the controller meter) are
-//! refused: Sluice has neither.
+//! `userdata=HEX` (bytes separated by dots, or none), `meter_id=N` (the
+//! packet-ins go through meter N), comma-separated. `pause`
+//! (continuations) is refused: Sluice has none.
 
 use crate::action::{Action, ControllerOpts, PacketInReason};
 
@@ -17,6 +17,7 @@ pub(super) fn parse_controller(cx: &LineCtx, arg: &str, at: usize) -> Result<Act
         reason: PacketInReason::Action,
         id: 0,
         userdata: Vec::new(),
+        meter_id: None,
     };
     let mut off = at;
     for raw in arg.split(',') {
@@ -45,15 +46,35 @@ pub(super) fn parse_controller(cx: &LineCtx, arg: &str, at: usize) -> Result<Act
                     )
                 })?;
             }
-            "pause" | "meter_id" => {
-                return Err(cx.err(tok_at, format!("controller's {key} is not supported: Sluice has no continuations and no controller meter")));
+            "meter_id" => {
+                let m = parse_int(cx, value, tok_at, 32, "controller's meter_id")? as u32;
+                if m == 0 || m > crate::meter::METER_MAX {
+                    return Err(cx.err(
+                        tok_at,
+                        format!(
+                            "meter_id={value}: expected a meter from 1 to {}",
+                            crate::meter::METER_MAX
+                        ),
+                    ));
+                }
+                o.meter_id = Some(m);
+            }
+            "pause" => {
+                return Err(cx.err(
+                    tok_at,
+                    "controller's pause is not supported: Sluice has no continuations (NXT_RESUME)"
+                        .to_string(),
+                ));
             }
             _ => {
-                return Err(cx.err(tok_at, format!("unknown controller setting '{key}': expected reason, max_len, id or userdata")));
+                return Err(cx.err(tok_at, format!("unknown controller setting '{key}': expected reason, max_len, id, userdata or meter_id")));
             }
         }
     }
-    let plain = o.reason == PacketInReason::Action && o.id == 0 && o.userdata.is_empty();
+    let plain = o.reason == PacketInReason::Action
+        && o.id == 0
+        && o.userdata.is_empty()
+        && o.meter_id.is_none();
     Ok(Action::Controller {
         max_len,
         opts: (!plain).then(|| Box::new(o)),

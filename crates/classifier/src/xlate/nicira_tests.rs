@@ -59,7 +59,6 @@ fn controller_options_reach_the_packet_in() {
     ));
     for bad in [
         "actions=controller(pause)",
-        "actions=controller(meter_id=1)",
         "actions=controller(reason=bored)",
         "actions=controller(userdata=1)",
     ] {

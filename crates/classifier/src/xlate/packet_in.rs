@@ -70,11 +70,12 @@ impl Ctx<'_, '_> {
             None if self.in_action_set => (PacketInReason::ActionSet, 0, &[][..]),
             None => (PacketInReason::Action, 0, &[][..]),
         };
+        let meter_id = opts.and_then(|o| o.meter_id);
         let reason = match reason {
             PacketInReason::Action if miss => PacketInReason::ExplicitMiss,
             r => r,
         };
-        self.packet_in(reason, controller_id, max_len, userdata.to_vec());
+        self.packet_in(reason, controller_id, max_len, userdata.to_vec(), meter_id);
         self.out.outputs += 1;
     }
 
@@ -88,15 +89,23 @@ impl Ctx<'_, '_> {
     pub(super) fn ttl_packet_ins(&mut self, ids: &[u16]) {
         self.commit();
         for &id in ids {
-            self.packet_in(PacketInReason::InvalidTtl, id, u16::MAX, Vec::new());
+            self.packet_in(PacketInReason::InvalidTtl, id, u16::MAX, Vec::new(), None);
         }
     }
 
-    fn packet_in(&mut self, reason: PacketInReason, controller_id: u16, max_len: u16, ud: Vec<u8>) {
+    fn packet_in(
+        &mut self,
+        reason: PacketInReason,
+        controller_id: u16,
+        max_len: u16,
+        userdata: Vec<u8>,
+        meter_id: Option<u32>,
+    ) {
         let (table_id, cookie, _) = self.running;
         let meta = Arc::new(PacketInMeta {
             fields: self.pipeline_fields(),
-            userdata: ud,
+            userdata,
+            meter_id,
         });
         self.push(DpAction::Controller {
             reason,

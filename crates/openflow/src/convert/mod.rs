@@ -380,6 +380,7 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
             id: o.id,
             reason: o.reason.code(),
             userdata: o.userdata.clone(),
+            meter_id: o.meter_id,
         }),
         Action::SetField { field, value, .. } if field.name == "nw_ttl" => {
             OfAction::SetNwTtl(*value as u8)

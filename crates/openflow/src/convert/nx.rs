@@ -148,12 +148,14 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             id,
             reason,
             ref userdata,
+            meter_id,
         } => {
             let reason = sluice_classifier::dpaction::PacketInReason::of_code(reason)
                 .ok_or(OfError::BAD_ARGUMENT)?;
             let plain = reason == sluice_classifier::dpaction::PacketInReason::Action
                 && id == 0
-                && userdata.is_empty();
+                && userdata.is_empty()
+                && meter_id.is_none();
             Action::Controller {
                 max_len,
                 opts: (!plain).then(|| {
@@ -161,6 +163,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                         reason,
                         id,
                         userdata: userdata.clone(),
+                        meter_id,
                     })
                 }),
             }

@@ -17,11 +17,12 @@ mod ac2pt {
 }
 
 /// `NXAST_CONTROLLER2`'s properties (after the 16-byte header): max_len,
-/// controller id, reason, userdata; `pause` and `meter_id` are refused
-/// (no continuations, no controller meter), an unknown property too.
+/// controller id, reason, userdata, meter_id; `pause` is refused (no
+/// continuations), an unknown property too.
 pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
     b.skip(6)?;
     let (mut max_len, mut id, mut reason, mut userdata) = (u16::MAX, 0, 1, Vec::new());
+    let mut meter_id = None;
     while b.left() > 0 {
         let typ = b.u16()?;
         let len = usize::from(b.u16()?);
@@ -53,7 +54,15 @@ pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
                 reason = v[0];
             }
             ac2pt::USERDATA => userdata = v.to_vec(),
-            ac2pt::PAUSE | ac2pt::METER_ID => return Err(OfError::BAD_ARGUMENT),
+            ac2pt::METER_ID => {
+                if v.len() != 4 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let m = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
+                // NX_CTLR_NO_METER: none.
+                meter_id = (m != 0).then_some(m);
+            }
+            ac2pt::PAUSE => return Err(OfError::BAD_ARGUMENT),
             _ => return Err(OfError::BAD_ARGUMENT),
         }
     }
@@ -62,6 +71,7 @@ pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
         id,
         reason,
         userdata,
+        meter_id,
     })
 }
 
@@ -73,6 +83,7 @@ pub(super) fn encode_controller2(
     id: u16,
     reason: u8,
     userdata: &[u8],
+    meter_id: Option<u32>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(&subtype::CONTROLLER2.to_be_bytes());
@@ -96,7 +107,12 @@ pub(super) fn encode_controller2(
     if reason != 1 {
         prop(ac2pt::REASON, &[reason]);
     }
-    prop(ac2pt::USERDATA, userdata);
+    if !userdata.is_empty() {
+        prop(ac2pt::USERDATA, userdata);
+    }
+    if let Some(m) = meter_id {
+        prop(ac2pt::METER_ID, &m.to_be_bytes());
+    }
 }
 
 #[cfg(test)]
@@ -119,7 +135,8 @@ mod tests {
                 max_len: 64,
                 id: 0,
                 reason: 1,
-                userdata: vec![1, 2, 3]
+                userdata: vec![1, 2, 3],
+                meter_id: None,
             }
         );
         let mut out = Vec::new();
