@@ -154,6 +154,10 @@ pub struct Row {
     pub p99_us: f64,
     /// Longest.
     pub max_us: f64,
+    /// The longest a batch waited in its output batch for company, on
+    /// the clock `auto`'s hold runs on (the PMD's time less its send
+    /// calls; [`sluice_datapath::BatchWaits`]), µs.
+    pub held_max_us: u64,
     /// Frames the source lost because the PMD did not take them in time.
     pub source_lost: u64,
     /// Packets delivered.
@@ -435,6 +439,13 @@ pub fn run(s: &Scenario, setting: TxFlush, seconds: f64) -> Result<Row, String> 
     let secs = start.elapsed().as_secs_f64();
     dp.finish().map_err(|e| e.to_string())?;
     let mut w = waits.lock().unwrap();
+    let held_max_us = dp
+        .port_reports()
+        .iter()
+        .filter(|r| r.ofport >= 2)
+        .map(|r| r.batch_waits.max_us)
+        .max()
+        .unwrap_or(0);
     if s.kick_cycles == 0 {
         // Real ports: what they sent and their kicks (their waits are not
         // stamped).
@@ -453,6 +464,7 @@ pub fn run(s: &Scenario, setting: TxFlush, seconds: f64) -> Result<Row, String> 
         p50_us: w.quantile_us(0.5),
         p99_us: w.quantile_us(0.99),
         max_us: w.max_ns as f64 / 1000.0,
+        held_max_us,
         source_lost: lost,
         packets: w.packets,
     })
@@ -497,7 +509,7 @@ pub fn table(rows: &[Row]) -> String {
             .collect();
         i += group.len();
         o += &format!("{name}\n");
-        o += "  interval  Mpps     pkts/kick  p50 µs   p99 µs   max µs    lost at source\n";
+        o += "  interval  Mpps     pkts/kick  p50 µs   p99 µs   max µs    held max µs  lost at source\n";
         for r in &group {
             let set = match r.setting {
                 TxFlush::Auto => "auto".to_string(),
@@ -506,13 +518,13 @@ pub fn table(rows: &[Row]) -> String {
             if r.max_us == 0.0 {
                 // Real ports: no waits stamped.
                 o += &format!(
-                    "  {set:<8}  {:<7.3}  {:<9.1}  {:<7}  {:<7}  {:<8}  {}\n",
-                    r.mpps, r.per_kick, "-", "-", "-", r.source_lost
+                    "  {set:<8}  {:<7.3}  {:<9.1}  {:<7}  {:<7}  {:<8}  {:<11}  {}\n",
+                    r.mpps, r.per_kick, "-", "-", "-", r.held_max_us, r.source_lost
                 );
             } else {
                 o += &format!(
-                    "  {set:<8}  {:<7.3}  {:<9.1}  {:<7.2}  {:<7.2}  {:<8.1}  {}\n",
-                    r.mpps, r.per_kick, r.p50_us, r.p99_us, r.max_us, r.source_lost
+                    "  {set:<8}  {:<7.3}  {:<9.1}  {:<7.2}  {:<7.2}  {:<8.1}  {:<11}  {}\n",
+                    r.mpps, r.per_kick, r.p50_us, r.p99_us, r.max_us, r.held_max_us, r.source_lost
                 );
             }
         }

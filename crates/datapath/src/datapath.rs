@@ -159,6 +159,8 @@ pub struct PortReport {
     /// What its sends cost and the hold `auto` chose (measured whatever
     /// the setting).
     pub kicks: crate::autobatch::KickReport,
+    /// How long its batches waited for company.
+    pub batch_waits: crate::output::BatchWaits,
 }
 
 /// One rx queue's load on a PMD, for `pmd-rxq-show` and rebalancing.
@@ -303,6 +305,8 @@ impl Datapath {
                 no_fwd: false,
                 no_packet_in: false,
                 tap: None,
+                waits: Default::default(),
+                batch_began: (0, 0.0),
             },
         );
         self.port_numbers.insert(pos, ofport);
@@ -958,5 +962,6 @@ fn slot_report(s: &PortSlot, default_flush: TxFlush) -> PortReport {
         rxqs,
         tx_flush: s.tx_flush.unwrap_or(default_flush),
         kicks: s.kicks.report(),
+        batch_waits: s.waits,
     }
 }

@@ -29,7 +29,7 @@ pub use autobatch::TxFlush;
 pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
 pub use execute::PacketIn;
-pub use output::RxQueue;
+pub use output::{BatchWaits, RxQueue};
 pub use probe::{CacheLevel, CacheProbe};
 pub use stats::{DpStats, DropReason, DROP_REASONS};
 

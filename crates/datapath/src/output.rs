@@ -54,6 +54,34 @@ pub(crate) struct PortSlot {
     pub no_packet_in: bool,
     /// A live capture of the port (`sluice ctl capture`).
     pub tap: Option<Box<crate::capture::Tap>>,
+    /// How long its batches waited for company ([`BatchWaits`]), and
+    /// when the one queued now began: the iteration's time and the PMD's
+    /// time in send calls then.
+    pub waits: BatchWaits,
+    pub batch_began: (u64, f64),
+}
+
+/// How long a port's batches waited in their output batch before their
+/// send call, from their first packet, on the clock `auto`'s hold runs
+/// on: the PMD's time less its time in send calls (other ports' batches,
+/// which every packet waits for whatever the setting), at the PMD's
+/// iteration granularity. `auto` holds no batch past its ceiling
+/// ([`crate::autobatch::CEILING_US`]) on this clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchWaits {
+    /// Batches sent.
+    pub batches: u64,
+    /// Their waits added up (µs).
+    pub total_us: u64,
+    /// The longest (µs).
+    pub max_us: u64,
+}
+
+impl BatchWaits {
+    /// The mean wait (µs).
+    pub fn mean_us(&self) -> f64 {
+        self.total_us as f64 / self.batches.max(1) as f64
+    }
 }
 
 /// An rx queue a PMD polls for receiving only; it can be taken from one
@@ -184,6 +212,7 @@ impl OutputStage {
         let default = self.tx_flush;
         let slot = &mut self.ports[idx];
         if slot.txq.is_empty() {
+            slot.batch_began = (now_us, self.sending_us);
             let less_sending = self.sending_us as u64;
             (slot.flush_deadline_us, slot.send_at) = match slot.tx_flush.unwrap_or(default) {
                 TxFlush::Fixed(us) => (now_us + us, usize::MAX),
@@ -256,6 +285,13 @@ impl OutputStage {
         if self.pad_short {
             pad_short_frames(&mut slot.txq);
         }
+        let (began, sending) = slot.batch_began;
+        let others = (self.sending_us - sending).max(0.0) as u64;
+        let waited = self.now_us.saturating_sub(began).saturating_sub(others);
+        let w = &mut slot.waits;
+        w.batches += 1;
+        w.total_us += waited;
+        w.max_us = w.max_us.max(waited);
         // A capture sees the frames as given to the port (a GSO
         // super-frame whole, as tcpdump on the interface does).
         if let Some(tap) = &mut slot.tap {

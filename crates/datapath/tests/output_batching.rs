@@ -145,6 +145,30 @@ fn interval_batches_across_bursts_and_bounds_the_wait() {
     assert!(order.windows(2).all(|w| w[0] < w[1]), "FIFO");
 }
 
+/// The port's batch waits say what the sink saw: each batch's first
+/// packet waited as long as the counter says, never past the interval,
+/// one count per batch sent; at interval 0 nothing waits.
+#[test]
+fn batch_waits_are_counted_per_batch() {
+    let (dp, log) = run(50, 100, 10);
+    let log = log.lock().unwrap();
+    let w = dp
+        .port_reports()
+        .into_iter()
+        .find(|r| r.ofport == 2)
+        .unwrap()
+        .batch_waits;
+    let first_waits: Vec<u64> = log.bursts.iter().map(|(now, rx)| now - rx[0]).collect();
+    assert_eq!(w.batches, first_waits.len() as u64);
+    assert_eq!(w.batches, dp.stats().sent_batches);
+    assert_eq!(w.total_us, first_waits.iter().sum::<u64>());
+    assert_eq!(w.max_us, *first_waits.iter().max().unwrap());
+    assert!(w.max_us <= 50 && w.max_us >= 40, "{w:?}");
+    let (dp, _) = run(0, 20, 10);
+    let w = dp.port_reports()[1].batch_waits;
+    assert_eq!((w.batches, w.max_us, w.total_us), (20, 0, 0));
+}
+
 #[test]
 fn a_lone_packet_does_not_wait_for_company() {
     // A 1 s interval, but the next iteration is idle: the packet goes then.

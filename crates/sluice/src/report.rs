@@ -105,9 +105,15 @@ pub fn batching_text(p: &PortReport) -> Option<String> {
         sluice_datapath::TxFlush::Auto => format!("auto (holding {} µs)", k.hold_us),
         sluice_datapath::TxFlush::Fixed(us) => format!("{us} µs"),
     };
+    let w = &p.batch_waits;
     Some(format!(
-        "tx-flush-interval: {setting}, send call: {:.0} cycles + {:.1} a packet, {:.3} packets/µs",
-        k.per_call_cycles, k.per_packet_cycles, k.rate_per_us
+        "tx-flush-interval: {setting}, send call: {:.0} cycles + {:.1} a packet, {:.3} packets/µs, \
+         batches waited {:.1} µs on average, {} µs at most",
+        k.per_call_cycles,
+        k.per_packet_cycles,
+        k.rate_per_us,
+        w.mean_us(),
+        w.max_us
     ))
 }
 
