@@ -146,6 +146,10 @@ impl std::fmt::Display for Match {
         if m.conj_id != 0 {
             parts.push(format!("conj_id={}", v.conj_id));
         }
+        let f_actset = f("actset_output");
+        if let Some(s) = fmt_masked(f_actset, (f_actset.get)(v), (f_actset.get)(m)) {
+            parts.push(format!("actset_output={s}"));
+        }
         // As OVS's match_format: the packet mark next, before the
         // connection tracking fields.
         let f_mark = f("pkt_mark");

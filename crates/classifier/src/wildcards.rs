@@ -60,6 +60,7 @@ pub(crate) const REGIONS: &[(usize, usize, Kind)] = &[
     (offset_of!(FlowKey, ct_ipv6_dst), 16, Kind::Prefix128),
     (offset_of!(FlowKey, ct_tp_src), 2, Kind::Whole),
     (offset_of!(FlowKey, ct_tp_dst), 2, Kind::Whole),
+    (offset_of!(FlowKey, actset_output), 2, Kind::Whole),
     (offset_of!(FlowKey, tunnel_id), 8, Kind::Whole),
     (offset_of!(FlowKey, tun_dst), 4, Kind::Whole),
     (offset_of!(FlowKey, tun_src), 4, Kind::Whole),

@@ -91,7 +91,19 @@ pub mod f {
     pub const NX_CT_TP_DST: u8 = 121;
     pub const NX_CONJ_ID: u8 = 122;
     pub const NX_PKT_MARK: u8 = 123;
+    /// `actset_output` (ONF's experimenter field, [`super::ONF_ACTSET_OUTPUT`]).
+    pub const ONF_ACTSET_OUTPUT: u8 = 124;
 }
+
+/// `OFPXMC_EXPERIMENTER`: a field whose header is followed by its
+/// experimenter's id.
+pub const OXM_EXPERIMENTER: u16 = 0xffff;
+/// The Open Networking Foundation's experimenter id (`ONF_VENDOR_ID`).
+pub const ONF_EXPERIMENTER: u32 = 0x4f4e_4600;
+/// `ONFOXM_ET_ACTSET_OUTPUT`'s field number: what OpenFlow 1.5 numbers
+/// `OXM_OF_ACTSET_OUTPUT`, which Open vSwitch sends in 1.3 (and NXM) as
+/// ONF's experimenter field.
+pub const ONF_ACTSET_OUTPUT: u8 = 43;
 
 /// The class of `OXM_OF_PKT_REG<N>` (`xreg<N>`): OpenFlow 1.5's
 /// packet-register class, which OVS also takes in 1.3.
@@ -152,6 +164,13 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_CT_TP_DST, OXM_NXM_1, 125, 2, true),
     (f::NX_CONJ_ID, OXM_NXM_1, 37, 4, false),
     (f::NX_PKT_MARK, OXM_NXM_1, 33, 4, true),
+    (
+        f::ONF_ACTSET_OUTPUT,
+        OXM_EXPERIMENTER,
+        ONF_ACTSET_OUTPUT,
+        4,
+        false,
+    ),
 ];
 
 /// Whether a field's size on the wire varies (`tun_metadata`: as OVS
@@ -219,12 +238,22 @@ impl Oxm {
     pub fn decode(r: &mut Rd<'_>) -> Result<Oxm, OfError> {
         let h: [u8; 4] = r.array()?;
         let (class, fh, len) = (be16(&h, 0), h[2], usize::from(h[3]));
-        let body = r.take(len)?;
+        let mut body = r.take(len)?;
         let (wire, has_mask) = (fh >> 1, fh & 1 == 1);
+        let mut len = len;
         let field = match class {
             // Basic numbers past 63 are none Sluice knows (its own
             // numbers for Nicira fields start there).
             OXM_BASIC if wire < 64 => wire,
+            // The experimenter's id first, then the value.
+            OXM_EXPERIMENTER => {
+                let (exp, rest) = body.split_at_checked(4).ok_or(OfError::BAD_MATCH_LEN)?;
+                if exp != ONF_EXPERIMENTER.to_be_bytes() || wire != ONF_ACTSET_OUTPUT {
+                    return Err(OfError::BAD_FIELD);
+                }
+                (body, len) = (rest, len - 4);
+                f::ONF_ACTSET_OUTPUT
+            }
             _ => {
                 NICIRA
                     .iter()
@@ -265,9 +294,13 @@ impl Oxm {
             size = (16 - (v.leading_zeros() as usize) / 8).clamp(1, size);
         }
         let (class, wire) = wire_of(self.field);
+        let exp = class == OXM_EXPERIMENTER;
         out.extend_from_slice(&class.to_be_bytes());
         out.push(wire << 1 | u8::from(self.mask.is_some()));
-        out.push((size * (1 + usize::from(self.mask.is_some()))) as u8);
+        out.push((size * (1 + usize::from(self.mask.is_some())) + 4 * usize::from(exp)) as u8);
+        if exp {
+            out.extend_from_slice(&ONF_EXPERIMENTER.to_be_bytes());
+        }
         put_uint(out, self.value, size);
         if let Some(m) = self.mask {
             put_uint(out, m, size);
@@ -325,4 +358,30 @@ pub fn encode_match(oxms: &[Oxm], out: &mut Vec<u8>) {
     let len = out.len() - start;
     patch_u16(out, start + 2, len as u16);
     pad8(out, start);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `actset_output=5` as Open vSwitch sends it in 1.3: ONF's
+    /// experimenter class, field 43, the experimenter's id before the
+    /// value (counted in the length); both ways, and other experimenters
+    /// or fields refused.
+    #[test]
+    fn actset_output_is_onfs_experimenter_field() {
+        let wire = [0xff, 0xff, 0x56, 0x08, 0x4f, 0x4e, 0x46, 0x00, 0, 0, 0, 5];
+        let o = Oxm::decode(&mut Rd::new(&wire, OfError::BAD_LEN)).unwrap();
+        assert_eq!(o, Oxm::exact(f::ONF_ACTSET_OUTPUT, 5));
+        let mut out = Vec::new();
+        o.encode(&mut out);
+        assert_eq!(out, wire);
+        let mut other = wire;
+        other[7] = 1;
+        assert!(Oxm::decode(&mut Rd::new(&other, OfError::BAD_LEN)).is_err());
+        let mut field = wire;
+        field[2] = 0x58;
+        assert!(Oxm::decode(&mut Rd::new(&field, OfError::BAD_LEN)).is_err());
+        assert!(Oxm::decode(&mut Rd::new(&wire[..6], OfError::BAD_LEN)).is_err());
+    }
 }

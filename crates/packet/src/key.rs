@@ -217,8 +217,12 @@ pub struct FlowKey {
     pub ct_tp_src: u16,
     /// Its destination port (`ct_tp_dst`; ICMP: the code).
     pub ct_tp_dst: u16,
-    /// Zero.
-    pub ct_pad3: u16,
+    /// `actset_output`: the output port of the OpenFlow action set, as
+    /// its 16-bit number (OpenFlow 1.0's: the reserved ports from
+    /// `0xfff7`, `OFPP_UNSET`, up). Pipeline state the translation keeps
+    /// for its lookups; zero in every packet's key and outside every
+    /// megaflow's mask.
+    pub actset_output: u16,
     /// Its IPv4 source (`ct_nw_src`).
     pub ct_nw_src: u32,
     /// Its IPv4 destination (`ct_nw_dst`).

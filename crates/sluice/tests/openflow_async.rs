@@ -22,6 +22,9 @@ table=1,priority=0,actions=set_field:7->pkt_mark,controller(max_len=32)
 table=0,cookie=0x77,priority=50,tcp,tp_dst=81,send_flow_rem,actions=drop
 table=0,priority=11,sctp,actions=controller(userdata=dd.ee,meter_id=7)
 table=0,priority=12,sctp,tp_dst=9,actions=controller(max_len=20,meter_id=8),output:2
+table=1,priority=6,actset_output=2,tcp,tp_dst=9999,actions=drop
+table=1,priority=6,actset_output=UNSET,udp,tp_dst=9999,actions=drop
+table=1,priority=6,actset_output=LOCAL,sctp,tp_dst=9999,actions=drop
 ";
 
 /// The monitors: a name, `ovs-ofctl` options, `monitor` arguments after
@@ -229,6 +232,31 @@ fn ovs_ofctl_monitor_prints_the_same_for_sluice_and_ovs() {
             v
         };
         assert_eq!(dump(&target), dump(&ovs_target), "dump-flows");
+        // actset_output in NXM, from ovs-ofctl's default protocol.
+        let table3 = |t: &str| {
+            let add = Command::new("ovs-ofctl")
+                .args(["add-flow", t, "table=3,actset_output=5,actions=drop"])
+                .output()
+                .unwrap();
+            assert!(
+                add.status.success(),
+                "{}",
+                String::from_utf8_lossy(&add.stderr)
+            );
+            let out = Command::new("ovs-ofctl")
+                .args(["dump-flows", t, "table=3"])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let rule = text.lines().find(|l| l.contains("actions=")).map(|l| {
+                let (_, r) = l.split_once("n_bytes=").unwrap();
+                r.split_once(", ").map_or(r, |x| x.1).trim().to_string()
+            });
+            rule.unwrap_or(text)
+        };
+        let (ours, theirs) = (table3(&target), table3(&ovs_target));
+        assert_eq!(ours, theirs);
+        assert!(ours.contains("actset_output=5 actions=drop"), "{ours}");
     }
     for ((name, _, _), (theirs, ours)) in MONITORS.iter().zip(ovs_mons.iter().zip(&mons)) {
         let (theirs, ours) = (seen(theirs), seen(ours));

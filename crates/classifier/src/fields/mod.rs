@@ -257,7 +257,10 @@ impl Field {
     /// Whether it is pipeline state that no packet carries: metadata and
     /// the registers (zero in every packet's key).
     pub fn is_pipeline(&self) -> bool {
-        matches!(self.name, "metadata" | "conj_id" | "pkt_mark") || self.is_register()
+        matches!(
+            self.name,
+            "metadata" | "conj_id" | "pkt_mark" | "actset_output"
+        ) || self.is_register()
     }
 
     /// Whether it is one of the registers (`reg`, `xreg`, `xxreg`).
@@ -323,6 +326,10 @@ impl Field {
         match self.kind {
             // As OVS's flags formatting: the names of the bits set.
             ValueKind::Int(_) if self.name == "tun_flags" && v == 1 => "oam".into(),
+            ValueKind::Int(_) if self.name == "actset_output" => PORT_NAMES
+                .iter()
+                .find(|(p, _)| u128::from(*p) == v)
+                .map_or_else(|| v.to_string(), |(_, n)| (*n).to_string()),
             ValueKind::Int(_) if self.shows_hex() => c_hex(v),
             ValueKind::Int(_) => v.to_string(),
             ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),
@@ -331,6 +338,38 @@ impl Field {
         }
     }
 }
+
+/// `OFPP_UNSET`: no output in the action set (`actset_output`).
+pub const OFPP_UNSET: u32 = 0xffff_fff7;
+
+/// A port in 32 bits from its 16-bit number (the reserved ports from
+/// `0xfff7` up are 32-bit's from `0xfffffff7`).
+pub fn port32(p: u16) -> u32 {
+    if p >= 0xfff7 {
+        u32::from(p) | 0xffff_0000
+    } else {
+        u32::from(p)
+    }
+}
+
+/// [`port32`]'s inverse (a port past `0xfff6` that is not reserved has no
+/// 16-bit number: the parser refuses it).
+pub fn port16(p: u32) -> u16 {
+    p as u16
+}
+
+/// The names `ovs-ofctl` gives the reserved ports, 32-bit.
+pub const PORT_NAMES: [(u32, &str); 9] = [
+    (0xffff_fff7, "UNSET"),
+    (0xffff_fff8, "IN_PORT"),
+    (0xffff_fff9, "TABLE"),
+    (0xffff_fffa, "NORMAL"),
+    (0xffff_fffb, "FLOOD"),
+    (0xffff_fffc, "ALL"),
+    (0xffff_fffd, "CONTROLLER"),
+    (0xffff_fffe, "LOCAL"),
+    (0xffff_ffff, "ANY"),
+];
 
 /// A MAC stored in the low 48 bits of a u128.
 pub fn mac_of(v: u128) -> [u8; 6] {
@@ -401,6 +440,18 @@ pub static FIELDS: &[Field] = &[
         false,
         |k| k.conj_id,
         |k, v| k.conj_id = v as u32
+    ),
+    // The output port of the action set (OVS's actset_output): matched,
+    // never written; kept in 16 bits as OpenFlow 1.0 numbers ports.
+    int_field!(
+        "actset_output",
+        [],
+        32,
+        false,
+        None,
+        false,
+        |k| crate::fields::port32(k.actset_output),
+        |k, v| k.actset_output = crate::fields::port16(v as u32)
     ),
     // OVS's packet mark: pipeline state here too (a userspace port
     // receives every packet unmarked).

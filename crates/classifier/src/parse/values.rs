@@ -110,6 +110,19 @@ pub(super) fn parse_value(
         // OVS's tunnel flags by name (`set_field:oam->tun_flags`).
         ValueKind::Int(_) if field.name == "tun_flags" && matches!(v, "oam" | "+oam") => Ok(1),
         ValueKind::Int(_) if field.name == "tun_flags" && v == "-oam" => Ok(0),
+        ValueKind::Int(_) if field.name == "actset_output" => {
+            if let Some(&(p, _)) = crate::fields::PORT_NAMES
+                .iter()
+                .find(|(_, n)| n.eq_ignore_ascii_case(v))
+            {
+                return Ok(u128::from(p));
+            }
+            let p = parse_int(cx, v, at, 32, field.name)? as u32;
+            if (0xff00..0xffff_fff7).contains(&p) {
+                return Err(cx.err(at, format!("actset_output={v}: not a port (a number below 0xff00, or UNSET, IN_PORT, TABLE, NORMAL, FLOOD, ALL, CONTROLLER, LOCAL, ANY)")));
+            }
+            Ok(u128::from(p))
+        }
         ValueKind::Int(bits) => parse_int(cx, v, at, bits as u32, field.name),
         ValueKind::Mac => parse_mac(cx, v, at, field.name),
         ValueKind::Ipv4 => parse_ipv4(cx, v, at, field.name),

@@ -359,17 +359,18 @@ impl Ctx<'_, '_> {
             // Fail-open: OVS's hidden rule above table 0's own (any
             // lookup there, a resubmit's too, finds it).
             Some(r)
-        } else if self.flow.nw_frag & FRAG_ANY != 0
-            && rules.modes().frag_handling == FragHandling::Normal
-        {
-            // OVS's `normal` mode: the tables see no L4 fields in a
-            // fragment (the actions still see the packet as it is).
-            let mut seen = self.flow;
-            seen.tp_src = 0;
-            seen.tp_dst = 0;
-            rules.lookup(t, &seen, &mut wc)
         } else {
-            rules.lookup(t, &self.flow, &mut wc)
+            // The tables also see the action set's output
+            // (`actset_output`).
+            let mut seen = self.flow;
+            seen.actset_output = self.actset_output();
+            if seen.nw_frag & FRAG_ANY != 0 && rules.modes().frag_handling == FragHandling::Normal {
+                // OVS's `normal` mode: the tables see no L4 fields in a
+                // fragment (the actions still see the packet as it is).
+                seen.tp_src = 0;
+                seen.tp_dst = 0;
+            }
+            rules.lookup(t, &seen, &mut wc)
         };
         self.merge_wc(&wc);
         let Some(rule) = found else {
@@ -566,12 +567,35 @@ impl Ctx<'_, '_> {
         // only).
         rest.conj_id = 0;
         rest.pkt_mark = 0;
+        // The action set's output follows from the decisions that wrote it.
+        rest.actset_output = 0;
         rest.vlan_tci = [0; 2];
         rest.vlan_tpid = [0; 2];
         self.out.wc.or_assign(&rest);
         for slot in 0..2 {
             self.unwc_vlan(slot, wc.vlan_tci[slot], wc.vlan_tpid[slot]);
         }
+    }
+
+    /// The action set's output port, 16-bit (`actset_output`): `UNSET`
+    /// without an output, or with a group beside it, as Open vSwitch
+    /// keeps it.
+    fn actset_output(&self) -> u16 {
+        let mut port = None;
+        for a in &self.action_set {
+            // (Reserved ports are outputs to them in OpenFlow.)
+            port = match a {
+                Action::Group(_) => return crate::fields::port16(crate::fields::OFPP_UNSET),
+                Action::Output(p) => Some(*p),
+                Action::InPort => Some(0xffff_fff8),
+                Action::Normal => Some(0xffff_fffa),
+                Action::Flood => Some(0xffff_fffb),
+                Action::All => Some(0xffff_fffc),
+                Action::Controller { opts: None, .. } => Some(0xffff_fffd),
+                _ => port,
+            };
+        }
+        crate::fields::port16(port.unwrap_or(crate::fields::OFPP_UNSET))
     }
 
     fn push(&mut self, a: DpAction) {

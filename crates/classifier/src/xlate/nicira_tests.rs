@@ -259,3 +259,62 @@ fn fin_timeout_megaflows_tell_fin_and_rst_apart() {
     let t = run(&r, &fin);
     assert_eq!(t.fin_timeouts, [(0, 5, 0)]);
 }
+
+/// `actset_output`: the tables see the action set's output port (as
+/// `write_actions(output:N)` left it), `UNSET` without one or with a
+/// group beside it; the megaflow never matches it (no packet carries it),
+/// and `ovs-ofctl`'s names for ports read and print back.
+#[test]
+fn actset_output_is_the_action_sets_output_port() {
+    let mut r = set("table=0,udp,actions=write_actions(output:2),goto_table:1
+table=0,tcp,actions=goto_table:1
+table=0,sctp,actions=write_actions(output:3,group:1),goto_table:1
+table=1,priority=5,actset_output=2,actions=load:1->NXM_NX_REG1[],output:4
+table=1,priority=4,actset_output=UNSET,actions=output:1
+table=1,priority=3,actions=output:3
+");
+    use crate::group::{GroupType, PORT_ANY};
+    r.add_group(super::tests::group(
+        1,
+        GroupType::All,
+        &[("output:3", 0, PORT_ANY)],
+    ))
+    .unwrap();
+    let mut udp = tcp_key();
+    udp.nw_proto = 17;
+    let t = run(&r, &udp);
+    assert_eq!(t.actions, [DpAction::Output(4), DpAction::Output(2)]);
+    assert_eq!(t.wc.actset_output, 0, "not in the megaflow");
+    let mut from2 = tcp_key();
+    from2.in_port = 2;
+    let t = run(&r, &from2);
+    assert_eq!(t.actions, [DpAction::Output(1)]);
+    let mut sctp = from2;
+    sctp.nw_proto = 132;
+    let t = run(&r, &sctp);
+    // A group beside the output: UNSET (and the set runs the group).
+    assert_eq!(t.actions, [DpAction::Output(1), DpAction::Output(3)]);
+    let shown: Vec<String> = r.rules().map(|x| x.matcher.to_string()).collect();
+    assert!(shown.contains(&"actset_output=2".to_string()), "{shown:?}");
+    assert!(
+        shown.contains(&"actset_output=UNSET".to_string()),
+        "{shown:?}"
+    );
+    let m = crate::parse_flow(
+        "actset_output=local,actions=drop",
+        crate::parse::Require::Actions,
+    )
+    .unwrap()
+    .matcher;
+    assert_eq!(m.to_string(), "actset_output=LOCAL");
+    assert!(crate::parse_flow(
+        "actset_output=0xff05,actions=drop",
+        crate::parse::Require::Actions
+    )
+    .is_err());
+    assert!(crate::parse_flow(
+        "actset_output=2/3,actions=drop",
+        crate::parse::Require::Actions
+    )
+    .is_err());
+}

@@ -605,7 +605,7 @@ fn the_action_set_runs_when_the_pipeline_ends_one_of_each_kind() {
     assert_eq!(t.actions, vec![DpAction::SetIpTtl(63), DpAction::Output(3)]);
 }
 
-fn group(
+pub(super) fn group(
     id: u32,
     kind: crate::group::GroupType,
     buckets: &[(&str, u16, u32)],

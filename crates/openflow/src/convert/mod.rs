@@ -85,6 +85,7 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::NX_TUN_METADATA2, "tun_metadata2", Prereq::None),
     (f::NX_TUN_METADATA3, "tun_metadata3", Prereq::None),
     (f::NX_TUN_FLAGS, "tun_flags", Prereq::None),
+    (f::ONF_ACTSET_OUTPUT, "actset_output", Prereq::None),
     (f::NX_REG0, "reg0", Prereq::None),
     (f::NX_REG0 + 1, "reg1", Prereq::None),
     (f::NX_REG0 + 2, "reg2", Prereq::None),

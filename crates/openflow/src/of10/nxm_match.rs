@@ -47,6 +47,21 @@ pub fn decode(b: &[u8]) -> Result<(Match, u64, u64), OfError> {
     let mut seen: Vec<u32> = Vec::new();
     while r.left() > 0 {
         let h = r.u32()?;
+        if h >> 16 == u32::from(crate::oxm::OXM_EXPERIMENTER) {
+            // An experimenter's field: its id, then the value. Only ONF's
+            // actset_output (32 bits, no mask), as Open vSwitch sends it.
+            let want = u32::from(crate::oxm::ONF_ACTSET_OUTPUT) << 9 | 8;
+            if h & 0xffff != want || r.u32()? != crate::oxm::ONF_EXPERIMENTER {
+                return Err(OfError::BAD_FIELD);
+            }
+            let f = field_by_name("actset_output").expect("actset_output");
+            if seen.contains(&h) {
+                return Err(OfError::DUP_FIELD);
+            }
+            seen.push(h);
+            m.set(f, u128::from(r.u32()?), f.full_mask());
+            continue;
+        }
         let (id, masked, len) = split(h);
         let size = if masked { len / 2 } else { len };
         if len == 0 || (masked && len % 2 != 0) {
@@ -192,6 +207,16 @@ pub fn encode(m: &Match, cookie: u64, cookie_mask: u64, out: &mut Vec<u8>) -> us
         } else {
             put(out, 0x8000_0004, 4, p, pm, pm);
         }
+    }
+    let (a, am) = m.get(field_by_name("actset_output").expect("actset_output"));
+    if am != 0 {
+        // ONF's experimenter field: header, experimenter, value.
+        let h = u32::from(crate::oxm::OXM_EXPERIMENTER) << 16
+            | u32::from(crate::oxm::ONF_ACTSET_OUTPUT) << 9
+            | 8;
+        out.extend_from_slice(&h.to_be_bytes());
+        out.extend_from_slice(&crate::oxm::ONF_EXPERIMENTER.to_be_bytes());
+        out.extend_from_slice(&(a as u32).to_be_bytes());
     }
     if cookie_mask != 0 {
         let full = u128::from(u64::MAX);
