@@ -108,10 +108,11 @@ pub fn batching_text(p: &PortReport) -> Option<String> {
     let w = &p.batch_waits;
     Some(format!(
         "tx-flush-interval: {setting}, send call: {:.0} cycles + {:.1} a packet, {:.3} packets/µs, \
-         batches waited {:.1} µs on average, {} µs at most",
+         {} batches, waited {:.1} µs on average, {} µs at most",
         k.per_call_cycles,
         k.per_packet_cycles,
         k.rate_per_us,
+        w.batches,
         w.mean_us(),
         w.max_us
     ))
