@@ -19,8 +19,8 @@ use sluice_port::{Port, PortError, PortStats, RxStatus};
 use crate::autobatch::TxFlush;
 use crate::cascade::CacheConfig;
 use crate::cycles;
-use crate::execute::PacketIn;
 use crate::output::{OutputStage, PortSlot, RxQueue};
+use crate::packet_in::PacketIn;
 use crate::pipeline::Pipeline;
 use crate::stats::{DpStats, DropReason};
 

@@ -6,10 +6,8 @@
 //! Every packet ends forwarded, queued for the controller, or dropped
 //! with a reason.
 
-use std::collections::VecDeque;
-
 use arrayvec::ArrayVec;
-use sluice_classifier::dpaction::{DpAction, PacketInReason};
+use sluice_classifier::dpaction::DpAction;
 use sluice_classifier::meter::raise_drop_precedence;
 use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_conntrack::CtResult;
@@ -20,195 +18,9 @@ use sluice_packet::tunnel::{self, PopError, TunnelMeta};
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
+use crate::packet_in::{PacketInQueue, PinAction};
+pub(crate) use crate::recirc_queue::{RecircQueue, Recirculated};
 use crate::stats::{DpStats, DropReason};
-use crate::upcall_budget::UpcallBudget;
-
-/// A packet queued for the controller (the OpenFlow channel to come).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PacketIn {
-    /// Port the packet came in on.
-    pub in_port: u32,
-    /// Why it was sent.
-    pub reason: PacketInReason,
-    /// The controllers it is for (those that said this id; 0 by default).
-    pub controller_id: u16,
-    /// The packet, truncated to the action's `max_len`.
-    pub data: Vec<u8>,
-    /// Its length before truncation.
-    pub total_len: usize,
-    /// The table of the rule that sent it.
-    pub table_id: u8,
-    /// That rule's cookie.
-    pub cookie: u64,
-    /// The pipeline fields and userdata the action gave it.
-    pub meta: std::sync::Arc<sluice_classifier::dpaction::PacketInMeta>,
-}
-
-/// A packet (or copy) a `recirc` action sends through the datapath again.
-#[derive(Debug)]
-pub(crate) struct Recirculated {
-    pub pkt: Packet,
-    /// Its recirculation id.
-    pub id: u32,
-    /// Whether this copy's fate is the received packet's (counted when
-    /// its pass ends); false when the packet already has a fate (another
-    /// output, or another copy carries it).
-    pub fate: bool,
-    /// Its tunnel metadata (zero: it came from no tunnel): the next pass's
-    /// key holds it.
-    pub tun: TunnelMeta,
-    /// Its connection tracking state (a `ct` action's result, or what
-    /// its key had): the next pass's key holds it.
-    pub ct: CtResult,
-}
-
-/// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
-#[derive(Debug)]
-pub(crate) struct RecircQueue {
-    /// Waiting for the next pass.
-    pub next: Vec<Recirculated>,
-    /// The pass being run.
-    pub cur: Vec<Recirculated>,
-    /// Scratch for one action list's run: the connection tracking state
-    /// a `ct` (or `ct_clear`) gave each packet of the batch, valid where
-    /// `ct_set` has its bit (kept here so that a run without `ct` costs
-    /// nothing for it).
-    pub ct: [CtResult; BATCH_SIZE],
-    pub ct_set: u32,
-    /// Scratch for one action list's run: the packets whose fate a
-    /// queued copy carries, each at `carrier[i]` in `next`.
-    pub carried: u32,
-    pub carrier: [u16; BATCH_SIZE],
-    /// Fragments a `ct` let go (their datagram tracked, or their list
-    /// expired), to run the actions after it once the batch is done.
-    pub released: Vec<crate::fragments::Released>,
-    /// Set while a `check_pkt_len` branch runs: the list's scratch above
-    /// is the branch's packets' own from before it, not reset.
-    pub branch: bool,
-    /// Whether actions before this list (a branch's) changed the packet
-    /// since its key was made: a `ct` parses it again.
-    pub reparse: bool,
-}
-
-impl RecircQueue {
-    /// Most packets waiting at once (four batches: more than one batch's
-    /// packets when buckets recirculate copies).
-    pub const CAP: usize = 4 * BATCH_SIZE;
-
-    /// Queues a copy of packet `i` for the next pass; it carries the
-    /// packet's fate unless an earlier copy does or `counted` has the
-    /// packet. The packet back when the queue is full.
-    #[inline]
-    fn push(&mut self, i: u8, counted: u32, mut r: Recirculated) -> Result<(), Packet> {
-        if self.next.len() >= Self::CAP {
-            return Err(r.pkt);
-        }
-        let bit = 1u32 << i;
-        r.fate = (self.carried | counted) & bit == 0;
-        if r.fate {
-            self.carried |= bit;
-            self.carrier[i as usize] = self.next.len() as u16;
-        }
-        self.next.push(r);
-        Ok(())
-    }
-
-    pub fn new() -> Self {
-        RecircQueue {
-            next: Vec::with_capacity(Self::CAP),
-            cur: Vec::with_capacity(Self::CAP),
-            ct: [CtResult::default(); BATCH_SIZE],
-            ct_set: 0,
-            carried: 0,
-            carrier: [0; BATCH_SIZE],
-            released: Vec::new(),
-            branch: false,
-            reparse: false,
-        }
-    }
-}
-
-/// Packet-ins waiting for the OpenFlow channel, bounded, and the rate at
-/// which they may be made (a token bucket: beyond it a packet-in is not
-/// made at all, so a miss storm to a rate-limited controller costs the PMD
-/// no copy per packet).
-#[derive(Debug, Default)]
-pub(crate) struct PacketInQueue {
-    pub queue: VecDeque<PacketIn>,
-    pub cap: usize,
-    /// Packet-ins a microsecond (0: no limit).
-    pub rate_per_us: f64,
-    pub burst: f64,
-    pub tokens: f64,
-    pub last_us: u64,
-    /// Buffers of packet-ins the OpenFlow channel is done with, for the
-    /// next ones: in a storm no packet-in costs an allocation (or a free
-    /// on another thread, which costs the allocator's lock).
-    pub spare: Vec<Vec<u8>>,
-    /// The share of the PMD's cycles making packet-ins may take while it
-    /// also forwards (its "hits" are batches that forwarded something).
-    pub budget: Option<UpcallBudget>,
-    /// Packet-ins of frames shorter than 60 bytes carry them padded, as
-    /// they are sent ([`crate::datapath::DatapathConfig::pad_short_frames`]).
-    pub pad_short: bool,
-    /// Whether a packet-in is cut to its action's `max_len`
-    /// ([`crate::datapath::DatapathConfig::packet_in_max_len`]).
-    pub max_len: bool,
-    /// Whether a controller takes packet-ins for a TTL that ran out
-    /// (set by the OpenFlow channel): without one, such a packet is
-    /// dropped as `invalid ttl` and no packet-in is made.
-    pub invalid_ttl: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PacketInQueue {
-    /// Whether one more packet-in may be made at `now_us`.
-    fn admit(&mut self, now_us: u64) -> bool {
-        if self.rate_per_us <= 0.0 {
-            return true;
-        }
-        let dt = now_us.saturating_sub(self.last_us) as f64;
-        self.last_us = now_us;
-        self.tokens = (self.tokens + dt * self.rate_per_us).min(self.burst);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
-
-/// The packets of `pkts` (those not in `skip`, still here) whose
-/// packet-in meter `id` drops (a bit each); none when the meter is not
-/// there (it meters nothing, as Open vSwitch's controller meter of an
-/// unknown id).
-fn meter_packet_ins(
-    rules: &RuleSet,
-    id: u32,
-    pkts: &[u8],
-    skip: u32,
-    slots: &[Option<Packet>; BATCH_SIZE],
-    now_us: u64,
-) -> u32 {
-    let Some(m) = rules.meter(id) else {
-        return 0;
-    };
-    let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
-    let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
-    for &i in pkts {
-        if skip & (1 << i) == 0 {
-            if let Some(p) = slots[i as usize].as_ref() {
-                lens.push(p.len());
-                who.push(i);
-            }
-        }
-    }
-    let v = m.apply(now_us, &lens);
-    who.iter()
-        .enumerate()
-        .filter(|&(k, _)| v.drop & (1 << k) != 0)
-        .fold(0, |acc, (_, &i)| acc | 1 << i)
-}
 
 /// Applies one header-changing datapath action to a packet (outputs and
 /// recirculations change nothing here). `sluice trace` follows a
@@ -500,99 +312,23 @@ pub(crate) fn execute(
                 cookie,
                 ref meta,
             } => {
-                if reason == PacketInReason::InvalidTtl
-                    && !packet_ins
-                        .invalid_ttl
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    // No controller takes them: none is made, and the
-                    // packet is dropped for its TTL.
-                    if is_last {
-                        for &i in pkts {
-                            if let Some(p) = slots[i as usize].take() {
-                                pool.free(p);
-                            }
-                        }
-                    }
-                    continue;
-                }
-                // The controller meter's drops get no packet-in.
-                let metered_out = meta.meter_id.map_or(0, |id| {
-                    meter_packet_ins(rules, id, pkts, skip, slots, now_us)
-                });
-                // What making these packet-ins costs is charged to the
-                // packet-in budget, which refuses them (as `upcall
-                // budget`) once spent while forwarding competes.
-                let start = packet_ins.budget.as_mut().map(|b| {
-                    let now = crate::cycles::now();
-                    b.refill(now);
-                    now
-                });
-                let allowed = match (&packet_ins.budget, start) {
-                    (Some(b), Some(now)) => b.allows(now),
-                    _ => true,
+                let pin = PinAction {
+                    reason,
+                    controller_id,
+                    max_len,
+                    table_id,
+                    cookie,
+                    meta,
                 };
-                for &i in pkts {
-                    if skip & (1u32 << i) != 0 {
-                        continue;
-                    }
-                    let bit = 1u32 << i;
-                    let slot = &mut slots[i as usize];
-                    if let Some(p) = slot.as_ref() {
-                        let in_port = p.meta.in_port;
-                        if out
-                            .index_of(in_port)
-                            .is_some_and(|k| out.ports[k].no_packet_in)
-                        {
-                            ctl_port |= bit;
-                        } else if metered_out & bit != 0 {
-                            ctl_metered |= bit;
-                        } else if !allowed {
-                            ctl_budget |= bit;
-                        } else if packet_ins.queue.len() >= packet_ins.cap {
-                            ctl_full |= bit;
-                        } else if !packet_ins.admit(now_us) {
-                            ctl_rate |= bit;
-                        } else {
-                            // The whole packet (as Open vSwitch), or up
-                            // to the action's max_len.
-                            let cut = if packet_ins.max_len {
-                                usize::from(max_len)
-                            } else {
-                                usize::MAX
-                            };
-                            let n = p.len().min(cut);
-                            let mut data = packet_ins.spare.pop().unwrap_or_default();
-                            data.clear();
-                            data.extend_from_slice(&p.data()[..n]);
-                            let mut total_len = p.len();
-                            if packet_ins.pad_short && total_len < crate::output::MIN_FRAME {
-                                total_len = crate::output::MIN_FRAME;
-                                data.resize(total_len.min(cut).max(n), 0);
-                            }
-                            packet_ins.queue.push_back(PacketIn {
-                                in_port: p.meta.in_port,
-                                reason,
-                                controller_id,
-                                data,
-                                total_len,
-                                table_id,
-                                cookie,
-                                meta: std::sync::Arc::clone(meta),
-                            });
-                            stats.packet_ins += 1;
-                            to_ctl |= bit;
-                        }
-                    }
-                    if is_last {
-                        if let Some(p) = slot.take() {
-                            pool.free(p);
-                        }
-                    }
-                }
-                if let (Some(b), Some(t0)) = (packet_ins.budget.as_mut(), start) {
-                    b.charge(crate::cycles::now().wrapping_sub(t0));
-                }
+                let f = crate::packet_in::controller(
+                    &pin, pkts, skip, is_last, slots, pool, out, stats, packet_ins, rules, now_us,
+                );
+                to_ctl |= f.to_ctl;
+                ctl_port |= f.port;
+                ctl_metered |= f.metered;
+                ctl_budget |= f.budget;
+                ctl_full |= f.full;
+                ctl_rate |= f.rate;
             }
             DpAction::Meter(id) => {
                 // A meter removed since the translation: the rule went with

@@ -26,8 +26,9 @@ use sluice_packet::key::CS_INVALID;
 use sluice_packet::tunnel::TunnelMeta;
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
-use crate::execute::{execute, PacketInQueue, RecircQueue};
+use crate::execute::{execute, RecircQueue};
 use crate::output::OutputStage;
+use crate::packet_in::PacketInQueue;
 use crate::stats::{DpStats, DropReason};
 
 /// Fragments a `ct` let go, with the actions after it.

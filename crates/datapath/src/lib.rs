@@ -18,18 +18,20 @@ pub mod datapath;
 pub mod execute;
 mod fragments;
 mod output;
+mod packet_in;
 pub mod perf;
 pub mod pipeline;
 pub mod probe;
 mod recirc_gc;
+mod recirc_queue;
 pub mod stats;
 mod upcall_budget;
 
 pub use autobatch::TxFlush;
 pub use cascade::CacheConfig;
 pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
-pub use execute::PacketIn;
 pub use output::{BatchWaits, RxQueue};
+pub use packet_in::PacketIn;
 pub use probe::{CacheLevel, CacheProbe};
 pub use stats::{DpStats, DropReason, DROP_REASONS};
 

@@ -33,8 +33,9 @@ use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
-use crate::execute::{execute, PacketInQueue, RecircQueue};
+use crate::execute::{execute, RecircQueue};
 use crate::output::OutputStage;
+use crate::packet_in::PacketInQueue;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
 

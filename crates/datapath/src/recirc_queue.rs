@@ -1,0 +1,90 @@
+//! Packets waiting for their next pass through the datapath: what a
+//! `recirc` action (or a tunnel pop, or a `ct`) sends through it again.
+
+use sluice_conntrack::CtResult;
+use sluice_packet::tunnel::TunnelMeta;
+use sluice_packet::{Packet, BATCH_SIZE};
+
+/// A packet (or copy) a `recirc` action sends through the datapath again.
+#[derive(Debug)]
+pub(crate) struct Recirculated {
+    pub pkt: Packet,
+    /// Its recirculation id.
+    pub id: u32,
+    /// Whether this copy's fate is the received packet's (counted when
+    /// its pass ends); false when the packet already has a fate (another
+    /// output, or another copy carries it).
+    pub fate: bool,
+    /// Its tunnel metadata (zero: it came from no tunnel): the next pass's
+    /// key holds it.
+    pub tun: TunnelMeta,
+    /// Its connection tracking state (a `ct` action's result, or what
+    /// its key had): the next pass's key holds it.
+    pub ct: CtResult,
+}
+
+/// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
+#[derive(Debug)]
+pub(crate) struct RecircQueue {
+    /// Waiting for the next pass.
+    pub next: Vec<Recirculated>,
+    /// The pass being run.
+    pub cur: Vec<Recirculated>,
+    /// Scratch for one action list's run: the connection tracking state
+    /// a `ct` (or `ct_clear`) gave each packet of the batch, valid where
+    /// `ct_set` has its bit (kept here so that a run without `ct` costs
+    /// nothing for it).
+    pub ct: [CtResult; BATCH_SIZE],
+    pub ct_set: u32,
+    /// Scratch for one action list's run: the packets whose fate a
+    /// queued copy carries, each at `carrier[i]` in `next`.
+    pub carried: u32,
+    pub carrier: [u16; BATCH_SIZE],
+    /// Fragments a `ct` let go (their datagram tracked, or their list
+    /// expired), to run the actions after it once the batch is done.
+    pub released: Vec<crate::fragments::Released>,
+    /// Set while a `check_pkt_len` branch runs: the list's scratch above
+    /// is the branch's packets' own from before it, not reset.
+    pub branch: bool,
+    /// Whether actions before this list (a branch's) changed the packet
+    /// since its key was made: a `ct` parses it again.
+    pub reparse: bool,
+}
+
+impl RecircQueue {
+    /// Most packets waiting at once (four batches: more than one batch's
+    /// packets when buckets recirculate copies).
+    pub const CAP: usize = 4 * BATCH_SIZE;
+
+    /// Queues a copy of packet `i` for the next pass; it carries the
+    /// packet's fate unless an earlier copy does or `counted` has the
+    /// packet. The packet back when the queue is full.
+    #[inline]
+    pub(crate) fn push(&mut self, i: u8, counted: u32, mut r: Recirculated) -> Result<(), Packet> {
+        if self.next.len() >= Self::CAP {
+            return Err(r.pkt);
+        }
+        let bit = 1u32 << i;
+        r.fate = (self.carried | counted) & bit == 0;
+        if r.fate {
+            self.carried |= bit;
+            self.carrier[i as usize] = self.next.len() as u16;
+        }
+        self.next.push(r);
+        Ok(())
+    }
+
+    pub fn new() -> Self {
+        RecircQueue {
+            next: Vec::with_capacity(Self::CAP),
+            cur: Vec::with_capacity(Self::CAP),
+            ct: [CtResult::default(); BATCH_SIZE],
+            ct_set: 0,
+            carried: 0,
+            carrier: [0; BATCH_SIZE],
+            released: Vec::new(),
+            branch: false,
+            reparse: false,
+        }
+    }
+}
