@@ -25,26 +25,31 @@ pub struct PacketInMeta {
     pub meter_id: Option<u32>,
 }
 
+/// A `controller` datapath action: what its packet-ins say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketInAction {
+    /// Why.
+    pub reason: PacketInReason,
+    /// The controllers (by `NXT_SET_CONTROLLER_ID`) it goes to.
+    pub controller_id: u16,
+    /// Bytes to include (with `packet_in_max_len`; the whole packet
+    /// otherwise, as Open vSwitch 3.1).
+    pub max_len: u16,
+    /// The table of the rule whose action it is.
+    pub table_id: u8,
+    /// That rule's cookie.
+    pub cookie: u64,
+    /// The pipeline fields and userdata it carries.
+    pub meta: std::sync::Arc<PacketInMeta>,
+}
+
 /// One datapath action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DpAction {
     /// Send a copy to this OpenFlow port.
     Output(u32),
     /// Queue a packet-in for the OpenFlow channel.
-    Controller {
-        /// Why.
-        reason: PacketInReason,
-        /// The controllers (by `NXT_SET_CONTROLLER_ID`) it goes to.
-        controller_id: u16,
-        /// Bytes to include.
-        max_len: u16,
-        /// The table of the rule whose action it is.
-        table_id: u8,
-        /// That rule's cookie.
-        cookie: u64,
-        /// The pipeline fields and userdata it carries.
-        meta: std::sync::Arc<PacketInMeta>,
-    },
+    Controller(Box<PacketInAction>),
     /// Set the Ethernet source.
     SetEthSrc([u8; 6]),
     /// Set the Ethernet destination.
@@ -229,7 +234,7 @@ impl std::fmt::Display for DpAction {
                 write!(f, "]")
             }
             DpAction::TnlPop(r) => write!(f, "tnl_pop({}:{})", r.kind.name(), r.dst_port),
-            DpAction::Controller { max_len, .. } => write!(f, "controller(max_len={max_len})"),
+            DpAction::Controller(c) => write!(f, "controller(max_len={})", c.max_len),
             DpAction::SetEthSrc(m) => write!(f, "set(eth(src={}))", fmt_mac(m)),
             DpAction::SetEthDst(m) => write!(f, "set(eth(dst={}))", fmt_mac(m)),
             DpAction::SetIpv4Src(a, _) => write!(f, "set(ipv4(src={}))", fmt_ipv4(*a)),

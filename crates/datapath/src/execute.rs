@@ -18,7 +18,7 @@ use sluice_packet::tunnel::{self, PopError, TunnelMeta};
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
-use crate::packet_in::{PacketInQueue, PinAction};
+use crate::packet_in::PacketInQueue;
 pub(crate) use crate::recirc_queue::{RecircQueue, Recirculated};
 use crate::stats::{DpStats, DropReason};
 
@@ -60,7 +60,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         DpAction::PopPbb => encap::pop_pbb(pkt),
         DpAction::SetPbbIsid(i) => encap::set_pbb_isid(pkt, i),
         DpAction::Output(_)
-        | DpAction::Controller { .. }
+        | DpAction::Controller(_)
         | DpAction::Recirc(_)
         | DpAction::Meter(_)
         | DpAction::Select(_)
@@ -105,7 +105,7 @@ fn keeps_packet(a: &DpAction) -> bool {
         a => matches!(
             a,
             DpAction::Output(_)
-                | DpAction::Controller { .. }
+                | DpAction::Controller(_)
                 | DpAction::Meter(_)
                 | DpAction::CtClear
                 | DpAction::CheckPktLen { .. }
@@ -119,7 +119,7 @@ fn keeps_packet(a: &DpAction) -> bool {
 fn sends(a: &DpAction) -> bool {
     match a {
         DpAction::Output(_)
-        | DpAction::Controller { .. }
+        | DpAction::Controller(_)
         | DpAction::Recirc(_)
         | DpAction::TnlOutput { .. }
         | DpAction::TnlPop(_)
@@ -304,24 +304,9 @@ pub(crate) fn execute(
                     }
                 }
             }
-            DpAction::Controller {
-                reason,
-                controller_id,
-                max_len,
-                table_id,
-                cookie,
-                ref meta,
-            } => {
-                let pin = PinAction {
-                    reason,
-                    controller_id,
-                    max_len,
-                    table_id,
-                    cookie,
-                    meta,
-                };
+            DpAction::Controller(ref pin) => {
                 let f = crate::packet_in::controller(
-                    &pin, pkts, skip, is_last, slots, pool, out, stats, packet_ins, rules, now_us,
+                    pin, pkts, skip, is_last, slots, pool, out, stats, packet_ins, rules, now_us,
                 );
                 to_ctl |= f.to_ctl;
                 ctl_port |= f.port;

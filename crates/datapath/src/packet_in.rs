@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use arrayvec::ArrayVec;
-use sluice_classifier::dpaction::{PacketInMeta, PacketInReason};
+use sluice_classifier::dpaction::{PacketInAction, PacketInReason};
 use sluice_classifier::RuleSet;
 use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
 
@@ -118,16 +118,6 @@ fn meter_packet_ins(
         .fold(0, |acc, (_, &i)| acc | 1 << i)
 }
 
-/// One `controller` datapath action's settings.
-pub(crate) struct PinAction<'a> {
-    pub reason: PacketInReason,
-    pub controller_id: u16,
-    pub max_len: u16,
-    pub table_id: u8,
-    pub cookie: u64,
-    pub meta: &'a Arc<PacketInMeta>,
-}
-
 /// What a `controller` action did to each packet of its sub-batch, a bit
 /// each: queued for the controller, or refused (the port says
 /// `no-packet-in`, the controller meter dropped it, the packet-in budget
@@ -146,7 +136,7 @@ pub(crate) struct PinFates {
 /// (the last action of their list: `is_last`, each packet is freed after).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn controller(
-    a: &PinAction<'_>,
+    a: &PacketInAction,
     pkts: &[u8],
     skip: u32,
     is_last: bool,
@@ -238,7 +228,7 @@ pub(crate) fn controller(
                     total_len,
                     table_id: a.table_id,
                     cookie: a.cookie,
-                    meta: Arc::clone(a.meta),
+                    meta: Arc::clone(&a.meta),
                 });
                 stats.packet_ins += 1;
                 fates.to_ctl |= bit;

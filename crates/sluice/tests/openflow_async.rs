@@ -213,23 +213,7 @@ fn ovs_ofctl_monitor_prints_the_same_for_sluice_and_ovs() {
                 .args(["dump-flows", t])
                 .output()
                 .unwrap();
-            let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter(|l| l.contains("actions="))
-                .map(|l| {
-                    l.trim()
-                        .split(", ")
-                        .filter(|w| {
-                            !["duration=", "n_packets=", "n_bytes=", "idle_age="]
-                                .iter()
-                                .any(|p| w.starts_with(p))
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                })
-                .collect();
-            v.sort();
-            v
+            support::dumped_rules(&String::from_utf8_lossy(&out.stdout))
         };
         assert_eq!(dump(&target), dump(&ovs_target), "dump-flows");
         // actset_output in NXM, from ovs-ofctl's default protocol.

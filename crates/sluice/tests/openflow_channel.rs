@@ -1183,23 +1183,7 @@ fn an_openflow_1_0_modify_sets_the_cookie_as_ovs_does() {
     let rules = |target: &str| -> Vec<String> {
         let (ok, dump) = ofctl10(&["dump-flows", target]);
         assert!(ok, "{dump}");
-        let mut v: Vec<String> = dump
-            .lines()
-            .filter(|l| l.contains("cookie="))
-            .map(|l| {
-                l.trim()
-                    .split(", ")
-                    .filter(|w| {
-                        !["duration=", "n_packets=", "n_bytes=", "idle_age="]
-                            .iter()
-                            .any(|p| w.starts_with(p))
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .collect();
-        v.sort();
-        v
+        support::dumped_rules(&dump)
     };
     for step in steps {
         for target in [&ovs_t, &t] {

@@ -342,20 +342,25 @@ impl Field {
 /// `OFPP_UNSET`: no output in the action set (`actset_output`).
 pub const OFPP_UNSET: u32 = 0xffff_fff7;
 
-/// A port in 32 bits from its 16-bit number (the reserved ports from
-/// `0xfff7` up are 32-bit's from `0xfffffff7`).
+/// A port in 32 bits from its 16-bit number, as OpenFlow 1.0 numbers
+/// them: the `OFPP_*` numbers from `0xff00` up are 1.1's from
+/// `0xffffff00` up.
 pub fn port32(p: u16) -> u32 {
-    if p >= 0xfff7 {
+    if p >= 0xff00 {
         u32::from(p) | 0xffff_0000
     } else {
         u32::from(p)
     }
 }
 
-/// [`port32`]'s inverse (a port past `0xfff6` that is not reserved has no
-/// 16-bit number: the parser refuses it).
+/// [`port32`]'s inverse: a port with no 16-bit number (past `0xff00` but
+/// not reserved) is `OFPP_NONE`.
 pub fn port16(p: u32) -> u16 {
-    p as u16
+    match p {
+        0..0xff00 => p as u16,
+        0xffff_ff00.. => p as u16,
+        _ => 0xffff,
+    }
 }
 
 /// The names `ovs-ofctl` gives the reserved ports, 32-bit.

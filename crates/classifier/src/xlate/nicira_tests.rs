@@ -8,6 +8,17 @@ use crate::parse::parse_flow_file;
 
 use super::tests::{run, set, tcp_key};
 
+/// The packet-ins a translation makes: reason, controller id, max_len.
+fn packet_ins(t: &Translation) -> Vec<(PacketInReason, u16, u16)> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Controller(c) => Some((c.reason, c.controller_id, c.max_len)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// `controller(...)`: printed as ovs-ofctl prints it (the defaults left
 /// out, plain CONTROLLER:N when all are), its reason and id in the
 /// packet-in; a table-miss rule's plain one is NO_MATCH; `pause` and
@@ -26,19 +37,7 @@ fn controller_options_reach_the_packet_in() {
         "{shown:?}"
     );
     let t = run(&r, &tcp_key());
-    let got: Vec<(PacketInReason, u16, u16)> = t
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            DpAction::Controller {
-                reason,
-                controller_id,
-                max_len,
-                ..
-            } => Some((*reason, *controller_id, *max_len)),
-            _ => None,
-        })
-        .collect();
+    let got = packet_ins(&t);
     assert_eq!(
         got,
         [
@@ -49,14 +48,10 @@ fn controller_options_reach_the_packet_in() {
     let mut udp = tcp_key();
     udp.nw_proto = 17;
     let t = run(&r, &udp);
-    assert!(matches!(
-        t.actions[..],
-        [DpAction::Controller {
-            reason: PacketInReason::ExplicitMiss,
-            controller_id: 0,
-            ..
-        }]
-    ));
+    assert_eq!(
+        (packet_ins(&t), t.actions.len()),
+        (vec![(PacketInReason::ExplicitMiss, 0, u16::MAX)], 1)
+    );
     for bad in [
         "actions=controller(pause)",
         "actions=controller(reason=bored)",
@@ -194,19 +189,7 @@ fn dec_ttl_with_controller_ids() {
     // The TTL ran out: a whole-packet `invalid_ttl` packet-in for each
     // id (the datapath makes them only for a controller that takes
     // them), and no output.
-    let pins: Vec<(PacketInReason, u16, u16)> = t
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            DpAction::Controller {
-                reason,
-                controller_id,
-                max_len,
-                ..
-            } => Some((*reason, *controller_id, *max_len)),
-            _ => None,
-        })
-        .collect();
+    let pins = packet_ins(&t);
     assert_eq!(
         pins,
         [
@@ -223,9 +206,10 @@ fn dec_ttl_with_controller_ids() {
 fn a_packet_in_carries_the_pipeline_fields_and_userdata() {
     let r = set("actions=load:5->NXM_NX_REG0[],load:0x77->NXM_NX_REG7[],set_field:3->pkt_mark,write_metadata:0x10,goto_table:1\ntable=1,actions=controller(userdata=01.02.03)\n");
     let t = run(&r, &tcp_key());
-    let [DpAction::Controller { meta, .. }] = t.actions.as_slice() else {
+    let [DpAction::Controller(c)] = t.actions.as_slice() else {
         panic!("{:?}", t.actions)
     };
+    let meta = &c.meta;
     assert_eq!(meta.userdata, [1, 2, 3]);
     let f = |n: &str| meta.fields.get(crate::fields::field_by_name(n).unwrap());
     assert_eq!(f("reg0"), (5, 0xffff_ffff));

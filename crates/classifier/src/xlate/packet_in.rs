@@ -8,7 +8,7 @@ use sluice_packet::key::{CS_INVALID, CS_TRACKED};
 
 use super::Ctx;
 use crate::action::ControllerOpts;
-use crate::dpaction::{DpAction, PacketInMeta, PacketInReason};
+use crate::dpaction::{DpAction, PacketInAction, PacketInMeta, PacketInReason};
 use crate::fields::{field_by_name, Field};
 use crate::Match;
 
@@ -107,14 +107,14 @@ impl Ctx<'_, '_> {
             userdata,
             meter_id,
         });
-        self.push(DpAction::Controller {
+        self.push(DpAction::Controller(Box::new(PacketInAction {
             reason,
             controller_id,
             max_len,
             table_id,
             cookie,
             meta,
-        });
+        })));
     }
 
     /// The pipeline fields that are not zero now (Open vSwitch's

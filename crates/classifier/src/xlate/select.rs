@@ -39,7 +39,7 @@ fn plain(a: &DpAction) -> bool {
     matches!(
         a,
         DpAction::Output(_)
-            | DpAction::Controller { .. }
+            | DpAction::Controller(_)
             | DpAction::Meter(_)
             | DpAction::SetEthSrc(_)
             | DpAction::SetEthDst(_)

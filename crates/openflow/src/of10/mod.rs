@@ -73,24 +73,9 @@ pub mod format {
 }
 
 /// The `OFPP_*` numbers of 1.0 (16 bits) from `0xff00` up map to 1.1's
-/// (32 bits) from `0xffffff00` up.
-pub fn port32(p: u16) -> u32 {
-    if p >= 0xff00 {
-        u32::from(p) | 0xffff_0000
-    } else {
-        u32::from(p)
-    }
-}
-
-/// A port in 16 bits: [`port32`]'s inverse; a port with no 16-bit number
-/// (past `0xff00` but not reserved) is `OFPP_NONE`.
-pub fn port16(p: u32) -> u16 {
-    match p {
-        0..0xff00 => p as u16,
-        0xffff_ff00.. => p as u16,
-        _ => 0xffff,
-    }
-}
+/// (32 bits) from `0xffffff00` up (the classifier's, which `actset_output`
+/// keeps in 16 bits).
+pub use sluice_classifier::fields::{port16, port32};
 
 /// The 8-byte header, then `body`, as one message of `typ`.
 pub fn message(typ: u8, xid: u32, body: &[u8]) -> Vec<u8> {

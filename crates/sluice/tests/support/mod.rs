@@ -743,3 +743,28 @@ impl Drop for Ovs {
         }
     }
 }
+
+/// The rules of an `ovs-ofctl dump-flows` (any protocol) as lines without
+/// their counters and ages (`duration`, `n_packets`, `n_bytes`,
+/// `idle_age`), cookie and table kept, sorted: what two switches given the
+/// same commands must both show.
+#[allow(dead_code)]
+pub fn dumped_rules(dump: &str) -> Vec<String> {
+    let mut v: Vec<String> = dump
+        .lines()
+        .filter(|l| l.contains("actions="))
+        .map(|l| {
+            l.trim()
+                .split(", ")
+                .filter(|w| {
+                    !["duration=", "n_packets=", "n_bytes=", "idle_age="]
+                        .iter()
+                        .any(|p| w.starts_with(p))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect();
+    v.sort();
+    v
+}
