@@ -424,13 +424,15 @@ macro_rules! tun_metadata_field {
 
 /// Every field, in the order `ovs-ofctl` prints matches.
 pub static FIELDS: &[Field] = &[
+    // Written by write_metadata, and by set_field and load as Open
+    // vSwitch lets them.
     int_field!(
         "metadata",
         [],
         64,
         true,
         None,
-        false,
+        true,
         |k| k.metadata,
         |k, v| k.metadata = v as u64
     ),
