@@ -159,14 +159,7 @@ fn ovs_ofctl_monitor_prints_the_same_for_sluice_and_ovs() {
     // Open vSwitch.
     let od = d.join("ovs");
     std::fs::create_dir(&od).unwrap();
-    let ovs = Ovs::start(&od);
-    ovs.vsctl(
-        "add-br br0 -- set bridge br0 datapath_type=dummy fail-mode=secure \
-         protocols=OpenFlow10,OpenFlow13 \
-         -- add-port br0 p1 -- set interface p1 type=dummy ofport_request=1 \
-         -- add-port br0 p2 -- set interface p2 type=dummy ofport_request=2",
-    );
-    let ovs_target = format!("unix:{}/br0.mgmt", od.display());
+    let (ovs, ovs_target) = Ovs::with_bridge(&od);
     sh(&format!(
         "ovs-ofctl -O OpenFlow13 add-flows {ovs_target} {}",
         d.join("rules").display()

@@ -1163,14 +1163,7 @@ fn an_openflow_1_0_modify_sets_the_cookie_as_ovs_does() {
     let dir = tempfile::tempdir().unwrap();
     let od = dir.path().join("ovs");
     std::fs::create_dir(&od).unwrap();
-    let ovs = support::Ovs::start(&od);
-    ovs.vsctl(
-        "add-br br0 -- set bridge br0 datapath_type=dummy fail-mode=secure \
-         protocols=OpenFlow10,OpenFlow13 \
-         -- add-port br0 p1 -- set interface p1 type=dummy ofport_request=1 \
-         -- add-port br0 p2 -- set interface p2 type=dummy ofport_request=2",
-    );
-    let ovs_t = format!("unix:{}/br0.mgmt", od.display());
+    let (_ovs, ovs_t) = support::Ovs::with_bridge(&od);
     let (_sw, t) = empty_switch(dir.path());
     let steps: [&[&str]; 5] = [
         &["add-flow", "cookie=0x5,priority=7,ip,actions=output:1"],

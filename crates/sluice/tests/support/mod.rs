@@ -705,6 +705,22 @@ impl Ovs {
         sh(&format!("ovs-ofctl -O OpenFlow13 {}", args.join(" ")))
     }
 
+    /// Starts one in `dir` with bridge br0: dummy ports 1 and 2,
+    /// fail-mode secure, OpenFlow 1.0 and 1.3; returns it and br0's
+    /// OpenFlow target.
+    #[allow(dead_code)]
+    pub fn with_bridge(dir: &Path) -> (Ovs, String) {
+        let ovs = Ovs::start(dir);
+        ovs.vsctl(
+            "add-br br0 -- set bridge br0 datapath_type=dummy fail-mode=secure \
+             protocols=OpenFlow10,OpenFlow13 \
+             -- add-port br0 p1 -- set interface p1 type=dummy ofport_request=1 \
+             -- add-port br0 p2 -- set interface p2 type=dummy ofport_request=2",
+        );
+        let target = format!("unix:{}/br0.mgmt", dir.display());
+        (ovs, target)
+    }
+
     /// Starts one in `dir` (dummy datapath only; no root needed).
     pub fn start(dir: &Path) -> Ovs {
         let d = dir.display();
