@@ -275,6 +275,17 @@ impl Prometheus {
             .stderr(Stdio::null())
             .spawn()
             .expect("prometheus runs (scripts/setup installs it)");
+        // It listens before it is ready (its queries answer 503 while
+        // its storage opens): wait for /-/ready.
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(30) {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && http_get(port, "/-/ready").0.contains("200")
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         Prometheus {
             child,
             port,
