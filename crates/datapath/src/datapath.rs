@@ -9,23 +9,24 @@ use std::sync::Arc;
 
 use sluice_classifier::action::OFPP_MAX;
 use sluice_classifier::{RuleSet, XlateEnv};
-use sluice_packet::pool::{PoolError, DEFAULT_FRAME_SIZE};
-
-/// Size of a big frame: a 64 KiB GSO super-frame with its headers and headroom.
-pub const BIG_FRAME_SIZE: usize = 1 << 17;
 use sluice_packet::{PacketBatch, PacketPool};
-use sluice_port::{Port, PortError, PortStats, RxStatus};
+use sluice_port::{Port, RxStatus};
 
 use crate::autobatch::TxFlush;
-use crate::cascade::CacheConfig;
 use crate::cycles;
 use crate::output::{OutputStage, PortSlot, RxQueue};
-use crate::packet_in::PacketIn;
 use crate::pipeline::Pipeline;
 use crate::stats::{DpStats, DropReason};
 
+mod config;
+mod controller;
 mod learning;
 mod observe;
+
+pub use config::{DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
+
+/// Size of a big frame: a 64 KiB GSO super-frame with its headers and headroom.
+pub const BIG_FRAME_SIZE: usize = 1 << 17;
 
 /// How often rule timeouts are checked.
 pub const EXPIRE_INTERVAL_US: u64 = 100_000;
@@ -34,146 +35,6 @@ pub const CACHE_INTERVAL_US: u64 = 1_000_000;
 /// Most megaflows revalidated eagerly per housekeeping run; the rest are
 /// revalidated when next hit.
 pub const REVALIDATE_BUDGET: usize = 16_384;
-
-/// A port's OpenFlow config bits the datapath acts on (PORT_MOD).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PortConfig {
-    /// What it receives is dropped (`no_recv`, or the port is down).
-    pub no_recv: bool,
-    /// Nothing is forwarded to it (`no_fwd`, or the port is down).
-    pub no_fwd: bool,
-    /// What it receives is never sent to a controller (`no_packet_in`).
-    pub no_packet_in: bool,
-}
-
-/// Datapath sizing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DatapathConfig {
-    /// Frames in the packet pool.
-    pub pool_frames: usize,
-    /// Bytes per frame (a power of two; 2048 holds a 1518-byte frame).
-    pub frame_size: usize,
-    /// Big frames (128 KiB each) for packets larger than a frame: GSO
-    /// super-frames from vnet-header ports, jumbo frames. Their memory is
-    /// only touched when used. 0: none, such packets are dropped as `too big`.
-    pub big_frames: usize,
-    /// Packet-ins kept for the controller before new ones are dropped.
-    pub packet_in_queue: usize,
-    /// The flow caches.
-    pub cache: CacheConfig,
-    /// How long a port's output batch may wait for more packets (OVS's
-    /// `tx-flush-interval`): measured per port (`auto`, the default:
-    /// [`crate::autobatch`]) or at most N µs (0: to the end of each rx
-    /// burst, OVS's default).
-    pub tx_flush: TxFlush,
-    /// VLAN tags parsed into the flow key, as Open vSwitch's
-    /// `other_config:vlan-limit`: 1 (OVS's default) parses the outer tag
-    /// only, so a second tag's TPID is the EtherType and no L3 field is
-    /// keyed; 2, or 0 (no limit), parses both tags a key holds.
-    pub vlan_limit: usize,
-    /// Pad frames shorter than 60 bytes with zeros to 60 when they are
-    /// sent, as an Ethernet NIC does on the wire (false, as Open vSwitch:
-    /// a frame leaves as short as its actions made it, e.g. after a pop).
-    pub pad_short_frames: bool,
-    /// Cut a packet-in to its `controller` action's `max_len`, as
-    /// OpenFlow says (false, as Open vSwitch 3.1, which sends the whole
-    /// packet whatever the action's `max_len`).
-    pub packet_in_max_len: bool,
-    /// Keep PMD performance metrics ([`crate::perf`], OVS's
-    /// `pmd-perf-metrics`; off, as OVS).
-    pub perf_metrics: bool,
-}
-
-impl Default for DatapathConfig {
-    fn default() -> Self {
-        DatapathConfig {
-            pool_frames: 4096,
-            frame_size: DEFAULT_FRAME_SIZE,
-            big_frames: 512,
-            packet_in_queue: 1024,
-            cache: CacheConfig::default(),
-            tx_flush: TxFlush::Auto,
-            vlan_limit: sluice_packet::extract::DEFAULT_VLAN_LIMIT,
-            pad_short_frames: false,
-            packet_in_max_len: false,
-            perf_metrics: false,
-        }
-    }
-}
-
-/// Why a datapath could not be set up.
-#[derive(Debug)]
-pub enum DpError {
-    /// The packet pool.
-    Pool(PoolError),
-    /// Two ports with one number.
-    DuplicatePort(u32),
-    /// A port number outside 1..=0xffffff00.
-    BadPortNumber(u32),
-    /// A port failed.
-    Port(PortError),
-    /// No port has this number.
-    NoSuchPort(u32),
-    /// This PMD does not poll that rx queue of the port (or it is the
-    /// queue it sends on, which stays).
-    NoSuchRxq(u32, u32),
-}
-
-impl std::fmt::Display for DpError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DpError::Pool(e) => write!(f, "packet pool: {e}"),
-            DpError::DuplicatePort(n) => write!(f, "port number {n} is used twice"),
-            DpError::BadPortNumber(n) => {
-                write!(f, "port number {n} is out of range (1 to {OFPP_MAX})")
-            }
-            DpError::Port(e) => write!(f, "{e}"),
-            DpError::NoSuchPort(n) => write!(f, "no port {n}"),
-            DpError::NoSuchRxq(n, q) => {
-                write!(f, "this PMD has no movable rx queue {q} of port {n}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for DpError {}
-
-/// A port's numbers for reports.
-#[derive(Debug, Clone)]
-pub struct PortReport {
-    /// OpenFlow port number.
-    pub ofport: u32,
-    /// Spec / name.
-    pub name: String,
-    /// Counters.
-    pub stats: PortStats,
-    /// Problems that did not stop it.
-    pub warnings: Vec<String>,
-    /// Whether the port receives (has an rx queue to poll).
-    pub receives: bool,
-    /// The rx queues this PMD polls, each with its cycles (the first is
-    /// the queue it also sends on).
-    pub rxqs: Vec<RxqLoad>,
-    /// Its `tx-flush-interval` in force.
-    pub tx_flush: TxFlush,
-    /// What its sends cost and the hold `auto` chose (measured whatever
-    /// the setting).
-    pub kicks: crate::autobatch::KickReport,
-    /// How long its batches waited for company.
-    pub batch_waits: crate::output::BatchWaits,
-}
-
-/// One rx queue's load on a PMD, for `pmd-rxq-show` and rebalancing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RxqLoad {
-    /// Queue number among the port's queues.
-    pub qid: u32,
-    /// TSC cycles spent receiving from it and processing what came.
-    pub rx_cycles: u64,
-    /// Whether it is the queue this PMD also sends on (it stays with the
-    /// PMD; the others can move).
-    pub home: bool,
-}
 
 /// A single-threaded datapath (one PMD's worth).
 pub struct Datapath {
@@ -827,105 +688,6 @@ impl Datapath {
             .iter()
             .map(|s| slot_report(s, default))
             .collect()
-    }
-
-    /// Packet-ins waiting for an OpenFlow channel.
-    pub fn packet_ins(&self) -> impl Iterator<Item = &PacketIn> {
-        self.pipeline.packet_ins.queue.iter()
-    }
-
-    /// Hands the queued packet-ins to `send`, oldest first, until it
-    /// refuses one (which stays first in the queue).
-    pub fn hand_over_packet_ins(&mut self, mut send: impl FnMut(PacketIn) -> Result<(), PacketIn>) {
-        let q = &mut self.pipeline.packet_ins.queue;
-        while let Some(p) = q.pop_front() {
-            if let Err(p) = send(p) {
-                q.push_front(p);
-                break;
-            }
-        }
-    }
-
-    /// Charges `cycles` spent handing packet-ins over to the packet-in
-    /// share ([`crate::cascade::CacheConfig::packet_in_share_pct`]).
-    pub fn charge_packet_ins(&mut self, cycles: u64) {
-        if let Some(b) = &mut self.pipeline.packet_ins.budget {
-            b.charge(cycles);
-        }
-    }
-
-    /// Takes back packet-ins the OpenFlow channel has sent: their buffers
-    /// serve the next ones (up to the queue's length of them); `batch` is
-    /// left empty, its capacity kept for the next hand-over.
-    pub fn recycle_packet_ins(&mut self, batch: &mut Vec<PacketIn>) {
-        let q = &mut self.pipeline.packet_ins;
-        for pi in batch.drain(..) {
-            if q.spare.len() < q.cap {
-                q.spare.push(pi.data);
-            }
-        }
-    }
-
-    /// Limits the packet-ins this datapath makes to `pps` a second, in
-    /// bursts of up to `burst` (0: no limit). Beyond it a `controller`
-    /// action makes none: the drop `controller rate limit`.
-    pub fn set_packet_in_limit(&mut self, pps: f64, burst: f64) {
-        let q = &mut self.pipeline.packet_ins;
-        q.rate_per_us = pps / 1e6;
-        q.burst = burst.max(1.0);
-        q.tokens = q.burst;
-    }
-
-    /// Shares the flag the OpenFlow channel sets while a controller takes
-    /// packet-ins for a TTL that ran out (none are made otherwise).
-    pub fn set_invalid_ttl_flag(&mut self, wanted: std::sync::Arc<std::sync::atomic::AtomicBool>) {
-        self.pipeline.packet_ins.invalid_ttl = wanted;
-    }
-
-    /// Whether packet-ins wait.
-    #[inline]
-    pub fn has_packet_ins(&self) -> bool {
-        !self.pipeline.packet_ins.queue.is_empty()
-    }
-
-    /// How many packet-ins wait.
-    #[inline]
-    pub fn packet_ins_waiting(&self) -> usize {
-        self.pipeline.packet_ins.queue.len()
-    }
-
-    /// Forwards a packet a controller sent (PACKET_OUT) by `actions`, as
-    /// if it came in on `in_port`, through the output batches (sent at
-    /// once). A packet the pool has no frame for, or longer than a frame,
-    /// is an error.
-    pub fn packet_out(
-        &mut self,
-        data: &[u8],
-        in_port: u32,
-        actions: &[sluice_classifier::Action],
-        now_us: u64,
-    ) -> Result<(), String> {
-        let mut pkt = self
-            .pool
-            .alloc_from(data)
-            .ok_or_else(|| format!("no frame for a {}-byte packet", data.len()))?;
-        pkt.meta.in_port = in_port;
-        let env = XlateEnv {
-            rules: &self.rules,
-            ports: &self.fwd_numbers,
-        };
-        self.pipeline.packet_out(
-            pkt,
-            actions,
-            env,
-            &mut self.pool,
-            &mut self.out,
-            &mut self.stats,
-            now_us,
-        );
-        self.apply_learned(now_us);
-        self.out.flush_all(&mut self.pool, &mut self.stats);
-        Ok(())
     }
 
     /// Frames free in the pool (all of them once the datapath is idle and

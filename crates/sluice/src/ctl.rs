@@ -13,20 +13,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use sluice_classifier::table::{flag, Removal, Selection};
+use sluice_classifier::table::Removal;
 use sluice_classifier::Rule;
-use sluice_classifier::{parse_flow, Require, RuleSet};
+use sluice_classifier::RuleSet;
 use sluice_datapath::{DatapathConfig, PortConfig};
-use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
 use sluice_port::PortSpec;
 
+mod flows;
 mod observe;
+mod rxq;
 
-use crate::auto_lb::{AutoLb, Verdict};
 use crate::pmd::{Placement, PmdCommand};
 use crate::report::merge_ports;
-use crate::rxq_assign::{assign_by_cycles, deal, Plan, Rxq};
+use crate::rxq_assign::deal;
 
 /// How long a command waits for the datapath thread.
 pub(crate) const PMD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -514,213 +514,6 @@ impl Control {
         }
     }
 
-    /// `pmd-rxq-rebalance`: measures each rx queue's load since the last
-    /// rebalance, plans with [`assign_by_cycles`], and moves the queues
-    /// (each PMD giving one up sends what it has queued first).
-    fn rebalance(&self) -> Result<String, String> {
-        let (rxqs, busy) = self.measure_load()?;
-        let plan = assign_by_cycles(&rxqs, busy.len());
-        self.apply_moves(&plan)
-    }
-
-    /// One look of `pmd-auto-lb` (see [`crate::auto_lb`]): measures, plans
-    /// and moves the queues only if `params` judge it worth it. Returns
-    /// what moved, or `None` when nothing did.
-    pub(crate) fn auto_rebalance(&self, params: &AutoLb) -> Result<Option<String>, String> {
-        let _reconfig = self.reconfig.lock().expect("reconfig");
-        let (rxqs, busy) = self.measure_load()?;
-        let plan = assign_by_cycles(&rxqs, busy.len());
-        match params.judge(&busy, &plan) {
-            Verdict::Rebalance(gain) => {
-                let busy: Vec<String> = busy.iter().map(|b| format!("{b:.0} %")).collect();
-                Ok(Some(format!(
-                    "PMDs busy {}; moving queues lowers the busiest PMD's load by {gain:.0} %\n{}",
-                    busy.join(", "),
-                    self.apply_moves(&plan)?
-                )))
-            }
-            Verdict::NotOverloaded(_) | Verdict::TooLittleGain(_) => Ok(None),
-        }
-    }
-
-    /// Each rx queue's load and each PMD's busy share (% of its cycles
-    /// spent on packets) since the last measurement, which this one
-    /// becomes.
-    fn measure_load(&self) -> Result<(Vec<Rxq>, Vec<f64>), String> {
-        let snaps = self.ask_all(PmdCommand::Stats)?;
-        // Below the base: the counters were cleared since.
-        let since = |now: u64, seen: u64| if now >= seen { now - seen } else { now };
-        let mut base = self.rxq_cycles_base.lock().expect("rxq cycles");
-        let mut pmd_base = self.pmd_cycles_base.lock().expect("pmd cycles");
-        pmd_base.resize(snaps.len(), (0, 0));
-        let mut rxqs = Vec::new();
-        let mut busy = Vec::with_capacity(snaps.len());
-        for (pmd, snap) in snaps.iter().enumerate() {
-            for p in snap.ports.iter().filter(|p| p.receives) {
-                for q in &p.rxqs {
-                    let seen = base.get(&(p.ofport, q.qid)).copied().unwrap_or(0);
-                    rxqs.push(Rxq {
-                        ofport: p.ofport,
-                        qid: q.qid,
-                        pmd,
-                        load: since(q.rx_cycles, seen),
-                        movable: !q.home,
-                    });
-                    base.insert((p.ofport, q.qid), q.rx_cycles);
-                }
-            }
-            let (proc_seen, idle_seen) = pmd_base[pmd];
-            let st = &snap.stats;
-            let processing = since(st.processing_cycles, proc_seen);
-            let idle = since(st.idle_cycles, idle_seen);
-            pmd_base[pmd] = (st.processing_cycles, st.idle_cycles);
-            busy.push(processing as f64 * 100.0 / (processing + idle).max(1) as f64);
-        }
-        Ok((rxqs, busy))
-    }
-
-    /// Moves the queues `plan` names and says what moved.
-    fn apply_moves(&self, plan: &Plan) -> Result<String, String> {
-        let total = plan.before.iter().sum::<u64>().max(1) as f64;
-        let share = |l: u64| l as f64 * 100.0 / total;
-        let mut out = String::new();
-        for m in &plan.moves {
-            let q = self.ask_one(m.from, |tx| PmdCommand::TakeRxq(m.ofport, m.qid, tx))??;
-            if let Err(refused) = self.ask_one(m.to, |tx| PmdCommand::AddRxq(m.ofport, q, tx))? {
-                // Back where it was, so the queue is still polled.
-                let back =
-                    self.ask_one(m.from, |tx| PmdCommand::AddRxq(m.ofport, refused.queue, tx))?;
-                return Err(format!(
-                    "port {} queue {}: pmd {} refused it ({}){}",
-                    m.ofport,
-                    m.qid,
-                    m.to,
-                    refused.error,
-                    if back.is_ok() {
-                        "; it stays on pmd ".to_string() + &m.from.to_string()
-                    } else {
-                        "; it could not go back and is closed".to_string()
-                    }
-                ));
-            }
-            out += &format!(
-                "port {} queue-id {}: pmd {} -> pmd {} ({:.0} % of the measured load)\n",
-                m.ofport,
-                m.qid,
-                m.from,
-                m.to,
-                share(m.load)
-            );
-        }
-        let loads = |l: &[u64]| {
-            l.iter()
-                .enumerate()
-                .map(|(i, &x)| format!("pmd {i} {:.0} %", share(x)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        out += &format!(
-            "moved {} rx queues; load by PMD before: {}; after (estimated): {}",
-            plan.moves.len(),
-            loads(&plan.before),
-            loads(&plan.after)
-        );
-        Ok(out)
-    }
-
-    /// Applies OpenFlow flow-mods as one new version of the rules (a burst
-    /// read together costs one copy of the rule set, not one per message)
-    /// and returns once every PMD runs it. Each op's error, if any, by
-    /// position.
-    /// Also returns the rules deleted that asked for FLOW_REMOVED.
-    /// The ops come one at a time (decoded as they are applied: a burst of
-    /// ten thousand is not held as a list of flow specs).
-    pub(crate) fn apply_flow_mods(
-        &self,
-        ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
-    ) -> Result<Applied, String> {
-        let mut rules = self.rules.lock().expect("rules");
-        let mut next = next_version(&rules);
-        let now = self.now_us();
-        let mut removed = Vec::new();
-        let errs = ops
-            .into_iter()
-            .map(|op| match op {
-                Err(e) => Some(e),
-                Ok(
-                    FlowModOp::Add(spec)
-                    | FlowModOp::Modify(spec, _)
-                    | FlowModOp::ModifyOrAdd(spec, _),
-                ) if next.refusal(&spec.actions).is_some() => {
-                    next.refusal(&spec.actions).map(of_refusal)
-                }
-                Ok(FlowModOp::Add(spec)) => {
-                    if spec.flags & flag::CHECK_OVERLAP != 0 && next.overlaps(&spec) {
-                        return Some(OfError::OVERLAP);
-                    }
-                    next.add_owned(spec, now);
-                    None
-                }
-                Ok(FlowModOp::Modify(spec, how)) => {
-                    next.modify(&spec, how, !spec.table_given);
-                    None
-                }
-                Ok(FlowModOp::ModifyOrAdd(spec, how)) => {
-                    if next.modify(&spec, how, !spec.table_given) == 0 {
-                        next.add_owned(spec, now);
-                    }
-                    None
-                }
-                Ok(FlowModOp::Delete {
-                    spec,
-                    how,
-                    all_tables,
-                    out_port,
-                }) => {
-                    let gone = next.delete_if(&spec, how, all_tables, |r| outputs_to(r, out_port));
-                    removed.extend(gone);
-                    None
-                }
-            })
-            .collect::<Vec<_>>();
-        let refused = errs.iter().filter(|e| e.is_some()).count() as u64;
-        self.flow_mods[0].fetch_add(errs.len() as u64 - refused, Ordering::Relaxed);
-        self.flow_mods[1].fetch_add(refused, Ordering::Relaxed);
-        if next.version() != rules.version() {
-            self.publish(&next)?;
-            *rules = next;
-        }
-        Ok((errs, removed))
-    }
-
-    /// The error that refuses a packet-out's `actions`, if the rule set
-    /// refuses them ([`RuleSet::refusal`]).
-    pub(crate) fn refusal(&self, actions: &[sluice_classifier::Action]) -> Option<OfError> {
-        let rules = self.rules.lock().expect("rules");
-        rules.refusal(actions).map(of_refusal)
-    }
-
-    /// Which fields set_field may write (`--set-field`).
-    pub(crate) fn set_field_mode(&self) -> sluice_classifier::table::SetFieldMode {
-        self.rules.lock().expect("rules").modes().set_field
-    }
-
-    /// Changes the rule set with `f` (a group change) and, when it made a
-    /// new version, publishes it to every PMD before returning.
-    pub(crate) fn change_rules<T>(
-        &self,
-        f: impl FnOnce(&mut RuleSet) -> Result<T, OfError>,
-    ) -> Result<Result<T, OfError>, String> {
-        let mut rules = self.rules.lock().expect("rules");
-        let mut next = next_version(&rules);
-        let out = f(&mut next);
-        if out.is_ok() && next.version() != rules.version() {
-            self.publish(&next)?;
-            *rules = next;
-        }
-        Ok(out)
-    }
-
     /// Removes the rules whose idle or hard timeout has passed (their use
     /// brought up to date from the PMDs first), publishes the new version,
     /// and returns them with why.
@@ -866,105 +659,6 @@ impl Control {
     /// Microseconds since the switch started.
     pub(crate) fn uptime_us(&self) -> u64 {
         self.now_us()
-    }
-
-    /// A flow command of `sluice ctl`, counted in [`Control::flow_mods`]:
-    /// each rule it names applied, or the command refused.
-    fn flow_mod(&self, cmd: &str, args: &[&str], strict: bool) -> Result<String, String> {
-        let done = self.change_by_command(cmd, args, strict);
-        match &done {
-            Ok((_, n)) => self.flow_mods[0].fetch_add(*n, Ordering::Relaxed),
-            Err(_) => self.flow_mods[1].fetch_add(1, Ordering::Relaxed),
-        };
-        done.map(|(said, _)| said)
-    }
-
-    fn change_by_command(
-        &self,
-        cmd: &str,
-        args: &[&str],
-        strict: bool,
-    ) -> Result<(String, u64), String> {
-        let how = if strict {
-            Selection::Strict
-        } else {
-            Selection::Loose
-        };
-        let mut rules = self.rules.lock().expect("rules");
-        let mut next = next_version(&rules);
-        let now = self.now_us();
-        // Rules the rule set refuses (a missing group or meter, a field
-        // kept read-only) are refused, the whole command with them.
-        let admit = |specs: &[sluice_classifier::parse::FlowSpec]| -> Result<(), String> {
-            match specs.iter().find_map(|s| next.refusal(&s.actions)) {
-                Some(r) => Err(r.to_string()),
-                None => Ok(()),
-            }
-        };
-        let out = match cmd {
-            "add-flow" => {
-                let line = args.join(" ");
-                let (spec, warnings) =
-                    sluice_classifier::parse_flow_with_warnings(&line, Require::Actions)
-                        .map_err(|e| e.to_string())?;
-                admit(std::slice::from_ref(&spec))?;
-                next.add(&spec, now);
-                (format!("{}added 1 rule", warning_lines(&warnings)), 1)
-            }
-            "add-flows" | "replace-flows" => {
-                let [name, text] = args else {
-                    return Err(format!("{cmd} needs a file"));
-                };
-                let (specs, warnings) =
-                    sluice_classifier::parse_flow_file_with_warnings(text, Some(name))
-                        .map_err(|e| e.to_string())?;
-                admit(&specs)?;
-                let said = warning_lines(&warnings);
-                if cmd == "add-flows" {
-                    for s in &specs {
-                        next.add(s, now);
-                    }
-                    (format!("{said}added {} rules", specs.len()), specs.len())
-                } else {
-                    let (kept, added, removed) = next.replace_with(&specs, now);
-                    (
-                        format!("{said}kept {kept}, added {added}, removed {removed} rules"),
-                        specs.len(),
-                    )
-                }
-            }
-            "mod-flows" => {
-                let spec =
-                    parse_flow(&args.join(" "), Require::Actions).map_err(|e| e.to_string())?;
-                admit(std::slice::from_ref(&spec))?;
-                let n = next.modify(&spec, how, !spec.table_given);
-                (format!("modified {n} rules"), 1)
-            }
-            _ => {
-                let line = args.join(" ");
-                let spec = parse_flow(&line, Require::NoActions).map_err(|e| e.to_string())?;
-                let n = next.delete(&spec, how, !spec.table_given).len();
-                (format!("deleted {n} rules"), 1)
-            }
-        };
-        self.publish(&next)?;
-        *rules = next;
-        Ok((out.0, out.1 as u64))
-    }
-}
-
-/// Parse warnings (a field dropped from a match), a line each.
-fn warning_lines(warnings: &[sluice_classifier::ParseError]) -> String {
-    warnings.iter().map(|w| format!("warning: {w}\n")).collect()
-}
-
-/// The OpenFlow error for what a rule set refuses.
-pub(crate) fn of_refusal(r: sluice_classifier::table::Refusal) -> OfError {
-    use sluice_classifier::table::Refusal;
-    match r {
-        Refusal::MissingGroup(_) => OfError::BAD_OUT_GROUP,
-        Refusal::MissingMeter(_) => OfError::METER_UNKNOWN,
-        Refusal::ReadOnly(_) => OfError::BAD_SET_TYPE,
     }
 }
 

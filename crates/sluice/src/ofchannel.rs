@@ -10,7 +10,7 @@
 //! is what forwards.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::Ordering;
@@ -32,15 +32,16 @@ use sluice_openflow::multipart::MpRequest;
 use sluice_openflow::of10::{message as of10_msg, t as of10_t, OFP10};
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
-use sluice_port::unix_listen::SocketFile;
-
 use crate::ctl::Control;
 use crate::loglimit::log_connection;
-use crate::ofhub::{Hub, Listener, MAX_OF_CONNECTIONS, SESSION_QUEUE};
+use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
 
 pub use crate::ofmultipart::N_TABLES;
 
+mod endpoints;
 mod of10;
+
+pub use endpoints::{connect, listen, serve_bytes};
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
@@ -60,71 +61,6 @@ const WRITE_BATCH: usize = 1 << 16;
 const BURST: usize = 1 << 20;
 
 pub use crate::oftarget::{parse_controller, parse_listen, Peer, Target};
-
-/// Backoff between connection attempts to a controller: the first retry
-/// within a second, doubling up to 8 s (OVS's max-backoff default).
-const BACKOFF_MIN: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(8);
-
-/// Connects to `peer` and serves the connection; reconnects with backoff
-/// whenever it fails or ends, for as long as the switch runs.
-pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<(), String> {
-    std::thread::Builder::new()
-        .name("of-controller".into())
-        .spawn(move || {
-            let mut backoff = BACKOFF_MIN;
-            loop {
-                let started = Instant::now();
-                let result = match &peer {
-                    Peer::Tcp(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).map(|s| {
-                        let _ = s.set_nodelay(true);
-                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
-                            .primary()
-                            .run()
-                    }),
-                    Peer::Unix(p) => UnixStream::connect(p).map(|s| {
-                        Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
-                            .primary()
-                            .run()
-                    }),
-                    Peer::Ssl(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).and_then(|s| {
-                        let tls = info.tls.as_ref().ok_or_else(|| {
-                            std::io::Error::other(
-                                "ssl: needs --private-key, --certificate and --ca-cert",
-                            )
-                        })?;
-                        let plain = crate::oftls::connect(tls, s, &peer.to_string())
-                            .map_err(std::io::Error::other)?;
-                        Ok(Session::new(
-                            plain,
-                            Arc::clone(&control),
-                            info.clone(),
-                            peer.to_string(),
-                        )
-                        .primary()
-                        .run())
-                    }),
-                };
-                match result {
-                    Ok(Ok(())) => tracing::info!(target: "openflow", "controller {peer} closed the connection"),
-                    Ok(Err(e)) => tracing::warn!(target: "openflow", "controller {peer}: {e}"),
-                    Err(e) => {
-                        if backoff == BACKOFF_MIN {
-                            tracing::warn!(target: "openflow", "controller {peer}: {e}; retrying");
-                        }
-                    }
-                }
-                // A connection that lasted resets the backoff.
-                if started.elapsed() > BACKOFF_MAX {
-                    backoff = BACKOFF_MIN;
-                }
-                std::thread::sleep(backoff);
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-            }
-        })
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
 
 /// What every connection of this switch says about it.
 #[derive(Clone)]
@@ -159,167 +95,6 @@ impl Conn for UnixStream {
     }
     fn writer(&self) -> std::io::Result<Self> {
         self.try_clone()
-    }
-}
-
-/// Listens on `target` and serves each connection on its own thread.
-/// Returns what it listens on, for the log, and the socket file of a
-/// `punix:` target (to remove at exit).
-pub fn listen(
-    target: &Target,
-    control: Arc<Control>,
-    info: SwitchInfo,
-) -> Result<(String, Option<SocketFile>), String> {
-    match target {
-        Target::Tcp(addr) => {
-            tcp_listener(addr, "tcp", control, info, |s, _, control, info, from| {
-                let _ = s.set_nodelay(true);
-                spawn_conn(s, control, info, from);
-            })
-        }
-        Target::Ssl(addr) => {
-            let tls = info
-                .tls
-                .clone()
-                .ok_or("pssl: needs --private-key, --certificate and --ca-cert")?;
-            tcp_listener(
-                addr,
-                "ssl",
-                control,
-                info,
-                move |s, hub, control, info, from| match crate::oftls::accept(&tls, s, &from) {
-                    Ok(plain) => spawn_conn(plain, control, info, from),
-                    Err(e) => {
-                        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
-                        log_connection(&format!("OpenFlow connection {from}: {e}"));
-                    }
-                },
-            )
-        }
-        Target::Unix(path) => {
-            let (l, file) =
-                sluice_port::unix_listen::listen(path).map_err(|e| format!("punix:{e}"))?;
-            let name = format!("unix:{}", path.display());
-            let label = name.clone();
-            std::thread::Builder::new()
-                .name("of-listen".into())
-                .spawn(move || {
-                    for s in l.incoming().flatten() {
-                        if admit(&info.hub, &label) {
-                            spawn_conn(s, Arc::clone(&control), info.clone(), label.clone());
-                        }
-                    }
-                })
-                .map_err(|e| e.to_string())?;
-            Ok((name, Some(file)))
-        }
-    }
-}
-
-/// Listens on TCP `addr` (`scheme` is `tcp` or `ssl`, for names) and
-/// hands each connection a listener admits to `serve` (which owns its
-/// slot in the hub's count from then on).
-fn tcp_listener(
-    addr: &std::net::SocketAddr,
-    scheme: &'static str,
-    control: Arc<Control>,
-    info: SwitchInfo,
-    serve: impl Fn(TcpStream, &Hub, Arc<Control>, SwitchInfo, String) + Send + 'static,
-) -> Result<(String, Option<SocketFile>), String> {
-    let l = TcpListener::bind(addr).map_err(|e| format!("p{scheme}:{addr}: {e}"))?;
-    let name = format!("{scheme}:{}", l.local_addr().map_err(|e| e.to_string())?);
-    std::thread::Builder::new()
-        .name("of-listen".into())
-        .spawn(move || {
-            for s in l.incoming().flatten() {
-                let from = s
-                    .peer_addr()
-                    .map_or_else(|_| scheme.to_string(), |a| format!("{scheme}:{a}"));
-                if admit(&info.hub, &from) {
-                    serve(s, &info.hub, Arc::clone(&control), info.clone(), from);
-                }
-                // else dropping `s` closes it
-            }
-        })
-        .map_err(|e| e.to_string())?;
-    Ok((name, None))
-}
-
-/// Runs one OpenFlow session of `control` on `input`, as if a peer sent
-/// those bytes and closed, and returns what the switch sent back. For the
-/// `openflow_session` fuzz target and its corpus replay: the whole
-/// message sequence through the channel's state (HELLO, multipart parts,
-/// flow-mod bursts, roles), not one message at a time.
-pub fn serve_bytes(control: Arc<Control>, input: &[u8]) -> Vec<u8> {
-    let (mut peer, ours) = match UnixStream::pair() {
-        Ok(p) => p,
-        Err(_) => return Vec::new(),
-    };
-    let info = SwitchInfo {
-        datapath_id: 1,
-        hub: Arc::new(Hub::new(0)),
-        tls: None,
-    };
-    let mut reader = match peer.try_clone() {
-        Ok(r) => r,
-        Err(_) => return Vec::new(),
-    };
-    // What the switch sends is read as it comes, so that its writer never
-    // waits on a full socket.
-    let drain = std::thread::spawn(move || {
-        let mut got = Vec::new();
-        let _ = reader.read_to_end(&mut got);
-        got
-    });
-    // And what the peer sends goes from a thread of its own, so that a
-    // long input never waits for the session to start reading.
-    let input = input.to_vec();
-    let feed = std::thread::spawn(move || {
-        let _ = peer.write_all(&input);
-        let _ = peer.shutdown(std::net::Shutdown::Write);
-    });
-    let mut session = Session::new(ours, control, info, "fuzz".into());
-    let _ = session.run();
-    drop(session);
-    let _ = feed.join();
-    drain.join().unwrap_or_default()
-}
-
-/// Whether a listener takes one more connection: at most
-/// [`MAX_OF_CONNECTIONS`] open at once (counted in the hub until the
-/// connection's thread ends).
-fn admit(hub: &Hub, peer: &str) -> bool {
-    if hub.accepted_open.fetch_add(1, Ordering::AcqRel) >= MAX_OF_CONNECTIONS {
-        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
-        hub.refused_busy.fetch_add(1, Ordering::Relaxed);
-        log_connection(&format!(
-            "OpenFlow connection {peer} refused: {MAX_OF_CONNECTIONS} connections open"
-        ));
-        return false;
-    }
-    true
-}
-
-/// Serves an accepted connection on a thread of its own; it counts in
-/// the hub's `accepted_open` until it ends.
-fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) {
-    let hub = Arc::clone(&info.hub);
-    let spawned = std::thread::Builder::new()
-        .name("of-conn".into())
-        .stack_size(512 << 10)
-        .spawn(move || {
-            let hub = Arc::clone(&info.hub);
-            let mut c = Session::new(s, control, info, peer.clone());
-            c.hello_deadline = Some(HELLO_TIMEOUT);
-            let result = c.run();
-            drop(c);
-            hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
-            if let Err(e) = result {
-                log_connection(&format!("OpenFlow connection {peer} closed: {e}"));
-            }
-        });
-    if spawned.is_err() {
-        hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -35,6 +35,7 @@ const ORDER: &[&str] = &[
     "ofchannel",
     "metrics",
     "runner",
+    "cache_args",
     "bench_cmd",
     "io_floor",
     "xdp_send",
