@@ -137,7 +137,7 @@ fn idle_control_clients_do_not_block_others() {
     drop(idle);
     let o = run.ctl(&["pmd-stats"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    run.finish();
+    run.stop_with_stderr();
 }
 
 #[test]

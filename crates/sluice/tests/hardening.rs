@@ -435,7 +435,7 @@ fn the_openflow_listener_bounds_idle_connections() {
     let (ok, out) = support::ofctl(&["dump-flows", &format!("tcp:{addr}")]);
     assert!(ok, "{out}");
     assert!(out.contains("actions=drop"), "{out}");
-    let (_, err) = run.finish_with_stderr();
+    let (_, err) = run.stop_with_stderr();
     // At most 20 lines a second: the 22 refusals come within the time the
     // peers took to connect, so they touch that many one-second windows
     // of the limit, plus one (a machine under load can take more than a
