@@ -26,7 +26,7 @@ use sluice_packet::key::CS_INVALID;
 use sluice_packet::tunnel::TunnelMeta;
 use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
-use crate::execute::{execute, RecircQueue};
+use crate::execute::{execute, Ctx, RecircQueue};
 use crate::output::OutputStage;
 use crate::packet_in::PacketInQueue;
 use crate::stats::{DpStats, DropReason};
@@ -217,22 +217,20 @@ pub(crate) fn run_released(s: &mut Scratch<'_>) {
                     }
                     pkts.push(k as u8);
                 }
-                execute(
-                    &rel.acts,
-                    rel.drop,
-                    &pkts,
-                    s.slots,
-                    s.pool,
-                    s.out,
-                    s.stats,
-                    s.packet_ins,
-                    s.now_us,
-                    s.recirc,
+                let mut cx = Ctx {
+                    slots: s.slots,
+                    pool: s.pool,
+                    out: s.out,
+                    stats: s.stats,
+                    packet_ins: s.packet_ins,
+                    recirc: s.recirc,
+                    now_us: s.now_us,
                     counted,
-                    s.rules,
-                    &s.keys[..],
-                    &s.hashes[..],
-                );
+                    rules: s.rules,
+                    keys: &s.keys[..],
+                    hashes: &s.hashes[..],
+                };
+                execute(&rel.acts, rel.drop, &pkts, &mut cx);
             }
         }
     }

@@ -33,7 +33,7 @@ use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
 use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
-use crate::execute::{execute, RecircQueue};
+use crate::execute::{execute, Ctx, RecircQueue};
 use crate::output::OutputStage;
 use crate::packet_in::PacketInQueue;
 use crate::stats::{DpStats, DropReason};
@@ -370,21 +370,25 @@ impl Pipeline {
             r.credit(1, len, now_us);
         }
         self.slots[0] = Some(pkt);
+        let hash = [key.hash()];
+        let mut cx = Ctx {
+            slots: &mut self.slots,
+            pool,
+            out,
+            stats,
+            packet_ins: &mut self.packet_ins,
+            recirc: &mut self.recirc,
+            now_us,
+            counted: 0,
+            rules: env.rules,
+            keys: std::slice::from_ref(&key),
+            hashes: &hash,
+        };
         execute(
             &self.caches.xlate.actions,
             self.caches.xlate.drop,
             &[0],
-            &mut self.slots,
-            pool,
-            out,
-            stats,
-            &mut self.packet_ins,
-            now_us,
-            &mut self.recirc,
-            0,
-            env.rules,
-            std::slice::from_ref(&key),
-            &[key.hash()],
+            &mut cx,
         );
         if let Some(p) = self.slots[0].take() {
             pool.free(p);
@@ -682,24 +686,22 @@ impl Pipeline {
                     self.slots[i] = Some(p);
                 }
             }
+            let mut cx = Ctx {
+                slots: &mut self.slots,
+                pool,
+                out,
+                stats,
+                packet_ins: &mut self.packet_ins,
+                recirc: &mut self.recirc,
+                now_us,
+                counted: self.counted,
+                rules,
+                keys: &self.keys,
+                hashes: &self.hashes,
+            };
             for g in &self.groups {
                 let (actions, drop) = actions_of(&self.caches, &self.temps, g.target);
-                execute(
-                    actions,
-                    drop,
-                    &g.pkts,
-                    &mut self.slots,
-                    pool,
-                    out,
-                    stats,
-                    &mut self.packet_ins,
-                    now_us,
-                    &mut self.recirc,
-                    self.counted,
-                    rules,
-                    &self.keys,
-                    &self.hashes,
-                );
+                execute(actions, drop, &g.pkts, &mut cx);
             }
         }
         for g in &self.groups {

@@ -1,0 +1,261 @@
+//! Tunnel actions: `tnl_pop` (decapsulated, to the next pass as the
+//! tunnel port's packets) and `tnl_push` (encapsulated into the underlay
+//! port's batch).
+
+use sluice_classifier::tunnel::Receivers as TnlReceivers;
+use sluice_conntrack::CtResult;
+use sluice_packet::tunnel::{self, PopError, TunnelMeta};
+use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
+
+use super::{copy_packets, Ctx, Fates, Recirculated};
+use crate::output::OutputStage;
+use crate::stats::DpStats;
+
+/// A final `tnl_pop`: two passes (as `tnl_output`), every packet popped
+/// where it lies, then all moved to the recirculation queue.
+pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
+    let mut tuns = [TunnelMeta::default(); BATCH_SIZE];
+    let mut ready = 0u32;
+    for &i in pkts {
+        let bit = 1u32 << i;
+        let Some(p) = cx.slots[i as usize].as_mut() else {
+            continue;
+        };
+        if f.skip & bit != 0 {
+            continue;
+        }
+        match tunnel::pop(p, receivers.kind, &receivers.tlv) {
+            Ok(m) => match receivers.lookup(&m) {
+                Some(port) => {
+                    tuns[i as usize] = m;
+                    p.meta.in_port = port;
+                    ready |= bit;
+                }
+                None => f.tnl_port |= bit,
+            },
+            Err(PopError::BadHeader) => f.tnl_header |= bit,
+            Err(PopError::BadChecksum) => f.tnl_csum |= bit,
+        }
+    }
+    for &i in pkts {
+        let bit = 1u32 << i;
+        let Some(p) = cx.slots[i as usize].take() else {
+            continue;
+        };
+        if ready & bit == 0 {
+            cx.pool.free(p);
+            continue;
+        }
+        let r = Recirculated {
+            pkt: p,
+            id: 0,
+            fate: false,
+            tun: tuns[i as usize],
+            ct: CtResult::default(),
+        };
+        if let Err(p) = cx.recirc.push(i, cx.counted, r) {
+            cx.pool.free(p);
+            f.recirc_full |= bit;
+        }
+    }
+}
+
+/// A `tnl_pop` before the last action: copies popped.
+pub(super) fn pop_copies(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
+    for &i in pkts {
+        if f.skip & (1u32 << i) != 0 {
+            continue;
+        }
+        let bit = 1u32 << i;
+        let copy = cx.slots[i as usize]
+            .as_ref()
+            .and_then(|p| cx.pool.clone_packet(p));
+        let Some(mut p) = copy else {
+            cx.stats.copy_failures += 1;
+            f.no_buf |= bit;
+            continue;
+        };
+        let popped = tunnel::pop(&mut p, receivers.kind, &receivers.tlv);
+        let port = popped.as_ref().ok().and_then(|m| receivers.lookup(m));
+        let (Ok(tun), Some(port)) = (popped, port) else {
+            cx.pool.free(p);
+            match popped {
+                Err(PopError::BadHeader) => f.tnl_header |= bit,
+                Err(PopError::BadChecksum) => f.tnl_csum |= bit,
+                Ok(_) => f.tnl_port |= bit,
+            }
+            continue;
+        };
+        p.meta.in_port = port;
+        let r = Recirculated {
+            pkt: p,
+            id: 0,
+            fate: false,
+            tun,
+            ct: CtResult::default(),
+        };
+        if let Err(p) = cx.recirc.push(i, cx.counted, r) {
+            cx.pool.free(p);
+            f.recirc_full |= bit;
+        }
+    }
+}
+
+/// A `tnl_push` into port `idx`.
+pub(super) fn output(
+    header: &tunnel::TnlHeader,
+    idx: usize,
+    is_last: bool,
+    pkts: &[u8],
+    cx: &mut Ctx<'_>,
+    f: &mut Fates,
+) {
+    let (s, n, l) = tnl_output(
+        header, idx, is_last, pkts, f.skip, cx.slots, cx.pool, cx.out, cx.stats, cx.now_us,
+        cx.hashes,
+    );
+    f.sent |= s;
+    f.no_buf |= n;
+    f.tnl_long |= l;
+}
+
+/// Runs a `tnl_push` action on a flow's packets: encapsulated into port
+/// `idx`'s batch (copies for all but the last action). Two passes: every
+/// packet encapsulated where it lies, then all moved into the batch, so a
+/// packet is never moved right after the narrow stores to its metadata
+/// (the move would wait for them). Returns the packets (bits) sent, those
+/// with no copy, and those too long to encapsulate.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn tnl_output(
+    header: &tunnel::TnlHeader,
+    idx: usize,
+    is_last: bool,
+    pkts: &[u8],
+    metered: u32,
+    slots: &mut [Option<Packet>; BATCH_SIZE],
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+    hashes: &[u32],
+) -> (u32, u32, u32) {
+    let (mut sent, mut no_buf, mut long) = (0u32, 0u32, 0u32);
+    let mut copies: [Option<Packet>; BATCH_SIZE];
+    let held: &mut [Option<Packet>; BATCH_SIZE] = if is_last {
+        slots
+    } else {
+        copies = std::array::from_fn(|_| None);
+        let which = pkts.iter().copied().filter(|&i| metered & (1 << i) == 0);
+        no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
+        &mut copies
+    };
+    // The header goes into the headroom, a line the packet's own bytes
+    // did not bring into the cache: ask for them all first, so that the
+    // header stores do not wait for them one by one.
+    for &i in pkts {
+        if let Some(p) = held[i as usize].as_ref() {
+            sluice_packet::prefetch::read_addr(p.data().as_ptr().wrapping_sub(header.len()));
+        }
+    }
+    let mut ready = 0u32;
+    for &i in pkts {
+        let bit = 1u32 << i;
+        if metered & bit != 0 {
+            continue;
+        }
+        let Some(p) = held[i as usize].as_mut() else {
+            continue;
+        };
+        let sport = tunnel::udp_src_port(hashes[i as usize]);
+        if p.meta.offload.pending() {
+            let p = held[i as usize].take().expect("checked");
+            if encap_offloaded(p, header, sport, idx, pool, out, stats, now_us) {
+                sent |= bit;
+            } else {
+                long |= bit;
+            }
+        } else if tunnel::push(p, header, sport) {
+            ready |= bit;
+        } else {
+            long |= bit;
+        }
+    }
+    for &i in pkts {
+        if metered & (1 << i) != 0 {
+            continue;
+        }
+        if let Some(p) = held[i as usize].take() {
+            if ready & (1 << i) != 0 {
+                out.enqueue(idx, p, pool, stats, now_us);
+                sent |= 1 << i;
+            } else {
+                pool.free(p);
+            }
+        }
+    }
+    (sent, no_buf, long)
+}
+
+/// Encapsulates a packet with offloads pending and queues it for port
+/// `idx`: a super-frame is cut into segments, each encapsulated; a partial
+/// checksum is completed (no underlay takes offloads for the frame inside
+/// a tunnel). False (the packet freed) when nothing could be sent.
+#[allow(clippy::too_many_arguments)]
+#[cold]
+#[inline(never)]
+fn encap_offloaded(
+    mut pkt: Packet,
+    header: &tunnel::TnlHeader,
+    sport: u16,
+    idx: usize,
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+) -> bool {
+    if sluice_packet::offload::needs_segmenting(&pkt) {
+        let mut segs = Vec::new();
+        let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| segs.push(s));
+        pool.free(pkt);
+        stats.gso_segmented += 1;
+        let mut any = false;
+        for s in segs {
+            stats.gso_segments += 1;
+            any |= push_then_enqueue(s, header, sport, idx, pool, out, stats, now_us);
+        }
+        if made.is_err() {
+            stats.offload_failures += 1;
+        }
+        return any;
+    }
+    if sluice_packet::offload::complete_csum(&mut pkt).is_err() {
+        stats.offload_failures += 1;
+    } else {
+        stats.csum_completed += 1;
+    }
+    pkt.meta.offload = sluice_packet::meta::Offload::NONE;
+    push_then_enqueue(pkt, header, sport, idx, pool, out, stats, now_us)
+}
+
+/// Encapsulates one packet and queues it for port `idx` (false, the
+/// packet freed, when it would be too long for IPv4).
+#[allow(clippy::too_many_arguments)]
+fn push_then_enqueue(
+    mut pkt: Packet,
+    header: &tunnel::TnlHeader,
+    sport: u16,
+    idx: usize,
+    pool: &mut PacketPool,
+    out: &mut OutputStage,
+    stats: &mut DpStats,
+    now_us: u64,
+) -> bool {
+    if tunnel::push(&mut pkt, header, sport) {
+        out.enqueue(idx, pkt, pool, stats, now_us);
+        true
+    } else {
+        pool.free(pkt);
+        false
+    }
+}
