@@ -275,22 +275,19 @@ impl Prometheus {
             .stderr(Stdio::null())
             .spawn()
             .expect("prometheus runs (scripts/setup installs it)");
-        // It listens before it is ready (its queries answer 503 while
-        // its storage opens): wait for /-/ready.
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(30) {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok()
-                && http_get(port, "/-/ready").0.contains("200")
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        Prometheus {
+        // Made first, so that its drop stops the server if the wait fails.
+        let p = Prometheus {
             child,
             port,
             _dir: dir,
-        }
+        };
+        // It listens before it is ready (its queries answer 503 while
+        // its storage opens): wait for /-/ready.
+        wait_for("Prometheus to answer /-/ready", 30, || {
+            TcpStream::connect(("127.0.0.1", port)).is_ok()
+                && http_get(port, "/-/ready").0.contains("200")
+        });
+        p
     }
 
     /// The JSON answer to an instant query.
@@ -351,12 +348,11 @@ fn prometheus_scrapes_a_running_switch() {
     let prom = Prometheus::start(&format!("127.0.0.1:{mport}"));
     let t0 = Instant::now();
     let mut up = Vec::new();
+    // (Prometheus is ready: start waited for it.)
     while t0.elapsed() < Duration::from_secs(30) {
-        if TcpStream::connect(("127.0.0.1", prom.port)).is_ok() {
-            up = prom.series("up{job=\"sluice\"}");
-            if up.first().is_some_and(|s| s["value"][1] == "1") {
-                break;
-            }
+        up = prom.series("up{job=\"sluice\"}");
+        if up.first().is_some_and(|s| s["value"][1] == "1") {
+            break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
