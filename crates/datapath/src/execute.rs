@@ -188,7 +188,6 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
             n.iter().filter(|&&i| cx.counted & (1 << i) == 0).count() as u64
         }
     };
-    let last = acts.iter().rposition(sends);
     // Fast path: a single output (port forwarding, routing without
     // rewrites), the most common flow: every packet moves straight into
     // the port's output batch.
@@ -203,7 +202,7 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
             return;
         }
     }
-    let Some(last) = last else {
+    let Some(last) = acts.iter().rposition(sends) else {
         let reason = DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput));
         for &i in pkts {
             if let Some(p) = cx.slots[i as usize].take() {
@@ -292,10 +291,10 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
 fn output(ofport: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
     let idx = cx.out.index_of(ofport);
     for &i in pkts {
-        if f.skip & (1u32 << i) != 0 {
+        let bit = 1u32 << i;
+        if f.skip & bit != 0 {
             continue;
         }
-        let bit = 1u32 << i;
         let slot = &mut cx.slots[i as usize];
         let pkt = match (is_last, idx) {
             (true, _) => slot.take(),
