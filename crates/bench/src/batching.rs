@@ -244,6 +244,7 @@ impl Port for Source {
             finite_rx: false,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
     fn rx_burst(

@@ -75,8 +75,11 @@ pub fn storm_mix(
         dp.add_port(2, Box::new(NullPort::new()))
             .map_err(|e| e.to_string())?;
         if with_storm {
-            dp.add_port(3, Box::new(ReplayPort::new("storm", storm.clone(), false)))
-                .map_err(|e| e.to_string())?;
+            dp.add_port(
+                3,
+                Box::new(ReplayPort::new("storm", storm.clone(), false).live()),
+            )
+            .map_err(|e| e.to_string())?;
             dp.add_port(4, Box::new(NullPort::new()))
                 .map_err(|e| e.to_string())?;
         }

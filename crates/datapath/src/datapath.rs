@@ -28,6 +28,17 @@ pub use config::{DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
 /// Size of a big frame: a 64 KiB GSO super-frame with its headers and headroom.
 pub const BIG_FRAME_SIZE: usize = 1 << 17;
 
+/// Most waiting misses a poll iteration runs before it polls the ports
+/// (eight batches, and no more than about 100 µs of them: the rings are
+/// read between two runs of upcalls, so a burst's frames wait in the
+/// queue rather than overflow a ring).
+pub const WAITING_PER_ITERATION: usize = 8 * sluice_packet::BATCH_SIZE;
+
+/// Most rx bursts an iteration takes from one live queue in a row while
+/// misses wait in the upcall queue and each burst comes full (the ring
+/// holds more): a burst of new flows is read ahead of its translation.
+pub const BACKLOG_BURSTS: usize = 8;
+
 /// How often rule timeouts are checked.
 pub const EXPIRE_INTERVAL_US: u64 = 100_000;
 /// How often caches are maintained (subtable ranking, idle megaflows).
@@ -77,6 +88,9 @@ pub struct Datapath {
     perf: Option<Box<crate::perf::PmdPerf>>,
     /// The iteration log's threshold, µs.
     perf_log_us: u64,
+    /// This iteration leaves the ports that can wait unread (the upcall
+    /// budget is spent, or misses wait for it).
+    sources_wait: bool,
 }
 
 impl Datapath {
@@ -102,7 +116,12 @@ impl Datapath {
             rules_have_timeouts: false,
             epoch: 0,
             revalidated_epoch: 0,
-            pipeline: Pipeline::new(cfg.packet_in_queue, cfg.cache, cfg.vlan_limit),
+            pipeline: Pipeline::new(
+                cfg.packet_in_queue,
+                cfg.cache,
+                cfg.vlan_limit,
+                cfg.upcall_queue_cap(),
+            ),
             stats: DpStats::default(),
             last_expire_us: 0,
             last_cache_us: 0,
@@ -116,6 +135,7 @@ impl Datapath {
             learned_mine: Vec::new(),
             perf: None,
             perf_log_us: crate::perf::LOG_THRESHOLD_US,
+            sources_wait: false,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.pipeline.packet_ins.max_len = cfg.packet_in_max_len;
@@ -340,15 +360,22 @@ impl Datapath {
         // Rule changes (timeouts now, flow-mods later) take effect at the
         // top of an iteration, before any packet of it is classified.
         self.housekeeping(now_us);
+        // Misses that waited for the upcall budget go before new ones.
+        let resumed = if self.pipeline.waiting.is_empty() {
+            0
+        } else {
+            self.drain_waiting(now_us, WAITING_PER_ITERATION, false)
+        };
+        self.sources_wait = self.pipeline.sources_wait(start);
         let mut received = 0;
         let mut mark = start;
         for pi in 0..self.out.ports.len() {
-            received += self.poll_rxq(pi, None, now_us, &mut mark);
+            received += self.poll_backlogged(pi, None, now_us, &mut mark);
             for q in 0..self.out.ports[pi].extra_rxqs.len() {
-                received += self.poll_rxq(pi, Some(q), now_us, &mut mark);
+                received += self.poll_backlogged(pi, Some(q), now_us, &mut mark);
             }
         }
-        if received == 0 {
+        if received + resumed == 0 {
             // Nothing more is coming now: nothing may wait.
             self.out.flush_all(&mut self.pool, &mut self.stats);
         } else {
@@ -363,7 +390,7 @@ impl Datapath {
         }
         self.stats.iterations += 1;
         let spent = cycles::now().wrapping_sub(start);
-        if received > 0 {
+        if received + resumed > 0 {
             self.stats.processing_cycles += spent;
         } else {
             self.stats.idle_cycles += spent;
@@ -373,6 +400,29 @@ impl Datapath {
                 p.upcall(c);
             }
             p.end(now_us, spent, received as u64, &self.stats);
+        }
+        received
+    }
+
+    /// [`Datapath::poll_rxq`], again while misses wait in the upcall queue
+    /// and a live device's burst comes full (at most [`BACKLOG_BURSTS`]).
+    fn poll_backlogged(
+        &mut self,
+        pi: usize,
+        q: Option<usize>,
+        now_us: u64,
+        mark: &mut u64,
+    ) -> usize {
+        let mut received = self.poll_rxq(pi, q, now_us, mark);
+        let mut bursts = 1;
+        while received == bursts * sluice_packet::BATCH_SIZE
+            && bursts < BACKLOG_BURSTS
+            && !self.pipeline.waiting.is_empty()
+            && self.pipeline.waiting.len() < self.pipeline.waiting.capacity() / 2
+            && !self.out.ports[pi].caps.rx_can_wait
+        {
+            received += self.poll_rxq(pi, q, now_us, mark);
+            bursts += 1;
         }
         received
     }
@@ -397,6 +447,11 @@ impl Datapath {
         if *rx_done || self.rx_budget == 0 {
             return 0;
         }
+        let can_wait = slot.caps.rx_can_wait;
+        if can_wait && self.sources_wait {
+            // Read later, when the budget allows: nothing is lost.
+            return 0;
+        }
         let mut batch = PacketBatch::with_room(self.rx_budget);
         let status = port.rx_burst(&mut self.pool, &mut batch, ofport);
         batch.unlimit();
@@ -419,6 +474,7 @@ impl Datapath {
             RxStatus::Received(_) => {
                 self.tap_rx(pi, ofport, &batch, now_us);
                 let received = batch.len();
+                let backlog = received == sluice_packet::BATCH_SIZE;
                 let env = XlateEnv {
                     rules: &self.rules,
                     ports: &self.fwd_numbers,
@@ -432,6 +488,8 @@ impl Datapath {
                     &mut self.stats,
                     now_us,
                     *mark,
+                    can_wait,
+                    backlog,
                 );
                 self.see_bridge();
                 self.apply_learned(now_us);
@@ -455,6 +513,36 @@ impl Datapath {
             }
             RxStatus::Idle => 0,
         }
+    }
+
+    /// Runs misses that waited for the upcall budget (all of them with
+    /// `force`), at most about `max`; returns how many ran.
+    fn drain_waiting(&mut self, now_us: u64, max: usize, force: bool) -> usize {
+        let env = XlateEnv {
+            rules: &self.rules,
+            ports: &self.fwd_numbers,
+        };
+        let n = self.pipeline.drain_waiting(
+            env,
+            self.epoch,
+            &mut self.pool,
+            &mut self.out,
+            &mut self.stats,
+            now_us,
+            max,
+            force,
+        );
+        if n > 0 {
+            self.see_bridge();
+            self.apply_learned(now_us);
+            self.out.flush_due(&mut self.pool, &mut self.stats, now_us);
+        }
+        n
+    }
+
+    /// Misses waiting for the upcall budget now.
+    pub fn upcalls_waiting(&self) -> usize {
+        self.pipeline.waiting.len()
     }
 
     /// Hands a received batch to port `pi`'s capture, if it has one.
@@ -613,6 +701,9 @@ impl Datapath {
     /// Sends every queued packet and flushes every port, and credits the
     /// rules with every hit.
     pub fn finish(&mut self) -> Result<(), DpError> {
+        // Misses still waiting for the budget run now: nothing competes.
+        let now_us = self.out.now_us;
+        self.drain_waiting(now_us, usize::MAX, true);
         self.credit_rules();
         // Fragments still waiting for the rest of their datagram go now,
         // counted.

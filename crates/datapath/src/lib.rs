@@ -26,6 +26,7 @@ mod recirc_gc;
 mod recirc_queue;
 pub mod stats;
 mod upcall_budget;
+mod upcall_queue;
 
 pub use autobatch::TxFlush;
 pub use cascade::CacheConfig;

@@ -175,6 +175,12 @@ pub struct DpStats {
     /// `miss with failed upcall`: translations that could not be installed
     /// (flow or mask limit); the packets were still forwarded by them.
     pub failed_upcalls: u64,
+    /// Misses put in the upcall queue to wait for the upcall budget
+    /// (a packet that waits twice counts twice).
+    pub upcalls_deferred: u64,
+    /// Waiting misses taken from the queue to run; `upcalls_deferred -
+    /// upcalls_resumed` wait now.
+    pub upcalls_resumed: u64,
     /// Installs refused at the megaflow limit.
     pub flow_limit_hits: u64,
     /// Installs refused at the mask (subtable) limit.
@@ -262,6 +268,8 @@ impl DpStats {
             subtable_lookups,
             upcalls,
             failed_upcalls,
+            upcalls_deferred,
+            upcalls_resumed,
             flow_limit_hits,
             mask_limit_hits,
             revalidated,
@@ -304,6 +312,8 @@ impl DpStats {
         self.subtable_lookups += subtable_lookups;
         self.upcalls += upcalls;
         self.failed_upcalls += failed_upcalls;
+        self.upcalls_deferred += upcalls_deferred;
+        self.upcalls_resumed += upcalls_resumed;
         self.flow_limit_hits += flow_limit_hits;
         self.mask_limit_hits += mask_limit_hits;
         self.revalidated += revalidated;
@@ -345,8 +355,17 @@ impl DpStats {
     /// received = forwarded + to controller + dropped + fragments held
     /// now (see [`crate::fragments`]; over all threads).
     pub fn rx_balanced(&self) -> bool {
-        self.rx_packets + self.ct_frags_released
-            == self.forwarded + self.to_controller + self.dropped_total() + self.ct_frags_held
+        self.rx_packets + self.ct_frags_released + self.upcalls_resumed
+            == self.forwarded
+                + self.to_controller
+                + self.dropped_total()
+                + self.ct_frags_held
+                + self.upcalls_deferred
+    }
+
+    /// Misses waiting for the upcall budget now (by these counters).
+    pub fn upcalls_waiting(&self) -> u64 {
+        self.upcalls_deferred.saturating_sub(self.upcalls_resumed)
     }
 
     /// Fragments held for reassembly now (by these counters).

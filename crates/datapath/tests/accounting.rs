@@ -404,20 +404,11 @@ fn mixed_flows_and_runts_in_one_burst_keep_order_and_count() {
     }
 }
 
-/// A miss storm mixed with established flows: with upcalls held to a small
-/// share of the cycles, storm packets beyond it are dropped as `upcall
-/// budget` (and nothing else is lost, every established packet is
-/// forwarded); with no limit every storm packet is translated.
-#[test]
-fn a_miss_storm_beyond_the_upcall_budget_is_dropped_and_counted() {
-    // Large beside the budget's bucket, which lets about 20M cycles of
-    // upcalls through before the share applies: tens of thousands of
-    // upcalls on a fast machine. (Under the default flow limit, so that
-    // with no limit every storm packet installs a flow.)
-    let storm = 150_000u64;
+/// Established flows (8) and new flows (a new source address and port
+/// each), interleaved one to one: `n` of each.
+fn storm_mix(n: u64) -> Frames {
     let mut frames = Frames::new();
-    for i in 0..storm {
-        // Established: 8 flows; storm: a new source address and port each.
+    for i in 0..n {
         frames.push(&udp((i % 8) as u16), 0);
         let ip = (0x0b00_0000 + i as u32).to_be_bytes();
         frames.push(
@@ -433,28 +424,90 @@ fn a_miss_storm_beyond_the_upcall_budget_is_dropped_and_counted() {
             0,
         );
     }
-    for (share, refused) in [(1, true), (100, false)] {
-        let cfg = DatapathConfig {
-            cache: sluice_datapath::CacheConfig {
-                megaflows: false,
-                upcall_share_pct: share,
-                ..Default::default()
-            },
+    frames
+}
+
+/// A datapath whose port 1 plays `frames` as a live device (one that
+/// cannot wait: a NIC) or as a source that can, megaflows off (every new
+/// flow an upcall), upcalls held to `share` % of the cycles.
+fn storm_dp(frames: Frames, live: bool, share: u32) -> Datapath {
+    let cfg = DatapathConfig {
+        cache: sluice_datapath::CacheConfig {
+            megaflows: false,
+            upcall_share_pct: share,
             ..Default::default()
-        };
-        let mut dp = dp_with("actions=output:2", cfg, frames.clone());
+        },
+        ..Default::default()
+    };
+    let mut dp = Datapath::new(cfg, rules("actions=output:2")).unwrap();
+    let port = ReplayPort::new("in", frames, false);
+    let port = if live { port.live() } else { port };
+    dp.add_port(1, Box::new(port)).unwrap();
+    dp.add_port(2, Box::new(NullPort::new())).unwrap();
+    dp
+}
+
+/// A sustained miss storm from a live device, mixed with established
+/// flows: with upcalls held to a small share of the cycles, storm packets
+/// beyond it wait in the upcall queue, and once it is full are dropped as
+/// `upcall budget` (nothing else is lost, every established packet is
+/// forwarded); with no limit every storm packet is translated.
+#[test]
+fn a_miss_storm_beyond_the_upcall_budget_waits_then_is_dropped_and_counted() {
+    // Large beside the budget's bucket (about 20M cycles of upcalls before
+    // the share applies) and the queue (12,288 packets by default).
+    let storm = 150_000u64;
+    let frames = storm_mix(storm);
+    for (share, refused) in [(1, true), (100, false)] {
+        let mut dp = storm_dp(frames.clone(), true, share);
         dp.run(|| 0, |_| false).unwrap();
         let st = dp.stats();
         let dropped = st.dropped_by(DropReason::UpcallBudget);
         assert!(st.rx_balanced(), "share {share}");
         assert_eq!(st.rx_packets, 2 * storm);
         assert_eq!(st.forwarded + dropped, 2 * storm, "no other loss");
+        assert_eq!(st.upcalls_waiting(), 0, "none left waiting at the end");
+        assert_eq!(dp.upcalls_waiting(), 0);
         if refused {
             assert!(dropped > storm / 2, "most of the storm refused: {dropped}");
+            assert!(st.upcalls_deferred > 0, "the queue was used: {st:?}");
             assert!(st.emc_hits + st.smc_hits + st.megaflow_hits >= storm - 8);
         } else {
+            // Misses may still wait behind a full burst (read first,
+            // translated after), but none is dropped.
             assert_eq!(dropped, 0);
             assert_eq!(st.upcalls, storm + 8);
         }
     }
+}
+
+/// A burst of 10,000 new flows from a live device beside established
+/// traffic, with upcalls held to 1 % of the cycles: the burst waits in the
+/// queue instead of being dropped, and every packet is forwarded.
+#[test]
+fn a_burst_of_ten_thousand_new_flows_waits_and_is_forwarded_whole() {
+    let n = 10_000u64;
+    let mut dp = storm_dp(storm_mix(n), true, 1);
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert!(st.rx_balanced());
+    assert_eq!(st.dropped_total(), 0, "{st:?}");
+    assert_eq!(st.forwarded, 2 * n);
+    assert_eq!(st.upcalls, n + 8, "one upcall per new flow");
+}
+
+/// A source that can wait (frames in memory, a capture file) is read later
+/// instead: the same storm, with the same 1 % share, loses nothing, and
+/// every new flow is translated.
+#[test]
+fn a_source_that_can_wait_is_never_dropped_for_the_budget() {
+    let storm = 50_000u64;
+    let mut dp = storm_dp(storm_mix(storm), false, 1);
+    dp.run(|| 0, |_| false).unwrap();
+    let st = dp.stats();
+    assert!(st.rx_balanced());
+    assert_eq!(st.dropped_total(), 0, "{st:?}");
+    assert_eq!(st.upcalls_deferred, 0, "its misses never wait in the queue");
+    assert_eq!(st.upcalls, storm + 8);
+    assert_eq!(st.forwarded, 2 * storm);
 }

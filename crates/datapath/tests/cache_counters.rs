@@ -227,6 +227,7 @@ impl Port for Bursts {
             finite_rx: true,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
     fn rx_burst(

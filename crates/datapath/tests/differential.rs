@@ -52,6 +52,7 @@ impl Port for TestPort {
             finite_rx: true,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
     fn rx_burst(

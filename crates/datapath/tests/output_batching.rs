@@ -32,6 +32,7 @@ impl Port for Sink {
             finite_rx: true,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
     fn rx_burst(&mut self, _: &mut PacketPool, _: &mut PacketBatch, _: u32) -> RxStatus {

@@ -499,6 +499,7 @@ impl Port for AfXdpPort {
             finite_rx: false,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
 

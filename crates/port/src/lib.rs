@@ -283,6 +283,12 @@ pub struct PortCaps {
     /// header goes with them): the datapath need not complete their
     /// checksums or segment them first.
     pub tx_offload: bool,
+    /// Its frames can be left where they are and received later, nothing
+    /// lost (a capture file, frames in memory, a vhost-user guest's ring,
+    /// whose guest waits for room): the datapath reads it later rather
+    /// than drop new flows for the upcall budget. False for a device that
+    /// drops what its ring cannot hold (a NIC, AF_PACKET, AF_XDP, tap).
+    pub rx_can_wait: bool,
 }
 
 impl PortCaps {
@@ -294,6 +300,7 @@ impl PortCaps {
         finite_rx: true,
         rx_hash: false,
         tx_offload: false,
+        rx_can_wait: false,
     };
 
     /// It receives forever (a loop or a live device): a run over it ends

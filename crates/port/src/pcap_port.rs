@@ -153,6 +153,7 @@ impl Port for PcapPort {
             finite_rx: !matches!(self.rx, RxSide::Loop(_)),
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: true,
         }
     }
 

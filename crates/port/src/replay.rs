@@ -126,6 +126,9 @@ pub struct ReplayPort {
     burst: usize,
     /// Offered at a fixed rate instead of as fast as taken.
     pace: Option<Pace>,
+    /// Stands in for a live device ([`ReplayPort::live`]): the datapath
+    /// may not leave its frames unread.
+    live: bool,
     stats: PortStats,
 }
 
@@ -152,8 +155,18 @@ impl ReplayPort {
             limit: None,
             burst: sluice_packet::BATCH_SIZE,
             pace: None,
+            live: false,
             stats: PortStats::default(),
         }
+    }
+
+    /// Makes the port stand in for a live device (a NIC whose ring the
+    /// switch must keep draining): its caps say it cannot wait, so the
+    /// datapath never leaves its frames unread to save upcalls. A paced
+    /// port ([`ReplayPort::with_rate`]) is live already.
+    pub fn live(mut self) -> Self {
+        self.live = true;
+        self
     }
 
     /// Offers the frames at `pps` packets per second (from the first
@@ -283,6 +296,9 @@ impl Port for ReplayPort {
             finite_rx: !self.looping || self.limit.is_some(),
             rx_hash: false,
             tx_offload: false,
+            // Frames in memory wait as long as they must, unless the port
+            // plays a wire.
+            rx_can_wait: !self.live && self.pace.is_none(),
         }
     }
 

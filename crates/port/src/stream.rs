@@ -208,6 +208,7 @@ impl Port for StreamPort {
             finite_rx: false,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
 

@@ -186,6 +186,7 @@ impl Port for TapPort {
             finite_rx: false,
             rx_hash: false,
             tx_offload: self.vnet,
+            rx_can_wait: false,
         }
     }
 

@@ -39,6 +39,7 @@ impl Port for TunnelPort {
             finite_rx: true,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
 

@@ -23,9 +23,12 @@ pub(crate) struct CacheArgs {
     #[arg(long)]
     disable_megaflows: bool,
     /// Share (%) of a PMD's cycles upcalls may take while cached traffic
-    /// competes (default 25; 100 = no limit). In a miss storm the misses
-    /// beyond it are dropped (counted as `upcall budget`) so established
-    /// flows keep their rate; with no cached traffic nothing is refused.
+    /// competes (default 25; 100 = no limit). Misses beyond it wait in a
+    /// queue (12,288 packets with the default pool) and are translated as
+    /// the share allows; only misses beyond a full queue are dropped
+    /// (counted as `upcall budget`). A source that can wait (a capture, a
+    /// vhost-user guest) is read later instead, never dropped. With no
+    /// cached traffic nothing is held back.
     #[arg(long, value_name = "PCT", value_parser = clap::value_parser!(u32).range(1..=100))]
     upcall_share: Option<u32>,
     /// Share (%) of a PMD's cycles making packet-ins (for OpenFlow

@@ -25,7 +25,7 @@
 //! metrics = "127.0.0.1:9477"  # Prometheus metrics at http://127.0.0.1:9477/metrics (off unless given)
 //!
 //! [datapath]
-//! pool_frames = 4096
+//! pool_frames = 16384
 //! emc_insert_inv_prob = 100     # 1 = always, 0 = EMC off
 //! smc = true
 //! megaflows = true              # false: exact-match megaflows only

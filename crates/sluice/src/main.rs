@@ -167,7 +167,7 @@ the controller queue, or dropped with a reason; every port drop has a reason.
 Configuration file (TOML), instead of or besides flags (flags win):
   flows = \"rules.flows\"
   [datapath]
-  pool_frames = 4096
+  pool_frames = 16384
   [[ports]]
   number = 1
   spec = \"pcap:rx=in.pcap\"";

@@ -292,6 +292,12 @@ impl Families {
                     (with(pmd(p), "result", "failed"), p.stats.failed_upcalls),
                 ]
             }),
+        )?;
+        self.per_pmd(
+            enc,
+            "upcalls_deferred",
+            "Misses that waited in the upcall queue for the upcall budget (Sluice's own: OVS has no budget)",
+            |s| s.upcalls_deferred,
         )
     }
 

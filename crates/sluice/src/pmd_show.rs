@@ -26,6 +26,14 @@ pub fn pmd_stats(s: &PmdSnapshot) -> String {
     );
     line("miss with success upcall", st.upcalls.to_string());
     line("miss with failed upcall", st.failed_upcalls.to_string());
+    line(
+        "misses that waited for the upcall budget",
+        format!(
+            "{} ({} waiting now)",
+            st.upcalls_deferred,
+            st.upcalls_waiting()
+        ),
+    );
     line("sent packets", st.sent_packets.to_string());
     line("sent batches", st.sent_batches.to_string());
     line(

@@ -265,6 +265,14 @@ pub fn text(s: &RunSummary) -> String {
             st.flow_limit_hits, st.mask_limit_hits
         );
     }
+    if st.upcalls_deferred > 0 {
+        let _ = writeln!(
+            o,
+            "  misses that waited for the upcall budget: {} ({} waiting now)",
+            st.upcalls_deferred,
+            st.upcalls_waiting()
+        );
+    }
     let (mf, masks, emc, smc) = s.cache_occupancy;
     let _ = writeln!(
         o,
@@ -354,7 +362,7 @@ pub fn json(s: &RunSummary) -> Value {
             .into()
     };
     let ct = s.rules.conntrack();
-    json!({
+    let mut v = json!({
         "elapsed_s": s.elapsed.as_secs_f64(),
         // The tracked connections at the end, as dump-conntrack lists them.
         "conntrack": ct.dump(None, ct.now_ms()),
@@ -437,5 +445,9 @@ pub fn json(s: &RunSummary) -> Value {
                 "n_bytes": b,
             })
         }).collect::<Vec<_>>(),
-    })
+    });
+    // Beside the rest (one json! of them all is past the macro's depth).
+    v["datapath"]["upcalls deferred"] = json!(st.upcalls_deferred);
+    v["datapath"]["upcalls waiting"] = json!(st.upcalls_waiting());
+    v
 }

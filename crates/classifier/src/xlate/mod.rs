@@ -628,9 +628,24 @@ impl Ctx<'_, '_> {
     /// `mod_vlan_vid` / `mod_vlan_pcp`: the bits `mask` of the outermost
     /// tag, if there is one (the parser puts a `push_vlan` before these
     /// where the rule does not guarantee a tag, as OpenFlow 1.3 does).
+    /// On a packet whose tag an earlier action popped, `mod_vlan_vid`
+    /// makes the tag again (PCP 0), as OVS, which sends it as
+    /// `set_field:VID|OFPVID_PRESENT->vlan_vid` over OpenFlow 1.3 and whose
+    /// OpenFlow 1.0 set_vlan_vid pushes a tag where there is none;
+    /// `mod_vlan_pcp` (a set_field of vlan_pcp over 1.3) is skipped.
     fn set_vlan_bits(&mut self, mask: u16, bits: u16) {
         self.unwc_vlan(0, mask | tci::PRESENT, 0);
         if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
+            if mask == tci::VID_MASK {
+                self.flow.vlan_tci[0] = tci::PRESENT | bits;
+                if self.flow.vlan_tpid[0] == 0 {
+                    self.flow.vlan_tpid[0] = 0x8100;
+                }
+                self.vlan_origin[0] = None;
+                self.vlans_touched = true;
+                self.note(self.depth, ">> no VLAN tag: mod_vlan_vid makes one");
+                return;
+            }
             self.note(self.depth, ">> no VLAN tag: skipped");
             return;
         }
@@ -948,6 +963,22 @@ impl Ctx<'_, '_> {
         if field.name == "vlan_vid" || field.name == "vlan_pcp" {
             self.unwc_vlan(0, tci::PRESENT, 0);
             if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
+                // A tag an earlier action popped (the rule's match had
+                // one): OVS's set_field of an OXM vlan_vid with
+                // OFPVID_PRESENT writes the present bit too, so the tag is
+                // back, its PCP 0 (flow_set_vlan_vid, flow_fix_vlan_tpid).
+                // A vlan_pcp (OVS's set_vlan_pcp) or a VID without the bit
+                // is skipped on a packet without a tag, as OVS does.
+                if field.name == "vlan_vid" && value as u16 & tci::PRESENT != 0 {
+                    self.flow.vlan_tci[0] = value as u16 & 0x1fff;
+                    if self.flow.vlan_tpid[0] == 0 {
+                        self.flow.vlan_tpid[0] = 0x8100;
+                    }
+                    self.vlan_origin[0] = None;
+                    self.vlans_touched = true;
+                    self.note(self.depth, ">> no VLAN tag: the present bit makes one");
+                    return;
+                }
                 self.note(self.depth, ">> no VLAN tag: skipped");
                 return;
             }

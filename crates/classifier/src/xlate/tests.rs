@@ -875,3 +875,36 @@ fn pkt_mark_carries_between_tables() {
         "load:0x3->NXM_NX_PKT_MARK[0..3]"
     );
 }
+
+/// A tag set after a resubmit popped the packet's tag, as OVS 3.1 gives it
+/// (issue 60): a set of vlan_vid with OFPVID_PRESENT (and mod_vlan_vid,
+/// which ovs-ofctl -O OpenFlow13 sends as one) makes the tag again with
+/// PCP 0; a set of vlan_pcp on the untagged packet is skipped.
+#[test]
+fn a_tag_set_after_a_pop_is_pushed_again_as_ovs() {
+    let mut tagged = tcp_key();
+    tagged.dl_type = 0x86dd;
+    tagged.vlan_tci[0] = 0x7064; // pcp 3, present, vid 100
+    tagged.vlan_tpid[0] = 0x8100;
+    let pop = "table=1,priority=10,vlan_tci=0x1000/0x1000,actions=strip_vlan\n";
+    for set_vid in ["set_field:8190->vlan_vid", "mod_vlan_vid:4094"] {
+        let r = set(&format!(
+            "table=0,priority=10,vlan_tci=0x1000/0x1000,actions=resubmit(,1),{set_vid},output:2\n{pop}"
+        ));
+        // OVS: pop_vlan,push_vlan(vid=4094,pcp=0),2; the same bytes as
+        // the tag rewritten in place (one tag before and after, 0x8100).
+        assert_eq!(
+            run(&r, &tagged).actions,
+            vec![DpAction::SetVlanTci(4094), DpAction::Output(2)],
+            "{set_vid}"
+        );
+    }
+    // OVS: pop_vlan,2
+    let r = set(&format!(
+        "table=0,priority=10,vlan_tci=0x1000/0x1000,actions=resubmit(,1),set_field:5->vlan_pcp,output:2\n{pop}"
+    ));
+    assert_eq!(
+        run(&r, &tagged).actions,
+        vec![DpAction::PopVlan, DpAction::Output(2)]
+    );
+}

@@ -157,7 +157,7 @@ impl Pipeline {
                 let mut unload = batch.unload();
                 for (i, &port) in port_of.iter().enumerate().take(n_rx) {
                     if classified & (1 << i) == 0 {
-                        stats.dropped[self.unclassified_reason(i).index()] += 1;
+                        stats.dropped[DropReason::Runt.index()] += 1;
                         unload.free(pool);
                         continue;
                     }

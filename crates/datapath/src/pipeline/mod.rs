@@ -38,6 +38,7 @@ use crate::output::OutputStage;
 use crate::packet_in::PacketInQueue;
 use crate::stats::{DpStats, DropReason};
 use crate::upcall_budget::UpcallBudget;
+use crate::upcall_queue::{UpcallQueue, Waiting};
 
 /// Entries of [`Pipeline`]'s group index (a power of two, twice a batch).
 const GROUP_INDEX_SIZE: usize = 2 * BATCH_SIZE;
@@ -125,6 +126,22 @@ enum Fate {
     PerPacket,
 }
 
+/// How long one poll iteration may run waiting misses once it ran a batch
+/// of them (about 40-100 µs): the rings are read between two such runs.
+const DRAIN_CYCLES: u64 = 250_000;
+
+/// Whether a batch's misses may wait in the upcall queue, and must.
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    /// They may (a live device's first pass, or a drain of the queue).
+    may: bool,
+    /// They wait even when the budget could pay: others wait before them,
+    /// or their device's ring holds more.
+    first: bool,
+    /// Places left in the queue.
+    room: usize,
+}
+
 /// Upcall timings a pipeline keeps between two takes by the datapath (at
 /// the end of each iteration): more in one iteration go untimed.
 pub(crate) const UPCALL_SAMPLES: usize = 1024;
@@ -157,14 +174,27 @@ pub(crate) struct Pipeline {
     pub caches: Caches,
     pub packet_ins: PacketInQueue,
     upcall_budget: UpcallBudget,
+    /// Misses waiting for the budget ([`crate::upcall_queue`]).
+    pub(crate) waiting: UpcallQueue,
     /// Whether each upcall's cycles are kept in `upcall_cycles`
     /// (`pmd-perf-metrics`).
     pub time_upcalls: bool,
     /// Cycles of the upcalls since the datapath last took them (at most
     /// its capacity: no allocation here).
     pub upcall_cycles: Vec<u64>,
-    /// Misses of the current batch refused by the upcall budget.
-    refused: u32,
+    /// Packets of the current batch that wait for the upcall budget:
+    /// they leave the batch for `waiting`.
+    defer: u32,
+    /// The batch comes from a source that can wait
+    /// ([`sluice_port::PortCaps::rx_can_wait`]): its misses are
+    /// translated now (the source is read later instead), and its hits
+    /// are not competition the budget protects.
+    exempt: bool,
+    /// The batch is a drain of `waiting`: its packets were counted when
+    /// received.
+    draining: bool,
+    /// The batch filled its burst from a live device ([`Pipeline::process`]).
+    backlog: bool,
     /// Packets waiting to pass through again (`recirc` actions).
     recirc: RecircQueue,
     /// Whether the batch being processed is a recirculation pass, and the
@@ -182,7 +212,12 @@ pub(crate) struct Pipeline {
 }
 
 impl Pipeline {
-    pub fn new(packet_in_cap: usize, cache: CacheConfig, vlan_setting: usize) -> Self {
+    pub fn new(
+        packet_in_cap: usize,
+        cache: CacheConfig,
+        vlan_setting: usize,
+        waiting_cap: usize,
+    ) -> Self {
         Pipeline {
             vlans: vlan_limit(vlan_setting),
             keys: [FlowKey::default(); BATCH_SIZE],
@@ -201,7 +236,11 @@ impl Pipeline {
             upcall_budget: UpcallBudget::new(cache.upcall_share_pct),
             time_upcalls: false,
             upcall_cycles: Vec::with_capacity(UPCALL_SAMPLES),
-            refused: 0,
+            waiting: UpcallQueue::new(waiting_cap),
+            defer: 0,
+            exempt: false,
+            draining: false,
+            backlog: false,
             recirc: RecircQueue::new(),
             in_recirc: false,
             recirc_ids: [0; BATCH_SIZE],
@@ -218,7 +257,12 @@ impl Pipeline {
     }
 
     /// Processes one rx batch to the output queues; `now_cycles` is a
-    /// recent cycle-counter reading (the burst's start).
+    /// recent cycle-counter reading (the burst's start). `can_wait`: the
+    /// batch's source can wait ([`sluice_port::PortCaps::rx_can_wait`]),
+    /// so none of its misses waits in the queue. `backlog`: the batch
+    /// filled a burst from a live device, so more frames wait in its ring:
+    /// its misses wait in the queue (while it has room) so that the ring
+    /// is read before they are translated and overflows less.
     #[allow(clippy::too_many_arguments)]
     pub fn process(
         &mut self,
@@ -230,11 +274,79 @@ impl Pipeline {
         stats: &mut DpStats,
         now_us: u64,
         now_cycles: u64,
+        can_wait: bool,
+        backlog: bool,
     ) {
+        self.exempt = can_wait;
+        self.backlog = backlog && !can_wait;
         self.pass(batch, env, epoch, pool, out, stats, now_us, now_cycles);
         if !self.recirc.next.is_empty() {
             self.recirculate(env, epoch, pool, out, stats, now_us, now_cycles);
         }
+        self.exempt = false;
+        self.backlog = false;
+    }
+
+    /// Whether sources that can wait are left unread now: misses wait in
+    /// the queue (they go first), or the budget is spent while traffic
+    /// that cannot wait competes.
+    #[inline]
+    pub fn sources_wait(&self, now_cycles: u64) -> bool {
+        !self.waiting.is_empty()
+            || (self.upcall_budget.limited() && !self.upcall_budget.allows(now_cycles))
+    }
+
+    /// Runs waiting misses, oldest first, a batch at a time while the
+    /// budget allows (every one of them with `force`: the datapath's end),
+    /// at most about `max` packets. Returns how many ran.
+    #[allow(clippy::too_many_arguments)]
+    pub fn drain_waiting(
+        &mut self,
+        env: XlateEnv<'_>,
+        epoch: u64,
+        pool: &mut PacketPool,
+        out: &mut OutputStage,
+        stats: &mut DpStats,
+        now_us: u64,
+        max: usize,
+        force: bool,
+    ) -> usize {
+        let mut ran = 0;
+        let start = crate::cycles::now();
+        while !self.waiting.is_empty() && ran < max {
+            let now = crate::cycles::now();
+            if !force && ran > 0 && now.wrapping_sub(start) > DRAIN_CYCLES {
+                // The rings are read again before more upcalls.
+                break;
+            }
+            if !force && self.upcall_budget.limited() {
+                self.upcall_budget.refill(now);
+                if !self.upcall_budget.allows(now) {
+                    break;
+                }
+            }
+            let mut batch = PacketBatch::new();
+            let n = self.waiting.begin_drain(BATCH_SIZE, |w| {
+                let _ = batch.push(w.pkt);
+            });
+            stats.upcalls_resumed += n as u64;
+            ran += n;
+            self.draining = true;
+            self.exempt = force;
+            self.pass(&mut batch, env, epoch, pool, out, stats, now_us, now);
+            let again = self.defer != 0;
+            self.waiting.end_drain();
+            if !self.recirc.next.is_empty() {
+                self.recirculate(env, epoch, pool, out, stats, now_us, now);
+            }
+            self.draining = false;
+            self.exempt = false;
+            if again {
+                // The budget ran out inside the batch.
+                break;
+            }
+        }
+        ran
     }
 
     /// Runs the packets `recirc` actions sent back, pass after pass, each
@@ -303,18 +415,42 @@ impl Pipeline {
         let mut todo = self.emc_stage(classified, env, epoch, stats);
         todo = self.smc_stage(todo, env, epoch, stats);
         todo = self.megaflow_stage(todo, env, epoch, stats);
-        // Cached traffic in this batch: upcalls now compete with it.
-        if classified & !todo != 0 && self.upcall_budget.limited() {
+        let limited = self.upcall_budget.limited();
+        // Cached traffic in this batch from a source that cannot wait:
+        // upcalls now compete with it.
+        let live = !self.exempt && !self.draining;
+        if classified & !todo != 0 && limited && live {
             self.upcall_budget.note_hits(now_cycles);
         }
-        self.refused = 0;
+        self.defer = 0;
+        // A miss of a new batch waits while earlier ones wait (they go
+        // first), or behind a backlog in its device's ring; a
+        // recirculation finishes what its first pass began.
+        let may_wait = !self.exempt && !self.in_recirc;
+        let fresh = may_wait && !self.draining;
+        // A backlog may fill half the queue; the other half is for
+        // misses the budget refuses.
+        let backlog = self.backlog && self.waiting.len() < self.waiting.capacity() / 2;
+        let wait = Wait {
+            may: may_wait,
+            first: fresh && (backlog || !self.waiting.is_empty()),
+            room: if may_wait {
+                self.waiting.capacity().saturating_sub(self.waiting.len())
+            } else {
+                0
+            },
+        };
+        let behind = fresh && !self.waiting.is_empty();
         if todo != 0 {
-            self.upcall_stage(todo, env, epoch, now_us, stats);
+            self.upcall_stage(todo, wait, env, epoch, now_us, stats);
+        }
+        if self.defer != 0 || behind {
+            self.keep_flow_order(classified, behind);
         }
         let forwarded = stats.forwarded;
         self.execute_groups(
             batch,
-            classified & !self.refused,
+            classified & !self.defer,
             env.rules,
             pool,
             out,
@@ -464,7 +600,7 @@ impl Pipeline {
                 }
             }
         }
-        if !self.in_recirc {
+        if !self.in_recirc && !self.draining {
             stats.rx_packets += batch.len() as u64;
             stats.rx_bytes += bytes;
         }
@@ -577,9 +713,33 @@ impl Pipeline {
         left
     }
 
+    /// Packets of a flow with an earlier packet waiting wait too, behind
+    /// it, whatever matched them: those after a packet of the batch that
+    /// waits, and with `behind` those of a flow with a packet in the
+    /// queue. While the queue has room for them: a full queue forwards
+    /// them rather than drop a packet a cache matched.
+    fn keep_flow_order(&mut self, classified: u32, behind: bool) {
+        let mut room = self
+            .waiting
+            .capacity()
+            .saturating_sub(self.waiting.len() + self.defer.count_ones() as usize);
+        let mut waiting = ArrayVec::<u32, BATCH_SIZE>::new();
+        for i in set_bits(classified) {
+            let h = self.hashes[i];
+            if self.defer & (1 << i) != 0 {
+                waiting.push(h);
+            } else if room > 0 && (waiting.contains(&h) || (behind && self.waiting.holds_flow(h))) {
+                self.defer |= 1 << i;
+                waiting.push(h);
+                room -= 1;
+            }
+        }
+    }
+
     fn upcall_stage(
         &mut self,
         todo: u32,
+        mut wait: Wait,
         env: XlateEnv<'_>,
         epoch: u64,
         now_us: u64,
@@ -618,16 +778,22 @@ impl Pipeline {
                 continue;
             }
             let timed = limited || self.time_upcalls;
-            let start = if timed {
-                let now = crate::cycles::now();
-                if limited && !self.upcall_budget.allows(now) {
-                    self.refused |= 1 << i;
+            let start = if timed { crate::cycles::now() } else { 0 };
+            let refused = limited && !self.upcall_budget.allows(start);
+            if wait.may {
+                // Misses wait in arrival order: after the first of the
+                // batch that waits, every later one does. One the budget
+                // refuses waits even in a full queue: it is dropped
+                // there, counted.
+                let wants = wait.first || self.defer != 0 || refused;
+                if refused || (wants && wait.room > 0) {
+                    self.defer |= 1 << i;
+                    wait.room = wait.room.saturating_sub(1);
                     continue;
                 }
-                now
-            } else {
-                0
-            };
+            }
+            // Otherwise (a source that can wait, a recirculation, the
+            // datapath's end) it is translated now, and charged.
             let result = self
                 .caches
                 .upcall(&key, self.hashes[i], env, epoch, now_us, stats);
@@ -672,14 +838,25 @@ impl Pipeline {
     ) {
         self.group_packets(batch, classified);
         // A recirculation pass has packets whose fate is counted already:
-        // `execute` knows them.
+        // `execute` knows them; packets that wait leave the batch here.
         if self.in_recirc
+            || self.defer != 0
             || !self.output_directly(batch, classified, rules, pool, out, stats, now_us)
         {
             for (i, p) in batch.drain().enumerate() {
-                if classified & (1 << i) == 0 {
+                if self.defer & (1 << i) != 0 {
+                    let hash = self.hashes[i];
+                    match self.waiting.push(Waiting { pkt: p, hash }) {
+                        Ok(()) => stats.upcalls_deferred += 1,
+                        Err(p) => {
+                            // The queue is full: a miss storm.
+                            stats.dropped[DropReason::UpcallBudget.index()] += 1;
+                            pool.free(p);
+                        }
+                    }
+                } else if classified & (1 << i) == 0 {
                     if self.counted & (1 << i) == 0 {
-                        stats.dropped[self.unclassified_reason(i).index()] += 1;
+                        stats.dropped[DropReason::Runt.index()] += 1;
                     }
                     pool.free(p);
                 } else {
@@ -749,16 +926,6 @@ impl Pipeline {
             rules,
             now_us,
         });
-    }
-
-    /// Why packet `i`, not among the classified, is dropped.
-    #[inline]
-    fn unclassified_reason(&self, i: usize) -> DropReason {
-        if self.refused & (1 << i) != 0 {
-            DropReason::UpcallBudget
-        } else {
-            DropReason::Runt
-        }
     }
 
     /// Groups the classified packets by the flow they follow: groups in

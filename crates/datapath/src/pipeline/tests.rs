@@ -17,7 +17,7 @@ fn reference_groups(targets: &[Target]) -> Vec<(Target, Vec<u8>)> {
 fn grouping_through_the_index_matches_a_plain_search() {
     use sluice_packet::PacketPool;
     let mut pool = PacketPool::new(64, 256).unwrap();
-    let mut p = Pipeline::new(16, CacheConfig::default(), 1);
+    let mut p = Pipeline::new(16, CacheConfig::default(), 1, 64);
     // Slot indexes that share index entries (5, 69, 133 and 197 all
     // end in the same 6 bits), other generations of one slot, temps,
     // repeats near and far.

@@ -434,6 +434,7 @@ impl Port for AfPacketPort {
             finite_rx: false,
             rx_hash: false,
             tx_offload: self.vnet,
+            rx_can_wait: false,
         }
     }
 

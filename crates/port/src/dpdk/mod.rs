@@ -284,6 +284,7 @@ impl Port for DpdkPort {
             finite_rx: false,
             rx_hash: true,
             tx_offload: false,
+            rx_can_wait: false,
         }
     }
 

@@ -204,6 +204,7 @@ impl Port for VhostPort {
             finite_rx: false,
             rx_hash: false,
             tx_offload: false,
+            rx_can_wait: true,
         }
     }
 
