@@ -194,6 +194,12 @@ struct Slot {
     flow: Option<Megaflow>,
 }
 
+/// The hash a subtable is found by, of its mask.
+#[inline]
+fn mask_hash(mask: &FlowKey) -> u64 {
+    u64::from(mask.hash())
+}
+
 struct Subtable {
     mask: FlowKey,
     entries: HashTable<u32>,
@@ -207,6 +213,9 @@ pub struct MegaflowTable {
     subtables: Vec<Subtable>,
     /// Live subtable ids, most hits first.
     order: Vec<u32>,
+    /// Live subtable ids by their mask's hash: an install finds its
+    /// subtable in O(1), not by comparing every mask.
+    by_mask: HashTable<u32>,
     free_subtables: Vec<u32>,
     limits: MegaflowLimits,
     n_flows: usize,
@@ -234,6 +243,7 @@ impl MegaflowTable {
             free: Vec::new(),
             subtables: Vec::new(),
             order: Vec::new(),
+            by_mask: HashTable::new(),
             free_subtables: Vec::new(),
             limits,
             n_flows: 0,
@@ -386,10 +396,39 @@ impl MegaflowTable {
 
     /// The live subtable of `mask`.
     fn subtable_for(&self, mask: &FlowKey) -> Option<u32> {
-        self.order
-            .iter()
+        let subtables = &self.subtables;
+        self.by_mask
+            .find(mask_hash(mask), |&s| subtables[s as usize].mask == *mask)
             .copied()
-            .find(|&s| self.subtables[s as usize].mask == *mask)
+    }
+
+    /// The subtable megaflow `r` is in, while it is installed.
+    pub fn subtable_of(&self, r: FlowRef) -> Option<u32> {
+        let s = self.slots.get(r.idx as usize)?;
+        (s.gen == r.gen && s.flow.is_some()).then_some(s.subtable)
+    }
+
+    /// Looks up one key in the subtables `sids` only (those an earlier
+    /// miss of a batch installed into, when nothing else changed since the
+    /// key missed every subtable). Adds the subtables a hit took to
+    /// `probes`, as [`MegaflowTable::lookup`].
+    pub fn lookup_in(&mut self, key: &FlowKey, sids: &[u32], probes: &mut u64) -> Option<FlowRef> {
+        for (k, &sid) in sids.iter().enumerate() {
+            let st = &self.subtables[sid as usize];
+            if st.entries.is_empty() {
+                continue;
+            }
+            let h = key.hash64_masked(&st.mask);
+            if let Some(idx) = self.probe(st, h, key) {
+                *probes += k as u64 + 1;
+                self.subtables[sid as usize].hits += 1;
+                return Some(FlowRef {
+                    idx,
+                    gen: self.slots[idx as usize].gen,
+                });
+            }
+        }
+        None
     }
 
     /// The slot of the megaflow with exactly match `m` in subtable `sid`,
@@ -442,6 +481,11 @@ impl MegaflowTable {
                 };
                 // New masks go last until ranking says otherwise.
                 self.order.push(sid);
+                let subtables = &self.subtables;
+                self.by_mask
+                    .insert_unique(mask_hash(&flow.matcher.mask), sid, |&s| {
+                        mask_hash(&subtables[s as usize].mask)
+                    });
                 sid
             }
         };
@@ -495,6 +539,10 @@ impl MegaflowTable {
         }
         if st.entries.is_empty() {
             self.order.retain(|&o| o != sid);
+            let mh = mask_hash(&self.subtables[sid as usize].mask);
+            if let Ok(e) = self.by_mask.find_entry(mh, |&s| s == sid) {
+                e.remove();
+            }
             self.free_subtables.push(sid);
             self.subtables[sid as usize].entries = HashTable::new();
         }

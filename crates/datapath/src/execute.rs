@@ -91,13 +91,19 @@ pub fn check_len(pkt: &Packet) -> usize {
         d.get(at..at + 2)
             .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
     };
+    // OVS's ipv4_sanity_check / ipv6_sanity_check: a pad only after a
+    // datagram whose lengths hold together, and of at most 255 bytes.
+    let size = n.saturating_sub(l3);
     let ip_len = match pkt.meta.l3_type {
-        0x0800 => be16(l3 + 2).filter(|&t| t >= 20),
+        0x0800 => {
+            let ihl = d.get(l3).map(|b| usize::from(b & 0x0f) * 4);
+            be16(l3 + 2).filter(|&t| ihl.is_some_and(|h| h >= 20 && h <= t))
+        }
         0x86dd => be16(l3 + 4).map(|p| p + 40),
         _ => None,
     };
     match ip_len {
-        Some(len) if l3 + len <= n => l3 + len,
+        Some(len) if len <= size && size - len <= 255 => l3 + len,
         _ => n,
     }
 }
@@ -371,4 +377,45 @@ fn copy_packets(
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_len;
+    use sluice_packet::extract::extract_with_shape;
+    use sluice_packet::{FlowKey, PacketPool};
+
+    /// The length `check_pkt_len` compares, as OVS's: the Ethernet padding
+    /// after a sane IPv4 datagram is left out; after one whose header says
+    /// it is longer than its total length (IHL 6, total length 20: OVS's
+    /// ipv4_sanity_check fails), or with more than 255 bytes after it, the
+    /// whole frame counts.
+    #[test]
+    fn padding_counts_only_after_a_sane_datagram() {
+        let mut pool = PacketPool::new(4, 2048).unwrap();
+        let len_of = |pool: &mut PacketPool, frame: &[u8]| {
+            let mut p = pool.alloc_from(frame).unwrap();
+            let (d, m) = p.data_and_meta_mut();
+            let _ = extract_with_shape(d, 1, 1, m, &mut FlowKey::default());
+            let n = check_len(&p);
+            pool.free(p);
+            n
+        };
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&20u16.to_be_bytes());
+        f[23] = 17;
+        assert_eq!(
+            len_of(&mut pool, &f),
+            34,
+            "a 20-byte datagram, 26 bytes of pad"
+        );
+        f[14] = 0x46;
+        assert_eq!(len_of(&mut pool, &f), 60, "IHL 6 over a total length of 20");
+        f[14] = 0x45;
+        let mut big = f.clone();
+        big.resize(14 + 20 + 300, 0);
+        assert_eq!(len_of(&mut pool, &big), 334, "300 bytes after it: no pad");
+    }
 }

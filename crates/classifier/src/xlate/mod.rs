@@ -637,13 +637,7 @@ impl Ctx<'_, '_> {
         self.unwc_vlan(0, mask | tci::PRESENT, 0);
         if self.flow.vlan_tci[0] & tci::PRESENT == 0 {
             if mask == tci::VID_MASK {
-                self.flow.vlan_tci[0] = tci::PRESENT | bits;
-                if self.flow.vlan_tpid[0] == 0 {
-                    self.flow.vlan_tpid[0] = 0x8100;
-                }
-                self.vlan_origin[0] = None;
-                self.vlans_touched = true;
-                self.note(self.depth, ">> no VLAN tag: mod_vlan_vid makes one");
+                self.tag_again(bits, ">> no VLAN tag: mod_vlan_vid makes one");
                 return;
             }
             self.note(self.depth, ">> no VLAN tag: skipped");
@@ -651,6 +645,18 @@ impl Ctx<'_, '_> {
         }
         self.flow.vlan_tci[0] = (self.flow.vlan_tci[0] & !mask) | bits;
         self.vlans_touched = true;
+    }
+
+    /// A tag again where an earlier action popped the packet's: VID `vid`,
+    /// PCP 0, TPID 0x8100 (OVS's flow_set_vlan_vid and flow_fix_vlan_tpid).
+    fn tag_again(&mut self, vid: u16, why: &str) {
+        self.flow.vlan_tci[0] = tci::PRESENT | vid;
+        if self.flow.vlan_tpid[0] == 0 {
+            self.flow.vlan_tpid[0] = 0x8100;
+        }
+        self.vlan_origin[0] = None;
+        self.vlans_touched = true;
+        self.note(self.depth, why);
     }
 
     /// Makes the packet's tags those of the flow, as OVS's
@@ -970,13 +976,10 @@ impl Ctx<'_, '_> {
                 // A vlan_pcp (OVS's set_vlan_pcp) or a VID without the bit
                 // is skipped on a packet without a tag, as OVS does.
                 if field.name == "vlan_vid" && value as u16 & tci::PRESENT != 0 {
-                    self.flow.vlan_tci[0] = value as u16 & 0x1fff;
-                    if self.flow.vlan_tpid[0] == 0 {
-                        self.flow.vlan_tpid[0] = 0x8100;
-                    }
-                    self.vlan_origin[0] = None;
-                    self.vlans_touched = true;
-                    self.note(self.depth, ">> no VLAN tag: the present bit makes one");
+                    self.tag_again(
+                        value as u16 & tci::VID_MASK,
+                        ">> no VLAN tag: the present bit makes one",
+                    );
                     return;
                 }
                 self.note(self.depth, ">> no VLAN tag: skipped");

@@ -23,6 +23,10 @@
 //! Uses: `meta.in_port`, `meta.hash`. Sets: `meta` offsets, packet bytes.
 
 mod direct;
+mod upcall;
+mod waiting;
+
+use waiting::Wait;
 
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::DpAction;
@@ -126,22 +130,6 @@ enum Fate {
     PerPacket,
 }
 
-/// How long one poll iteration may run waiting misses once it ran a batch
-/// of them (about 40-100 µs): the rings are read between two such runs.
-const DRAIN_CYCLES: u64 = 250_000;
-
-/// Whether a batch's misses may wait in the upcall queue, and must.
-#[derive(Debug, Clone, Copy)]
-struct Wait {
-    /// They may (a live device's first pass, or a drain of the queue).
-    may: bool,
-    /// They wait even when the budget could pay: others wait before them,
-    /// or their device's ring holds more.
-    first: bool,
-    /// Places left in the queue.
-    room: usize,
-}
-
 /// Upcall timings a pipeline keeps between two takes by the datapath (at
 /// the end of each iteration): more in one iteration go untimed.
 pub(crate) const UPCALL_SAMPLES: usize = 1024;
@@ -185,6 +173,10 @@ pub(crate) struct Pipeline {
     /// Packets of the current batch that wait for the upcall budget:
     /// they leave the batch for `waiting`.
     defer: u32,
+    /// Of them, the misses (the rest wait behind their flow).
+    defer_miss: u32,
+    /// In a drain pass, where each packet was in the queue.
+    drain_slots: [usize; BATCH_SIZE],
     /// The batch comes from a source that can wait
     /// ([`sluice_port::PortCaps::rx_can_wait`]): its misses are
     /// translated now (the source is read later instead), and its hits
@@ -238,6 +230,8 @@ impl Pipeline {
             upcall_cycles: Vec::with_capacity(UPCALL_SAMPLES),
             waiting: UpcallQueue::new(waiting_cap),
             defer: 0,
+            defer_miss: 0,
+            drain_slots: [0; BATCH_SIZE],
             exempt: false,
             draining: false,
             backlog: false,
@@ -285,68 +279,6 @@ impl Pipeline {
         }
         self.exempt = false;
         self.backlog = false;
-    }
-
-    /// Whether sources that can wait are left unread now: misses wait in
-    /// the queue (they go first), or the budget is spent while traffic
-    /// that cannot wait competes.
-    #[inline]
-    pub fn sources_wait(&self, now_cycles: u64) -> bool {
-        !self.waiting.is_empty()
-            || (self.upcall_budget.limited() && !self.upcall_budget.allows(now_cycles))
-    }
-
-    /// Runs waiting misses, oldest first, a batch at a time while the
-    /// budget allows (every one of them with `force`: the datapath's end),
-    /// at most about `max` packets. Returns how many ran.
-    #[allow(clippy::too_many_arguments)]
-    pub fn drain_waiting(
-        &mut self,
-        env: XlateEnv<'_>,
-        epoch: u64,
-        pool: &mut PacketPool,
-        out: &mut OutputStage,
-        stats: &mut DpStats,
-        now_us: u64,
-        max: usize,
-        force: bool,
-    ) -> usize {
-        let mut ran = 0;
-        let start = crate::cycles::now();
-        while !self.waiting.is_empty() && ran < max {
-            let now = crate::cycles::now();
-            if !force && ran > 0 && now.wrapping_sub(start) > DRAIN_CYCLES {
-                // The rings are read again before more upcalls.
-                break;
-            }
-            if !force && self.upcall_budget.limited() {
-                self.upcall_budget.refill(now);
-                if !self.upcall_budget.allows(now) {
-                    break;
-                }
-            }
-            let mut batch = PacketBatch::new();
-            let n = self.waiting.begin_drain(BATCH_SIZE, |w| {
-                let _ = batch.push(w.pkt);
-            });
-            stats.upcalls_resumed += n as u64;
-            ran += n;
-            self.draining = true;
-            self.exempt = force;
-            self.pass(&mut batch, env, epoch, pool, out, stats, now_us, now);
-            let again = self.defer != 0;
-            self.waiting.end_drain();
-            if !self.recirc.next.is_empty() {
-                self.recirculate(env, epoch, pool, out, stats, now_us, now);
-            }
-            self.draining = false;
-            self.exempt = false;
-            if again {
-                // The budget ran out inside the batch.
-                break;
-            }
-        }
-        ran
     }
 
     /// Runs the packets `recirc` actions sent back, pass after pass, each
@@ -423,6 +355,7 @@ impl Pipeline {
             self.upcall_budget.note_hits(now_cycles);
         }
         self.defer = 0;
+        self.defer_miss = 0;
         // A miss of a new batch waits while earlier ones wait (they go
         // first), or behind a backlog in its device's ring; a
         // recirculation finishes what its first pass began.
@@ -713,116 +646,6 @@ impl Pipeline {
         left
     }
 
-    /// Packets of a flow with an earlier packet waiting wait too, behind
-    /// it, whatever matched them: those after a packet of the batch that
-    /// waits, and with `behind` those of a flow with a packet in the
-    /// queue. While the queue has room for them: a full queue forwards
-    /// them rather than drop a packet a cache matched.
-    fn keep_flow_order(&mut self, classified: u32, behind: bool) {
-        let mut room = self
-            .waiting
-            .capacity()
-            .saturating_sub(self.waiting.len() + self.defer.count_ones() as usize);
-        let mut waiting = ArrayVec::<u32, BATCH_SIZE>::new();
-        for i in set_bits(classified) {
-            let h = self.hashes[i];
-            if self.defer & (1 << i) != 0 {
-                waiting.push(h);
-            } else if room > 0 && (waiting.contains(&h) || (behind && self.waiting.holds_flow(h))) {
-                self.defer |= 1 << i;
-                waiting.push(h);
-                room -= 1;
-            }
-        }
-    }
-
-    fn upcall_stage(
-        &mut self,
-        todo: u32,
-        mut wait: Wait,
-        env: XlateEnv<'_>,
-        epoch: u64,
-        now_us: u64,
-        stats: &mut DpStats,
-    ) {
-        self.n_temps = 0;
-        let mut installed = false;
-        // Every miss starts in table 0: its prefix tries' nodes for the
-        // whole batch are fetched together rather than one walk at a time.
-        let missed: arrayvec::ArrayVec<&FlowKey, 32> =
-            set_bits(todo).map(|i| &self.keys[i]).collect();
-        env.rules.warm(0, missed.iter().copied());
-        let limited = self.upcall_budget.limited();
-        if limited {
-            self.upcall_budget.refill(crate::cycles::now());
-        }
-        for i in set_bits(todo) {
-            let key = self.keys[i];
-            // An earlier miss of this batch may have installed a megaflow
-            // that covers this packet too.
-            if installed {
-                let mut probes = 0;
-                let again = self.caches.megaflows.lookup(&key, &mut probes);
-                stats.subtable_lookups += probes;
-                if let Some(r) = again.filter(|&r| self.caches.fresh(r, env, epoch, stats)) {
-                    self.targets[i] = Target::mega(r);
-                    stats.megaflow_hits += 1;
-                    continue;
-                }
-            }
-            if let Some(t) = self.temps[..self.n_temps].iter().position(|t| t.key == key) {
-                // A miss forwarded by an uncached translation: counted like
-                // the one that made it.
-                self.targets[i] = Target::temp(t as u8);
-                stats.failed_upcalls += 1;
-                continue;
-            }
-            let timed = limited || self.time_upcalls;
-            let start = if timed { crate::cycles::now() } else { 0 };
-            let refused = limited && !self.upcall_budget.allows(start);
-            if wait.may {
-                // Misses wait in arrival order: after the first of the
-                // batch that waits, every later one does. One the budget
-                // refuses waits even in a full queue: it is dropped
-                // there, counted.
-                let wants = wait.first || self.defer != 0 || refused;
-                if refused || (wants && wait.room > 0) {
-                    self.defer |= 1 << i;
-                    wait.room = wait.room.saturating_sub(1);
-                    continue;
-                }
-            }
-            // Otherwise (a source that can wait, a recirculation, the
-            // datapath's end) it is translated now, and charged.
-            let result = self
-                .caches
-                .upcall(&key, self.hashes[i], env, epoch, now_us, stats);
-            if timed {
-                let spent = crate::cycles::now().wrapping_sub(start);
-                if limited {
-                    self.upcall_budget.charge(spent);
-                }
-                if self.time_upcalls && self.upcall_cycles.len() < UPCALL_SAMPLES {
-                    self.upcall_cycles.push(spent);
-                }
-            }
-            match result {
-                Ok(r) => {
-                    self.targets[i] = Target::mega(r);
-                    installed = true;
-                }
-                Err(_) => {
-                    // Forward by the translation without caching it.
-                    let t = &mut self.temps[self.n_temps];
-                    t.key = key;
-                    std::mem::swap(&mut t.xlate, &mut self.caches.xlate);
-                    self.targets[i] = Target::temp(self.n_temps as u8);
-                    self.n_temps += 1;
-                }
-            }
-        }
-    }
-
     /// Moves the packets to their flows' actions and credits the flows;
     /// frees the runts (the packets not in `classified`).
     #[allow(clippy::too_many_arguments)]
@@ -845,8 +668,18 @@ impl Pipeline {
         {
             for (i, p) in batch.drain().enumerate() {
                 if self.defer & (1 << i) != 0 {
-                    let hash = self.hashes[i];
-                    match self.waiting.push(Waiting { pkt: p, hash }) {
+                    let w = Waiting {
+                        pkt: p,
+                        hash: self.hashes[i],
+                        missed: self.defer_miss & (1 << i) != 0,
+                    };
+                    if self.draining {
+                        // Back where it was in the queue.
+                        self.waiting.put_back(self.drain_slots[i], w);
+                        stats.upcalls_deferred += 1;
+                        continue;
+                    }
+                    match self.waiting.push(w) {
                         Ok(()) => stats.upcalls_deferred += 1,
                         Err(p) => {
                             // The queue is full: a miss storm.
