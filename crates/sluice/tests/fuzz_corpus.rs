@@ -23,6 +23,8 @@ mod openflow10;
 mod openflow_decode;
 #[path = "../../../fuzz/checks/openflow_session.rs"]
 mod openflow_session;
+#[path = "../../../fuzz/checks/ovsdb_session.rs"]
+mod ovsdb_session;
 #[path = "../../../fuzz/checks/packet_extract.rs"]
 mod packet_extract;
 #[path = "../../../fuzz/checks/pcap_read.rs"]
@@ -49,6 +51,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("openflow10", openflow10::run),
     ("openflow_decode", openflow_decode::run),
     ("openflow_session", openflow_session::run),
+    ("ovsdb_session", ovsdb_session::run),
     ("packet_extract", packet_extract::run),
     ("pcap_read", pcap_read::run),
     ("stream_frames", stream_frames::run),

@@ -1,0 +1,242 @@
+//! What the `Open_vSwitch` database asks for, read from the monitored
+//! tables as ovs-vswitchd's bridge.c reads them: the root row's bridges,
+//! each bridge's ports, each port's interfaces, by name. References to
+//! rows that are not there (yet) are passed over; a port or interface
+//! that two parents claim, or a name used twice, goes to the first (by
+//! UUID order, which is stable) and the rest are reported, as OVS logs
+//! them. Nothing here does I/O or changes the switch: the reconciler
+//! compares this with what runs.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sluice_ovsdb::replica::{string, uuids};
+use sluice_ovsdb::{Atom, Datum, Replica, Row, Uuid};
+
+/// A string-to-string map column (`other_config`, `options`).
+pub type Smap = BTreeMap<String, String>;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Desired {
+    /// The root row (`Open_vSwitch`), if there is one yet.
+    pub root: Option<Uuid>,
+    /// The configuration's sequence number that `cur_cfg` acknowledges.
+    pub next_cfg: i64,
+    /// `Open_vSwitch:other_config`.
+    pub other_config: Smap,
+    /// Bridges by name.
+    pub bridges: BTreeMap<String, BridgeCfg>,
+    /// What was passed over, for the log.
+    pub warnings: Vec<String>,
+}
+
+/// One bridge.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BridgeCfg {
+    pub uuid: Uuid,
+    /// `netdev` (userspace) or `system`; "" is `system` to OVS.
+    pub datapath_type: String,
+    pub fail_mode: Option<String>,
+    pub other_config: Smap,
+    /// Ports by name.
+    pub ports: BTreeMap<String, PortCfg>,
+}
+
+/// One port.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PortCfg {
+    pub uuid: Uuid,
+    pub tag: Option<i64>,
+    pub trunks: Vec<i64>,
+    pub vlan_mode: Option<String>,
+    /// Interfaces by name.
+    pub interfaces: BTreeMap<String, IfaceCfg>,
+}
+
+/// One interface.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct IfaceCfg {
+    pub uuid: Uuid,
+    /// `type`: "" (a system device), `internal`, `patch`, `dpdk`,
+    /// `dpdkvhostuserclient`, `vxlan`, `geneve`, ...
+    pub kind: String,
+    pub options: Smap,
+    pub ofport_request: Option<i64>,
+    pub mtu_request: Option<i64>,
+}
+
+fn smap(row: &Row, column: &str) -> Smap {
+    match row.get(column) {
+        Some(Datum::Map(m)) => m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_str()?.to_string())))
+            .collect(),
+        _ => Smap::new(),
+    }
+}
+
+fn int(row: &Row, column: &str) -> Option<i64> {
+    row.get(column)?.one()?.as_i64()
+}
+
+fn ints(row: &Row, column: &str) -> Vec<i64> {
+    row.get(column)
+        .map(|d| d.atoms().iter().filter_map(Atom::as_i64).collect())
+        .unwrap_or_default()
+}
+
+/// Reads the configuration from the monitored tables (`Open_vSwitch`,
+/// `Bridge`, `Port`, `Interface`).
+pub fn desired(r: &Replica) -> Desired {
+    let mut d = Desired::default();
+    let Some((root, root_row)) = r.table("Open_vSwitch").min_by_key(|(u, _)| **u) else {
+        return d;
+    };
+    d.root = Some(*root);
+    d.next_cfg = int(root_row, "next_cfg").unwrap_or(0);
+    d.other_config = smap(root_row, "other_config");
+    let mut ports_taken = BTreeSet::new();
+    let mut ifaces_taken = BTreeSet::new();
+    let mut iface_names = BTreeSet::new();
+    let mut bridges: Vec<Uuid> = uuids(root_row, "bridges");
+    bridges.sort();
+    for bu in bridges {
+        let Some(brow) = r.row("Bridge", &bu) else {
+            continue;
+        };
+        let Some(name) = string(brow, "name") else {
+            continue;
+        };
+        if d.bridges.contains_key(name) {
+            d.warnings.push(format!(
+                "bridge {name}: a second bridge of that name, ignored"
+            ));
+            continue;
+        }
+        let mut b = BridgeCfg {
+            uuid: bu,
+            datapath_type: string(brow, "datapath_type").unwrap_or("").to_string(),
+            fail_mode: string(brow, "fail_mode").map(str::to_string),
+            other_config: smap(brow, "other_config"),
+            ports: BTreeMap::new(),
+        };
+        let mut ports = uuids(brow, "ports");
+        ports.sort();
+        for pu in ports {
+            let Some(prow) = r.row("Port", &pu) else {
+                continue;
+            };
+            let Some(pname) = string(prow, "name") else {
+                continue;
+            };
+            if !ports_taken.insert(pu) {
+                d.warnings.push(format!(
+                    "port {pname}: in more than one bridge, kept in the first"
+                ));
+                continue;
+            }
+            let mut p = PortCfg {
+                uuid: pu,
+                tag: int(prow, "tag"),
+                trunks: ints(prow, "trunks"),
+                vlan_mode: string(prow, "vlan_mode").map(str::to_string),
+                interfaces: BTreeMap::new(),
+            };
+            let mut ifaces = uuids(prow, "interfaces");
+            ifaces.sort();
+            for iu in ifaces {
+                let Some(irow) = r.row("Interface", &iu) else {
+                    continue;
+                };
+                let Some(iname) = string(irow, "name") else {
+                    continue;
+                };
+                if !ifaces_taken.insert(iu) || !iface_names.insert(iname.to_string()) {
+                    d.warnings.push(format!(
+                        "interface {iname}: already in another port, ignored in {pname} of {name}"
+                    ));
+                    continue;
+                }
+                p.interfaces.insert(
+                    iname.to_string(),
+                    IfaceCfg {
+                        uuid: iu,
+                        kind: string(irow, "type").unwrap_or("").to_string(),
+                        options: smap(irow, "options"),
+                        ofport_request: int(irow, "ofport_request"),
+                        mtu_request: int(irow, "mtu_request"),
+                    },
+                );
+            }
+            if p.interfaces.is_empty() {
+                d.warnings
+                    .push(format!("port {pname} of {name}: no interfaces, ignored"));
+                continue;
+            }
+            b.ports.insert(pname.to_string(), p);
+        }
+        d.bridges.insert(name.to_string(), b);
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use sluice_ovsdb::Schema;
+
+    fn u(n: u8) -> String {
+        format!("00000000-0000-0000-0000-0000000000{n:02x}")
+    }
+
+    #[test]
+    fn rows_to_bridges_ports_and_interfaces() {
+        let schema = Schema::from_json(&json!({"name": "Open_vSwitch", "tables": {
+            "Open_vSwitch": {"columns": {"bridges": {"type": {"key": "uuid", "min": 0, "max": "unlimited"}},
+                                          "next_cfg": {"type": "integer"},
+                                          "other_config": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}}},
+            "Bridge": {"columns": {"name": {"type": "string"}, "datapath_type": {"type": "string"},
+                                    "ports": {"type": {"key": "uuid", "min": 0, "max": "unlimited"}}}},
+            "Port": {"columns": {"name": {"type": "string"}, "tag": {"type": {"key": "integer", "min": 0, "max": 1}},
+                                  "interfaces": {"type": {"key": "uuid", "min": 1, "max": "unlimited"}}}},
+            "Interface": {"columns": {"name": {"type": "string"}, "type": {"type": "string"},
+                                       "ofport_request": {"type": {"key": "integer", "min": 0, "max": 1}},
+                                       "options": {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}}}
+        }}))
+        .unwrap();
+        let mut r = Replica::new();
+        r.apply_update2(&schema, &json!({
+            "Open_vSwitch": {u(1): {"initial": {"bridges": ["set", [["uuid", u(2)], ["uuid", u(3)], ["uuid", u(9)]]],
+                                                "next_cfg": 4, "other_config": ["map", [["pmd-cpu-mask", "0x2"]]]}}},
+            "Bridge": {u(2): {"initial": {"name": "br0", "datapath_type": "netdev",
+                                          "ports": ["set", [["uuid", u(4)], ["uuid", u(5)], ["uuid", u(6)]]]}},
+                       u(3): {"initial": {"name": "br1", "ports": ["uuid", u(5)]}}},
+            "Port": {u(4): {"initial": {"name": "br0", "interfaces": ["uuid", u(7)]}},
+                     u(5): {"initial": {"name": "p1", "tag": 10, "interfaces": ["uuid", u(8)]}},
+                     u(6): {"initial": {"name": "empty", "interfaces": ["uuid", u(0x99)]}}},
+            "Interface": {u(7): {"initial": {"name": "br0", "type": "internal"}},
+                          u(8): {"initial": {"name": "p1", "type": "", "ofport_request": 5,
+                                             "options": ["map", [["peer", "x"]]]}}}
+        }))
+        .unwrap();
+        let d = desired(&r);
+        assert_eq!(d.next_cfg, 4);
+        assert_eq!(d.other_config["pmd-cpu-mask"], "0x2");
+        let br0 = &d.bridges["br0"];
+        assert_eq!(br0.datapath_type, "netdev");
+        assert_eq!(br0.ports["br0"].interfaces["br0"].kind, "internal");
+        let p1 = &br0.ports["p1"];
+        assert_eq!(
+            (p1.tag, p1.interfaces["p1"].ofport_request),
+            (Some(10), Some(5))
+        );
+        assert_eq!(p1.interfaces["p1"].options["peer"], "x");
+        // p1 is claimed by br1 too: it stays in br0; a bridge row that is
+        // not there and a port whose interface is not there are passed over.
+        assert!(d.bridges["br1"].ports.is_empty());
+        assert!(!br0.ports.contains_key("empty"));
+        assert_eq!(d.bridges.len(), 2);
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    }
+}
