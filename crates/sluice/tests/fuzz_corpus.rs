@@ -33,6 +33,8 @@ mod pcap_read;
 mod stream_frames;
 #[path = "../../../fuzz/checks/tunnel_pop.rs"]
 mod tunnel_pop;
+#[path = "../../../fuzz/checks/unixctl_request.rs"]
+mod unixctl_request;
 #[path = "../../../fuzz/checks/vhost_ring.rs"]
 mod vhost_ring;
 #[path = "../../../fuzz/checks/vnet_offload.rs"]
@@ -56,6 +58,7 @@ const TARGETS: &[(&str, Check)] = &[
     ("pcap_read", pcap_read::run),
     ("stream_frames", stream_frames::run),
     ("tunnel_pop", tunnel_pop::run),
+    ("unixctl_request", unixctl_request::run),
     ("vhost_ring", vhost_ring::run),
     ("vnet_offload", vnet_offload::run),
 ];

@@ -2,10 +2,13 @@
 //! what it does with the `Open_vSwitch` database on a stock
 //! `ovsdb-server`. So far: its connection ([`db`], the I/O around the
 //! protocol core of `sluice-ovsdb`), the configuration the rows ask for
-//! ([`desired`]) and the OpenFlow port numbers of each bridge's
-//! interfaces ([`ofports`]). The reconciler (rows to bridges, ports and
+//! ([`desired`]), the OpenFlow port numbers of each bridge's interfaces
+//! ([`ofports`]) and the `ovs-appctl` socket ([`unixctl`],
+//! [`unixctl_server`]). The reconciler (rows to bridges, ports and
 //! rules, and what ovs-vswitchd writes back) builds on them.
 
 pub mod db;
 pub mod desired;
 pub mod ofports;
+pub mod unixctl;
+pub mod unixctl_server;
