@@ -10,6 +10,7 @@ mod allocator;
 mod bench_cmd;
 mod cache_args;
 mod io_floor;
+mod manpages;
 mod xdp_send;
 
 use clap::{Args, Parser, Subcommand};
@@ -81,6 +82,20 @@ enum Command {
     /// several times faster than a socket.
     #[command(name = "xdp-send", after_help = xdp_send::XDP_SEND_HELP)]
     XdpSend(xdp_send::XdpSendArgs),
+    /// Write the man pages: sluice.8 and one per subcommand
+    /// (sluice-run.8, ...), from the same definitions as --help.
+    #[command(after_help = "Example:\n  sluice man /usr/share/man/man8 && man sluice-run")]
+    Man {
+        /// The directory to write them into (made if missing).
+        dir: PathBuf,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell).
+    #[command(after_help = "Example:\n  sluice completions bash > /etc/bash_completion.d/sluice")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Run the built-in workload in memory (what `sluice` alone does).
     Demo {
         /// Packets each of the two sending ports replays.
@@ -710,6 +725,19 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => bench_cmd::bench(a),
         Some(Command::IoFloor(a)) => io_floor::io_floor(a),
         Some(Command::XdpSend(a)) => xdp_send::xdp_send(a, stop_flag()),
+        Some(Command::Man { dir }) => {
+            use clap::CommandFactory;
+            manpages::write_man_pages(&Cli::command(), &dir).map(|files| {
+                for f in files {
+                    println!("{f}");
+                }
+            })
+        }
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            manpages::print_completions(&mut Cli::command(), shell);
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -39,6 +39,7 @@ const ORDER: &[&str] = &[
     "bench_cmd",
     "io_floor",
     "xdp_send",
+    "manpages",
 ];
 
 #[test]
