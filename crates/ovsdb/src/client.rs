@@ -240,7 +240,8 @@ impl Client {
                 _ => {}
             },
             Message::Reply { id, result } => {
-                let Some(p) = id.as_u64().and_then(|i| self.pending.remove(&i)) else {
+                let n = id.as_u64();
+                let Some(p) = n.and_then(|i| self.pending.remove(&i)) else {
                     return Err(SessionError(format!("a reply to no request: id {id}")));
                 };
                 match p {
@@ -260,7 +261,7 @@ impl Client {
                         events.push(Event::Locked(self.locked));
                     }
                     Pending::Transact => events.push(Event::Transacted {
-                        tag: id.as_u64().unwrap_or(0),
+                        tag: n.unwrap_or_default(),
                         result,
                     }),
                     Pending::Echo => {}

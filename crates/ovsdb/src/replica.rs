@@ -49,14 +49,10 @@ impl Changed {
     }
 }
 
-fn bad(what: impl Into<String>) -> String {
-    what.into()
-}
-
 fn read_row(v: &Value) -> Result<Row, String> {
     let o = v
         .as_object()
-        .ok_or_else(|| bad(format!("a row is an object, not {v}")))?;
+        .ok_or_else(|| format!("a row is an object, not {v}"))?;
     o.iter()
         .map(|(c, d)| {
             Datum::from_json(d)
@@ -91,92 +87,94 @@ impl Replica {
     /// `monitor_cond` reply). Malformed updates are an error, and what came
     /// before the malformed part stays applied.
     pub fn apply_update2(&mut self, schema: &Schema, updates: &Value) -> Result<Changed, String> {
-        let tables = updates
-            .as_object()
-            .ok_or_else(|| bad(format!("table updates are an object, not {updates}")))?;
         let mut ch = Changed::default();
-        for (t, rows) in tables {
-            let rows = rows
+        each_row(updates, |t, u, uuid, upd| {
+            let upd = upd
                 .as_object()
-                .ok_or_else(|| bad(format!("updates of table {t} are an object")))?;
-            for (u, upd) in rows {
-                let uuid =
-                    Uuid::parse(u).ok_or_else(|| bad(format!("row {u} of {t}: not a UUID")))?;
-                let upd = upd
-                    .as_object()
-                    .ok_or_else(|| bad(format!("update of {t} row {u} is an object")))?;
-                let (kind, body) =
-                    upd.iter()
-                        .next()
-                        .filter(|_| upd.len() == 1)
-                        .ok_or_else(|| {
-                            bad(format!(
-                                "update of {t} row {u} has one of initial, insert, modify, delete"
-                            ))
-                        })?;
-                let table = self.tables.entry(t.clone()).or_default();
-                match kind.as_str() {
-                    "initial" | "insert" => {
-                        table.insert(uuid, read_row(body)?);
-                        ch.upserted.insert((t.clone(), uuid));
-                    }
-                    "delete" => {
-                        table.remove(&uuid);
-                        ch.deleted.insert((t.clone(), uuid));
-                    }
-                    "modify" => {
-                        let diff = read_row(body)?;
-                        let row = table.entry(uuid).or_default();
-                        for (c, d) in diff {
-                            let shape = schema.shape(t, &c).unwrap_or(match d {
-                                Datum::Map(_) => Shape::Map,
-                                Datum::Set(_) => Shape::Set,
-                            });
-                            apply_diff(row, c, d, shape);
-                        }
-                        ch.upserted.insert((t.clone(), uuid));
-                    }
-                    other => return Err(format!("update of {t} row {u}: unknown kind {other:?}")),
+                .ok_or_else(|| format!("update of {t} row {u} is an object"))?;
+            let (kind, body) = upd
+                .iter()
+                .next()
+                .filter(|_| upd.len() == 1)
+                .ok_or_else(|| {
+                    format!("update of {t} row {u} has one of initial, insert, modify, delete")
+                })?;
+            let table = self.tables.entry(t.to_string()).or_default();
+            match kind.as_str() {
+                "initial" | "insert" => {
+                    table.insert(uuid, read_row(body)?);
+                    ch.upserted.insert((t.to_string(), uuid));
                 }
+                "delete" => {
+                    table.remove(&uuid);
+                    ch.deleted.insert((t.to_string(), uuid));
+                }
+                "modify" => {
+                    let diff = read_row(body)?;
+                    let row = table.entry(uuid).or_default();
+                    for (c, d) in diff {
+                        let shape = schema.shape(t, &c).unwrap_or(match d {
+                            Datum::Map(_) => Shape::Map,
+                            Datum::Set(_) => Shape::Set,
+                        });
+                        apply_diff(row, c, d, shape);
+                    }
+                    ch.upserted.insert((t.to_string(), uuid));
+                }
+                other => return Err(format!("update of {t} row {u}: unknown kind {other:?}")),
             }
-        }
+            Ok(())
+        })?;
         Ok(ch)
     }
 
     /// Applies the table updates of an `update` notification (or a
     /// `monitor` reply): each row's `new` replaces it, no `new` deletes it.
     pub fn apply_update(&mut self, updates: &Value) -> Result<Changed, String> {
-        let tables = updates
-            .as_object()
-            .ok_or_else(|| bad(format!("table updates are an object, not {updates}")))?;
         let mut ch = Changed::default();
-        for (t, rows) in tables {
-            let rows = rows
-                .as_object()
-                .ok_or_else(|| bad(format!("updates of table {t} are an object")))?;
-            for (u, upd) in rows {
-                let uuid =
-                    Uuid::parse(u).ok_or_else(|| bad(format!("row {u} of {t}: not a UUID")))?;
-                let table = self.tables.entry(t.clone()).or_default();
-                match upd.get("new") {
-                    Some(new) if !new.is_null() => {
-                        // `new` holds the whole row only for columns that
-                        // changed or all of them on insert: merge.
-                        let row = table.entry(uuid).or_default();
-                        for (c, d) in read_row(new)? {
-                            row.insert(c, d);
-                        }
-                        ch.upserted.insert((t.clone(), uuid));
+        each_row(updates, |t, _, uuid, upd| {
+            let table = self.tables.entry(t.to_string()).or_default();
+            match upd.get("new") {
+                Some(new) if !new.is_null() => {
+                    // `new` holds the whole row only for columns that
+                    // changed or all of them on insert: merge.
+                    let row = table.entry(uuid).or_default();
+                    for (c, d) in read_row(new)? {
+                        row.insert(c, d);
                     }
-                    _ => {
-                        table.remove(&uuid);
-                        ch.deleted.insert((t.clone(), uuid));
-                    }
+                    ch.upserted.insert((t.to_string(), uuid));
+                }
+                _ => {
+                    table.remove(&uuid);
+                    ch.deleted.insert((t.to_string(), uuid));
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(ch)
     }
+}
+
+/// Calls `f(table, row UUID as sent, row UUID, row update)` for each row of
+/// table updates (`{table: {uuid: update}}`, both notifications' shape),
+/// in order, stopping at the first error.
+fn each_row(
+    updates: &Value,
+    mut f: impl FnMut(&str, &str, Uuid, &Value) -> Result<(), String>,
+) -> Result<(), String> {
+    let tables = updates
+        .as_object()
+        .ok_or_else(|| format!("table updates are an object, not {updates}"))?;
+    for (t, rows) in tables {
+        let rows = rows
+            .as_object()
+            .ok_or_else(|| format!("updates of table {t} are an object"))?;
+        for (u, upd) in rows {
+            let uuid = Uuid::parse(u).ok_or_else(|| format!("row {u} of {t}: not a UUID"))?;
+            f(t, u, uuid, upd)?;
+        }
+    }
+    Ok(())
 }
 
 fn apply_diff(row: &mut Row, column: String, diff: Datum, shape: Shape) {

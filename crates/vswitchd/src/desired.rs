@@ -85,6 +85,24 @@ fn ints(row: &Row, column: &str) -> Vec<i64> {
         .unwrap_or_default()
 }
 
+/// The rows of `table` that `parent`'s `column` refers to and that are
+/// there with a name, in UUID order (stable whatever the server's order).
+fn children<'a>(
+    r: &'a Replica,
+    parent: &Row,
+    column: &str,
+    table: &str,
+) -> Vec<(Uuid, &'a Row, &'a str)> {
+    let mut refs = uuids(parent, column);
+    refs.sort();
+    refs.into_iter()
+        .filter_map(|u| {
+            let row = r.row(table, &u)?;
+            Some((u, row, string(row, "name")?))
+        })
+        .collect()
+}
+
 /// Reads the configuration from the monitored tables (`Open_vSwitch`,
 /// `Bridge`, `Port`, `Interface`).
 pub fn desired(r: &Replica) -> Desired {
@@ -98,15 +116,7 @@ pub fn desired(r: &Replica) -> Desired {
     let mut ports_taken = BTreeSet::new();
     let mut ifaces_taken = BTreeSet::new();
     let mut iface_names = BTreeSet::new();
-    let mut bridges: Vec<Uuid> = uuids(root_row, "bridges");
-    bridges.sort();
-    for bu in bridges {
-        let Some(brow) = r.row("Bridge", &bu) else {
-            continue;
-        };
-        let Some(name) = string(brow, "name") else {
-            continue;
-        };
+    for (bu, brow, name) in children(r, root_row, "bridges", "Bridge") {
         if d.bridges.contains_key(name) {
             d.warnings.push(format!(
                 "bridge {name}: a second bridge of that name, ignored"
@@ -120,15 +130,7 @@ pub fn desired(r: &Replica) -> Desired {
             other_config: smap(brow, "other_config"),
             ports: BTreeMap::new(),
         };
-        let mut ports = uuids(brow, "ports");
-        ports.sort();
-        for pu in ports {
-            let Some(prow) = r.row("Port", &pu) else {
-                continue;
-            };
-            let Some(pname) = string(prow, "name") else {
-                continue;
-            };
+        for (pu, prow, pname) in children(r, brow, "ports", "Port") {
             if !ports_taken.insert(pu) {
                 d.warnings.push(format!(
                     "port {pname}: in more than one bridge, kept in the first"
@@ -142,15 +144,7 @@ pub fn desired(r: &Replica) -> Desired {
                 vlan_mode: string(prow, "vlan_mode").map(str::to_string),
                 interfaces: BTreeMap::new(),
             };
-            let mut ifaces = uuids(prow, "interfaces");
-            ifaces.sort();
-            for iu in ifaces {
-                let Some(irow) = r.row("Interface", &iu) else {
-                    continue;
-                };
-                let Some(iname) = string(irow, "name") else {
-                    continue;
-                };
+            for (iu, irow, iname) in children(r, prow, "interfaces", "Interface") {
                 if !ifaces_taken.insert(iu) || !iface_names.insert(iname.to_string()) {
                     d.warnings.push(format!(
                         "interface {iname}: already in another port, ignored in {pname} of {name}"
