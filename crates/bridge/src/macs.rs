@@ -371,10 +371,16 @@ impl MacTable {
         for key in g.lru.values() {
             let e = &g.map[key];
             let age = now_ms.saturating_sub(e.used_ms) / 1000;
+            // The bridge's own port by name, as OVS shows it.
+            let port = if e.port == 0xffff_fffe {
+                "LOCAL".to_string()
+            } else {
+                e.port.to_string()
+            };
             let _ = writeln!(
                 o,
                 "{:>5}  {:>4}  {}  {:>3}",
-                e.port,
+                port,
                 key.vlan,
                 fmt_mac(&key.mac),
                 age

@@ -6,6 +6,11 @@ use crate::subfield::Subfield;
 /// Largest valid OpenFlow port number for `output:N` (OF1.3 `OFPP_MAX`).
 pub const OFPP_MAX: u32 = 0xffff_ff00;
 
+/// `OFPP_LOCAL`: the bridge's own port (the internal interface named as
+/// the bridge, as `ovs-vsctl add-br` makes it). A port the datapath may
+/// have beside the numbered ones.
+pub const OFPP_LOCAL: u32 = 0xffff_fffe;
+
 /// An action of a rule's action list.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
@@ -333,6 +338,7 @@ impl std::fmt::Display for Sample {
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Action::Output(OFPP_LOCAL) => write!(f, "LOCAL"),
             Action::Output(p) => write!(f, "output:{p}"),
             Action::Group(g) => write!(f, "group:{g}"),
             Action::InPort => f.write_str("IN_PORT"),
@@ -496,6 +502,7 @@ impl Action {
             0xfffb => Action::Flood,
             0xfffc => Action::All,
             0xfffd => Action::controller(65535),
+            0xfffe => Action::Output(OFPP_LOCAL),
             0xff00.. => return None,
             p => Action::Output(u32::from(p)),
         })

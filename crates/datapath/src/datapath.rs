@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use sluice_classifier::action::OFPP_MAX;
+use sluice_classifier::action::{OFPP_LOCAL, OFPP_MAX};
 use sluice_classifier::{RuleSet, XlateEnv};
 use sluice_packet::{PacketBatch, PacketPool};
 use sluice_port::{Port, RxStatus};
@@ -157,7 +157,7 @@ impl Datapath {
         qid: u32,
         mut port: Box<dyn Port>,
     ) -> Result<(), DpError> {
-        if ofport == 0 || ofport > OFPP_MAX {
+        if ofport == 0 || (ofport > OFPP_MAX && ofport != OFPP_LOCAL) {
             return Err(DpError::BadPortNumber(ofport));
         }
         let pos = match self.out.ports.binary_search_by_key(&ofport, |p| p.ofport) {

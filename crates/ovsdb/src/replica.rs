@@ -179,7 +179,10 @@ fn each_row(
 
 fn apply_diff(row: &mut Row, column: String, diff: Datum, shape: Shape) {
     match shape {
-        Shape::Scalar => {
+        // ovsdb-server sends an optional column's new value, not a
+        // difference (seen from Open vSwitch 3.1's: removing `tag` sends
+        // `["set", []]`, setting it `7`).
+        Shape::Scalar | Shape::Optional => {
             row.insert(column, diff);
         }
         Shape::Set => {
@@ -280,10 +283,21 @@ mod tests {
             Some(&Atom::String("02:00:00:00:00:02".into()))
         );
         assert_eq!(row["other_config"].get("x"), None);
+        // An optional column's diff is its new value, as ovsdb-server
+        // sends it: another value, then none.
+        r.apply_update2(
+            &s,
+            &json!({"Bridge": {B: {"modify": {"fail_mode": "standalone"}}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            string(r.row("Bridge", &b).unwrap(), "fail_mode"),
+            Some("standalone")
+        );
         // A port removed (present in the diff: it goes), fail_mode cleared.
         r.apply_update2(
             &s,
-            &json!({"Bridge": {B: {"modify": {"ports": ["uuid", P1], "fail_mode": "secure"}}}}),
+            &json!({"Bridge": {B: {"modify": {"ports": ["uuid", P1], "fail_mode": ["set", []]}}}}),
         )
         .unwrap();
         let row = r.row("Bridge", &b).unwrap();

@@ -13,7 +13,10 @@ use serde_json::Value;
 pub enum Shape {
     /// Exactly one atom (min 1, max 1).
     Scalar,
-    /// A set of atoms (an optional column is a set of at most one).
+    /// At most one atom (min 0, max 1): an `update2` diff is the new
+    /// value, as ovsdb-server sends it (`["set", []]` when it goes).
+    Optional,
+    /// A set of atoms: an `update2` diff adds or removes each atom.
     Set,
     /// A map.
     Map,
@@ -99,10 +102,10 @@ fn shape_of(t: &Value) -> Result<Shape, String> {
                     .as_u64()
                     .ok_or("\"max\" is not a number or \"unlimited\"")?,
             };
-            Ok(if min == 1 && max == 1 {
-                Shape::Scalar
-            } else {
-                Shape::Set
+            Ok(match (min, max) {
+                (1, 1) => Shape::Scalar,
+                (0, 1) => Shape::Optional,
+                _ => Shape::Set,
             })
         }
         _ => Err(format!("a column type is a string or an object, not {t}")),
@@ -131,7 +134,7 @@ mod tests {
         assert_eq!(s.shape("Bridge", "name"), Some(Shape::Scalar));
         assert_eq!(s.shape("Bridge", "datapath_type"), Some(Shape::Scalar));
         assert_eq!(s.shape("Bridge", "ports"), Some(Shape::Set));
-        assert_eq!(s.shape("Bridge", "fail_mode"), Some(Shape::Set));
+        assert_eq!(s.shape("Bridge", "fail_mode"), Some(Shape::Optional));
         assert_eq!(s.shape("Bridge", "other_config"), Some(Shape::Map));
         assert_eq!(s.shape("Bridge", "_uuid"), Some(Shape::Scalar));
         assert_eq!(s.shape("Port", "name"), None);

@@ -33,4 +33,6 @@ pub mod runner;
 pub mod rxq_assign;
 pub mod trace;
 pub mod tunnels;
+pub mod vlog;
+pub mod vswitchd_cmd;
 pub mod workload;

@@ -63,7 +63,7 @@ pub fn init(spec: Option<&str>) -> Result<(), String> {
 }
 
 /// `sluice: [level: [target: ]]message key=value ...`
-struct Lines;
+pub(crate) struct Lines;
 
 impl<S, N> FormatEvent<S, N> for Lines
 where

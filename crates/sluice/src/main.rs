@@ -1,6 +1,6 @@
 //! The `sluice` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -96,6 +96,11 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Run as ovs-vswitchd: make the bridges and ports an ovsdb-server's
+    /// Open_vSwitch database holds, as ovs-vsctl, OVN and libvirt write
+    /// them (also when this binary is run under the name ovs-vswitchd).
+    #[command(after_help = sluice::vswitchd_cmd::VSWITCHD_HELP)]
+    Vswitchd(sluice::vswitchd_cmd::VswitchdArgs),
     /// Run the built-in workload in memory (what `sluice` alone does).
     Demo {
         /// Packets each of the two sending ports replays.
@@ -515,6 +520,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             certificate: a.certificate.or(cfg.openflow.certificate.clone()),
             ca_cert: a.ca_cert.or(cfg.openflow.ca_cert.clone()),
         },
+        ..RunOptions::default()
     };
     if a.mlockall {
         // Before any datapath exists, so all of its memory is locked.
@@ -681,6 +687,35 @@ fn cmd_demo(packets: u64, flow_count: u32, json: bool, cache: &CacheArgs) -> Res
     Ok(())
 }
 
+/// This binary run as `ovs-vswitchd`.
+#[derive(Parser)]
+#[command(name = "ovs-vswitchd", about = "Sluice in ovs-vswitchd's place: see `sluice vswitchd --help`.", after_help = sluice::vswitchd_cmd::VSWITCHD_HELP, disable_version_flag = true)]
+struct OvsVswitchd {
+    #[command(flatten)]
+    args: sluice::vswitchd_cmd::VswitchdArgs,
+}
+
+/// `sluice vswitchd`: the fork of `--detach` and the log before any
+/// thread, then the daemon.
+fn run_vswitchd(a: sluice::vswitchd_cmd::VswitchdArgs) -> ExitCode {
+    match sluice::vswitchd_cmd::prepare(&a) {
+        Ok(false) => return ExitCode::SUCCESS,
+        Ok(true) => {}
+        Err(e) => {
+            eprintln!("ovs-vswitchd: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    match sluice::vswitchd_cmd::vswitchd(a, stop_flag()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(target: "switch", "{e}");
+            eprintln!("ovs-vswitchd: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     allocator::tune();
     let missing = sluice::cpu::missing_features();
@@ -693,7 +728,19 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // Run as `ovs-vswitchd` (a link, as Debian's alternatives make it):
+    // ovs-vswitchd's command line.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if Path::new(&argv0)
+        .file_name()
+        .is_some_and(|n| n == "ovs-vswitchd")
+    {
+        return run_vswitchd(OvsVswitchd::parse().args);
+    }
     let cli = Cli::parse();
+    if let Some(Command::Vswitchd(a)) = cli.command {
+        return run_vswitchd(a);
+    }
     // The log: `run --log` or SLUICE_LOG, else information and up.
     let env = std::env::var("SLUICE_LOG").ok();
     let spec = match &cli.command {
@@ -725,6 +772,7 @@ fn main() -> ExitCode {
         Some(Command::Bench(a)) => bench_cmd::bench(a),
         Some(Command::IoFloor(a)) => io_floor::io_floor(a),
         Some(Command::XdpSend(a)) => xdp_send::xdp_send(a, stop_flag()),
+        Some(Command::Vswitchd(_)) => unreachable!("run above"),
         Some(Command::Man { dir }) => {
             use clap::CommandFactory;
             manpages::write_man_pages(&Cli::command(), &dir).map(|files| {

@@ -43,13 +43,28 @@ pub struct RunOptions {
     pub tls: crate::oftls::TlsFiles,
     /// Serve Prometheus metrics on this address (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// OpenFlow listeners come later, from the caller (`sluice
+    /// vswitchd`: one per bridge): the switch holds its PMDs and makes
+    /// its OpenFlow side though none is given now.
+    pub openflow_later: bool,
+    /// Told once the switch runs: its control plane and OpenFlow side,
+    /// for a caller that drives it (`sluice vswitchd`).
+    pub on_start: Option<std::sync::mpsc::SyncSender<Started>>,
+}
+
+/// A running switch's handles (see [`RunOptions::on_start`]).
+pub struct Started {
+    /// The control plane (`sluice ctl`'s commands).
+    pub control: Arc<Control>,
+    /// The OpenFlow side, to listen with (`crate::ofchannel::listen`).
+    pub openflow: Option<crate::ofchannel::SwitchInfo>,
 }
 
 impl RunOptions {
     /// Whether an OpenFlow controller may connect (`--controller`,
     /// `--listen`).
     pub fn openflow(&self) -> bool {
-        !self.listen.is_empty() || !self.controllers.is_empty()
+        !self.listen.is_empty() || !self.controllers.is_empty() || self.openflow_later
     }
 
     /// What ends a PMD's run.
@@ -505,6 +520,7 @@ pub fn run_ports(
         None => None,
     };
     let mut of_sockets = Vec::new();
+    let mut of_info = None;
     if let Some(hub) = of_hub {
         if let Some(rx) = pin_rx {
             hub.spawn(rx)
@@ -545,6 +561,7 @@ pub fn run_ports(
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
                 .map_err(|e| format!("--controller {peer}: {e}"))?;
         }
+        of_info = Some(info.clone());
         for t in &opts.listen {
             match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
                 Ok((name, file)) => {
@@ -559,6 +576,12 @@ pub fn run_ports(
                 }
             }
         }
+    }
+    if let Some(tx) = &opts.on_start {
+        let _ = tx.send(Started {
+            control: Arc::clone(&control),
+            openflow: of_info,
+        });
     }
     let auto_lb = match cfg.auto_lb {
         Some(params) if n_pmds > 1 => Some(auto_lb::spawn(params, Arc::clone(&shared), move |p| {

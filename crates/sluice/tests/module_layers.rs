@@ -7,6 +7,7 @@ use std::path::Path;
 const ORDER: &[&str] = &[
     "allocator",
     "log",
+    "vlog",
     "loglimit",
     "metrics_http",
     "link",
@@ -35,6 +36,7 @@ const ORDER: &[&str] = &[
     "ofchannel",
     "metrics",
     "runner",
+    "vswitchd_cmd",
     "cache_args",
     "bench_cmd",
     "io_floor",

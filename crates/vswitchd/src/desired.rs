@@ -62,6 +62,9 @@ pub struct IfaceCfg {
     pub kind: String,
     pub options: Smap,
     pub ofport_request: Option<i64>,
+    /// `ofport` as the row has it (the number given before: kept across
+    /// restarts, as OVS's `iface_pick_ofport`).
+    pub ofport: Option<i64>,
     pub mtu_request: Option<i64>,
 }
 
@@ -158,6 +161,7 @@ pub fn desired(r: &Replica) -> Desired {
                         kind: string(irow, "type").unwrap_or("").to_string(),
                         options: smap(irow, "options"),
                         ofport_request: int(irow, "ofport_request"),
+                        ofport: int(irow, "ofport"),
                         mtu_request: int(irow, "mtu_request"),
                     },
                 );

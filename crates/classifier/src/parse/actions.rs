@@ -2,7 +2,7 @@
 
 use sluice_packet::wire::ethernet::{ethertype, is_mpls};
 
-use crate::action::{Action, OFPP_MAX};
+use crate::action::{Action, OFPP_LOCAL, OFPP_MAX};
 use crate::fields::{field_by_name, Field, Prereq};
 use crate::flow_match::Match;
 
@@ -18,12 +18,7 @@ fn parse_port(cx: &LineCtx, v: &str, at: usize) -> Result<Action, ParseError> {
         "flood" => return Ok(Action::Flood),
         "controller" => return Ok(Action::controller(65535)),
         "normal" => return Ok(Action::Normal),
-        "local" => {
-            return Err(cx.err(
-                at,
-                "LOCAL is not supported: Sluice has no bridge-internal port",
-            ))
-        }
+        "local" => return Ok(Action::Output(OFPP_LOCAL)),
         _ => {}
     }
     let p = parse_int(cx, v, at, 32, "output port")? as u32;

@@ -4,7 +4,7 @@ use sluice_packet::key::{FRAG_ANY, FRAG_LATER};
 use sluice_packet::wire::ethernet::{ethertype, tci};
 use sluice_packet::wire::l4::proto;
 
-use crate::action::OFPP_MAX;
+use crate::action::{OFPP_LOCAL, OFPP_MAX};
 use crate::fields::{all_fields, field_by_name, Field, Prereq};
 use crate::flow_match::Match;
 
@@ -255,7 +255,7 @@ impl MatchParser<'_> {
                     return Err(cx.err(vat, format!("{v}: unknown ct_state flag(s): the flags are new (0x01), est, rel, rpl, inv, trk, snat and dnat (0x80)")));
                 }
                 self.named.push((field, at));
-                if field.name == "in_port" && fv > OFPP_MAX as u128 {
+                if field.name == "in_port" && fv > OFPP_MAX as u128 && fv != OFPP_LOCAL as u128 {
                     return Err(cx.err(vat, format!("in_port {fv} is not a valid port number")));
                 }
                 self.set(field, fv, fm, field.full_mask());

@@ -110,6 +110,9 @@ pub(super) fn parse_value(
         // OVS's tunnel flags by name (`set_field:oam->tun_flags`).
         ValueKind::Int(_) if field.name == "tun_flags" && matches!(v, "oam" | "+oam") => Ok(1),
         ValueKind::Int(_) if field.name == "tun_flags" && v == "-oam" => Ok(0),
+        ValueKind::Int(_) if field.name == "in_port" && v.eq_ignore_ascii_case("local") => {
+            Ok(u128::from(crate::action::OFPP_LOCAL))
+        }
         ValueKind::Int(_) if field.name == "actset_output" => {
             if let Some(&(p, _)) = crate::fields::PORT_NAMES
                 .iter()

@@ -229,6 +229,7 @@ pub(super) fn to_action_in(a: &OfAction, m: Option<&Match>) -> Result<Action, Of
             0 => return Err(OfError::BAD_OUT_PORT),
             p if p <= port::MAX => Action::Output(p),
             port::IN_PORT => Action::InPort,
+            port::LOCAL => Action::Output(port::LOCAL),
             port::ALL => Action::All,
             port::FLOOD => Action::Flood,
             port::NORMAL => Action::Normal,

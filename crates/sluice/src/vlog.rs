@@ -1,0 +1,255 @@
+//! The log of `sluice vswitchd` as ovs-vswitchd writes its own: lines in
+//! OVS's vlog form in `--log-file`
+//! (`2026-12-05T17:15:09.123Z|00042|switch|INFO|message`), reopened on
+//! `ovs-appctl vlog/reopen` (after logrotate moved it), and on the console
+//! in Sluice's usual form. The levels come from OVS's `-v` specs:
+//! `-vconsole:off`, `-vfile:info`, `-vconsole:emer`, `-vdbg`, ...
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, MakeWriter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// The levels of the two destinations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Levels {
+    /// Standard error's.
+    pub console: LevelFilter,
+    /// `--log-file`'s.
+    pub file: LevelFilter,
+}
+
+impl Default for Levels {
+    fn default() -> Self {
+        Levels {
+            console: LevelFilter::INFO,
+            file: LevelFilter::INFO,
+        }
+    }
+}
+
+fn level(word: &str) -> Option<LevelFilter> {
+    Some(match word {
+        "off" => LevelFilter::OFF,
+        "emer" | "err" => LevelFilter::ERROR,
+        "warn" => LevelFilter::WARN,
+        "info" => LevelFilter::INFO,
+        "dbg" | "debug" => LevelFilter::DEBUG,
+        _ => return None,
+    })
+}
+
+/// Reads OVS's `-v`/`--verbose` specs: `[DESTINATION:]...[LEVEL]` with
+/// DESTINATION `console`, `file` or `syslog` (not kept: Sluice does not
+/// write to syslog) and LEVEL `off`, `emer`, `err`, `warn`, `info`, `dbg`;
+/// a module name (OVS's) is taken and applies to the whole log; an empty
+/// spec (`-v`) is `dbg` everywhere.
+pub fn parse_specs(specs: &[String]) -> Result<Levels, String> {
+    let mut l = Levels::default();
+    for spec in specs {
+        if spec.is_empty() {
+            l = Levels {
+                console: LevelFilter::DEBUG,
+                file: LevelFilter::DEBUG,
+            };
+            continue;
+        }
+        let (mut console, mut file, mut lvl) = (false, false, None);
+        for word in spec.split([':', ',']) {
+            match word {
+                "console" => console = true,
+                "file" => file = true,
+                "syslog" | "ANY" | "any" | "" => {}
+                "pattern" => break,
+                w => match level(w) {
+                    Some(v) => lvl = Some(v),
+                    // OVS's module names (bridge, ofproto, dpif_netdev, ...)
+                    // are many; any word of letters and '_' is taken as one.
+                    None if w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {}
+                    None => return Err(format!("-v{spec}: '{w}' is neither a destination (console, file, syslog), a level (off, emer, err, warn, info, dbg) nor a module")),
+                },
+            }
+        }
+        let Some(v) = lvl else { continue };
+        let all = !console && !file && !spec.contains("syslog");
+        if console || all {
+            l.console = v;
+        }
+        if file || all {
+            l.file = v;
+        }
+    }
+    Ok(l)
+}
+
+/// The log file, reopened on request.
+#[derive(Clone)]
+pub struct LogFile {
+    path: PathBuf,
+    file: Arc<Mutex<Option<File>>>,
+}
+
+impl LogFile {
+    fn open(path: &Path) -> std::io::Result<File> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    }
+
+    /// Opens (appends to) `path`.
+    pub fn create(path: &Path) -> Result<LogFile, String> {
+        let f = Self::open(path).map_err(|e| format!("--log-file {}: {e}", path.display()))?;
+        Ok(LogFile {
+            path: path.to_path_buf(),
+            file: Arc::new(Mutex::new(Some(f))),
+        })
+    }
+
+    /// Opens the path again (`vlog/reopen`).
+    pub fn reopen(&self) -> Result<(), String> {
+        let f = Self::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        *self.file.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+        Ok(())
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One write into the file.
+pub struct LogFileWriter(Arc<Mutex<Option<File>>>);
+
+impl Write for LogFileWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match g.as_mut() {
+            Some(f) => f.write_all(buf).map(|()| buf.len()),
+            None => Ok(buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for LogFile {
+    type Writer = LogFileWriter;
+    fn make_writer(&'a self) -> LogFileWriter {
+        LogFileWriter(Arc::clone(&self.file))
+    }
+}
+
+/// Civil date and time (UTC) of a Unix time in milliseconds.
+pub fn utc(ms: u64) -> String {
+    let (days, rem) = ((ms / 86_400_000) as i64, ms % 86_400_000);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
+/// OVS's vlog line: `TIME|SEQ|MODULE|LEVEL|message`.
+struct VlogLines {
+    seq: AtomicU64,
+}
+
+impl<S, N> FormatEvent<S, N> for VlogLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut w: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let n = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let m = event.metadata();
+        let lvl = match *m.level() {
+            Level::ERROR => "ERR",
+            Level::WARN => "WARN",
+            Level::INFO => "INFO",
+            Level::DEBUG | Level::TRACE => "DBG",
+        };
+        write!(w, "{}|{n:05}|{}|{lvl}|", utc(ms), m.target())?;
+        ctx.field_format().format_fields(w.by_ref(), event)?;
+        writeln!(w)
+    }
+}
+
+/// Installs the log: the console at `levels.console` (Sluice's lines on
+/// stderr) and, when given, `file` at `levels.file` (OVS's lines).
+pub fn init(levels: Levels, file: Option<LogFile>) -> Result<(), String> {
+    let console = tracing_subscriber::fmt::layer()
+        .event_format(crate::log::Lines)
+        .with_writer(std::io::stderr)
+        .with_filter(levels.console);
+    let file = file.map(|f| {
+        tracing_subscriber::fmt::layer()
+            .event_format(VlogLines {
+                seq: AtomicU64::new(0),
+            })
+            .with_writer(f)
+            .with_ansi(false)
+            .with_filter(levels.file)
+    });
+    let sub = tracing_subscriber::registry().with(console).with(file);
+    tracing::subscriber::set_global_default(sub).map_err(|e| format!("the log: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ovs_verbosity_specs() {
+        let v = |s: &[&str]| parse_specs(&s.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert_eq!(v(&[]).unwrap(), Levels::default());
+        // What ovs-ctl gives ovs-vswitchd.
+        let l = v(&["console:emer", "syslog:err", "file:info"]).unwrap();
+        assert_eq!((l.console, l.file), (LevelFilter::ERROR, LevelFilter::INFO));
+        assert_eq!(v(&["console:off"]).unwrap().console, LevelFilter::OFF);
+        assert_eq!(v(&["dbg"]).unwrap().file, LevelFilter::DEBUG);
+        assert_eq!(v(&[""]).unwrap().console, LevelFilter::DEBUG);
+        assert_eq!(v(&["bridge:file:dbg"]).unwrap().file, LevelFilter::DEBUG);
+        assert_eq!(v(&["syslog:dbg"]).unwrap(), Levels::default());
+        assert!(v(&["console:l0ud!"]).unwrap_err().contains("neither"));
+    }
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(utc(1_796_490_909_123), "2026-12-05T17:15:09.123Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}

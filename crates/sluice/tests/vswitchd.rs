@@ -1,0 +1,311 @@
+//! `sluice vswitchd` as ovs-vswitchd, driven only by Debian's Open vSwitch
+//! tools: a stock `ovsdb-server` on a private run directory, `ovs-vsctl`
+//! to make the bridge and its ports, `ovs-ofctl` on the bridge's `.mgmt`
+//! socket, `ovs-appctl` through the pidfile. The switch runs in a
+//! namespace of its own with its ports' veths; hosts in two more ping
+//! through it. Needs root.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+use support::*;
+
+const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// ovsdb-server on a private directory, which is also OVS_RUNDIR and
+/// OVS_LOGDIR for everything the test runs.
+struct Db {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Db {
+    fn start() -> Db {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("conf.db");
+        assert!(Command::new("ovsdb-tool")
+            .arg("create")
+            .arg(&db)
+            .arg(SCHEMA)
+            .status()
+            .unwrap()
+            .success());
+        let child = Command::new("ovsdb-server")
+            .arg(&db)
+            .arg(format!(
+                "--remote=punix:{}",
+                dir.path().join("db.sock").display()
+            ))
+            .arg(format!(
+                "--unixctl={}",
+                dir.path().join("ovsdb-server.ctl").display()
+            ))
+            .args(["--no-chdir", "-vconsole:off"])
+            .arg(format!(
+                "--log-file={}",
+                dir.path().join("ovsdb-server.log").display()
+            ))
+            .spawn()
+            .expect("ovsdb-server");
+        let d = Db { child, dir };
+        wait_for("ovsdb-server's socket", 10, || {
+            d.dir.path().join("db.sock").exists()
+        });
+        d.vsctl(&["--no-wait", "init"]);
+        d
+    }
+
+    fn run(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn tool(&self, tool: &str, args: &[&str]) -> Output {
+        Command::new(tool)
+            .env("OVS_RUNDIR", self.run())
+            .env("OVS_LOGDIR", self.run())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// ovs-vsctl ARGS, which must succeed: its output and its warnings.
+    fn vsctl(&self, args: &[&str]) -> (String, String) {
+        let mut all = vec![
+            "--timeout=20".to_string(),
+            format!("--db=unix:{}/db.sock", self.run().display()),
+        ];
+        all.extend(args.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = self.tool("ovs-vsctl", &all);
+        assert!(out.status.success(), "ovs-vsctl {args:?}: {}", stderr(&out));
+        (stdout(&out).trim().to_string(), stderr(&out))
+    }
+
+    fn get(&self, table: &str, row: &str, column: &str) -> String {
+        self.vsctl(&["get", table, row, column]).0
+    }
+
+    fn appctl(&self, args: &[&str]) -> Output {
+        let mut all = vec!["-t", "ovs-vswitchd"];
+        all.extend(args);
+        self.tool("ovs-appctl", &all)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the daemon in `ns` as ovs-ctl starts ovs-vswitchd (detached:
+/// it returns once the database's configuration is applied).
+fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(bin)
+        .arg(format!("unix:{}/db.sock", db.run().display()))
+        .args([
+            "--pidfile",
+            "--detach",
+            "--no-chdir",
+            "--log-file",
+            "-vconsole:off",
+        ])
+        .env("OVS_RUNDIR", db.run())
+        .env("OVS_LOGDIR", db.run())
+        .output()
+        .unwrap()
+}
+
+fn pings(h: &Host, to: &str) -> bool {
+    h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
+        .status
+        .success()
+}
+
+/// The binary under the name ovs-vswitchd (as Debian's alternatives
+/// link it).
+fn as_ovs_vswitchd(dir: &Path) -> PathBuf {
+    let link = dir.join("ovs-vswitchd");
+    std::os::unix::fs::symlink(sluice_bin(), &link).unwrap();
+    link
+}
+
+#[test]
+fn ovs_vsctl_ofctl_and_appctl_drive_it() {
+    require_root_and(&[
+        "ip",
+        "ping",
+        "ovsdb-server",
+        "ovsdb-tool",
+        "ovs-vsctl",
+        "ovs-ofctl",
+        "ovs-appctl",
+    ]);
+    if !Path::new(SCHEMA).exists() {
+        panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
+    }
+    let db = Db::start();
+    let sw = Host::new("vsw", None);
+    let h1 = Host::new("vh1", Some("10.77.0.1/24"));
+    let h2 = Host::new("vh2", Some("10.77.0.2/24"));
+    for h in [&h1, &h2] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
+    }
+    let bin = as_ovs_vswitchd(db.run());
+    // ovs-ctl reads the version as the last word of the line that says
+    // "Open vSwitch".
+    let v = Command::new(&bin).arg("--version").output().unwrap();
+    let lines: Vec<&str> = std::str::from_utf8(&v.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("Open vSwitch"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0].rsplit(' ').next(), Some("3.1.0"));
+
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let pid: u32 = std::fs::read_to_string(db.run().join("ovs-vswitchd.pid"))
+        .expect("the pidfile")
+        .trim()
+        .parse()
+        .unwrap();
+    // A second daemon finds the pidfile locked and says by whom.
+    let second = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(!second.status.success());
+    assert!(
+        stderr(&second).contains(&format!("locked by process {pid}")),
+        "{}",
+        stderr(&second)
+    );
+
+    // The bridge and its ports, as a user makes them; ovs-vsctl waits for
+    // the switch (no --no-wait) and reports a port it could not make.
+    let br = format!("vb{}", std::process::id() % 10000);
+    db.vsctl(&[
+        "add-br",
+        &br,
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "datapath_type=netdev",
+    ]);
+    let (_, warn) = db.vsctl(&[
+        "add-port",
+        &br,
+        &h1.root_if,
+        "--",
+        "add-port",
+        &br,
+        &h2.root_if,
+        "--",
+        "add-port",
+        &br,
+        "nosuch0",
+    ]);
+    assert!(
+        warn.contains("Error detected while setting up 'nosuch0'")
+            && warn.contains("No such device"),
+        "{warn}"
+    );
+    assert_eq!(db.get("Interface", &br, "ofport"), "65534");
+    assert_eq!(db.get("Interface", &h1.root_if, "ofport"), "1");
+    assert_eq!(db.get("Interface", &h2.root_if, "ofport"), "2");
+    assert_eq!(db.get("Interface", "nosuch0", "ofport"), "-1");
+    assert_eq!(db.get("Interface", &h1.root_if, "link_state"), "up");
+    assert_eq!(db.get("Bridge", &br, "datapath_version"), "\"<built-in>\"");
+    assert_eq!(
+        db.get("Bridge", &br, "datapath_id").len(),
+        18,
+        "16 hex digits, quoted"
+    );
+    assert_eq!(
+        db.get("Open_vSwitch", ".", "cur_cfg"),
+        db.get("Open_vSwitch", ".", "next_cfg")
+    );
+    // The bridge's own port is in the switch's namespace, as OVS's is.
+    assert!(sw
+        .exec_status(&format!("ip link show {br}"))
+        .status
+        .success());
+
+    // NORMAL by default: the hosts reach each other; the switch learned
+    // them.
+    h1.ping("10.77.0.2");
+    let fdb = db.appctl(&["fdb/show", &br]);
+    assert!(fdb.status.success(), "{}", stderr(&fdb));
+    assert!(stdout(&fdb).contains(&h2.mac()), "{}", stdout(&fdb));
+    let v = db.appctl(&["version"]);
+    assert!(stdout(&v).starts_with("ovs-vswitchd (Open vSwitch) 3.1.0"));
+    let bad = db.appctl(&["fdb/show", "nosuchbr"]);
+    assert_eq!(bad.status.code(), Some(2), "ovs-appctl exits 2 on an error");
+
+    // ovs-ofctl, OpenFlow 1.0 as it offers by default, on BRIDGE.mgmt.
+    let of = db.tool(
+        "ovs-ofctl",
+        &["add-flow", &br, "priority=10,in_port=1,actions=drop"],
+    );
+    assert!(of.status.success(), "{}", stderr(&of));
+    assert!(!pings(&h1, "10.77.0.2"), "port 1's traffic is dropped");
+    let flows = db.tool("ovs-ofctl", &["dump-flows", &br]);
+    assert!(
+        stdout(&flows).contains("in_port=1 actions=drop"),
+        "{}",
+        stdout(&flows)
+    );
+    assert!(db
+        .tool("ovs-ofctl", &["del-flows", &br, "in_port=1"])
+        .status
+        .success());
+    assert!(pings(&h1, "10.77.0.2"));
+
+    // A VLAN tag set on a port at run time keeps the hosts apart; removed,
+    // they meet again. The port keeps its number.
+    db.vsctl(&["set", "port", &h1.root_if, "tag=10"]);
+    assert!(!pings(&h1, "10.77.0.2"), "VLAN 10 and untagged are apart");
+    db.vsctl(&["remove", "port", &h1.root_if, "tag", "10"]);
+    assert!(pings(&h1, "10.77.0.2"));
+    assert_eq!(db.get("Interface", &h1.root_if, "ofport"), "1");
+
+    // Restarted, it finds the same ports under the same numbers.
+    let out = db.appctl(&["exit"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "restart: {}", stderr(&out));
+    assert_eq!(db.get("Interface", &h2.root_if, "ofport"), "2");
+    h1.ping("10.77.0.2");
+
+    // Ports and the bridge go as ovs-vsctl removes them.
+    db.vsctl(&["del-port", &br, &h2.root_if]);
+    assert!(!pings(&h1, "10.77.0.2"));
+    db.vsctl(&["del-br", &br]);
+    assert!(
+        !db.run().join(format!("{br}.mgmt")).exists(),
+        "its OpenFlow socket goes with it"
+    );
+    let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
+    // (The second daemon's refusal is the one error expected.)
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            (l.contains("|WARN|") || l.contains("|ERR|")) && !l.contains("is locked by process")
+        })
+        .collect();
+    assert!(
+        warnings.is_empty(),
+        "a clean run logs no warning: {warnings:?}"
+    );
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+}

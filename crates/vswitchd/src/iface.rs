@@ -1,0 +1,216 @@
+//! An `Interface` row as one of Sluice's ports: its `type`, `options`
+//! and `mtu_request`, and its port's VLAN columns, written as the port
+//! spec `sluice run --port` takes (so the one parser of specs checks
+//! them). Types as ovs-vswitchd's userspace (`netdev`) datapath gives
+//! them meaning:
+//!
+//! | `type` | Sluice port |
+//! |---|---|
+//! | `""`, `system` | `afpacket:NAME` (the device through AF_PACKET rings) |
+//! | `internal` | `tap:NAME` (a tap made for it, as OVS's netdev datapath does); the bridge's own interface is `LOCAL` |
+//! | `tap` | `tap:NAME` |
+//! | `afxdp` | `afxdp:NAME` |
+//! | `dpdkvhostuserclient` | `vhost-client:PATH` (`options:vhost-server-path`) |
+//! | `dpdkvhostuser` | `vhost:RUNDIR/NAME` (Sluice listens, as OVS does in its run directory) |
+//! | `dpdk` | `dpdk:DEVARGS` (`options:dpdk-devargs`; the dpdk build) |
+//! | `vxlan`, `geneve`, `gre` | the tunnel port, its options as OVS names them |
+//!
+//! Anything else is refused with a reason that goes into the row's
+//! `error` column, as OVS reports a port it cannot make.
+
+use std::path::Path;
+
+use crate::desired::{IfaceCfg, PortCfg, Smap};
+
+/// The interface types Sluice makes (`Open_vSwitch:iface_types`).
+pub const IFACE_TYPES: &[&str] = &[
+    "afxdp",
+    "dpdkvhostuser",
+    "dpdkvhostuserclient",
+    "geneve",
+    "gre",
+    "internal",
+    "system",
+    "tap",
+    "vxlan",
+];
+
+/// The tunnel options Sluice's tunnel ports take, as OVS names them.
+const TUNNEL_OPTIONS: &[&str] = &[
+    "remote_ip",
+    "local_ip",
+    "key",
+    "in_key",
+    "out_key",
+    "dst_port",
+    "csum",
+    "tos",
+    "ttl",
+    "df_default",
+    "packet_type",
+];
+
+/// The spec of interface `name` of port `port`, or why it cannot be made.
+/// `rundir` is where `dpdkvhostuser` sockets go.
+pub fn port_spec(
+    name: &str,
+    iface: &IfaceCfg,
+    port: &PortCfg,
+    rundir: &Path,
+) -> Result<String, String> {
+    let mtu = iface
+        .mtu_request
+        .filter(|&m| m > 0)
+        .map(|m| format!(",mtu={m}"))
+        .unwrap_or_default();
+    let mut spec = match iface.kind.as_str() {
+        "" | "system" => format!("afpacket:{name}{mtu}"),
+        "internal" | "tap" => format!("tap:{name}{mtu}"),
+        "afxdp" => format!("afxdp:{name}{mtu}"),
+        "dpdkvhostuserclient" => match iface.options.get("vhost-server-path") {
+            Some(p) if !p.is_empty() => format!("vhost-client:{p}"),
+            _ => {
+                return Err(format!(
+                    "{name}: a dpdkvhostuserclient interface needs options:vhost-server-path (the socket QEMU listens on)"
+                ))
+            }
+        },
+        "dpdkvhostuser" => format!("vhost:{}", rundir.join(name).display()),
+        "dpdk" => match iface.options.get("dpdk-devargs") {
+            Some(d) if !d.is_empty() => format!("dpdk:{d}"),
+            _ => return Err(format!("{name}: a dpdk interface needs options:dpdk-devargs")),
+        },
+        t @ ("vxlan" | "geneve" | "gre") => return tunnel_spec(name, t, &iface.options),
+        "patch" => {
+            return Err(format!(
+                "{name}: patch ports are not supported yet: Sluice's ovs-vswitchd serves one bridge so far"
+            ))
+        }
+        other => {
+            return Err(format!(
+                "{name}: interface type '{other}' is not supported by Sluice (it makes: {})",
+                IFACE_TYPES.join(", ")
+            ))
+        }
+    };
+    spec.push_str(&vlan_options(port)?);
+    Ok(spec)
+}
+
+fn tunnel_spec(name: &str, kind: &str, options: &Smap) -> Result<String, String> {
+    if !options.contains_key("remote_ip") {
+        return Err(format!(
+            "{name}: a {kind} interface needs options:remote_ip"
+        ));
+    }
+    let mut parts = Vec::new();
+    for (k, v) in options {
+        if !TUNNEL_OPTIONS.contains(&k.as_str()) {
+            return Err(format!(
+                "{name}: {kind} option '{k}' is not supported by Sluice (it takes: {})",
+                TUNNEL_OPTIONS.join(", ")
+            ));
+        }
+        if v.contains([',', ' ']) {
+            return Err(format!("{name}: options:{k}={v}: not a value Sluice reads"));
+        }
+        parts.push(format!("{k}={v}"));
+    }
+    Ok(format!("{kind}:{}", parts.join(",")))
+}
+
+/// `,tag=N`, `,trunks=A;B`, `,vlan_mode=M` from the port's columns.
+fn vlan_options(port: &PortCfg) -> Result<String, String> {
+    let mut s = String::new();
+    if let Some(t) = port.tag {
+        s.push_str(&format!(",tag={t}"));
+    }
+    if !port.trunks.is_empty() {
+        let t: Vec<String> = port.trunks.iter().map(i64::to_string).collect();
+        s.push_str(&format!(",trunks={}", t.join(";")));
+    }
+    if let Some(m) = &port.vlan_mode {
+        s.push_str(&format!(",vlan_mode={m}"));
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn iface(kind: &str, options: &[(&str, &str)]) -> IfaceCfg {
+        IfaceCfg {
+            kind: kind.into(),
+            options: options
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..IfaceCfg::default()
+        }
+    }
+
+    #[test]
+    fn types_as_the_netdev_datapath_gives_them_meaning() {
+        let run = Path::new("/run/ovs");
+        let plain = PortCfg::default();
+        let spec = |name: &str, i: IfaceCfg| port_spec(name, &i, &plain, run);
+        assert_eq!(spec("eth1", iface("", &[])).unwrap(), "afpacket:eth1");
+        assert_eq!(spec("eth1", iface("system", &[])).unwrap(), "afpacket:eth1");
+        assert_eq!(spec("br0", iface("internal", &[])).unwrap(), "tap:br0");
+        assert_eq!(spec("x", iface("afxdp", &[])).unwrap(), "afxdp:x");
+        assert_eq!(
+            spec(
+                "vh0",
+                iface(
+                    "dpdkvhostuserclient",
+                    &[("vhost-server-path", "/tmp/q.sock")]
+                )
+            )
+            .unwrap(),
+            "vhost-client:/tmp/q.sock"
+        );
+        assert_eq!(
+            spec("vh1", iface("dpdkvhostuser", &[])).unwrap(),
+            "vhost:/run/ovs/vh1"
+        );
+        assert_eq!(
+            spec(
+                "t",
+                iface("vxlan", &[("remote_ip", "10.0.0.2"), ("key", "flow")])
+            )
+            .unwrap(),
+            "vxlan:key=flow,remote_ip=10.0.0.2"
+        );
+        let mut mtu = iface("", &[]);
+        mtu.mtu_request = Some(9000);
+        assert_eq!(spec("eth2", mtu).unwrap(), "afpacket:eth2,mtu=9000");
+        for (i, says) in [
+            (iface("dpdkvhostuserclient", &[]), "vhost-server-path"),
+            (iface("geneve", &[]), "remote_ip"),
+            (
+                iface("vxlan", &[("remote_ip", "1.1.1.1"), ("bogus", "1")]),
+                "'bogus'",
+            ),
+            (iface("patch", &[("peer", "x")]), "patch ports"),
+            (iface("stt", &[]), "'stt' is not supported"),
+        ] {
+            let e = spec("p", i).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn vlan_columns_become_the_specs_options() {
+        let port = PortCfg {
+            tag: Some(10),
+            trunks: vec![20, 30],
+            vlan_mode: Some("native-untagged".into()),
+            ..PortCfg::default()
+        };
+        assert_eq!(
+            port_spec("eth1", &iface("", &[]), &port, Path::new("/r")).unwrap(),
+            "afpacket:eth1,tag=10,trunks=20;30,vlan_mode=native-untagged"
+        );
+    }
+}

@@ -1,0 +1,547 @@
+//! Makes the switch what the database asks for: compares the
+//! configuration ([`Desired`]) with what was applied before and tells the
+//! switch ([`Switch`]) only the difference: bridges made or removed, ports
+//! added, removed, or remade when their spec changed (a port whose spec is
+//! unchanged is never touched, so its traffic goes on). It returns what
+//! ovs-vswitchd writes back for each row: the interface's OpenFlow number
+//! (`-1` and the reason in `error` when it cannot be made) and the
+//! bridge's datapath id. Nothing here does I/O but through the switch.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use sluice_ovsdb::Uuid;
+
+use crate::desired::{BridgeCfg, Desired};
+use crate::iface::port_spec;
+use crate::ofports::{OfPorts, LOCAL};
+
+/// What the reconciler asks of the switch.
+pub trait Switch {
+    /// How many bridges it serves at once.
+    fn max_bridges(&self) -> usize;
+    /// Makes bridge `name`: its OpenFlow side (`RUNDIR/NAME.mgmt`) with
+    /// `datapath_id`, in fail mode secure (no rules until a controller
+    /// gives them) or standalone (`priority=0,actions=NORMAL`).
+    fn add_bridge(&mut self, name: &str, datapath_id: u64, secure: bool) -> Result<(), String>;
+    /// Removes bridge `name` (its ports are removed first).
+    fn del_bridge(&mut self, name: &str);
+    /// Whether port `spec` can be opened, checked before it is given a
+    /// number (as OVS opens a netdev before it numbers it: a missing
+    /// device takes no number).
+    fn can_open(&self, name: &str, spec: &str) -> Result<(), String>;
+    /// Opens port `spec` as OpenFlow port `ofport` of `bridge`.
+    fn add_port(&mut self, bridge: &str, ofport: u32, name: &str, spec: &str)
+        -> Result<(), String>;
+    /// Removes port `ofport` of `bridge`.
+    fn del_port(&mut self, bridge: &str, ofport: u32, name: &str);
+}
+
+/// What is written back to one `Interface` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IfaceOut {
+    pub bridge: String,
+    pub name: String,
+    /// `type`, as the row has it.
+    pub kind: String,
+    /// The OpenFlow number, -1 when the port could not be made.
+    pub ofport: i64,
+    /// Why not.
+    pub error: Option<String>,
+}
+
+/// What is written back to one `Bridge` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeOut {
+    pub name: String,
+    /// The datapath id as OVS writes it: 16 hex digits (None: the bridge
+    /// is not served).
+    pub datapath_id: Option<String>,
+    /// Why the bridge is not served.
+    pub error: Option<String>,
+}
+
+/// The result of one pass.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    pub interfaces: BTreeMap<Uuid, IfaceOut>,
+    pub bridges: BTreeMap<Uuid, BridgeOut>,
+    /// What was done, for the log.
+    pub log: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Applied {
+    ofport: i64,
+    spec: String,
+}
+
+#[derive(Debug)]
+struct Served {
+    datapath_id: u64,
+    secure: bool,
+    ofports: OfPorts,
+    /// Interfaces that run, by name.
+    ports: BTreeMap<String, Applied>,
+    /// Interfaces that could not be made, with why (logged once).
+    refused: BTreeMap<String, String>,
+}
+
+/// The state between passes.
+#[derive(Debug)]
+pub struct Reconciler {
+    rundir: PathBuf,
+    served: BTreeMap<String, Served>,
+}
+
+/// The datapath id of a bridge: `other_config:datapath-id` (16 hex
+/// digits), else from `other_config:hwaddr`, else a number made from the
+/// bridge's name (the same at every start; OVS makes one from a random
+/// MAC). As OVS, a MAC gives a 48-bit id.
+pub fn datapath_id(name: &str, b: &BridgeCfg) -> u64 {
+    if let Some(id) = b.other_config.get("datapath-id") {
+        let id = id.strip_prefix("0x").unwrap_or(id);
+        if id.len() == 16 {
+            if let Ok(v) = u64::from_str_radix(id, 16) {
+                return v;
+            }
+        }
+    }
+    if let Some(mac) = b.other_config.get("hwaddr") {
+        let bytes: Vec<u8> = mac
+            .split(':')
+            .filter_map(|x| u8::from_str_radix(x, 16).ok())
+            .collect();
+        if bytes.len() == 6 && mac.split(':').count() == 6 {
+            return bytes.iter().fold(0u64, |a, b| a << 8 | u64::from(*b));
+        }
+    }
+    // FNV-1a of the name, 48 bits, as a locally administered unicast MAC.
+    let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    (h & 0x0000_feff_ffff_ffff) | 0x0000_0200_0000_0000
+}
+
+impl Reconciler {
+    /// `rundir`: where vhost-user sockets of `dpdkvhostuser` go.
+    pub fn new(rundir: PathBuf) -> Self {
+        Reconciler {
+            rundir,
+            served: BTreeMap::new(),
+        }
+    }
+
+    /// The bridges served now.
+    pub fn bridges(&self) -> impl Iterator<Item = &str> {
+        self.served.keys().map(String::as_str)
+    }
+
+    /// One pass: makes the switch what `d` asks for, as far as it can.
+    pub fn reconcile(&mut self, d: &Desired, sw: &mut dyn Switch) -> Outcome {
+        let mut out = Outcome::default();
+        // Bridges gone (or no longer served as they were: a fail mode
+        // change remakes the bridge's rules only through the switch).
+        let gone: Vec<String> = self
+            .served
+            .keys()
+            .filter(|n| !d.bridges.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            let s = self.served.remove(&name).expect("served");
+            for (iface, a) in s.ports {
+                sw.del_port(&name, dp_port(a.ofport), &iface);
+            }
+            sw.del_bridge(&name);
+            out.log.push(format!("bridge {name}: removed"));
+        }
+        for (name, b) in &d.bridges {
+            let secure = b.fail_mode.as_deref() == Some("secure");
+            let dpid = datapath_id(name, b);
+            // A changed datapath id or fail mode: the bridge is made again.
+            if let Some(s) = self.served.get(name) {
+                if s.datapath_id != dpid || s.secure != secure {
+                    let s = self.served.remove(name).expect("served");
+                    for (iface, a) in s.ports {
+                        sw.del_port(name, dp_port(a.ofport), &iface);
+                    }
+                    sw.del_bridge(name);
+                    out.log.push(format!(
+                        "bridge {name}: made again (datapath id or fail mode changed)"
+                    ));
+                }
+            }
+            let refusal = if self.served.contains_key(name) {
+                None
+            } else if self.served.len() >= sw.max_bridges() {
+                Some(format!(
+                    "bridge {name} is not served: Sluice's ovs-vswitchd serves {} bridge(s) so far ({} served)",
+                    sw.max_bridges(),
+                    self.served.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            } else {
+                match sw.add_bridge(name, dpid, secure) {
+                    Ok(()) => {
+                        self.served.insert(
+                            name.clone(),
+                            Served {
+                                datapath_id: dpid,
+                                secure,
+                                ofports: OfPorts::default(),
+                                ports: BTreeMap::new(),
+                                refused: BTreeMap::new(),
+                            },
+                        );
+                        out.log.push(format!(
+                            "bridge {name}: added, datapath id {dpid:016x}, fail mode {}",
+                            if secure { "secure" } else { "standalone" }
+                        ));
+                        None
+                    }
+                    Err(e) => Some(format!("bridge {name}: {e}")),
+                }
+            };
+            if let Some(e) = refusal {
+                out.bridges.insert(
+                    b.uuid,
+                    BridgeOut {
+                        name: name.clone(),
+                        datapath_id: None,
+                        error: Some(e.clone()),
+                    },
+                );
+                for p in b.ports.values() {
+                    for (iname, i) in &p.interfaces {
+                        out.interfaces.insert(
+                            i.uuid,
+                            IfaceOut {
+                                bridge: name.clone(),
+                                name: iname.clone(),
+                                kind: i.kind.clone(),
+                                ofport: -1,
+                                error: Some(e.clone()),
+                            },
+                        );
+                    }
+                }
+                continue;
+            }
+            out.bridges.insert(
+                b.uuid,
+                BridgeOut {
+                    name: name.clone(),
+                    datapath_id: Some(format!("{dpid:016x}")),
+                    error: None,
+                },
+            );
+            let s = self.served.get_mut(name).expect("served");
+            self::ports(&self.rundir, name, b, s, sw, &mut out);
+        }
+        out
+    }
+}
+
+/// A served bridge's ports.
+fn ports(
+    rundir: &std::path::Path,
+    bridge: &str,
+    b: &BridgeCfg,
+    s: &mut Served,
+    sw: &mut dyn Switch,
+    out: &mut Outcome,
+) {
+    // Each interface's spec, or why it cannot be made.
+    let mut specs = BTreeMap::new();
+    for p in b.ports.values() {
+        for (iname, i) in &p.interfaces {
+            let spec = if iname == bridge && i.kind != "internal" {
+                Err(format!(
+                    "{iname}: the bridge's own interface is of type internal, not '{}'",
+                    i.kind
+                ))
+            } else {
+                port_spec(iname, i, p, rundir)
+                    .and_then(|spec| sw.can_open(iname, &spec).map(|()| spec))
+            };
+            specs.insert(iname.clone(), (i, spec));
+        }
+    }
+    // Numbers for those that can be made, as OVS gives them (a port that
+    // fails before it is opened takes none).
+    let wanted: Vec<(&str, Option<i64>)> = specs
+        .iter()
+        .filter(|(_, (_, spec))| spec.is_ok())
+        // As OVS's iface_pick_ofport: the request, else the number the
+        // row holds from before (a restart keeps the numbers).
+        .map(|(n, (i, _))| {
+            let before = i.ofport.filter(|&p| p > 0 && p != LOCAL);
+            (n.as_str(), i.ofport_request.or(before))
+        })
+        .collect();
+    let numbers = s.ofports.assign(bridge, &wanted);
+    // Gone, or changed: removed first (a number may move to another).
+    let stale: Vec<String> = s
+        .ports
+        .iter()
+        .filter(|(n, a)| {
+            let now = specs.get(*n).and_then(|(_, spec)| spec.as_ref().ok());
+            now != Some(&a.spec) || numbers.get(*n) != Some(&a.ofport)
+        })
+        .map(|(n, _)| n.clone())
+        .collect();
+    for n in stale {
+        let a = s.ports.remove(&n).expect("applied");
+        sw.del_port(bridge, dp_port(a.ofport), &n);
+        out.log
+            .push(format!("{bridge}: port {n} (ofport {}) removed", a.ofport));
+    }
+    s.refused.retain(|n, _| specs.contains_key(n));
+    let mut failed = Vec::new();
+    for (iname, (i, spec)) in &specs {
+        let result = match spec {
+            Err(e) => Err(e.clone()),
+            Ok(spec) => {
+                let ofport = numbers.get(iname).copied().unwrap_or(-1);
+                if s.ports.contains_key(iname) {
+                    Ok(ofport)
+                } else if ofport < 1 {
+                    Err(format!("{iname}: no OpenFlow port number left on {bridge}"))
+                } else {
+                    match sw.add_port(bridge, dp_port(ofport), iname, spec) {
+                        Ok(()) => {
+                            s.ports.insert(
+                                iname.clone(),
+                                Applied {
+                                    ofport,
+                                    spec: spec.clone(),
+                                },
+                            );
+                            out.log.push(format!(
+                                "{bridge}: added port {iname} as ofport {ofport} ({spec})"
+                            ));
+                            Ok(ofport)
+                        }
+                        Err(e) => {
+                            failed.push(iname.clone());
+                            Err(format!("could not open {iname}: {e}"))
+                        }
+                    }
+                }
+            }
+        };
+        match &result {
+            Err(e) if s.refused.get(iname) != Some(e) => {
+                out.log.push(format!("{bridge}: {e}"));
+                s.refused.insert(iname.clone(), e.clone());
+            }
+            Err(_) => {}
+            Ok(_) => {
+                s.refused.remove(iname);
+            }
+        }
+        out.interfaces.insert(
+            i.uuid,
+            IfaceOut {
+                bridge: bridge.to_string(),
+                name: iname.clone(),
+                kind: i.kind.clone(),
+                ofport: *result.as_ref().unwrap_or(&-1),
+                error: result.err(),
+            },
+        );
+    }
+    if !failed.is_empty() {
+        // Those that failed give their numbers back.
+        let keep: Vec<(&str, Option<i64>)> = wanted
+            .into_iter()
+            .filter(|(n, _)| !failed.iter().any(|f| f == n))
+            .collect();
+        s.ofports.assign(bridge, &keep);
+    }
+}
+
+/// The switch port number of an OpenFlow port number (`LOCAL` is OpenFlow
+/// 1.3's `0xfffffffe` in the datapath).
+pub fn dp_port(ofport: i64) -> u32 {
+    if ofport == LOCAL {
+        0xffff_fffe
+    } else {
+        ofport as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desired::{IfaceCfg, PortCfg};
+
+    #[derive(Default)]
+    struct Fake {
+        max: usize,
+        log: Vec<String>,
+        refuse: Vec<String>,
+    }
+
+    impl Switch for Fake {
+        fn max_bridges(&self) -> usize {
+            self.max
+        }
+        fn add_bridge(&mut self, name: &str, id: u64, secure: bool) -> Result<(), String> {
+            self.log.push(format!("add-br {name} {id:x} {secure}"));
+            Ok(())
+        }
+        fn del_bridge(&mut self, name: &str) {
+            self.log.push(format!("del-br {name}"));
+        }
+        fn can_open(&self, name: &str, _: &str) -> Result<(), String> {
+            if self.refuse.iter().any(|r| r == name) {
+                return Err("No such device".into());
+            }
+            Ok(())
+        }
+        fn add_port(&mut self, b: &str, n: u32, name: &str, spec: &str) -> Result<(), String> {
+            self.log.push(format!("add {b} {n} {name} {spec}"));
+            Ok(())
+        }
+        fn del_port(&mut self, b: &str, n: u32, name: &str) {
+            self.log.push(format!("del {b} {n} {name}"));
+        }
+    }
+
+    fn u(n: u8) -> Uuid {
+        let mut b = [0; 16];
+        b[15] = n;
+        Uuid(b)
+    }
+
+    fn bridge(id: u8, ports: &[(&str, &str, Option<i64>)]) -> BridgeCfg {
+        let mut b = BridgeCfg {
+            uuid: u(id),
+            ..BridgeCfg::default()
+        };
+        for (k, (name, kind, tag)) in ports.iter().enumerate() {
+            let mut p = PortCfg {
+                uuid: u(id + 100 + k as u8),
+                tag: *tag,
+                ..PortCfg::default()
+            };
+            p.interfaces.insert(
+                name.to_string(),
+                IfaceCfg {
+                    uuid: u(id + 50 + k as u8),
+                    kind: kind.to_string(),
+                    ..IfaceCfg::default()
+                },
+            );
+            b.ports.insert(name.to_string(), p);
+        }
+        b
+    }
+
+    fn ofport(o: &Outcome, name: &str) -> i64 {
+        o.interfaces
+            .values()
+            .find(|i| i.name == name)
+            .unwrap()
+            .ofport
+    }
+
+    #[test]
+    fn only_the_difference_reaches_the_switch() {
+        let mut r = Reconciler::new("/run".into());
+        let mut sw = Fake {
+            max: 1,
+            refuse: vec!["gone0".into()],
+            ..Fake::default()
+        };
+        let mut d = Desired::default();
+        d.bridges.insert(
+            "br0".into(),
+            bridge(
+                1,
+                &[
+                    ("br0", "internal", None),
+                    ("p1", "", None),
+                    ("gone0", "", None),
+                ],
+            ),
+        );
+        let o = r.reconcile(&d, &mut sw);
+        assert_eq!(
+            sw.log,
+            [
+                format!(
+                    "add-br br0 {:x} false",
+                    datapath_id("br0", &d.bridges["br0"])
+                ),
+                "add br0 4294967294 br0 tap:br0".into(),
+                "add br0 1 p1 afpacket:p1".into(),
+            ]
+        );
+        assert_eq!(
+            (ofport(&o, "br0"), ofport(&o, "p1"), ofport(&o, "gone0")),
+            (LOCAL, 1, -1)
+        );
+        let err = o.interfaces.values().find(|i| i.name == "gone0").unwrap();
+        assert!(err.error.as_deref().unwrap().contains("No such device"));
+        // The same again: nothing reaches the switch (the refused port is
+        // tried again, and refused again).
+        sw.log.clear();
+        let again = r.reconcile(&d, &mut sw);
+        assert!(sw.log.is_empty(), "{:?}", sw.log);
+        assert_eq!(again.interfaces, o.interfaces);
+        // A tag on p1: p1 alone is remade, under the same number.
+        d.bridges.insert(
+            "br0".into(),
+            bridge(
+                1,
+                &[
+                    ("br0", "internal", None),
+                    ("p1", "", Some(5)),
+                    ("gone0", "", None),
+                ],
+            ),
+        );
+        let o = r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["del br0 1 p1", "add br0 1 p1 afpacket:p1,tag=5"]);
+        assert_eq!(ofport(&o, "p1"), 1);
+        // A second bridge is refused while one is served, and says so.
+        sw.log.clear();
+        d.bridges
+            .insert("br1".into(), bridge(2, &[("br1", "internal", None)]));
+        let o = r.reconcile(&d, &mut sw);
+        assert!(sw.log.is_empty());
+        assert_eq!(ofport(&o, "br1"), -1);
+        assert!(o.bridges[&u(2)]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("not served"));
+        // br0 goes: its ports, then it; br1 is served next.
+        d.bridges.remove("br0");
+        let o = r.reconcile(&d, &mut sw);
+        assert_eq!(
+            sw.log[..3],
+            ["del br0 4294967294 br0", "del br0 1 p1", "del-br br0"]
+        );
+        assert!(sw.log[3].starts_with("add-br br1"));
+        assert_eq!(ofport(&o, "br1"), LOCAL);
+    }
+
+    #[test]
+    fn datapath_ids_as_ovs_reads_them() {
+        let mut b = BridgeCfg::default();
+        let named = datapath_id("br0", &b);
+        assert_eq!(named, datapath_id("br0", &b), "the same at every start");
+        assert_ne!(named, datapath_id("br1", &b));
+        assert_eq!(named >> 48, 0);
+        assert_eq!(named >> 40 & 3, 2, "locally administered, unicast");
+        b.other_config
+            .insert("hwaddr".into(), "00:11:22:33:44:55".into());
+        assert_eq!(datapath_id("br0", &b), 0x0011_2233_4455);
+        b.other_config
+            .insert("datapath-id".into(), "00000000000000aa".into());
+        assert_eq!(datapath_id("br0", &b), 0xaa);
+    }
+}
