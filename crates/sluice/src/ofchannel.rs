@@ -41,7 +41,7 @@ pub use crate::ofmultipart::N_TABLES;
 mod endpoints;
 mod of10;
 
-pub use endpoints::{connect, listen, serve_bytes};
+pub use endpoints::{connect, connect_link, listen, serve_bytes, ControllerLink};
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);

@@ -203,6 +203,9 @@ pub struct Hub {
     /// Whether the switch fails open now (standalone, no controller for
     /// fifteen seconds, `ofchannel`'s `FAIL_OPEN_AFTER`).
     pub failing_open: std::sync::atomic::AtomicBool,
+    /// Fail mode secure set at run time (`sluice vswitchd`, a bridge's
+    /// `fail_mode`): never fail open, whatever the start said.
+    pub fail_secure: std::sync::atomic::AtomicBool,
     /// The packet-in counters of connections that have closed (sent,
     /// queue full, rate limited), so that the totals never go back.
     closed: Mutex<[u64; 3]>,
@@ -323,6 +326,24 @@ impl Hub {
         });
         self.refresh();
         id
+    }
+
+    /// The connections with their peer (as `--controller` names it) and
+    /// role as OVS's Controller table writes it (`master`, `slave`,
+    /// `other`).
+    pub fn peers(&self) -> Vec<(String, &'static str)> {
+        let outlets = self.outlets.lock().expect("outlets");
+        outlets
+            .iter()
+            .map(|c| {
+                let r = match c.listener.role.load(Ordering::Relaxed) {
+                    role::MASTER => "master",
+                    role::SLAVE => "slave",
+                    _ => "other",
+                };
+                (c.peer.clone(), r)
+            })
+            .collect()
     }
 
     /// The connections and their packet-in counters, as `sluice ctl

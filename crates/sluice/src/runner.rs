@@ -463,7 +463,10 @@ pub fn run_ports(
                     let _ = control.adopt_learned();
                     // Standalone: no controller for long enough fails
                     // open (every packet NORMAL), until one connects.
-                    if let Some(h) = hub.as_ref().filter(|_| standalone) {
+                    if let Some(h) = hub
+                        .as_ref()
+                        .filter(|h| standalone && !h.fail_secure.load(Ordering::Relaxed))
+                    {
                         let open = h
                             .controllers_down_for()
                             .is_some_and(|d| d >= crate::ofchannel::FAIL_OPEN_AFTER);

@@ -118,6 +118,11 @@ pub fn version_text() -> String {
 /// A bridge the switch serves.
 struct BridgeSide {
     socket: Option<sluice_port::unix_listen::SocketFile>,
+    /// Its controllers: the target as the row has it, the peer as the
+    /// OpenFlow side names it, and the connection (dropped: it ends).
+    controllers: Vec<(String, String, crate::ofchannel::ControllerLink)>,
+    /// What its OpenFlow connections say of it.
+    info: SwitchInfo,
 }
 
 /// The switch as the reconciler sees it: one datapath, its control plane
@@ -155,9 +160,21 @@ impl Switch for SluiceSwitch {
         let mut info = self.openflow.clone();
         info.datapath_id = datapath_id;
         let target = crate::ofchannel::Target::Unix(path);
-        let (_, socket) = crate::ofchannel::listen(&target, Arc::clone(&self.control), info)
-            .map_err(|e| format!("its OpenFlow socket: {e}"))?;
-        self.bridges.insert(name.to_string(), BridgeSide { socket });
+        let (_, socket) =
+            crate::ofchannel::listen(&target, Arc::clone(&self.control), info.clone())
+                .map_err(|e| format!("its OpenFlow socket: {e}"))?;
+        self.openflow
+            .hub
+            .fail_secure
+            .store(secure, Ordering::Relaxed);
+        self.bridges.insert(
+            name.to_string(),
+            BridgeSide {
+                socket,
+                controllers: Vec::new(),
+                info,
+            },
+        );
         Ok(())
     }
 
@@ -166,6 +183,13 @@ impl Switch for SluiceSwitch {
             if let Some(s) = b.socket {
                 s.remove();
             }
+            // Its controller connections end with it.
+            drop(b.controllers);
+            self.openflow.hub.set_controllers(0);
+            self.openflow
+                .hub
+                .fail_secure
+                .store(false, Ordering::Relaxed);
         }
         let _ = self.ctl("del-flows", &[]);
         let _ = self.ctl("add-flow", &["priority=0,actions=NORMAL".into()]);
@@ -197,6 +221,61 @@ impl Switch for SluiceSwitch {
         if let Err(e) = self.ctl("del-port", &[ofport.to_string()]) {
             tracing::warn!(target: "switch", "removing port {name} ({ofport}): {e}");
         }
+    }
+
+    fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String> {
+        let mut errors = BTreeMap::new();
+        let Some(b) = self.bridges.get_mut(bridge) else {
+            return errors;
+        };
+        // The old connections end (those still wanted are made again: a
+        // list that changed is rare, and a new connection says HELLO).
+        b.controllers.clear();
+        for t in targets {
+            if t.starts_with("ptcp:") || t.starts_with("punix:") || t.starts_with("pssl:") {
+                errors.insert(t.clone(), "passive controller targets (ptcp:, pssl:, punix:) are not supported yet: ovs-ofctl and ovn-controller use BRIDGE.mgmt".into());
+                continue;
+            }
+            let peer = match crate::ofchannel::parse_controller(t) {
+                Ok(p) => p,
+                Err(e) => {
+                    errors.insert(t.clone(), e);
+                    continue;
+                }
+            };
+            if matches!(peer, crate::ofchannel::Peer::Ssl(_)) {
+                errors.insert(
+                    t.clone(),
+                    "ssl: controllers need the SSL table, which is not read yet".into(),
+                );
+                continue;
+            }
+            let name = peer.to_string();
+            match crate::ofchannel::connect_link(peer, Arc::clone(&self.control), b.info.clone()) {
+                Ok(link) => b.controllers.push((t.clone(), name, link)),
+                Err(e) => {
+                    errors.insert(t.clone(), e);
+                }
+            }
+        }
+        self.openflow.hub.set_controllers(b.controllers.len());
+        errors
+    }
+
+    fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
+        let Some(b) = self.bridges.get(bridge) else {
+            return BTreeMap::new();
+        };
+        let peers = self.openflow.hub.peers();
+        b.controllers
+            .iter()
+            .filter_map(|(t, name, _)| {
+                peers
+                    .iter()
+                    .find(|(p, _)| p == name)
+                    .map(|(_, role)| (t.clone(), role.to_string()))
+            })
+            .collect()
     }
 }
 
@@ -340,6 +419,12 @@ impl Switch for Published<'_> {
     }
     fn del_port(&mut self, b: &str, n: u32, name: &str) {
         self.sw.del_port(b, n, name)
+    }
+    fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
+        self.sw.set_controllers(b, t)
+    }
+    fn connected_controllers(&self, b: &str) -> BTreeMap<String, String> {
+        self.sw.connected_controllers(b)
     }
 }
 

@@ -32,29 +32,43 @@ impl Db {
             .status()
             .unwrap()
             .success());
-        let child = Command::new("ovsdb-server")
-            .arg(&db)
-            .arg(format!(
-                "--remote=punix:{}",
-                dir.path().join("db.sock").display()
-            ))
-            .arg(format!(
-                "--unixctl={}",
-                dir.path().join("ovsdb-server.ctl").display()
-            ))
-            .args(["--no-chdir", "-vconsole:off"])
-            .arg(format!(
-                "--log-file={}",
-                dir.path().join("ovsdb-server.log").display()
-            ))
-            .spawn()
-            .expect("ovsdb-server");
+        let child = Db::server(dir.path());
         let d = Db { child, dir };
         wait_for("ovsdb-server's socket", 10, || {
             d.dir.path().join("db.sock").exists()
         });
         d.vsctl(&["--no-wait", "init"]);
         d
+    }
+
+    fn server(dir: &Path) -> Child {
+        Command::new("ovsdb-server")
+            .arg(dir.join("conf.db"))
+            .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
+            .arg(format!(
+                "--unixctl={}",
+                dir.join("ovsdb-server.ctl").display()
+            ))
+            .args(["--no-chdir", "-vconsole:off"])
+            .arg(format!(
+                "--log-file={}",
+                dir.join("ovsdb-server.log").display()
+            ))
+            .spawn()
+            .expect("ovsdb-server")
+    }
+
+    /// Stops ovsdb-server, runs `meanwhile`, and starts it again on the
+    /// same database.
+    fn restart(&mut self, meanwhile: impl FnOnce()) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.run().join("db.sock"));
+        meanwhile();
+        self.child = Db::server(self.run());
+        wait_for("ovsdb-server's socket", 10, || {
+            self.run().join("db.sock").exists()
+        });
     }
 
     fn run(&self) -> &Path {
@@ -149,7 +163,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     if !Path::new(SCHEMA).exists() {
         panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
     }
-    let db = Db::start();
+    let mut db = Db::start();
     let sw = Host::new("vsw", None);
     let h1 = Host::new("vh1", Some("10.77.0.1/24"));
     let h2 = Host::new("vh2", Some("10.77.0.2/24"));
@@ -284,6 +298,15 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     assert_eq!(db.get("Interface", &h2.root_if, "ofport"), "2");
     h1.ping("10.77.0.2");
 
+    // ovsdb-server restarts: the datapath goes on meanwhile; the daemon
+    // connects again, and a change made after is applied (ovs-vsctl,
+    // waiting for it, returns).
+    db.restart(|| h1.ping("10.77.0.2"));
+    db.vsctl(&["set", "port", &h2.root_if, "tag=20"]);
+    assert!(!pings(&h1, "10.77.0.2"));
+    db.vsctl(&["remove", "port", &h2.root_if, "tag", "20"]);
+    h1.ping("10.77.0.2");
+
     // Ports and the bridge go as ovs-vsctl removes them.
     db.vsctl(&["del-port", &br, &h2.root_if]);
     assert!(!pings(&h1, "10.77.0.2"));
@@ -304,6 +327,100 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         warnings.is_empty(),
         "a clean run logs no warning: {warnings:?}"
     );
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+}
+
+#[test]
+fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
+    require_root_and(&["ip", "ping", "ovsdb-server", "ovs-vsctl", "osken-manager"]);
+    let db = Db::start();
+    let sw = Host::new("vcs", None);
+    let h1 = Host::new("vc1", Some("10.78.0.1/24"));
+    let h2 = Host::new("vc2", Some("10.78.0.2/24"));
+    for h in [&h1, &h2] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
+    }
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let br = format!("vc{}", std::process::id() % 10000);
+    db.vsctl(&["add-br", &br, "--", "set-fail-mode", &br, "secure"]);
+    db.vsctl(&[
+        "add-port",
+        &br,
+        &h1.root_if,
+        "--",
+        "add-port",
+        &br,
+        &h2.root_if,
+    ]);
+    // Secure and no controller: no rules, nothing passes.
+    assert!(!pings(&h1, "10.78.0.2"));
+    // A controller in the switch's namespace (os-ken, an L2 learning app).
+    let port = 6653 + std::process::id() % 1000;
+    let log = db.run().join("osken.log");
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/osken/l2learn.py");
+    let _ctl = Killed(
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &sw.ns,
+                "osken-manager",
+                "--ofp-tcp-listen-port",
+            ])
+            .arg(port.to_string())
+            .arg(app)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let target = format!("tcp:127.0.0.1:{port}");
+    db.vsctl(&["set-controller", &br, &target]);
+    wait_for("the controller's connection", 20, || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains("L2LEARN connected")
+    });
+    let dpid = db
+        .get("Bridge", &br, "datapath_id")
+        .trim_matches('"')
+        .to_string();
+    assert!(
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(&format!("dpid={dpid}")),
+        "the controller sees the datapath id the row holds"
+    );
+    wait_for("the table-miss rule", 20, || {
+        stdout(&db.tool("ovs-ofctl", &["-O", "OpenFlow13", "dump-flows", &br]))
+            .contains("actions=CONTROLLER")
+    });
+    if !pings(&h1, "10.78.0.2") {
+        // What the controller, the OpenFlow side and the datapath saw.
+        panic!(
+            "no ping through the controller's rules\ncontroller: {}\n{}\n{}\n{}\nlog: {}",
+            std::fs::read_to_string(&log).unwrap(),
+            stdout(&db.appctl(&["sluice/ctl", "of-show"])),
+            stdout(&db.appctl(&["sluice/ctl", "pmd-stats"])),
+            stdout(&db.appctl(&["sluice/ctl", "dump-flows"])),
+            std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap()
+        );
+    }
+    h1.ping("10.78.0.2");
+    wait_for("is_connected", 10, || {
+        db.get("Controller", &br, "is_connected") == "true"
+    });
+    assert_eq!(db.get("Controller", &br, "role"), "other");
+    // Removed: the connection ends; the rules it gave stay (secure).
+    db.vsctl(&["del-controller", &br]);
+    assert!(db.vsctl(&["list", "Controller"]).0.is_empty());
+    h1.ping("10.78.0.2");
     assert!(db.appctl(&["exit"]).status.success());
     wait_for("the daemon to exit", 10, || {
         !db.run().join("ovs-vswitchd.pid").exists()

@@ -37,12 +37,14 @@ pub const MONITOR: &[(&str, &[&str])] = &[
             "fail_mode",
             "other_config",
             "datapath_id",
+            "controller",
         ],
     ),
     (
         "Port",
         &["name", "interfaces", "tag", "trunks", "vlan_mode"],
     ),
+    ("Controller", &["target"]),
     (
         "Interface",
         &[
@@ -124,6 +126,24 @@ fn rows_to_write(d: &Desired, o: &Outcome) -> Written {
         );
         w.insert(("Bridge", *u), row);
     }
+    for (u, c) in &o.controllers {
+        let mut row = Map::new();
+        row.insert("is_connected".into(), json!(c.connected.is_some()));
+        row.insert("role".into(), optional(c.connected.clone()));
+        let mut status = vec![json!([
+            "state",
+            if c.connected.is_some() {
+                "ACTIVE"
+            } else {
+                "BACKOFF"
+            }
+        ])];
+        if let Some(e) = &c.error {
+            status.push(json!(["last_error", e]));
+        }
+        row.insert("status".into(), json!(["map", status]));
+        w.insert(("Controller", *u), row);
+    }
     if let Some(root) = d.root {
         let mut row = Map::new();
         row.insert("cur_cfg".into(), json!(d.next_cfg));
@@ -187,14 +207,22 @@ pub fn run(
                 tracing::info!(target: "switch", "{}: connected", opts.target);
                 backoff = Duration::from_secs(1);
                 said.clear();
-                if let Err(e) = session(c, &mut rec, sw, stop, ready) {
-                    tracing::warn!(target: "switch", "{}: {e}; connecting again", opts.target);
+                // As OVS's reconnect: a closed connection is information,
+                // a server that speaks nonsense a warning.
+                match session(c, &mut rec, sw, stop, ready) {
+                    Ok(()) => {}
+                    Err(e @ DbError::Io(_)) => {
+                        tracing::info!(target: "switch", "{}: {e}; connecting again", opts.target)
+                    }
+                    Err(e) => {
+                        tracing::warn!(target: "switch", "{}: {e}; connecting again", opts.target)
+                    }
                 }
             }
             Err(e) => {
                 let msg = format!("{}: {e}", opts.target);
                 if msg != said {
-                    tracing::warn!(target: "switch", "{msg}; trying again every {} s or less", 8);
+                    tracing::info!(target: "switch", "{msg}; trying again every 8 s or less");
                     said = msg;
                 }
             }

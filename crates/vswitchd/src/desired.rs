@@ -40,6 +40,16 @@ pub struct BridgeCfg {
     pub other_config: Smap,
     /// Ports by name.
     pub ports: BTreeMap<String, PortCfg>,
+    /// `controller`: the OpenFlow controllers, in UUID order.
+    pub controllers: Vec<ControllerCfg>,
+}
+
+/// One `Controller` row.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ControllerCfg {
+    pub uuid: Uuid,
+    /// `target`: `tcp:IP[:PORT]`, `ssl:IP[:PORT]`, `unix:PATH`, ...
+    pub target: String,
 }
 
 /// One port.
@@ -132,6 +142,19 @@ pub fn desired(r: &Replica) -> Desired {
             fail_mode: string(brow, "fail_mode").map(str::to_string),
             other_config: smap(brow, "other_config"),
             ports: BTreeMap::new(),
+            controllers: {
+                let mut refs = uuids(brow, "controller");
+                refs.sort();
+                refs.into_iter()
+                    .filter_map(|u| {
+                        let row = r.row("Controller", &u)?;
+                        Some(ControllerCfg {
+                            uuid: u,
+                            target: string(row, "target")?.to_string(),
+                        })
+                    })
+                    .collect()
+            },
         };
         for (pu, prow, pname) in children(r, brow, "ports", "Port") {
             if !ports_taken.insert(pu) {

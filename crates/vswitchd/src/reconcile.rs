@@ -35,6 +35,22 @@ pub trait Switch {
         -> Result<(), String>;
     /// Removes port `ofport` of `bridge`.
     fn del_port(&mut self, bridge: &str, ofport: u32, name: &str);
+    /// Makes `targets` the OpenFlow controllers `bridge` connects to;
+    /// returns why, for each target it cannot use.
+    fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String>;
+    /// Each controller of `bridge` that is connected, with its role
+    /// (`master`, `slave`, `other`).
+    fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String>;
+}
+
+/// What is written back to one `Controller` row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerOut {
+    pub target: String,
+    /// Its role while connected.
+    pub connected: Option<String>,
+    /// Why it cannot be used.
+    pub error: Option<String>,
 }
 
 /// What is written back to one `Interface` row.
@@ -66,6 +82,7 @@ pub struct BridgeOut {
 pub struct Outcome {
     pub interfaces: BTreeMap<Uuid, IfaceOut>,
     pub bridges: BTreeMap<Uuid, BridgeOut>,
+    pub controllers: BTreeMap<Uuid, ControllerOut>,
     /// What was done, for the log.
     pub log: Vec<String>,
 }
@@ -85,6 +102,9 @@ struct Served {
     ports: BTreeMap<String, Applied>,
     /// Interfaces that could not be made, with why (logged once).
     refused: BTreeMap<String, String>,
+    /// The controllers given to the switch, and those it refused.
+    controllers: Vec<String>,
+    controller_errors: BTreeMap<String, String>,
 }
 
 /// The state between passes.
@@ -191,6 +211,8 @@ impl Reconciler {
                                 ofports: OfPorts::default(),
                                 ports: BTreeMap::new(),
                                 refused: BTreeMap::new(),
+                                controllers: Vec::new(),
+                                controller_errors: BTreeMap::new(),
                             },
                         );
                         out.log.push(format!(
@@ -237,6 +259,29 @@ impl Reconciler {
             );
             let s = self.served.get_mut(name).expect("served");
             self::ports(&self.rundir, name, b, s, sw, &mut out);
+            let targets: Vec<String> = b.controllers.iter().map(|c| c.target.clone()).collect();
+            if targets != s.controllers {
+                s.controller_errors = sw.set_controllers(name, &targets);
+                for (t, e) in &s.controller_errors {
+                    out.log.push(format!("bridge {name}: controller {t}: {e}"));
+                }
+                out.log.push(format!(
+                    "bridge {name}: controllers [{}]",
+                    targets.join(", ")
+                ));
+                s.controllers = targets;
+            }
+            let up = sw.connected_controllers(name);
+            for c in &b.controllers {
+                out.controllers.insert(
+                    c.uuid,
+                    ControllerOut {
+                        target: c.target.clone(),
+                        connected: up.get(&c.target).cloned(),
+                        error: s.controller_errors.get(&c.target).cloned(),
+                    },
+                );
+            }
         }
         out
     }
@@ -407,6 +452,16 @@ mod tests {
         fn del_port(&mut self, b: &str, n: u32, name: &str) {
             self.log.push(format!("del {b} {n} {name}"));
         }
+        fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
+            self.log.push(format!("controllers {b} {t:?}"));
+            t.iter()
+                .filter(|t| t.starts_with("bogus"))
+                .map(|t| (t.clone(), "not a target".to_string()))
+                .collect()
+        }
+        fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
+            BTreeMap::new()
+        }
     }
 
     fn u(n: u8) -> Uuid {
@@ -527,6 +582,39 @@ mod tests {
         );
         assert!(sw.log[3].starts_with("add-br br1"));
         assert_eq!(ofport(&o, "br1"), LOCAL);
+    }
+
+    #[test]
+    fn controllers_reach_the_switch_when_they_change() {
+        use crate::desired::ControllerCfg;
+        let mut r = Reconciler::new("/run".into());
+        let mut sw = Fake {
+            max: 1,
+            ..Fake::default()
+        };
+        let mut d = Desired::default();
+        let mut b = bridge(1, &[("br0", "internal", None)]);
+        b.controllers = vec![
+            ControllerCfg {
+                uuid: u(200),
+                target: "tcp:127.0.0.1:6653".into(),
+            },
+            ControllerCfg {
+                uuid: u(201),
+                target: "bogus:1".into(),
+            },
+        ];
+        d.bridges.insert("br0".into(), b);
+        let o = r.reconcile(&d, &mut sw);
+        assert!(sw.log.iter().any(|l| l.starts_with("controllers br0")));
+        assert_eq!(o.controllers[&u(200)].error, None);
+        assert_eq!(
+            o.controllers[&u(201)].error.as_deref(),
+            Some("not a target")
+        );
+        sw.log.clear();
+        r.reconcile(&d, &mut sw);
+        assert!(sw.log.is_empty(), "unchanged: {:?}", sw.log);
     }
 
     #[test]

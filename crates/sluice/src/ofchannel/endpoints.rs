@@ -22,28 +22,81 @@ use crate::ofhub::{Hub, MAX_OF_CONNECTIONS};
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(8);
 
+/// A controller connection that can be ended (`ovs-vsctl del-controller`):
+/// dropped, it stops reconnecting and shuts the live connection down.
+pub struct ControllerLink {
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+    live: Arc<std::sync::Mutex<Option<TcpOrUnix>>>,
+}
+
+/// The socket under a live session, to shut down.
+enum TcpOrUnix {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Drop for ControllerLink {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        if let Some(s) = self.live.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = match s {
+                TcpOrUnix::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+                TcpOrUnix::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            };
+        }
+    }
+}
+
 /// Connects to `peer` and serves the connection; reconnects with backoff
 /// whenever it fails or ends, for as long as the switch runs.
 pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<(), String> {
+    std::mem::forget(connect_link(peer, control, info)?);
+    Ok(())
+}
+
+/// As [`connect`], until the returned link is dropped.
+pub fn connect_link(
+    peer: Peer,
+    control: Arc<Control>,
+    info: SwitchInfo,
+) -> Result<ControllerLink, String> {
+    let link = ControllerLink {
+        cancel: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        live: Arc::new(std::sync::Mutex::new(None)),
+    };
+    let (cancel, live) = (Arc::clone(&link.cancel), Arc::clone(&link.live));
+    let keep = move |s: TcpOrUnix| {
+        *live.lock().unwrap_or_else(|p| p.into_inner()) = Some(s);
+    };
+    let cancelled = Arc::clone(&cancel);
     std::thread::Builder::new()
         .name("of-controller".into())
         .spawn(move || {
             let mut backoff = BACKOFF_MIN;
-            loop {
+            while !cancelled.load(Ordering::Acquire) {
                 let started = Instant::now();
                 let result = match &peer {
                     Peer::Tcp(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).map(|s| {
                         let _ = s.set_nodelay(true);
+                        if let Ok(c) = s.try_clone() {
+                            keep(TcpOrUnix::Tcp(c));
+                        }
                         Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
                             .primary()
                             .run()
                     }),
                     Peer::Unix(p) => UnixStream::connect(p).map(|s| {
+                        if let Ok(c) = s.try_clone() {
+                            keep(TcpOrUnix::Unix(c));
+                        }
                         Session::new(s, Arc::clone(&control), info.clone(), peer.to_string())
                             .primary()
                             .run()
                     }),
                     Peer::Ssl(a) => TcpStream::connect_timeout(a, BACKOFF_MAX).and_then(|s| {
+                        if let Ok(c) = s.try_clone() {
+                            keep(TcpOrUnix::Tcp(c));
+                        }
                         let tls = info.tls.as_ref().ok_or_else(|| {
                             std::io::Error::other(
                                 "ssl: needs --private-key, --certificate and --ca-cert",
@@ -61,6 +114,10 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                         .run())
                     }),
                 };
+                if cancelled.load(Ordering::Acquire) {
+                    tracing::info!(target: "openflow", "controller {peer}: removed");
+                    break;
+                }
                 match result {
                     Ok(Ok(())) => tracing::info!(target: "openflow", "controller {peer} closed the connection"),
                     Ok(Err(e)) => tracing::warn!(target: "openflow", "controller {peer}: {e}"),
@@ -74,12 +131,15 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
                 if started.elapsed() > BACKOFF_MAX {
                     backoff = BACKOFF_MIN;
                 }
-                std::thread::sleep(backoff);
+                let until = Instant::now() + backoff;
+                while Instant::now() < until && !cancelled.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
                 backoff = (backoff * 2).min(BACKOFF_MAX);
             }
         })
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(link)
 }
 
 /// Listens on `target` and serves each connection on its own thread.
