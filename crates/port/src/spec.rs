@@ -63,6 +63,9 @@ pub enum PortSpec {
         vnet: bool,
         /// MTU to set on the interface (else it keeps its own).
         mtu: Option<u32>,
+        /// Brought up when opened (`up=off`: left as it is, as OVS leaves
+        /// an internal port for the user to bring up).
+        up: bool,
     },
     /// Open vSwitch netdev-dummy framing over a unix socket.
     Stream {
@@ -206,7 +209,7 @@ fn parse_mac(v: &str) -> Option<[u8; 6]> {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay; any but a tunnel takes ,tag=N | ,trunks=A;B | ,vlan_mode=access|trunk|native-tagged|native-untagged for NORMAL";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N][,up=off] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay; any but a tunnel takes ,tag=N | ,trunks=A;B | ,vlan_mode=access|trunk|native-tagged|native-untagged for NORMAL";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -346,19 +349,25 @@ impl std::str::FromStr for PortSpec {
             "tap" => {
                 let mut parts = args.split(',');
                 let ifname = parse_ifname(s, parts.next().unwrap_or(""), "tap:NAME")?.to_string();
-                let (mut vnet, mut mtu) = (true, None);
+                let (mut vnet, mut mtu, mut up) = (true, None, true);
                 for opt in parts {
                     match opt.split_once('=') {
                         Some(("vnet", v)) => vnet = parse_on_off(s, "vnet", v)?,
                         Some(("mtu", v)) => mtu = Some(parse_mtu(s, v)?),
+                        Some(("up", v)) => up = parse_on_off(s, "up", v)?,
                         _ => {
                             return Err(format!(
-                                "'{s}': unknown tap option '{opt}'; expected vnet=on|off or mtu=N"
+                                "'{s}': unknown tap option '{opt}'; expected vnet=on|off, mtu=N or up=on|off"
                             ))
                         }
                     }
                 }
-                Ok(PortSpec::Tap { ifname, vnet, mtu })
+                Ok(PortSpec::Tap {
+                    ifname,
+                    vnet,
+                    mtu,
+                    up,
+                })
             }
             "stream" => match args.split_once(':') {
                 Some(("unix", p)) if !p.is_empty() => Ok(PortSpec::Stream {
@@ -478,10 +487,18 @@ impl std::fmt::Display for PortSpec {
                 let kind = if *server { "vhost" } else { "vhost-client" };
                 write!(f, "{kind}:{}", path.display())
             }
-            PortSpec::Tap { ifname, vnet, mtu } => {
+            PortSpec::Tap {
+                ifname,
+                vnet,
+                mtu,
+                up,
+            } => {
                 write!(f, "tap:{ifname}")?;
                 if !vnet {
                     f.write_str(",vnet=off")?;
+                }
+                if !up {
+                    f.write_str(",up=off")?;
                 }
                 write_mtu(f, *mtu)
             }
@@ -532,11 +549,17 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             ifname,
             *opts,
         )?)),
-        PortSpec::Tap { ifname, vnet, mtu } => Ok(Box::new(TapPort::open(
+        PortSpec::Tap {
+            ifname,
+            vnet,
+            mtu,
+            up,
+        } => Ok(Box::new(TapPort::open(
             &spec.to_string(),
             ifname,
             *vnet,
             *mtu,
+            *up,
         )?)),
         #[cfg(feature = "dpdk")]
         PortSpec::Dpdk { devargs } => Ok(Box::new(crate::dpdk::DpdkPort::open(
@@ -786,6 +809,7 @@ mod tests {
             "afpacket:veth1,mtu=9000",
             "tap:tap0",
             "tap:tap0,vnet=off,mtu=9000",
+            "tap:tap0,up=off",
             "afxdp:eth1:3",
             "afxdp:eth1:0,mtu=3000",
             "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
@@ -838,7 +862,8 @@ mod tests {
             PortSpec::Tap {
                 ifname: "t0".into(),
                 vnet: true,
-                mtu: None
+                mtu: None,
+                up: true,
             }
         );
         for bad in [

@@ -41,8 +41,15 @@ pub struct TapPort {
 impl TapPort {
     /// Creates tap interface `ifname` (or attaches to an existing one),
     /// with virtio-net headers and offloads when `vnet`, and MTU `mtu`
-    /// (else the interface's own: 1500 for a new tap).
-    pub fn open(name: &str, ifname: &str, vnet: bool, mtu: Option<u32>) -> Result<Self, PortError> {
+    /// (else the interface's own: 1500 for a new tap), brought up when
+    /// `up`.
+    pub fn open(
+        name: &str,
+        ifname: &str,
+        vnet: bool,
+        mtu: Option<u32>,
+        up: bool,
+    ) -> Result<Self, PortError> {
         let err = |m: String| PortError {
             port: name.to_string(),
             message: m,
@@ -79,7 +86,9 @@ impl TapPort {
         }
         let mtu = sys::apply_mtu(ifname, mtu).map_err(err)?;
         sys::set_nonblocking(fd.as_raw_fd()).map_err(|e| err(format!("non-blocking: {e}")))?;
-        sys::set_if_up(ifname).map_err(|e| err(format!("bringing '{ifname}' up: {e}")))?;
+        if up {
+            sys::set_if_up(ifname).map_err(|e| err(format!("bringing '{ifname}' up: {e}")))?;
+        }
         Ok(TapPort {
             name: name.to_string(),
             ifname: ifname.to_string(),

@@ -142,7 +142,9 @@ Port specs:
                         Option: ,mtu=N
   tap:NAME              create tap interface NAME (or attach to it) and bring
                         it up; with virtio-net headers as a VM's virtio-net
-                        has them (,vnet=off: without). Option: ,mtu=N
+                        has them (,vnet=off: without). Options: ,mtu=N;
+                        ,up=off: leave it down (as OVS leaves an internal
+                        port: the user brings it up)
   mtu=N                 (afpacket, afxdp, tap) set the interface's MTU, 68 to
                         65535 (else the port takes the interface's own, 1500
                         for a veth or a new tap); longer frames are the counted

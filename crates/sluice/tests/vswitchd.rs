@@ -426,3 +426,144 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
         !db.run().join("ovs-vswitchd.pid").exists()
     });
 }
+
+/// The rows ovs-vswitchd writes back, as text to compare.
+fn written_rows(db: &Db) -> String {
+    let list = |table: &str, columns: &str| {
+        let mut lines: Vec<String> = db
+            .vsctl(&[
+                &format!("--columns={columns}"),
+                "--format=csv",
+                "list",
+                table,
+            ])
+            .0
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines.join("\n")
+    };
+    format!(
+        "{}\n{}\ncur_cfg={} next_cfg={} dpdk_initialized={}",
+        list(
+            "Interface",
+            "name,type,ofport,error,admin_state,link_state,mtu,ofport_request"
+        ),
+        list("Bridge", "name,datapath_version,fail_mode"),
+        db.get("Open_vSwitch", ".", "cur_cfg"),
+        db.get("Open_vSwitch", ".", "next_cfg"),
+        db.get("Open_vSwitch", ".", "dpdk_initialized"),
+    )
+}
+
+/// The same ovs-vsctl commands, given to `daemon` in a namespace of its
+/// own with veths vA, vB and vC: the rows written back, and what
+/// ovs-vsctl warned of.
+fn run_script(tag: &str, daemon: &[&str]) -> (String, Vec<String>) {
+    let db = Db::start();
+    let ns = Host::new(tag, None);
+    for v in ["vA", "vB", "vC"] {
+        ns.exec(&format!("ip link add {v} type veth peer name p{v}"));
+        ns.exec(&format!("ip link set {v} up"));
+        ns.exec(&format!("ip link set p{v} up"));
+    }
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.ns])
+        .args(daemon)
+        .arg(format!("unix:{}/db.sock", db.run().display()))
+        .args([
+            "--pidfile",
+            "--detach",
+            "--no-chdir",
+            "--log-file",
+            "-vconsole:off",
+        ])
+        .env("OVS_RUNDIR", db.run())
+        .env("OVS_LOGDIR", db.run())
+        .env("OVS_DBDIR", db.run())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{daemon:?}: {}", stderr(&out));
+    let mut warnings = Vec::new();
+    let script: &[&[&str]] = &[
+        &[
+            "add-br",
+            "brX",
+            "--",
+            "set",
+            "bridge",
+            "brX",
+            "datapath_type=netdev",
+        ],
+        &[
+            "add-port", "brX", "vA", "--", "add-port", "brX", "vB", "--", "add-port", "brX",
+            "nosuch0",
+        ],
+        &["set", "interface", "vB", "ofport_request=7"],
+        &[
+            "add-port",
+            "brX",
+            "int1",
+            "--",
+            "set",
+            "interface",
+            "int1",
+            "type=internal",
+        ],
+        &[
+            "add-port",
+            "brX",
+            "t0",
+            "--",
+            "set",
+            "interface",
+            "t0",
+            "type=tap",
+        ],
+        &["del-port", "brX", "vA"],
+        &["add-port", "brX", "vC", "--", "set", "port", "vC", "tag=5"],
+        &[
+            "add-port",
+            "brX",
+            "bad1",
+            "--",
+            "set",
+            "interface",
+            "bad1",
+            "type=frobnicate",
+        ],
+        &["set-fail-mode", "brX", "secure"],
+    ];
+    for cmd in script {
+        let (_, w) = db.vsctl(cmd);
+        warnings.extend(
+            w.lines()
+                .filter(|l| l.contains("Error detected"))
+                .map(String::from),
+        );
+    }
+    let rows = written_rows(&db);
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+    (rows, warnings)
+}
+
+#[test]
+fn the_rows_written_back_are_those_of_ovs() {
+    require_root_and(&["ip", "ovsdb-server", "ovs-vsctl", "ovs-vswitchd"]);
+    let ovs = run_script("vdo", &["ovs-vswitchd"]);
+    let sluice = run_script("vds", &[sluice_bin(), "vswitchd"]);
+    assert_eq!(sluice.1, ovs.1, "ovs-vsctl's warnings");
+    assert_eq!(sluice.0, ovs.0, "the rows written back");
+    // What the script left: the numbers as OVS gives them.
+    for want in [
+        "vB,\"\"\"\"\"\",7,[],up,up,1500,7",
+        "vC,\"\"\"\"\"\",5,",
+        "int1,internal,3,[],down,down",
+    ] {
+        assert!(ovs.0.contains(want), "{want} in {}", ovs.0);
+    }
+}

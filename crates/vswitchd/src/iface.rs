@@ -7,8 +7,8 @@
 //! | `type` | Sluice port |
 //! |---|---|
 //! | `""`, `system` | `afpacket:NAME` (the device through AF_PACKET rings) |
-//! | `internal` | `tap:NAME` (a tap made for it, as OVS's netdev datapath does); the bridge's own interface is `LOCAL` |
-//! | `tap` | `tap:NAME` |
+//! | `internal` | `tap:NAME,up=off` (a tap made for it and left down, as OVS's netdev datapath does); the bridge's own interface is `LOCAL` |
+//! | `tap` | `tap:NAME,up=off` |
 //! | `afxdp` | `afxdp:NAME` |
 //! | `dpdkvhostuserclient` | `vhost-client:PATH` (`options:vhost-server-path`) |
 //! | `dpdkvhostuser` | `vhost:RUNDIR/NAME` (Sluice listens, as OVS does in its run directory) |
@@ -65,7 +65,9 @@ pub fn port_spec(
         .unwrap_or_default();
     let mut spec = match iface.kind.as_str() {
         "" | "system" => format!("afpacket:{name}{mtu}"),
-        "internal" | "tap" => format!("tap:{name}{mtu}"),
+        // As OVS's netdev datapath: a tap, left down for the user to
+        // bring up (`ip link set br0 up`).
+        "internal" | "tap" => format!("tap:{name},up=off{mtu}"),
         "afxdp" => format!("afxdp:{name}{mtu}"),
         "dpdkvhostuserclient" => match iface.options.get("vhost-server-path") {
             Some(p) if !p.is_empty() => format!("vhost-client:{p}"),
@@ -86,15 +88,28 @@ pub fn port_spec(
                 "{name}: patch ports are not supported yet: Sluice's ovs-vswitchd serves one bridge so far"
             ))
         }
-        other => {
+        // OVS's words in the row (its netdev class lookup fails so); the
+        // log says which types Sluice makes ([`unknown_type_detail`]).
+        _ => {
             return Err(format!(
-                "{name}: interface type '{other}' is not supported by Sluice (it makes: {})",
-                IFACE_TYPES.join(", ")
+                "could not open network device {name} (Address family not supported by protocol)"
             ))
         }
     };
     spec.push_str(&vlan_options(port)?);
     Ok(spec)
+}
+
+/// For the log: why an interface of type `kind` was refused, when it is
+/// a type Sluice does not know.
+pub fn unknown_type_detail(name: &str, kind: &str) -> Option<String> {
+    let known = IFACE_TYPES.contains(&kind) || matches!(kind, "" | "patch" | "dpdk");
+    (!known).then(|| {
+        format!(
+            "{name}: interface type '{kind}' is not one Sluice makes (it makes: {})",
+            IFACE_TYPES.join(", ")
+        )
+    })
 }
 
 fn tunnel_spec(name: &str, kind: &str, options: &Smap) -> Result<String, String> {
@@ -157,7 +172,10 @@ mod tests {
         let spec = |name: &str, i: IfaceCfg| port_spec(name, &i, &plain, run);
         assert_eq!(spec("eth1", iface("", &[])).unwrap(), "afpacket:eth1");
         assert_eq!(spec("eth1", iface("system", &[])).unwrap(), "afpacket:eth1");
-        assert_eq!(spec("br0", iface("internal", &[])).unwrap(), "tap:br0");
+        assert_eq!(
+            spec("br0", iface("internal", &[])).unwrap(),
+            "tap:br0,up=off"
+        );
         assert_eq!(spec("x", iface("afxdp", &[])).unwrap(), "afxdp:x");
         assert_eq!(
             spec(
@@ -193,7 +211,10 @@ mod tests {
                 "'bogus'",
             ),
             (iface("patch", &[("peer", "x")]), "patch ports"),
-            (iface("stt", &[]), "'stt' is not supported"),
+            (
+                iface("stt", &[]),
+                "(Address family not supported by protocol)",
+            ),
         ] {
             let e = spec("p", i).unwrap_err();
             assert!(e.contains(says), "{e}");

@@ -378,6 +378,10 @@ fn ports(
         match &result {
             Err(e) if s.refused.get(iname) != Some(e) => {
                 out.log.push(format!("{bridge}: {e}"));
+                out.log.extend(
+                    crate::iface::unknown_type_detail(iname, &i.kind)
+                        .map(|d| format!("{bridge}: {d}")),
+                );
                 s.refused.insert(iname.clone(), e.clone());
             }
             Err(_) => {}
@@ -530,7 +534,7 @@ mod tests {
                     "add-br br0 {:x} false",
                     datapath_id("br0", &d.bridges["br0"])
                 ),
-                "add br0 4294967294 br0 tap:br0".into(),
+                "add br0 4294967294 br0 tap:br0,up=off".into(),
                 "add br0 1 p1 afpacket:p1".into(),
             ]
         );
