@@ -718,6 +718,21 @@ impl Datapath {
         Ok(())
     }
 
+    /// Changes port `ofport`'s MTU in place (its queue on this PMD and the
+    /// rx queues it polls besides).
+    pub fn set_port_mtu(&mut self, ofport: u32, mtu: u32) -> Result<(), DpError> {
+        let i = self
+            .out
+            .index_of(ofport)
+            .ok_or(DpError::NoSuchPort(ofport))?;
+        let slot = &mut self.out.ports[i];
+        slot.port.set_mtu(mtu).map_err(DpError::Port)?;
+        for q in &mut slot.extra_rxqs {
+            q.port.set_mtu(mtu).map_err(DpError::Port)?;
+        }
+        Ok(())
+    }
+
     /// Removes port `ofport` at run time: its queued output is sent first
     /// and the port flushed (nothing waits, nothing is lost silently), then
     /// it is closed. Cached decisions that output to it are revalidated

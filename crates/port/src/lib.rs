@@ -421,6 +421,17 @@ pub trait Port: Send {
     /// The port's own counters.
     fn stats(&self) -> PortStats;
 
+    /// Changes the MTU in place (the interface's and what the port sends),
+    /// keeping the port as it is: what `ovs-vsctl set interface X
+    /// mtu_request=N` asks. Ports that cannot (no interface, or buffers
+    /// sized by the MTU they would outgrow) say so, and are made again.
+    fn set_mtu(&mut self, mtu: u32) -> Result<(), PortError> {
+        Err(PortError {
+            port: self.name().to_string(),
+            message: format!("cannot change its MTU to {mtu} in place"),
+        })
+    }
+
     /// A problem the port ran into that did not stop it (e.g. a truncated
     /// capture), for the final report.
     fn warnings(&self) -> Vec<String> {

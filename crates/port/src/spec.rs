@@ -600,6 +600,39 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
 }
 
 impl PortSpec {
+    /// The spec without its VLAN mode, and the mode (None: the default).
+    pub fn split_vlan(&self) -> (&PortSpec, Option<&sluice_bridge::PortVlan>) {
+        match self {
+            PortSpec::Bridged { port, vlan } => (port, Some(vlan)),
+            other => (other, None),
+        }
+    }
+
+    /// The MTU it asks for (`,mtu=N`).
+    pub fn mtu(&self) -> Option<u32> {
+        match self {
+            PortSpec::AfPacket { opts, .. } => opts.mtu,
+            PortSpec::AfXdp { mtu, .. } | PortSpec::Tap { mtu, .. } => *mtu,
+            PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } => port.mtu(),
+            _ => None,
+        }
+    }
+
+    /// The same spec asking for MTU `want` (a port with no MTU option is
+    /// left as it is).
+    pub fn with_mtu(&self, want: Option<u32>) -> PortSpec {
+        let mut s = self.clone();
+        match &mut s {
+            PortSpec::AfPacket { opts, .. } => opts.mtu = want,
+            PortSpec::AfXdp { mtu, .. } | PortSpec::Tap { mtu, .. } => *mtu = want,
+            PortSpec::Underlay { port, .. } | PortSpec::Bridged { port, .. } => {
+                **port = port.with_mtu(want)
+            }
+            _ => {}
+        }
+        s
+    }
+
     /// The Linux interface that is this port's own end (AF_PACKET and
     /// AF_XDP ports; a tap's interface is the peer's end, not the port's).
     pub fn own_ifname(&self) -> Option<&str> {
@@ -760,6 +793,18 @@ pub fn check_files(ports: &[(u32, &PortSpec)]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mtu_and_vlan_come_apart_from_the_rest() {
+        let a: PortSpec = "afpacket:eth1,mtu=9000,tag=5".parse().unwrap();
+        assert_eq!(a.mtu(), Some(9000));
+        let (base, vlan) = a.split_vlan();
+        assert!(vlan.is_some());
+        assert_eq!(base.with_mtu(None).to_string(), "afpacket:eth1");
+        let t: PortSpec = "tap:t0,up=off".parse().unwrap();
+        assert_eq!(t.with_mtu(Some(1400)).to_string(), "tap:t0,up=off,mtu=1400");
+        assert_eq!(t.split_vlan().1, None);
+    }
+
     #[test]
     fn a_capture_is_not_written_while_read_or_written_twice() {
         use super::{check_files, PortSpec};

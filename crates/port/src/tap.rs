@@ -184,6 +184,14 @@ impl TapPort {
 }
 
 impl Port for TapPort {
+    fn set_mtu(&mut self, mtu: u32) -> Result<(), PortError> {
+        self.mtu = sys::apply_mtu(&self.ifname, Some(mtu)).map_err(|message| PortError {
+            port: self.name.clone(),
+            message,
+        })?;
+        Ok(())
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -132,6 +132,7 @@ pub const COMMANDS: &str = "\
   dump-ports                 every port's counters: packets, drops by reason, kicks
   add-port N=SPEC            open a port and add it as number N (e.g. 3=afpacket:veth3)
   del-port N                 send what port N has queued, then remove it
+  set-port N=SPEC            change port N's MTU and VLAN options in place (the rest of SPEC as it is)
   pmd-rxq-rebalance          move rx queues between PMDs by their load since the last rebalance
   of-show                    OpenFlow connections: role, packet-ins sent and dropped (queue full, rate limit)
   tnl-ports-show             tunnel ports and underlay ports (with their addresses)
@@ -453,6 +454,11 @@ impl Control {
                 let _reconfig = self.reconfig.lock().expect("reconfig");
                 self.rebalance()
             }
+            "set-port" => {
+                let _reconfig = self.reconfig.lock().expect("reconfig");
+                let (n, new) = crate::config::parse_port_arg(&rest.join(" "))?;
+                self.set_port(n, new)
+            }
             "del-port" => {
                 let _reconfig = self.reconfig.lock().expect("reconfig");
                 let [n] = rest.as_slice() else {
@@ -512,6 +518,49 @@ impl Control {
             }
             other => Err(format!("unknown command '{other}'; commands:\n{COMMANDS}")),
         }
+    }
+
+    /// `set-port`: port `n` becomes `new` in place, where only its MTU and
+    /// VLAN options differ (the port, its queues and its interface stay).
+    fn set_port(&self, n: u32, new: PortSpec) -> Result<String, String> {
+        let mut specs = self.specs.lock().expect("specs");
+        let Some(old) = specs.iter().find(|(m, _)| *m == n).map(|(_, s)| s.clone()) else {
+            return Err(format!("no port {n}"));
+        };
+        let ((old_base, old_vlan), (new_base, new_vlan)) = (old.split_vlan(), new.split_vlan());
+        if old_base.with_mtu(None) != new_base.with_mtu(None) {
+            return Err(format!(
+                "port {n} is {old}: only its mtu and VLAN options (tag, trunks, vlan_mode) change in place"
+            ));
+        }
+        let mut done = Vec::new();
+        if let Some(m) = new.mtu().filter(|m| Some(*m) != old.mtu()) {
+            for r in self.ask_all(|tx| PmdCommand::SetMtu(n, m, tx))? {
+                r?;
+            }
+            done.push(format!("mtu {m}"));
+        }
+        if old_vlan != new_vlan {
+            let v = new_vlan.cloned().unwrap_or_default();
+            self.rules.lock().expect("rules").bridge().set_port(n, v);
+            done.push("VLAN mode".to_string());
+        }
+        // An mtu option taken away leaves the interface's MTU as it is.
+        let kept = if new.mtu().is_none() && old.mtu().is_some() {
+            new.with_mtu(old.mtu())
+        } else {
+            new
+        };
+        for (m, s) in specs.iter_mut() {
+            if *m == n {
+                *s = kept.clone();
+            }
+        }
+        Ok(if done.is_empty() {
+            format!("port {n}: nothing to change ({kept})")
+        } else {
+            format!("port {n}: {} changed ({kept})", done.join(" and "))
+        })
     }
 
     /// Removes the rules whose idle or hard timeout has passed (their use

@@ -145,6 +145,8 @@ pub enum PmdCommand {
     /// Remove a port after sending what it has queued; answered with its
     /// final counters.
     DelPort(u32, Sender<Result<PortReport, String>>),
+    /// Change port `.0`'s MTU to `.1` in place.
+    SetMtu(u32, u32, Sender<Result<(), String>>),
     /// Start polling an rx queue of port `.0` (which the PMD has); on
     /// failure the queue comes back.
     AddRxq(u32, RxQueue, Sender<Result<(), RxqRefused>>),
@@ -320,6 +322,9 @@ fn handle(
         }
         PmdCommand::DelPort(n, reply) => {
             let _ = reply.send(dp.remove_port(n).map_err(|e| e.to_string()));
+        }
+        PmdCommand::SetMtu(n, mtu, reply) => {
+            let _ = reply.send(dp.set_port_mtu(n, mtu).map_err(|e| e.to_string()));
         }
         PmdCommand::AddRxq(n, q, reply) => {
             let in_flight = !q.rx_done;

@@ -223,6 +223,18 @@ impl Switch for SluiceSwitch {
         }
     }
 
+    fn change_port(
+        &mut self,
+        _bridge: &str,
+        ofport: u32,
+        _name: &str,
+        _old: &str,
+        new: &str,
+    ) -> Result<(), String> {
+        self.ctl("set-port", &[format!("{ofport}={new}")])
+            .map(|_| ())
+    }
+
     fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String> {
         let mut errors = BTreeMap::new();
         let Some(b) = self.bridges.get_mut(bridge) else {
@@ -419,6 +431,16 @@ impl Switch for Published<'_> {
     }
     fn del_port(&mut self, b: &str, n: u32, name: &str) {
         self.sw.del_port(b, n, name)
+    }
+    fn change_port(
+        &mut self,
+        b: &str,
+        n: u32,
+        name: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<(), String> {
+        self.sw.change_port(b, n, name, old, new)
     }
     fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
         self.sw.set_controllers(b, t)

@@ -230,6 +230,18 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     );
     assert_eq!(db.get("Interface", &br, "ofport"), "65534");
     assert_eq!(db.get("Interface", &h1.root_if, "ofport"), "1");
+    // An MTU asked for is set in place: the same interface (ifindex), the
+    // port's traffic going on.
+    let ifindex = db.get("Interface", &h1.root_if, "ifindex");
+    db.vsctl(&["set", "interface", &h1.root_if, "mtu_request=1400"]);
+    wait_for("the mtu column", 10, || {
+        db.get("Interface", &h1.root_if, "mtu") == "1400"
+    });
+    assert_eq!(db.get("Interface", &h1.root_if, "ifindex"), ifindex);
+    assert!(sw
+        .exec(&format!("ip link show {}", h1.root_if))
+        .contains("mtu 1400"));
+    h1.ping("10.77.0.2");
     assert_eq!(db.get("Interface", &h2.root_if, "ofport"), "2");
     assert_eq!(db.get("Interface", "nosuch0", "ofport"), "-1");
     assert_eq!(db.get("Interface", &h1.root_if, "link_state"), "up");

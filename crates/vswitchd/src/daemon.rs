@@ -84,8 +84,28 @@ fn optional<T: Into<Value>>(v: Option<T>) -> Value {
     }
 }
 
+/// What the kernel said of each interface, and when: read again for an
+/// interface made or changed in a pass, else every [`REFRESH`] (a pass
+/// costs no system call per interface: a thousand ports make a thousand
+/// reads only every few seconds).
+#[derive(Default)]
+pub struct NetdevCache(std::collections::HashMap<String, (Instant, Option<crate::netdev::Netdev>)>);
+
+impl NetdevCache {
+    fn get(&mut self, name: &str, fresh: bool) -> Option<crate::netdev::Netdev> {
+        match self.0.get(name) {
+            Some((at, n)) if !fresh && at.elapsed() < REFRESH => n.clone(),
+            _ => {
+                let n = crate::netdev::read(name);
+                self.0.insert(name.to_string(), (Instant::now(), n.clone()));
+                n
+            }
+        }
+    }
+}
+
 /// What to write: the row values for each (table, row).
-fn rows_to_write(d: &Desired, o: &Outcome) -> Written {
+fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache) -> Written {
     let mut w = Written::new();
     for (u, i) in &o.interfaces {
         let mut row = Map::new();
@@ -95,7 +115,7 @@ fn rows_to_write(d: &Desired, o: &Outcome) -> Written {
             i.kind.as_str(),
             "" | "system" | "internal" | "tap" | "afxdp"
         ) && i.ofport > 0;
-        let n = netdev.then(|| crate::netdev::read(&i.name)).flatten();
+        let n = netdev.then(|| cache.get(&i.name, i.touched)).flatten();
         row.insert(
             "mac_in_use".into(),
             optional(n.as_ref().map(|n| n.mac.clone())),
@@ -113,6 +133,9 @@ fn rows_to_write(d: &Desired, o: &Outcome) -> Written {
         );
         w.insert(("Interface", *u), row);
     }
+    let names: std::collections::HashSet<&str> =
+        o.interfaces.values().map(|i| i.name.as_str()).collect();
+    cache.0.retain(|n, _| names.contains(n.as_str()));
     for (u, b) in &o.bridges {
         let mut row = Map::new();
         row.insert("datapath_id".into(), optional(b.datapath_id.clone()));
@@ -250,6 +273,7 @@ fn session(
     c.client.lock("ovs_vswitchd");
     c.client.monitor(MONITOR);
     let mut written = Written::new();
+    let mut cache = NetdevCache::default();
     let mut locked = false;
     let mut monitored = false;
     let mut dirty = false;
@@ -330,7 +354,7 @@ fn session(
         for line in &o.log {
             tracing::info!(target: "switch", "{line}");
         }
-        let want = rows_to_write(&d, &o);
+        let want = rows_to_write(&d, &o, &mut cache);
         let ops = operations(&want, &written);
         if ops.is_empty() {
             ready();
@@ -365,6 +389,7 @@ mod tests {
                 kind: "vxlan".into(),
                 ofport: -1,
                 error: Some("nope0: a vxlan interface needs options:remote_ip".into()),
+                touched: false,
             },
         );
         o.bridges.insert(
@@ -375,7 +400,8 @@ mod tests {
                 error: None,
             },
         );
-        let first = rows_to_write(&d, &o);
+        let mut cache = NetdevCache::default();
+        let first = rows_to_write(&d, &o, &mut cache);
         let ops = operations(&first, &Written::new());
         assert_eq!(ops.len(), 3);
         let iface = ops.iter().find(|o| o["table"] == "Interface").unwrap();
@@ -386,9 +412,9 @@ mod tests {
             .unwrap()
             .contains("remote_ip"));
         // Written: nothing more until next_cfg moves; then cur_cfg alone.
-        assert!(operations(&rows_to_write(&d, &o), &first).is_empty());
+        assert!(operations(&rows_to_write(&d, &o, &mut cache), &first).is_empty());
         d.next_cfg = 4;
-        let ops = operations(&rows_to_write(&d, &o), &first);
+        let ops = operations(&rows_to_write(&d, &o, &mut cache), &first);
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0]["row"], json!({"cur_cfg": 4}));
     }

@@ -35,6 +35,16 @@ pub trait Switch {
         -> Result<(), String>;
     /// Removes port `ofport` of `bridge`.
     fn del_port(&mut self, bridge: &str, ofport: u32, name: &str);
+    /// Changes port `ofport` of `bridge` from spec `old` to `new` in place
+    /// (its MTU, its VLAN mode), if it can; an error: it is made again.
+    fn change_port(
+        &mut self,
+        bridge: &str,
+        ofport: u32,
+        name: &str,
+        old: &str,
+        new: &str,
+    ) -> Result<(), String>;
     /// Makes `targets` the OpenFlow controllers `bridge` connects to;
     /// returns why, for each target it cannot use.
     fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String>;
@@ -64,6 +74,9 @@ pub struct IfaceOut {
     pub ofport: i64,
     /// Why not.
     pub error: Option<String>,
+    /// Made or changed in this pass (what the kernel says of it is read
+    /// again now).
+    pub touched: bool,
 }
 
 /// What is written back to one `Bridge` row.
@@ -243,6 +256,7 @@ impl Reconciler {
                                 kind: i.kind.clone(),
                                 ofport: -1,
                                 error: Some(e.clone()),
+                                touched: false,
                             },
                         );
                     }
@@ -325,7 +339,29 @@ fn ports(
         })
         .collect();
     let numbers = s.ofports.assign(bridge, &wanted);
-    // Gone, or changed: removed first (a number may move to another).
+    let mut touched = std::collections::BTreeSet::new();
+    // Changed where it can be in place (its MTU, its VLAN mode: the port,
+    // its interface and its traffic stay).
+    for (n, a) in s.ports.iter_mut() {
+        let Some(Ok(now)) = specs.get(n).map(|(_, spec)| spec.as_ref()) else {
+            continue;
+        };
+        if *now != a.spec && numbers.get(n) == Some(&a.ofport) {
+            match sw.change_port(bridge, dp_port(a.ofport), n, &a.spec, now) {
+                Ok(()) => {
+                    out.log
+                        .push(format!("{bridge}: port {n} changed in place ({now})"));
+                    a.spec = now.clone();
+                    touched.insert(n.clone());
+                }
+                Err(e) => out
+                    .log
+                    .push(format!("{bridge}: port {n} is made again: {e}")),
+            }
+        }
+    }
+    // Gone, or changed otherwise: removed first (a number may move to
+    // another).
     let stale: Vec<String> = s
         .ports
         .iter()
@@ -397,6 +433,7 @@ fn ports(
                 kind: i.kind.clone(),
                 ofport: *result.as_ref().unwrap_or(&-1),
                 error: result.err(),
+                touched: touched.contains(iname),
             },
         );
     }
@@ -455,6 +492,21 @@ mod tests {
         }
         fn del_port(&mut self, b: &str, n: u32, name: &str) {
             self.log.push(format!("del {b} {n} {name}"));
+        }
+        fn change_port(
+            &mut self,
+            b: &str,
+            n: u32,
+            name: &str,
+            _: &str,
+            new: &str,
+        ) -> Result<(), String> {
+            if new.contains("tag=") {
+                self.log.push(format!("change {b} {n} {name} {new}"));
+                Ok(())
+            } else {
+                Err("not in place".into())
+            }
         }
         fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
             self.log.push(format!("controllers {b} {t:?}"));
@@ -563,7 +615,24 @@ mod tests {
             ),
         );
         let o = r.reconcile(&d, &mut sw);
-        assert_eq!(sw.log, ["del br0 1 p1", "add br0 1 p1 afpacket:p1,tag=5"]);
+        assert_eq!(sw.log, ["change br0 1 p1 afpacket:p1,tag=5"]);
+        assert_eq!(ofport(&o, "p1"), 1);
+        // Taken away: the switch cannot in place (here), so p1 is made
+        // again under its number.
+        sw.log.clear();
+        d.bridges.insert(
+            "br0".into(),
+            bridge(
+                1,
+                &[
+                    ("br0", "internal", None),
+                    ("p1", "", None),
+                    ("gone0", "", None),
+                ],
+            ),
+        );
+        let o = r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["del br0 1 p1", "add br0 1 p1 afpacket:p1"]);
         assert_eq!(ofport(&o, "p1"), 1);
         // A second bridge is refused while one is served, and says so.
         sw.log.clear();

@@ -423,6 +423,23 @@ impl AfPacketPort {
 }
 
 impl Port for AfPacketPort {
+    /// In place while the rings' slots still hold a frame of the new MTU
+    /// (else the port is made again with rings to fit).
+    fn set_mtu(&mut self, mtu: u32) -> Result<(), PortError> {
+        let want = Geometry::for_mtu(self.vnet, mtu);
+        if want.rx_frame > self.geo.rx_frame || want.tx_frame > self.geo.tx_frame {
+            return Err(PortError {
+                port: self.name.clone(),
+                message: format!("its ring slots do not hold a frame of MTU {mtu}"),
+            });
+        }
+        self.mtu = sys::apply_mtu(&self.ifname, Some(mtu)).map_err(|message| PortError {
+            port: self.name.clone(),
+            message,
+        })?;
+        Ok(())
+    }
+
     fn name(&self) -> &str {
         &self.name
     }
