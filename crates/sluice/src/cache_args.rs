@@ -85,7 +85,7 @@ pub(crate) struct OvsBehaviourArgs {
     /// What rewrites do to fragments: ovs (default, as OVS 3.1: an IPv4
     /// later fragment's first payload bytes are treated as an L4 header by
     /// address and ICMP rewrites; an IPv6 atomic fragment's L4 checksum is
-    /// not updated) or correct (only real L4 headers; see the README).
+    /// not updated) or correct (only real L4 headers; see docs/flow-language.md).
     #[arg(long, value_name = "MODE", value_parser = FragRewrites::parse)]
     frag_rewrites: Option<FragRewrites>,
     /// What a push_vlan onto a tagged packet puts in the new tag: ovs

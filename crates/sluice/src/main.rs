@@ -55,6 +55,9 @@ enum Command {
     #[command(after_help = RUN_HELP, allow_negative_numbers = true)]
     Run(Box<RunArgs>),
     /// Show how the rules handle one packet (like ovs-appctl ofproto/trace).
+    #[command(
+        after_help = "Example:\n  sluice trace --flows rules.flows 'in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80'"
+    )]
     Trace(TraceArgs),
     /// Talk to a running sluice over its control socket.
     #[command(after_help = CTL_HELP)]
@@ -62,6 +65,7 @@ enum Command {
     /// Validate a flow file and print its rules as Sluice reads them
     /// (refusing what `run` refuses: a group or meter that does not exist,
     /// a field kept read-only).
+    #[command(after_help = "Example:\n  sluice check rules.flows")]
     Check {
         /// The flow file (ovs-ofctl syntax, one rule per line).
         flows: PathBuf,
@@ -69,9 +73,15 @@ enum Command {
         ovs: OvsBehaviourArgs,
     },
     /// Write a traffic profile (pcap) or a benchmark rule set.
+    #[command(
+        after_help = "Example:\n  sluice gen -o zipf10k.pcap --flows 10000 --dist zipf --packets 1000000"
+    )]
     Gen(bench_cmd::GenArgs),
     /// Measure the datapath per rule set, flow count, distribution and
     /// cache configuration on in-memory ports, with the I/O floor.
+    #[command(
+        after_help = "Example:\n  sluice bench --rules l3l4 --flows 100,10000 --dist zipf --config default,megaflow-only"
+    )]
     Bench(bench_cmd::BenchArgs),
     /// Measure the I/O floor of ports: what they receive sent straight out
     /// of one port, no datapath between (like dpdk-testpmd's io mode).
@@ -102,6 +112,7 @@ enum Command {
     #[command(after_help = sluice::vswitchd_cmd::VSWITCHD_HELP)]
     Vswitchd(sluice::vswitchd_cmd::VswitchdArgs),
     /// Run the built-in workload in memory (what `sluice` alone does).
+    #[command(after_help = "Example:\n  sluice demo --flow-count 100000 --dump-megaflows")]
     Demo {
         /// Packets each of the two sending ports replays.
         #[arg(long, default_value_t = workload::PACKETS_PER_PORT)]
@@ -192,7 +203,13 @@ Configuration file (TOML), instead of or besides flags (flags win):
   pool_frames = 16384
   [[ports]]
   number = 1
-  spec = \"pcap:rx=in.pcap\"";
+  spec = \"pcap:rx=in.pcap\"
+
+Examples:
+  sluice run --flows rules.flows --port 1=pcap:rx=in.pcap --port 2=pcap:tx=out.pcap
+      Forward a capture through the rules; exits when it is drained.
+  sluice run --port 1=afpacket:veth0 --port 2=afpacket:veth1 --ctl /tmp/s.ctl
+      A learning switch (NORMAL) between two interfaces, driven by sluice ctl.";
 
 #[derive(Args)]
 struct RunArgs {
@@ -343,7 +360,7 @@ struct RunArgs {
     ovs: OvsBehaviourArgs,
 }
 
-const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  trace FLOW | trace --packet HEX --in-port N\n  capture PORT FILE [--rx|--tx|--both] [--count N] [--filter MATCH] | capture-stop PORT | capture-show\n  pmd-perf-show [-nh] [--seconds [N]] [--iteration-log [N]]\n  set tx-flush-interval=auto|US [port=N] | set pmd-perf-metrics=true|false | set pmd-perf-log-us=US\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  fdb-show | fdb-flush | fdb-stats-show\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.";
+const CTL_HELP: &str = "Commands:\n  pmd-stats | pmd-stats-clear | pmd-rxq-show | dump-megaflows | dump-flows | dump-ports\n  trace FLOW | trace --packet HEX --in-port N\n  capture PORT FILE [--rx|--tx|--both] [--count N] [--filter MATCH] | capture-stop PORT | capture-show\n  pmd-perf-show [-nh] [--seconds [N]] [--iteration-log [N]]\n  set tx-flush-interval=auto|US [port=N] | set pmd-perf-metrics=true|false | set pmd-perf-log-us=US\n  add-flow FLOW | add-flows FILE | replace-flows FILE\n  mod-flows [--strict] FLOW | del-flows [--strict] [FLOW]\n  add-port N=SPEC | set-port N=SPEC | del-port N | pmd-rxq-rebalance | of-show\n  dump-conntrack [zone=N] | flush-conntrack [zone=N] | conntrack-stats | ct-set-maxconns N\n  ct-set-limits [default=N] [zone=Z,limit=N]... | ct-get-limits [zone=Z,...] | ct-del-limits zone=Z,...\n  fdb-show | fdb-flush | fdb-stats-show\n  ct-set-timeout-policy zone=N ATTR=SECS,... | ct-get-timeout-policy zone=N | ct-del-timeout-policy zone=N\n  ipf-get-status [-m] | ipf-set-enabled|ipf-set-disabled v4|v6 | ipf-set-min-frag v4|v6 N | ipf-set-max-nfrags N\n\nRule and port commands return once the datapath runs with the change;\ndel-port sends what the port has queued before it goes.\n\nExamples:\n  sluice ctl --ctl /tmp/s.ctl pmd-stats\n  sluice ctl --ctl /tmp/s.ctl add-flow 'priority=10,udp,tp_dst=53,actions=output:2'";
 
 #[derive(Args)]
 struct CtlArgs {

@@ -274,6 +274,30 @@ impl Switch for SluiceSwitch {
         errors
     }
 
+    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
+        let Ok(ports) = self.control.port_reports() else {
+            return BTreeMap::new();
+        };
+        ports
+            .into_iter()
+            .map(|p| {
+                let s = &p.stats;
+                let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                (
+                    p.ofport,
+                    vec![
+                        ("rx_bytes".to_string(), n(s.rx_bytes)),
+                        ("rx_dropped".to_string(), n(s.rx_dropped.iter().sum())),
+                        ("rx_packets".to_string(), n(s.rx_packets)),
+                        ("tx_bytes".to_string(), n(s.tx_bytes)),
+                        ("tx_dropped".to_string(), n(s.tx_dropped.iter().sum())),
+                        ("tx_packets".to_string(), n(s.tx_packets)),
+                    ],
+                )
+            })
+            .collect()
+    }
+
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
         let Some(b) = self.bridges.get(bridge) else {
             return BTreeMap::new();
@@ -447,6 +471,9 @@ impl Switch for Published<'_> {
     }
     fn connected_controllers(&self, b: &str) -> BTreeMap<String, String> {
         self.sw.connected_controllers(b)
+    }
+    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
+        self.sw.statistics()
     }
 }
 

@@ -45,6 +45,7 @@ fn a_man_page_per_subcommand_with_every_option_of_its_help() {
         "xdp-send",
         "man",
         "completions",
+        "vswitchd",
         "demo",
     ];
     for sub in subs {
@@ -55,6 +56,15 @@ fn a_man_page_per_subcommand_with_every_option_of_its_help() {
             "sluice-{sub}.8 has a title"
         );
         let help = stdout(&sluice(&[sub, "--help"]));
+        // What it is for first, an example to copy last (issue 59).
+        assert!(
+            help.lines().next().is_some_and(|l| l.len() > 20),
+            "{sub} --help opens with what it is for"
+        );
+        assert!(
+            help.contains("Example"),
+            "{sub} --help ends with an example"
+        );
         let opts = long_options(&help);
         assert!(
             !opts.is_empty() || sub == "man" || sub == "completions",

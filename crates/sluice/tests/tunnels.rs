@@ -112,7 +112,7 @@ fn vxlan_frames(pcap: &std::path::Path) -> Vec<(u16, u32, bool, bool)> {
         .collect()
 }
 
-/// The simplest form, exactly as the README writes it: a host behind
+/// The simplest form, exactly as docs/live-ports.md writes it: a host behind
 /// Sluice, an underlay port with an address, a VXLAN port to a fixed
 /// peer, two rules. The far end is the kernel's VXLAN device (which
 /// checks the outer checksums Sluice writes with csum=true). Offloads on

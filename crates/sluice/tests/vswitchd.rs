@@ -267,6 +267,19 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     let fdb = db.appctl(&["fdb/show", &br]);
     assert!(fdb.status.success(), "{}", stderr(&fdb));
     assert!(stdout(&fdb).contains(&h2.mac()), "{}", stdout(&fdb));
+    // The counters, on OVS's period (5 s).
+    wait_for("Interface:statistics", 12, || {
+        db.vsctl(&[
+            "--if-exists",
+            "get",
+            "interface",
+            &h1.root_if,
+            "statistics:rx_packets",
+        ])
+        .0
+        .parse::<u64>()
+        .is_ok_and(|n| n >= 3)
+    });
     let v = db.appctl(&["version"]);
     assert!(stdout(&v).starts_with("ovs-vswitchd (Open vSwitch) 3.1.0"));
     let bad = db.appctl(&["fdb/show", "nosuchbr"]);

@@ -104,8 +104,11 @@ impl NetdevCache {
     }
 }
 
+/// Port counters by switch port number (see [`Switch::statistics`]).
+pub type Statistics = BTreeMap<u32, Vec<(String, i64)>>;
+
 /// What to write: the row values for each (table, row).
-fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache) -> Written {
+fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Statistics) -> Written {
     let mut w = Written::new();
     for (u, i) in &o.interfaces {
         let mut row = Map::new();
@@ -131,6 +134,13 @@ fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache) -> Written {
             "link_state".into(),
             optional(n.as_ref().map(|n| state(n.link_up))),
         );
+        if let Some(st) = (i.ofport > 0)
+            .then(|| stats.get(&crate::reconcile::dp_port(i.ofport)))
+            .flatten()
+        {
+            let pairs: Vec<Value> = st.iter().map(|(k, v)| json!([k, v])).collect();
+            row.insert("statistics".into(), json!(["map", pairs]));
+        }
         w.insert(("Interface", *u), row);
     }
     let names: std::collections::HashSet<&str> =
@@ -274,6 +284,9 @@ fn session(
     c.client.monitor(MONITOR);
     let mut written = Written::new();
     let mut cache = NetdevCache::default();
+    // Counters, read on OVS's stats-update-interval (5 s).
+    let mut stats = Statistics::new();
+    let mut stats_at: Option<Instant> = None;
     let mut locked = false;
     let mut monitored = false;
     let mut dirty = false;
@@ -354,7 +367,11 @@ fn session(
         for line in &o.log {
             tracing::info!(target: "switch", "{line}");
         }
-        let want = rows_to_write(&d, &o, &mut cache);
+        if stats_at.is_none_or(|t| t.elapsed() >= REFRESH) {
+            stats = sw.statistics();
+            stats_at = Some(Instant::now());
+        }
+        let want = rows_to_write(&d, &o, &mut cache, &stats);
         let ops = operations(&want, &written);
         if ops.is_empty() {
             ready();
@@ -401,7 +418,8 @@ mod tests {
             },
         );
         let mut cache = NetdevCache::default();
-        let first = rows_to_write(&d, &o, &mut cache);
+        let none = Statistics::new();
+        let first = rows_to_write(&d, &o, &mut cache, &none);
         let ops = operations(&first, &Written::new());
         assert_eq!(ops.len(), 3);
         let iface = ops.iter().find(|o| o["table"] == "Interface").unwrap();
@@ -412,9 +430,9 @@ mod tests {
             .unwrap()
             .contains("remote_ip"));
         // Written: nothing more until next_cfg moves; then cur_cfg alone.
-        assert!(operations(&rows_to_write(&d, &o, &mut cache), &first).is_empty());
+        assert!(operations(&rows_to_write(&d, &o, &mut cache, &none), &first).is_empty());
         d.next_cfg = 4;
-        let ops = operations(&rows_to_write(&d, &o, &mut cache), &first);
+        let ops = operations(&rows_to_write(&d, &o, &mut cache, &none), &first);
         assert_eq!(ops.len(), 1);
         assert_eq!(ops[0]["row"], json!({"cur_cfg": 4}));
     }

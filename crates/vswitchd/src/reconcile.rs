@@ -51,6 +51,9 @@ pub trait Switch {
     /// Each controller of `bridge` that is connected, with its role
     /// (`master`, `slave`, `other`).
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String>;
+    /// Every port's counters by switch port number, named as OVS's
+    /// `Interface:statistics` names them (`rx_packets`, `tx_bytes`, ...).
+    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>>;
 }
 
 /// What is written back to one `Controller` row.
@@ -516,6 +519,9 @@ mod tests {
                 .collect()
         }
         fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
+            BTreeMap::new()
+        }
+        fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
             BTreeMap::new()
         }
     }
