@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clap::Args;
 use sluice_vswitchd::db::Target;
@@ -94,6 +95,71 @@ pub struct VswitchdArgs {
     /// Print the version (the line ovs-ctl reads) and exit.
     #[arg(short = 'V', long)]
     pub version: bool,
+}
+
+/// `Open_vSwitch:other_config` keys read when the daemon starts (a change
+/// later is logged and waits for the next start).
+const START_ONLY: &[&str] = &[
+    "pmd-cpu-mask",
+    "emc-insert-inv-prob",
+    "smc-enable",
+    "vlan-limit",
+];
+
+/// The switch's configuration from `Open_vSwitch:other_config`, as
+/// ovs-vswitchd reads these keys: `pmd-cpu-mask` (hex: a PMD thread on
+/// each CPU set), `emc-insert-inv-prob`, `smc-enable`, `vlan-limit`,
+/// `tx-flush-interval` (µs; absent: Sluice's `auto`),
+/// `pmd-perf-metrics`. Returns what was applied and what was not, for the
+/// log.
+pub fn apply_other_config(
+    cfg: &mut crate::config::Config,
+    oc: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (k, v) in oc {
+        let r: Result<(), String> = match k.as_str() {
+            "pmd-cpu-mask" => {
+                let hex = v.trim_start_matches("0x").trim_start_matches("0X");
+                match u128::from_str_radix(hex, 16) {
+                    Ok(0) | Err(_) => Err(format!("'{v}' is not a CPU mask (hex, e.g. 0x6)")),
+                    Ok(m) => {
+                        let cpus: Vec<usize> = (0..128).filter(|c| m >> c & 1 == 1).collect();
+                        crate::config::check_cpus(&cpus).map(|()| cfg.pmd_cores = cpus)
+                    }
+                }
+            }
+            "emc-insert-inv-prob" => v
+                .parse::<u32>()
+                .map(|p| cfg.datapath.cache.emc_insert_inv_prob = p)
+                .map_err(|_| format!("'{v}' is not 0 to 4294967295")),
+            "smc-enable" => match v.as_str() {
+                "true" | "false" => {
+                    cfg.datapath.cache.smc_enabled = v == "true";
+                    Ok(())
+                }
+                _ => Err(format!("'{v}' is not true or false")),
+            },
+            "vlan-limit" => v
+                .parse::<usize>()
+                .map(|n| cfg.datapath.vlan_limit = n)
+                .map_err(|_| format!("'{v}' is not a number")),
+            "tx-flush-interval" => v
+                .parse::<u64>()
+                .map(|us| cfg.datapath.tx_flush = sluice_datapath::TxFlush::Fixed(us))
+                .map_err(|_| format!("'{v}' is not a number of µs")),
+            "pmd-perf-metrics" => {
+                cfg.datapath.perf_metrics = v == "true";
+                Ok(())
+            }
+            _ => continue,
+        };
+        notes.push(match r {
+            Ok(()) => format!("other_config:{k}={v}: applied"),
+            Err(e) => format!("other_config:{k}: {e}; the default stays"),
+        });
+    }
+    notes
 }
 
 /// The run directory: `OVS_RUNDIR`, else /var/run/openvswitch.
@@ -274,6 +340,29 @@ impl Switch for SluiceSwitch {
         errors
     }
 
+    fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
+        changed
+            .iter()
+            .map(|(k, v)| {
+                let set = |what: String| match self.ctl("set", &[what]) {
+                    Ok(_) => format!("other_config:{k}: applied"),
+                    Err(e) => format!("other_config:{k}: {e}"),
+                };
+                match (k.as_str(), v.as_deref()) {
+                    ("tx-flush-interval", Some(us)) => set(format!("tx-flush-interval={us}")),
+                    ("tx-flush-interval", None) => set("tx-flush-interval=auto".into()),
+                    ("pmd-perf-metrics", v) => {
+                        set(format!("pmd-perf-metrics={}", v == Some("true")))
+                    }
+                    (k, _) if START_ONLY.contains(&k) => format!(
+                        "other_config:{k} changed: Sluice applies it when ovs-vswitchd starts again"
+                    ),
+                    (k, _) => format!("other_config:{k} is not a key Sluice reads"),
+                }
+            })
+            .collect()
+    }
+
     fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
         let Ok(ports) = self.control.port_reports() else {
             return BTreeMap::new();
@@ -321,6 +410,62 @@ pub struct Appctl {
     stop: Arc<AtomicBool>,
     log: Option<crate::vlog::LogFile>,
     bridges: Arc<Mutex<Vec<String>>>,
+    ports: PortTable,
+}
+
+/// The ports the reconciler made: (bridge, switch port number) → (interface
+/// name, OVS's interface type as `dpif/show` prints it).
+type PortTable = Arc<Mutex<BTreeMap<(String, u32), (String, String)>>>;
+
+/// OVS's netdev type of a Sluice port spec.
+fn netdev_type(spec: &str) -> &'static str {
+    let kind = spec.split(':').next().unwrap_or("");
+    match kind {
+        "afpacket" => "system",
+        "tap" => "tap",
+        "afxdp" => "afxdp",
+        "vhost-client" => "dpdkvhostuserclient",
+        "vhost" => "dpdkvhostuser",
+        "dpdk" => "dpdk",
+        "vxlan" => "vxlan",
+        "geneve" => "geneve",
+        "gre" => "gre",
+        _ => "",
+    }
+}
+
+impl Appctl {
+    /// `dpif/show`, in OVS's form: the datapath's hits and misses, then
+    /// each bridge's ports as `NAME OFPORT/DPPORT: (TYPE)`.
+    fn dpif_show(&self) -> Result<String, String> {
+        let snaps = self.control.snapshots()?;
+        let (mut hit, mut missed) = (0u64, 0u64);
+        for s in &snaps {
+            hit += s.stats.emc_hits + s.stats.smc_hits + s.stats.megaflow_hits;
+            missed += s.stats.upcalls;
+        }
+        let mut o = format!("netdev@ovs-netdev: hit:{hit} missed:{missed}\n");
+        let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        for b in self
+            .bridges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            o += &format!("  {b}:\n");
+            let mut mine: Vec<(u32, &String, &String)> = ports
+                .iter()
+                .filter(|((pb, _), _)| pb == b)
+                .map(|((_, n), (name, t))| (*n, name, t))
+                .collect();
+            mine.sort_by_key(|(n, _, _)| if *n == 0xffff_fffe { 65534 } else { *n });
+            for (n, name, t) in mine {
+                let of = if n == 0xffff_fffe { 65534 } else { n };
+                o += &format!("    {name} {of}/{n}: ({t})\n");
+            }
+        }
+        Ok(o)
+    }
 }
 
 /// OVS's command, its arguments, and the `sluice ctl` command that
@@ -355,6 +500,7 @@ impl Commands for Appctl {
     fn list(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = [
             ("version", ""),
+            ("dpif/show", ""),
             ("exit", "[--cleanup]"),
             ("vlog/reopen", ""),
             ("sluice/ctl", "COMMAND [ARG...]"),
@@ -378,6 +524,7 @@ impl Commands for Appctl {
         };
         Some(match method {
             "version" => Ok(version_text()),
+            "dpif/show" => self.dpif_show(),
             "exit" => {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(String::new())
@@ -425,6 +572,7 @@ impl Commands for Appctl {
 struct Published<'a> {
     sw: &'a mut SluiceSwitch,
     names: Arc<Mutex<Vec<String>>>,
+    ports: PortTable,
 }
 
 impl Published<'_> {
@@ -451,10 +599,19 @@ impl Switch for Published<'_> {
         self.sw.can_open(name, spec)
     }
     fn add_port(&mut self, b: &str, n: u32, name: &str, spec: &str) -> Result<(), String> {
-        self.sw.add_port(b, n, name, spec)
+        self.sw.add_port(b, n, name, spec)?;
+        self.ports.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            (b.to_string(), n),
+            (name.to_string(), netdev_type(spec).to_string()),
+        );
+        Ok(())
     }
     fn del_port(&mut self, b: &str, n: u32, name: &str) {
-        self.sw.del_port(b, n, name)
+        self.sw.del_port(b, n, name);
+        self.ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&(b.to_string(), n));
     }
     fn change_port(
         &mut self,
@@ -474,6 +631,9 @@ impl Switch for Published<'_> {
     }
     fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
         self.sw.statistics()
+    }
+    fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
+        self.sw.set_other_config(changed)
     }
 }
 
@@ -512,8 +672,28 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
         on_start: Some(tx),
         ..RunOptions::default()
     };
-    let cfg = crate::config::Config::default();
-    let placements = crate::runner::placements(&cfg)?;
+    // What only a start applies (PMD placement, the caches), read from
+    // the database before the datapath starts.
+    let mut cfg = crate::config::Config::default();
+    let started_with = sluice_vswitchd::daemon::read_other_config(&target, Duration::from_secs(5));
+    match &started_with {
+        Some(oc) => {
+            for note in apply_other_config(&mut cfg, oc) {
+                tracing::info!(target: "switch", "{note}");
+            }
+        }
+        None => {
+            tracing::info!(target: "switch", "{target}: no configuration within 5 s: the datapath starts with its defaults")
+        }
+    }
+    let placements = match crate::runner::placements(&cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(target: "switch", "other_config:pmd-cpu-mask: {e}; one PMD thread, not pinned");
+            cfg.pmd_cores.clear();
+            crate::runner::placements(&cfg)?
+        }
+    };
     let run_stop = Arc::clone(&stop);
     let runner = std::thread::Builder::new()
         .name("datapath".into())
@@ -539,7 +719,9 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     };
     let openflow = started.openflow.ok_or("the OpenFlow side did not start")?;
     let bridges = Arc::new(Mutex::new(Vec::new()));
+    let ports = PortTable::default();
     let appctl = Appctl {
+        ports: Arc::clone(&ports),
         control: Arc::clone(&started.control),
         stop: Arc::clone(&stop),
         log: LOG.lock().ok().and_then(|l| l.clone()),
@@ -564,6 +746,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
         let mut published = Published {
             sw: &mut sw,
             names: bridges,
+            ports,
         };
         let mut detached = DETACHED.lock().ok().and_then(|mut d| d.take());
         let mut ready = move || {
@@ -573,7 +756,11 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
             detached = None;
         };
         sluice_vswitchd::daemon::run(
-            &sluice_vswitchd::daemon::Options { target, rundir },
+            &sluice_vswitchd::daemon::Options {
+                target,
+                rundir,
+                started_with,
+            },
             &mut published,
             &stop,
             &mut ready,
@@ -627,4 +814,45 @@ pub fn prepare(a: &VswitchdArgs) -> Result<bool, String> {
     *LOG.lock().map_err(|_| "the log")? = file.clone();
     crate::vlog::init(levels, file)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_config_keys_as_ovs_vswitchd_reads_them() {
+        let mut cfg = crate::config::Config::default();
+        let oc: BTreeMap<String, String> = [
+            ("pmd-cpu-mask", "0x1"),
+            ("emc-insert-inv-prob", "0"),
+            ("smc-enable", "false"),
+            ("vlan-limit", "2"),
+            ("tx-flush-interval", "50"),
+            ("pmd-perf-metrics", "true"),
+            ("hw-offload", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let notes = apply_other_config(&mut cfg, &oc);
+        assert_eq!(notes.len(), 6, "{notes:?}");
+        assert_eq!(cfg.pmd_cores, vec![0]);
+        assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 0);
+        assert!(!cfg.datapath.cache.smc_enabled);
+        assert_eq!(cfg.datapath.vlan_limit, 2);
+        assert_eq!(cfg.datapath.tx_flush, sluice_datapath::TxFlush::Fixed(50));
+        assert!(cfg.datapath.perf_metrics);
+        let bad: BTreeMap<String, String> = [("pmd-cpu-mask", "zz"), ("smc-enable", "maybe")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let mut cfg = crate::config::Config::default();
+        let notes = apply_other_config(&mut cfg, &bad);
+        assert!(
+            notes.iter().all(|n| n.contains("the default stays")),
+            "{notes:?}"
+        );
+        assert!(cfg.pmd_cores.is_empty());
+    }
 }

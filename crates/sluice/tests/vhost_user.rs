@@ -571,3 +571,58 @@ fn a_vm_pings_and_runs_tcp_through_a_vhost_port_and_again_after_a_reboot() {
     assert_eq!(vh["rx_dropped"]["guest fault"], 0, "{vh}");
     assert_eq!(vh["tx_dropped"]["guest fault"], 0, "{vh}");
 }
+
+/// What libvirt and OpenStack's os-vif do for a VM's vhost-user port:
+/// `ovs-vsctl add-port ... type=dpdkvhostuserclient
+/// options:vhost-server-path=SOCK` (the guest's QEMU listens; the switch
+/// connects), here with Sluice as ovs-vswitchd and testpmd's virtio-user
+/// as the guest, NORMAL between it and a host.
+#[test]
+fn a_vhost_port_made_by_ovs_vsctl_carries_the_guests_traffic() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    require_root_and(&["ip", "python3", "dpdk-testpmd", "ovsdb-server", "ovs-vsctl"]);
+    use support::ovs::{as_ovs_vswitchd, start_vswitchd, Db};
+    let db = Db::start();
+    let sw = Host::new("vvs", None);
+    let host = Host::new("vvh", None);
+    sh(&format!("ip link set {} netns {}", host.root_if, sw.ns));
+    let out = start_vswitchd(&db, &sw.ns, &as_ovs_vswitchd(db.run()));
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("vhu0.sock");
+    let mut guest = Testpmd::start(dir.path(), "vsctl", &sock, true);
+    let br = format!("vv{}", std::process::id() % 10000);
+    db.vsctl(&[
+        "add-br",
+        &br,
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "datapath_type=netdev",
+        "--",
+        "add-port",
+        &br,
+        &host.root_if,
+        "--",
+        "add-port",
+        &br,
+        "vhu0",
+        "--",
+        "set",
+        "interface",
+        "vhu0",
+        "type=dpdkvhostuserclient",
+        &format!("options:vhost-server-path={}", sock.display()),
+    ]);
+    guest.wait_forwarding();
+    assert_eq!(db.get("Interface", "vhu0", "ofport"), "2");
+    assert_eq!(db.get("Interface", "vhu0", "error"), "[]");
+    let sent = frames(300, 9);
+    let got = round_trip(&host, dir.path(), "vsctl", &sent);
+    assert_reflected(&sent, &got);
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+}

@@ -7,146 +7,16 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
+use std::path::Path;
+use std::process::Command;
 
+use support::ovs::{as_ovs_vswitchd, start_vswitchd, Db, SCHEMA};
 use support::*;
-
-const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
-
-/// ovsdb-server on a private directory, which is also OVS_RUNDIR and
-/// OVS_LOGDIR for everything the test runs.
-struct Db {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Db {
-    fn start() -> Db {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("conf.db");
-        assert!(Command::new("ovsdb-tool")
-            .arg("create")
-            .arg(&db)
-            .arg(SCHEMA)
-            .status()
-            .unwrap()
-            .success());
-        let child = Db::server(dir.path());
-        let d = Db { child, dir };
-        wait_for("ovsdb-server's socket", 10, || {
-            d.dir.path().join("db.sock").exists()
-        });
-        d.vsctl(&["--no-wait", "init"]);
-        d
-    }
-
-    fn server(dir: &Path) -> Child {
-        Command::new("ovsdb-server")
-            .arg(dir.join("conf.db"))
-            .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
-            .arg(format!(
-                "--unixctl={}",
-                dir.join("ovsdb-server.ctl").display()
-            ))
-            .args(["--no-chdir", "-vconsole:off"])
-            .arg(format!(
-                "--log-file={}",
-                dir.join("ovsdb-server.log").display()
-            ))
-            .spawn()
-            .expect("ovsdb-server")
-    }
-
-    /// Stops ovsdb-server, runs `meanwhile`, and starts it again on the
-    /// same database.
-    fn restart(&mut self, meanwhile: impl FnOnce()) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(self.run().join("db.sock"));
-        meanwhile();
-        self.child = Db::server(self.run());
-        wait_for("ovsdb-server's socket", 10, || {
-            self.run().join("db.sock").exists()
-        });
-    }
-
-    fn run(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn tool(&self, tool: &str, args: &[&str]) -> Output {
-        Command::new(tool)
-            .env("OVS_RUNDIR", self.run())
-            .env("OVS_LOGDIR", self.run())
-            .args(args)
-            .output()
-            .unwrap()
-    }
-
-    /// ovs-vsctl ARGS, which must succeed: its output and its warnings.
-    fn vsctl(&self, args: &[&str]) -> (String, String) {
-        let mut all = vec![
-            "--timeout=20".to_string(),
-            format!("--db=unix:{}/db.sock", self.run().display()),
-        ];
-        all.extend(args.iter().map(|s| s.to_string()));
-        let all: Vec<&str> = all.iter().map(String::as_str).collect();
-        let out = self.tool("ovs-vsctl", &all);
-        assert!(out.status.success(), "ovs-vsctl {args:?}: {}", stderr(&out));
-        (stdout(&out).trim().to_string(), stderr(&out))
-    }
-
-    fn get(&self, table: &str, row: &str, column: &str) -> String {
-        self.vsctl(&["get", table, row, column]).0
-    }
-
-    fn appctl(&self, args: &[&str]) -> Output {
-        let mut all = vec!["-t", "ovs-vswitchd"];
-        all.extend(args);
-        self.tool("ovs-appctl", &all)
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the daemon in `ns` as ovs-ctl starts ovs-vswitchd (detached:
-/// it returns once the database's configuration is applied).
-fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
-    Command::new("ip")
-        .args(["netns", "exec", ns])
-        .arg(bin)
-        .arg(format!("unix:{}/db.sock", db.run().display()))
-        .args([
-            "--pidfile",
-            "--detach",
-            "--no-chdir",
-            "--log-file",
-            "-vconsole:off",
-        ])
-        .env("OVS_RUNDIR", db.run())
-        .env("OVS_LOGDIR", db.run())
-        .output()
-        .unwrap()
-}
 
 fn pings(h: &Host, to: &str) -> bool {
     h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
         .status
         .success()
-}
-
-/// The binary under the name ovs-vswitchd (as Debian's alternatives
-/// link it).
-fn as_ovs_vswitchd(dir: &Path) -> PathBuf {
-    let link = dir.join("ovs-vswitchd");
-    std::os::unix::fs::symlink(sluice_bin(), &link).unwrap();
-    link
 }
 
 #[test]
@@ -280,6 +150,18 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         .parse::<u64>()
         .is_ok_and(|n| n >= 3)
     });
+    // dpif/show in OVS's form.
+    let dp = stdout(&db.appctl(&["dpif/show"]));
+    assert!(dp.starts_with("netdev@ovs-netdev: hit:"), "{dp}");
+    assert!(dp.contains(&format!("  {br}:\n")), "{dp}");
+    assert!(
+        dp.contains(&format!("    {} 1/1: (system)\n", h1.root_if)),
+        "{dp}"
+    );
+    assert!(
+        dp.contains(&format!("    {br} 65534/4294967294: (tap)\n")),
+        "{dp}"
+    );
     let v = db.appctl(&["version"]);
     assert!(stdout(&v).starts_with("ovs-vswitchd (Open vSwitch) 3.1.0"));
     let bad = db.appctl(&["fdb/show", "nosuchbr"]);
@@ -369,8 +251,23 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
         sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
     }
     let bin = as_ovs_vswitchd(db.run());
+    // Read at the start, as ovs-vswitchd reads it: the PMD on CPU 0.
+    db.vsctl(&[
+        "--no-wait",
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:pmd-cpu-mask=0x1",
+    ]);
     let out = start_vswitchd(&db, &sw.ns, &bin);
     assert!(out.status.success(), "start: {}", stderr(&out));
+    let stats = stdout(&db.appctl(&["dpif-netdev/pmd-stats-show"]));
+    assert!(stats.contains("pmd thread 0 core_id 0:"), "{stats}");
+    // At run time: tx-flush-interval applies at once.
+    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:tx-flush-interval=50"]);
+    let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
+    assert!(log.contains("other_config:pmd-cpu-mask=0x1: applied"), "{log}");
+    assert!(log.contains("other_config:tx-flush-interval: applied"), "{log}");
     let br = format!("vc{}", std::process::id() % 10000);
     db.vsctl(&["add-br", &br, "--", "set-fail-mode", &br, "secure"]);
     db.vsctl(&[

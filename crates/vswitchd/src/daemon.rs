@@ -68,6 +68,9 @@ pub struct Options {
     pub target: Target,
     /// `OVS_RUNDIR`.
     pub rundir: PathBuf,
+    /// `Open_vSwitch:other_config` as the switch was started with it
+    /// ([`read_other_config`]; None: not read).
+    pub started_with: Option<crate::desired::Smap>,
 }
 
 /// Which rows were written with which values, so that only changes go.
@@ -223,6 +226,23 @@ fn transaction_error(result: &Value) -> Option<String> {
     }
 }
 
+/// The root row's `other_config`, read once before the switch starts
+/// (what only a start applies: `pmd-cpu-mask`, the caches' settings).
+/// None when the server does not answer within `wait` or has no root row.
+pub fn read_other_config(target: &Target, wait: Duration) -> Option<crate::desired::Smap> {
+    let mut c = DbConnection::connect(target, "Open_vSwitch").ok()?;
+    c.wait_for(wait, |e| *e == Event::Schema).ok()??;
+    c.client.monitor(&[("Open_vSwitch", &["other_config"])]);
+    c.wait_for(wait, |e| matches!(e, Event::Monitored(_)))
+        .ok()??;
+    let (_, row) = c
+        .client
+        .replica()
+        .table("Open_vSwitch")
+        .min_by_key(|(u, _)| **u)?;
+    Some(crate::desired::smap(row, "other_config"))
+}
+
 /// Runs until `stop`: `ready` is called once the first configuration is
 /// applied and written back (for `--detach`).
 pub fn run(
@@ -232,6 +252,7 @@ pub fn run(
     ready: &mut dyn FnMut(),
 ) -> Result<(), String> {
     let mut rec = Reconciler::new(opts.rundir.clone());
+    rec.started_with(opts.started_with.clone().unwrap_or_default());
     let mut backoff = Duration::from_secs(1);
     let mut said = String::new();
     while !stop.load(Ordering::Relaxed) {

@@ -78,7 +78,8 @@ pub struct IfaceCfg {
     pub mtu_request: Option<i64>,
 }
 
-fn smap(row: &Row, column: &str) -> Smap {
+/// A string-to-string map column of `row`.
+pub fn smap(row: &Row, column: &str) -> Smap {
     match row.get(column) {
         Some(Datum::Map(m)) => m
             .iter()

@@ -51,6 +51,9 @@ pub trait Switch {
     /// Each controller of `bridge` that is connected, with its role
     /// (`master`, `slave`, `other`).
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String>;
+    /// `Open_vSwitch:other_config` keys that changed (None: removed);
+    /// returns what it did or could not do with each, for the log.
+    fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String>;
     /// Every port's counters by switch port number, named as OVS's
     /// `Interface:statistics` names them (`rx_packets`, `tx_bytes`, ...).
     fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>>;
@@ -128,6 +131,9 @@ struct Served {
 pub struct Reconciler {
     rundir: PathBuf,
     served: BTreeMap<String, Served>,
+    /// `Open_vSwitch:other_config` as the switch has it (None: not yet
+    /// compared: the first pass takes what the start read).
+    other_config: Option<crate::desired::Smap>,
 }
 
 /// The datapath id of a bridge: `other_config:datapath-id` (16 hex
@@ -165,7 +171,14 @@ impl Reconciler {
         Reconciler {
             rundir,
             served: BTreeMap::new(),
+            other_config: None,
         }
+    }
+
+    /// The `other_config` the switch was started with (changes from it
+    /// are given to [`Switch::set_other_config`]).
+    pub fn started_with(&mut self, other_config: crate::desired::Smap) {
+        self.other_config = Some(other_config);
     }
 
     /// The bridges served now.
@@ -176,6 +189,25 @@ impl Reconciler {
     /// One pass: makes the switch what `d` asks for, as far as it can.
     pub fn reconcile(&mut self, d: &Desired, sw: &mut dyn Switch) -> Outcome {
         let mut out = Outcome::default();
+        if d.root.is_some() {
+            let before = self.other_config.take().unwrap_or_default();
+            let mut changed: Vec<(String, Option<String>)> = d
+                .other_config
+                .iter()
+                .filter(|(k, v)| before.get(*k) != Some(v))
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect();
+            changed.extend(
+                before
+                    .keys()
+                    .filter(|k| !d.other_config.contains_key(*k))
+                    .map(|k| (k.clone(), None)),
+            );
+            if !changed.is_empty() {
+                out.log.extend(sw.set_other_config(&changed));
+            }
+            self.other_config = Some(d.other_config.clone());
+        }
         // Bridges gone (or no longer served as they were: a fail mode
         // change remakes the bridge's rules only through the switch).
         let gone: Vec<String> = self
@@ -524,6 +556,12 @@ mod tests {
         fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
             BTreeMap::new()
         }
+        fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
+            changed
+                .iter()
+                .map(|(k, v)| format!("other_config {k}={v:?}"))
+                .collect()
+        }
     }
 
     fn u(n: u8) -> Uuid {
@@ -694,6 +732,35 @@ mod tests {
         sw.log.clear();
         r.reconcile(&d, &mut sw);
         assert!(sw.log.is_empty(), "unchanged: {:?}", sw.log);
+    }
+
+    #[test]
+    fn other_config_changes_from_what_the_start_read() {
+        let mut r = Reconciler::new("/run".into());
+        let mut sw = Fake::default();
+        let mut start = crate::desired::Smap::new();
+        start.insert("pmd-cpu-mask".into(), "0x2".into());
+        r.started_with(start.clone());
+        let mut d = Desired {
+            root: Some(u(1)),
+            other_config: start,
+            ..Desired::default()
+        };
+        assert!(
+            r.reconcile(&d, &mut sw).log.is_empty(),
+            "as the start had it"
+        );
+        d.other_config
+            .insert("tx-flush-interval".into(), "50".into());
+        d.other_config.remove("pmd-cpu-mask");
+        let log = r.reconcile(&d, &mut sw).log;
+        assert_eq!(
+            log,
+            [
+                "other_config tx-flush-interval=Some(\"50\")",
+                "other_config pmd-cpu-mask=None"
+            ]
+        );
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! them. Everything a test creates is removed when its guard drops.
 #![allow(dead_code)]
 
+pub mod ovs;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

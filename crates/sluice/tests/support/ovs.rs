@@ -1,0 +1,142 @@
+//! Open vSwitch's side of the tests of `sluice vswitchd`: a stock
+//! `ovsdb-server` on a private directory (also `OVS_RUNDIR` and
+//! `OVS_LOGDIR` for every tool a test runs), Debian's `ovs-vsctl`,
+//! `ovs-ofctl` and `ovs-appctl` on it, and the daemon started as ovs-ctl
+//! starts ovs-vswitchd.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output};
+
+use super::{stderr, stdout, wait_for};
+
+pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// ovsdb-server on a private directory, which is also OVS_RUNDIR and
+/// OVS_LOGDIR for everything the test runs.
+pub struct Db {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Db {
+    pub fn start() -> Db {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("conf.db");
+        assert!(Command::new("ovsdb-tool")
+            .arg("create")
+            .arg(&db)
+            .arg(SCHEMA)
+            .status()
+            .unwrap()
+            .success());
+        let child = Db::server(dir.path());
+        let d = Db { child, dir };
+        wait_for("ovsdb-server's socket", 10, || {
+            d.dir.path().join("db.sock").exists()
+        });
+        d.vsctl(&["--no-wait", "init"]);
+        d
+    }
+
+    fn server(dir: &Path) -> Child {
+        Command::new("ovsdb-server")
+            .arg(dir.join("conf.db"))
+            .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
+            .arg(format!(
+                "--unixctl={}",
+                dir.join("ovsdb-server.ctl").display()
+            ))
+            .args(["--no-chdir", "-vconsole:off"])
+            .arg(format!(
+                "--log-file={}",
+                dir.join("ovsdb-server.log").display()
+            ))
+            .spawn()
+            .expect("ovsdb-server")
+    }
+
+    /// Stops ovsdb-server, runs `meanwhile`, and starts it again on the
+    /// same database.
+    pub fn restart(&mut self, meanwhile: impl FnOnce()) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(self.run().join("db.sock"));
+        meanwhile();
+        self.child = Db::server(self.run());
+        wait_for("ovsdb-server's socket", 10, || {
+            self.run().join("db.sock").exists()
+        });
+    }
+
+    pub fn run(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn tool(&self, tool: &str, args: &[&str]) -> Output {
+        Command::new(tool)
+            .env("OVS_RUNDIR", self.run())
+            .env("OVS_LOGDIR", self.run())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// ovs-vsctl ARGS, which must succeed: its output and its warnings.
+    pub fn vsctl(&self, args: &[&str]) -> (String, String) {
+        let mut all = vec![
+            "--timeout=20".to_string(),
+            format!("--db=unix:{}/db.sock", self.run().display()),
+        ];
+        all.extend(args.iter().map(|s| s.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = self.tool("ovs-vsctl", &all);
+        assert!(out.status.success(), "ovs-vsctl {args:?}: {}", stderr(&out));
+        (stdout(&out).trim().to_string(), stderr(&out))
+    }
+
+    pub fn get(&self, table: &str, row: &str, column: &str) -> String {
+        self.vsctl(&["get", table, row, column]).0
+    }
+
+    pub fn appctl(&self, args: &[&str]) -> Output {
+        let mut all = vec!["-t", "ovs-vswitchd"];
+        all.extend(args);
+        self.tool("ovs-appctl", &all)
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the daemon in `ns` as ovs-ctl starts ovs-vswitchd (detached:
+/// it returns once the database's configuration is applied).
+pub fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", ns])
+        .arg(bin)
+        .arg(format!("unix:{}/db.sock", db.run().display()))
+        .args([
+            "--pidfile",
+            "--detach",
+            "--no-chdir",
+            "--log-file",
+            "-vconsole:off",
+        ])
+        .env("OVS_RUNDIR", db.run())
+        .env("OVS_LOGDIR", db.run())
+        .output()
+        .unwrap()
+}
+
+/// The binary under the name ovs-vswitchd (as Debian's alternatives
+/// link it).
+pub fn as_ovs_vswitchd(dir: &Path) -> PathBuf {
+    let link = dir.join("ovs-vswitchd");
+    std::os::unix::fs::symlink(super::sluice_bin(), &link).unwrap();
+    link
+}
