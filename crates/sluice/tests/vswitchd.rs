@@ -10,8 +10,20 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::ovs::{as_ovs_vswitchd, start_vswitchd, Db, SCHEMA};
+use support::ovs::{as_ovs_vswitchd, start_daemon, start_vswitchd, Db, SCHEMA};
 use support::*;
+
+/// A namespace for the switch (`tag`) and two hosts (`tag1`, `tag2`:
+/// 10.`net`.0.1 and .2) whose veths' other ends are in it.
+fn switch_and_hosts(tag: &str, net: u8) -> (Host, Host, Host) {
+    let sw = Host::new(tag, None);
+    let h1 = Host::new(&format!("{tag}1"), Some(&format!("10.{net}.0.1/24")));
+    let h2 = Host::new(&format!("{tag}2"), Some(&format!("10.{net}.0.2/24")));
+    for h in [&h1, &h2] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
+    }
+    (sw, h1, h2)
+}
 
 fn pings(h: &Host, to: &str) -> bool {
     h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
@@ -34,12 +46,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
     }
     let mut db = Db::start();
-    let sw = Host::new("vsw", None);
-    let h1 = Host::new("vh1", Some("10.77.0.1/24"));
-    let h2 = Host::new("vh2", Some("10.77.0.2/24"));
-    for h in [&h1, &h2] {
-        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
-    }
+    let (sw, h1, h2) = switch_and_hosts("vsw", 77);
     let bin = as_ovs_vswitchd(db.run());
     // ovs-ctl reads the version as the last word of the line that says
     // "Open vSwitch".
@@ -244,12 +251,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
 fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
     require_root_and(&["ip", "ping", "ovsdb-server", "ovs-vsctl", "osken-manager"]);
     let db = Db::start();
-    let sw = Host::new("vcs", None);
-    let h1 = Host::new("vc1", Some("10.78.0.1/24"));
-    let h2 = Host::new("vc2", Some("10.78.0.2/24"));
-    for h in [&h1, &h2] {
-        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
-    }
+    let (sw, h1, h2) = switch_and_hosts("vcs", 78);
     let bin = as_ovs_vswitchd(db.run());
     // Read at the start, as ovs-vswitchd reads it: the PMD on CPU 0.
     db.vsctl(&[
@@ -264,10 +266,21 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
     let stats = stdout(&db.appctl(&["dpif-netdev/pmd-stats-show"]));
     assert!(stats.contains("pmd thread 0 core_id 0:"), "{stats}");
     // At run time: tx-flush-interval applies at once.
-    db.vsctl(&["set", "Open_vSwitch", ".", "other_config:tx-flush-interval=50"]);
+    db.vsctl(&[
+        "set",
+        "Open_vSwitch",
+        ".",
+        "other_config:tx-flush-interval=50",
+    ]);
     let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
-    assert!(log.contains("other_config:pmd-cpu-mask=0x1: applied"), "{log}");
-    assert!(log.contains("other_config:tx-flush-interval: applied"), "{log}");
+    assert!(
+        log.contains("other_config:pmd-cpu-mask=0x1: applied"),
+        "{log}"
+    );
+    assert!(
+        log.contains("other_config:tx-flush-interval: applied"),
+        "{log}"
+    );
     let br = format!("vc{}", std::process::id() % 10000);
     db.vsctl(&["add-br", &br, "--", "set-fail-mode", &br, "secure"]);
     db.vsctl(&[
@@ -390,22 +403,7 @@ fn run_script(tag: &str, daemon: &[&str]) -> (String, Vec<String>) {
         ns.exec(&format!("ip link set {v} up"));
         ns.exec(&format!("ip link set p{v} up"));
     }
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.ns])
-        .args(daemon)
-        .arg(format!("unix:{}/db.sock", db.run().display()))
-        .args([
-            "--pidfile",
-            "--detach",
-            "--no-chdir",
-            "--log-file",
-            "-vconsole:off",
-        ])
-        .env("OVS_RUNDIR", db.run())
-        .env("OVS_LOGDIR", db.run())
-        .env("OVS_DBDIR", db.run())
-        .output()
-        .unwrap();
+    let out = start_daemon(&db, &ns.ns, daemon);
     assert!(out.status.success(), "{daemon:?}: {}", stderr(&out));
     let mut warnings = Vec::new();
     let script: &[&[&str]] = &[

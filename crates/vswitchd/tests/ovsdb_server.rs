@@ -91,28 +91,8 @@ impl Drop for Server {
     }
 }
 
-/// The tables and columns ovs-vswitchd reads.
-const MONITOR: &[(&str, &[&str])] = &[
-    (
-        "Open_vSwitch",
-        &["bridges", "next_cfg", "cur_cfg", "other_config"],
-    ),
-    (
-        "Bridge",
-        &[
-            "name",
-            "ports",
-            "datapath_type",
-            "fail_mode",
-            "other_config",
-        ],
-    ),
-    ("Port", &["name", "interfaces", "tag"]),
-    (
-        "Interface",
-        &["name", "type", "ofport", "ofport_request", "options"],
-    ),
-];
+/// The tables and columns ovs-vswitchd reads (the daemon's own list).
+use sluice_vswitchd::daemon::MONITOR;
 
 fn connect(s: &Server) -> DbConnection {
     let mut c = DbConnection::connect(&Target::Unix(s.sock()), "Open_vSwitch").unwrap();

@@ -116,9 +116,15 @@ impl Drop for Db {
 /// Starts the daemon in `ns` as ovs-ctl starts ovs-vswitchd (detached:
 /// it returns once the database's configuration is applied).
 pub fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
+    start_daemon(db, ns, &[bin.to_str().expect("a UTF-8 path")])
+}
+
+/// Starts `daemon` (a command line: Open vSwitch's `ovs-vswitchd`, or
+/// Sluice's) in namespace `ns` on `db`, as ovs-ctl starts ovs-vswitchd.
+pub fn start_daemon(db: &Db, ns: &str, daemon: &[&str]) -> Output {
     Command::new("ip")
         .args(["netns", "exec", ns])
-        .arg(bin)
+        .args(daemon)
         .arg(format!("unix:{}/db.sock", db.run().display()))
         .args([
             "--pidfile",
@@ -129,6 +135,7 @@ pub fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
         ])
         .env("OVS_RUNDIR", db.run())
         .env("OVS_LOGDIR", db.run())
+        .env("OVS_DBDIR", db.run())
         .output()
         .unwrap()
 }
