@@ -221,6 +221,26 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     db.vsctl(&["remove", "port", &h2.root_if, "tag", "20"]);
     h1.ping("10.77.0.2");
 
+    // An internal port moved into a namespace of its own, as container
+    // set-ups do with OVS: its tap goes on carrying the namespace's
+    // traffic.
+    let h3 = Host::new("vh3", None);
+    db.vsctl(&[
+        "add-port",
+        &br,
+        "vint3",
+        "--",
+        "set",
+        "interface",
+        "vint3",
+        "type=internal",
+    ]);
+    sw.exec(&format!("ip link set vint3 netns {}", h3.ns));
+    h3.exec("ip addr add 10.77.0.3/24 dev vint3");
+    h3.exec("ip link set vint3 up");
+    h1.ping("10.77.0.3");
+    db.vsctl(&["del-port", &br, "vint3"]);
+
     // Ports and the bridge go as ovs-vsctl removes them.
     db.vsctl(&["del-port", &br, &h2.root_if]);
     assert!(!pings(&h1, "10.77.0.2"));
