@@ -1,0 +1,175 @@
+//! The commands `ovs-appctl` reaches on `ovs-vswitchd.PID.ctl`: OVS's
+//! names, answered by Sluice's control plane (`sluice ctl`'s commands), and
+//! `sluice/ctl` for all of those.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sluice_vswitchd::unixctl::Commands;
+
+use super::version_text;
+use crate::ctl::{Control, Request};
+
+/// The commands `ovs-appctl` reaches.
+pub struct Appctl {
+    pub(super) control: Arc<Control>,
+    pub(super) stop: Arc<AtomicBool>,
+    pub(super) log: Option<crate::vlog::LogFile>,
+    pub(super) bridges: Arc<Mutex<Vec<String>>>,
+    pub(super) ports: PortTable,
+}
+
+/// The ports the reconciler made: (bridge, switch port number) → (interface
+/// name, OVS's interface type as `dpif/show` prints it).
+pub(super) type PortTable = Arc<Mutex<BTreeMap<(String, u32), (String, String)>>>;
+
+/// OVS's netdev type of a Sluice port spec.
+pub(super) fn netdev_type(spec: &str) -> &'static str {
+    let kind = spec.split(':').next().unwrap_or("");
+    match kind {
+        "afpacket" => "system",
+        "tap" => "tap",
+        "afxdp" => "afxdp",
+        "vhost-client" => "dpdkvhostuserclient",
+        "vhost" => "dpdkvhostuser",
+        "dpdk" => "dpdk",
+        "vxlan" => "vxlan",
+        "geneve" => "geneve",
+        "gre" => "gre",
+        _ => "",
+    }
+}
+
+impl Appctl {
+    /// `dpif/show`, in OVS's form: the datapath's hits and misses, then
+    /// each bridge's ports as `NAME OFPORT/DPPORT: (TYPE)`.
+    fn dpif_show(&self) -> Result<String, String> {
+        let snaps = self.control.snapshots()?;
+        let (mut hit, mut missed) = (0u64, 0u64);
+        for s in &snaps {
+            hit += s.stats.emc_hits + s.stats.smc_hits + s.stats.megaflow_hits;
+            missed += s.stats.upcalls;
+        }
+        let mut o = format!("netdev@ovs-netdev: hit:{hit} missed:{missed}\n");
+        let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        for b in self
+            .bridges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            o += &format!("  {b}:\n");
+            let mut mine: Vec<(u32, &String, &String)> = ports
+                .iter()
+                .filter(|((pb, _), _)| pb == b)
+                .map(|((_, n), (name, t))| (*n, name, t))
+                .collect();
+            mine.sort_by_key(|(n, _, _)| if *n == 0xffff_fffe { 65534 } else { *n });
+            for (n, name, t) in mine {
+                let of = if n == 0xffff_fffe { 65534 } else { n };
+                o += &format!("    {name} {of}/{n}: ({t})\n");
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// OVS's command, its arguments, and the `sluice ctl` command that
+/// answers it.
+const MAPPED: &[(&str, &str, &str)] = &[
+    ("dpif-netdev/pmd-stats-show", "", "pmd-stats"),
+    ("dpif-netdev/pmd-stats-clear", "", "pmd-stats-clear"),
+    ("dpif-netdev/pmd-rxq-show", "", "pmd-rxq-show"),
+    ("dpif-netdev/pmd-perf-show", "[-nh]", "pmd-perf-show"),
+    ("dpif-netdev/pmd-rxq-rebalance", "", "pmd-rxq-rebalance"),
+    ("dpctl/dump-flows", "", "dump-megaflows"),
+    ("dpctl/dump-conntrack", "[zone=N]", "dump-conntrack"),
+    ("dpctl/flush-conntrack", "[zone=N]", "flush-conntrack"),
+    ("dpctl/ct-stats-show", "", "conntrack-stats"),
+    ("dpctl/ct-set-maxconns", "N", "ct-set-maxconns"),
+    ("tnl/neigh/show", "", "tnl-neigh-show"),
+    ("tnl/neigh/flush", "", "tnl-neigh-flush"),
+    ("tnl/ports/show", "", "tnl-ports-show"),
+    ("ovs/route/show", "", "tnl-route-show"),
+];
+
+/// Commands whose first argument is a bridge.
+const ON_BRIDGE: &[(&str, &str, &str)] = &[
+    ("fdb/show", "BRIDGE", "fdb-show"),
+    ("fdb/flush", "[BRIDGE]", "fdb-flush"),
+    ("fdb/stats-show", "BRIDGE", "fdb-stats-show"),
+    ("bridge/dump-flows", "BRIDGE", "dump-flows"),
+    ("ofproto/trace", "BRIDGE FLOW", "trace"),
+];
+
+impl Commands for Appctl {
+    fn list(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = [
+            ("version", ""),
+            ("dpif/show", ""),
+            ("exit", "[--cleanup]"),
+            ("vlog/reopen", ""),
+            ("sluice/ctl", "COMMAND [ARG...]"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        for (c, a, _) in MAPPED.iter().chain(ON_BRIDGE) {
+            v.push((c.to_string(), a.to_string()));
+        }
+        v.sort();
+        v
+    }
+
+    fn call(&mut self, method: &str, args: &[String]) -> Option<Result<String, String>> {
+        let ctl = |cmd: &str, args: &[String]| {
+            self.control.execute(&Request {
+                cmd: cmd.to_string(),
+                args: args.to_vec(),
+            })
+        };
+        Some(match method {
+            "version" => Ok(version_text()),
+            "dpif/show" => self.dpif_show(),
+            "exit" => {
+                self.stop.store(true, Ordering::Relaxed);
+                Ok(String::new())
+            }
+            "vlog/reopen" => match &self.log {
+                Some(l) => l.reopen().map(|()| String::new()),
+                None => Err("Logging to file not configured".into()),
+            },
+            "sluice/ctl" => match args.split_first() {
+                Some((c, rest)) => ctl(c, rest),
+                None => Err("sluice/ctl COMMAND [ARG...]: which command?".into()),
+            },
+            m => {
+                if let Some((_, _, c)) = MAPPED.iter().find(|(o, _, _)| *o == m) {
+                    ctl(c, args)
+                } else if let Some((_, _, c)) = ON_BRIDGE.iter().find(|(o, _, _)| *o == m) {
+                    let served = self
+                        .bridges
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone();
+                    match args.split_first() {
+                        Some((b, rest)) if served.contains(b) => {
+                            let rest = if c == &"trace" {
+                                vec![rest.join(" ")]
+                            } else {
+                                rest.to_vec()
+                            };
+                            ctl(c, &rest)
+                        }
+                        Some((b, _)) => Err(format!("no such bridge {b}")),
+                        None if m == "fdb/flush" => ctl(c, &[]),
+                        None => Err(format!("{m}: which bridge?")),
+                    }
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+}
