@@ -403,7 +403,7 @@ fn written_rows(db: &Db) -> String {
         "{}\n{}\ncur_cfg={} next_cfg={} dpdk_initialized={}",
         list(
             "Interface",
-            "name,type,ofport,error,admin_state,link_state,mtu,ofport_request"
+            "name,type,ofport,error,admin_state,link_state,link_speed,duplex,mtu,ofport_request"
         ),
         list("Bridge", "name,datapath_version,fail_mode"),
         db.get("Open_vSwitch", ".", "cur_cfg"),
@@ -500,7 +500,7 @@ fn the_rows_written_back_are_those_of_ovs() {
     assert_eq!(sluice.0, ovs.0, "the rows written back");
     // What the script left: the numbers as OVS gives them.
     for want in [
-        "vB,\"\"\"\"\"\",7,[],up,up,1500,7",
+        "vB,\"\"\"\"\"\",7,[],up,up,10000000000,full,1500,7",
         "vC,\"\"\"\"\"\",5,",
         "int1,internal,3,[],down,down",
     ] {

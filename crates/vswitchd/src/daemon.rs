@@ -137,6 +137,14 @@ fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Stat
             "link_state".into(),
             optional(n.as_ref().map(|n| state(n.link_up))),
         );
+        row.insert(
+            "link_speed".into(),
+            optional(n.as_ref().and_then(|n| n.speed_bps)),
+        );
+        row.insert(
+            "duplex".into(),
+            optional(n.as_ref().and_then(|n| n.duplex.clone())),
+        );
         if let Some(st) = (i.ofport > 0)
             .then(|| stats.get(&crate::reconcile::dp_port(i.ofport)))
             .flatten()
