@@ -3,7 +3,8 @@
 //! `ovsdb-server`. Its connection ([`db`], the I/O around the protocol
 //! core of `sluice-ovsdb`), the configuration the rows ask for
 //! ([`desired`]), each interface as a Sluice port ([`iface`]), the
-//! OpenFlow port numbers of each bridge's interfaces ([`ofports`]), the
+//! OpenFlow port numbers of each bridge's interfaces ([`ofports`], in the
+//! order OVS creates them: [`ovs_order`]), the
 //! reconciler that makes the switch what the rows ask and says what to
 //! write back ([`reconcile`]), the daemon's loop around them ([`daemon`]),
 //! what the kernel says of an interface ([`netdev`]), the process as OVS
@@ -16,6 +17,7 @@ pub mod desired;
 pub mod iface;
 pub mod netdev;
 pub mod ofports;
+pub mod ovs_order;
 pub mod process;
 pub mod reconcile;
 pub mod unixctl;

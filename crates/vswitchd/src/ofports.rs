@@ -36,12 +36,28 @@ impl OfPorts {
         bridge: &str,
         interfaces: &[(&str, Option<i64>)],
     ) -> BTreeMap<String, i64> {
-        let wanted: BTreeSet<&str> = interfaces.iter().map(|(n, _)| *n).collect();
+        let with: Vec<(&str, Option<i64>, Option<i64>)> =
+            interfaces.iter().map(|(n, r)| (*n, *r, None)).collect();
+        self.assign_with_hints(bridge, &with)
+    }
+
+    /// [`OfPorts::assign`] with, for each interface, the number its row
+    /// held before (`ofport`, read at a restart): an interface that has no
+    /// number yet takes it if it is free, as OVS's `iface_pick_ofport`
+    /// asks for it, but it takes no number over (only `ofport_request`
+    /// does). New interfaces are numbered in the order given (OVS's:
+    /// [`crate::ovs_order`]).
+    pub fn assign_with_hints(
+        &mut self,
+        bridge: &str,
+        interfaces: &[(&str, Option<i64>, Option<i64>)],
+    ) -> BTreeMap<String, i64> {
+        let wanted: BTreeSet<&str> = interfaces.iter().map(|(n, _, _)| *n).collect();
         self.by_name.retain(|n, _| wanted.contains(n.as_str()));
         let valid = |r: Option<i64>| r.filter(|&r| (1..RESERVED).contains(&r));
         // Requests first, in name order: a request another interface holds
         // without having asked for it takes the number over.
-        for (name, req) in interfaces {
+        for (name, req, _) in interfaces {
             if *name == bridge {
                 self.by_name.insert(name.to_string(), LOCAL);
                 continue;
@@ -58,7 +74,7 @@ impl OfPorts {
             let holder_asked = holder.as_ref().is_some_and(|h| {
                 interfaces
                     .iter()
-                    .any(|(n, q)| n == h && valid(*q) == Some(r))
+                    .any(|(n, q, _)| n == h && valid(*q) == Some(r))
             });
             if holder_asked {
                 continue;
@@ -68,12 +84,15 @@ impl OfPorts {
             }
             self.by_name.insert(name.to_string(), r);
         }
-        for (name, _) in interfaces {
+        for (name, _, hint) in interfaces {
             if self.by_name.contains_key(*name) {
                 continue;
             }
             let used: BTreeSet<i64> = self.by_name.values().copied().collect();
-            let p = self.next_free(&used);
+            let p = match valid(*hint).filter(|h| !used.contains(h)) {
+                Some(h) => h,
+                None => self.next_free(&used),
+            };
             self.by_name.insert(name.to_string(), p);
         }
         self.by_name.clone()
@@ -125,6 +144,19 @@ mod tests {
         let got = o.assign("br0", &[("a", Some(9)), ("b", Some(9))]);
         assert_eq!(got["a"], 9);
         assert_ne!(got["b"], 9);
+        // A restart: the numbers the rows held are taken again where free,
+        // never over another's.
+        let mut o = OfPorts::default();
+        let got = o.assign_with_hints(
+            "br0",
+            &[
+                ("a", None, Some(5)),
+                ("b", None, Some(5)),
+                ("c", Some(5), None),
+            ],
+        );
+        assert_eq!(got["c"], 5, "a request beats a number held before");
+        assert_eq!((got["a"], got["b"]), (1, 2));
         // Out of range requests are numbers like any other interface's.
         let got = o.assign("br0", &[("x", Some(0)), ("y", Some(0xff00))]);
         assert!(got.values().all(|&p| (1..RESERVED).contains(&p)));

@@ -363,17 +363,31 @@ fn ports(
     }
     // Numbers for those that can be made, as OVS gives them (a port that
     // fails before it is opened takes none).
-    let wanted: Vec<(&str, Option<i64>)> = specs
-        .iter()
-        .filter(|(_, (_, spec))| spec.is_ok())
-        // As OVS's iface_pick_ofport: the request, else the number the
-        // row holds from before (a restart keeps the numbers).
-        .map(|(n, (i, _))| {
+    // In the order ovs-vswitchd creates them (its shash of port names;
+    // interfaces by UUID within a port), which decides the numbers of
+    // several that come at once.
+    let mut rows: Vec<(Uuid, &str)> = b.ports.iter().map(|(n, p)| (p.uuid, n.as_str())).collect();
+    rows.sort();
+    let names: Vec<&str> = rows.iter().map(|(_, n)| *n).collect();
+    let mut wanted: Vec<(&str, Option<i64>, Option<i64>)> = Vec::new();
+    for pname in crate::ovs_order::shash_order(&names) {
+        let mut ifaces: Vec<(Uuid, &str)> = b.ports[pname]
+            .interfaces
+            .iter()
+            .map(|(n, i)| (i.uuid, n.as_str()))
+            .collect();
+        ifaces.sort();
+        for (_, iname) in ifaces {
+            let Some((i, Ok(_))) = specs.get(iname) else {
+                continue;
+            };
+            // As OVS's iface_pick_ofport: the request, else the number
+            // the row holds from before (a restart keeps the numbers).
             let before = i.ofport.filter(|&p| p > 0 && p != LOCAL);
-            (n.as_str(), i.ofport_request.or(before))
-        })
-        .collect();
-    let numbers = s.ofports.assign(bridge, &wanted);
+            wanted.push((iname, i.ofport_request, before));
+        }
+    }
+    let numbers = s.ofports.assign_with_hints(bridge, &wanted);
     let mut touched = std::collections::BTreeSet::new();
     // Changed where it can be in place (its MTU, its VLAN mode: the port,
     // its interface and its traffic stay).
@@ -474,11 +488,11 @@ fn ports(
     }
     if !failed.is_empty() {
         // Those that failed give their numbers back.
-        let keep: Vec<(&str, Option<i64>)> = wanted
+        let keep: Vec<(&str, Option<i64>, Option<i64>)> = wanted
             .into_iter()
-            .filter(|(n, _)| !failed.iter().any(|f| f == n))
+            .filter(|(n, _, _)| !failed.iter().any(|f| f == n))
             .collect();
-        s.ofports.assign(bridge, &keep);
+        s.ofports.assign_with_hints(bridge, &keep);
     }
 }
 
