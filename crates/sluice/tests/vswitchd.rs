@@ -403,7 +403,7 @@ fn written_rows(db: &Db) -> String {
         "{}\n{}\ncur_cfg={} next_cfg={} dpdk_initialized={}",
         list(
             "Interface",
-            "name,type,ofport,error,admin_state,link_state,link_speed,duplex,mtu,ofport_request"
+            "name,type,ofport,error,admin_state,link_state,link_speed,duplex,mtu,ofport_request,status"
         ),
         list("Bridge", "name,datapath_version,fail_mode"),
         db.get("Open_vSwitch", ".", "cur_cfg"),

@@ -145,6 +145,18 @@ fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Stat
             "duplex".into(),
             optional(n.as_ref().and_then(|n| n.duplex.clone())),
         );
+        let status: Vec<Value> = n
+            .as_ref()
+            .and_then(|n| n.driver.clone())
+            .map(|[d, v, f]| {
+                vec![
+                    json!(["driver_name", d]),
+                    json!(["driver_version", v]),
+                    json!(["firmware_version", f]),
+                ]
+            })
+            .unwrap_or_default();
+        row.insert("status".into(), json!(["map", status]));
         if let Some(st) = (i.ofport > 0)
             .then(|| stats.get(&crate::reconcile::dp_port(i.ofport)))
             .flatten()

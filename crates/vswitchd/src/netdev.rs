@@ -19,6 +19,9 @@ pub struct Netdev {
     pub speed_bps: Option<i64>,
     /// `full` or `half`, when the driver says.
     pub duplex: Option<String>,
+    /// The driver's name, version and firmware version (what OVS writes
+    /// to `Interface:status`), when it says.
+    pub driver: Option<[String; 3]>,
 }
 
 /// A name the kernel could give a device (no path in it).
@@ -62,6 +65,7 @@ pub fn read(name: &str) -> Option<Netdev> {
         // device is down too (sysfs does not).
         speed_bps: link.map(|l| l.0),
         duplex: link.map(|l| if l.1 { "full" } else { "half" }.to_string()),
+        driver: ethtool_driver(name),
     })
 }
 
@@ -92,12 +96,89 @@ struct EthtoolCmd {
 #[repr(C)]
 struct IfReqData {
     name: [u8; 16],
-    data: *mut EthtoolCmd,
+    data: *mut libc::c_void,
     _rest: [u8; 16],
+}
+
+/// `struct ethtool_drvinfo`, what `ETHTOOL_GDRVINFO` fills.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
 }
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GSET: u32 = 1;
+const ETHTOOL_GDRVINFO: u32 = 3;
+
+/// Asks the driver of `name` by `SIOCETHTOOL`: `cmd` is the ethtool
+/// command's struct (its first word the command). False: no answer.
+fn ethtool<T>(name: &str, cmd: &mut T) -> bool {
+    let mut req = IfReqData {
+        name: [0; 16],
+        data: (cmd as *mut T).cast(),
+        _rest: [0; 16],
+    };
+    if name.len() >= 16 {
+        return false;
+    }
+    req.name[..name.len()].copy_from_slice(name.as_bytes());
+    // SAFETY: a datagram socket only to ask the kernel; closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return false;
+    }
+    // SAFETY: SIOCETHTOOL reads the NUL-terminated name (under 16 bytes,
+    // checked above) and the command through `req`, which points at
+    // `cmd`, a struct sized as the kernel's for that command; both live
+    // across the call.
+    let r = unsafe { libc::ioctl(fd, SIOCETHTOOL, &mut req) };
+    // SAFETY: the descriptor made above, closed once.
+    unsafe { libc::close(fd) };
+    r == 0
+}
+
+/// A NUL-terminated field of a kernel struct, as text.
+fn c_text(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+/// The driver's name, version and firmware version, as `ethtool -i`.
+fn ethtool_driver(name: &str) -> Option<[String; 3]> {
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        n_priv_flags: 0,
+        n_stats: 0,
+        testinfo_len: 0,
+        eedump_len: 0,
+        regdump_len: 0,
+    };
+    if !ethtool(name, &mut info) {
+        return None;
+    }
+    Some([
+        c_text(&info.driver),
+        c_text(&info.version),
+        c_text(&info.fw_version),
+    ])
+}
 
 /// The link's speed (bits a second) and whether it is full duplex, as
 /// the driver tells `ethtool` (None: it does not say).
@@ -106,25 +187,7 @@ fn ethtool_link(name: &str) -> Option<(i64, bool)> {
         cmd: ETHTOOL_GSET,
         ..EthtoolCmd::default()
     };
-    let mut req = IfReqData {
-        name: [0; 16],
-        data: &mut cmd,
-        _rest: [0; 16],
-    };
-    req.name[..name.len()].copy_from_slice(name.as_bytes());
-    // SAFETY: a datagram socket only to ask the kernel; closed below.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: SIOCETHTOOL reads the name and the command through `req`,
-    // which points at `cmd`; both live across the call, sized as the
-    // kernel's structs (the name is NUL-terminated: `plausible` keeps it
-    // under 16 bytes).
-    let r = unsafe { libc::ioctl(fd, SIOCETHTOOL, &mut req) };
-    // SAFETY: the descriptor made above, closed once.
-    unsafe { libc::close(fd) };
-    if r != 0 {
+    if !ethtool(name, &mut cmd) {
         return None;
     }
     let mbps = u32::from(cmd.speed) | u32::from(cmd.speed_hi) << 16;
@@ -157,5 +220,7 @@ mod tests {
         // crates/sluice/tests/vswitchd.rs.)
         assert_eq!(lo.speed_bps, None);
         assert_eq!(ethtool_link("no-such-device0"), None);
+        assert_eq!(ethtool_driver("no-such-device0"), None);
+        assert_eq!(ethtool_driver("a-name-far-too-long-for-linux"), None);
     }
 }
