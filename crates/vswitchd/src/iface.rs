@@ -58,28 +58,74 @@ pub fn port_spec(
     port: &PortCfg,
     rundir: &Path,
 ) -> Result<String, String> {
+    // A name or path goes into a spec whose options ',' and '=' separate:
+    // one holding them could add options of its own (`eth1,tag=5`), and a
+    // vhost-user socket's name must not leave the run directory.
+    let plain = |what: &str, v: &str| {
+        if v.contains([',', '=']) || v.chars().any(char::is_control) {
+            Err(format!(
+                "{name}: {what} '{v}' holds ',', '=' or a control character, which Sluice's port specs cannot carry"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let netdev_name = |v: &str| {
+        plain("interface name", v)?;
+        if v.is_empty() || v.len() > 15 || v.contains(['/', ':']) || v.contains(char::is_whitespace)
+        {
+            return Err(format!(
+                "could not open network device {v} (Invalid argument): not a Linux interface name"
+            ));
+        }
+        Ok(())
+    };
     let mtu = iface
         .mtu_request
         .filter(|&m| m > 0)
         .map(|m| format!(",mtu={m}"))
         .unwrap_or_default();
     let mut spec = match iface.kind.as_str() {
-        "" | "system" => format!("afpacket:{name}{mtu}"),
+        "" | "system" => {
+            netdev_name(name)?;
+            format!("afpacket:{name}{mtu}")
+        }
         // As OVS's netdev datapath: a tap, left down for the user to
         // bring up (`ip link set br0 up`).
-        "internal" | "tap" => format!("tap:{name},up=off{mtu}"),
-        "afxdp" => format!("afxdp:{name}{mtu}"),
+        "internal" | "tap" => {
+            netdev_name(name)?;
+            format!("tap:{name},up=off{mtu}")
+        }
+        "afxdp" => {
+            netdev_name(name)?;
+            format!("afxdp:{name}{mtu}")
+        }
         "dpdkvhostuserclient" => match iface.options.get("vhost-server-path") {
-            Some(p) if !p.is_empty() => format!("vhost-client:{p}"),
+            Some(p) if !p.is_empty() => {
+                plain("options:vhost-server-path", p)?;
+                format!("vhost-client:{p}")
+            }
             _ => {
                 return Err(format!(
                     "{name}: a dpdkvhostuserclient interface needs options:vhost-server-path (the socket QEMU listens on)"
                 ))
             }
         },
-        "dpdkvhostuser" => format!("vhost:{}", rundir.join(name).display()),
+        "dpdkvhostuser" => {
+            // As OVS: the socket is RUNDIR/NAME, so no '/' in the name.
+            plain("name", name)?;
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(format!("{name}: not a vhost-user socket name (it is a file in the run directory)"));
+            }
+            format!("vhost:{}", rundir.join(name).display())
+        }
         "dpdk" => match iface.options.get("dpdk-devargs") {
-            Some(d) if !d.is_empty() => format!("dpdk:{d}"),
+            // The devargs are the rest of the spec (commas and all): no
+            // VLAN options can follow them.
+            Some(_) if port.tag.is_some() || !port.trunks.is_empty() || port.vlan_mode.is_some() => {
+                return Err(format!("{name}: VLAN modes on dpdk ports are not supported yet"))
+            }
+            Some(d) if !d.is_empty() => return Ok(format!("dpdk:{d}")),
             _ => return Err(format!("{name}: a dpdk interface needs options:dpdk-devargs")),
         },
         t @ ("vxlan" | "geneve" | "gre") => return tunnel_spec(name, t, &iface.options),
