@@ -372,9 +372,17 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
         db.get("Controller", &br, "is_connected") == "true"
     });
     assert_eq!(db.get("Controller", &br, "role"), "other");
-    // Removed: the connection ends; the rules it gave stay (secure).
+    // Removed: the connection ends and, as OVS's connmgr does when a
+    // bridge's last controller goes, its flows are flushed: a secure
+    // bridge then passes nothing; back to standalone, NORMAL again.
     db.vsctl(&["del-controller", &br]);
     assert!(db.vsctl(&["list", "Controller"]).0.is_empty());
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
+    assert_eq!(flows.lines().count(), 1, "flushed: {flows}");
+    assert!(!pings(&h1, "10.78.0.2"));
+    db.vsctl(&["del-fail-mode", &br]);
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
+    assert!(flows.contains("priority=0 actions=NORMAL"), "{flows}");
     h1.ping("10.78.0.2");
     assert!(db.appctl(&["exit"]).status.success());
     wait_for("the daemon to exit", 10, || {
@@ -573,6 +581,17 @@ fn run_script(tag: &str, daemon: &[&str]) -> (String, Vec<String>) {
         }
     }
     warnings.push(format!("the six at the end: {:?}", i_ports(&db)));
+    // The flows OVS's connmgr leaves: set-fail-mode secure with no
+    // controller flushed them (NORMAL too).
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", "brX"]));
+    warnings.push(format!(
+        "flows: {:?}",
+        flows
+            .lines()
+            .skip(1)
+            .map(|l| l.rsplit(' ').next().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    ));
     let rows = written_rows(&db)
         .lines()
         .map(|l| match l.split_once(",internal,") {

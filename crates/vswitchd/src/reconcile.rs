@@ -45,6 +45,12 @@ pub trait Switch {
         old: &str,
         new: &str,
     ) -> Result<(), String>;
+    /// Sets `bridge`'s fail mode (whether it fails open when its
+    /// controllers are gone).
+    fn set_fail_mode(&mut self, bridge: &str, secure: bool);
+    /// Deletes every flow of `bridge`, then adds `priority=0,actions=NORMAL`
+    /// when `normal` (OVS's `ofproto_flush_flows` and `connmgr_flushed`).
+    fn flush_flows(&mut self, bridge: &str, normal: bool);
     /// Makes `targets` the OpenFlow controllers `bridge` connects to;
     /// returns why, for each target it cannot use.
     fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String>;
@@ -227,16 +233,32 @@ impl Reconciler {
         for (name, b) in &d.bridges {
             let secure = b.fail_mode.as_deref() == Some("secure");
             let dpid = datapath_id(name, b);
-            // A changed datapath id or fail mode: the bridge is made again.
+            // A changed fail mode, as OVS's connmgr_set_fail_mode: with no
+            // controller the flows are flushed (and NORMAL put back in
+            // standalone); the ports stay.
+            if let Some(s) = self.served.get_mut(name) {
+                if s.secure != secure {
+                    sw.set_fail_mode(name, secure);
+                    if s.controllers.is_empty() {
+                        sw.flush_flows(name, !secure);
+                    }
+                    s.secure = secure;
+                    out.log.push(format!(
+                        "bridge {name}: fail mode {}",
+                        if secure { "secure" } else { "standalone" }
+                    ));
+                }
+            }
+            // A changed datapath id: the bridge is made again.
             if let Some(s) = self.served.get(name) {
-                if s.datapath_id != dpid || s.secure != secure {
+                if s.datapath_id != dpid {
                     let s = self.served.remove(name).expect("served");
                     for (iface, a) in s.ports {
                         sw.del_port(name, dp_port(a.ofport), &iface);
                     }
                     sw.del_bridge(name);
                     out.log.push(format!(
-                        "bridge {name}: made again (datapath id or fail mode changed)"
+                        "bridge {name}: made again (its datapath id changed)"
                     ));
                 }
             }
@@ -310,7 +332,20 @@ impl Reconciler {
             self::ports(&self.rundir, name, b, s, sw, &mut out);
             let targets: Vec<String> = b.controllers.iter().map(|c| c.target.clone()).collect();
             if targets != s.controllers {
+                let had = !s.controllers.is_empty();
+                // As OVS's connmgr_set_controllers: from none to some or
+                // back, the flows are flushed (NORMAL put back when a
+                // standalone bridge is left with none): before the first
+                // controller connects (it may add flows at once), after
+                // the last is gone.
+                let flush = had != !targets.is_empty();
+                if flush && !had {
+                    sw.flush_flows(name, false);
+                }
                 s.controller_errors = sw.set_controllers(name, &targets);
+                if flush && had {
+                    sw.flush_flows(name, !s.secure);
+                }
                 for (t, e) in &s.controller_errors {
                     out.log.push(format!("bridge {name}: controller {t}: {e}"));
                 }
@@ -557,6 +592,12 @@ mod tests {
                 Err("not in place".into())
             }
         }
+        fn set_fail_mode(&mut self, b: &str, secure: bool) {
+            self.log.push(format!("fail-mode {b} {secure}"));
+        }
+        fn flush_flows(&mut self, b: &str, normal: bool) {
+            self.log.push(format!("flush {b} {normal}"));
+        }
         fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
             self.log.push(format!("controllers {b} {t:?}"));
             t.iter()
@@ -737,7 +778,14 @@ mod tests {
         ];
         d.bridges.insert("br0".into(), b);
         let o = r.reconcile(&d, &mut sw);
-        assert!(sw.log.iter().any(|l| l.starts_with("controllers br0")));
+        // From no controller to some: the flows are flushed, no NORMAL,
+        // before the controllers connect.
+        let at = |l: &str| sw.log.iter().position(|x| x.starts_with(l));
+        assert!(
+            at("flush br0 false") < at("controllers br0"),
+            "{:?}",
+            sw.log
+        );
         assert_eq!(o.controllers[&u(200)].error, None);
         assert_eq!(
             o.controllers[&u(201)].error.as_deref(),
@@ -746,6 +794,20 @@ mod tests {
         sw.log.clear();
         r.reconcile(&d, &mut sw);
         assert!(sw.log.is_empty(), "unchanged: {:?}", sw.log);
+        // Secure with controllers: a fail mode change touches no flow.
+        d.bridges.get_mut("br0").unwrap().fail_mode = Some("secure".into());
+        r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["fail-mode br0 true"]);
+        // The controllers go: flushed, and a secure bridge gets no NORMAL.
+        sw.log.clear();
+        d.bridges.get_mut("br0").unwrap().controllers.clear();
+        r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["controllers br0 []", "flush br0 false"]);
+        // Standalone again with none: flushed, NORMAL back.
+        sw.log.clear();
+        d.bridges.get_mut("br0").unwrap().fail_mode = None;
+        r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["fail-mode br0 false", "flush br0 true"]);
     }
 
     #[test]

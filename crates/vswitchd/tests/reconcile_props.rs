@@ -94,6 +94,8 @@ impl Switch for Model {
         p.1 = new.to_string();
         Ok(())
     }
+    fn set_fail_mode(&mut self, _: &str, _: bool) {}
+    fn flush_flows(&mut self, _: &str, _: bool) {}
     fn set_controllers(&mut self, _: &str, _: &[String]) -> BTreeMap<String, String> {
         BTreeMap::new()
     }

@@ -134,6 +134,26 @@ impl Switch for SluiceSwitch {
             .map(|_| ())
     }
 
+    fn set_fail_mode(&mut self, _bridge: &str, secure: bool) {
+        self.openflow
+            .hub
+            .fail_secure
+            .store(secure, Ordering::Relaxed);
+    }
+
+    fn flush_flows(&mut self, bridge: &str, normal: bool) {
+        let r = self.ctl("del-flows", &[]).and_then(|_| {
+            if normal {
+                self.ctl("add-flow", &["priority=0,actions=NORMAL".into()])
+            } else {
+                Ok(String::new())
+            }
+        });
+        if let Err(e) = r {
+            tracing::warn!(target: "switch", "bridge {bridge}: flushing its flows: {e}");
+        }
+    }
+
     fn set_controllers(&mut self, bridge: &str, targets: &[String]) -> BTreeMap<String, String> {
         let mut errors = BTreeMap::new();
         let Some(b) = self.bridges.get_mut(bridge) else {
@@ -292,6 +312,12 @@ impl Switch for Published<'_> {
         new: &str,
     ) -> Result<(), String> {
         self.sw.change_port(b, n, name, old, new)
+    }
+    fn set_fail_mode(&mut self, b: &str, secure: bool) {
+        self.sw.set_fail_mode(b, secure)
+    }
+    fn flush_flows(&mut self, b: &str, normal: bool) {
+        self.sw.flush_flows(b, normal)
     }
     fn set_controllers(&mut self, b: &str, t: &[String]) -> BTreeMap<String, String> {
         self.sw.set_controllers(b, t)
