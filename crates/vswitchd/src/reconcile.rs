@@ -338,7 +338,7 @@ impl Reconciler {
                 // standalone bridge is left with none): before the first
                 // controller connects (it may add flows at once), after
                 // the last is gone.
-                let flush = had != !targets.is_empty();
+                let flush = had == targets.is_empty();
                 if flush && !had {
                     sw.flush_flows(name, false);
                 }
