@@ -54,7 +54,11 @@ fn level(word: &str) -> Option<LevelFilter> {
 /// a module name (OVS's) is taken and applies to the whole log; an empty
 /// spec (`-v`) is `dbg` everywhere.
 pub fn parse_specs(specs: &[String]) -> Result<Levels, String> {
-    let mut l = Levels::default();
+    parse_specs_over(Levels::default(), specs)
+}
+
+/// [`parse_specs`] over levels already in force (`vlog/set`).
+pub fn parse_specs_over(mut l: Levels, specs: &[String]) -> Result<Levels, String> {
     for spec in specs {
         if spec.is_empty() {
             l = Levels {
@@ -207,24 +211,95 @@ where
     }
 }
 
+/// The levels in force, changed at run time by `ovs-appctl vlog/set`.
+pub struct LevelHandles {
+    console: Reload,
+    file: Option<Reload>,
+    now: Mutex<Levels>,
+}
+
+/// Sets one destination's level.
+type Reload = Box<dyn Fn(LevelFilter) -> Result<(), String> + Send + Sync>;
+
+impl LevelHandles {
+    /// `vlog/set SPEC...`: the specs as `-v` takes them, over the levels in
+    /// force.
+    pub fn set(&self, specs: &[String]) -> Result<(), String> {
+        let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let new = parse_specs_over(*now, specs)?;
+        (self.console)(new.console)?;
+        if let Some(f) = &self.file {
+            f(new.file)?;
+        }
+        *now = new;
+        Ok(())
+    }
+
+    /// `vlog/list`, in OVS's table: each module (Sluice's log targets)
+    /// with its console, syslog and file levels.
+    pub fn list(&self) -> String {
+        let now = *self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let name = |l: LevelFilter| match l {
+            LevelFilter::OFF => "OFF",
+            LevelFilter::ERROR => "ERR",
+            LevelFilter::WARN => "WARN",
+            LevelFilter::INFO => "INFO",
+            _ => "DBG",
+        };
+        let mut o = String::from(
+            "                 console    syslog    file\n                 -------    ------    ------\n",
+        );
+        for (t, _) in crate::log::TARGETS {
+            o += &format!(
+                "{t:<19}{:<11}{:<10}{}\n",
+                name(now.console),
+                "OFF",
+                name(self.file.as_ref().map_or(LevelFilter::OFF, |_| now.file))
+            );
+        }
+        o
+    }
+}
+
 /// Installs the log: the console at `levels.console` (Sluice's lines on
-/// stderr) and, when given, `file` at `levels.file` (OVS's lines).
-pub fn init(levels: Levels, file: Option<LogFile>) -> Result<(), String> {
+/// stderr) and, when given, `file` at `levels.file` (OVS's lines); returns
+/// the handles `vlog/set` changes them through.
+pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, String> {
+    let (console_filter, console_handle) = tracing_subscriber::reload::Layer::new(levels.console);
     let console = tracing_subscriber::fmt::layer()
         .event_format(crate::log::Lines)
         .with_writer(std::io::stderr)
-        .with_filter(levels.console);
-    let file = file.map(|f| {
-        tracing_subscriber::fmt::layer()
-            .event_format(VlogLines {
-                seq: AtomicU64::new(0),
-            })
-            .with_writer(f)
-            .with_ansi(false)
-            .with_filter(levels.file)
-    });
+        .with_filter(console_filter);
+    let (file, file_handle) = match file {
+        Some(f) => {
+            let (filter, handle) = tracing_subscriber::reload::Layer::new(levels.file);
+            let layer = tracing_subscriber::fmt::layer()
+                .event_format(VlogLines {
+                    seq: AtomicU64::new(0),
+                })
+                .with_writer(f)
+                .with_ansi(false)
+                .with_filter(filter);
+            let reload: Reload = Box::new(move |l| {
+                handle
+                    .reload(l)
+                    .map_err(|e| format!("the file's level: {e}"))
+            });
+            (Some(layer), Some(reload))
+        }
+        None => (None, None),
+    };
     let sub = tracing_subscriber::registry().with(console).with(file);
-    tracing::subscriber::set_global_default(sub).map_err(|e| format!("the log: {e}"))
+    tracing::subscriber::set_global_default(sub).map_err(|e| format!("the log: {e}"))?;
+    Ok(LevelHandles {
+        console: Box::new(move |l| {
+            console_handle
+                .reload(l)
+                .map_err(|e| format!("the console's level: {e}"))
+        }),
+        file: file_handle,
+        now: Mutex::new(levels),
+    })
 }
 
 #[cfg(test)]

@@ -110,6 +110,8 @@ impl Commands for Appctl {
             ("dpif/show", ""),
             ("exit", "[--cleanup]"),
             ("vlog/reopen", ""),
+            ("vlog/set", "[SPEC...]"),
+            ("vlog/list", ""),
             ("sluice/ctl", "COMMAND [ARG...]"),
         ]
         .iter()
@@ -135,6 +137,14 @@ impl Commands for Appctl {
             "exit" => {
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(String::new())
+            }
+            "vlog/set" | "vlog/list" => {
+                let levels = super::LEVELS.lock().ok().and_then(|l| l.clone());
+                match (method, levels) {
+                    (_, None) => Err("the log is not set up".into()),
+                    ("vlog/list", Some(l)) => Ok(l.list()),
+                    (_, Some(l)) => l.set(args).map(|()| String::new()),
+                }
             }
             "vlog/reopen" => match &self.log {
                 Some(l) => l.reopen().map(|()| String::new()),

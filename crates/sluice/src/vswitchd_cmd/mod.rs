@@ -263,6 +263,8 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
 
 /// The log file, once opened (for `vlog/reopen`).
 pub static LOG: Mutex<Option<crate::vlog::LogFile>> = Mutex::new(None);
+/// The log's levels, once installed (for `vlog/set`, `vlog/list`).
+pub static LEVELS: Mutex<Option<Arc<crate::vlog::LevelHandles>>> = Mutex::new(None);
 /// The `--detach` handle, taken by the daemon once.
 pub static DETACHED: Mutex<Option<sluice_vswitchd::process::Detached>> = Mutex::new(None);
 
@@ -287,7 +289,8 @@ pub fn prepare(a: &VswitchdArgs) -> Result<bool, String> {
         }
     }
     *LOG.lock().map_err(|_| "the log")? = file.clone();
-    crate::vlog::init(levels, file)?;
+    let handles = crate::vlog::init(levels, file)?;
+    *LEVELS.lock().map_err(|_| "the log levels")? = Some(Arc::new(handles));
     Ok(true)
 }
 
