@@ -451,6 +451,7 @@ impl Hub {
         let desc = port_desc(ofport, name, config);
         let p10 = of10::Port {
             port_no: of10::port16(ofport),
+            hw_addr: desc.hw_addr,
             name: desc.name.clone(),
             config: desc.config,
             state: desc.state & 1,
@@ -633,6 +634,8 @@ pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multi
         name: of_port_name(name),
         config,
         state: if down { portc::LINK_DOWN } else { portc::LIVE },
+        // The interface's own address, as OVS reports it.
+        hw_addr: crate::link::mac(name).unwrap_or_default(),
         ..Default::default()
     }
 }

@@ -534,16 +534,20 @@ pub fn run_ports(
             hub,
             tls,
         };
-        tracing::info!(
-            target: "openflow",
-            "OpenFlow datapath id {:016x}, fail-mode {}",
-            info.datapath_id,
-            if opts.fail_standalone {
-                "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it; with --controller and none connected for 15 s it fails open (every packet NORMAL) until one connects"
-            } else {
-                "secure: with no controller connected the rules stay as they are"
-            }
-        );
+        // (`sluice vswitchd` gives each bridge its own id and fail mode,
+        // and says so itself.)
+        if !opts.openflow_later {
+            tracing::info!(
+                target: "openflow",
+                "OpenFlow datapath id {:016x}, fail-mode {}",
+                info.datapath_id,
+                if opts.fail_standalone {
+                    "standalone: a switch given no flow file starts with priority=0,actions=NORMAL until a controller changes it; with --controller and none connected for 15 s it fails open (every packet NORMAL) until one connects"
+                } else {
+                    "secure: with no controller connected the rules stay as they are"
+                }
+            );
+        }
         let hub = Arc::clone(&info.hub);
         control.on_of_show(Box::new(move || hub.show()));
         let hub = Arc::clone(&info.hub);

@@ -162,6 +162,13 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         .parse::<u64>()
         .is_ok_and(|n| n >= 3)
     });
+    // ovs-ofctl show names each port's interface and its address.
+    let show = stdout(&db.tool("ovs-ofctl", &["show", &br]));
+    let mac = sw.exec(&format!("cat /sys/class/net/{}/address", h1.root_if));
+    assert!(
+        show.contains(&format!("{p1}({}): addr:{}", h1.root_if, mac.trim())),
+        "{show}"
+    );
     // dpif/show in OVS's form.
     let dp = stdout(&db.appctl(&["dpif/show"]));
     assert!(dp.starts_with("netdev@ovs-netdev: hit:"), "{dp}");

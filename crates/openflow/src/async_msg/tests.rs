@@ -134,13 +134,16 @@ fn flow_removed_and_port_status_for_openflow_1_0() {
         0,
         &of10::Port {
             port_no: 3,
+            hw_addr: [2, 0, 0, 0, 0, 3],
             name: "veth3".into(),
             config: 0,
             state: 0,
         },
     ));
     assert!(
-        ps.contains("OFPT_PORT_STATUS") && ps.contains("ADD: 3(veth3)"),
+        ps.contains("OFPT_PORT_STATUS")
+            && ps.contains("ADD: 3(veth3)")
+            && ps.contains("addr:02:00:00:00:00:03"),
         "{ps}"
     );
 }

@@ -168,6 +168,8 @@ pub fn error(e: OfError, xid: u32, offending: &[u8]) -> Vec<u8> {
 pub struct Port {
     /// Its number (1.0's 16 bits).
     pub port_no: u16,
+    /// Its interface's Ethernet address (zeros: none).
+    pub hw_addr: [u8; 6],
     /// Its name (15 bytes at most on the wire).
     pub name: String,
     /// `OFPPC_*` (1.0's bits are 1.3's for those Sluice sets).
@@ -180,7 +182,7 @@ impl Port {
     /// Appends the 48-byte `ofp10_phy_port`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.port_no.to_be_bytes());
-        out.extend_from_slice(&[0; 6]);
+        out.extend_from_slice(&self.hw_addr);
         crate::wire::put_str(out, &self.name, 16);
         out.extend_from_slice(&self.config.to_be_bytes());
         out.extend_from_slice(&self.state.to_be_bytes());

@@ -56,6 +56,7 @@ impl<S: Conn> Session<S> {
                         );
                         of10::Port {
                             port_no: of10::port16(p.ofport),
+                            hw_addr: d.hw_addr,
                             name: d.name,
                             config: d.config,
                             state: d.state & 1,
