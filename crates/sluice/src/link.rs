@@ -39,21 +39,10 @@ pub fn link_up(spec: &str) -> Option<bool> {
     Some(carrier.is_ok_and(|c| c.trim() == "1"))
 }
 
-/// The MAC address of a live port's interface (`None` for a port without
-/// one, or one the kernel does not show).
+/// The Ethernet address of a live port's interface (`None` for a port
+/// without one, or one the kernel shows as all zeros).
 pub fn mac(spec: &str) -> Option<[u8; 6]> {
-    let name = interface(spec)?;
-    if name.is_empty() || name.contains('/') || name.starts_with('.') {
-        return None;
-    }
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok()?;
-    let bytes: Vec<u8> = text
-        .trim()
-        .split(':')
-        .map(|b| u8::from_str_radix(b, 16))
-        .collect::<Result<_, _>>()
-        .ok()?;
-    bytes.try_into().ok()
+    interface(spec).and_then(sluice_port::sys::if_mac)
 }
 
 /// The link state of each live port at the last look.
@@ -110,7 +99,7 @@ mod tests {
         // Loopback is always there and up.
         assert_eq!(link_up("afpacket:lo"), Some(true));
         // Its address, and none for what has no interface.
-        assert_eq!(mac("afpacket:lo"), Some([0; 6]));
+        assert_eq!(mac("afpacket:lo"), None, "all zeros: no address");
         assert_eq!(mac("afpacket:../../etc"), None);
         assert_eq!(mac("afpacket:sluice-no-such0"), None);
         assert_eq!(mac("null"), None);

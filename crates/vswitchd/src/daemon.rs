@@ -335,7 +335,6 @@ fn session(
     // The transaction in flight: its tag and what it writes.
     let mut pending: Option<(u64, Written)> = None;
     let mut last_pass = Instant::now();
-    let mut told_waiting = false;
     while !stop.load(Ordering::Relaxed) {
         for e in c.poll(Duration::from_millis(100))? {
             match e {
@@ -387,9 +386,6 @@ fn session(
             dirty = true;
         }
         if !(locked && monitored) {
-            if monitored && !told_waiting {
-                told_waiting = true;
-            }
             continue;
         }
         if !dirty || pending.is_some() {

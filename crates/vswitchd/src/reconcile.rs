@@ -187,6 +187,16 @@ impl Reconciler {
         self.other_config = Some(other_config);
     }
 
+    /// Takes served bridge `name` off the switch: its ports, then it.
+    fn remove(&mut self, name: &str, sw: &mut dyn Switch) {
+        if let Some(s) = self.served.remove(name) {
+            for (iface, a) in s.ports {
+                sw.del_port(name, dp_port(a.ofport), &iface);
+            }
+            sw.del_bridge(name);
+        }
+    }
+
     /// The bridges served now.
     pub fn bridges(&self) -> impl Iterator<Item = &str> {
         self.served.keys().map(String::as_str)
@@ -214,8 +224,7 @@ impl Reconciler {
             }
             self.other_config = Some(d.other_config.clone());
         }
-        // Bridges gone (or no longer served as they were: a fail mode
-        // change remakes the bridge's rules only through the switch).
+        // Bridges gone.
         let gone: Vec<String> = self
             .served
             .keys()
@@ -223,11 +232,7 @@ impl Reconciler {
             .cloned()
             .collect();
         for name in gone {
-            let s = self.served.remove(&name).expect("served");
-            for (iface, a) in s.ports {
-                sw.del_port(&name, dp_port(a.ofport), &iface);
-            }
-            sw.del_bridge(&name);
+            self.remove(&name, sw);
             out.log.push(format!("bridge {name}: removed"));
         }
         for (name, b) in &d.bridges {
@@ -252,11 +257,7 @@ impl Reconciler {
             // A changed datapath id: the bridge is made again.
             if let Some(s) = self.served.get(name) {
                 if s.datapath_id != dpid {
-                    let s = self.served.remove(name).expect("served");
-                    for (iface, a) in s.ports {
-                        sw.del_port(name, dp_port(a.ofport), &iface);
-                    }
-                    sw.del_bridge(name);
+                    self.remove(name, sw);
                     out.log.push(format!(
                         "bridge {name}: made again (its datapath id changed)"
                     ));

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use sluice_vswitchd::unixctl::Commands;
 
 use super::version_text;
-use crate::ctl::{Control, Request};
+use crate::ctl::Control;
 
 /// The commands `ovs-appctl` reaches.
 pub struct Appctl {
@@ -125,12 +125,7 @@ impl Commands for Appctl {
     }
 
     fn call(&mut self, method: &str, args: &[String]) -> Option<Result<String, String>> {
-        let ctl = |cmd: &str, args: &[String]| {
-            self.control.execute(&Request {
-                cmd: cmd.to_string(),
-                args: args.to_vec(),
-            })
-        };
+        let ctl = |cmd: &str, args: &[String]| super::ctl(&self.control, cmd, args);
         Some(match method {
             "version" => Ok(version_text()),
             "dpif/show" => self.dpif_show(),

@@ -112,6 +112,14 @@ pub fn version_text() -> String {
     )
 }
 
+/// Runs `sluice ctl`'s command `cmd` on the switch's control plane.
+fn ctl(control: &crate::ctl::Control, cmd: &str, args: &[String]) -> Result<String, String> {
+    control.execute(&crate::ctl::Request {
+        cmd: cmd.to_string(),
+        args: args.to_vec(),
+    })
+}
+
 fn default_in(dir: &Path, given: Option<&str>, name: &str) -> Option<PathBuf> {
     given.map(|g| {
         if g.is_empty() {

@@ -11,7 +11,7 @@ use sluice_vswitchd::reconcile::Switch;
 
 use super::appctl::{netdev_type, PortTable};
 use super::other_config::START_ONLY;
-use crate::ctl::{Control, Request};
+use crate::ctl::Control;
 use crate::ofchannel::SwitchInfo;
 
 /// A bridge the switch serves.
@@ -35,10 +35,17 @@ pub struct SluiceSwitch {
 
 impl SluiceSwitch {
     fn ctl(&self, cmd: &str, args: &[String]) -> Result<String, String> {
-        self.control.execute(&Request {
-            cmd: cmd.to_string(),
-            args: args.to_vec(),
-        })
+        super::ctl(&self.control, cmd, args)
+    }
+
+    /// Deletes every flow, then adds `priority=0,actions=NORMAL` when
+    /// `normal`.
+    fn reset_flows(&self, normal: bool) -> Result<(), String> {
+        self.ctl("del-flows", &[])?;
+        if normal {
+            self.ctl("add-flow", &["priority=0,actions=NORMAL".into()])?;
+        }
+        Ok(())
     }
 }
 
@@ -51,10 +58,7 @@ impl Switch for SluiceSwitch {
         if name.is_empty() || name.contains(['/', '\0']) || name.len() > 200 {
             return Err(format!("'{name}' is not a name a socket can take"));
         }
-        self.ctl("del-flows", &[])?;
-        if !secure {
-            self.ctl("add-flow", &["priority=0,actions=NORMAL".into()])?;
-        }
+        self.reset_flows(!secure)?;
         let path = self.rundir.join(format!("{name}.mgmt"));
         let mut info = self.openflow.clone();
         info.datapath_id = datapath_id;
@@ -62,10 +66,7 @@ impl Switch for SluiceSwitch {
         let (_, socket) =
             crate::ofchannel::listen(&target, Arc::clone(&self.control), info.clone())
                 .map_err(|e| format!("its OpenFlow socket: {e}"))?;
-        self.openflow
-            .hub
-            .fail_secure
-            .store(secure, Ordering::Relaxed);
+        self.set_fail_mode(name, secure);
         self.bridges.insert(
             name.to_string(),
             BridgeSide {
@@ -85,13 +86,9 @@ impl Switch for SluiceSwitch {
             // Its controller connections end with it.
             drop(b.controllers);
             self.openflow.hub.set_controllers(0);
-            self.openflow
-                .hub
-                .fail_secure
-                .store(false, Ordering::Relaxed);
+            self.set_fail_mode(name, false);
         }
-        let _ = self.ctl("del-flows", &[]);
-        let _ = self.ctl("add-flow", &["priority=0,actions=NORMAL".into()]);
+        let _ = self.reset_flows(true);
         let _ = self.ctl("fdb-flush", &[]);
     }
 
@@ -142,14 +139,7 @@ impl Switch for SluiceSwitch {
     }
 
     fn flush_flows(&mut self, bridge: &str, normal: bool) {
-        let r = self.ctl("del-flows", &[]).and_then(|_| {
-            if normal {
-                self.ctl("add-flow", &["priority=0,actions=NORMAL".into()])
-            } else {
-                Ok(String::new())
-            }
-        });
-        if let Err(e) = r {
+        if let Err(e) = self.reset_flows(normal) {
             tracing::warn!(target: "switch", "bridge {bridge}: flushing its flows: {e}");
         }
     }
