@@ -122,7 +122,20 @@ pub fn run_case(
     };
     let mut ruleset = RuleSet::from_specs(&specs, 0);
     rules.install(&mut ruleset)?;
+    // A second bridge, for the sets that cross a patch port.
+    let second = match rules.second_bridge() {
+        Some(text) => {
+            let specs = parse_flow_file(text, Some("second bridge")).map_err(|e| e.to_string())?;
+            let mut r = RuleSet::from_specs(&specs, 0);
+            r.share_datapath_state(&ruleset);
+            let [_, patches] = rules.patch_ports();
+            r.set_patch_ports(patches);
+            Some(Arc::new(r))
+        }
+        None => None,
+    };
     let ruleset = Arc::new(ruleset);
+    let sink = rules.sink_port();
     let traffic = rules.traffic(frames)?;
     let frames = &traffic;
     let tunnel = rules.tunnel();
@@ -143,7 +156,7 @@ pub fn run_case(
             .enumerate()
             .map(|(i, q)| {
                 let cpu = cpus[i % cpus.len()];
-                let (ready, ruleset, tunnel) = (&ready, &ruleset, &tunnel);
+                let (ready, ruleset, tunnel, second) = (&ready, &ruleset, &tunnel, &second);
                 // An even share each; the first PMDs take the remainder;
                 // plus the warm-up, which is not measured.
                 let share = packets / pmds as u64 + u64::from((i as u64) < packets % pmds as u64);
@@ -153,7 +166,14 @@ pub fn run_case(
                     let _ = sluice_port::sys::pin_to_cpu(cpu);
                     // Built on its own thread, as `sluice run` builds its
                     // PMDs': no two PMDs' hot state share a cache line.
-                    let built = build_pmd(cfg, ruleset, q, share, tunnel.as_ref());
+                    let built = build_pmd(cfg, ruleset, q, share, tunnel.as_ref(), sink).map(
+                        |(mut dp, warm)| {
+                            if let Some(r) = second {
+                                dp.set_bridge_rules(1, Some(Arc::clone(r)));
+                            }
+                            (dp, warm)
+                        },
+                    );
                     let (mut dp, warm) = match built {
                         Ok(b) => b,
                         Err(e) => {
@@ -235,14 +255,15 @@ pub fn run_case(
 }
 
 /// One PMD's datapath: the replay queue `q` in on port 1, with `share`
-/// measured packets plus the warm-up (returned), a null sink on port 2,
-/// and for the tunnel sets their tunnel port.
+/// measured packets plus the warm-up (returned), a null sink on port
+/// `sink`, and for the tunnel sets their tunnel port.
 fn build_pmd(
     cfg: DatapathConfig,
     ruleset: &Arc<RuleSet>,
     q: Frames,
     share: u64,
     tunnel: Option<&sluice_packet::tunnel::TunnelConfig>,
+    sink: u32,
 ) -> Result<(Datapath, u64), String> {
     let mut dp = Datapath::new(cfg, Arc::clone(ruleset)).map_err(|e| e.to_string())?;
     let warm = warm_up(share);
@@ -251,7 +272,7 @@ fn build_pmd(
         Box::new(ReplayPort::new("replay", q, true).with_limit(share + warm)),
     )
     .map_err(|e| e.to_string())?;
-    dp.add_port(2, Box::new(NullPort::new()))
+    dp.add_port(sink, Box::new(NullPort::new()))
         .map_err(|e| e.to_string())?;
     if let Some(c) = tunnel {
         dp.add_port(

@@ -29,6 +29,11 @@ pub const TUNNEL_PORT: u32 = 10;
 pub enum RuleSetKind {
     /// `in_port=1,actions=output:2`.
     PortForward,
+    /// `patch-forward`: port forwarding across two bridges of one
+    /// datapath: `in_port=1,actions=output:3` on the first, port 3 a patch
+    /// port to the second's port 1, `in_port=1,actions=output:2` there
+    /// (the sink is the second bridge's port 2).
+    PatchForward,
     /// Routes by destination prefix (/8, /12, /16, /20, /24), longest first.
     L3,
     /// Prefixes combined with L4 protocol and ports: several masks.
@@ -92,6 +97,7 @@ impl RuleSetKind {
     pub fn name(self) -> String {
         match self {
             RuleSetKind::PortForward => "port-forward".into(),
+            RuleSetKind::PatchForward => "patch-forward".into(),
             RuleSetKind::L3 => "l3".into(),
             RuleSetKind::L3L4 => "l3l4".into(),
             RuleSetKind::Routes(n) => format!("routes:{n}"),
@@ -103,6 +109,40 @@ impl RuleSetKind {
             RuleSetKind::CtFirewall => "ct-firewall".into(),
             RuleSetKind::Normal => "normal".into(),
         }
+    }
+
+    /// The second bridge's rules, for the sets that cross a patch port.
+    pub fn second_bridge(self) -> Option<&'static str> {
+        (self == RuleSetKind::PatchForward).then_some("in_port=1,actions=output:2\n")
+    }
+
+    /// The datapath number of the port the traffic leaves by (the null
+    /// sink).
+    pub fn sink_port(self) -> u32 {
+        match self {
+            RuleSetKind::PatchForward => sluice_classifier::xlate::dp_port(1, 2),
+            _ => 2,
+        }
+    }
+
+    /// The patch ports of the first bridge (index 0) and of the second.
+    pub fn patch_ports(self) -> [Vec<sluice_classifier::PatchPort>; 2] {
+        use sluice_classifier::PatchPort;
+        if self != RuleSetKind::PatchForward {
+            return [Vec::new(), Vec::new()];
+        }
+        [
+            vec![PatchPort {
+                port: 3,
+                peer: 1,
+                peer_port: 1,
+            }],
+            vec![PatchPort {
+                port: 1,
+                peer: 0,
+                peer_port: 3,
+            }],
+        ]
     }
 
     /// The tunnel port's configuration, for the tunnel sets.
@@ -225,14 +265,20 @@ impl RuleSetKind {
                 rules.set_tunnels(Some(Arc::new(t)));
                 Ok(())
             }
+            RuleSetKind::PatchForward => {
+                let [first, _] = self.patch_ports();
+                rules.set_patch_ports(first);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
 
-    /// The rules, in the `ovs-ofctl` flow language.
+    /// The rules, in the `ovs-ofctl` flow language (the first bridge's).
     pub fn flows(self) -> String {
         match self {
             RuleSetKind::PortForward => "in_port=1,actions=output:2\n".to_string(),
+            RuleSetKind::PatchForward => "in_port=1,actions=output:3\n".to_string(),
             RuleSetKind::L3 => {
                 let mut s = String::new();
                 // Longest prefix first by priority; a few specific routes per length.
@@ -335,6 +381,7 @@ impl std::str::FromStr for RuleSetKind {
         RuleSetKind::ALL
             .into_iter()
             .chain([
+                RuleSetKind::PatchForward,
                 RuleSetKind::SelectGroup,
                 RuleSetKind::Meter,
                 RuleSetKind::VxlanEncap,
@@ -344,7 +391,7 @@ impl std::str::FromStr for RuleSetKind {
             ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, patch-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
             })
     }
 }

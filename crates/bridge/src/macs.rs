@@ -40,6 +40,52 @@ pub struct Learn {
     pub vlan: u16,
     /// The port it came in on.
     pub port: u32,
+    /// The bridge (its index in the datapath) whose table learns it.
+    pub bridge: u16,
+}
+
+/// Most bridges one translation learns in (a packet crossing a patch port
+/// runs `NORMAL` in each bridge it reaches).
+pub const MAX_LEARNS: usize = 2;
+
+/// What one translation's `NORMAL`s learn: one entry per bridge, at most
+/// [`MAX_LEARNS`] (a third bridge's is not kept: [`Learns::push`] says so).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Learns([Option<Learn>; MAX_LEARNS]);
+
+impl Learns {
+    /// Nothing learned.
+    pub const NONE: Learns = Learns([None; MAX_LEARNS]);
+
+    /// Adds `l`, replacing an entry of the same bridge; false when every
+    /// slot holds another bridge's (`l` is not kept).
+    pub fn push(&mut self, l: Learn) -> bool {
+        for slot in &mut self.0 {
+            match slot {
+                Some(o) if o.bridge != l.bridge => continue,
+                _ => {
+                    *slot = Some(l);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    /// The entries.
+    pub fn iter(&self) -> impl Iterator<Item = &Learn> {
+        self.0.iter().flatten()
+    }
+
+    /// The first (the input bridge's, when it learns).
+    pub fn first(&self) -> Option<Learn> {
+        self.0[0]
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.0[0].is_none()
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -407,6 +453,25 @@ impl MacTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn learns_keep_one_entry_per_bridge_and_refuse_a_third() {
+        let l = |bridge, port| Learn {
+            mac: [2, 0, 0, 0, 0, 1],
+            vlan: 0,
+            port,
+            bridge,
+        };
+        let mut ls = Learns::NONE;
+        assert!(ls.is_empty());
+        assert!(ls.push(l(0, 1)));
+        assert!(ls.push(l(0, 2)), "the same bridge's replaces");
+        assert!(ls.push(l(3, 7)));
+        assert!(!ls.push(l(4, 1)), "a third bridge is not kept");
+        let got: Vec<(u16, u32)> = ls.iter().map(|x| (x.bridge, x.port)).collect();
+        assert_eq!(got, vec![(0, 2), (3, 7)]);
+        assert_eq!(ls.first().map(|x| x.port), Some(2));
+    }
 
     const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
     const B: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -46,7 +46,7 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 created_us: 0,
                 credited: (0, 0),
                 select_hits: Vec::new(),
-                learn: None,
+                learn: sluice_bridge::macs::Learns::NONE,
                 learned: None,
                 mac_reads: sluice_classifier::megaflow::MacReads::None,
                 fin: None,

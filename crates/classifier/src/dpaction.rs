@@ -41,6 +41,12 @@ pub struct PacketInAction {
     pub cookie: u64,
     /// The pipeline fields and userdata it carries.
     pub meta: std::sync::Arc<PacketInMeta>,
+    /// The bridge whose controllers it goes to (its index in the
+    /// datapath).
+    pub bridge: u16,
+    /// The input port, that bridge's OpenFlow number (the peer port for
+    /// a packet that crossed a patch port).
+    pub in_port: u32,
 }
 
 /// One datapath action.

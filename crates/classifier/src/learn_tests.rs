@@ -101,13 +101,10 @@ fn a_limit_stops_learning_and_result_dst_says_so() {
             ..Default::default()
         };
         let mut t = Translation::default();
-        let env = XlateEnv {
-            rules: &set,
-            ports: &[1, 2, 3, 4],
-        };
+        let env = XlateEnv::single(&set, &[1, 2, 3, 4]);
         translate(env, &k, &mut t, false);
         outs.push(format!("{:?}", t.actions));
-        for spec in &t.learned {
+        for (_, spec) in &t.learned {
             set.learn(spec, 1);
         }
     }
@@ -166,13 +163,10 @@ fn builds_the_rule_from_the_packet_and_reads_what_it_took() {
     .unwrap();
     let set = RuleSet::from_specs(&rules, 0);
     let mut t = Translation::default();
-    let env = XlateEnv {
-        rules: &set,
-        ports: &[1, 2, 3],
-    };
+    let env = XlateEnv::single(&set, &[1, 2, 3]);
     translate(env, &key(), &mut t, false);
     assert_eq!(t.learned.len(), 1);
-    let s = &t.learned[0];
+    let s = &t.learned[0].1;
     assert_eq!((s.table, s.priority, s.hard_timeout), (2, 7, 20));
     assert_eq!(
         s.matcher.to_string(),
@@ -301,15 +295,7 @@ fn sample_and_queues_print_as_ovs_and_change_nothing() {
     assert!(err("actions=sample(probability=1,bogus=2)").contains("invalid key"));
     let set = RuleSet::from_specs(&[spec], 0);
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules: &set,
-            ports: &[1, 2, 3, 4],
-        },
-        &key(),
-        &mut t,
-        false,
-    );
+    translate(XlateEnv::single(&set, &[1, 2, 3, 4]), &key(), &mut t, false);
     let out: Vec<String> = t.actions.iter().map(|a| a.to_string()).collect();
     assert_eq!(out, ["2", "4"]);
 }

@@ -30,6 +30,7 @@ pub mod megaflow;
 pub mod meter;
 pub mod multipath;
 pub mod parse;
+pub mod patch;
 pub mod recirc;
 pub mod rule;
 pub mod subfield;
@@ -49,4 +50,7 @@ pub use parse::{
     parse_flow_with_warnings, FlowSpec, ParseError, Require,
 };
 pub use table::{Rule, RuleSet};
-pub use xlate::{resolve_select, translate, translate_actions, Translation, XlateDrop, XlateEnv};
+pub use xlate::{
+    resolve_select, translate, translate_actions, BridgeView, PatchPort, Translation, XlateDrop,
+    XlateEnv,
+};

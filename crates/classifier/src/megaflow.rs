@@ -62,11 +62,11 @@ pub struct Megaflow {
     pub select_hits: Vec<(u64, u64)>,
     /// What its `NORMAL` translation learns, refreshed while it is hit
     /// ([`Megaflow::relearn`]).
-    pub learn: Option<sluice_bridge::macs::Learn>,
+    pub learn: sluice_bridge::macs::Learns,
     /// The rules its translation's `learn` actions build, applied again
     /// while it is hit (OVS's `XC_LEARN`: a learned rule is refreshed, or
     /// put back if it went).
-    pub learned: Option<Arc<[crate::parse::FlowSpec]>>,
+    pub learned: Option<Arc<[(u16, crate::parse::FlowSpec)]>>,
     /// The NORMAL MAC table entries its decision read.
     pub mac_reads: MacReads,
     /// The `fin_timeout`s its packets (TCP FIN or RST) run: (index in
@@ -116,8 +116,12 @@ impl Megaflow {
     /// MAC that only this megaflow's packets carry from aging out, as
     /// OVS's revalidators push the xlate cache's `XC_NORMAL` entries with
     /// the stats.
-    pub fn relearn(&self, since_us: u64) -> Option<sluice_bridge::macs::Learn> {
-        self.learn.filter(|_| self.hit_since(since_us))
+    pub fn relearn(&self, since_us: u64) -> sluice_bridge::macs::Learns {
+        if self.hit_since(since_us) {
+            self.learn
+        } else {
+            sluice_bridge::macs::Learns::NONE
+        }
     }
 
     /// Whether a packet hit it after `since_us`.
@@ -634,7 +638,7 @@ mod tests {
             created_us: 0,
             credited: (0, 0),
             select_hits: Vec::new(),
-            learn: None,
+            learn: sluice_bridge::macs::Learns::NONE,
             learned: None,
             mac_reads: MacReads::None,
             fin: None,

@@ -70,6 +70,9 @@ pub struct Frozen {
     /// The input port as the translation had it (a `resubmit` may have
     /// changed it).
     pub in_port: u32,
+    /// The bridge it runs in (its index in the datapath: a packet that
+    /// crossed a patch port resumes in the peer bridge).
+    pub bridge: u16,
 }
 
 /// The frozen states, by id and by content.
@@ -258,6 +261,7 @@ mod tests {
             regs: [0; sluice_packet::key::N_REGS],
             tunnel_id: 0,
             in_port: 1,
+            bridge: 0,
         }
     }
 

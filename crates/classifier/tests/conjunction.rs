@@ -37,15 +37,7 @@ fn key(proto: u8, src: u8, dst: u8, port: u16) -> FlowKey {
 
 fn run(set: &RuleSet, k: &FlowKey) -> (String, String) {
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules: set,
-            ports: &[1, 2, 3, 4],
-        },
-        k,
-        &mut t,
-        false,
-    );
+    translate(XlateEnv::single(set, &[1, 2, 3, 4]), k, &mut t, false);
     let out = t
         .actions
         .iter()

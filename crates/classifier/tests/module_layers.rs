@@ -22,6 +22,7 @@ const ORDER: &[&str] = &[
     "wildcards",
     "recirc",
     "rule",
+    "patch",
     "group",
     "parse",
     "tss",

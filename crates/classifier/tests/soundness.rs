@@ -216,15 +216,7 @@ fn key_strategy() -> impl Strategy<Value = FlowKey> {
 
 fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules,
-            ports: &PORTS,
-        },
-        key,
-        &mut t,
-        false,
-    );
+    translate(XlateEnv::single(rules, &PORTS), key, &mut t, false);
     t
 }
 

@@ -114,7 +114,7 @@ pub(crate) struct Caches {
     relearned_us: u64,
     /// Rules `learn` actions built (upcalls, hit megaflows), for the
     /// datapath to apply after the batch.
-    pub pending_learn: Vec<Arc<[FlowSpec]>>,
+    pub pending_learn: Vec<Arc<[(u16, FlowSpec)]>>,
     /// Megaflows by the NORMAL MAC table entry their decision read
     /// ([`MacReads`]), and those that read several: a change of an entry
     /// revalidates those, not every megaflow. Entries may name megaflows
@@ -129,8 +129,19 @@ type MacKey = sluice_bridge::macs::Key;
 
 /// The rules a translation learned, shared by its megaflow and the
 /// datapath's queue (`None`: it has no `learn`).
-pub(crate) fn learned_of(x: &Translation) -> Option<Arc<[FlowSpec]>> {
+pub(crate) fn learned_of(x: &Translation) -> Option<Arc<[(u16, FlowSpec)]>> {
     (!x.learned.is_empty()).then(|| Arc::from(&x.learned[..]))
+}
+
+/// Learns what a translation's `NORMAL`s saw, each in its bridge's MAC
+/// table.
+pub(crate) fn learn_macs(learns: &sluice_bridge::macs::Learns, env: XlateEnv<'_>) {
+    for l in learns.iter() {
+        if let Some(r) = env.rules_of(l.bridge) {
+            let b = r.bridge();
+            b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
+        }
+    }
 }
 
 /// The `fin_timeout`s a translation ran (`None`: none), applied at once
@@ -259,11 +270,8 @@ impl Caches {
         stats: &mut DpStats,
     ) -> Result<FlowRef, InstallError> {
         translate(env, key, &mut self.xlate, false);
-        if let Some(l) = self.xlate.learn {
-            // The one translation allowed side effects: NORMAL learns.
-            let b = env.rules.bridge();
-            b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
-        }
+        // The one translation allowed side effects: NORMAL learns.
+        learn_macs(&self.xlate.learn, env);
         let learned = learned_of(&self.xlate);
         if let Some(l) = &learned {
             // So are `learn` actions: the datapath applies them after the
@@ -392,11 +400,13 @@ impl Caches {
         self.megaflows.rank();
         // Sources NORMAL megaflows' packets carried since the last pass.
         let since = std::mem::replace(&mut self.relearned_us, now_us);
-        let b = env.rules.bridge();
-        let now_ms = b.now_ms();
         for (_, f) in self.megaflows.iter() {
-            if let Some(l) = f.relearn(since) {
+            for l in f.relearn(since).iter() {
+                let Some(b) = env.rules_of(l.bridge).map(|r| r.bridge()) else {
+                    continue;
+                };
                 // Its last packet, on the bridge's clock.
+                let now_ms = b.now_ms();
                 let hit_ms = now_ms.saturating_sub(now_us.saturating_sub(f.used_us) / 1000);
                 b.macs.refresh(l.mac, l.vlan, l.port, hit_ms, now_ms);
             }

@@ -18,6 +18,20 @@ use crate::output::{OutputStage, PortSlot, RxQueue};
 use crate::pipeline::Pipeline;
 use crate::stats::{DpStats, DropReason};
 
+/// The translation environment of datapath `$dp`: bridge 0's rules and
+/// ports, and the others.
+macro_rules! xenv {
+    ($dp:ident) => {
+        XlateEnv {
+            rules: &$dp.rules,
+            ports: &$dp.root_ports,
+            bridges: &$dp.extra,
+            bridge: 0,
+        }
+    };
+}
+
+mod bridges;
 mod config;
 mod controller;
 mod learning;
@@ -55,6 +69,13 @@ pub struct Datapath {
     /// The ports forwarding may use (those not `no_fwd`), ascending: what
     /// translation sees (a `no_fwd` port is missing to it).
     fwd_numbers: Vec<u32>,
+    /// Bridge 0's ports' OpenFlow numbers (its patch ports too),
+    /// ascending: `fwd_numbers` with one bridge.
+    root_ports: Vec<u32>,
+    /// The other bridges, by index (slot 0 unused; empty with one bridge).
+    extra: Vec<Option<sluice_classifier::BridgeView>>,
+    /// What the datapath keeps of each of them, by index.
+    extra_state: Vec<bridges::BridgeState>,
     rules: Arc<RuleSet>,
     rules_have_timeouts: bool,
     /// Bumped on every change of rules or ports: megaflows from an older
@@ -65,6 +86,8 @@ pub struct Datapath {
     pipeline: Pipeline,
     stats: DpStats,
     last_expire_us: u64,
+    /// The other bridges' last look for expired rules.
+    extra_expire_us: u64,
     last_cache_us: u64,
     removed_ports: Vec<PortReport>,
     recirc_gc: crate::recirc_gc::RecircGc,
@@ -112,6 +135,9 @@ impl Datapath {
             },
             port_numbers: Vec::new(),
             fwd_numbers: Vec::new(),
+            root_ports: Vec::new(),
+            extra: Vec::new(),
+            extra_state: Vec::new(),
             rules: Arc::new(RuleSet::new()),
             rules_have_timeouts: false,
             epoch: 0,
@@ -124,6 +150,7 @@ impl Datapath {
             ),
             stats: DpStats::default(),
             last_expire_us: 0,
+            extra_expire_us: 0,
             last_cache_us: 0,
             removed_ports: Vec::new(),
             recirc_gc: Default::default(),
@@ -220,6 +247,7 @@ impl Datapath {
             .filter(|s| !s.no_fwd)
             .map(|s| s.ofport)
             .collect();
+        self.refresh_views();
     }
 
     /// Sets a port's OpenFlow config: `no_recv` drops what it receives
@@ -302,8 +330,12 @@ impl Datapath {
     /// Puts `rules` in force as they are.
     fn install_rules(&mut self, rules: Arc<RuleSet>) {
         self.rules_have_timeouts = rules.has_timeouts();
+        let patches_changed = rules.patch_ports() != self.rules.patch_ports();
         self.rules = rules;
         self.epoch += 1;
+        if patches_changed {
+            self.refresh_views();
+        }
     }
 
     /// Sets `tx-flush-interval` for port `ofport`, or for every port
@@ -475,10 +507,7 @@ impl Datapath {
                 self.tap_rx(pi, ofport, &batch, now_us);
                 let received = batch.len();
                 let backlog = received == sluice_packet::BATCH_SIZE;
-                let env = XlateEnv {
-                    rules: &self.rules,
-                    ports: &self.fwd_numbers,
-                };
+                let env = xenv!(self);
                 self.pipeline.process(
                     &mut batch,
                     env,
@@ -518,10 +547,7 @@ impl Datapath {
     /// Runs misses that waited for the upcall budget (all of them with
     /// `force`), at most about `max`; returns how many ran.
     fn drain_waiting(&mut self, now_us: u64, max: usize, force: bool) -> usize {
-        let env = XlateEnv {
-            rules: &self.rules,
-            ports: &self.fwd_numbers,
-        };
+        let env = xenv!(self);
         let n = self.pipeline.drain_waiting(
             env,
             self.epoch,
@@ -567,6 +593,7 @@ impl Datapath {
             }
         }
         self.see_bridge();
+        self.expire_extra(now_us);
         if self.rules_have_timeouts
             && now_us.saturating_sub(self.last_expire_us) >= EXPIRE_INTERVAL_US
         {
@@ -585,10 +612,7 @@ impl Datapath {
             self.last_cache_us = now_us;
             self.revalidated_epoch = self.epoch;
             self.credit_rules();
-            let env = XlateEnv {
-                rules: &self.rules,
-                ports: &self.fwd_numbers,
-            };
+            let env = xenv!(self);
             self.pipeline.caches.housekeeping(
                 env,
                 self.epoch,

@@ -34,6 +34,8 @@ pub struct PacketIn {
     pub cookie: u64,
     /// The pipeline fields and userdata the action gave it.
     pub meta: std::sync::Arc<sluice_classifier::dpaction::PacketInMeta>,
+    /// The bridge whose controllers it is for (its index in the datapath).
+    pub bridge: u16,
 }
 
 /// Packet-ins waiting for the OpenFlow channel, bounded, and the rate at
@@ -221,7 +223,12 @@ pub(crate) fn controller(
                     data.resize(total_len.min(cut).max(n), 0);
                 }
                 packet_ins.queue.push_back(PacketIn {
-                    in_port: p.meta.in_port,
+                    // (The first bridge's numbers are the datapath's.)
+                    in_port: if a.bridge == 0 {
+                        p.meta.in_port
+                    } else {
+                        a.in_port
+                    },
                     reason: a.reason,
                     controller_id: a.controller_id,
                     data,
@@ -229,6 +236,7 @@ pub(crate) fn controller(
                     table_id: a.table_id,
                     cookie: a.cookie,
                     meta: Arc::clone(&a.meta),
+                    bridge: a.bridge,
                 });
                 stats.packet_ins += 1;
                 fates.to_ctl |= bit;

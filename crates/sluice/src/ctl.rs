@@ -20,6 +20,7 @@ use sluice_datapath::{DatapathConfig, PortConfig};
 use sluice_openflow::OfError;
 use sluice_port::PortSpec;
 
+mod bridge;
 mod flows;
 mod observe;
 mod rxq;
@@ -53,14 +54,21 @@ pub struct Response {
 /// The control plane's state: the authoritative rule set and the way to
 /// the datapath threads.
 pub struct Control {
+    /// The bridge it is (its index in the datapath; 0 for the datapath's
+    /// first, the stand-alone switch's one bridge).
+    bridge: u16,
+    /// How many bridges besides the first the datapath has (shared by
+    /// every bridge's control): with none, port numbers are the
+    /// datapath's as they are.
+    extra_bridges: Arc<AtomicUsize>,
     rules: Mutex<RuleSet>,
-    pmds: Mutex<Vec<(Placement, Sender<PmdCommand>)>>,
+    pmds: Arc<Mutex<PmdSenders>>,
     start: Instant,
     /// `--n-rxq`, for ports added at run time.
     n_rxq: Option<usize>,
     /// Held by port changes and rxq moves, one at a time (a queue in
     /// flight between two PMDs must not meet its port's removal).
-    reconfig: Mutex<()>,
+    reconfig: Arc<Mutex<()>>,
     /// Each rx queue's cycles at the last rebalance, by (port, queue): a
     /// rebalance weighs the load since the one before.
     rxq_cycles_base: Mutex<HashMap<(u32, u32), u64>>,
@@ -72,7 +80,7 @@ pub struct Control {
     of_status: Mutex<Option<Box<dyn Fn() -> String + Send + Sync>>>,
     /// The ports' specs, by number: an added port's capture files are
     /// checked against them.
-    specs: Mutex<Vec<(u32, PortSpec)>>,
+    specs: Arc<Mutex<Vec<(u32, PortSpec)>>>,
     /// Flow-mods applied (OpenFlow's one by one, `sluice ctl`'s a rule
     /// each) and refused, for `--metrics`.
     pub(crate) flow_mods: [AtomicU64; 2],
@@ -81,6 +89,9 @@ pub struct Control {
     /// Live captures (`capture`).
     captures: Arc<crate::capture::Captures>,
 }
+
+/// Every PMD's placement and the way to send it commands.
+type PmdSenders = Vec<(Placement, Sender<PmdCommand>)>;
 
 /// A port change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,17 +196,19 @@ impl Control {
         // Rules the PMDs learn come here (adopt_learned).
         rules.take_learned();
         Control {
+            bridge: 0,
+            extra_bridges: Arc::default(),
             rules: Mutex::new(rules),
-            pmds: Mutex::new(pmds),
+            pmds: Arc::new(Mutex::new(pmds)),
             start,
             n_rxq,
-            reconfig: Mutex::new(()),
+            reconfig: Arc::default(),
             rxq_cycles_base: Mutex::new(HashMap::new()),
             pmd_cycles_base: Mutex::new(Vec::new()),
             port_watcher: Mutex::new(None),
             port_config: Mutex::new(HashMap::new()),
             of_status: Mutex::new(None),
-            specs: Mutex::new(Vec::new()),
+            specs: Arc::default(),
             flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
             vlan_limit: AtomicUsize::new(DatapathConfig::default().vlan_limit),
             captures: Arc::default(),
@@ -283,8 +296,11 @@ impl Control {
     /// Publishes `rules` and waits until every datapath thread runs them.
     fn publish(&self, rules: &RuleSet) -> Result<(), String> {
         let snapshot = Arc::new(rules.clone());
-        self.ask_all(|tx| PmdCommand::SetRules(Arc::clone(&snapshot), tx))
-            .map(|_| ())
+        match self.bridge {
+            0 => self.ask_all(|tx| PmdCommand::SetRules(Arc::clone(&snapshot), tx)),
+            b => self.ask_all(|tx| PmdCommand::SetBridgeRules(b, Some(Arc::clone(&snapshot)), tx)),
+        }
+        .map(|_| ())
     }
 
     /// Runs one command.
@@ -349,7 +365,9 @@ impl Control {
             "add-port" => {
                 let _reconfig = self.reconfig.lock().expect("reconfig");
                 let arg = rest.join(" ");
-                let (n, spec) = crate::config::parse_port_arg(&arg)?;
+                let (ofport, spec) = crate::config::parse_port_arg(&arg)?;
+                // (The datapath's number: `ofport` on the first bridge.)
+                let n = self.dp_port_checked(ofport, &spec)?;
                 let mut specs = self.specs.lock().expect("specs");
                 {
                     let mut all: Vec<(u32, &PortSpec)> =
@@ -400,11 +418,11 @@ impl Control {
                         .lock()
                         .expect("rules")
                         .bridge()
-                        .set_port(n, vlan.clone());
+                        .set_port(ofport, vlan.clone());
                 }
-                self.port_changed(PortChange::Added, n, &spec.to_string());
+                self.port_changed(PortChange::Added, ofport, &spec.to_string());
                 Ok(format!(
-                    "added port {n} ({spec}){}",
+                    "added port {ofport} ({spec}){}",
                     if count > n_pmds {
                         format!(" with {count} rx queues")
                     } else {
@@ -464,9 +482,10 @@ impl Control {
                 let [n] = rest.as_slice() else {
                     return Err("del-port needs a port number".into());
                 };
-                let n: u32 = n
+                let ofport: u32 = n
                     .parse()
                     .map_err(|_| format!("'{n}' is not a port number"))?;
+                let n = self.dp_port(ofport);
                 {
                     // Translations stop using it before it goes.
                     let specs = self.specs.lock().expect("specs");
@@ -489,12 +508,16 @@ impl Control {
                     let _ = self.captures.stop(n);
                 }
                 // Its VLAN mode and the MACs learned on it go with it.
-                self.rules.lock().expect("rules").bridge().remove_port(n);
+                self.rules
+                    .lock()
+                    .expect("rules")
+                    .bridge()
+                    .remove_port(ofport);
                 if let Some(p) = merged.first() {
-                    self.port_changed(PortChange::Deleted, n, &p.name);
+                    self.port_changed(PortChange::Deleted, ofport, &p.name);
                 }
                 Ok(format!(
-                    "removed port {n}\n{}",
+                    "removed port {ofport}\n{}",
                     merged
                         .iter()
                         .map(crate::report::port_text)
@@ -522,15 +545,16 @@ impl Control {
 
     /// `set-port`: port `n` becomes `new` in place, where only its MTU and
     /// VLAN options differ (the port, its queues and its interface stay).
-    fn set_port(&self, n: u32, new: PortSpec) -> Result<String, String> {
+    fn set_port(&self, ofport: u32, new: PortSpec) -> Result<String, String> {
+        let n = self.dp_port(ofport);
         let mut specs = self.specs.lock().expect("specs");
         let Some(old) = specs.iter().find(|(m, _)| *m == n).map(|(_, s)| s.clone()) else {
-            return Err(format!("no port {n}"));
+            return Err(format!("no port {ofport}"));
         };
         let ((old_base, old_vlan), (new_base, new_vlan)) = (old.split_vlan(), new.split_vlan());
         if old_base.with_mtu(None) != new_base.with_mtu(None) {
             return Err(format!(
-                "port {n} is {old}: only its mtu and VLAN options (tag, trunks, vlan_mode) change in place"
+                "port {ofport} is {old}: only its mtu and VLAN options (tag, trunks, vlan_mode) change in place"
             ));
         }
         let mut done = Vec::new();
@@ -542,7 +566,11 @@ impl Control {
         }
         if old_vlan != new_vlan {
             let v = new_vlan.cloned().unwrap_or_default();
-            self.rules.lock().expect("rules").bridge().set_port(n, v);
+            self.rules
+                .lock()
+                .expect("rules")
+                .bridge()
+                .set_port(ofport, v);
             done.push("VLAN mode".to_string());
         }
         // An mtu option taken away leaves the interface's MTU as it is.
@@ -557,9 +585,9 @@ impl Control {
             }
         }
         Ok(if done.is_empty() {
-            format!("port {n}: nothing to change ({kept})")
+            format!("port {ofport}: nothing to change ({kept})")
         } else {
-            format!("port {n}: {} changed ({kept})", done.join(" and "))
+            format!("port {ofport}: {} changed ({kept})", done.join(" and "))
         })
     }
 
@@ -633,7 +661,7 @@ impl Control {
     /// answers this in microseconds.)
     pub(crate) fn port_reports(&self) -> Result<Vec<sluice_datapath::PortReport>, String> {
         let per_pmd = self.ask_all(PmdCommand::PortReports)?;
-        Ok(merge_ports(&per_pmd))
+        Ok(self.bridge_ports(merge_ports(&per_pmd)))
     }
 
     /// Forwards a controller's packet by `actions` as if it came in on
@@ -644,6 +672,7 @@ impl Control {
         in_port: u32,
         actions: Vec<sluice_classifier::Action>,
     ) -> Result<(), String> {
+        let in_port = self.dp_port(in_port);
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
     }
 
@@ -669,7 +698,8 @@ impl Control {
         dp: PortConfig,
     ) -> Result<(), String> {
         let _reconfig = self.reconfig.lock().expect("reconfig");
-        for r in self.ask_all(|tx| PmdCommand::SetPortConfig(ofport, dp, tx))? {
+        let n = self.dp_port(ofport);
+        for r in self.ask_all(|tx| PmdCommand::SetPortConfig(n, dp, tx))? {
             r?;
         }
         self.port_config

@@ -31,6 +31,7 @@ pub mod pmd_show;
 pub mod report;
 pub mod runner;
 pub mod rxq_assign;
+pub mod tend;
 pub mod trace;
 pub mod tunnels;
 pub mod vlog;

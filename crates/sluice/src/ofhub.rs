@@ -212,6 +212,9 @@ pub struct Hub {
     /// Whether a connection takes packet-ins for a TTL that ran out: the
     /// PMDs make none otherwise ([`Hub::refresh`]).
     invalid_ttl: Arc<AtomicBool>,
+    /// The hubs of the datapath's other bridges, by bridge index: their
+    /// packet-ins go there ([`Hub::route_bridge`]).
+    others: Mutex<Vec<(u16, Arc<Hub>)>>,
 }
 
 /// The hub's counters, summed over its connections, open and closed
@@ -267,6 +270,48 @@ impl Hub {
             rate,
             invalid_ttl,
             ..Hub::default()
+        }
+    }
+
+    /// Sends bridge `bridge`'s packet-ins to `hub` (`None`: the bridge is
+    /// gone; its packet-ins are counted as taken by no controller).
+    pub fn route_bridge(&self, bridge: u16, hub: Option<Arc<Hub>>) {
+        let mut others = self.others.lock().expect("other hubs");
+        others.retain(|(b, _)| *b != bridge);
+        if let Some(h) = hub {
+            others.push((bridge, h));
+        }
+    }
+
+    /// Offers a batch whose packet-ins may be other bridges': each goes
+    /// to its bridge's hub.
+    fn offer_routed(&self, batch: &[PacketIn]) {
+        if batch.iter().all(|p| p.bridge == 0) {
+            return self.offer(batch);
+        }
+        let mut bridges: Vec<u16> = batch.iter().map(|p| p.bridge).collect();
+        bridges.sort_unstable();
+        bridges.dedup();
+        for b in bridges {
+            let mine: Vec<PacketIn> = batch.iter().filter(|p| p.bridge == b).cloned().collect();
+            if b == 0 {
+                self.offer(&mine);
+                continue;
+            }
+            let hub = self
+                .others
+                .lock()
+                .expect("other hubs")
+                .iter()
+                .find(|(x, _)| *x == b)
+                .map(|(_, h)| Arc::clone(h));
+            match hub {
+                Some(h) => h.offer(&mine),
+                None => {
+                    self.no_controller
+                        .fetch_add(mine.len() as u64, Ordering::Relaxed);
+                }
+            }
         }
     }
 
@@ -517,7 +562,7 @@ impl Hub {
             .name("of-packet-in".into())
             .spawn(move || {
                 for batch in rx {
-                    hub.offer(&batch.items);
+                    hub.offer_routed(&batch.items);
                     // Back to its PMD, whose buffers they are (a full
                     // return queue: freed here instead).
                     let _ = batch.back.try_send(batch.items);
@@ -684,6 +729,7 @@ mod tests {
                 userdata: vec![0xaa],
                 meter_id: None,
             }),
+            bridge: 0,
         };
         let mut rx = Vec::new();
         for (version, format) in [(OFP13, 0), (OFP10, 0), (OFP10, 2)] {
@@ -736,6 +782,7 @@ mod tests {
             table_id: 0,
             cookie: 0,
             meta: Default::default(),
+            bridge: 0,
         };
         let mut rx = Vec::new();
         for id in [0u16, 7] {

@@ -102,6 +102,9 @@ const PIN_RETURNS: usize = 16;
 pub enum PmdCommand {
     /// Install rules; answered with the epoch once they are in force.
     SetRules(Arc<RuleSet>, Sender<u64>),
+    /// Install a bridge's rules (`None`: the bridge is gone), as
+    /// `SetRules` for bridge 0.
+    SetBridgeRules(u16, Option<Arc<RuleSet>>, Sender<u64>),
     /// Report counters.
     Stats(Sender<PmdSnapshot>),
     /// Every port's counters alone: no cache scan (what the OpenFlow
@@ -252,6 +255,10 @@ fn handle(
     match cmd {
         PmdCommand::SetRules(rules, reply) => {
             dp.set_rules(rules);
+            let _ = reply.send(dp.epoch());
+        }
+        PmdCommand::SetBridgeRules(bridge, rules, reply) => {
+            dp.set_bridge_rules(bridge, rules);
             let _ = reply.send(dp.epoch());
         }
         PmdCommand::SetPortConfig(ofport, config, reply) => {

@@ -428,72 +428,19 @@ pub fn run_ports(
         ))
     });
     {
-        let (control, hub, stop) = (Arc::clone(&control), of_hub.clone(), Arc::clone(&shared));
-        let standalone = opts.fail_standalone;
+        let mut tender = crate::tend::Tender::new(
+            Arc::clone(&control),
+            of_hub.clone(),
+            opts.fail_standalone,
+            true,
+        );
+        let stop = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("expire".into())
             .spawn(move || {
-                let mut links = crate::link::LinkWatch::default();
-                let mut tick = 0u64;
                 while !stop.stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(250));
-                    tick += 1;
-                    // Every half second, for controllers: live ports whose
-                    // link went up or down (PORT_STATUS, reason modify).
-                    if hub.is_some() && tick.is_multiple_of(2) {
-                        if let Ok(ports) = control.port_reports() {
-                            let specs = ports.iter().map(|p| (p.ofport, p.name.as_str()));
-                            for (ofport, _) in links.changes(specs) {
-                                if let Some(p) = ports.iter().find(|p| p.ofport == ofport) {
-                                    control.port_changed(
-                                        crate::ctl::PortChange::Modified,
-                                        ofport,
-                                        &p.name,
-                                    );
-                                }
-                            }
-                        }
-                    }
-                    // About once a second: expired connections go.
-                    if tick.is_multiple_of(4) {
-                        control.sweep_conntrack();
-                    }
-                    // Rules the PMDs learned, into the rules the control
-                    // plane owns (and out to the other PMDs).
-                    let _ = control.adopt_learned();
-                    // Standalone: no controller for long enough fails
-                    // open (every packet NORMAL), until one connects.
-                    if let Some(h) = hub
-                        .as_ref()
-                        .filter(|h| standalone && !h.fail_secure.load(Ordering::Relaxed))
-                    {
-                        let open = h
-                            .controllers_down_for()
-                            .is_some_and(|d| d >= crate::ofchannel::FAIL_OPEN_AFTER);
-                        if open != h.failing_open.load(Ordering::Relaxed)
-                            && control.set_fail_open(open).is_ok()
-                        {
-                            h.failing_open.store(open, Ordering::Relaxed);
-                            if open {
-                                tracing::info!(
-                                    target: "openflow",
-                                    "no controller connected for {} s: failing open (every packet NORMAL, as OVS's fail-mode standalone)",
-                                    crate::ofchannel::FAIL_OPEN_AFTER.as_secs()
-                                );
-                            } else {
-                                tracing::info!(target: "openflow", "a controller connected: no longer failing open");
-                            }
-                        }
-                    }
-                    if let Ok(gone) = control.expire_rules() {
-                        let Some(hub) = &hub else { continue };
-                        let now = control.uptime_us();
-                        for (r, why) in gone {
-                            if r.flags & sluice_classifier::table::flag::SEND_FLOW_REM != 0 {
-                                hub.flow_removed(&r, why, now);
-                            }
-                        }
-                    }
+                    std::thread::sleep(crate::tend::TICK);
+                    tender.once();
                 }
             })
             .map_err(|e| format!("rule expiry thread: {e}"))?;
@@ -548,21 +495,7 @@ pub fn run_ports(
                 }
             );
         }
-        let hub = Arc::clone(&info.hub);
-        control.on_of_show(Box::new(move || hub.show()));
-        let hub = Arc::clone(&info.hub);
-        let control_for_status = Arc::downgrade(&control);
-        control.on_port_change(Box::new(move |how, ofport, name| {
-            let reason = match how {
-                crate::ctl::PortChange::Added => 0,
-                crate::ctl::PortChange::Deleted => 1,
-                crate::ctl::PortChange::Modified => 2,
-            };
-            let config = control_for_status
-                .upgrade()
-                .map_or(0, |c| c.port_config(ofport));
-            hub.port_status(reason, ofport, name, config);
-        }));
+        crate::tend::wire_openflow(&control, &info.hub);
         info.hub.set_controllers(opts.controllers.len());
         for peer in &opts.controllers {
             crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())

@@ -328,7 +328,7 @@ pub fn live(
 
 fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
-    translate(XlateEnv { rules, ports }, key, &mut t, true);
+    translate(XlateEnv::single(rules, ports), key, &mut t, true);
     let mut o = format!(
         "Flow: {}\n\nbridge(\"sluice\")\n----------------\n",
         describe(key)

@@ -34,6 +34,7 @@ const ORDER: &[&str] = &[
     "ofmultipart",
     "oftlv",
     "ofchannel",
+    "tend",
     "metrics",
     "runner",
     "vswitchd_cmd",

@@ -107,8 +107,9 @@ impl NetdevCache {
     }
 }
 
-/// Port counters by switch port number (see [`Switch::statistics`]).
-pub type Statistics = BTreeMap<u32, Vec<(String, i64)>>;
+/// Port counters by bridge and switch port number (see
+/// [`Switch::statistics`]).
+pub type Statistics = crate::reconcile::Statistics;
 
 /// What to write: the row values for each (table, row).
 fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Statistics) -> Written {
@@ -158,7 +159,7 @@ fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Stat
             .unwrap_or_default();
         row.insert("status".into(), json!(["map", status]));
         if let Some(st) = (i.ofport > 0)
-            .then(|| stats.get(&crate::reconcile::dp_port(i.ofport)))
+            .then(|| stats.get(&(i.bridge.clone(), crate::reconcile::dp_port(i.ofport))))
             .flatten()
         {
             let pairs: Vec<Value> = st.iter().map(|(k, v)| json!([k, v])).collect();

@@ -129,10 +129,31 @@ pub fn port_spec(
             _ => return Err(format!("{name}: a dpdk interface needs options:dpdk-devargs")),
         },
         t @ ("vxlan" | "geneve" | "gre") => return tunnel_spec(name, t, &iface.options),
+        // OVS's words for a bad peer (netdev-vport's set_patch_config).
+        // Not a datapath port: the switch joins the two bridges in its
+        // translation.
         "patch" => {
-            return Err(format!(
-                "{name}: patch ports are not supported yet: Sluice's ovs-vswitchd serves one bridge so far"
-            ))
+            let peer = match iface.options.get("peer") {
+                Some(p) if !p.is_empty() => p,
+                _ => {
+                    return Err(format!(
+                        "{name}: patch type requires valid 'peer' argument"
+                    ))
+                }
+            };
+            if iface.options.len() > 1 {
+                return Err(format!("{name}: patch type takes only a 'peer' argument"));
+            }
+            if peer == name {
+                return Err(format!("{name}: patch peer must not be self"));
+            }
+            plain("options:peer", peer)?;
+            if port.tag.is_some() || !port.trunks.is_empty() || port.vlan_mode.is_some() {
+                return Err(format!(
+                    "{name}: VLAN modes on patch ports are not supported yet"
+                ));
+            }
+            return Ok(format!("patch:{peer}"));
         }
         // OVS's words in the row (its netdev class lookup fails so); the
         // log says which types Sluice makes ([`unknown_type_detail`]).
@@ -224,6 +245,10 @@ mod tests {
         );
         assert_eq!(spec("x", iface("afxdp", &[])).unwrap(), "afxdp:x");
         assert_eq!(
+            spec("patch-a", iface("patch", &[("peer", "patch-b")])).unwrap(),
+            "patch:patch-b"
+        );
+        assert_eq!(
             spec(
                 "vh0",
                 iface(
@@ -256,7 +281,18 @@ mod tests {
                 iface("vxlan", &[("remote_ip", "1.1.1.1"), ("bogus", "1")]),
                 "'bogus'",
             ),
-            (iface("patch", &[("peer", "x")]), "patch ports"),
+            (
+                iface("patch", &[]),
+                "patch type requires valid 'peer' argument",
+            ),
+            (
+                iface("patch", &[("peer", "p")]),
+                "patch peer must not be self",
+            ),
+            (
+                iface("patch", &[("peer", "x"), ("a", "b")]),
+                "takes only a 'peer' argument",
+            ),
             (
                 iface("stt", &[]),
                 "(Address family not supported by protocol)",

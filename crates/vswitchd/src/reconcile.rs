@@ -60,10 +60,14 @@ pub trait Switch {
     /// `Open_vSwitch:other_config` keys that changed (None: removed);
     /// returns what it did or could not do with each, for the log.
     fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String>;
-    /// Every port's counters by switch port number, named as OVS's
-    /// `Interface:statistics` names them (`rx_packets`, `tx_bytes`, ...).
-    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>>;
+    /// Every port's counters by bridge and switch port number, named as
+    /// OVS's `Interface:statistics` names them (`rx_packets`, `tx_bytes`,
+    /// ...).
+    fn statistics(&self) -> Statistics;
 }
+
+/// Port counters by (bridge, switch port number).
+pub type Statistics = BTreeMap<(String, u32), Vec<(String, i64)>>;
 
 /// What is written back to one `Controller` row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -609,7 +613,7 @@ mod tests {
         fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
             BTreeMap::new()
         }
-        fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
+        fn statistics(&self) -> Statistics {
             BTreeMap::new()
         }
         fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {

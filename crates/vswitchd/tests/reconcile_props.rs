@@ -102,7 +102,7 @@ impl Switch for Model {
     fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
-    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
+    fn statistics(&self) -> sluice_vswitchd::reconcile::Statistics {
         BTreeMap::new()
     }
     fn set_other_config(&mut self, _: &[(String, Option<String>)]) -> Vec<String> {

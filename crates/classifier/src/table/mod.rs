@@ -113,6 +113,8 @@ pub struct RuleSet {
     /// Fail-open (a standalone switch whose controllers have been gone
     /// too long): OVS's hidden rule above table 0's, `actions=NORMAL`.
     fail_open: Option<Arc<Rule>>,
+    /// The bridge's patch ports, by number ([`crate::patch`]).
+    patches: Arc<[crate::patch::PatchPort]>,
 }
 
 /// The ids a delete of `id` takes from `map`: every one for `all`, else
@@ -146,7 +148,33 @@ impl RuleSet {
             bridge: Arc::default(),
             tunnels: None,
             fail_open: None,
+            patches: Arc::from([]),
         }
+    }
+
+    /// The bridge's patch ports, ascending by number.
+    #[inline]
+    pub fn patch_ports(&self) -> &[crate::patch::PatchPort] {
+        &self.patches
+    }
+
+    /// Makes `patches` the bridge's patch ports (a new version).
+    pub fn set_patch_ports(&mut self, mut patches: Vec<crate::patch::PatchPort>) {
+        patches.sort_unstable();
+        patches.dedup_by_key(|p| p.port);
+        self.patches = Arc::from(patches);
+        self.version += 1;
+    }
+
+    /// Makes this bridge's rules share the datapath-wide state of
+    /// `first`'s (the first bridge's): the connection tracker, the frozen
+    /// recirculation states and the tunnels, as one datapath has one of
+    /// each whatever its bridges.
+    pub fn share_datapath_state(&mut self, first: &RuleSet) {
+        self.conntrack = Arc::clone(&first.conntrack);
+        self.recirc = Arc::clone(&first.recirc);
+        self.tunnels = first.tunnels.clone();
+        self.version += 1;
     }
 
     /// The fail-open rule, when the switch fails open.
@@ -644,6 +672,7 @@ impl RuleSet {
             bridge: Arc::clone(&self.bridge),
             tunnels: self.tunnels.clone(),
             fail_open: self.fail_open.clone(),
+            patches: Arc::clone(&self.patches),
         };
         let (mut kept, mut added) = (0, 0);
         let mut kept_ids = std::collections::HashSet::new();

@@ -136,6 +136,7 @@ impl Ctx<'_, '_> {
             regs: self.flow.regs,
             tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
+            bridge: self.env.bridge,
         }
     }
 
@@ -152,7 +153,7 @@ impl Ctx<'_, '_> {
     }
 
     pub(super) fn emit_recirc(&mut self, state: Frozen) {
-        match self.env.rules.recirc().id_of(state) {
+        match self.root.0.recirc().id_of(state) {
             Some(id) => {
                 self.push(DpAction::Recirc(id));
                 self.out.outputs += 1;
@@ -173,7 +174,7 @@ impl Ctx<'_, '_> {
     /// Resumes the translation frozen under `id`, on the packet parsed
     /// again.
     pub(super) fn resume(&mut self, id: u32) {
-        let Some(state) = self.env.rules.recirc().get(id) else {
+        let Some(state) = self.root.0.recirc().get(id) else {
             self.note(0, &format!(">> no recirculation state {id:#x}"));
             self.error = Some(XlateDrop::Recirc);
             return;
@@ -185,6 +186,11 @@ impl Ctx<'_, '_> {
                 crate::action::format_list(&state.actions)
             ),
         );
+        if !self.enter_bridge(state.bridge) {
+            self.note(0, &format!(">> bridge {} is gone", state.bridge));
+            self.error = Some(XlateDrop::Recirc);
+            return;
+        }
         self.flow.metadata = state.metadata;
         self.flow.regs = state.regs;
         self.flow.tunnel_id = state.tunnel_id;

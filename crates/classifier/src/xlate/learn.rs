@@ -103,7 +103,7 @@ impl Ctx<'_, '_> {
             self.load(dst.field, dst.place(u128::from(success)), dst.mask());
         }
         if success {
-            self.out.learned.push(spec);
+            self.out.learned.push((self.env.bridge, spec));
         } else {
             self.note(self.depth + 1, ">> Limit exceeded, learn failed");
         }

@@ -19,6 +19,8 @@ use crate::fields::{Field, Prereq};
 use crate::frag::FragHandling;
 use crate::table::{Rule, RuleSet};
 
+pub use bridges::{dp_port, split_dp_port, BridgeView, PatchPort};
+
 /// Deepest resubmit / goto_table nesting (as OVS's `MAX_DEPTH`).
 pub const MAX_DEPTH: u32 = 64;
 /// Most resubmits in one translation (as OVS's `MAX_RESUBMITS`).
@@ -119,11 +121,11 @@ pub struct Translation {
     /// and port): learned by the upcall that installs the translation,
     /// and again as the megaflow is hit (OVS's xlate cache `XC_NORMAL`),
     /// never by a revalidation or a trace.
-    pub learn: Option<sluice_bridge::macs::Learn>,
+    pub learn: sluice_bridge::macs::Learns,
     /// The rules `learn` actions built from the packet, in order: added
     /// (or refreshed) by the datapath when it installs the translation,
     /// and refreshed as the megaflow is hit (OVS's `XC_LEARN`).
-    pub learned: Vec<crate::parse::FlowSpec>,
+    pub learned: Vec<(u16, crate::parse::FlowSpec)>,
     /// The (VLAN, MAC) entries of NORMAL's MAC table the decision read:
     /// it is to be redone when one of them changes.
     pub mac_reads: Vec<sluice_bridge::macs::Key>,
@@ -142,10 +144,45 @@ pub struct XlateEnv<'a> {
     /// Every port's OpenFlow number, ascending (for `all`/`flood` and to
     /// skip outputs to ports that do not exist).
     pub ports: &'a [u32],
+    /// The datapath's other bridges, by index (slot 0 unused: bridge 0
+    /// is `rules` and `ports`); empty with one bridge, whose OpenFlow
+    /// numbers are the datapath's. With several, a packet's `in_port` is
+    /// a datapath number ([`bridges::split_dp_port`]): the translation
+    /// starts in its bridge.
+    pub bridges: &'a [Option<BridgeView>],
+    /// The bridge `rules` and `ports` are (0 but while a translation runs
+    /// in another).
+    pub bridge: u16,
+}
+
+impl<'a> XlateEnv<'a> {
+    /// One bridge: `rules` and its ports' OpenFlow numbers (ascending).
+    pub fn single(rules: &'a RuleSet, ports: &'a [u32]) -> Self {
+        XlateEnv {
+            rules,
+            ports,
+            bridges: &[],
+            bridge: 0,
+        }
+    }
+
+    /// Bridge `bridge`'s rules, if the datapath has it.
+    pub fn rules_of(&self, bridge: u16) -> Option<&'a RuleSet> {
+        if bridge == 0 {
+            return Some(self.rules);
+        }
+        let bridges = self.bridges;
+        bridges
+            .get(bridge as usize)
+            .and_then(Option::as_ref)
+            .map(|b| &*b.rules)
+    }
 }
 
 struct Ctx<'a, 'o> {
     env: XlateEnv<'a>,
+    /// Bridge 0's rules and ports (what `env` was given).
+    root: (&'a RuleSet, &'a [u32]),
     out: &'o mut Translation,
     flow: FlowKey,
     /// Fields written by actions and not yet committed.
@@ -269,13 +306,14 @@ fn run(
     out.wc = FlowKey::default();
     out.outputs = 0;
     out.drop = None;
-    out.learn = None;
+    out.learn = sluice_bridge::macs::Learns::NONE;
     out.learned.clear();
     out.mac_reads.clear();
     out.fin_timeouts.clear();
     out.trace = want_trace.then(Vec::new);
     let mut cx = Ctx {
         env,
+        root: (env.rules, env.ports),
         out,
         flow: *key,
         dirty: FlowKey::default(),
@@ -314,6 +352,8 @@ fn run(
     }
     if key.nw_frag & FRAG_ANY != 0 && env.rules.modes().frag_handling == FragHandling::Drop {
         cx.error = Some(XlateDrop::Fragment);
+    } else if !env.bridges.is_empty() && key.recirc_id == 0 && !cx.enter_input_bridge() {
+        // (A resumed pass enters the bridge it was frozen in.)
     } else if key.recirc_id != 0 {
         cx.resume(key.recirc_id);
     } else if let Some(actions) = given {
@@ -532,6 +572,14 @@ impl Ctx<'_, '_> {
                 Action::CopyTtlIn => self.copy_ttl(false),
                 Action::PushPbb(t) => self.push_pbb(t),
                 Action::Meter(m) => {
+                    if self.env.bridge != 0 {
+                        self.note(
+                            self.depth,
+                            &format!(">> meter {m} on bridge {}: meters work on the first bridge only (for now)", self.env.bridge),
+                        );
+                        self.reason = Some(XlateDrop::NoSuchMeter);
+                        return;
+                    }
                     if self.env.rules.meter(m).is_none() {
                         self.note(self.depth, &format!(">> no meter {m}"));
                         self.reason = Some(XlateDrop::NoSuchMeter);
@@ -728,6 +776,15 @@ impl Ctx<'_, '_> {
     /// the action set are back as they were; the header fields the clone
     /// changed are marked written, so the next output sets them back.
     fn clone_actions(&mut self, inner: &[Action], table: u8) {
+        self.in_copy(|cx| cx.actions(inner, table));
+    }
+
+    /// Runs `run` on a copy of the packet: afterwards the flow, its
+    /// pipeline state and the action set are back as they were, and the
+    /// header fields the copy changed are marked written, so the next
+    /// output sets them back. A recirculation `run` leaves unfinished is
+    /// refused (false).
+    fn in_copy(&mut self, run: impl FnOnce(&mut Self)) -> bool {
         let (flow, dirty, origin, set, stale) = (
             self.flow,
             self.dirty,
@@ -736,7 +793,7 @@ impl Ctx<'_, '_> {
             self.stale,
         );
         let frozen = self.frozen.is_some();
-        self.actions(inner, table);
+        run(self);
         if !frozen && self.frozen.is_some() {
             // The copy would need a recirculation of its own.
             self.note(
@@ -745,7 +802,7 @@ impl Ctx<'_, '_> {
             );
             self.frozen = None;
             self.error = Some(XlateDrop::Recirc);
-            return;
+            return false;
         }
         // What the copy changed, bit by bit.
         let mut xor = FlowKey::default();
@@ -755,6 +812,7 @@ impl Ctx<'_, '_> {
                 *c = x ^ y;
             }
         }
+        let same = bytemuck::bytes_of(&xor).iter().all(|&b| b == 0);
         let mut changed = dirty;
         changed.or_assign(&xor);
         // Tags go back through their own commit; the pipeline's fields
@@ -765,7 +823,7 @@ impl Ctx<'_, '_> {
         changed.regs = [0; sluice_packet::key::N_REGS];
         // Setting a field back writes the packet's own value: the
         // decision reads every bit of each field the copy changed.
-        for f in crate::fields::all_fields() {
+        for f in crate::fields::all_fields().filter(|_| !same) {
             if f.writable && !f.is_pipeline() && (f.get)(&xor) != 0 {
                 let mut wc = self.out.wc;
                 (f.put)(&mut wc, (f.get)(&self.out.wc) | f.full_mask());
@@ -778,6 +836,7 @@ impl Ctx<'_, '_> {
         self.vlans_touched = true;
         self.action_set = set;
         self.stale = stale;
+        true
     }
 
     /// `output:FIELD`, as OVS's `xlate_output_reg_action`: the port the
@@ -859,11 +918,16 @@ impl Ctx<'_, '_> {
             self.reason = Some(XlateDrop::NoSuchPort);
             return;
         }
+        if let Some(patch) = self.patch_port(p) {
+            self.patch_output(patch);
+            return;
+        }
         if let Some(cfg) = self.tunnel_port(p) {
             self.tunnel_output(p, &cfg);
             return;
         }
         self.commit();
+        let p = self.dp(p);
         self.push(DpAction::Output(p));
         self.out.outputs += 1;
     }
@@ -1003,6 +1067,7 @@ impl Ctx<'_, '_> {
     }
 }
 
+pub mod bridges;
 mod commit;
 mod ct;
 mod encap;
@@ -1016,6 +1081,8 @@ mod packet_in;
 mod select;
 mod tunnel;
 pub use select::resolve as resolve_select;
+#[cfg(test)]
+mod bridges_tests;
 #[cfg(test)]
 mod fork_tests;
 #[cfg(test)]

@@ -90,11 +90,18 @@ impl Ctx<'_, '_> {
             return;
         }
         if known && src[0] & 1 == 0 {
-            self.out.learn = Some(Learn {
+            let l = Learn {
                 mac: src,
                 vlan,
                 port: in_port,
-            });
+                bridge: self.env.bridge,
+            };
+            if !self.out.learn.push(l) {
+                self.note(
+                    self.depth,
+                    ">> NORMAL in a third bridge in one pass: its MAC learning is not kept",
+                );
+            }
         }
         // The source is learned on the input port before the lookup (the
         // learning itself waits for the upcall).

@@ -114,6 +114,8 @@ impl Ctx<'_, '_> {
             table_id,
             cookie,
             meta,
+            bridge: self.env.bridge,
+            in_port: self.flow.in_port,
         })));
     }
 

@@ -10,15 +10,7 @@ use sluice_packet::rewrite::FragRewrites;
 
 fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules,
-            ports: &[1, 2],
-        },
-        key,
-        &mut t,
-        false,
-    );
+    translate(XlateEnv::single(rules, &[1, 2]), key, &mut t, false);
     t
 }
 

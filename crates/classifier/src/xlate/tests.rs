@@ -10,15 +10,7 @@ pub(super) fn set(text: &str) -> RuleSet {
 
 pub(super) fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules,
-            ports: &[1, 2, 3, 4],
-        },
-        key,
-        &mut t,
-        true,
-    );
+    translate(XlateEnv::single(rules, &[1, 2, 3, 4]), key, &mut t, true);
     t
 }
 

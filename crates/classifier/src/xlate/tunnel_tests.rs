@@ -81,15 +81,7 @@ fn nd_key(ty: u8, src: [u8; 16], dst: [u8; 16], target: [u8; 16]) -> FlowKey {
 
 fn run(rules: &RuleSet, key: &FlowKey) -> Translation {
     let mut t = Translation::default();
-    translate(
-        XlateEnv {
-            rules,
-            ports: &[1, 2, 10],
-        },
-        key,
-        &mut t,
-        true,
-    );
+    translate(XlateEnv::single(rules, &[1, 2, 10]), key, &mut t, true);
     t
 }
 

@@ -89,10 +89,7 @@ impl Datapath {
             .alloc_from(data)
             .ok_or_else(|| format!("no frame for a {}-byte packet", data.len()))?;
         pkt.meta.in_port = in_port;
-        let env = XlateEnv {
-            rules: &self.rules,
-            ports: &self.fwd_numbers,
-        };
+        let env = xenv!(self);
         self.pipeline.packet_out(
             pkt,
             actions,

@@ -422,11 +422,8 @@ impl Pipeline {
             return;
         }
         sluice_classifier::translate_actions(env, &key, actions, &mut self.caches.xlate);
-        if let Some(l) = self.caches.xlate.learn {
-            // A packet-out runs with side effects, as in OVS: NORMAL learns.
-            let b = env.rules.bridge();
-            b.macs.learn(l.mac, l.vlan, l.port, b.now_ms());
-        }
+        // A packet-out runs with side effects, as in OVS: NORMAL learns.
+        crate::cascade::learn_macs(&self.caches.xlate.learn, env);
         if let Some(learned) = crate::cascade::learned_of(&self.caches.xlate) {
             // And `learn` actions (the datapath applies them next).
             self.caches.pending_learn.push(learned);

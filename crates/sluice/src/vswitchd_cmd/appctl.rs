@@ -16,9 +16,12 @@ pub struct Appctl {
     pub(super) control: Arc<Control>,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) log: Option<crate::vlog::LogFile>,
-    pub(super) bridges: Arc<Mutex<Vec<String>>>,
+    pub(super) bridges: BridgeTable,
     pub(super) ports: PortTable,
 }
+
+/// The bridges served, by name, each with its control plane.
+pub(super) type BridgeTable = Arc<Mutex<Vec<(String, Arc<Control>)>>>;
 
 /// The ports the reconciler made: (bridge, switch port number) → (interface
 /// name, OVS's interface type as `dpif/show` prints it).
@@ -53,12 +56,13 @@ impl Appctl {
         }
         let mut o = format!("netdev@ovs-netdev: hit:{hit} missed:{missed}\n");
         let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
-        for b in self
+        for (b, control) in self
             .bridges
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
+            let index = control.bridge_index();
             o += &format!("  {b}:\n");
             let mut mine: Vec<(u32, &String, &String)> = ports
                 .iter()
@@ -68,7 +72,13 @@ impl Appctl {
             mine.sort_by_key(|(n, _, _)| if *n == 0xffff_fffe { 65534 } else { *n });
             for (n, name, t) in mine {
                 let of = if n == 0xffff_fffe { 65534 } else { n };
-                o += &format!("    {name} {of}/{n}: ({t})\n");
+                if t.starts_with("patch") {
+                    // Not a datapath port (as OVS shows it).
+                    o += &format!("    {name} {of}/none: ({t})\n");
+                    continue;
+                }
+                let dp = sluice_classifier::xlate::dp_port(index, n);
+                o += &format!("    {name} {of}/{dp}: ({t})\n");
             }
         }
         Ok(o)
@@ -159,16 +169,23 @@ impl Commands for Appctl {
                         .unwrap_or_else(|p| p.into_inner())
                         .clone();
                     match args.split_first() {
-                        Some((b, rest)) if served.contains(b) => {
-                            let rest = if c == &"trace" {
-                                vec![rest.join(" ")]
-                            } else {
-                                rest.to_vec()
-                            };
-                            ctl(c, &rest)
-                        }
-                        Some((b, _)) => Err(format!("no such bridge {b}")),
-                        None if m == "fdb/flush" => ctl(c, &[]),
+                        Some((b, rest)) => match served.iter().find(|(n, _)| n == b) {
+                            Some((_, control)) => {
+                                let rest = if c == &"trace" {
+                                    vec![rest.join(" ")]
+                                } else {
+                                    rest.to_vec()
+                                };
+                                super::ctl(control, c, &rest)
+                            }
+                            None => Err(format!("no such bridge {b}")),
+                        },
+                        // Every bridge's.
+                        None if m == "fdb/flush" => served
+                            .iter()
+                            .map(|(_, control)| super::ctl(control, c, &[]))
+                            .collect::<Result<Vec<_>, _>>()
+                            .map(|_| "table successfully flushed\n".to_string()),
                         None => Err(format!("{m}: which bridge?")),
                     }
                 } else {

@@ -6,7 +6,6 @@
 //! `RUNDIR/ovs-vswitchd.PID.ctl` ([`Appctl`]); `ovs-ofctl` reaches each
 //! bridge on `RUNDIR/BRIDGE.mgmt`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -219,12 +218,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
             .map_err(|e| format!("--unixctl {}: {e}", sock.display()))?;
     tracing::info!(target: "switch", "ovs-vswitchd (Sluice {}) started: database {target}, ovs-appctl at {}{}", env!("CARGO_PKG_VERSION"), sock.display(),
         pidfile.as_ref().map(|p| format!(", pidfile {}", p.path().display())).unwrap_or_default());
-    let mut sw = SluiceSwitch {
-        control: started.control,
-        openflow,
-        rundir: rundir.clone(),
-        bridges: BTreeMap::new(),
-    };
+    let mut sw = SluiceSwitch::new(started.control, openflow, rundir.clone());
     let result = {
         let mut published = Published {
             sw: &mut sw,

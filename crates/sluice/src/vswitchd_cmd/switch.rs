@@ -1,95 +1,281 @@
-//! The switch as the reconciler sees it ([`SluiceSwitch`]: one datapath,
-//! its control plane and OpenFlow side) and the glue that publishes what
-//! it serves to the `ovs-appctl` commands ([`Published`]).
+//! The switch as the reconciler sees it ([`SluiceSwitch`]: one datapath
+//! with its bridges, each with its control plane and OpenFlow side) and
+//! the glue that publishes what it serves to the `ovs-appctl` commands
+//! ([`Published`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
-use sluice_vswitchd::reconcile::Switch;
+use sluice_classifier::PatchPort;
+use sluice_vswitchd::reconcile::{Statistics, Switch};
 
-use super::appctl::{netdev_type, PortTable};
+use super::appctl::{netdev_type, BridgeTable, PortTable};
 use super::other_config::START_ONLY;
 use crate::ctl::Control;
 use crate::ofchannel::SwitchInfo;
+use crate::ofhub::Hub;
+
+/// Most bridges served at once.
+pub const MAX_BRIDGES: usize = 1024;
 
 /// A bridge the switch serves.
 pub(super) struct BridgeSide {
+    /// Its index in the datapath (0: the datapath's first control).
+    pub(super) index: u16,
+    pub(super) control: Arc<Control>,
     pub(super) socket: Option<sluice_port::unix_listen::SocketFile>,
     /// Its controllers: the target as the row has it, the peer as the
     /// OpenFlow side names it, and the connection (dropped: it ends).
     pub(super) controllers: Vec<(String, String, crate::ofchannel::ControllerLink)>,
     /// What its OpenFlow connections say of it.
     pub(super) info: SwitchInfo,
+    /// Its periodic work, for a bridge besides the first (the first's
+    /// runs in the datapath's runner).
+    _keeper: Option<Keeper>,
 }
 
-/// The switch as the reconciler sees it: one datapath, its control plane
-/// and OpenFlow side.
+/// A thread running a bridge's [`crate::tend::Tender`] until dropped.
+struct Keeper {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Keeper {
+    fn start(name: &str, mut tender: crate::tend::Tender) -> Result<Keeper, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name(format!("tend-{name}").chars().take(15).collect())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(crate::tend::TICK);
+                    tender.once();
+                }
+            })
+            .map_err(|e| format!("its thread: {e}"))?;
+        Ok(Keeper {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A patch interface: its bridge, its OpenFlow number, its peer's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PatchEnd {
+    bridge: String,
+    ofport: u32,
+    peer: String,
+}
+
+/// The switch as the reconciler sees it: one datapath, its bridges, each
+/// with its control plane and OpenFlow side.
 pub struct SluiceSwitch {
+    /// The datapath's first bridge's control (index 0), whichever bridge
+    /// holds it now: the datapath-wide commands go there.
     pub(super) control: Arc<Control>,
+    /// Its OpenFlow side (the hub every PMD's packet-ins reach first).
     pub(super) openflow: SwitchInfo,
     pub(super) rundir: PathBuf,
     pub(super) bridges: BTreeMap<String, BridgeSide>,
+    /// Patch interfaces by name.
+    patches: BTreeMap<String, PatchEnd>,
+    /// The patch ports each bridge was last given.
+    linked: BTreeMap<String, Vec<PatchPort>>,
 }
 
 impl SluiceSwitch {
+    /// A switch on the datapath whose first control is `control`.
+    pub(super) fn new(control: Arc<Control>, openflow: SwitchInfo, rundir: PathBuf) -> Self {
+        SluiceSwitch {
+            control,
+            openflow,
+            rundir,
+            bridges: BTreeMap::new(),
+            patches: BTreeMap::new(),
+            linked: BTreeMap::new(),
+        }
+    }
+
+    /// Bridge `bridge`'s control, if it is served.
+    fn control_of(&self, bridge: &str) -> Option<&Arc<Control>> {
+        self.bridges.get(bridge).map(|b| &b.control)
+    }
+
+    fn ctl_on(&self, bridge: &str, cmd: &str, args: &[String]) -> Result<String, String> {
+        let c = self
+            .control_of(bridge)
+            .ok_or_else(|| format!("no bridge {bridge}"))?;
+        super::ctl(c, cmd, args)
+    }
+
     fn ctl(&self, cmd: &str, args: &[String]) -> Result<String, String> {
         super::ctl(&self.control, cmd, args)
     }
 
-    /// Deletes every flow, then adds `priority=0,actions=NORMAL` when
-    /// `normal`.
-    fn reset_flows(&self, normal: bool) -> Result<(), String> {
-        self.ctl("del-flows", &[])?;
+    /// Deletes every flow of `control`'s bridge, then adds
+    /// `priority=0,actions=NORMAL` when `normal`.
+    fn reset_flows(control: &Control, normal: bool) -> Result<(), String> {
+        super::ctl(control, "del-flows", &[])?;
         if normal {
-            self.ctl("add-flow", &["priority=0,actions=NORMAL".into()])?;
+            super::ctl(control, "add-flow", &["priority=0,actions=NORMAL".into()])?;
         }
         Ok(())
+    }
+
+    /// Gives each bridge the patch ports whose peers are there and name
+    /// them back (as ofproto-dpif links a patch port to its peer), where
+    /// that changed.
+    fn relink(&mut self) {
+        let mut want: BTreeMap<String, Vec<PatchPort>> = self
+            .bridges
+            .keys()
+            .map(|b| (b.clone(), Vec::new()))
+            .collect();
+        for (name, end) in &self.patches {
+            let Some(peer) = self.patches.get(&end.peer).filter(|p| p.peer == *name) else {
+                continue;
+            };
+            let Some(peer_bridge) = self.bridges.get(&peer.bridge) else {
+                continue;
+            };
+            if let Some(v) = want.get_mut(&end.bridge) {
+                v.push(PatchPort {
+                    port: end.ofport,
+                    peer: peer_bridge.index,
+                    peer_port: peer.ofport,
+                });
+            }
+        }
+        for (bridge, mut list) in want {
+            list.sort_unstable();
+            if self.linked.get(&bridge) == Some(&list) {
+                continue;
+            }
+            let Some(c) = self.control_of(&bridge) else {
+                continue;
+            };
+            match c.set_patch_ports(list.clone()) {
+                Ok(()) => {
+                    self.linked.insert(bridge, list);
+                }
+                Err(e) => {
+                    tracing::warn!(target: "switch", "bridge {bridge}: its patch ports: {e}")
+                }
+            }
+        }
+        self.linked.retain(|b, _| self.bridges.contains_key(b));
     }
 }
 
 impl Switch for SluiceSwitch {
     fn max_bridges(&self) -> usize {
-        1
+        MAX_BRIDGES
     }
 
     fn add_bridge(&mut self, name: &str, datapath_id: u64, secure: bool) -> Result<(), String> {
         if name.is_empty() || name.contains(['/', '\0']) || name.len() > 200 {
             return Err(format!("'{name}' is not a name a socket can take"));
         }
-        self.reset_flows(!secure)?;
+        let index = (0..MAX_BRIDGES as u16)
+            .find(|i| !self.bridges.values().any(|b| b.index == *i))
+            .ok_or("too many bridges")?;
+        let (control, hub) = if index == 0 {
+            (Arc::clone(&self.control), Arc::clone(&self.openflow.hub))
+        } else {
+            let c = Arc::new(self.control.new_bridge(index)?);
+            let h = Arc::new(Hub::new(0));
+            crate::tend::wire_openflow(&c, &h);
+            self.openflow.hub.route_bridge(index, Some(Arc::clone(&h)));
+            (c, h)
+        };
+        let gone = |sw: &SluiceSwitch| {
+            if index != 0 {
+                sw.openflow.hub.route_bridge(index, None);
+                control.remove_bridge();
+            }
+        };
+        if let Err(e) = Self::reset_flows(&control, !secure) {
+            gone(self);
+            return Err(e);
+        }
+        let info = SwitchInfo {
+            datapath_id,
+            hub: Arc::clone(&hub),
+            tls: self.openflow.tls.clone(),
+        };
         let path = self.rundir.join(format!("{name}.mgmt"));
-        let mut info = self.openflow.clone();
-        info.datapath_id = datapath_id;
         let target = crate::ofchannel::Target::Unix(path);
-        let (_, socket) =
-            crate::ofchannel::listen(&target, Arc::clone(&self.control), info.clone())
-                .map_err(|e| format!("its OpenFlow socket: {e}"))?;
-        self.set_fail_mode(name, secure);
+        let socket = match crate::ofchannel::listen(&target, Arc::clone(&control), info.clone()) {
+            Ok((_, s)) => s,
+            Err(e) => {
+                gone(self);
+                return Err(format!("its OpenFlow socket: {e}"));
+            }
+        };
+        hub.fail_secure.store(secure, Ordering::Relaxed);
+        let keeper = if index == 0 {
+            None
+        } else {
+            let t = crate::tend::Tender::new(Arc::clone(&control), Some(hub), true, false);
+            match Keeper::start(name, t) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    if let Some(s) = socket {
+                        s.remove();
+                    }
+                    gone(self);
+                    return Err(e);
+                }
+            }
+        };
         self.bridges.insert(
             name.to_string(),
             BridgeSide {
+                index,
+                control,
                 socket,
                 controllers: Vec::new(),
                 info,
+                _keeper: keeper,
             },
         );
+        self.relink();
         Ok(())
     }
 
     fn del_bridge(&mut self, name: &str) {
-        if let Some(b) = self.bridges.remove(name) {
-            if let Some(s) = b.socket {
-                s.remove();
-            }
-            // Its controller connections end with it.
-            drop(b.controllers);
-            self.openflow.hub.set_controllers(0);
-            self.set_fail_mode(name, false);
+        let Some(b) = self.bridges.remove(name) else {
+            return;
+        };
+        if let Some(s) = b.socket {
+            s.remove();
         }
-        let _ = self.reset_flows(true);
-        let _ = self.ctl("fdb-flush", &[]);
+        // Its controller connections end with it.
+        drop(b.controllers);
+        b.info.hub.set_controllers(0);
+        b.info.hub.fail_secure.store(false, Ordering::Relaxed);
+        if b.index == 0 {
+            // The datapath's first control stays, as a new bridge finds it.
+            let _ = Self::reset_flows(&b.control, true);
+            let _ = super::ctl(&b.control, "fdb-flush", &[]);
+        } else {
+            drop(b._keeper);
+            self.openflow.hub.route_bridge(b.index, None);
+            b.control.remove_bridge();
+        }
+        self.relink();
     }
 
     fn can_open(&self, name: &str, spec: &str) -> Result<(), String> {
@@ -104,42 +290,71 @@ impl Switch for SluiceSwitch {
 
     fn add_port(
         &mut self,
-        _bridge: &str,
+        bridge: &str,
         ofport: u32,
-        _name: &str,
+        name: &str,
         spec: &str,
     ) -> Result<(), String> {
-        self.ctl("add-port", &[format!("{ofport}={spec}")])
+        if let Some(peer) = spec.strip_prefix("patch:") {
+            if !self.bridges.contains_key(bridge) {
+                return Err(format!("no bridge {bridge}"));
+            }
+            self.patches.insert(
+                name.to_string(),
+                PatchEnd {
+                    bridge: bridge.to_string(),
+                    ofport,
+                    peer: peer.to_string(),
+                },
+            );
+            self.relink();
+            return Ok(());
+        }
+        self.ctl_on(bridge, "add-port", &[format!("{ofport}={spec}")])
             .map(|_| ())
     }
 
-    fn del_port(&mut self, _bridge: &str, ofport: u32, name: &str) {
-        if let Err(e) = self.ctl("del-port", &[ofport.to_string()]) {
-            tracing::warn!(target: "switch", "removing port {name} ({ofport}): {e}");
+    fn del_port(&mut self, bridge: &str, ofport: u32, name: &str) {
+        if self
+            .patches
+            .get(name)
+            .is_some_and(|p| p.bridge == bridge && p.ofport == ofport)
+        {
+            self.patches.remove(name);
+            self.relink();
+            return;
+        }
+        if let Err(e) = self.ctl_on(bridge, "del-port", &[ofport.to_string()]) {
+            tracing::warn!(target: "switch", "removing port {name} ({ofport}) of {bridge}: {e}");
         }
     }
 
     fn change_port(
         &mut self,
-        _bridge: &str,
+        bridge: &str,
         ofport: u32,
         _name: &str,
-        _old: &str,
+        old: &str,
         new: &str,
     ) -> Result<(), String> {
-        self.ctl("set-port", &[format!("{ofport}={new}")])
+        if old.starts_with("patch:") || new.starts_with("patch:") {
+            return Err("a patch port's peer changes by making it again".into());
+        }
+        self.ctl_on(bridge, "set-port", &[format!("{ofport}={new}")])
             .map(|_| ())
     }
 
-    fn set_fail_mode(&mut self, _bridge: &str, secure: bool) {
-        self.openflow
-            .hub
-            .fail_secure
-            .store(secure, Ordering::Relaxed);
+    fn set_fail_mode(&mut self, bridge: &str, secure: bool) {
+        if let Some(b) = self.bridges.get(bridge) {
+            b.info.hub.fail_secure.store(secure, Ordering::Relaxed);
+        }
     }
 
     fn flush_flows(&mut self, bridge: &str, normal: bool) {
-        if let Err(e) = self.reset_flows(normal) {
+        let Some(c) = self.control_of(bridge) else {
+            return;
+        };
+        if let Err(e) = Self::reset_flows(c, normal) {
             tracing::warn!(target: "switch", "bridge {bridge}: flushing its flows: {e}");
         }
     }
@@ -172,14 +387,14 @@ impl Switch for SluiceSwitch {
                 continue;
             }
             let name = peer.to_string();
-            match crate::ofchannel::connect_link(peer, Arc::clone(&self.control), b.info.clone()) {
+            match crate::ofchannel::connect_link(peer, Arc::clone(&b.control), b.info.clone()) {
                 Ok(link) => b.controllers.push((t.clone(), name, link)),
                 Err(e) => {
                     errors.insert(t.clone(), e);
                 }
             }
         }
-        self.openflow.hub.set_controllers(b.controllers.len());
+        b.info.hub.set_controllers(b.controllers.len());
         errors
     }
 
@@ -206,17 +421,17 @@ impl Switch for SluiceSwitch {
             .collect()
     }
 
-    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
-        let Ok(ports) = self.control.port_reports() else {
-            return BTreeMap::new();
-        };
-        ports
-            .into_iter()
-            .map(|p| {
+    fn statistics(&self) -> Statistics {
+        let mut all = Statistics::new();
+        for (name, b) in &self.bridges {
+            let Ok(ports) = b.control.port_reports() else {
+                continue;
+            };
+            all.extend(ports.into_iter().map(|p| {
                 let s = &p.stats;
                 let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
                 (
-                    p.ofport,
+                    (name.clone(), p.ofport),
                     vec![
                         ("rx_bytes".to_string(), n(s.rx_bytes)),
                         ("rx_dropped".to_string(), n(s.rx_dropped.iter().sum())),
@@ -226,15 +441,16 @@ impl Switch for SluiceSwitch {
                         ("tx_packets".to_string(), n(s.tx_packets)),
                     ],
                 )
-            })
-            .collect()
+            }));
+        }
+        all
     }
 
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
         let Some(b) = self.bridges.get(bridge) else {
             return BTreeMap::new();
         };
-        let peers = self.openflow.hub.peers();
+        let peers = b.info.hub.peers();
         b.controllers
             .iter()
             .filter_map(|(t, name, _)| {
@@ -251,14 +467,18 @@ impl Switch for SluiceSwitch {
 /// the commands that name one.
 pub(super) struct Published<'a> {
     pub(super) sw: &'a mut SluiceSwitch,
-    pub(super) names: Arc<Mutex<Vec<String>>>,
+    pub(super) names: BridgeTable,
     pub(super) ports: PortTable,
 }
 
 impl Published<'_> {
     fn publish(&self) {
-        *self.names.lock().unwrap_or_else(|p| p.into_inner()) =
-            self.sw.bridges.keys().cloned().collect();
+        *self.names.lock().unwrap_or_else(|p| p.into_inner()) = self
+            .sw
+            .bridges
+            .iter()
+            .map(|(n, b)| (n.clone(), Arc::clone(&b.control)))
+            .collect();
     }
 }
 
@@ -280,10 +500,15 @@ impl Switch for Published<'_> {
     }
     fn add_port(&mut self, b: &str, n: u32, name: &str, spec: &str) -> Result<(), String> {
         self.sw.add_port(b, n, name, spec)?;
-        self.ports.lock().unwrap_or_else(|p| p.into_inner()).insert(
-            (b.to_string(), n),
-            (name.to_string(), netdev_type(spec).to_string()),
-        );
+        // (As OVS's dpif/show names a patch port's peer.)
+        let kind = match spec.strip_prefix("patch:") {
+            Some(peer) => format!("patch: peer={peer}"),
+            None => netdev_type(spec).to_string(),
+        };
+        self.ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((b.to_string(), n), (name.to_string(), kind));
         Ok(())
     }
     fn del_port(&mut self, b: &str, n: u32, name: &str) {
@@ -315,7 +540,7 @@ impl Switch for Published<'_> {
     fn connected_controllers(&self, b: &str) -> BTreeMap<String, String> {
         self.sw.connected_controllers(b)
     }
-    fn statistics(&self) -> BTreeMap<u32, Vec<(String, i64)>> {
+    fn statistics(&self) -> Statistics {
         self.sw.statistics()
     }
     fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {

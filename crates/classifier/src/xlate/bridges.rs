@@ -1,0 +1,193 @@
+//! Several bridges on one datapath, as Open vSwitch's `ovs-netdev`: every
+//! bridge has its own rules (with its MAC table, groups and meters) and
+//! its own OpenFlow port numbers; the datapath numbers every port of every
+//! bridge in one space. Patch ports join two bridges inside the
+//! translation, as ofproto-dpif's `patch_port_output`: a packet crossing
+//! one is translated on in the peer bridge in the same pass, so the
+//! crossing is one megaflow.
+//!
+//! Datapath port numbers: [`crate::patch`].
+
+use std::sync::Arc;
+
+pub use crate::patch::{dp_port, split_dp_port, PatchPort, LOCAL, MAX_BRIDGES};
+use crate::table::RuleSet;
+
+use super::{Ctx, XlateDrop, MAX_DEPTH};
+
+/// One bridge as translation sees it: its rules and its ports' OpenFlow
+/// numbers, ascending (patch ports included).
+#[derive(Debug, Clone, Default)]
+pub struct BridgeView {
+    /// The rules (with the MAC table, groups, meters and patch ports).
+    pub rules: Arc<RuleSet>,
+    /// Every port's OpenFlow number, ascending.
+    pub ports: Vec<u32>,
+}
+
+impl BridgeView {
+    /// The ports of bridge `bridge` among the datapath's `dp_ports`
+    /// (ascending datapath numbers), with its patch ports, ascending.
+    pub fn ports_of(bridge: u16, dp_ports: &[u32], rules: &RuleSet) -> Vec<u32> {
+        let mut v: Vec<u32> = dp_ports
+            .iter()
+            .map(|&p| split_dp_port(p))
+            .filter(|&(b, _)| b == bridge)
+            .map(|(_, p)| p)
+            .chain(rules.patch_ports().iter().map(|p| p.port))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+}
+
+impl<'a> Ctx<'a, '_> {
+    /// Moves the translation into bridge `bridge` (its rules and ports);
+    /// false if the datapath has no such bridge.
+    pub(super) fn enter_bridge(&mut self, bridge: u16) -> bool {
+        if bridge == 0 {
+            self.env.rules = self.root.0;
+            self.env.ports = self.root.1;
+            self.env.bridge = 0;
+            return true;
+        }
+        let bridges = self.env.bridges;
+        match bridges.get(bridge as usize).and_then(Option::as_ref) {
+            Some(b) => {
+                self.env.rules = &b.rules;
+                self.env.ports = &b.ports;
+                self.env.bridge = bridge;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// At the start of a translation on a datapath with several bridges:
+    /// the input port's bridge, and its OpenFlow number in the flow.
+    pub(super) fn enter_input_bridge(&mut self) -> bool {
+        let (b, p) = split_dp_port(self.flow.in_port);
+        if !self.enter_bridge(b) {
+            self.note(
+                0,
+                &format!(">> input port {:#x}: no such bridge", self.flow.in_port),
+            );
+            self.error = Some(XlateDrop::NoSuchPort);
+            return false;
+        }
+        self.flow.in_port = p;
+        true
+    }
+
+    /// The datapath number of the current bridge's OpenFlow port `p`.
+    #[inline]
+    pub(super) fn dp(&self, p: u32) -> u32 {
+        dp_port(self.env.bridge, p)
+    }
+
+    /// The patch port `p` of the current bridge, if it is one.
+    #[inline]
+    pub(super) fn patch_port(&self, p: u32) -> Option<PatchPort> {
+        let patches = self.env.rules.patch_ports();
+        if patches.is_empty() {
+            return None;
+        }
+        patches
+            .binary_search_by_key(&p, |x| x.port)
+            .ok()
+            .map(|i| patches[i])
+    }
+
+    /// An output to patch port `patch`: the packet enters the peer bridge
+    /// on the peer port, with metadata, registers, tunnel and connection
+    /// state cleared, runs its tables from 0 and its action set; then the
+    /// flow and this bridge's state are back (as ofproto-dpif's
+    /// `patch_port_output`). A recirculation the peer needs (`ct` with a
+    /// table) is finished there, resuming in the peer bridge.
+    pub(super) fn patch_output(&mut self, patch: PatchPort) {
+        if self.depth >= MAX_DEPTH {
+            self.error = Some(XlateDrop::RecursionTooDeep);
+            return;
+        }
+        let saved_env = self.env;
+        let saved_running = (self.running, self.running_ix);
+        let original = self.flow;
+        let entered = self.in_copy(|cx| {
+            if !cx.enter_bridge(patch.peer) {
+                cx.note(
+                    cx.depth,
+                    &format!(">> patch port {}: its peer's bridge is gone", patch.port),
+                );
+                cx.reason = Some(XlateDrop::NoSuchPort);
+                return;
+            }
+            if cx.out.trace.is_some() {
+                cx.note(
+                    cx.depth,
+                    &format!(
+                        "bridge {} (patch port {} -> {})",
+                        patch.peer, patch.port, patch.peer_port
+                    ),
+                );
+            }
+            let f = &mut cx.flow;
+            f.in_port = patch.peer_port;
+            f.metadata = 0;
+            f.regs = [0; sluice_packet::key::N_REGS];
+            f.actset_output = 0;
+            clear_tunnel(f);
+            sluice_conntrack::CtResult::default().write_key(f);
+            cx.action_set.clear();
+            cx.depth += 1;
+            cx.table(0, true);
+            cx.run_action_set();
+            cx.finish_freeze();
+            cx.depth -= 1;
+            // The pipeline's own fields go back with the flow; only the
+            // packet's headers are what the peer may have changed.
+            let f = &mut cx.flow;
+            f.in_port = original.in_port;
+            f.metadata = original.metadata;
+            f.regs = original.regs;
+            f.actset_output = original.actset_output;
+            copy_tunnel(f, &original);
+            copy_ct(f, &original);
+        });
+        self.env = saved_env;
+        (self.running, self.running_ix) = saved_running;
+        let _ = entered;
+    }
+}
+
+fn clear_tunnel(f: &mut sluice_packet::key::FlowKey) {
+    copy_tunnel(f, &sluice_packet::key::FlowKey::default());
+}
+
+fn copy_tunnel(f: &mut sluice_packet::key::FlowKey, from: &sluice_packet::key::FlowKey) {
+    f.tunnel_id = from.tunnel_id;
+    f.tun_src = from.tun_src;
+    f.tun_dst = from.tun_dst;
+    f.tun_flags = from.tun_flags;
+    f.tun_tos = from.tun_tos;
+    f.tun_ttl = from.tun_ttl;
+    f.tun_family = from.tun_family;
+    f.tun_metadata_present = from.tun_metadata_present;
+    f.tun_ipv6_src = from.tun_ipv6_src;
+    f.tun_ipv6_dst = from.tun_ipv6_dst;
+    f.tun_metadata = from.tun_metadata;
+}
+
+fn copy_ct(f: &mut sluice_packet::key::FlowKey, from: &sluice_packet::key::FlowKey) {
+    f.ct_state = from.ct_state;
+    f.ct_zone = from.ct_zone;
+    f.ct_mark = from.ct_mark;
+    f.ct_label = from.ct_label;
+    f.ct_nw_proto = from.ct_nw_proto;
+    f.ct_tp_src = from.ct_tp_src;
+    f.ct_tp_dst = from.ct_tp_dst;
+    f.ct_nw_src = from.ct_nw_src;
+    f.ct_nw_dst = from.ct_nw_dst;
+    f.ct_ipv6_src = from.ct_ipv6_src;
+    f.ct_ipv6_dst = from.ct_ipv6_dst;
+}

@@ -1,0 +1,146 @@
+//! Several bridges on one datapath: a [`Control`] per bridge, each with
+//! its own rules (MAC table, groups, meters) and OpenFlow numbers, all
+//! sharing the datapath's PMDs, ports and reconfiguration lock. Bridge 0
+//! is the datapath's first [`Control`]; the others are made from it
+//! ([`Control::new_bridge`]). A bridge's commands take and show its own
+//! OpenFlow numbers; the datapath's are
+//! [`sluice_classifier::xlate::dp_port`]'s.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use sluice_classifier::xlate::{dp_port, split_dp_port};
+use sluice_classifier::RuleSet;
+use sluice_datapath::PortReport;
+use sluice_port::PortSpec;
+
+use super::Control;
+use crate::pmd::PmdCommand;
+
+impl Control {
+    /// A new bridge `bridge` (1 and up) on this control's datapath: no
+    /// rules (every packet a table miss until some are added), its own
+    /// MAC table, the datapath's connection tracker and recirculation
+    /// states; in force on every PMD when this returns.
+    pub fn new_bridge(&self, bridge: u16) -> Result<Control, String> {
+        if bridge == 0 || bridge >= sluice_classifier::xlate::bridges::MAX_BRIDGES {
+            return Err(format!("bridge index {bridge} is out of range"));
+        }
+        let mut rules = RuleSet::new();
+        {
+            let first = self.rules.lock().expect("rules");
+            rules.share_datapath_state(&first);
+            rules.set_modes(first.modes());
+        }
+        rules.take_learned();
+        let c = Control {
+            bridge,
+            extra_bridges: Arc::clone(&self.extra_bridges),
+            rules: Mutex::new(rules),
+            pmds: Arc::clone(&self.pmds),
+            start: self.start,
+            n_rxq: self.n_rxq,
+            reconfig: Arc::clone(&self.reconfig),
+            rxq_cycles_base: Mutex::new(HashMap::new()),
+            pmd_cycles_base: Mutex::new(Vec::new()),
+            port_watcher: Mutex::new(None),
+            port_config: Mutex::new(HashMap::new()),
+            of_status: Mutex::new(None),
+            specs: Arc::clone(&self.specs),
+            flow_mods: Default::default(),
+            vlan_limit: std::sync::atomic::AtomicUsize::new(
+                self.vlan_limit.load(Ordering::Relaxed),
+            ),
+            captures: Arc::clone(&self.captures),
+        };
+        self.extra_bridges.fetch_add(1, Ordering::Relaxed);
+        let published = {
+            let r = c.rules.lock().expect("rules");
+            c.publish(&r)
+        };
+        if let Err(e) = published {
+            c.remove_bridge();
+            return Err(e);
+        }
+        Ok(c)
+    }
+
+    /// Takes this bridge (not the first) off the datapath: its ports must
+    /// be gone first. Packets of no bridge are dropped (`no such port`).
+    pub fn remove_bridge(&self) {
+        if self.bridge == 0 {
+            return;
+        }
+        let _ = self.ask_all(|tx| PmdCommand::SetBridgeRules(self.bridge, None, tx));
+        self.extra_bridges.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Which bridge it is (its index in the datapath).
+    pub fn bridge_index(&self) -> u16 {
+        self.bridge
+    }
+
+    /// The datapath's number of this bridge's OpenFlow port `ofport`.
+    pub(crate) fn dp_port(&self, ofport: u32) -> u32 {
+        dp_port(self.bridge, ofport)
+    }
+
+    /// [`Control::dp_port`] for a port to add: a bridge other than the
+    /// first numbers its ports below 0xff00 and has no tunnel ports (yet).
+    pub(super) fn dp_port_checked(&self, ofport: u32, spec: &PortSpec) -> Result<u32, String> {
+        if self.bridge == 0 {
+            return Ok(ofport);
+        }
+        if ofport != sluice_classifier::xlate::bridges::LOCAL && (ofport == 0 || ofport >= 0xff00) {
+            return Err(format!(
+                "port number {ofport}: a bridge's ports are numbered 1 to 65279"
+            ));
+        }
+        if matches!(spec, PortSpec::Tunnel(_) | PortSpec::Underlay { .. }) {
+            return Err(
+                "tunnel and underlay ports work on the datapath's first bridge only (for now)"
+                    .into(),
+            );
+        }
+        Ok(dp_port(self.bridge, ofport))
+    }
+
+    /// The reports of this bridge's ports among the datapath's, with
+    /// their OpenFlow numbers (all of them, as they are, while the
+    /// datapath has one bridge).
+    pub(super) fn bridge_ports(&self, all: Vec<PortReport>) -> Vec<PortReport> {
+        if self.bridge == 0 && self.extra_bridges.load(Ordering::Relaxed) == 0 {
+            return all;
+        }
+        all.into_iter()
+            .filter_map(|mut p| {
+                let (b, of) = split_dp_port(p.ofport);
+                (b == self.bridge).then(|| {
+                    p.ofport = of;
+                    p
+                })
+            })
+            .collect()
+    }
+
+    /// Sets this bridge's patch ports: (its port, the peer bridge, the
+    /// peer's port) each; in force on every PMD when this returns.
+    pub fn set_patch_ports(
+        &self,
+        patches: Vec<sluice_classifier::PatchPort>,
+    ) -> Result<(), String> {
+        self.change_rules(|r| {
+            r.set_patch_ports(patches);
+            Ok(())
+        })
+        .map(|_| ())
+    }
+
+    /// Ages this bridge's MAC table (the first bridge's ages with the
+    /// connection tracker's sweep).
+    pub fn age_macs(&self) {
+        let b = Arc::clone(self.rules.lock().expect("rules").bridge());
+        b.macs.run(b.now_ms());
+    }
+}

@@ -1,0 +1,234 @@
+//! Several bridges on one `sluice vswitchd` datapath, made by Debian's
+//! `ovs-vsctl` on a stock `ovsdb-server`: two bridges, each with its own
+//! rules, MAC table and port numbers, joined by a pair of patch ports as
+//! OVS joins br-int and br-ex; hosts on each side ping across, in one
+//! datapath pass (one megaflow per direction), both bridges' rules
+//! counting the packets. Needs root.
+
+mod support;
+
+use std::path::Path;
+
+use support::ovs::{as_ovs_vswitchd, start_vswitchd, Db, SCHEMA};
+use support::*;
+
+fn pings(h: &Host, to: &str) -> bool {
+    h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
+        .status
+        .success()
+}
+
+/// `ovs-ofctl dump-flows BR`'s n_packets of its rule holding `what`.
+fn n_packets(db: &Db, br: &str, what: &str) -> u64 {
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", br]));
+    flows
+        .lines()
+        .find(|l| l.contains(what))
+        .and_then(|l| l.split("n_packets=").nth(1))
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no rule with {what} on {br}: {flows}"))
+}
+
+#[test]
+fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
+    require_root_and(&[
+        "ip",
+        "ping",
+        "ovsdb-server",
+        "ovsdb-tool",
+        "ovs-vsctl",
+        "ovs-ofctl",
+        "ovs-appctl",
+    ]);
+    if !Path::new(SCHEMA).exists() {
+        panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
+    }
+    let db = Db::start();
+    let sw = Host::new("vbr", None);
+    let h1 = Host::new("vbr1", Some("10.79.0.1/24"));
+    let h2 = Host::new("vbr2", Some("10.79.0.2/24"));
+    for h in [&h1, &h2] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
+    }
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+
+    let id = std::process::id() % 10000;
+    let (a, b) = (format!("va{id}"), format!("vb{id}"));
+    let (pa, pb) = (format!("pa{id}"), format!("pb{id}"));
+    for br in [&a, &b] {
+        db.vsctl(&[
+            "add-br",
+            br,
+            "--",
+            "set",
+            "bridge",
+            br,
+            "datapath_type=netdev",
+        ]);
+    }
+    db.vsctl(&[
+        "add-port",
+        &a,
+        &h1.root_if,
+        "--",
+        "add-port",
+        &b,
+        &h2.root_if,
+    ]);
+    db.vsctl(&[
+        "add-port",
+        &a,
+        &pa,
+        "--",
+        "set",
+        "interface",
+        &pa,
+        "type=patch",
+        &format!("options:peer={pb}"),
+        "--",
+        "add-port",
+        &b,
+        &pb,
+        "--",
+        "set",
+        "interface",
+        &pb,
+        "type=patch",
+        &format!("options:peer={pa}"),
+    ]);
+    // Each bridge numbers its own ports from 1.
+    let of = |i: &str| db.get("Interface", i, "ofport");
+    let mut na = [of(&h1.root_if), of(&pa)];
+    let mut nb = [of(&h2.root_if), of(&pb)];
+    na.sort();
+    nb.sort();
+    assert_eq!(
+        (na, nb),
+        (["1".into(), "2".into()], ["1".into(), "2".into()])
+    );
+    for br in [&a, &b] {
+        assert_eq!(db.get("Bridge", br, "datapath_id").len(), 18);
+        assert_eq!(
+            db.get("Interface", br, "ofport"),
+            "65534",
+            "{}",
+            db.get("Interface", br, "error")
+        );
+    }
+    assert_eq!(db.get("Interface", &pa, "error"), "[]");
+
+    // NORMAL on each side, across the patch.
+    h1.ping("10.79.0.2");
+    // Each bridge learned the far host on its patch port.
+    let fdb_a = stdout(&db.appctl(&["fdb/show", &a]));
+    let fdb_b = stdout(&db.appctl(&["fdb/show", &b]));
+    let on = |fdb: &str, port: &str, mac: &str| {
+        fdb.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.first() == Some(&port) && w.get(2) == Some(&mac)
+        })
+    };
+    assert!(on(&fdb_a, &of(&pa), &h2.mac()), "{fdb_a}");
+    assert!(on(&fdb_b, &of(&pb), &h1.mac()), "{fdb_b}");
+    assert!(on(&fdb_a, &of(&h1.root_if), &h1.mac()), "{fdb_a}");
+    // One pass: a megaflow in from h1's port goes straight out of h2's
+    // port of the other bridge (its datapath number is the second
+    // bridge's index above its OpenFlow number), no recirculation.
+    let dp = stdout(&db.appctl(&["dpif/show"]));
+    let dp_of = |name: &str| -> String {
+        dp.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.split(['/', ':']).nth(1))
+            .unwrap_or_else(|| panic!("{name} in dpif/show: {dp}"))
+            .to_string()
+    };
+    assert_eq!(dp_of(&pa), "none", "{dp}");
+    assert!(
+        dp.contains(&format!("    {pa} {}/none: (patch: peer={pb})\n", of(&pa))),
+        "{dp}"
+    );
+    let (in1, out2) = (dp_of(&h1.root_if), dp_of(&h2.root_if));
+    assert_ne!(out2, of(&h2.root_if), "a datapath number of its own: {dp}");
+    let flows = stdout(&db.appctl(&["dpctl/dump-flows"]));
+    assert!(
+        flows
+            .lines()
+            .any(|l| l.starts_with(&format!("in_port={in1},"))
+                && l.contains(&format!("dl_dst={}", h2.mac()))
+                && l.ends_with(&format!("actions:{out2}"))),
+        "in {in1}, out {out2}:\n{flows}"
+    );
+    assert!(!flows.contains("recirc"), "{flows}");
+    // Both bridges' NORMAL rules counted the packets.
+    assert!(n_packets(&db, &a, "actions=NORMAL") >= 2);
+    assert!(n_packets(&db, &b, "actions=NORMAL") >= 2);
+
+    // Each bridge's rules are its own: a drop on the second stops the
+    // pings; the first's rules are untouched.
+    let r = db.tool(
+        "ovs-ofctl",
+        &["add-flow", &b, "priority=10,icmp,actions=drop"],
+    );
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(!pings(&h1, "10.79.0.2"));
+    assert!(!stdout(&db.tool("ovs-ofctl", &["dump-flows", &a])).contains("priority=10"));
+    assert!(db
+        .tool("ovs-ofctl", &["del-flows", &b, "icmp"])
+        .status
+        .success());
+    h1.exec("ip neigh flush all");
+    h1.ping("10.79.0.2");
+
+    // Unlinked (one end gone), nothing crosses; linked again, it does.
+    db.vsctl(&["del-port", &b, &pb]);
+    assert!(!pings(&h1, "10.79.0.2"));
+    db.vsctl(&[
+        "add-port",
+        &b,
+        &pb,
+        "--",
+        "set",
+        "interface",
+        &pb,
+        "type=patch",
+        &format!("options:peer={pa}"),
+    ]);
+    h1.exec("ip neigh flush all");
+    h1.ping("10.79.0.2");
+
+    // A bad peer is OVS's error; the bridge goes on.
+    let (_, warn) = db.vsctl(&[
+        "add-port",
+        &a,
+        "px",
+        "--",
+        "set",
+        "interface",
+        "px",
+        "type=patch",
+    ]);
+    assert!(
+        warn.contains("Error detected while setting up 'px'"),
+        "{warn}"
+    );
+    assert_eq!(
+        db.get("Interface", "px", "error"),
+        "\"px: patch type requires valid 'peer' argument\""
+    );
+
+    // The second bridge removed: the first forwards on alone.
+    db.vsctl(&["del-br", &b]);
+    assert!(!pings(&h1, "10.79.0.2"));
+    assert!(db.appctl(&["fdb/show", &a]).status.success());
+    let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("|WARN|") || l.contains("|ERR|")),
+        "{log}"
+    );
+    assert!(db.appctl(&["exit"]).status.success());
+}
