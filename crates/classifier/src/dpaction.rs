@@ -49,6 +49,19 @@ pub struct PacketInAction {
     pub in_port: u32,
 }
 
+/// A meter a translation holds ([`DpAction::HeldMeter`]): equal when it
+/// is the same meter.
+#[derive(Debug, Clone)]
+pub struct HeldMeter(pub std::sync::Arc<crate::meter::Meter>);
+
+impl PartialEq for HeldMeter {
+    fn eq(&self, o: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &o.0)
+    }
+}
+
+impl Eq for HeldMeter {}
+
 /// One datapath action.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DpAction {
@@ -149,6 +162,11 @@ pub enum DpAction {
     /// drop band go no further, those above a DSCP remark band have their
     /// drop precedence raised.
     Meter(u32),
+    /// The same with a meter of a bridge other than the datapath's first,
+    /// held by the translation (the datapath looks meters up in the first
+    /// bridge's rules; a changed meter makes a new rule version, which
+    /// revalidates the megaflow before its next packet).
+    HeldMeter(HeldMeter),
     /// Track the packet's connection ([`sluice_conntrack`]): the result
     /// is its connection tracking state for its next pass (a `recirc`
     /// after it). Runs even as the last action (a commit with no output).
@@ -302,6 +320,7 @@ impl std::fmt::Display for DpAction {
             DpAction::SetPbbIsid(i) => write!(f, "set(pbb(isid={i}))"),
             DpAction::Recirc(id) => write!(f, "recirc({id:#x})"),
             DpAction::Meter(m) => write!(f, "meter({m})"),
+            DpAction::HeldMeter(m) => write!(f, "meter({})", m.0.id),
             DpAction::Ct(r) => {
                 let mut parts = Vec::new();
                 if r.commit {

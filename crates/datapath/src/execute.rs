@@ -68,6 +68,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         | DpAction::Controller(_)
         | DpAction::Recirc(_)
         | DpAction::Meter(_)
+        | DpAction::HeldMeter(_)
         | DpAction::Select(_)
         | DpAction::TnlOutput { .. }
         | DpAction::TnlPop(_)
@@ -118,6 +119,7 @@ fn keeps_packet(a: &DpAction) -> bool {
             DpAction::Output(_)
                 | DpAction::Controller(_)
                 | DpAction::Meter(_)
+                | DpAction::HeldMeter(_)
                 | DpAction::CtClear
                 | DpAction::CheckPktLen { .. }
         ),
@@ -254,7 +256,15 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
                 f.ctl_full |= c.full;
                 f.ctl_rate |= c.rate;
             }
-            DpAction::Meter(id) => meter(id, pkts, cx, &mut f),
+            DpAction::Meter(id) => {
+                // A meter removed since the translation: the rule went
+                // with it, and revalidation takes this flow away.
+                let rules = cx.rules;
+                if let Some(m) = rules.meter(id) {
+                    meter(m, pkts, cx, &mut f)
+                }
+            }
+            DpAction::HeldMeter(ref m) => meter(&m.0, pkts, cx, &mut f),
             DpAction::TnlOutput { ref header, port } => {
                 if let Some(idx) = cx.out.index_of(port) {
                     tnl::output(header, idx, step.is_last, pkts, cx, &mut f);
@@ -324,12 +334,7 @@ fn output(ofport: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fat
 /// A `meter` action: the packets its drop band takes are freed and passed
 /// over by the actions after it; those it remarks get a higher drop
 /// precedence.
-fn meter(id: u32, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
-    // A meter removed since the translation: the rule went with
-    // it, and revalidation takes this flow away.
-    let Some(m) = cx.rules.meter(id) else {
-        return;
-    };
+fn meter(m: &sluice_classifier::meter::Meter, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
     let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
     let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
     for &i in pkts {

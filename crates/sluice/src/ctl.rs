@@ -61,6 +61,9 @@ pub struct Control {
     /// every bridge's control): with none, port numbers are the
     /// datapath's as they are.
     extra_bridges: Arc<AtomicUsize>,
+    /// Every bridge's rules as last published, by bridge index (shared
+    /// by every bridge's control: a trace follows patch ports).
+    published: Arc<Mutex<Vec<Option<Arc<RuleSet>>>>>,
     rules: Mutex<RuleSet>,
     pmds: Arc<Mutex<PmdSenders>>,
     start: Instant,
@@ -198,6 +201,7 @@ impl Control {
         Control {
             bridge: 0,
             extra_bridges: Arc::default(),
+            published: Arc::new(Mutex::new(vec![Some(Arc::new(rules.clone()))])),
             rules: Mutex::new(rules),
             pmds: Arc::new(Mutex::new(pmds)),
             start,
@@ -218,6 +222,11 @@ impl Control {
     /// Tells it the datapath's `vlan-limit` setting (0: every tag).
     pub fn set_vlan_limit(&self, setting: usize) {
         self.vlan_limit.store(setting, Ordering::Relaxed);
+    }
+
+    /// The datapath's `vlan-limit` setting (0: every tag).
+    pub fn vlan_limit(&self) -> usize {
+        self.vlan_limit.load(Ordering::Relaxed)
     }
 
     /// Tells it the ports the switch started with.
@@ -296,6 +305,7 @@ impl Control {
     /// Publishes `rules` and waits until every datapath thread runs them.
     fn publish(&self, rules: &RuleSet) -> Result<(), String> {
         let snapshot = Arc::new(rules.clone());
+        self.record_published(Some(Arc::clone(&snapshot)));
         match self.bridge {
             0 => self.ask_all(|tx| PmdCommand::SetRules(Arc::clone(&snapshot), tx)),
             b => self.ask_all(|tx| PmdCommand::SetBridgeRules(b, Some(Arc::clone(&snapshot)), tx)),

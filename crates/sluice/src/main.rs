@@ -587,7 +587,11 @@ fn cmd_trace(a: TraceArgs) -> Result<(), String> {
     let vlans = sluice_packet::extract::vlan_limit(cfg.datapath.vlan_limit);
     print!(
         "{}",
-        trace::trace(&rules, &ports, &key, bytes.as_deref().map(|b| (b, vlans)))
+        trace::trace(
+            sluice_classifier::XlateEnv::single(&rules, &ports),
+            &key,
+            bytes.as_deref().map(|b| (b, vlans)),
+        )
     );
     Ok(())
 }

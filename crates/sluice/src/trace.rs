@@ -3,7 +3,7 @@
 
 use sluice_classifier::dpaction::{format_dp_actions, DpAction};
 use sluice_classifier::fields::all_fields;
-use sluice_classifier::{parse_flow, translate, Match, Require, RuleSet, Translation, XlateEnv};
+use sluice_classifier::{parse_flow, translate, Match, Require, Translation, XlateEnv};
 use sluice_packet::extract::{extract_with_shape, vlan_limit};
 use sluice_packet::{FlowKey, PacketMeta, PacketPool};
 
@@ -91,13 +91,8 @@ pub fn describe(key: &FlowKey) -> String {
 /// recirculation is followed as the datapath does: the actions before it
 /// applied to the bytes, the result parsed again (VLAN tags up to
 /// `vlans`), and traced from the frozen state.
-pub fn trace(
-    rules: &RuleSet,
-    ports: &[u32],
-    key: &FlowKey,
-    packet: Option<(&[u8], usize)>,
-) -> String {
-    let (mut o, t) = trace_pass(rules, ports, key);
+pub fn trace(env: XlateEnv<'_>, key: &FlowKey, packet: Option<(&[u8], usize)>) -> String {
+    let (mut o, t) = trace_pass(env, key);
     if let Some((bytes, vlans)) = packet {
         o += &length_branches(&t.actions, bytes, key.in_port, vlans);
     }
@@ -166,7 +161,7 @@ pub fn trace(
             r.write_key(&mut key);
             o += "(ct_state=new|trk: a trace takes the packet as a new connection's, as ofproto/trace does)\n";
         }
-        let (more, next) = trace_pass(rules, ports, &key);
+        let (more, next) = trace_pass(env, &key);
         o += &more;
         t = next;
     }
@@ -290,8 +285,7 @@ impl LiveRequest {
 /// switch's rules (as `sluice trace`), then what each PMD's caches hold
 /// for it now.
 pub fn live(
-    rules: &RuleSet,
-    ports: &[u32],
+    env: XlateEnv<'_>,
     req: &LiveRequest,
     vlans: usize,
     probes: &[(crate::pmd::Placement, sluice_datapath::CacheProbe)],
@@ -300,12 +294,7 @@ pub fn live(
     if req.ttl_assumed {
         o += "(no nw_ttl given: traced with nw_ttl=64)\n";
     }
-    o += &trace(
-        rules,
-        ports,
-        &req.key,
-        req.bytes.as_deref().map(|b| (b, vlans)),
-    );
+    o += &trace(env, &req.key, req.bytes.as_deref().map(|b| (b, vlans)));
     o += "\nCaches now (the first pass; nothing changed by looking):\n";
     for (at, p) in probes {
         o += &format!("  {at}: {}", p.level.name());
@@ -326,9 +315,9 @@ pub fn live(
     o
 }
 
-fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Translation) {
+fn trace_pass(env: XlateEnv<'_>, key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
-    translate(XlateEnv::single(rules, ports), key, &mut t, true);
+    translate(env, key, &mut t, true);
     let mut o = format!(
         "Flow: {}\n\nbridge(\"sluice\")\n----------------\n",
         describe(key)
@@ -372,7 +361,7 @@ fn trace_pass(rules: &RuleSet, ports: &[u32], key: &FlowKey) -> (String, Transla
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use sluice_classifier::parse_flow_file;
+    use sluice_classifier::{parse_flow_file, RuleSet};
 
     #[test]
     fn packet_hex_refuses_what_is_not_hex_without_panicking() {
@@ -420,7 +409,11 @@ mod tests {
             let hex = format!("{frame}{pad}");
             let key = key_from_packet(&hex, 1, 1).unwrap();
             let bytes = packet_bytes(&hex).unwrap();
-            let out = trace(&rules, &[1, 2, 3], &key, Some((&bytes, 1)));
+            let out = trace(
+                XlateEnv::single(&rules, &[1, 2, 3]),
+                &key,
+                Some((&bytes, 1)),
+            );
             assert!(
                 out.contains("Datapath actions: check_pkt_len(size=45,gt(2),le(3))"),
                 "{out}"
@@ -437,8 +430,7 @@ mod tests {
         let hex = format!("{frame} 0000000000000000000000000000");
         let key = key_from_packet(&hex, 1, 1).unwrap();
         let out = trace(
-            &rules,
-            &[1, 2, 3],
+            XlateEnv::single(&rules, &[1, 2, 3]),
             &key,
             Some((&packet_bytes(&hex).unwrap(), 1)),
         );
@@ -493,7 +485,7 @@ mod tests {
         let (key, assumed) =
             key_from_description("in_port=1,tcp,nw_dst=10.0.0.1,tp_dst=80").unwrap();
         assert!(assumed);
-        let out = trace(&rules, &[1, 2], &key, None);
+        let out = trace(XlateEnv::single(&rules, &[1, 2]), &key, None);
         assert!(
             out.contains("Flow: tcp,in_port=1,nw_dst=10.0.0.1,nw_ttl=64,tp_dst=80"),
             "{out}"
@@ -532,7 +524,7 @@ mod tests {
                    3039003500080000 00000000";
         let key = key_from_packet(hex, 1, 1).unwrap();
         let bytes = packet_bytes(hex).unwrap();
-        let out = trace(&rules, &[1, 2], &key, Some((&bytes, 1)));
+        let out = trace(XlateEnv::single(&rules, &[1, 2]), &key, Some((&bytes, 1)));
         assert!(
             out.contains("Datapath actions: pop_mpls(eth_type=0x800),recirc(0x1)"),
             "{out}"
@@ -543,7 +535,7 @@ mod tests {
         );
         assert!(out.contains("Datapath actions: 2"), "{out}");
         // Without the bytes the trace says where it stops.
-        let out = trace(&rules, &[1, 2], &key, None);
+        let out = trace(XlateEnv::single(&rules, &[1, 2]), &key, None);
         assert!(out.contains("give the packet in hex"), "{out}");
     }
 

@@ -581,6 +581,19 @@ fn run_script(tag: &str, daemon: &[&str]) -> (String, Vec<String>) {
             "type=frobnicate",
         ],
         &["set-fail-mode", "brX", "secure"],
+        // What ovn-controller does to learn what the datapath can do.
+        &[
+            "--",
+            "--id=@dp",
+            "create",
+            "Datapath",
+            "datapath_version=0",
+            "--",
+            "set",
+            "Open_vSwitch",
+            ".",
+            "datapaths:netdev=@dp",
+        ],
     ];
     let ofport = |name: &str| db.get("Interface", name, "ofport");
     let i_ports = |db: &Db| {
@@ -617,6 +630,28 @@ fn run_script(tag: &str, daemon: &[&str]) -> (String, Vec<String>) {
         }
     }
     warnings.push(format!("the six at the end: {:?}", i_ports(&db)));
+    // The Datapath row's capabilities: the same keys as OVS writes (their
+    // values say what each switch has: docs/vswitchd.md), and the same
+    // VLAN depth and hash.
+    let dp = db
+        .vsctl(&["get", "Open_vSwitch", ".", "datapaths:netdev"])
+        .0;
+    let caps = db.vsctl(&["get", "Datapath", dp.trim(), "capabilities"]).0;
+    let caps: Vec<(String, String)> = caps
+        .trim()
+        .trim_matches(['{', '}'])
+        .split(", ")
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.trim_matches('"').to_string()))
+        .collect();
+    warnings.push(format!(
+        "capabilities: {:?}",
+        caps.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()
+    ));
+    for key in ["max_vlan_headers", "max_hash_alg", "recirc", "ct_state"] {
+        let v = caps.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        warnings.push(format!("{key}={v:?}"));
+    }
     // The flows OVS's connmgr leaves: set-fail-mode secure with no
     // controller flushed them (NORMAL too).
     let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", "brX"]));
@@ -656,6 +691,12 @@ fn the_rows_written_back_are_those_of_ovs() {
         "ovs-vsctl's warnings and the numbers on the way"
     );
     assert_eq!(sluice.0, ovs.0, "the rows written back");
+    assert!(
+        ovs.1.iter().any(|w| w == "max_vlan_headers=Some(\"1\")")
+            && ovs.1.iter().any(|w| w.contains("\"ct_zero_snat\"")),
+        "OVS wrote the Datapath row's capabilities: {:?}",
+        ovs.1
+    );
     // What the script left: the numbers as OVS gives them.
     for want in [
         "vB,\"\"\"\"\"\",7,[],up,up,10000000000,full,1500,7",

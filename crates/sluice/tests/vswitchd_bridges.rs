@@ -163,6 +163,23 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
         "in {in1}, out {out2}:\n{flows}"
     );
     assert!(!flows.contains("recirc"), "{flows}");
+    // ofproto/trace follows the patch port into the other bridge, as
+    // OVS's does.
+    let tr = stdout(&db.appctl(&[
+        "ofproto/trace",
+        &a,
+        &format!(
+            "in_port={},dl_src={},dl_dst={}",
+            of(&h1.root_if),
+            h1.mac(),
+            h2.mac()
+        ),
+    ]));
+    assert!(
+        tr.contains(&format!("bridge 1 (patch port {} -> {})", of(&pa), of(&pb))),
+        "{tr}"
+    );
+    assert!(tr.contains(&format!("Datapath actions: {out2}\n")), "{tr}");
     // Both bridges' NORMAL rules counted the packets.
     assert!(n_packets(&db, &a, "actions=NORMAL") >= 2);
     assert!(n_packets(&db, &b, "actions=NORMAL") >= 2);

@@ -26,7 +26,13 @@ use crate::reconcile::{Outcome, Reconciler, Switch};
 pub const MONITOR: &[(&str, &[&str])] = &[
     (
         "Open_vSwitch",
-        &["bridges", "next_cfg", "cur_cfg", "other_config"],
+        &[
+            "bridges",
+            "next_cfg",
+            "cur_cfg",
+            "other_config",
+            "datapaths",
+        ],
     ),
     (
         "Bridge",
@@ -45,6 +51,7 @@ pub const MONITOR: &[(&str, &[&str])] = &[
         &["name", "interfaces", "tag", "trunks", "vlan_mode"],
     ),
     ("Controller", &["target"]),
+    ("Datapath", &["capabilities"]),
     (
         "Interface",
         &[
@@ -200,6 +207,12 @@ fn rows_to_write(d: &Desired, o: &Outcome, cache: &mut NetdevCache, stats: &Stat
         }
         row.insert("status".into(), json!(["map", status]));
         w.insert(("Controller", *u), row);
+    }
+    for (u, caps) in &o.datapaths {
+        let mut row = Map::new();
+        let pairs: Vec<Value> = caps.iter().map(|(k, v)| json!([k, v])).collect();
+        row.insert("capabilities".into(), json!(["map", pairs]));
+        w.insert(("Datapath", *u), row);
     }
     if let Some(root) = d.root {
         let mut row = Map::new();

@@ -26,6 +26,9 @@ pub struct Desired {
     pub other_config: Smap,
     /// Bridges by name.
     pub bridges: BTreeMap<String, BridgeCfg>,
+    /// `Open_vSwitch:datapaths`: the `Datapath` rows by datapath type
+    /// (those that are there).
+    pub datapaths: BTreeMap<String, Uuid>,
     /// What was passed over, for the log.
     pub warnings: Vec<String>,
 }
@@ -127,6 +130,13 @@ pub fn desired(r: &Replica) -> Desired {
     d.root = Some(*root);
     d.next_cfg = int(root_row, "next_cfg").unwrap_or(0);
     d.other_config = smap(root_row, "other_config");
+    if let Some(Datum::Map(m)) = root_row.get("datapaths") {
+        d.datapaths = m
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str()?.to_string(), v.as_uuid()?)))
+            .filter(|(_, u)| r.row("Datapath", u).is_some())
+            .collect();
+    }
     let mut ports_taken = BTreeSet::new();
     let mut ifaces_taken = BTreeSet::new();
     let mut iface_names = BTreeSet::new();

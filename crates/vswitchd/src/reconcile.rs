@@ -60,6 +60,9 @@ pub trait Switch {
     /// `Open_vSwitch:other_config` keys that changed (None: removed);
     /// returns what it did or could not do with each, for the log.
     fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String>;
+    /// What the datapath of type `datapath_type` can do, as OVS writes it
+    /// in a `Datapath` row's `capabilities` (none: no such datapath).
+    fn datapath_capabilities(&self, datapath_type: &str) -> Vec<(String, String)>;
     /// Every port's counters by bridge and switch port number, named as
     /// OVS's `Interface:statistics` names them (`rx_packets`, `tx_bytes`,
     /// ...).
@@ -112,6 +115,8 @@ pub struct Outcome {
     pub interfaces: BTreeMap<Uuid, IfaceOut>,
     pub bridges: BTreeMap<Uuid, BridgeOut>,
     pub controllers: BTreeMap<Uuid, ControllerOut>,
+    /// The `capabilities` of each `Datapath` row.
+    pub datapaths: BTreeMap<Uuid, Vec<(String, String)>>,
     /// What was done, for the log.
     pub log: Vec<String>,
 }
@@ -227,6 +232,14 @@ impl Reconciler {
                 out.log.extend(sw.set_other_config(&changed));
             }
             self.other_config = Some(d.other_config.clone());
+        }
+        // As OVS's datapath_reconfigure: what each datapath the root row
+        // names can do.
+        for (kind, u) in &d.datapaths {
+            let caps = sw.datapath_capabilities(kind);
+            if !caps.is_empty() {
+                out.datapaths.insert(*u, caps);
+            }
         }
         // Bridges gone.
         let gone: Vec<String> = self
@@ -612,6 +625,9 @@ mod tests {
         }
         fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
             BTreeMap::new()
+        }
+        fn datapath_capabilities(&self, _: &str) -> Vec<(String, String)> {
+            Vec::new()
         }
         fn statistics(&self) -> Statistics {
             BTreeMap::new()

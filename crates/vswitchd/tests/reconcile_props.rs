@@ -102,6 +102,9 @@ impl Switch for Model {
     fn connected_controllers(&self, _: &str) -> BTreeMap<String, String> {
         BTreeMap::new()
     }
+    fn datapath_capabilities(&self, _: &str) -> Vec<(String, String)> {
+        Vec::new()
+    }
     fn statistics(&self) -> sluice_vswitchd::reconcile::Statistics {
         BTreeMap::new()
     }

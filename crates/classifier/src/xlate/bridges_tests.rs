@@ -252,3 +252,34 @@ fn a_patch_loop_ends_at_the_depth_limit() {
     let t = run2(&r0, &others, &tcp_key());
     assert_eq!(t.drop, Some(XlateDrop::RecursionTooDeep));
 }
+
+#[test]
+fn a_meter_of_the_peer_bridge_is_held_by_the_translation() {
+    use crate::meter::{flags, BandKind, Meter};
+    let (r0, mut others) = two(
+        "in_port=1,actions=output:2\n",
+        &[(2, 2)],
+        "in_port=2,actions=meter:1,output:5\n",
+        &[(2, 2)],
+    );
+    // Without the meter: dropped, said why.
+    let t = run2(&r0, &others, &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::NoSuchMeter), "{:#?}", t.trace);
+    let v = others[1].as_mut().unwrap();
+    let mut r1 = (*v.rules).clone();
+    r1.add_meter(Meter::new(1, flags::PKTPS, &[(BandKind::Drop, 10, 0)], 0).unwrap())
+        .unwrap();
+    v.rules = Arc::new(r1);
+    let t = run2(&r0, &others, &tcp_key());
+    match t.actions.as_slice() {
+        [DpAction::HeldMeter(m), DpAction::Output(p)] => {
+            assert_eq!(m.0.id, 1);
+            assert_eq!(*p, dp_port(1, 5));
+            assert!(Arc::ptr_eq(
+                &m.0,
+                others[1].as_ref().unwrap().rules.meter(1).unwrap()
+            ));
+        }
+        a => panic!("{a:?}"),
+    }
+}

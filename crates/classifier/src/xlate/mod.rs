@@ -572,20 +572,17 @@ impl Ctx<'_, '_> {
                 Action::CopyTtlIn => self.copy_ttl(false),
                 Action::PushPbb(t) => self.push_pbb(t),
                 Action::Meter(m) => {
-                    if self.env.bridge != 0 {
-                        self.note(
-                            self.depth,
-                            &format!(">> meter {m} on bridge {}: meters work on the first bridge only (for now)", self.env.bridge),
-                        );
-                        self.reason = Some(XlateDrop::NoSuchMeter);
-                        return;
-                    }
-                    if self.env.rules.meter(m).is_none() {
+                    let Some(meter) = self.env.rules.meter(m) else {
                         self.note(self.depth, &format!(">> no meter {m}"));
                         self.reason = Some(XlateDrop::NoSuchMeter);
                         return;
+                    };
+                    if self.env.bridge == 0 {
+                        self.push(DpAction::Meter(m));
+                    } else {
+                        let held = crate::dpaction::HeldMeter(Arc::clone(meter));
+                        self.push(DpAction::HeldMeter(held));
                     }
-                    self.push(DpAction::Meter(m));
                 }
                 Action::PopPbb => self.pop_pbb(),
             }

@@ -41,6 +41,7 @@ fn plain(a: &DpAction) -> bool {
         DpAction::Output(_)
             | DpAction::Controller(_)
             | DpAction::Meter(_)
+            | DpAction::HeldMeter(_)
             | DpAction::SetEthSrc(_)
             | DpAction::SetEthDst(_)
             | DpAction::SetIpv4Src(..)

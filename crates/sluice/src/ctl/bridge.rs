@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use sluice_classifier::xlate::{dp_port, split_dp_port};
-use sluice_classifier::RuleSet;
+use sluice_classifier::{BridgeView, RuleSet};
 use sluice_datapath::PortReport;
 use sluice_port::PortSpec;
 
@@ -37,6 +37,7 @@ impl Control {
         let c = Control {
             bridge,
             extra_bridges: Arc::clone(&self.extra_bridges),
+            published: Arc::clone(&self.published),
             rules: Mutex::new(rules),
             pmds: Arc::clone(&self.pmds),
             start: self.start,
@@ -73,7 +74,58 @@ impl Control {
             return;
         }
         let _ = self.ask_all(|tx| PmdCommand::SetBridgeRules(self.bridge, None, tx));
+        self.record_published(None);
         self.extra_bridges.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Records this bridge's rules as published (`None`: it is gone).
+    pub(super) fn record_published(&self, rules: Option<Arc<RuleSet>>) {
+        let mut all = self.published.lock().expect("published rules");
+        let k = self.bridge as usize;
+        if all.len() <= k {
+            all.resize(k + 1, None);
+        }
+        all[k] = rules;
+    }
+
+    /// What a trace translates with: this bridge's view of the datapath
+    /// (every bridge's published rules and ports, patch ports followed)
+    /// and the datapath's number of this bridge's port `in_port`.
+    pub(super) fn trace_views(&self) -> (Arc<RuleSet>, Vec<u32>, Vec<Option<BridgeView>>) {
+        let mut dp_ports: Vec<u32> = self
+            .specs
+            .lock()
+            .expect("specs")
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        dp_ports.sort_unstable();
+        let all = self.published.lock().expect("published rules").clone();
+        let root = all
+            .first()
+            .cloned()
+            .flatten()
+            .unwrap_or_else(|| Arc::new(RuleSet::new()));
+        if self.extra_bridges.load(Ordering::Relaxed) == 0 {
+            let mut ports = dp_ports;
+            ports.extend(root.patch_ports().iter().map(|p| p.port));
+            ports.sort_unstable();
+            ports.dedup();
+            return (root, ports, Vec::new());
+        }
+        let root_ports = BridgeView::ports_of(0, &dp_ports, &root);
+        let views = all
+            .iter()
+            .enumerate()
+            .map(|(k, r)| {
+                let r = r.as_ref().filter(|_| k != 0)?;
+                Some(BridgeView {
+                    ports: BridgeView::ports_of(k as u16, &dp_ports, r),
+                    rules: Arc::clone(r),
+                })
+            })
+            .collect();
+        (root, root_ports, views)
     }
 
     /// Which bridge it is (its index in the datapath).

@@ -13,16 +13,11 @@ impl Control {
     /// each PMD's caches for the packet.
     pub(super) fn trace(&self, rest: &[&str]) -> Result<String, String> {
         let vlans = self.vlan_limit.load(Ordering::Relaxed);
-        let req = crate::trace::LiveRequest::parse(rest, vlans)?;
-        let mut ports: Vec<u32> = self
-            .specs
-            .lock()
-            .expect("specs")
-            .iter()
-            .map(|(n, _)| *n)
-            .collect();
-        ports.sort_unstable();
-        let rules = self.rules.lock().expect("rules").clone();
+        let mut req = crate::trace::LiveRequest::parse(rest, vlans)?;
+        // This bridge's port, as the datapath numbers it; the trace starts
+        // in this bridge and follows its patch ports.
+        req.key.in_port = self.dp_port(req.key.in_port);
+        let (root, root_ports, views) = self.trace_views();
         let key = Box::new(req.key);
         let probes = self.ask_each(|_, tx| PmdCommand::ProbeCaches(key.clone(), tx))?;
         let placed: Vec<_> = self
@@ -33,9 +28,14 @@ impl Control {
             .map(|(p, _)| *p)
             .zip(probes)
             .collect();
+        let env = sluice_classifier::XlateEnv {
+            rules: &root,
+            ports: &root_ports,
+            bridges: &views,
+            bridge: 0,
+        };
         Ok(crate::trace::live(
-            &rules,
-            &ports,
+            env,
             &req,
             sluice_packet::extract::vlan_limit(vlans),
             &placed,

@@ -297,6 +297,7 @@ pub fn prepare(a: &VswitchdArgs) -> Result<bool, String> {
 }
 
 mod appctl;
+mod capabilities;
 mod other_config;
 mod switch;
 

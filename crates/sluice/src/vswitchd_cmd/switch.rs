@@ -421,6 +421,14 @@ impl Switch for SluiceSwitch {
             .collect()
     }
 
+    fn datapath_capabilities(&self, datapath_type: &str) -> Vec<(String, String)> {
+        // Sluice is the userspace (netdev) datapath; there is no other.
+        if datapath_type != "netdev" {
+            return Vec::new();
+        }
+        super::capabilities::capabilities(self.control.vlan_limit())
+    }
+
     fn statistics(&self) -> Statistics {
         let mut all = Statistics::new();
         for (name, b) in &self.bridges {
@@ -539,6 +547,9 @@ impl Switch for Published<'_> {
     }
     fn connected_controllers(&self, b: &str) -> BTreeMap<String, String> {
         self.sw.connected_controllers(b)
+    }
+    fn datapath_capabilities(&self, datapath_type: &str) -> Vec<(String, String)> {
+        self.sw.datapath_capabilities(datapath_type)
     }
     fn statistics(&self) -> Statistics {
         self.sw.statistics()
