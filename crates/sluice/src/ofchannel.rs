@@ -71,6 +71,25 @@ pub struct SwitchInfo {
     pub hub: Arc<Hub>,
     /// TLS for ssl: and pssl: (made at start when either is used).
     pub tls: Option<Arc<crate::oftls::Tls>>,
+    /// The OpenFlow versions its new connections may speak, a bit per
+    /// wire version (`Bridge.protocols`; [`ALL_VERSIONS`] by default).
+    pub versions: Arc<std::sync::atomic::AtomicU32>,
+}
+
+/// Every OpenFlow version Sluice speaks, a bit per wire version.
+pub const ALL_VERSIONS: u32 = 1 << OFP13 | 1 << OFP10;
+
+impl SwitchInfo {
+    /// The switch `datapath_id`, its packet-ins through `hub`, speaking
+    /// every version.
+    pub fn new(datapath_id: u64, hub: Arc<Hub>, tls: Option<Arc<crate::oftls::Tls>>) -> Self {
+        SwitchInfo {
+            datapath_id,
+            hub,
+            tls,
+            versions: Arc::new(std::sync::atomic::AtomicU32::new(ALL_VERSIONS)),
+        }
+    }
 }
 
 trait Conn: Read + Write + Send + Sized + AsRawFd + 'static {
@@ -250,12 +269,8 @@ impl<S: Conn> Session<S> {
             .set_timeouts(Some(PROBE), Some(WRITE_TIMEOUT))
             .map_err(|e| e.to_string())?;
         self.start_writer()?;
-        self.reply(
-            &Message::Hello {
-                versions: 1 << OFP13 | 1 << OFP10,
-            },
-            0,
-        )?;
+        let mine = self.info.versions.load(Ordering::Relaxed);
+        self.reply(&Message::Hello { versions: mine }, 0)?;
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_heard = Instant::now();
@@ -454,8 +469,20 @@ impl<S: Conn> Session<S> {
             let Message::Hello { versions } = m else {
                 return self.reply(&error_reply(OfError::BAD_TYPE, frame), h.xid);
             };
-            if versions & (1 << OFP13 | 1 << OFP10) == 0 {
-                let text = b"We support versions 0x01 and 0x04 (OpenFlow 1.0 and 1.3)".to_vec();
+            let mine = self.info.versions.load(Ordering::Relaxed);
+            let versions = versions & mine;
+            if versions == 0 {
+                let text = match mine {
+                    ALL_VERSIONS => {
+                        "We support versions 0x01 and 0x04 (OpenFlow 1.0 and 1.3)".into()
+                    }
+                    0 => "This bridge's protocols allow no version Sluice speaks".into(),
+                    m if m == 1 << OFP13 => {
+                        "We support version 0x04 (OpenFlow 1.3) on this bridge".to_string()
+                    }
+                    _ => "We support version 0x01 (OpenFlow 1.0) on this bridge".to_string(),
+                }
+                .into_bytes();
                 let _ = self.reply(
                     &Message::Error {
                         err: OfError::HELLO_INCOMPATIBLE,
@@ -463,7 +490,7 @@ impl<S: Conn> Session<S> {
                     },
                     h.xid,
                 );
-                return Err("the peer speaks neither OpenFlow 1.0 nor 1.3".into());
+                return Err("the peer speaks no OpenFlow version this bridge allows".into());
             }
             self.hello = true;
             if self.primary {

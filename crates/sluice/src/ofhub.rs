@@ -215,6 +215,12 @@ pub struct Hub {
     /// The hubs of the datapath's other bridges, by bridge index: their
     /// packet-ins go there ([`Hub::route_bridge`]).
     others: Mutex<Vec<(u16, Arc<Hub>)>>,
+    /// Whether one of this hub's own connections takes packet-ins for a
+    /// TTL that ran out (`invalid_ttl` is that of every bridge's hub).
+    wants_ttl: AtomicBool,
+    /// The datapath's first bridge's hub, for another bridge's
+    /// ([`Hub::for_bridge`]).
+    first: Option<std::sync::Weak<Hub>>,
 }
 
 /// The hub's counters, summed over its connections, open and closed
@@ -281,6 +287,8 @@ impl Hub {
         if let Some(h) = hub {
             others.push((bridge, h));
         }
+        drop(others);
+        self.refresh_datapath();
     }
 
     /// Offers a batch whose packet-ins may be other bridges': each goes
@@ -315,14 +323,42 @@ impl Hub {
         }
     }
 
+    /// The hub of another bridge of `first`'s datapath: its packet-ins
+    /// come through `first` ([`Hub::route_bridge`]), and what its
+    /// connections ask of the PMDs goes into `first`'s flags.
+    pub fn for_bridge(first: &Arc<Hub>, rate: u32) -> Self {
+        Hub {
+            rate,
+            invalid_ttl: Arc::clone(&first.invalid_ttl),
+            first: Some(Arc::downgrade(first)),
+            ..Hub::default()
+        }
+    }
+
     /// Recomputes what the PMDs read of the connections' asynchronous
     /// configurations: call after a connection comes, goes or changes
     /// its configuration or role.
     pub fn refresh(&self) {
-        let outlets = self.outlets.lock().expect("outlets");
-        let any = outlets
-            .iter()
-            .any(|o| o.listener.wants_packet_ins.load(Ordering::Relaxed) && o.listener.takes(0, 2));
+        let any =
+            self.outlets.lock().expect("outlets").iter().any(|o| {
+                o.listener.wants_packet_ins.load(Ordering::Relaxed) && o.listener.takes(0, 2)
+            });
+        self.wants_ttl.store(any, Ordering::Relaxed);
+        match self.first.as_ref().and_then(std::sync::Weak::upgrade) {
+            Some(first) => first.refresh_datapath(),
+            None => self.refresh_datapath(),
+        }
+    }
+
+    /// The datapath's flags from every bridge's hub (on the first's).
+    fn refresh_datapath(&self) {
+        let any = self.wants_ttl.load(Ordering::Relaxed)
+            || self
+                .others
+                .lock()
+                .expect("other hubs")
+                .iter()
+                .any(|(_, h)| h.wants_ttl.load(Ordering::Relaxed));
         self.invalid_ttl.store(any, Ordering::Relaxed);
     }
 
@@ -801,6 +837,28 @@ mod tests {
         assert_eq!(count(&rx[1]), 2 * one, "id 7: its two");
         // The one for id 3 went to no one.
         assert_eq!(hub.no_controller.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn another_bridges_connection_asks_the_pmds_for_ttl_packet_ins_too() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let first = Arc::new(Hub::with_invalid_ttl_flag(0, Arc::clone(&flag)));
+        let second = Arc::new(Hub::for_bridge(&first, 0));
+        first.route_bridge(1, Some(Arc::clone(&second)));
+        let (tx, _rx) = std::sync::mpsc::sync_channel(16);
+        let l = Arc::new(Listener::default());
+        l.wants_packet_ins.store(true, Ordering::Relaxed);
+        // Packet-ins of reason 2 (invalid TTL) asked for.
+        l.masks[0].store(1 << 2, Ordering::Relaxed);
+        second.register(tx, Arc::clone(&l), "test");
+        second.refresh();
+        assert!(flag.load(Ordering::Relaxed));
+        // The first bridge's own connections (none) do not clear it.
+        first.refresh();
+        assert!(flag.load(Ordering::Relaxed));
+        // The second bridge gone: nobody asks.
+        first.route_bridge(1, None);
+        assert!(!flag.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -476,11 +476,11 @@ pub fn run_ports(
             hub.spawn(rx)
                 .map_err(|e| format!("packet-in thread: {e}"))?;
         }
-        let info = crate::ofchannel::SwitchInfo {
-            datapath_id: opts.datapath_id.unwrap_or_else(random_datapath_id),
+        let info = crate::ofchannel::SwitchInfo::new(
+            opts.datapath_id.unwrap_or_else(random_datapath_id),
             hub,
             tls,
-        };
+        );
         // (`sluice vswitchd` gives each bridge its own id and fail mode,
         // and says so itself.)
         if !opts.openflow_later {

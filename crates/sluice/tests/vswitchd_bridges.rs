@@ -184,6 +184,23 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     assert!(n_packets(&db, &a, "actions=NORMAL") >= 2);
     assert!(n_packets(&db, &b, "actions=NORMAL") >= 2);
 
+    // Bridge.protocols: OpenFlow 1.3 alone refuses ovs-ofctl's 1.0, as
+    // OVS does; back to every version when cleared.
+    db.vsctl(&["set", "bridge", &a, "protocols=OpenFlow13"]);
+    let r = db.tool("ovs-ofctl", &["show", &a]);
+    assert!(
+        !r.status.success() && stderr(&r).contains("version negotiation failed"),
+        "{}",
+        stderr(&r)
+    );
+    assert!(db
+        .tool("ovs-ofctl", &["-O", "OpenFlow13", "show", &a])
+        .status
+        .success());
+    assert!(db.tool("ovs-ofctl", &["show", &b]).status.success());
+    db.vsctl(&["clear", "bridge", &a, "protocols"]);
+    assert!(db.tool("ovs-ofctl", &["show", &a]).status.success());
+
     // Each bridge's rules are its own: a drop on the second stops the
     // pings; the first's rules are untouched.
     let r = db.tool(

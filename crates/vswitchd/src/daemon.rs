@@ -41,6 +41,7 @@ pub const MONITOR: &[(&str, &[&str])] = &[
             "ports",
             "datapath_type",
             "fail_mode",
+            "protocols",
             "other_config",
             "datapath_id",
             "controller",

@@ -40,6 +40,8 @@ pub struct BridgeCfg {
     /// `netdev` (userspace) or `system`; "" is `system` to OVS.
     pub datapath_type: String,
     pub fail_mode: Option<String>,
+    /// `protocols`: the OpenFlow versions allowed (none: every one).
+    pub protocols: Vec<String>,
     pub other_config: Smap,
     /// Ports by name.
     pub ports: BTreeMap<String, PortCfg>,
@@ -151,6 +153,19 @@ pub fn desired(r: &Replica) -> Desired {
             uuid: bu,
             datapath_type: string(brow, "datapath_type").unwrap_or("").to_string(),
             fail_mode: string(brow, "fail_mode").map(str::to_string),
+            protocols: {
+                let mut v: Vec<String> = brow
+                    .get("protocols")
+                    .map(|d| {
+                        d.atoms()
+                            .iter()
+                            .filter_map(|a| a.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                v.sort();
+                v
+            },
             other_config: smap(brow, "other_config"),
             ports: BTreeMap::new(),
             controllers: {

@@ -48,6 +48,10 @@ pub trait Switch {
     /// Sets `bridge`'s fail mode (whether it fails open when its
     /// controllers are gone).
     fn set_fail_mode(&mut self, bridge: &str, secure: bool);
+    /// Sets the OpenFlow versions `bridge`'s new connections may speak
+    /// (`Bridge.protocols`: none named, every one); returns what it could
+    /// not honour, for the log.
+    fn set_protocols(&mut self, bridge: &str, protocols: &[String]) -> Option<String>;
     /// Deletes every flow of `bridge`, then adds `priority=0,actions=NORMAL`
     /// when `normal` (OVS's `ofproto_flush_flows` and `connmgr_flushed`).
     fn flush_flows(&mut self, bridge: &str, normal: bool);
@@ -131,6 +135,8 @@ struct Applied {
 struct Served {
     datapath_id: u64,
     secure: bool,
+    /// `protocols` as the switch has it.
+    protocols: Vec<String>,
     ofports: OfPorts,
     /// Interfaces that run, by name.
     ports: BTreeMap<String, Applied>,
@@ -296,6 +302,7 @@ impl Reconciler {
                             Served {
                                 datapath_id: dpid,
                                 secure,
+                                protocols: Vec::new(),
                                 ofports: OfPorts::default(),
                                 ports: BTreeMap::new(),
                                 refused: BTreeMap::new(),
@@ -347,6 +354,12 @@ impl Reconciler {
                 },
             );
             let s = self.served.get_mut(name).expect("served");
+            if s.protocols != b.protocols {
+                if let Some(note) = sw.set_protocols(name, &b.protocols) {
+                    out.log.push(format!("bridge {name}: {note}"));
+                }
+                s.protocols = b.protocols.clone();
+            }
             self::ports(&self.rundir, name, b, s, sw, &mut out);
             let targets: Vec<String> = b.controllers.iter().map(|c| c.target.clone()).collect();
             if targets != s.controllers {
@@ -628,6 +641,9 @@ mod tests {
         }
         fn datapath_capabilities(&self, _: &str) -> Vec<(String, String)> {
             Vec::new()
+        }
+        fn set_protocols(&mut self, _: &str, _: &[String]) -> Option<String> {
+            None
         }
         fn statistics(&self) -> Statistics {
             BTreeMap::new()

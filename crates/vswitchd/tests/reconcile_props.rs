@@ -105,6 +105,9 @@ impl Switch for Model {
     fn datapath_capabilities(&self, _: &str) -> Vec<(String, String)> {
         Vec::new()
     }
+    fn set_protocols(&mut self, _: &str, _: &[String]) -> Option<String> {
+        None
+    }
     fn statistics(&self) -> sluice_vswitchd::reconcile::Statistics {
         BTreeMap::new()
     }

@@ -235,11 +235,7 @@ pub fn serve_bytes(control: Arc<Control>, input: &[u8]) -> Vec<u8> {
         Ok(p) => p,
         Err(_) => return Vec::new(),
     };
-    let info = SwitchInfo {
-        datapath_id: 1,
-        hub: Arc::new(Hub::new(0)),
-        tls: None,
-    };
+    let info = SwitchInfo::new(1, Arc::new(Hub::new(0)), None);
     let mut reader = match peer.try_clone() {
         Ok(r) => r,
         Err(_) => return Vec::new(),

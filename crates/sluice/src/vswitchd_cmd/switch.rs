@@ -179,6 +179,36 @@ impl SluiceSwitch {
     }
 }
 
+/// The versions `Bridge.protocols` allows that Sluice speaks (every one
+/// when none is named, as OVS), and what it passed over.
+fn protocol_versions(protocols: &[String]) -> (u32, Option<String>) {
+    use sluice_openflow::{consts::OFP13, of10::OFP10};
+    if protocols.is_empty() {
+        return (crate::ofchannel::ALL_VERSIONS, None);
+    }
+    let mut v = 0;
+    let mut not = Vec::new();
+    for p in protocols {
+        match p.as_str() {
+            "OpenFlow10" => v |= 1 << OFP10,
+            "OpenFlow13" => v |= 1 << OFP13,
+            other => not.push(other.to_string()),
+        }
+    }
+    let note = (!not.is_empty()).then(|| {
+        format!(
+            "protocols {}: Sluice speaks OpenFlow10 and OpenFlow13{}",
+            not.join(", "),
+            if v == 0 {
+                ": no connection can be made"
+            } else {
+                ""
+            }
+        )
+    });
+    (v, note)
+}
+
 impl Switch for SluiceSwitch {
     fn max_bridges(&self) -> usize {
         MAX_BRIDGES
@@ -195,7 +225,7 @@ impl Switch for SluiceSwitch {
             (Arc::clone(&self.control), Arc::clone(&self.openflow.hub))
         } else {
             let c = Arc::new(self.control.new_bridge(index)?);
-            let h = Arc::new(Hub::new(0));
+            let h = Arc::new(Hub::for_bridge(&self.openflow.hub, 0));
             crate::tend::wire_openflow(&c, &h);
             self.openflow.hub.route_bridge(index, Some(Arc::clone(&h)));
             (c, h)
@@ -210,11 +240,7 @@ impl Switch for SluiceSwitch {
             gone(self);
             return Err(e);
         }
-        let info = SwitchInfo {
-            datapath_id,
-            hub: Arc::clone(&hub),
-            tls: self.openflow.tls.clone(),
-        };
+        let info = SwitchInfo::new(datapath_id, Arc::clone(&hub), self.openflow.tls.clone());
         let path = self.rundir.join(format!("{name}.mgmt"));
         let target = crate::ofchannel::Target::Unix(path);
         let socket = match crate::ofchannel::listen(&target, Arc::clone(&control), info.clone()) {
@@ -342,6 +368,13 @@ impl Switch for SluiceSwitch {
         }
         self.ctl_on(bridge, "set-port", &[format!("{ofport}={new}")])
             .map(|_| ())
+    }
+
+    fn set_protocols(&mut self, bridge: &str, protocols: &[String]) -> Option<String> {
+        let b = self.bridges.get(bridge)?;
+        let (versions, note) = protocol_versions(protocols);
+        b.info.versions.store(versions, Ordering::Relaxed);
+        note
     }
 
     fn set_fail_mode(&mut self, bridge: &str, secure: bool) {
@@ -538,6 +571,9 @@ impl Switch for Published<'_> {
     }
     fn set_fail_mode(&mut self, b: &str, secure: bool) {
         self.sw.set_fail_mode(b, secure)
+    }
+    fn set_protocols(&mut self, b: &str, protocols: &[String]) -> Option<String> {
+        self.sw.set_protocols(b, protocols)
     }
     fn flush_flows(&mut self, b: &str, normal: bool) {
         self.sw.flush_flows(b, normal)
