@@ -801,17 +801,18 @@ impl Ctx<'_, '_> {
             self.error = Some(XlateDrop::Recirc);
             return false;
         }
-        // What the copy changed, bit by bit.
+        // What the copy changed, bit by bit (nothing, most often: one
+        // comparison then).
+        let same = bytemuck::bytes_of(&self.flow) == bytemuck::bytes_of(&flow);
         let mut xor = FlowKey::default();
-        {
+        let mut changed = dirty;
+        if !same {
             let (a, b) = (bytemuck::bytes_of(&self.flow), bytemuck::bytes_of(&flow));
             for ((c, x), y) in bytemuck::bytes_of_mut(&mut xor).iter_mut().zip(a).zip(b) {
                 *c = x ^ y;
             }
+            changed.or_assign(&xor);
         }
-        let same = bytemuck::bytes_of(&xor).iter().all(|&b| b == 0);
-        let mut changed = dirty;
-        changed.or_assign(&xor);
         // Tags go back through their own commit; the pipeline's fields
         // are not the packet's.
         changed.vlan_tci = [0; 2];
