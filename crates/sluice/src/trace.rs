@@ -318,9 +318,18 @@ pub fn live(
 fn trace_pass(env: XlateEnv<'_>, key: &FlowKey) -> (String, Translation) {
     let mut t = Translation::default();
     translate(env, key, &mut t, true);
+    // The bridge the packet enters (its input port's).
+    let name = if env.bridges.is_empty() {
+        env.rules.name()
+    } else {
+        let (b, _) = sluice_classifier::xlate::split_dp_port(key.in_port);
+        env.rules_of(b).map_or("?", |r| r.name())
+    };
+    let head = format!("bridge(\"{name}\")");
     let mut o = format!(
-        "Flow: {}\n\nbridge(\"sluice\")\n----------------\n",
-        describe(key)
+        "Flow: {}\n\n{head}\n{}\n",
+        describe(key),
+        "-".repeat(head.len())
     );
     for line in t.trace.as_deref().unwrap_or(&[]) {
         o += " ";

@@ -115,6 +115,8 @@ pub struct RuleSet {
     fail_open: Option<Arc<Rule>>,
     /// The bridge's patch ports, by number ([`crate::patch`]).
     patches: Arc<[crate::patch::PatchPort]>,
+    /// The bridge's name, for traces (`sluice` unless named).
+    name: Arc<str>,
 }
 
 /// The ids a delete of `id` takes from `map`: every one for `all`, else
@@ -149,6 +151,20 @@ impl RuleSet {
             tunnels: None,
             fail_open: None,
             patches: Arc::from([]),
+            name: Arc::from("sluice"),
+        }
+    }
+
+    /// The bridge's name, as traces show it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Names the bridge (for traces).
+    pub fn set_name(&mut self, name: &str) {
+        if *self.name != *name {
+            self.name = Arc::from(name);
+            self.version += 1;
         }
     }
 
@@ -673,6 +689,7 @@ impl RuleSet {
             tunnels: self.tunnels.clone(),
             fail_open: self.fail_open.clone(),
             patches: Arc::clone(&self.patches),
+            name: Arc::clone(&self.name),
         };
         let (mut kept, mut added) = (0, 0);
         let mut kept_ids = std::collections::HashSet::new();

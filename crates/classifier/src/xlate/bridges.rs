@@ -122,14 +122,13 @@ impl<'a> Ctx<'a, '_> {
                 cx.reason = Some(XlateDrop::NoSuchPort);
                 return;
             }
-            if cx.out.trace.is_some() {
-                cx.note(
-                    cx.depth,
-                    &format!(
-                        "bridge {} (patch port {} -> {})",
-                        patch.peer, patch.port, patch.peer_port
-                    ),
-                );
+            if let Some(t) = &mut cx.out.trace {
+                // As OVS's trace shows the bridge a patch port leads to.
+                let head = format!("bridge(\"{}\")", cx.env.rules.name());
+                let pad = "    ".repeat(cx.depth as usize + 1);
+                t.push(String::new());
+                t.push(format!("{pad}{head}"));
+                t.push(format!("{pad}{}", "-".repeat(head.len())));
             }
             let f = &mut cx.flow;
             f.in_port = patch.peer_port;

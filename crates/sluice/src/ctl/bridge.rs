@@ -189,6 +189,16 @@ impl Control {
         .map(|_| ())
     }
 
+    /// Names the bridge (traces show it), in force on every PMD when this
+    /// returns.
+    pub fn set_name(&self, name: &str) -> Result<(), String> {
+        self.change_rules(|r| {
+            r.set_name(name);
+            Ok(())
+        })
+        .map(|_| ())
+    }
+
     /// Ages this bridge's MAC table (the first bridge's ages with the
     /// connection tracker's sweep).
     pub fn age_macs(&self) {

@@ -236,7 +236,7 @@ impl Switch for SluiceSwitch {
                 control.remove_bridge();
             }
         };
-        if let Err(e) = Self::reset_flows(&control, !secure) {
+        if let Err(e) = Self::reset_flows(&control, !secure).and_then(|()| control.set_name(name)) {
             gone(self);
             return Err(e);
         }
