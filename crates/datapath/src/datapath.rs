@@ -316,15 +316,8 @@ impl Datapath {
     /// Rules this thread learned and the control plane had not taken when
     /// it made `rules` stay in force.
     pub fn set_rules(&mut self, rules: Arc<RuleSet>) {
-        if self.learned_mine.is_empty() {
-            return self.install_rules(rules);
-        }
-        let mut next = (*rules).clone();
-        if next.keep_learned(&mut self.learned_mine) {
-            self.install_rules(Arc::new(next));
-        } else {
-            self.install_rules(rules);
-        }
+        let rules = bridges::with_mine(rules, &mut self.learned_mine);
+        self.install_rules(rules);
     }
 
     /// Puts `rules` in force as they are.

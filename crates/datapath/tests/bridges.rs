@@ -5,6 +5,8 @@
 //! second bridge's port, numbered in the datapath's space. Every packet is
 //! accounted for.
 
+mod common;
+
 use std::sync::Arc;
 
 use sluice_classifier::xlate::dp_port;
@@ -13,16 +15,10 @@ use sluice_datapath::{Datapath, DatapathConfig};
 use sluice_port::capture::CapturePort;
 use sluice_port::replay::{Frames, ReplayPort};
 
+use common::{frame, run_to_end};
+
 const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
-
-fn frame(dst: [u8; 6], src: [u8; 6], seq: u8) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x88, 0xb5]);
-    f.extend(std::iter::repeat_n(seq, 46));
-    f
-}
 
 #[test]
 fn a_patch_crossing_learns_in_the_peer_bridge_and_leaves_by_its_port() {
@@ -63,16 +59,7 @@ fn a_patch_crossing_learns_in_the_peer_bridge_and_leaves_by_its_port() {
     .unwrap();
     let (cap, sent) = CapturePort::new();
     dp.add_port(dp_port(1, 2), Box::new(cap)).unwrap();
-    let mut n = 0u64;
-    dp.run(
-        move || {
-            n += 1;
-            10 + n * 10
-        },
-        |_| false,
-    )
-    .unwrap();
-    dp.finish().unwrap();
+    run_to_end(&mut dp);
     // Flooded by the second bridge's NORMAL: out of its port 2 alone (not
     // back into the patch).
     assert_eq!(*sent.lock().unwrap(), vec![frame(B, A, 1), frame(B, A, 2)]);

@@ -2,12 +2,16 @@
 //! rule's timeouts (the first FIN by the upcall, later ones through the
 //! megaflow they share), the other segments do not, as in OVS.
 
+mod common;
+
 use std::sync::Arc;
 
 use sluice_classifier::{parse_flow_file, RuleSet};
 use sluice_datapath::{Datapath, DatapathConfig};
 use sluice_port::capture::CapturePort;
 use sluice_port::replay::{Frames, ReplayPort};
+
+use common::run_to_end;
 
 /// An Ethernet/IPv4/TCP frame from 10.0.0.1:1000 to 10.0.0.2:80 with these
 /// TCP flags.
@@ -32,16 +36,7 @@ fn run(frames: Vec<Vec<u8>>) -> ((u16, u16), usize) {
     .unwrap();
     let (cap, sent) = CapturePort::new();
     dp.add_port(2, Box::new(cap)).unwrap();
-    let mut n = 0u64;
-    dp.run(
-        move || {
-            n += 1;
-            10 + n * 10
-        },
-        |_| false,
-    )
-    .unwrap();
-    dp.finish().unwrap();
+    run_to_end(&mut dp);
     let timeouts = dp.rules().table(0).next().unwrap().timeouts();
     let out = sent.lock().unwrap().len();
     (timeouts, out)

@@ -2,6 +2,8 @@
 //! the next (packet-out and upcall alike), and what a thread learned stays
 //! in its rules until the control plane's rules hold it.
 
+mod common;
+
 use std::sync::Arc;
 
 use sluice_classifier::parse::{parse_flow, Require};
@@ -11,20 +13,14 @@ use sluice_datapath::{Datapath, DatapathConfig};
 use sluice_port::capture::CapturePort;
 use sluice_port::replay::{Frames, ReplayPort};
 
+use common::{frame, run_to_end};
+
 const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
 
 /// OVS's learning switch written with `learn`.
 const LEARNING: &str = "table=0,actions=learn(table=1,hard_timeout=60,NXM_OF_ETH_DST[]=NXM_OF_ETH_SRC[],output:NXM_OF_IN_PORT[]),resubmit(,1)\n\
     table=1,priority=0,actions=FLOOD\n";
-
-fn frame(dst: [u8; 6], src: [u8; 6], seq: u8) -> Vec<u8> {
-    let mut f = dst.to_vec();
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[0x88, 0xb5]);
-    f.extend(std::iter::repeat_n(seq, 46));
-    f
-}
 
 #[test]
 fn a_learned_rule_forwards_the_next_packet_and_stays_until_the_control_plane_has_it() {
@@ -57,16 +53,7 @@ fn a_learned_rule_forwards_the_next_packet_and_stays_until_the_control_plane_has
         "{:?}",
         dp.rules().iter().collect::<Vec<_>>()
     );
-    let mut n = 0u64;
-    dp.run(
-        move || {
-            n += 1;
-            10 + n * 10
-        },
-        |_| false,
-    )
-    .unwrap();
-    dp.finish().unwrap();
+    run_to_end(&mut dp);
     let sent: Vec<Vec<Vec<u8>>> = caps.iter().map(|c| c.lock().unwrap().clone()).collect();
     // A's packets to B went to port 2 alone; B's first was flooded.
     assert_eq!(sent[0], vec![frame(B, A, 1), frame(B, A, 2)]);

@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::ovs::{as_ovs_vswitchd, start_daemon, start_vswitchd, Db, SCHEMA};
+use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_daemon, start_vswitchd, Db};
 use support::*;
 
 /// A namespace for the switch (`tag`) and two hosts (`tag1`, `tag2`:
@@ -25,26 +25,9 @@ fn switch_and_hosts(tag: &str, net: u8) -> (Host, Host, Host) {
     (sw, h1, h2)
 }
 
-fn pings(h: &Host, to: &str) -> bool {
-    h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
-        .status
-        .success()
-}
-
 #[test]
 fn ovs_vsctl_ofctl_and_appctl_drive_it() {
-    require_root_and(&[
-        "ip",
-        "ping",
-        "ovsdb-server",
-        "ovsdb-tool",
-        "ovs-vsctl",
-        "ovs-ofctl",
-        "ovs-appctl",
-    ]);
-    if !Path::new(SCHEMA).exists() {
-        panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
-    }
+    require_ovs_tools(&[]);
     let mut db = Db::start();
     let (sw, h1, h2) = switch_and_hosts("vsw", 77);
     let bin = as_ovs_vswitchd(db.run());
@@ -210,7 +193,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         ],
     );
     assert!(of.status.success(), "{}", stderr(&of));
-    assert!(!pings(&h1, "10.77.0.2"), "port 1's traffic is dropped");
+    assert!(!h1.pings("10.77.0.2"), "port 1's traffic is dropped");
     let flows = db.tool("ovs-ofctl", &["dump-flows", &br]);
     assert!(
         stdout(&flows).contains(&format!("in_port={p1} actions=drop")),
@@ -221,14 +204,14 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         .tool("ovs-ofctl", &["del-flows", &br, &format!("in_port={p1}")])
         .status
         .success());
-    assert!(pings(&h1, "10.77.0.2"));
+    assert!(h1.pings("10.77.0.2"));
 
     // A VLAN tag set on a port at run time keeps the hosts apart; removed,
     // they meet again. The port keeps its number.
     db.vsctl(&["set", "port", &h1.root_if, "tag=10"]);
-    assert!(!pings(&h1, "10.77.0.2"), "VLAN 10 and untagged are apart");
+    assert!(!h1.pings("10.77.0.2"), "VLAN 10 and untagged are apart");
     db.vsctl(&["remove", "port", &h1.root_if, "tag", "10"]);
-    assert!(pings(&h1, "10.77.0.2"));
+    assert!(h1.pings("10.77.0.2"));
     assert_eq!(db.get("Interface", &h1.root_if, "ofport"), p1);
 
     // Restarted, it finds the same ports under the same numbers.
@@ -247,7 +230,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     // waiting for it, returns).
     db.restart(|| h1.ping("10.77.0.2"));
     db.vsctl(&["set", "port", &h2.root_if, "tag=20"]);
-    assert!(!pings(&h1, "10.77.0.2"));
+    assert!(!h1.pings("10.77.0.2"));
     db.vsctl(&["remove", "port", &h2.root_if, "tag", "20"]);
     h1.ping("10.77.0.2");
 
@@ -273,7 +256,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
 
     // Ports and the bridge go as ovs-vsctl removes them.
     db.vsctl(&["del-port", &br, &h2.root_if]);
-    assert!(!pings(&h1, "10.77.0.2"));
+    assert!(!h1.pings("10.77.0.2"));
     db.vsctl(&["del-br", &br]);
     assert!(
         !db.run().join(format!("{br}.mgmt")).exists(),
@@ -343,7 +326,7 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
         &h2.root_if,
     ]);
     // Secure and no controller: no rules, nothing passes.
-    assert!(!pings(&h1, "10.78.0.2"));
+    assert!(!h1.pings("10.78.0.2"));
     // A controller in the switch's namespace (os-ken, an L2 learning app).
     let port = 6653 + std::process::id() % 1000;
     let log = db.run().join("osken.log");
@@ -389,7 +372,7 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
     // (The pings refused before left the host's neighbour entry FAILED,
     // which the kernel may not ask for again at once.)
     h1.exec("ip neigh flush all");
-    if !pings(&h1, "10.78.0.2") {
+    if !h1.pings("10.78.0.2") {
         // What the controller, the OpenFlow side and the datapath saw.
         panic!(
             "no ping through the controller's rules\ncontroller: {}\n{}\n{}\n{}\nports: {}\nneighbours: {}\nlog: {}",
@@ -414,7 +397,7 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
     assert!(db.vsctl(&["list", "Controller"]).0.is_empty());
     let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
     assert_eq!(flows.lines().count(), 1, "flushed: {flows}");
-    assert!(!pings(&h1, "10.78.0.2"));
+    assert!(!h1.pings("10.78.0.2"));
     db.vsctl(&["del-fail-mode", &br]);
     let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
     assert!(flows.contains("priority=0 actions=NORMAL"), "{flows}");

@@ -7,15 +7,25 @@
 
 mod support;
 
-use std::path::Path;
-
-use support::ovs::{as_ovs_vswitchd, start_vswitchd, Db, SCHEMA};
+use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_vswitchd, Db};
 use support::*;
 
-fn pings(h: &Host, to: &str) -> bool {
-    h.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
-        .status
-        .success()
+/// The `ovs-vsctl` words that add patch port `name` to `br`, its peer
+/// `peer`.
+fn patch_port(br: &str, name: &str, peer: &str) -> Vec<String> {
+    [
+        "add-port",
+        br,
+        name,
+        "--",
+        "set",
+        "interface",
+        name,
+        "type=patch",
+        &format!("options:peer={peer}"),
+    ]
+    .map(String::from)
+    .to_vec()
 }
 
 /// `ovs-ofctl dump-flows BR`'s n_packets of its rule holding `what`.
@@ -32,18 +42,7 @@ fn n_packets(db: &Db, br: &str, what: &str) -> u64 {
 
 #[test]
 fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
-    require_root_and(&[
-        "ip",
-        "ping",
-        "ovsdb-server",
-        "ovsdb-tool",
-        "ovs-vsctl",
-        "ovs-ofctl",
-        "ovs-appctl",
-    ]);
-    if !Path::new(SCHEMA).exists() {
-        panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
-    }
+    require_ovs_tools(&[]);
     let db = Db::start();
     let sw = Host::new("vbr", None);
     let h1 = Host::new("vbr1", Some("10.79.0.1/24"));
@@ -78,27 +77,10 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
         &b,
         &h2.root_if,
     ]);
-    db.vsctl(&[
-        "add-port",
-        &a,
-        &pa,
-        "--",
-        "set",
-        "interface",
-        &pa,
-        "type=patch",
-        &format!("options:peer={pb}"),
-        "--",
-        "add-port",
-        &b,
-        &pb,
-        "--",
-        "set",
-        "interface",
-        &pb,
-        "type=patch",
-        &format!("options:peer={pa}"),
-    ]);
+    let mut both = patch_port(&a, &pa, &pb);
+    both.push("--".into());
+    both.extend(patch_port(&b, &pb, &pa));
+    db.vsctl(&both.iter().map(String::as_str).collect::<Vec<_>>());
     // Each bridge numbers its own ports from 1.
     let of = |i: &str| db.get("Interface", i, "ofport");
     let mut na = [of(&h1.root_if), of(&pa)];
@@ -208,7 +190,7 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
         &["add-flow", &b, "priority=10,icmp,actions=drop"],
     );
     assert!(r.status.success(), "{}", stderr(&r));
-    assert!(!pings(&h1, "10.79.0.2"));
+    assert!(!h1.pings("10.79.0.2"));
     assert!(!stdout(&db.tool("ovs-ofctl", &["dump-flows", &a])).contains("priority=10"));
     assert!(db
         .tool("ovs-ofctl", &["del-flows", &b, "icmp"])
@@ -219,18 +201,13 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
 
     // Unlinked (one end gone), nothing crosses; linked again, it does.
     db.vsctl(&["del-port", &b, &pb]);
-    assert!(!pings(&h1, "10.79.0.2"));
-    db.vsctl(&[
-        "add-port",
-        &b,
-        &pb,
-        "--",
-        "set",
-        "interface",
-        &pb,
-        "type=patch",
-        &format!("options:peer={pa}"),
-    ]);
+    assert!(!h1.pings("10.79.0.2"));
+    db.vsctl(
+        &patch_port(&b, &pb, &pa)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
     h1.exec("ip neigh flush all");
     h1.ping("10.79.0.2");
 
@@ -256,7 +233,7 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
 
     // The second bridge removed: the first forwards on alone.
     db.vsctl(&["del-br", &b]);
-    assert!(!pings(&h1, "10.79.0.2"));
+    assert!(!h1.pings("10.79.0.2"));
     assert!(db.appctl(&["fdb/show", &a]).status.success());
     let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
     assert!(

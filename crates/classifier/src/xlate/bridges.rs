@@ -10,6 +10,9 @@
 
 use std::sync::Arc;
 
+use sluice_conntrack::CtResult;
+use sluice_packet::tunnel::TunnelMeta;
+
 pub use crate::patch::{dp_port, split_dp_port, PatchPort, LOCAL, MAX_BRIDGES};
 use crate::table::RuleSet;
 
@@ -38,6 +41,23 @@ impl BridgeView {
             .collect();
         v.sort_unstable();
         v.dedup();
+        v
+    }
+
+    /// The first bridge's ports, with its patch ports, ascending: with
+    /// no other bridge (`alone`) every datapath number is its own, as it
+    /// is; with others, [`BridgeView::ports_of`] bridge 0.
+    pub fn first_ports(dp_ports: &[u32], rules: &RuleSet, alone: bool) -> Vec<u32> {
+        if !alone {
+            return Self::ports_of(0, dp_ports, rules);
+        }
+        let mut v = dp_ports.to_vec();
+        let patches = rules.patch_ports();
+        if !patches.is_empty() {
+            v.extend(patches.iter().map(|p| p.port));
+            v.sort_unstable();
+            v.dedup();
+        }
         v
     }
 }
@@ -113,7 +133,7 @@ impl<'a> Ctx<'a, '_> {
         let saved_env = self.env;
         let saved_running = (self.running, self.running_ix);
         let original = self.flow;
-        let entered = self.in_copy(|cx| {
+        self.in_copy(|cx| {
             if !cx.enter_bridge(patch.peer) {
                 cx.note(
                     cx.depth,
@@ -135,8 +155,8 @@ impl<'a> Ctx<'a, '_> {
             f.metadata = 0;
             f.regs = [0; sluice_packet::key::N_REGS];
             f.actset_output = 0;
-            clear_tunnel(f);
-            sluice_conntrack::CtResult::default().write_key(f);
+            TunnelMeta::default().write_key(f);
+            CtResult::default().write_key(f);
             cx.action_set.clear();
             cx.depth += 1;
             cx.table(0, true);
@@ -150,43 +170,10 @@ impl<'a> Ctx<'a, '_> {
             f.metadata = original.metadata;
             f.regs = original.regs;
             f.actset_output = original.actset_output;
-            copy_tunnel(f, &original);
-            copy_ct(f, &original);
+            TunnelMeta::of_key(&original).write_key(f);
+            CtResult::of_key(&original).write_key(f);
         });
         self.env = saved_env;
         (self.running, self.running_ix) = saved_running;
-        let _ = entered;
     }
-}
-
-fn clear_tunnel(f: &mut sluice_packet::key::FlowKey) {
-    copy_tunnel(f, &sluice_packet::key::FlowKey::default());
-}
-
-fn copy_tunnel(f: &mut sluice_packet::key::FlowKey, from: &sluice_packet::key::FlowKey) {
-    f.tunnel_id = from.tunnel_id;
-    f.tun_src = from.tun_src;
-    f.tun_dst = from.tun_dst;
-    f.tun_flags = from.tun_flags;
-    f.tun_tos = from.tun_tos;
-    f.tun_ttl = from.tun_ttl;
-    f.tun_family = from.tun_family;
-    f.tun_metadata_present = from.tun_metadata_present;
-    f.tun_ipv6_src = from.tun_ipv6_src;
-    f.tun_ipv6_dst = from.tun_ipv6_dst;
-    f.tun_metadata = from.tun_metadata;
-}
-
-fn copy_ct(f: &mut sluice_packet::key::FlowKey, from: &sluice_packet::key::FlowKey) {
-    f.ct_state = from.ct_state;
-    f.ct_zone = from.ct_zone;
-    f.ct_mark = from.ct_mark;
-    f.ct_label = from.ct_label;
-    f.ct_nw_proto = from.ct_nw_proto;
-    f.ct_tp_src = from.ct_tp_src;
-    f.ct_tp_dst = from.ct_tp_dst;
-    f.ct_nw_src = from.ct_nw_src;
-    f.ct_nw_dst = from.ct_nw_dst;
-    f.ct_ipv6_src = from.ct_ipv6_src;
-    f.ct_ipv6_dst = from.ct_ipv6_dst;
 }

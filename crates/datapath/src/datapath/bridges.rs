@@ -23,6 +23,20 @@ pub(crate) struct BridgeState {
     pub macs_seen: u64,
 }
 
+/// `rules` with the rules this thread learned that the control plane had
+/// not taken when it made them (`mine`, [`RuleSet::keep_learned`]).
+pub(super) fn with_mine(rules: Arc<RuleSet>, mine: &mut Vec<Learned>) -> Arc<RuleSet> {
+    if mine.is_empty() {
+        return rules;
+    }
+    let mut next = (*rules).clone();
+    if next.keep_learned(mine) {
+        Arc::new(next)
+    } else {
+        rules
+    }
+}
+
 impl Datapath {
     /// Installs bridge `bridge`'s rules (`None`: the bridge is gone; its
     /// ports must be gone first). Bridge 0 is [`Datapath::set_rules`]'s.
@@ -40,17 +54,7 @@ impl Datapath {
         }
         match rules {
             Some(r) => {
-                let mine = &mut self.extra_state[k].learned_mine;
-                let r = if mine.is_empty() {
-                    r
-                } else {
-                    let mut next = (*r).clone();
-                    if next.keep_learned(mine) {
-                        Arc::new(next)
-                    } else {
-                        r
-                    }
-                };
+                let r = with_mine(r, &mut self.extra_state[k].learned_mine);
                 self.install_bridge_rules(bridge, r);
             }
             None => {
@@ -101,19 +105,8 @@ impl Datapath {
     /// Recomputes every bridge's port list from the datapath's ports and
     /// the bridges' patch ports.
     pub(super) fn refresh_views(&mut self) {
-        if self.extra.is_empty() {
-            // One bridge: the datapath's numbers are its own.
-            let patches = self.rules.patch_ports();
-            self.root_ports.clear();
-            self.root_ports.extend_from_slice(&self.fwd_numbers);
-            if !patches.is_empty() {
-                self.root_ports.extend(patches.iter().map(|p| p.port));
-                self.root_ports.sort_unstable();
-                self.root_ports.dedup();
-            }
-        } else {
-            self.root_ports = BridgeView::ports_of(0, &self.fwd_numbers, &self.rules);
-        }
+        self.root_ports =
+            BridgeView::first_ports(&self.fwd_numbers, &self.rules, self.extra.is_empty());
         for (k, v) in self.extra.iter_mut().enumerate() {
             if let Some(v) = v {
                 v.ports = BridgeView::ports_of(k as u16, &self.fwd_numbers, &v.rules);

@@ -6,9 +6,8 @@
 //! OpenFlow numbers; the datapath's are
 //! [`sluice_classifier::xlate::dp_port`]'s.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use sluice_classifier::xlate::{dp_port, split_dp_port};
 use sluice_classifier::{BridgeView, RuleSet};
@@ -33,28 +32,17 @@ impl Control {
             rules.share_datapath_state(&first);
             rules.set_modes(first.modes());
         }
-        rules.take_learned();
-        let c = Control {
-            bridge,
-            extra_bridges: Arc::clone(&self.extra_bridges),
-            published: Arc::clone(&self.published),
-            rules: Mutex::new(rules),
-            pmds: Arc::clone(&self.pmds),
-            start: self.start,
-            n_rxq: self.n_rxq,
-            reconfig: Arc::clone(&self.reconfig),
-            rxq_cycles_base: Mutex::new(HashMap::new()),
-            pmd_cycles_base: Mutex::new(Vec::new()),
-            port_watcher: Mutex::new(None),
-            port_config: Mutex::new(HashMap::new()),
-            of_status: Mutex::new(None),
-            specs: Arc::clone(&self.specs),
-            flow_mods: Default::default(),
-            vlan_limit: std::sync::atomic::AtomicUsize::new(
-                self.vlan_limit.load(Ordering::Relaxed),
-            ),
-            captures: Arc::clone(&self.captures),
-        };
+        // Its own rules, fail mode, OpenFlow side; the datapath's PMDs,
+        // ports, reconfiguration lock, captures and published rules.
+        let mut c = Control::new(rules, Vec::new(), self.start, self.n_rxq);
+        c.bridge = bridge;
+        c.extra_bridges = Arc::clone(&self.extra_bridges);
+        c.published = Arc::clone(&self.published);
+        c.pmds = Arc::clone(&self.pmds);
+        c.reconfig = Arc::clone(&self.reconfig);
+        c.specs = Arc::clone(&self.specs);
+        c.captures = Arc::clone(&self.captures);
+        c.set_vlan_limit(self.vlan_limit());
         self.extra_bridges.fetch_add(1, Ordering::Relaxed);
         let published = {
             let r = c.rules.lock().expect("rules");
@@ -106,14 +94,11 @@ impl Control {
             .cloned()
             .flatten()
             .unwrap_or_else(|| Arc::new(RuleSet::new()));
-        if self.extra_bridges.load(Ordering::Relaxed) == 0 {
-            let mut ports = dp_ports;
-            ports.extend(root.patch_ports().iter().map(|p| p.port));
-            ports.sort_unstable();
-            ports.dedup();
-            return (root, ports, Vec::new());
+        let alone = self.extra_bridges.load(Ordering::Relaxed) == 0;
+        let root_ports = BridgeView::first_ports(&dp_ports, &root, alone);
+        if alone {
+            return (root, root_ports, Vec::new());
         }
-        let root_ports = BridgeView::ports_of(0, &dp_ports, &root);
         let views = all
             .iter()
             .enumerate()

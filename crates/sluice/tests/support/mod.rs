@@ -190,6 +190,14 @@ impl Host {
         format!("ip netns exec {} {cmd}", self.ns)
     }
 
+    /// Whether two pings of `to` are answered (for pings that may fail).
+    #[allow(dead_code)]
+    pub fn pings(&self, to: &str) -> bool {
+        self.exec_status(&format!("ping -c 2 -i 0.2 -W 1 {to}"))
+            .status
+            .success()
+    }
+
     /// Pings `to` three times; every answer must come.
     #[allow(dead_code)]
     pub fn ping(&self, to: &str) {

@@ -12,6 +12,25 @@ use super::{stderr, stdout, wait_for};
 
 pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
 
+/// Root, Open vSwitch's tools and its schema, as the tests that drive
+/// `sluice vswitchd` with them need (`extra`: more commands).
+pub fn require_ovs_tools(extra: &[&str]) {
+    let mut tools = vec![
+        "ip",
+        "ping",
+        "ovsdb-server",
+        "ovsdb-tool",
+        "ovs-vsctl",
+        "ovs-ofctl",
+        "ovs-appctl",
+    ];
+    tools.extend_from_slice(extra);
+    super::require_root_and(&tools);
+    if !Path::new(SCHEMA).exists() {
+        panic!("{SCHEMA} is missing: run scripts/setup (openvswitch-switch)");
+    }
+}
+
 /// ovsdb-server on a private directory, which is also OVS_RUNDIR and
 /// OVS_LOGDIR for everything the test runs.
 pub struct Db {
