@@ -25,6 +25,9 @@ use std::time::{Duration, Instant};
 use sluice_packet::build::{Frame, L4};
 use sluice_packet::tunnel::{Endpoint, TlvMap, TunnelConfig, TunnelKey, TunnelKind, TunnelMeta};
 
+mod devices;
+pub use devices::{Device, KernelRoute};
+
 /// Most neighbours cached (OVS has no limit; this bounds what a flood of
 /// ARP packets with made-up senders can take).
 pub const MAX_NEIGHBOURS: usize = 65536;
@@ -124,10 +127,13 @@ impl Receivers {
 /// An ARP request or neighbour solicitation waiting to be sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArpRequest {
-    /// The underlay port.
+    /// The underlay port (or device).
     pub ofport: u32,
     /// The frame.
     pub frame: Vec<u8>,
+    /// Sent as if it came in on `ofport` through that port's bridge's
+    /// tables (a device's: OVS's `compose_table_xlate`), not out of it.
+    pub through_table: bool,
 }
 
 /// See the module documentation.
@@ -138,6 +144,8 @@ pub struct Tunnels {
     tlv: TlvMap,
     receivers: Vec<std::sync::Arc<Receivers>>,
     routes: RwLock<Vec<Route>>,
+    kernel: RwLock<devices::Kernel>,
+    has_devices: AtomicBool,
     neighbours: RwLock<HashMap<IpAddr, (Neighbour, Instant)>>,
     requests: Mutex<Vec<ArpRequest>>,
     asked: Mutex<HashMap<IpAddr, Instant>>,
@@ -222,6 +230,8 @@ impl Tunnels {
             tlv,
             receivers,
             routes: RwLock::new(routes),
+            kernel: RwLock::default(),
+            has_devices: AtomicBool::new(false),
             neighbours: RwLock::default(),
             requests: Mutex::default(),
             asked: Mutex::default(),
@@ -234,10 +244,14 @@ impl Tunnels {
     /// that still exist, routes added by hand that still have a way out):
     /// a port added or removed does not forget them.
     pub fn adopt(&self, old: &Tunnels) {
+        let kernel = old.kernel.read().unwrap_or_else(|e| e.into_inner()).clone();
+        self.has_devices
+            .store(!kernel.devices.is_empty(), Ordering::Release);
+        *self.kernel.write().unwrap_or_else(|e| e.into_inner()) = kernel;
         let old_n = old.neighbours.read().unwrap_or_else(|e| e.into_inner());
         let mut n = self.neighbours.write().unwrap_or_else(|e| e.into_inner());
         for (ip, (nb, seen)) in old_n.iter() {
-            if self.underlay(nb.ofport).is_some() {
+            if self.is_underlay(nb.ofport) {
                 n.insert(*ip, (*nb, *seen));
             }
         }
@@ -300,6 +314,12 @@ impl Tunnels {
         self.underlays.iter().find(|u| u.ofport == ofport)
     }
 
+    /// Whether `ofport` is an underlay or a device (neighbours are seen
+    /// on those).
+    pub fn is_underlay(&self, ofport: u32) -> bool {
+        self.underlay(ofport).is_some() || self.device(ofport).is_some()
+    }
+
     /// The underlays.
     pub fn underlays(&self) -> &[Underlay] {
         &self.underlays
@@ -325,23 +345,42 @@ impl Tunnels {
         self.receivers.iter().any(|r| r.kind == TunnelKind::Gre)
     }
 
-    /// The route to `dst`: the longest prefix holding it.
+    /// The route to `dst`: the longest prefix holding it (at the same
+    /// length, one added by hand before the kernel's, the kernel's before
+    /// an underlay's subnet).
     pub fn route(&self, dst: IpAddr) -> Option<Route> {
         let routes = self.routes.read().unwrap_or_else(|e| e.into_inner());
-        routes
+        let mine = routes
             .iter()
             .filter(|r| in_prefix(dst, r.prefix, r.len))
             .max_by_key(|r| (r.len, r.user))
-            .copied()
+            .copied();
+        drop(routes);
+        if !self.has_devices() {
+            return mine;
+        }
+        let k = self.kernel.read().unwrap_or_else(|e| e.into_inner());
+        let kernel = k
+            .routes
+            .iter()
+            .find(|r| in_prefix(dst, r.prefix, r.len))
+            .copied();
+        match (mine, kernel) {
+            (Some(m), Some(k)) if k.len > m.len || (k.len == m.len && !m.user) => Some(k),
+            (None, k) => k,
+            (m, _) => m,
+        }
     }
 
-    /// Every route, longest prefix first.
+    /// Every route (the kernel's through devices too), longest prefix
+    /// first.
     pub fn routes(&self) -> Vec<Route> {
         let mut v = self
             .routes
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        v.extend(self.kernel_routes());
         v.sort_by_key(|r| (r.prefix.is_ipv6(), std::cmp::Reverse(r.len), r.prefix));
         v
     }
@@ -359,21 +398,30 @@ impl Tunnels {
             ));
         }
         let hop = gw.unwrap_or(prefix);
-        let u = self
+        let by_underlay = self
             .underlays
             .iter()
             .find(|u| in_prefix(hop, u.ip, u.prefix))
-            .ok_or_else(|| {
-                format!(
-                    "no underlay port's subnet holds {hop}: give a gateway on one (ports with ip=A/N)"
-                )
-            })?;
+            .map(|u| (u.ofport, u.ip));
+        let by_device = || {
+            self.devices().into_iter().find_map(|d| {
+                d.addrs
+                    .iter()
+                    .find(|(a, n)| in_prefix(hop, *a, *n))
+                    .map(|(a, _)| (d.port, *a))
+            })
+        };
+        let (ofport, src) = by_underlay.or_else(by_device).ok_or_else(|| {
+            format!(
+                "no underlay port's or internal port's subnet holds {hop}: give a gateway on one (ports with ip=A/N, or internal ports with an address in the kernel)"
+            )
+        })?;
         let r = Route {
             prefix: mask_prefix(prefix, len),
             len,
             gw,
-            ofport: u.ofport,
-            src: u.ip,
+            ofport,
+            src,
             user: true,
         };
         let mut routes = self.routes.write().unwrap_or_else(|e| e.into_inner());
@@ -418,7 +466,7 @@ impl Tunnels {
     /// so). Returns whether anything changed (then translations that read
     /// it are redone).
     pub fn learn(&self, ip: IpAddr, mac: [u8; 6], ofport: u32) -> bool {
-        if !is_unicast(ip) || mac[0] & 1 != 0 || mac == [0; 6] || self.underlay(ofport).is_none() {
+        if !is_unicast(ip) || mac[0] & 1 != 0 || mac == [0; 6] || !self.is_underlay(ofport) {
             return false;
         }
         let new = Neighbour { mac, ofport };
@@ -448,7 +496,7 @@ impl Tunnels {
     /// `tnl/neigh/set`): as if an ARP packet on underlay `ofport` had said
     /// so (a later one may change it).
     pub fn set_neighbour(&self, ofport: u32, ip: IpAddr, mac: [u8; 6]) -> Result<(), String> {
-        if self.underlay(ofport).is_none() {
+        if !self.is_underlay(ofport) {
             return Err(format!(
                 "port {ofport} is not an underlay (a port with ip=A/N)"
             ));
@@ -473,6 +521,20 @@ impl Tunnels {
     /// for `ip` out of underlay `u`, unless one went less than
     /// [`ARP_RETRY`] ago. Returns whether one was queued.
     pub fn ask(&self, ip: IpAddr, u: &Underlay) -> bool {
+        self.ask_from(ip, u.ip, u.mac, u.ofport, false)
+    }
+
+    /// [`Tunnels::ask`] from address `src` and Ethernet address `mac`,
+    /// out of port `ofport` or (`through_table`) into its bridge's
+    /// tables as if it came in on it.
+    pub fn ask_from(
+        &self,
+        ip: IpAddr,
+        src: IpAddr,
+        mac: [u8; 6],
+        ofport: u32,
+        through_table: bool,
+    ) -> bool {
         {
             let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
@@ -487,10 +549,10 @@ impl Tunnels {
             }
             asked.insert(ip, now);
         }
-        let frame = match (u.ip, ip) {
+        let frame = match (src, ip) {
             (IpAddr::V4(src), IpAddr::V4(dst)) => {
-                Frame::arp(1, u.mac, src.octets(), [0; 6], dst.octets())
-                    .macs(u.mac, [0xff; 6])
+                Frame::arp(1, mac, src.octets(), [0; 6], dst.octets())
+                    .macs(mac, [0xff; 6])
                     .build()
             }
             (IpAddr::V6(src), IpAddr::V6(dst)) => {
@@ -504,11 +566,11 @@ impl Tunnels {
                     group,
                     L4::NeighborSolicit {
                         target: t,
-                        sll: Some(u.mac),
+                        sll: Some(mac),
                     },
                 )
                 .ttl(255)
-                .macs(u.mac, mac)
+                .macs(mac, mac)
                 .build()
             }
             _ => return false,
@@ -517,8 +579,9 @@ impl Tunnels {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(ArpRequest {
-                ofport: u.ofport,
+                ofport,
                 frame,
+                through_table,
             });
         self.pending.store(true, Ordering::Release);
         true

@@ -582,7 +582,19 @@ impl Datapath {
                 self.epoch += 1;
             }
             for r in requests {
-                self.send_frame(r.ofport, &r.frame, now_us);
+                if r.through_table {
+                    // Into the device's bridge as if the kernel sent it
+                    // (OVS's compose_table_xlate): its rules flood it.
+                    let table = [sluice_classifier::Action::Resubmit {
+                        in_port: None,
+                        table: Some(0),
+                    }];
+                    if self.packet_out(&r.frame, r.ofport, &table, now_us).is_err() {
+                        self.stats.copy_failures += 1;
+                    }
+                } else {
+                    self.send_frame(r.ofport, &r.frame, now_us);
+                }
             }
         }
         self.see_bridge();

@@ -78,6 +78,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::TunnelTooLong,
     DropReason::Xlate(XlateDrop::TunnelEcn),
     DropReason::FragmentPurged,
+    DropReason::Xlate(XlateDrop::TunnelEgress),
 ];
 
 impl DropReason {
@@ -135,12 +136,13 @@ impl DropReason {
             DropReason::TunnelTooLong => 27,
             DropReason::Xlate(XlateDrop::TunnelEcn) => 28,
             DropReason::FragmentPurged => 29,
+            DropReason::Xlate(XlateDrop::TunnelEgress) => 30,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 30;
+pub const N_DROP_REASONS: usize = 31;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //! (Open vSwitch's netdev-dummy framing over unix sockets). Ports whose
 //! device ring can fill keep an [`egress`] queue (seed 002).
 //! Imports only `sluice-packet`. `unsafe` appears only at the OS boundary
-//! ([`sys`], [`afpacket`], [`afxdp`], [`xdp_prog`]) and in the guest memory of
+//! ([`sys`], [`kernel_net`], [`afpacket`], [`afxdp`], [`xdp_prog`]) and in the guest memory of
 //! [`vhost`] ports (`vhost::guest`, [`vhost::split`]), each block commented.
 
 #![warn(missing_docs)]
@@ -26,6 +26,7 @@ pub mod capture;
 #[cfg(feature = "dpdk")]
 pub mod dpdk;
 pub mod egress;
+pub mod kernel_net;
 pub mod null;
 pub mod pcap;
 pub mod pcap_port;

@@ -64,7 +64,11 @@ pub struct Control {
     /// Every bridge's rules as last published, by bridge index (shared
     /// by every bridge's control: a trace follows patch ports).
     published: Arc<Mutex<Vec<Option<Arc<RuleSet>>>>>,
-    rules: Mutex<RuleSet>,
+    rules: Arc<Mutex<RuleSet>>,
+    /// The datapath's first bridge's rules, on the others' controls: they
+    /// hold the datapath's tunnel state (tunnel ports of every bridge,
+    /// by datapath number).
+    first: Option<Arc<Mutex<RuleSet>>>,
     pmds: Arc<Mutex<PmdSenders>>,
     start: Instant,
     /// `--n-rxq`, for ports added at run time.
@@ -202,7 +206,8 @@ impl Control {
             bridge: 0,
             extra_bridges: Arc::default(),
             published: Arc::new(Mutex::new(vec![Some(Arc::new(rules.clone()))])),
-            rules: Mutex::new(rules),
+            rules: Arc::new(Mutex::new(rules)),
+            first: None,
             pmds: Arc::new(Mutex::new(pmds)),
             start,
             n_rxq,
@@ -286,20 +291,38 @@ impl Control {
         self.ask_each(|_, tx| make(tx))
     }
 
-    /// Makes the tunnel state that of `specs` (keeping what the old one
-    /// learned) and publishes it.
+    /// Makes the datapath's tunnel state that of `specs` (every bridge's
+    /// ports, by datapath number), keeping what the old one learned, and
+    /// publishes it.
     fn refresh_tunnels(&self, specs: &[(u32, PortSpec)]) -> Result<(), String> {
-        let mut rules = self.rules.lock().expect("rules");
+        let mut rules = self.first_rules().lock().expect("rules");
         let new = crate::tunnels::from_ports(specs, &rules.tlv_map())?;
         if let (Some(n), Some(o)) = (&new, rules.tunnels()) {
             n.adopt(o);
         }
         rules.set_tunnels(new);
-        self.publish(&rules)
+        self.publish_first(&rules)
     }
 
-    fn tunnels(&self) -> Option<Arc<sluice_classifier::tunnel::Tunnels>> {
-        self.rules.lock().expect("rules").tunnels().cloned()
+    /// The datapath's tunnel state (the first bridge's rules hold it).
+    pub(crate) fn tunnels(&self) -> Option<Arc<sluice_classifier::tunnel::Tunnels>> {
+        self.first_rules().lock().expect("rules").tunnels().cloned()
+    }
+
+    /// The datapath's first bridge's rules (this bridge's, on it).
+    fn first_rules(&self) -> &Mutex<RuleSet> {
+        self.first.as_deref().unwrap_or(&self.rules)
+    }
+
+    /// Publishes the first bridge's rules `rules` (from any bridge).
+    fn publish_first(&self, rules: &RuleSet) -> Result<(), String> {
+        if self.bridge == 0 {
+            return self.publish(rules);
+        }
+        let snapshot = Arc::new(rules.clone());
+        self.record_published_at(0, Some(Arc::clone(&snapshot)));
+        self.ask_all(|tx| PmdCommand::SetRules(Arc::clone(&snapshot), tx))
+            .map(|_| ())
     }
 
     /// Publishes `rules` and waits until every datapath thread runs them.
@@ -466,11 +489,12 @@ impl Control {
                 crate::ctcmd::command(c, &rest, &ct)
             }
             c @ ("add-tlv-map" | "del-tlv-map" | "dump-tlv-map") => {
-                let mut rules = self.rules.lock().expect("rules");
+                // One map for the datapath, as its tunnel state.
+                let mut rules = self.first_rules().lock().expect("rules");
                 let (answer, new) = crate::tunnels::tlv_command(c, &rest, &rules.tlv_map())?;
                 if let Some(map) = new {
                     rules.set_tlv_map(map)?;
-                    self.publish(&rules)?;
+                    self.publish_first(&rules)?;
                 }
                 Ok(answer)
             }

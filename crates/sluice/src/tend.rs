@@ -70,6 +70,11 @@ impl Tender {
                 control.age_macs();
             }
         }
+        // The kernel's addresses and routes for tunnels through internal
+        // ports (once per datapath).
+        if self.datapath {
+            control.refresh_kernel_tunnels();
+        }
         // Rules the PMDs learned, into the rules the control plane owns
         // (and out to the other PMDs).
         let _ = control.adopt_learned();

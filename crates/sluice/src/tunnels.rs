@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use sluice_classifier::tunnel::{Tunnels, Underlay};
+use sluice_classifier::tunnel::{Device, KernelRoute, Tunnels, Underlay};
 use std::net::IpAddr;
 
 use sluice_packet::tunnel::{TlvEntry, TlvMap};
@@ -44,13 +44,86 @@ pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<
     if tunnels.is_empty() && underlays.is_empty() && tlv.is_empty() {
         return Ok(None);
     }
-    if !tunnels.is_empty() && underlays.is_empty() {
+    if !tunnels.is_empty() && underlays.is_empty() && !ports.iter().any(|(_, s)| is_internal(s)) {
         return Err(format!(
-            "tunnel port {} has no underlay to send through: give an Ethernet port an address of the switch's own, e.g. --port 2=afpacket:eth1,ip=10.90.0.1/24",
+            "tunnel port {} has no underlay to send through: give an Ethernet port an address of the switch's own, e.g. --port 2=afpacket:eth1,ip=10.90.0.1/24, or add an internal (tap) port and give it an address in the kernel, as OVS's br-phy",
             tunnels[0].0
         ));
     }
     Tunnels::new(tunnels, underlays, tlv.clone()).map(|t| Some(Arc::new(t)))
+}
+
+/// Whether a port is an internal one (a tap, maybe with a VLAN), which
+/// can be a device: a tunnel endpoint with the kernel's address.
+fn is_internal(s: &PortSpec) -> bool {
+    match s {
+        PortSpec::Tap { .. } => true,
+        PortSpec::Bridged { port, .. } => is_internal(port),
+        _ => false,
+    }
+}
+
+/// The devices among `ports` (internal ports whose interface has an
+/// address in the kernel; `bridge_of` names a port's bridge) and the
+/// kernel's routes, set into `t`. Returns whether anything changed.
+pub fn refresh_kernel(
+    t: &Tunnels,
+    ports: &[(u32, PortSpec)],
+    bridge_of: impl Fn(u32) -> String,
+) -> bool {
+    let taps: Vec<(u32, &str)> = ports
+        .iter()
+        .filter_map(|(n, s)| tap_name(s).map(|i| (*n, i)))
+        .collect();
+    if taps.is_empty() && !t.has_devices() {
+        return false;
+    }
+    let addrs = sluice_port::kernel_net::if_addrs().unwrap_or_default();
+    let devices = taps
+        .iter()
+        .filter_map(|&(port, name)| {
+            let mine: Vec<(IpAddr, u8)> = addrs
+                .iter()
+                .filter(|a| a.ifname == name && !is_link_local(a.ip))
+                .map(|a| (a.ip, a.prefix))
+                .collect();
+            if mine.is_empty() {
+                return None;
+            }
+            Some(Device {
+                port,
+                name: name.to_string(),
+                bridge: bridge_of(port),
+                mac: sluice_port::sys::if_mac(name)?,
+                addrs: mine,
+            })
+        })
+        .collect();
+    let routes: Vec<KernelRoute> = sluice_port::kernel_net::routes()
+        .into_iter()
+        .map(|r| KernelRoute {
+            prefix: r.prefix,
+            len: r.len,
+            gw: r.gw,
+            dev: r.dev,
+            prefsrc: None,
+        })
+        .collect();
+    t.set_kernel(devices, &routes)
+}
+
+/// An internal port's interface name.
+fn tap_name(s: &PortSpec) -> Option<&str> {
+    match s {
+        PortSpec::Tap { ifname, .. } => Some(ifname),
+        PortSpec::Bridged { port, .. } => tap_name(port),
+        _ => None,
+    }
+}
+
+/// IPv6 link-local addresses are no tunnel endpoints.
+fn is_link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if a.segments()[0] & 0xffc0 == 0xfe80)
 }
 
 /// Runs `add-tlv-map MAPPINGS`, `del-tlv-map [MAPPINGS]` or
@@ -140,13 +213,13 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
     s += &"-".repeat(64);
     s.push('\n');
     if let Some(t) = t {
+        let devices = t.devices();
         for (ip, n) in t.neighbours() {
-            s += &format!(
-                "{:<32} {:<18} port {}\n",
-                ip.to_string(),
-                fmt_mac(&n.mac),
-                n.ofport
-            );
+            let at = match devices.iter().find(|d| d.port == n.ofport) {
+                Some(d) => d.bridge.clone(),
+                None => format!("port {}", n.ofport),
+            };
+            s += &format!("{:<32} {:<18} {at}\n", ip.to_string(), fmt_mac(&n.mac));
         }
     }
     s
@@ -158,13 +231,17 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
 pub fn route_show(t: Option<&Tunnels>) -> String {
     let mut s = String::from("Route Table:\n");
     if let Some(t) = t {
+        let devices = t.devices();
         for r in t.routes() {
+            let dev = match devices.iter().find(|d| d.port == r.ofport) {
+                Some(d) => d.name.clone(),
+                None => format!("port {}", r.ofport),
+            };
             s += &format!(
-                "{}{}/{} dev port {}{} SRC {}\n",
+                "{}{}/{} dev {dev}{} SRC {}\n",
                 if r.user { "User: " } else { "Cached: " },
                 r.prefix,
                 r.len,
-                r.ofport,
                 match r.gw {
                     Some(g) => format!(" GW {g}"),
                     None => String::new(),
@@ -176,10 +253,21 @@ pub fn route_show(t: Option<&Tunnels>) -> String {
     s
 }
 
-/// `tnl-ports-show`: the tunnel ports and underlays.
+/// `tnl-ports-show`: the tunnel ports, underlays and devices.
 pub fn ports_show(t: Option<&Tunnels>) -> String {
     let mut s = String::new();
     if let Some(t) = t {
+        for d in t.devices() {
+            let addrs: Vec<String> = d.addrs.iter().map(|(a, n)| format!("{a}/{n}")).collect();
+            s += &format!(
+                "device {} (port {:#x}, bridge {}): {} {}\n",
+                d.name,
+                d.port,
+                d.bridge,
+                addrs.join(" "),
+                fmt_mac(&d.mac)
+            );
+        }
         for u in t.underlays() {
             s += &format!(
                 "underlay port {}: {}/{} {}\n",
@@ -247,6 +335,10 @@ mod tests {
         assert!(from_ports(&ports(&["1=null"])).unwrap().is_none());
         let e = from_ports(&ports(&["1=null", "10=vxlan:remote_ip=10.0.0.2"])).unwrap_err();
         assert!(e.contains("no underlay"), "{e}");
+        assert!(
+            from_ports(&ports(&["1=tap:t0", "10=vxlan:remote_ip=10.0.0.2"])).is_ok(),
+            "an internal port may get an address in the kernel"
+        );
         let e = from_ports(&ports(&["1=null,ip=10.0.0.1/24", "2=null,ip=10.0.0.1/8"])).unwrap_err();
         assert!(e.contains("both have address 10.0.0.1"), "{e}");
         let t = from_ports(&ports(&[

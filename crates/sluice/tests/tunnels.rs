@@ -193,6 +193,51 @@ fn vxlan_to_the_kernel_carries_ping_and_iperf3_both_ways() {
     stopped_clean(sw);
 }
 
+/// The underlay address the kernel's, on an internal (tap) port, as
+/// Open vSwitch's `br-phy`: no `ip=`; the kernel's route to the peer
+/// leaves by the tap, the kernel answers ARP for its address, Sluice
+/// asks for the peer through the tap's rules and learns it from the
+/// reply going to the tap. The switch runs in a namespace of its own
+/// (the tap's address and route are that namespace's).
+#[test]
+fn vxlan_through_an_internal_port_with_the_kernels_address() {
+    require_root_and(&["ip", "ping"]);
+    let sw_ns = Host::new("tks", None);
+    let a = Host::new("tka", Some("192.168.72.1/24"));
+    let far = Host::new("tkf", Some("10.92.0.2/24"));
+    far.exec(
+        "ip link add vx42 type vxlan id 42 dstport 4789 remote 10.92.0.1 local 10.92.0.2 dev eth0",
+    );
+    far.exec("ip addr add 192.168.72.2/24 dev vx42");
+    far.exec("ip link set vx42 up");
+    for h in [&a, &far] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw_ns.ns));
+    }
+    let tap = format!("k{}phy", std::process::id() % 10000);
+    let sw = Sluice::start(
+        Some(&sw_ns.ns),
+        "in_port=1,actions=output:10\nin_port=10,actions=output:1\n\
+         in_port=3,actions=output:2\nin_port=2,actions=output:3\n",
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=afpacket:{}", far.root_if),
+            &format!("3=tap:{tap}"),
+            "10=vxlan:remote_ip=10.92.0.2,key=42",
+        ],
+    );
+    sw_ns.exec(&format!("ip addr add 10.92.0.1/24 dev {tap}"));
+    ping_ok(&a, "192.168.72.2");
+    ping_ok(&far, "192.168.72.1");
+    let neigh = sw.ctl(&["tnl-neigh-show"]);
+    assert!(neigh.contains("10.92.0.2"), "{neigh}");
+    let routes = sw.ctl(&["tnl-route-show"]);
+    assert!(
+        routes.contains(&format!("Cached: 10.92.0.0/24 dev {tap} SRC 10.92.0.1")),
+        "{routes}"
+    );
+    stopped_clean(sw);
+}
+
 /// The same over an IPv6 underlay: Sluice answers the kernel's neighbour
 /// solicitations for its address and solicits the kernel's; the kernel's
 /// VXLAN device checks the UDP checksums Sluice writes by default over

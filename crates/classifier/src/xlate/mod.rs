@@ -73,6 +73,10 @@ pub enum XlateDrop {
     /// A tunnel packet marked congestion experienced around a packet that
     /// is not ECN-capable (RFC 6040; OVS drops it too).
     TunnelEcn,
+    /// An output to a tunnel port through a device (`br-phy`) whose
+    /// bridge's rules do more to the encapsulated packet than output it
+    /// (rewrites, the controller, recirculation): not supported.
+    TunnelEgress,
 }
 
 impl XlateDrop {
@@ -95,6 +99,7 @@ impl XlateDrop {
             XlateDrop::TunnelNoNeighbour => "tunnel: neighbour unknown",
             XlateDrop::TunnelArp => "ARP for the switch",
             XlateDrop::TunnelEcn => "tunnel: ECN CE on a not-ECT packet",
+            XlateDrop::TunnelEgress => "tunnel: underlay bridge actions unsupported",
         }
     }
 }
@@ -924,6 +929,9 @@ impl Ctx<'_, '_> {
             self.tunnel_output(p, &cfg);
             return;
         }
+        if self.device_output(p) {
+            return;
+        }
         self.commit();
         let p = self.dp(p);
         self.push(DpAction::Output(p));
@@ -1073,6 +1081,9 @@ mod fork;
 mod groups;
 mod learn;
 pub use learn::learned_rule;
+mod device;
+#[cfg(test)]
+mod device_tests;
 mod load;
 mod normal;
 mod packet_in;

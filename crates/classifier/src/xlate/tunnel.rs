@@ -35,13 +35,19 @@ use crate::tunnel::{Tunnels, Underlay};
 const ARP_REQUEST: u8 = 1;
 
 impl Ctx<'_, '_> {
+    /// The datapath's tunnel state (the first bridge's rules hold it,
+    /// with datapath port numbers).
     fn tunnels(&self) -> Option<Arc<Tunnels>> {
-        self.env.rules.tunnels().cloned()
+        self.root.0.tunnels().cloned()
     }
 
     /// The tunnel port `p`'s configuration, if `p` is a tunnel port.
     pub(super) fn tunnel_port(&self, p: u32) -> Option<TunnelConfig> {
-        self.env.rules.tunnels().and_then(|t| t.port(p)).cloned()
+        let t = self.root.0.tunnels()?;
+        if t.ports().is_empty() {
+            return None;
+        }
+        t.port(self.dp(p)).cloned()
     }
 
     /// An output to tunnel port `p`.
@@ -84,21 +90,28 @@ impl Ctx<'_, '_> {
             self.reason = Some(XlateDrop::TunnelNoRoute);
             return;
         };
-        let Some(under) = t.underlay(route.ofport).copied() else {
+        // Out of an underlay (an address of the switch's own on a port),
+        // or into a device's bridge (an internal port with an address in
+        // the kernel, OVS's br-phy).
+        let (mac, dev) = if let Some(u) = t.underlay(route.ofport) {
+            if self.root.1.binary_search(&u.ofport).is_err() {
+                self.note(
+                    self.depth,
+                    &format!(
+                        ">> tunnel port {p}: underlay port {} is not forwarding",
+                        u.ofport
+                    ),
+                );
+                self.reason = Some(XlateDrop::NoSuchPort);
+                return;
+            }
+            (u.mac, None)
+        } else if let Some(d) = t.device(route.ofport) {
+            (d.mac, Some(d))
+        } else {
             self.reason = Some(XlateDrop::TunnelNoRoute);
             return;
         };
-        if self.env.ports.binary_search(&under.ofport).is_err() {
-            self.note(
-                self.depth,
-                &format!(
-                    ">> tunnel port {p}: underlay port {} is not forwarding",
-                    under.ofport
-                ),
-            );
-            self.reason = Some(XlateDrop::NoSuchPort);
-            return;
-        }
         let src = match cfg.local {
             Some(Endpoint::Fixed(a)) => a,
             Some(Endpoint::Flow) if dst.is_ipv4() => {
@@ -127,7 +140,13 @@ impl Ctx<'_, '_> {
         }
         let hop = route.gw.unwrap_or(dst);
         let Some(n) = t.neighbour(hop) else {
-            let asked = t.ask(hop, &under);
+            let asked = match &dev {
+                None => t.ask_from(hop, route.src, mac, route.ofport, false),
+                Some(d) => {
+                    let from = d.source_for(hop).unwrap_or(route.src);
+                    t.ask_from(hop, from, mac, route.ofport, true)
+                }
+            };
             let what = if hop.is_ipv4() {
                 ", ARP request sent"
             } else {
@@ -178,7 +197,7 @@ impl Ctx<'_, '_> {
         self.commit();
         let header = TnlHeader::build(&HeaderParams {
             kind: cfg.kind,
-            eth_src: under.mac,
+            eth_src: mac,
             eth_dst: n.mac,
             ip_src: src,
             ip_dst: dst,
@@ -191,19 +210,35 @@ impl Ctx<'_, '_> {
             opts,
             oam,
         });
+        if let Some(d) = dev {
+            if self.out.trace.is_some() {
+                self.note(
+                    self.depth,
+                    &format!(
+                        "-> tunnel port {p}: {} tunneling to {dst} via {}, from {} {src} to {} {hop}",
+                        cfg.kind.name(),
+                        d.name,
+                        sluice_packet::wire::ethernet::fmt_mac(&mac),
+                        sluice_packet::wire::ethernet::fmt_mac(&n.mac),
+                    ),
+                );
+            }
+            self.device_push(Arc::new(header), &d, cfg.kind);
+            return;
+        }
         if self.out.trace.is_some() {
             self.note(
                 self.depth,
                 &format!(
                     "-> tunnel port {p}: {} {src} -> {dst} via port {}",
                     cfg.kind.name(),
-                    under.ofport
+                    route.ofport
                 ),
             );
         }
         self.push(DpAction::TnlOutput {
             header: Arc::new(header),
-            port: under.ofport,
+            port: route.ofport,
         });
         self.out.outputs += 1;
     }
@@ -214,7 +249,7 @@ impl Ctx<'_, '_> {
     /// packet CE; an inner packet that is not ECN-capable is dropped).
     /// False when the packet is dropped.
     pub(super) fn tunnel_receive(&mut self) -> bool {
-        if self.env.rules.tunnels().is_none() {
+        if self.root.0.tunnels().is_none() {
             // No tunnels: no packet has tunnel metadata.
             return true;
         }
@@ -249,7 +284,10 @@ impl Ctx<'_, '_> {
         let Some(t) = self.tunnels() else {
             return false;
         };
-        let Some(u) = t.underlay(self.flow.in_port).copied() else {
+        if t.underlays().is_empty() {
+            return false;
+        }
+        let Some(u) = t.underlay(self.dp(self.flow.in_port)).copied() else {
             return false;
         };
         self.out.wc.in_port = u32::MAX;

@@ -41,6 +41,7 @@ impl Control {
         c.pmds = Arc::clone(&self.pmds);
         c.reconfig = Arc::clone(&self.reconfig);
         c.specs = Arc::clone(&self.specs);
+        c.first = Some(Arc::clone(&self.rules));
         c.captures = Arc::clone(&self.captures);
         c.set_vlan_limit(self.vlan_limit());
         self.extra_bridges.fetch_add(1, Ordering::Relaxed);
@@ -53,6 +54,33 @@ impl Control {
             return Err(e);
         }
         Ok(c)
+    }
+
+    /// Reads the kernel's addresses of the datapath's internal ports and
+    /// its routes into the tunnel state, when there are tunnel ports (the
+    /// first bridge's tender calls it a few times a second, as OVS's
+    /// route table follows the kernel's).
+    pub fn refresh_kernel_tunnels(&self) {
+        let Some(t) = self.tunnels() else {
+            return;
+        };
+        if t.ports().is_empty() {
+            return;
+        }
+        let specs = self.specs.lock().expect("specs").clone();
+        let published = self.published.lock().expect("published rules").clone();
+        let bridge_of = |p: u32| {
+            let (b, _) = split_dp_port(p);
+            published
+                .get(b as usize)
+                .cloned()
+                .flatten()
+                .map(|r| r.name().to_string())
+                .unwrap_or_default()
+        };
+        if crate::tunnels::refresh_kernel(&t, &specs, bridge_of) {
+            tracing::info!(target: "tunnel", "tunnel devices and routes now: {}", crate::tunnels::ports_show(Some(&t)).trim_end().replace('\n', "; "));
+        }
     }
 
     /// Takes this bridge (not the first) off the datapath: its ports must
@@ -68,8 +96,13 @@ impl Control {
 
     /// Records this bridge's rules as published (`None`: it is gone).
     pub(super) fn record_published(&self, rules: Option<Arc<RuleSet>>) {
+        self.record_published_at(self.bridge, rules);
+    }
+
+    /// Records bridge `bridge`'s rules as published.
+    pub(super) fn record_published_at(&self, bridge: u16, rules: Option<Arc<RuleSet>>) {
         let mut all = self.published.lock().expect("published rules");
-        let k = self.bridge as usize;
+        let k = bridge as usize;
         if all.len() <= k {
             all.resize(k + 1, None);
         }
@@ -124,7 +157,8 @@ impl Control {
     }
 
     /// [`Control::dp_port`] for a port to add: a bridge other than the
-    /// first numbers its ports below 0xff00 and has no tunnel ports (yet).
+    /// first numbers its ports below 0xff00 and has no underlay (`ip=`:
+    /// Sluice's own stand-alone form; tunnel ports are on any bridge).
     pub(super) fn dp_port_checked(&self, ofport: u32, spec: &PortSpec) -> Result<u32, String> {
         if self.bridge == 0 {
             return Ok(ofport);
@@ -134,9 +168,9 @@ impl Control {
                 "port number {ofport}: a bridge's ports are numbered 1 to 65279"
             ));
         }
-        if matches!(spec, PortSpec::Tunnel(_) | PortSpec::Underlay { .. }) {
+        if matches!(spec, PortSpec::Underlay { .. }) {
             return Err(
-                "tunnel and underlay ports work on the datapath's first bridge only (for now)"
+                "an underlay port (ip=) works on the datapath's first bridge only: on the others, give an internal port an address in the kernel (as OVS's br-phy)"
                     .into(),
             );
         }

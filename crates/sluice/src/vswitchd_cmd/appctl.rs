@@ -123,6 +123,8 @@ impl Commands for Appctl {
             ("vlog/set", "[SPEC...]"),
             ("vlog/list", ""),
             ("sluice/ctl", "COMMAND [ARG...]"),
+            ("ovs/route/add", "ip/plen output_bridge [gw]"),
+            ("ovs/route/del", "ip/plen"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -155,6 +157,14 @@ impl Commands for Appctl {
                 Some(l) => l.reopen().map(|()| String::new()),
                 None => Err("Logging to file not configured".into()),
             },
+            // The device is the one whose subnet holds the next hop (the
+            // bridge named must still be given, as OVS wants it).
+            "ovs/route/add" => match args {
+                [p, _bridge] => ctl("tnl-route-add", std::slice::from_ref(p)),
+                [p, _bridge, gw] => ctl("tnl-route-add", &[p.clone(), gw.clone()]),
+                _ => Err("usage: ovs/route/add ip/plen output_bridge [gw]".into()),
+            },
+            "ovs/route/del" => ctl("tnl-route-del", args),
             "sluice/ctl" => match args.split_first() {
                 Some((c, rest)) => ctl(c, rest),
                 None => Err("sluice/ctl COMMAND [ARG...]: which command?".into()),

@@ -1,0 +1,248 @@
+//! Tunnels as Open vSwitch's userspace datapath makes them, configured
+//! only through Debian's `ovs-vsctl` on a stock `ovsdb-server`: two
+//! chassis, each a network namespace running its own switch, a VM
+//! (namespace) on `br-int`, a Geneve or VXLAN port on `br-int`, and the
+//! underlay on `br-phy`: the physical port a veth to the other chassis,
+//! the address on `br-phy`'s internal port in the kernel. Routes come
+//! from the namespace's kernel table, the next hop is found by ARP
+//! through `br-phy`. Sluice to Sluice (Geneve, then the same port turned
+//! VXLAN at run time), and Sluice to Open vSwitch 3.1's own
+//! `ovs-vswitchd` (Geneve, then VXLAN). Needs root.
+
+mod support;
+
+use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_daemon, start_vswitchd, Db};
+use support::*;
+
+/// One chassis: its database, its switch's namespace and its VM.
+struct Chassis {
+    db: Db,
+    sw: Host,
+    vm: Host,
+}
+
+impl Chassis {
+    /// The namespaces and database of chassis `tag`, its VM at `vm_ip`.
+    fn new(tag: &str, vm_ip: &str) -> Chassis {
+        let db = Db::start();
+        let sw = Host::new(tag, None);
+        let vm = Host::new(&format!("{tag}v"), Some(vm_ip));
+        sh(&format!("ip link set {} netns {}", vm.root_if, sw.ns));
+        // (Open vSwitch does not bring a system port up.)
+        sw.exec(&format!("ip link set {} up", vm.root_if));
+        Chassis { db, sw, vm }
+    }
+
+    /// Starts `daemon` (None: Sluice as `ovs-vswitchd`) and configures
+    /// br-int (the VM, tunnel port `tun0` of `kind` to `remote`) and
+    /// br-phy (`uplink`, address `addr` in the kernel).
+    fn configure(&self, daemon: Option<&str>, uplink: &str, addr: &str, kind: &str, remote: &str) {
+        let out = match daemon {
+            None => {
+                let bin = as_ovs_vswitchd(self.db.run());
+                start_vswitchd(&self.db, &self.sw.ns, &bin)
+            }
+            Some(d) => start_daemon(&self.db, &self.sw.ns, &[d]),
+        };
+        assert!(out.status.success(), "start: {}", stderr(&out));
+        let db = &self.db;
+        db.vsctl(&[
+            "add-br",
+            "br-int",
+            "--",
+            "set",
+            "bridge",
+            "br-int",
+            "datapath_type=netdev",
+            "--",
+            "add-port",
+            "br-int",
+            &self.vm.root_if,
+            "--",
+            "add-port",
+            "br-int",
+            "tun0",
+            "--",
+            "set",
+            "interface",
+            "tun0",
+            &format!("type={kind}"),
+            &format!("options:remote_ip={remote}"),
+        ]);
+        db.vsctl(&[
+            "add-br",
+            "br-phy",
+            "--",
+            "set",
+            "bridge",
+            "br-phy",
+            "datapath_type=netdev",
+            "--",
+            "add-port",
+            "br-phy",
+            uplink,
+        ]);
+        self.sw.exec(&format!("ip addr add {addr} dev br-phy"));
+        self.sw.exec("ip link set br-phy up");
+        assert_eq!(db.get("Interface", "tun0", "error"), "[]");
+    }
+
+    fn appctl(&self, args: &[&str]) -> String {
+        let out = self.db.appctl(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// Nothing at WARN or above in Sluice's log.
+    fn log_is_clean(&self) {
+        let log = std::fs::read_to_string(self.db.run().join("ovs-vswitchd.log")).unwrap();
+        assert!(
+            !log.lines()
+                .any(|l| l.contains("|WARN|") || l.contains("|ERR|")),
+            "{log}"
+        );
+    }
+}
+
+/// Two chassis joined by an underlay veth (`ua` in a's namespace, `ub`
+/// in b's).
+fn two_chassis(tag: &str) -> (Chassis, Chassis, String, String) {
+    require_ovs_tools(&[]);
+    let a = Chassis::new(&format!("{tag}a"), "10.83.0.1/24");
+    let b = Chassis::new(&format!("{tag}b"), "10.83.0.2/24");
+    let id = std::process::id() % 10000;
+    let (ua, ub) = (format!("u{id}{tag}a"), format!("u{id}{tag}b"));
+    sh(&format!(
+        "ip link add {ua} netns {} type veth peer name {ub} netns {}",
+        a.sw.ns, b.sw.ns
+    ));
+    for (c, u) in [(&a, &ua), (&b, &ub)] {
+        c.sw.exec(&format!("ethtool -K {u} tx off tso off gso off"));
+        c.sw.exec(&format!("ip link set {u} up"));
+    }
+    (a, b, ua, ub)
+}
+
+/// The VMs ping each other (the first pings may go while the next hop
+/// is being resolved: retried).
+fn vms_ping(a: &Chassis, b: &Chassis) {
+    let mut ok = false;
+    for _ in 0..10 {
+        let _ = a.vm.exec_status("ip neigh flush dev eth0");
+        if a.vm.pings("10.83.0.2") {
+            ok = true;
+            break;
+        }
+    }
+    if !ok {
+        let mut what = String::new();
+        for (name, c) in [("a", a), ("b", b)] {
+            for cmd in [
+                &["ovs/route/show"][..],
+                &["tnl/neigh/show"],
+                &["tnl/ports/show"],
+                &["dpctl/dump-flows"],
+            ] {
+                what += &format!("{name} {cmd:?}:\n{}\n", stdout(&c.db.appctl(cmd)));
+            }
+            what += &c.sw.exec("ip -br addr");
+        }
+        panic!("the VMs do not reach each other:\n{what}");
+    }
+    a.vm.ping("10.83.0.2");
+    b.vm.ping("10.83.0.1");
+}
+
+#[test]
+fn geneve_and_vxlan_between_two_sluice_chassis_through_br_phy() {
+    let (a, b, ua, ub) = two_chassis("tn");
+    a.configure(None, &ua, "172.31.83.1/24", "geneve", "172.31.83.2");
+    b.configure(None, &ub, "172.31.83.2/24", "geneve", "172.31.83.1");
+
+    // The route from the kernel's table, through br-phy's device.
+    wait_for("the kernel's route to br-phy", 10, || {
+        a.appctl(&["ovs/route/show"])
+            .contains("Cached: 172.31.83.0/24 dev br-phy SRC 172.31.83.1")
+    });
+    // A route added by hand, as OVS's, and taken away.
+    assert_eq!(
+        a.appctl(&["ovs/route/add", "192.0.2.0/24", "br-phy", "172.31.83.2"])
+            .trim(),
+        "OK"
+    );
+    assert!(a
+        .appctl(&["ovs/route/show"])
+        .contains("User: 192.0.2.0/24 dev br-phy GW 172.31.83.2 SRC 172.31.83.1"));
+    a.appctl(&["ovs/route/del", "192.0.2.0/24"]);
+    assert!(!a.appctl(&["ovs/route/show"]).contains("192.0.2.0"));
+    vms_ping(&a, &b);
+    // The peer's address learned from its ARP reply through br-phy.
+    let neigh = a.appctl(&["tnl/neigh/show"]);
+    assert!(
+        neigh
+            .lines()
+            .any(|l| l.starts_with("172.31.83.2 ") && l.trim_end().ends_with("br-phy")),
+        "{neigh}"
+    );
+    // One pass out (the push straight to the uplink's datapath port),
+    // and a pop on the way in.
+    let flows = a.appctl(&["dpctl/dump-flows"]);
+    assert!(flows.contains("tnl_push(header(geneve)"), "{flows}");
+    assert!(flows.contains("tnl_pop(geneve:6081)"), "{flows}");
+
+    // The same port turned VXLAN at run time, on both sides.
+    for c in [&a, &b] {
+        c.db.vsctl(&["set", "interface", "tun0", "type=vxlan"]);
+        assert_eq!(c.db.get("Interface", "tun0", "error"), "[]");
+    }
+    vms_ping(&a, &b);
+    let flows = a.appctl(&["dpctl/dump-flows"]);
+    assert!(flows.contains("tnl_push(header(vxlan)"), "{flows}");
+
+    // A trace shows the way through br-phy.
+    let trace = a.appctl(&[
+        "ofproto/trace",
+        "br-int",
+        &format!(
+            "in_port={},dl_src=02:00:00:00:00:01,dl_dst=02:00:00:00:00:02,ip,nw_src=10.83.0.1,nw_dst=10.83.0.2",
+            a.db.get("Interface", &a.vm.root_if, "ofport")
+        ),
+    ]);
+    assert!(trace.contains("via br-phy"), "{trace}");
+    assert!(trace.contains("bridge(\"br-phy\")"), "{trace}");
+    for c in [&a, &b] {
+        c.log_is_clean();
+        assert!(c.db.appctl(&["exit"]).status.success());
+    }
+}
+
+#[test]
+fn geneve_between_sluice_and_open_vswitch_through_br_phy() {
+    let (a, b, ua, ub) = two_chassis("to");
+    a.configure(None, &ua, "172.31.84.1/24", "geneve", "172.31.84.2");
+    b.configure(
+        Some("/usr/sbin/ovs-vswitchd"),
+        &ub,
+        "172.31.84.2/24",
+        "geneve",
+        "172.31.84.1",
+    );
+    vms_ping(&a, &b);
+    let neigh = a.appctl(&["tnl/neigh/show"]);
+    assert!(neigh.contains("172.31.84.2 "), "{neigh}");
+    // Open vSwitch learned Sluice's side the same way.
+    let theirs = b.appctl(&["tnl/neigh/show"]);
+    assert!(theirs.contains("172.31.84.1 "), "{theirs}");
+    // VXLAN the same way.
+    for c in [&a, &b] {
+        c.db.vsctl(&["set", "interface", "tun0", "type=vxlan"]);
+    }
+    vms_ping(&a, &b);
+    assert!(a
+        .appctl(&["dpctl/dump-flows"])
+        .contains("tnl_push(header(vxlan)"));
+    a.log_is_clean();
+    for c in [&a, &b] {
+        assert!(c.db.appctl(&["exit"]).status.success());
+    }
+}
