@@ -56,11 +56,7 @@ pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<
 /// Whether a port is an internal one (a tap, maybe with a VLAN), which
 /// can be a device: a tunnel endpoint with the kernel's address.
 fn is_internal(s: &PortSpec) -> bool {
-    match s {
-        PortSpec::Tap { .. } => true,
-        PortSpec::Bridged { port, .. } => is_internal(port),
-        _ => false,
-    }
+    tap_name(s).is_some()
 }
 
 /// The devices among `ports` (internal ports whose interface has an

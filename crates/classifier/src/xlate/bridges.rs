@@ -100,6 +100,18 @@ impl<'a> Ctx<'a, '_> {
         true
     }
 
+    /// In a trace, the heading of the bridge the translation enters, as
+    /// OVS's trace shows the bridge a patch port or a tunnel leads to.
+    pub(super) fn bridge_heading(&mut self) {
+        if let Some(t) = &mut self.out.trace {
+            let head = format!("bridge(\"{}\")", self.env.rules.name());
+            let pad = "    ".repeat(self.depth as usize + 1);
+            t.push(String::new());
+            t.push(format!("{pad}{head}"));
+            t.push(format!("{pad}{}", "-".repeat(head.len())));
+        }
+    }
+
     /// The datapath number of the current bridge's OpenFlow port `p`.
     #[inline]
     pub(super) fn dp(&self, p: u32) -> u32 {
@@ -142,14 +154,7 @@ impl<'a> Ctx<'a, '_> {
                 cx.reason = Some(XlateDrop::NoSuchPort);
                 return;
             }
-            if let Some(t) = &mut cx.out.trace {
-                // As OVS's trace shows the bridge a patch port leads to.
-                let head = format!("bridge(\"{}\")", cx.env.rules.name());
-                let pad = "    ".repeat(cx.depth as usize + 1);
-                t.push(String::new());
-                t.push(format!("{pad}{head}"));
-                t.push(format!("{pad}{}", "-".repeat(head.len())));
-            }
+            cx.bridge_heading();
             let f = &mut cx.flow;
             f.in_port = patch.peer_port;
             f.metadata = 0;

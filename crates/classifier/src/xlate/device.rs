@@ -19,7 +19,6 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use sluice_packet::key::FRAG_ANY;
 use sluice_packet::tunnel::{TnlHeader, TunnelKind};
 use sluice_packet::wire::ethernet::{ethertype, fmt_mac};
 use sluice_packet::wire::icmp::nd;
@@ -64,13 +63,7 @@ impl Ctx<'_, '_> {
             self.reason = Some(XlateDrop::TunnelNoRoute);
             return;
         }
-        if let Some(t) = &mut self.out.trace {
-            let head = format!("bridge(\"{}\")", self.env.rules.name());
-            let pad = "    ".repeat(self.depth as usize + 1);
-            t.push(String::new());
-            t.push(format!("{pad}{head}"));
-            t.push(format!("{pad}{}", "-".repeat(head.len())));
-        }
+        self.bridge_heading();
         self.flow = outer;
         self.dirty = FlowKey::default();
         self.vlan_origin = [Some(0), Some(1)];
@@ -156,21 +149,7 @@ impl Ctx<'_, '_> {
         if !t.device_takes(dst, key.dl_dst) {
             return false;
         }
-        self.out.wc.nw_proto = 0xff;
-        self.out.wc.nw_frag = 0xff;
-        if key.nw_frag & FRAG_ANY != 0 {
-            return false;
-        }
-        let receivers = match key.nw_proto {
-            proto::UDP => {
-                self.out.wc.tp_dst = 0xffff;
-                t.udp_kind(key.tp_dst)
-                    .and_then(|k| t.receivers(k, key.tp_dst))
-            }
-            47 => t.receivers(TunnelKind::Gre, 0),
-            _ => None,
-        };
-        let Some(r) = receivers else {
+        let Some(r) = self.tunnel_receivers(&t) else {
             return false;
         };
         // The sender is a neighbour (OVS's tnl_neigh_set on receipt).

@@ -29,7 +29,7 @@ use sluice_packet::wire::l4::proto;
 
 use super::{Ctx, XlateDrop};
 use crate::dpaction::DpAction;
-use crate::tunnel::{Tunnels, Underlay};
+use crate::tunnel::{Receivers, Tunnels, Underlay};
 
 /// ARP opcodes.
 const ARP_REQUEST: u8 = 1;
@@ -429,23 +429,11 @@ impl Ctx<'_, '_> {
     /// a tunnel's port (or GRE), unfragmented, to the underlay's Ethernet
     /// address. True when it is (then decapsulated).
     fn underlay_pop(&mut self, t: &Tunnels, u: &Underlay) -> bool {
-        let key = self.flow;
-        self.out.wc.nw_proto = 0xff;
-        self.out.wc.nw_frag = 0xff;
         self.out.wc.dl_dst = [0xff; 6];
-        if key.nw_frag & FRAG_ANY != 0 || key.dl_dst != u.mac {
+        if self.flow.dl_dst != u.mac {
             return false;
         }
-        let receivers = match key.nw_proto {
-            proto::UDP => {
-                self.out.wc.tp_dst = 0xffff;
-                t.udp_kind(key.tp_dst)
-                    .and_then(|k| t.receivers(k, key.tp_dst))
-            }
-            47 => t.receivers(TunnelKind::Gre, 0),
-            _ => None,
-        };
-        let Some(r) = receivers else {
+        let Some(r) = self.tunnel_receivers(t) else {
             return false;
         };
         self.note(
@@ -455,5 +443,26 @@ impl Ctx<'_, '_> {
         self.push(DpAction::TnlPop(Arc::clone(r)));
         self.out.outputs += 1;
         true
+    }
+
+    /// The tunnel ports that take the packet, an IP packet to one of the
+    /// switch's addresses, if it is a tunnel's: unfragmented, UDP to a
+    /// tunnel's port or GRE (OVS's `tnl_port_map_lookup`).
+    pub(super) fn tunnel_receivers<'t>(&mut self, t: &'t Tunnels) -> Option<&'t Arc<Receivers>> {
+        let key = self.flow;
+        self.out.wc.nw_proto = 0xff;
+        self.out.wc.nw_frag = 0xff;
+        if key.nw_frag & FRAG_ANY != 0 {
+            return None;
+        }
+        match key.nw_proto {
+            proto::UDP => {
+                self.out.wc.tp_dst = 0xffff;
+                t.udp_kind(key.tp_dst)
+                    .and_then(|k| t.receivers(k, key.tp_dst))
+            }
+            47 => t.receivers(TunnelKind::Gre, 0),
+            _ => None,
+        }
     }
 }
