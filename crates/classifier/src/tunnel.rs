@@ -560,7 +560,7 @@ impl Tunnels {
                 let t = dst.octets();
                 let mut group = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
                 group[13..].copy_from_slice(&t[13..]);
-                let mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
+                let group_mac = [0x33, 0x33, 0xff, t[13], t[14], t[15]];
                 Frame::ipv6(
                     src.octets(),
                     group,
@@ -570,7 +570,7 @@ impl Tunnels {
                     },
                 )
                 .ttl(255)
-                .macs(mac, mac)
+                .macs(mac, group_mac)
                 .build()
             }
             _ => return false,
@@ -766,6 +766,22 @@ mod tests {
         );
         t.flush_neighbours();
         assert!(t.neighbour(ip("10.90.0.2")).is_none());
+    }
+
+    /// A neighbour solicitation comes from the asking port's Ethernet
+    /// address (and says so in its option), to the target's
+    /// solicited-node group.
+    #[test]
+    fn a_neighbour_solicitation_names_the_port_that_asks() {
+        let t = Tunnels::new(vec![], vec![], TlvMap::default()).unwrap();
+        let me = [2, 0, 0, 0, 0, 1];
+        assert!(t.ask_from(ip("fd90::2"), ip("fd90::1"), me, 7, true));
+        let r = t.take_requests();
+        let f = &r[0].frame;
+        assert_eq!(&f[0..6], &[0x33, 0x33, 0xff, 0, 0, 2], "to the group");
+        assert_eq!(&f[6..12], &me, "from the port");
+        assert_eq!(&f[f.len() - 6..], &me, "its source link-layer option");
+        assert!(r[0].through_table);
     }
 
     #[test]

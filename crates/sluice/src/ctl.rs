@@ -84,6 +84,9 @@ pub struct Control {
     port_watcher: Mutex<Option<PortWatcher>>,
     /// Ports' OpenFlow config bits set by PORT_MOD.
     port_config: Mutex<HashMap<u32, u32>>,
+    /// Ports of the bridge that are no datapath port (patch ports): their
+    /// numbers and names, for the controllers' port descriptions.
+    patch_names: Mutex<Vec<(u32, String)>>,
     of_status: Mutex<Option<Box<dyn Fn() -> String + Send + Sync>>>,
     /// The ports' specs, by number: an added port's capture files are
     /// checked against them.
@@ -216,6 +219,7 @@ impl Control {
             pmd_cycles_base: Mutex::new(Vec::new()),
             port_watcher: Mutex::new(None),
             port_config: Mutex::new(HashMap::new()),
+            patch_names: Mutex::default(),
             of_status: Mutex::new(None),
             specs: Arc::default(),
             flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
@@ -708,6 +712,32 @@ impl Control {
     ) -> Result<(), String> {
         let in_port = self.dp_port(in_port);
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
+    }
+
+    /// Every port a controller is told of: the datapath's ports of this
+    /// bridge and its patch ports, by OpenFlow number, with their names.
+    pub(crate) fn described_ports(&self) -> Result<Vec<(u32, String)>, String> {
+        let mut v: Vec<(u32, String)> = self
+            .port_reports()?
+            .into_iter()
+            .map(|p| (p.ofport, p.name))
+            .collect();
+        v.extend(
+            self.patch_names
+                .lock()
+                .expect("patch names")
+                .iter()
+                .cloned(),
+        );
+        v.sort_by_key(|p| p.0);
+        Ok(v)
+    }
+
+    /// Names this bridge's patch ports (OpenFlow number, name) for the
+    /// controllers' port descriptions, linked to a peer or not, as OVS
+    /// lists them.
+    pub fn set_patch_names(&self, names: Vec<(u32, String)>) {
+        *self.patch_names.lock().expect("patch names") = names;
     }
 
     /// A port's OpenFlow config bits (0 unless a PORT_MOD set some).

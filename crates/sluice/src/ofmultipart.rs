@@ -85,10 +85,10 @@ pub(crate) fn replies(
             Ok(vec![one(MpReply::Table(tables))])
         }
         MpRequest::PortDesc => {
-            let ports = control.port_reports()?;
+            let ports = control.described_ports()?;
             let descs = ports
                 .iter()
-                .map(|p| port_desc(p.ofport, &p.name, control.port_config(p.ofport)))
+                .map(|(n, name)| port_desc(*n, name, control.port_config(*n)))
                 .collect();
             Ok(vec![one(MpReply::PortDesc(descs))])
         }

@@ -181,6 +181,9 @@ pub fn utc(ms: u64) -> String {
 /// OVS's vlog line: `TIME|SEQ|MODULE|LEVEL|message`.
 struct VlogLines {
     seq: AtomicU64,
+    /// Milliseconds in the time (the file's format; the console's has
+    /// whole seconds, as OVS's).
+    millis: bool,
 }
 
 impl<S, N> FormatEvent<S, N> for VlogLines
@@ -205,7 +208,13 @@ where
             Level::INFO => "INFO",
             Level::DEBUG | Level::TRACE => "DBG",
         };
-        write!(w, "{}|{n:05}|{}|{lvl}|", utc(ms), m.target())?;
+        let t = utc(ms);
+        let t = if self.millis {
+            t
+        } else {
+            format!("{}Z", &t[..19])
+        };
+        write!(w, "{t}|{n:05}|{}|{lvl}|", m.target())?;
         ctx.field_format().format_fields(w.by_ref(), event)?;
         writeln!(w)
     }
@@ -261,14 +270,21 @@ impl LevelHandles {
     }
 }
 
-/// Installs the log: the console at `levels.console` (Sluice's lines on
-/// stderr) and, when given, `file` at `levels.file` (OVS's lines); returns
+/// Installs the log: the console at `levels.console` (OVS's console lines
+/// on stderr) and, when given, `file` at `levels.file` (OVS's lines); returns
 /// the handles `vlog/set` changes them through.
 pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, String> {
     let (console_filter, console_handle) = tracing_subscriber::reload::Layer::new(levels.console);
+    // OVS's console format (`%D{%Y-%m-%dT%H:%M:%SZ}|%05N|%c%T|%p|%m`):
+    // what a daemon says before it detaches is read by scripts (and by
+    // OVS's tests, which allow OVS's own first lines only).
     let console = tracing_subscriber::fmt::layer()
-        .event_format(crate::log::Lines)
+        .event_format(VlogLines {
+            seq: AtomicU64::new(0),
+            millis: false,
+        })
         .with_writer(std::io::stderr)
+        .with_ansi(false)
         .with_filter(console_filter);
     let (file, file_handle) = match file {
         Some(f) => {
@@ -276,6 +292,7 @@ pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, Strin
             let layer = tracing_subscriber::fmt::layer()
                 .event_format(VlogLines {
                     seq: AtomicU64::new(0),
+                    millis: true,
                 })
                 .with_writer(f)
                 .with_ansi(false)

@@ -101,6 +101,15 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
         );
     }
     assert_eq!(db.get("Interface", &pa, "error"), "[]");
+    // Controllers are told of patch ports, as OVS's ovs-ofctl show lists
+    // them (OpenFlow 1.0's features reply, 1.3's port description).
+    for v in ["OpenFlow10", "OpenFlow13"] {
+        let show = stdout(&db.tool("ovs-ofctl", &["-O", v, "show", &a]));
+        assert!(
+            show.contains(&format!(" {}({pa}): addr:", of(&pa))),
+            "{v}: {show}"
+        );
+    }
 
     // NORMAL on each side, across the patch.
     h1.ping("10.79.0.2");

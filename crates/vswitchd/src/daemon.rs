@@ -293,7 +293,7 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         match DbConnection::connect(&opts.target, "Open_vSwitch") {
             Ok(c) => {
-                tracing::info!(target: "switch", "{}: connected", opts.target);
+                tracing::info!(target: "reconnect", "{}: connected", opts.target);
                 backoff = Duration::from_secs(1);
                 said.clear();
                 // As OVS's reconnect: a closed connection is information,
@@ -359,7 +359,7 @@ fn session(
                 }
                 Event::Updated(_) => dirty = true,
                 Event::Locked(true) => {
-                    tracing::info!(target: "switch", "the ovs_vswitchd lock is ours");
+                    tracing::debug!(target: "switch", "the ovs_vswitchd lock is ours");
                     locked = true;
                     dirty = true;
                 }

@@ -46,16 +46,12 @@ impl<S: Conn> Session<S> {
             t::FEATURES_REQUEST => {
                 let ports = self
                     .control
-                    .port_reports()?
+                    .described_ports()?
                     .iter()
-                    .map(|p| {
-                        let d = crate::ofhub::port_desc(
-                            p.ofport,
-                            &p.name,
-                            self.control.port_config(p.ofport),
-                        );
+                    .map(|(n, name)| {
+                        let d = crate::ofhub::port_desc(*n, name, self.control.port_config(*n));
                         of10::Port {
-                            port_no: of10::port16(p.ofport),
+                            port_no: of10::port16(*n),
                             hw_addr: d.hw_addr,
                             name: d.name,
                             config: d.config,

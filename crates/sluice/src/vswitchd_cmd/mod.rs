@@ -216,7 +216,9 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     let _unixctl =
         sluice_vswitchd::unixctl_server::UnixctlServer::start(&sock, Arc::new(Mutex::new(appctl)))
             .map_err(|e| format!("--unixctl {}: {e}", sock.display()))?;
-    tracing::info!(target: "switch", "ovs-vswitchd (Sluice {}) started: database {target}, ovs-appctl at {}{}", env!("CARGO_PKG_VERSION"), sock.display(),
+    // OVS's own first line (scripts and OVS's tests look for it), then
+    // what runs in its place.
+    tracing::info!(target: "vswitchd", "{OVS_VERSION_LINE} (Sluice {}): database {target}, ovs-appctl at {}{}", env!("CARGO_PKG_VERSION"), sock.display(),
         pidfile.as_ref().map(|p| format!(", pidfile {}", p.path().display())).unwrap_or_default());
     let mut sw = SluiceSwitch::new(started.control, openflow, rundir.clone());
     let result = {

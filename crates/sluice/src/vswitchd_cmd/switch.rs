@@ -158,6 +158,16 @@ impl SluiceSwitch {
                 });
             }
         }
+        // Every patch port is described to controllers, linked or not.
+        for (bridge, b) in &self.bridges {
+            let named: Vec<(u32, String)> = self
+                .patches
+                .iter()
+                .filter(|(_, e)| e.bridge == *bridge && e.ofport != 0)
+                .map(|(n, e)| (e.ofport, n.clone()))
+                .collect();
+            b.control.set_patch_names(named);
+        }
         for (bridge, mut list) in want {
             list.sort_unstable();
             if self.linked.get(&bridge) == Some(&list) {
