@@ -5,7 +5,8 @@
 //! classifier's rules, groups, meters and actions, Nicira TLV table mods
 //! onto a TLV map (errors, never a panic);
 //! every flow-mod frame also read as the channel reads them, through one
-//! reader kept across the input's frames, with the same result.
+//! reader kept across the input's frames, with the same result; every
+//! frame also through OpenFlow 1.4's bundle parser and conversions.
 
 use sluice_openflow::convert::{flow_mod_op, to_action, FlowModReader};
 use sluice_openflow::msg::to_bytes;
@@ -21,6 +22,13 @@ pub fn run(data: &[u8]) {
         }
         let frame = &data[at..at + len];
         at += len;
+        // As a 1.4 connection reads it: a bundle message parsed, anything
+        // else put in 1.3's layout (and what 1.3 writes put in 1.4's).
+        let _ = sluice_openflow::of14::parse_bundle(frame);
+        if let Ok(f) = sluice_openflow::of14::downgrade(frame) {
+            let _ = decode(&f);
+        }
+        let _ = sluice_openflow::of14::upgrade(frame);
         if frame.get(1) == Some(&sluice_openflow::consts::msg::FLOW_MOD) {
             let read = reader.read(frame).map(|_| ()).and_then(|()| reader.op(254));
             let fresh = match decode(frame) {

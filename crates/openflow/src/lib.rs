@@ -32,6 +32,7 @@ pub mod multipart;
 pub mod nx;
 pub mod nxm;
 pub mod of10;
+pub mod of14;
 pub mod oxm;
 pub mod wire;
 

@@ -30,6 +30,7 @@ use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
 use sluice_openflow::of10::{message as of10_msg, t as of10_t, OFP10};
+use sluice_openflow::of14::OFP14;
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use crate::ctl::Control;
@@ -40,6 +41,8 @@ pub use crate::ofmultipart::N_TABLES;
 
 mod endpoints;
 mod of10;
+mod of14;
+mod writer;
 
 pub use endpoints::{connect, connect_link, listen, serve_bytes, ControllerLink};
 /// Inactivity probe: an echo request after this long without a message,
@@ -148,6 +151,11 @@ struct Session<S> {
     counted_up: bool,
     /// OpenFlow 1.0 was negotiated: the flow format it has asked for.
     v10: Option<sluice_openflow::of10::flow_mod::Format>,
+    /// The version negotiated when it is 1.3 or 1.4 (1.4's messages are
+    /// read and written as 1.3's, converted: `of14`).
+    wire: u8,
+    /// Its open bundles (OpenFlow 1.4).
+    bundles: of14::Bundles,
 }
 
 impl<S> Drop for Session<S> {
@@ -203,6 +211,8 @@ impl<S: Conn> Session<S> {
             primary: false,
             counted_up: false,
             v10: None,
+            wire: OFP13,
+            bundles: of14::Bundles::default(),
         }
     }
 
@@ -213,41 +223,6 @@ impl<S: Conn> Session<S> {
             .fetch_add(bytes.len(), Ordering::Relaxed);
         out.send(bytes.to_vec())
             .map_err(|_| "the peer stopped taking what is sent to it".to_string())
-    }
-
-    /// Starts the writer thread.
-    fn start_writer(&mut self) -> Result<(), String> {
-        let mut w = self.s.writer().map_err(|e| e.to_string())?;
-        let listener = Arc::clone(&self.listener);
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(SESSION_QUEUE);
-        let writer = std::thread::Builder::new()
-            .name("of-writer".into())
-            .spawn(move || {
-                // What is queued goes out together, up to WRITE_BATCH
-                // bytes a write: a burst of packet-ins costs a few
-                // system calls, not one each.
-                let mut out = Vec::with_capacity(WRITE_BATCH);
-                while let Ok(m) = rx.recv() {
-                    out.clear();
-                    out.extend_from_slice(&m);
-                    while out.len() < WRITE_BATCH {
-                        match rx.try_recv() {
-                            Ok(m) => out.extend_from_slice(&m),
-                            Err(_) => break,
-                        }
-                    }
-                    if w.write_all(&out).is_err() {
-                        break;
-                    }
-                    listener
-                        .queued_bytes
-                        .fetch_sub(out.len(), Ordering::Relaxed);
-                }
-            })
-            .map_err(|e| e.to_string())?;
-        self.out = Some(tx);
-        self.writer = Some(writer);
-        Ok(())
     }
 
     fn reply(&mut self, m: &Message, xid: u32) -> Result<(), String> {
@@ -270,7 +245,13 @@ impl<S: Conn> Session<S> {
             .map_err(|e| e.to_string())?;
         self.start_writer()?;
         let mine = self.info.versions.load(Ordering::Relaxed);
-        self.reply(&Message::Hello { versions: mine }, 0)?;
+        // The header says the highest version offered, the bitmap all.
+        let mut hello = to_bytes(&Message::Hello { versions: mine }, 0);
+        hello[0] = (OFP10..=OFP14)
+            .rev()
+            .find(|v| mine & 1 << v != 0)
+            .unwrap_or(OFP13);
+        self.send(&hello)?;
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 16);
         let mut chunk = vec![0u8; 1 << 16];
         let mut last_heard = Instant::now();
@@ -320,7 +301,11 @@ impl<S: Conn> Session<S> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(format!("read: {e}")),
             }
-            let used = self.handle_frames(&buf)?;
+            let used = if self.wire == OFP14 {
+                self.handle_frames14(&buf)?
+            } else {
+                self.handle_frames13(&buf)?
+            };
             buf.drain(..used);
         }
     }
@@ -341,7 +326,7 @@ impl<S: Conn> Session<S> {
 
     /// Handles every whole message in `buf`; returns the bytes used.
     /// Consecutive flow-mods are applied together.
-    fn handle_frames(&mut self, buf: &[u8]) -> Result<usize, String> {
+    fn handle_frames13(&mut self, buf: &[u8]) -> Result<usize, String> {
         let mut at = 0;
         let mut mods: Vec<(usize, usize)> = Vec::new();
         loop {
@@ -368,7 +353,14 @@ impl<S: Conn> Session<S> {
                 mods.push((at, len));
             } else {
                 self.flush_mods(buf, &mut mods)?;
+                let was = self.wire;
                 self.handle(frame)?;
+                if was != OFP14 && self.wire == OFP14 {
+                    // The HELLO that made it a 1.4 connection: the rest
+                    // of what came with it is 1.4's.
+                    at += len;
+                    return Ok(at + self.handle_frames14(&buf[at..])?);
+                }
             }
             at += len;
         }
@@ -497,7 +489,13 @@ impl<S: Conn> Session<S> {
                 self.counted_up = true;
                 self.info.hub.controller_up();
             }
-            if versions & 1 << OFP13 == 0 {
+            if versions & 1 << OFP14 != 0 {
+                // OpenFlow 1.4 (where the bridge's protocols name it):
+                // 1.3's messages, converted both ways.
+                self.wire = OFP14;
+                self.listener.wire.store(OFP14, Ordering::Relaxed);
+                log_connection(&format!("OpenFlow 1.4 connection {}", self.peer));
+            } else if versions & 1 << OFP13 == 0 {
                 // OpenFlow 1.0: its messages are 1.0's, with Nicira's.
                 self.v10 = Some(Default::default());
                 self.listener.version.store(OFP10, Ordering::Relaxed);

@@ -66,6 +66,9 @@ pub struct Listener {
     /// A 1.0 connection in the NXM flow format: its flow removed messages
     /// are `NXT_FLOW_REMOVED`.
     pub nxm: AtomicBool,
+    /// OpenFlow 1.4 (5) when it speaks 1.4: what is written to it (1.3's
+    /// messages, `version` 4) is put in 1.4's layout on the way out.
+    pub wire: AtomicU8,
 }
 
 impl Default for Listener {
@@ -82,6 +85,7 @@ impl Default for Listener {
             version: AtomicU8::new(OFP13),
             pin_format: AtomicU8::new(0),
             nxm: AtomicBool::new(false),
+            wire: AtomicU8::new(0),
         }
     }
 }

@@ -252,3 +252,84 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     );
     assert!(db.appctl(&["exit"]).status.success());
 }
+
+/// `ovs-ofctl --bundle` (OpenFlow 1.4 bundles, where `Bridge.protocols`
+/// names OpenFlow14, as OVS's tests and ovn-controller's bridges do):
+/// the flows of a bundle are applied together, and none of them when one
+/// is refused.
+#[test]
+fn a_bundle_of_flows_is_applied_all_or_nothing() {
+    require_ovs_tools(&[]);
+    let db = Db::start();
+    let sw = Host::new("vbu", None);
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let br = format!("bu{}", std::process::id() % 10000);
+    db.vsctl(&[
+        "add-br",
+        &br,
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "datapath_type=netdev",
+        "fail-mode=secure",
+        "protocols=OpenFlow10,OpenFlow13,OpenFlow14",
+    ]);
+    let flows = db.run().join("flows.txt");
+    std::fs::write(
+        &flows,
+        "priority=10,ip,actions=drop\npriority=20,arp,actions=NORMAL\n",
+    )
+    .unwrap();
+    let f = flows.to_str().unwrap();
+    let add = db.tool("ovs-ofctl", &["--bundle", "add-flows", &br, f]);
+    assert!(add.status.success(), "{}", stderr(&add));
+    let dump = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
+    assert!(dump.contains("priority=10,ip actions=drop"), "{dump}");
+    assert!(dump.contains("priority=20,arp actions=NORMAL"), "{dump}");
+    // One refused (a group that is not there): none is applied.
+    std::fs::write(
+        &flows,
+        "priority=30,tcp,actions=drop\npriority=31,udp,actions=group:7\n",
+    )
+    .unwrap();
+    let add = db.tool("ovs-ofctl", &["--bundle", "add-flows", &br, f]);
+    assert!(!add.status.success());
+    let dump = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
+    assert!(!dump.contains("priority=30"), "{dump}");
+    // 1.4 is spoken only where the row asks for it.
+    let v14 = stdout(&db.tool("ovs-ofctl", &["-O", "OpenFlow14", "dump-flows", &br]));
+    assert!(v14.contains("priority=20,arp actions=NORMAL"), "{v14}");
+    let show = db.tool("ovs-ofctl", &["-O", "OpenFlow14", "show", &br]);
+    assert!(stdout(&show).contains("LOCAL"), "{}", stderr(&show));
+    // A bundle opened in the same write as the HELLO is read as 1.4's.
+    {
+        use std::io::{Read, Write};
+        let mut c =
+            std::os::unix::net::UnixStream::connect(db.run().join(format!("{br}.mgmt"))).unwrap();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut both = vec![5, 0, 0, 16, 0, 0, 0, 1, 0, 1, 0, 8, 0, 0, 0, 0x20];
+        both.extend_from_slice(&[5, 33, 0, 16, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 3]);
+        c.write_all(&both).unwrap();
+        let mut read_msg = || {
+            let mut h = [0u8; 8];
+            c.read_exact(&mut h).unwrap();
+            let mut body = vec![0u8; usize::from(u16::from_be_bytes([h[2], h[3]])) - 8];
+            c.read_exact(&mut body).unwrap();
+            (h, body)
+        };
+        let (hello, _) = read_msg();
+        assert_eq!(hello[1], 0, "HELLO first");
+        let (h, body) = read_msg();
+        assert_eq!(
+            (h[0], h[1]),
+            (5, 33),
+            "a 1.4 BUNDLE_CONTROL: {h:?} {body:?}"
+        );
+        assert_eq!(&body[4..6], &[0, 1], "OPEN_REPLY");
+    }
+    assert!(db.appctl(&["exit"]).status.success());
+}

@@ -23,6 +23,24 @@ impl Control {
         &self,
         ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
     ) -> Result<Applied, String> {
+        self.apply_flow_mods_as(ops, false)
+    }
+
+    /// [`Control::apply_flow_mods`] all or nothing (an OpenFlow bundle's
+    /// commit): when one fails, no rule changes (its error is among
+    /// those returned; the others are `None` though not applied).
+    pub(crate) fn apply_flow_mods_atomic(
+        &self,
+        ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
+    ) -> Result<Applied, String> {
+        self.apply_flow_mods_as(ops, true)
+    }
+
+    fn apply_flow_mods_as(
+        &self,
+        ops: impl IntoIterator<Item = Result<FlowModOp, OfError>>,
+        atomic: bool,
+    ) -> Result<Applied, String> {
         let mut rules = self.rules.lock().expect("rules");
         let mut next = next_version(&rules);
         let now = self.now_us();
@@ -68,6 +86,10 @@ impl Control {
             })
             .collect::<Vec<_>>();
         let refused = errs.iter().filter(|e| e.is_some()).count() as u64;
+        if atomic && refused > 0 {
+            self.flow_mods[1].fetch_add(errs.len() as u64, Ordering::Relaxed);
+            return Ok((errs, Vec::new()));
+        }
         self.flow_mods[0].fetch_add(errs.len() as u64 - refused, Ordering::Relaxed);
         self.flow_mods[1].fetch_add(refused, Ordering::Relaxed);
         if next.version() != rules.version() {

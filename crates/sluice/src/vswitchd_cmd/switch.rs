@@ -202,12 +202,13 @@ fn protocol_versions(protocols: &[String]) -> (u32, Option<String>) {
         match p.as_str() {
             "OpenFlow10" => v |= 1 << OFP10,
             "OpenFlow13" => v |= 1 << OFP13,
+            "OpenFlow14" => v |= 1 << sluice_openflow::of14::OFP14,
             other => not.push(other.to_string()),
         }
     }
     let note = (!not.is_empty()).then(|| {
         format!(
-            "protocols {}: Sluice speaks OpenFlow10 and OpenFlow13{}",
+            "protocols {}: Sluice speaks OpenFlow10, OpenFlow13 and OpenFlow14{}",
             not.join(", "),
             if v == 0 {
                 ": no connection can be made"

@@ -1,0 +1,208 @@
+//! An OpenFlow 1.4 connection (where `Bridge.protocols` names
+//! OpenFlow14): its messages are read as 1.3's once
+//! [`sluice_openflow::of14::downgrade`] has put them in 1.3's layout, and
+//! everything written to it is put in 1.4's by the writer
+//! ([`sluice_openflow::of14::upgrade`]). Bundles are kept here: opened,
+//! filled with flow-mods, group-mods and packet-outs (each checked as it
+//! comes), closed, committed or discarded, as OpenFlow 1.4's
+//! `BUNDLE_CONTROL` and `BUNDLE_ADD_MESSAGE` (what `ovs-ofctl --bundle`
+//! and ovn-controller send). A commit applies the bundle's group-mods in
+//! order, then all its flow-mods at once, atomically (none is applied if
+//! one fails: the rules published in one new version), then its
+//! packet-outs.
+
+use std::collections::HashMap;
+
+use sluice_openflow::consts::msg;
+use sluice_openflow::msg::error_reply;
+use sluice_openflow::of14::{self, bundle_ctrl, Bundle};
+use sluice_openflow::{frame_len, OfError};
+
+use super::{Conn, Session, N_TABLES};
+
+/// Most bundles open at once on one connection.
+const MAX_BUNDLES: usize = 64;
+/// Most messages in one bundle.
+const MAX_MESSAGES: usize = 1 << 20;
+
+/// A bundle being filled.
+struct Open {
+    flags: u16,
+    closed: bool,
+    /// Its messages, in 1.3's layout.
+    messages: Vec<Vec<u8>>,
+}
+
+/// The connection's open bundles, by id.
+#[derive(Default)]
+pub(super) struct Bundles(HashMap<u32, Open>);
+
+fn xid(frame: &[u8]) -> u32 {
+    u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]])
+}
+
+impl<S: Conn> Session<S> {
+    /// Handles every whole 1.4 message in `buf`; returns the bytes used.
+    pub(super) fn handle_frames14(&mut self, buf: &[u8]) -> Result<usize, String> {
+        let mut at = 0;
+        let mut as13: Vec<u8> = Vec::new();
+        while let Ok(Some(len)) = frame_len(&buf[at..]) {
+            if at + len > buf.len() {
+                break;
+            }
+            let frame = &buf[at..at + len];
+            at += len;
+            if matches!(frame[1], of14::BUNDLE_CONTROL | of14::BUNDLE_ADD_MESSAGE) {
+                // What came before it goes first, in order.
+                self.handle_frames13(&std::mem::take(&mut as13))?;
+                self.bundle(frame)?;
+                continue;
+            }
+            match of14::downgrade(frame) {
+                Ok(f) => as13.extend_from_slice(&f),
+                Err(e) => {
+                    self.handle_frames13(&std::mem::take(&mut as13))?;
+                    self.reply(&error_reply(e, frame), xid(frame))?;
+                }
+            }
+        }
+        if let Err(e) = frame_len(&buf[at..]) {
+            self.handle_frames13(&std::mem::take(&mut as13))?;
+            let _ = self.reply(&error_reply(e, &buf[at..]), 0);
+            return Err(format!("{e}: a message length under 8"));
+        }
+        self.handle_frames13(&as13)?;
+        Ok(at)
+    }
+
+    fn bundle(&mut self, frame: &[u8]) -> Result<(), String> {
+        let x = xid(frame);
+        let fail = |s: &mut Self, e: OfError, f: &[u8]| s.reply(&error_reply(e, f), xid(f));
+        match of14::parse_bundle(frame) {
+            Err(e) => fail(self, e, frame),
+            Ok(Bundle::Control { id, typ, flags }) => {
+                let reply = |s: &mut Self, typ| s.send(&of14::bundle_reply(id, typ, flags, x));
+                match typ {
+                    bundle_ctrl::OPEN_REQUEST => {
+                        if self.bundles.0.contains_key(&id) {
+                            return fail(self, OfError::BUNDLE_EXIST, frame);
+                        }
+                        if self.bundles.0.len() >= MAX_BUNDLES {
+                            return fail(self, OfError::BUNDLE_OUT_OF_BUNDLES, frame);
+                        }
+                        self.bundles.0.insert(
+                            id,
+                            Open {
+                                flags,
+                                closed: false,
+                                messages: Vec::new(),
+                            },
+                        );
+                        reply(self, bundle_ctrl::OPEN_REPLY)
+                    }
+                    bundle_ctrl::CLOSE_REQUEST => match self.bundles.0.get_mut(&id) {
+                        None => fail(self, OfError::BUNDLE_BAD_ID, frame),
+                        Some(b) if b.closed => fail(self, OfError::BUNDLE_CLOSED, frame),
+                        Some(b) if b.flags != flags => fail(self, OfError::BUNDLE_BAD_FLAGS, frame),
+                        Some(b) => {
+                            b.closed = true;
+                            reply(self, bundle_ctrl::CLOSE_REPLY)
+                        }
+                    },
+                    bundle_ctrl::COMMIT_REQUEST => match self.bundles.0.remove(&id) {
+                        None => fail(self, OfError::BUNDLE_BAD_ID, frame),
+                        Some(b) if b.flags != flags => fail(self, OfError::BUNDLE_BAD_FLAGS, frame),
+                        Some(b) => {
+                            if self.commit(b.messages, frame)? {
+                                reply(self, bundle_ctrl::COMMIT_REPLY)
+                            } else {
+                                Ok(())
+                            }
+                        }
+                    },
+                    bundle_ctrl::DISCARD_REQUEST => match self.bundles.0.remove(&id) {
+                        None => fail(self, OfError::BUNDLE_BAD_ID, frame),
+                        Some(_) => reply(self, bundle_ctrl::DISCARD_REPLY),
+                    },
+                    _ => fail(self, OfError::BUNDLE_BAD_TYPE, frame),
+                }
+            }
+            Ok(Bundle::Add { id, flags, inner }) => {
+                if self.is_slave() {
+                    return fail(self, OfError::IS_SLAVE, frame);
+                }
+                if inner[0] != of14::OFP14 {
+                    return fail(self, OfError::BAD_VERSION, frame);
+                }
+                if !matches!(inner[1], msg::FLOW_MOD | msg::GROUP_MOD | msg::PACKET_OUT) {
+                    return fail(self, OfError::BUNDLE_MSG_UNSUP, frame);
+                }
+                let as13 = match of14::downgrade(inner) {
+                    Ok(f) => f.into_owned(),
+                    Err(e) => return fail(self, e, frame),
+                };
+                // A flow-mod is read now: its error comes with its add.
+                if as13[1] == msg::FLOW_MOD {
+                    let read = self.flow_mods.read(&as13).map(|_| ());
+                    if let Err(e) = read.and_then(|()| self.flow_mods.op(N_TABLES).map(|_| ())) {
+                        return fail(self, e, frame);
+                    }
+                }
+                // (A bundle added to before it is opened is opened, as
+                // the spec says.)
+                let b = self.bundles.0.entry(id).or_insert(Open {
+                    flags,
+                    closed: false,
+                    messages: Vec::new(),
+                });
+                let err = if b.closed {
+                    Some(OfError::BUNDLE_CLOSED)
+                } else if b.flags != flags {
+                    Some(OfError::BUNDLE_BAD_FLAGS)
+                } else if b.messages.len() >= MAX_MESSAGES {
+                    Some(OfError::BUNDLE_MSG_TOO_MANY)
+                } else {
+                    b.messages.push(as13);
+                    None
+                };
+                match err {
+                    Some(e) => fail(self, e, frame),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// Applies a bundle's messages (group-mods, then the flow-mods at
+    /// once, then packet-outs). False when a flow-mod failed: its error
+    /// and `BUNDLE_FAILED/MSG_FAILED` for `commit` are sent, and no rule
+    /// changed.
+    fn commit(&mut self, messages: Vec<Vec<u8>>, commit: &[u8]) -> Result<bool, String> {
+        for m in messages.iter().filter(|m| m[1] == msg::GROUP_MOD) {
+            self.handle(m)?;
+        }
+        let mods: Vec<&Vec<u8>> = messages.iter().filter(|m| m[1] == msg::FLOW_MOD).collect();
+        if !mods.is_empty() {
+            let reader = &mut self.flow_mods;
+            let ops = mods.iter().map(|m| {
+                reader.read(m)?;
+                reader.op(N_TABLES)
+            });
+            let (errs, removed) = self.control.apply_flow_mods_atomic(ops)?;
+            if let Some((i, e)) = errs.iter().enumerate().find_map(|(i, e)| e.map(|e| (i, e))) {
+                let m = mods[i];
+                self.reply(&error_reply(e, m), xid(m))?;
+                self.reply(
+                    &error_reply(OfError::BUNDLE_MSG_FAILED, commit),
+                    xid(commit),
+                )?;
+                return Ok(false);
+            }
+            self.tell_removed(&removed);
+        }
+        for m in messages.iter().filter(|m| m[1] == msg::PACKET_OUT) {
+            self.handle(m)?;
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,55 @@
+//! A connection's writer thread: what the session and the hub queue for
+//! it goes out in batches, put in OpenFlow 1.4's layout on a 1.4
+//! connection.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sluice_openflow::of14::OFP14;
+
+use super::{Conn, Session, SESSION_QUEUE, WRITE_BATCH};
+
+impl<S: Conn> Session<S> {
+    /// Starts the writer thread.
+    pub(super) fn start_writer(&mut self) -> Result<(), String> {
+        let mut w = self.s.writer().map_err(|e| e.to_string())?;
+        let listener = Arc::clone(&self.listener);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(SESSION_QUEUE);
+        let writer = std::thread::Builder::new()
+            .name("of-writer".into())
+            .spawn(move || {
+                // What is queued goes out together, up to WRITE_BATCH
+                // bytes a write: a burst of packet-ins costs a few
+                // system calls, not one each.
+                // On a 1.4 connection each message is put in 1.4's
+                // layout here (the queue counts the bytes as queued).
+                let mut out = Vec::with_capacity(WRITE_BATCH);
+                let put = |out: &mut Vec<u8>, m: &[u8]| {
+                    if listener.wire.load(Ordering::Relaxed) == OFP14 {
+                        out.extend_from_slice(&sluice_openflow::of14::upgrade(m));
+                    } else {
+                        out.extend_from_slice(m);
+                    }
+                    m.len()
+                };
+                while let Ok(m) = rx.recv() {
+                    out.clear();
+                    let mut queued = put(&mut out, &m);
+                    while out.len() < WRITE_BATCH {
+                        match rx.try_recv() {
+                            Ok(m) => queued += put(&mut out, &m),
+                            Err(_) => break,
+                        }
+                    }
+                    if w.write_all(&out).is_err() {
+                        break;
+                    }
+                    listener.queued_bytes.fetch_sub(queued, Ordering::Relaxed);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        self.out = Some(tx);
+        self.writer = Some(writer);
+        Ok(())
+    }
+}
