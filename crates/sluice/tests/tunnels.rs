@@ -212,6 +212,12 @@ fn vxlan_through_an_internal_port_with_the_kernels_address() {
     far.exec("ip link set vx42 up");
     for h in [&a, &far] {
         sh(&format!("ip link set {} netns {}", h.root_if, sw_ns.ns));
+        // (The kernel would answer ARP for the tap's address on this
+        // port too, with the port's MAC: docs/vswitchd.md.)
+        sw_ns.exec(&format!(
+            "sysctl -qw net.ipv4.conf.{}.arp_ignore=1",
+            h.root_if
+        ));
     }
     let tap = format!("k{}phy", std::process::id() % 10000);
     let sw = Sluice::start(

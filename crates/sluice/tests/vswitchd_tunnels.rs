@@ -118,6 +118,11 @@ fn two_chassis(tag: &str) -> (Chassis, Chassis, String, String) {
     ));
     for (c, u) in [(&a, &ua), (&b, &ub)] {
         c.sw.exec(&format!("ethtool -K {u} tx off tso off gso off"));
+        // The kernel also sees what arrives on the physical port: with
+        // Linux's defaults it answers ARP there for br-phy's address,
+        // with the port's MAC, and the peer may keep that one (as with
+        // OVS). A physical port of br-phy answers nothing itself.
+        c.sw.exec(&format!("sysctl -qw net.ipv4.conf.{u}.arp_ignore=1"));
         c.sw.exec(&format!("ip link set {u} up"));
     }
     (a, b, ua, ub)
