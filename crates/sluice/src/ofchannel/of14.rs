@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use sluice_openflow::consts::msg;
+use sluice_openflow::convert::FlowModOp;
 use sluice_openflow::msg::error_reply;
 use sluice_openflow::of14::{self, bundle_ctrl, Bundle};
 use sluice_openflow::{frame_len, OfError};
@@ -29,8 +30,26 @@ const MAX_MESSAGES: usize = 1 << 20;
 struct Open {
     flags: u16,
     closed: bool,
-    /// Its messages, in 1.3's layout.
-    messages: Vec<Vec<u8>>,
+    /// Its flow-mods, read as they were added, each with its frame (in
+    /// 1.3's layout) for its error.
+    flow_mods: Vec<(FlowModOp, Vec<u8>)>,
+    /// Its group-mods and packet-outs, in order, in 1.3's layout.
+    others: Vec<Vec<u8>>,
+}
+
+impl Open {
+    fn new(flags: u16) -> Open {
+        Open {
+            flags,
+            closed: false,
+            flow_mods: Vec::new(),
+            others: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.flow_mods.len() + self.others.len()
+    }
 }
 
 /// The connection's open bundles, by id.
@@ -90,14 +109,7 @@ impl<S: Conn> Session<S> {
                         if self.bundles.0.len() >= MAX_BUNDLES {
                             return fail(self, OfError::BUNDLE_OUT_OF_BUNDLES, frame);
                         }
-                        self.bundles.0.insert(
-                            id,
-                            Open {
-                                flags,
-                                closed: false,
-                                messages: Vec::new(),
-                            },
-                        );
+                        self.bundles.0.insert(id, Open::new(flags));
                         reply(self, bundle_ctrl::OPEN_REPLY)
                     }
                     bundle_ctrl::CLOSE_REQUEST => match self.bundles.0.get_mut(&id) {
@@ -113,7 +125,7 @@ impl<S: Conn> Session<S> {
                         None => fail(self, OfError::BUNDLE_BAD_ID, frame),
                         Some(b) if b.flags != flags => fail(self, OfError::BUNDLE_BAD_FLAGS, frame),
                         Some(b) => {
-                            if self.commit(b.messages, frame)? {
+                            if self.commit(b, frame)? {
                                 reply(self, bundle_ctrl::COMMIT_REPLY)
                             } else {
                                 Ok(())
@@ -141,28 +153,31 @@ impl<S: Conn> Session<S> {
                     Ok(f) => f.into_owned(),
                     Err(e) => return fail(self, e, frame),
                 };
-                // A flow-mod is read now: its error comes with its add.
-                if as13[1] == msg::FLOW_MOD {
+                // A flow-mod is read now (once): its error comes with its
+                // add.
+                let op = if as13[1] == msg::FLOW_MOD {
                     let read = self.flow_mods.read(&as13).map(|_| ());
-                    if let Err(e) = read.and_then(|()| self.flow_mods.op(N_TABLES).map(|_| ())) {
-                        return fail(self, e, frame);
+                    match read.and_then(|()| self.flow_mods.op(N_TABLES)) {
+                        Ok(op) => Some(op),
+                        Err(e) => return fail(self, e, frame),
                     }
-                }
+                } else {
+                    None
+                };
                 // (A bundle added to before it is opened is opened, as
                 // the spec says.)
-                let b = self.bundles.0.entry(id).or_insert(Open {
-                    flags,
-                    closed: false,
-                    messages: Vec::new(),
-                });
+                let b = self.bundles.0.entry(id).or_insert_with(|| Open::new(flags));
                 let err = if b.closed {
                     Some(OfError::BUNDLE_CLOSED)
                 } else if b.flags != flags {
                     Some(OfError::BUNDLE_BAD_FLAGS)
-                } else if b.messages.len() >= MAX_MESSAGES {
+                } else if b.len() >= MAX_MESSAGES {
                     Some(OfError::BUNDLE_MSG_TOO_MANY)
                 } else {
-                    b.messages.push(as13);
+                    match op {
+                        Some(op) => b.flow_mods.push((op, as13)),
+                        None => b.others.push(as13),
+                    }
                     None
                 };
                 match err {
@@ -177,20 +192,17 @@ impl<S: Conn> Session<S> {
     /// once, then packet-outs). False when a flow-mod failed: its error
     /// and `BUNDLE_FAILED/MSG_FAILED` for `commit` are sent, and no rule
     /// changed.
-    fn commit(&mut self, messages: Vec<Vec<u8>>, commit: &[u8]) -> Result<bool, String> {
-        for m in messages.iter().filter(|m| m[1] == msg::GROUP_MOD) {
+    fn commit(&mut self, b: Open, commit: &[u8]) -> Result<bool, String> {
+        for m in b.others.iter().filter(|m| m[1] == msg::GROUP_MOD) {
             self.handle(m)?;
         }
-        let mods: Vec<&Vec<u8>> = messages.iter().filter(|m| m[1] == msg::FLOW_MOD).collect();
-        if !mods.is_empty() {
-            let reader = &mut self.flow_mods;
-            let ops = mods.iter().map(|m| {
-                reader.read(m)?;
-                reader.op(N_TABLES)
-            });
-            let (errs, removed) = self.control.apply_flow_mods_atomic(ops)?;
+        if !b.flow_mods.is_empty() {
+            let (ops, frames): (Vec<FlowModOp>, Vec<Vec<u8>>) = b.flow_mods.into_iter().unzip();
+            let (errs, removed) = self
+                .control
+                .apply_flow_mods_atomic(ops.into_iter().map(Ok))?;
             if let Some((i, e)) = errs.iter().enumerate().find_map(|(i, e)| e.map(|e| (i, e))) {
-                let m = mods[i];
+                let m = &frames[i];
                 self.reply(&error_reply(e, m), xid(m))?;
                 self.reply(
                     &error_reply(OfError::BUNDLE_MSG_FAILED, commit),
@@ -200,7 +212,7 @@ impl<S: Conn> Session<S> {
             }
             self.tell_removed(&removed);
         }
-        for m in messages.iter().filter(|m| m[1] == msg::PACKET_OUT) {
+        for m in b.others.iter().filter(|m| m[1] == msg::PACKET_OUT) {
             self.handle(m)?;
         }
         Ok(true)
