@@ -44,19 +44,16 @@ pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<
     if tunnels.is_empty() && underlays.is_empty() && tlv.is_empty() {
         return Ok(None);
     }
-    if !tunnels.is_empty() && underlays.is_empty() && !ports.iter().any(|(_, s)| is_internal(s)) {
+    if !tunnels.is_empty()
+        && underlays.is_empty()
+        && !ports.iter().any(|(_, s)| tap_name(s).is_some())
+    {
         return Err(format!(
             "tunnel port {} has no underlay to send through: give an Ethernet port an address of the switch's own, e.g. --port 2=afpacket:eth1,ip=10.90.0.1/24, or add an internal (tap) port and give it an address in the kernel, as OVS's br-phy",
             tunnels[0].0
         ));
     }
     Tunnels::new(tunnels, underlays, tlv.clone()).map(|t| Some(Arc::new(t)))
-}
-
-/// Whether a port is an internal one (a tap, maybe with a VLAN), which
-/// can be a device: a tunnel endpoint with the kernel's address.
-fn is_internal(s: &PortSpec) -> bool {
-    tap_name(s).is_some()
 }
 
 /// The devices among `ports` (internal ports whose interface has an
@@ -108,7 +105,8 @@ pub fn refresh_kernel(
     t.set_kernel(devices, &routes)
 }
 
-/// An internal port's interface name.
+/// An internal port's interface name (a tap, maybe with a VLAN): such a
+/// port can be a device, a tunnel endpoint with the kernel's address.
 fn tap_name(s: &PortSpec) -> Option<&str> {
     match s {
         PortSpec::Tap { ifname, .. } => Some(ifname),

@@ -592,29 +592,25 @@ fn a_vhost_port_made_by_ovs_vsctl_carries_the_guests_traffic() {
     let sock = dir.path().join("vhu0.sock");
     let mut guest = Testpmd::start(dir.path(), "vsctl", &sock, true);
     let br = format!("vv{}", std::process::id() % 10000);
-    db.vsctl(&[
-        "add-br",
+    db.add_br(
         &br,
-        "--",
-        "set",
-        "bridge",
-        &br,
-        "datapath_type=netdev",
-        "--",
-        "add-port",
-        &br,
-        &host.root_if,
-        "--",
-        "add-port",
-        &br,
-        "vhu0",
-        "--",
-        "set",
-        "interface",
-        "vhu0",
-        "type=dpdkvhostuserclient",
-        &format!("options:vhost-server-path={}", sock.display()),
-    ]);
+        &[
+            "--",
+            "add-port",
+            &br,
+            &host.root_if,
+            "--",
+            "add-port",
+            &br,
+            "vhu0",
+            "--",
+            "set",
+            "interface",
+            "vhu0",
+            "type=dpdkvhostuserclient",
+            &format!("options:vhost-server-path={}", sock.display()),
+        ],
+    );
     guest.wait_forwarding();
     // Numbers 1 and 2, in OVS's order (its hash of the port names, which
     // hold this process's id).

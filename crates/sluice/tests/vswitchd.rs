@@ -61,15 +61,7 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     // The bridge and its ports, as a user makes them; ovs-vsctl waits for
     // the switch (no --no-wait) and reports a port it could not make.
     let br = format!("vb{}", std::process::id() % 10000);
-    db.vsctl(&[
-        "add-br",
-        &br,
-        "--",
-        "set",
-        "bridge",
-        &br,
-        "datapath_type=netdev",
-    ]);
+    db.add_br(&br, &[]);
     let (_, warn) = db.vsctl(&[
         "add-port",
         &br,

@@ -58,15 +58,7 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     let (a, b) = (format!("va{id}"), format!("vb{id}"));
     let (pa, pb) = (format!("pa{id}"), format!("pb{id}"));
     for br in [&a, &b] {
-        db.vsctl(&[
-            "add-br",
-            br,
-            "--",
-            "set",
-            "bridge",
-            br,
-            "datapath_type=netdev",
-        ]);
+        db.add_br(br, &[]);
     }
     db.vsctl(&[
         "add-port",
@@ -266,17 +258,13 @@ fn a_bundle_of_flows_is_applied_all_or_nothing() {
     let out = start_vswitchd(&db, &sw.ns, &bin);
     assert!(out.status.success(), "start: {}", stderr(&out));
     let br = format!("bu{}", std::process::id() % 10000);
-    db.vsctl(&[
-        "add-br",
+    db.add_br(
         &br,
-        "--",
-        "set",
-        "bridge",
-        &br,
-        "datapath_type=netdev",
-        "fail-mode=secure",
-        "protocols=OpenFlow10,OpenFlow13,OpenFlow14",
-    ]);
+        &[
+            "fail-mode=secure",
+            "protocols=OpenFlow10,OpenFlow13,OpenFlow14",
+        ],
+    );
     let flows = db.run().join("flows.txt");
     std::fs::write(
         &flows,

@@ -46,42 +46,26 @@ impl Chassis {
         };
         assert!(out.status.success(), "start: {}", stderr(&out));
         let db = &self.db;
-        db.vsctl(&[
-            "add-br",
+        db.add_br(
             "br-int",
-            "--",
-            "set",
-            "bridge",
-            "br-int",
-            "datapath_type=netdev",
-            "--",
-            "add-port",
-            "br-int",
-            &self.vm.root_if,
-            "--",
-            "add-port",
-            "br-int",
-            "tun0",
-            "--",
-            "set",
-            "interface",
-            "tun0",
-            &format!("type={kind}"),
-            &format!("options:remote_ip={remote}"),
-        ]);
-        db.vsctl(&[
-            "add-br",
-            "br-phy",
-            "--",
-            "set",
-            "bridge",
-            "br-phy",
-            "datapath_type=netdev",
-            "--",
-            "add-port",
-            "br-phy",
-            uplink,
-        ]);
+            &[
+                "--",
+                "add-port",
+                "br-int",
+                &self.vm.root_if,
+                "--",
+                "add-port",
+                "br-int",
+                "tun0",
+                "--",
+                "set",
+                "interface",
+                "tun0",
+                &format!("type={kind}"),
+                &format!("options:remote_ip={remote}"),
+            ],
+        );
+        db.add_br("br-phy", &["--", "add-port", "br-phy", uplink]);
         self.sw.exec(&format!("ip addr add {addr} dev br-phy"));
         self.sw.exec("ip link set br-phy up");
         assert_eq!(db.get("Interface", "tun0", "error"), "[]");

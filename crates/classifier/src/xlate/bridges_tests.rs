@@ -45,17 +45,20 @@ fn two(
         dp_port(1, 5),
         dp_port(1, bridges::LOCAL),
     ];
-    let ports = BridgeView::ports_of(1, &dp_ports, &r1);
-    (
-        r0,
-        vec![
-            None,
-            Some(BridgeView {
-                rules: Arc::new(r1),
-                ports,
-            }),
-        ],
-    )
+    (r0, second_bridge(r1, &dp_ports))
+}
+
+/// The other bridges of a datapath whose second bridge has rules `r1`,
+/// its ports those of `dp_ports` (datapath numbers) that are bridge 1's.
+pub(super) fn second_bridge(r1: RuleSet, dp_ports: &[u32]) -> Vec<Option<BridgeView>> {
+    let ports = BridgeView::ports_of(1, dp_ports, &r1);
+    vec![
+        None,
+        Some(BridgeView {
+            rules: Arc::new(r1),
+            ports,
+        }),
+    ]
 }
 
 fn run2(r0: &RuleSet, others: &[Option<BridgeView>], key: &FlowKey) -> Translation {

@@ -115,7 +115,7 @@ impl Ctx<'_, '_> {
     /// addresses, then decapsulated instead; ARP and ND replies to the
     /// bridge's devices teach the neighbour cache (and go on).
     pub(super) fn device_output(&mut self, p: u32) -> bool {
-        let Some(t) = self.root.0.tunnels().cloned() else {
+        let Some(t) = self.tunnels() else {
             return false;
         };
         if !t.has_devices() {

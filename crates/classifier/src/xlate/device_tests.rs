@@ -5,6 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use super::bridges_tests::second_bridge;
 use super::tests::{set, tcp_key};
 use super::*;
 use crate::tunnel::{Device, KernelRoute, Tunnels};
@@ -47,18 +48,7 @@ fn setup(phy: &str) -> (RuleSet, Vec<Option<BridgeView>>, Arc<Tunnels>) {
     r1.share_datapath_state(&r0);
     r1.set_name("br-phy");
     let dp_ports = [1, 10, dp_port(1, 1), dev_port()];
-    let ports = BridgeView::ports_of(1, &dp_ports, &r1);
-    (
-        r0,
-        vec![
-            None,
-            Some(BridgeView {
-                rules: Arc::new(r1),
-                ports,
-            }),
-        ],
-        t,
-    )
+    (r0, second_bridge(r1, &dp_ports), t)
 }
 
 fn run(r0: &RuleSet, others: &[Option<BridgeView>], key: &FlowKey) -> Translation {

@@ -37,7 +37,7 @@ const ARP_REQUEST: u8 = 1;
 impl Ctx<'_, '_> {
     /// The datapath's tunnel state (the first bridge's rules hold it,
     /// with datapath port numbers).
-    fn tunnels(&self) -> Option<Arc<Tunnels>> {
+    pub(super) fn tunnels(&self) -> Option<Arc<Tunnels>> {
         self.root.0.tunnels().cloned()
     }
 

@@ -114,6 +114,23 @@ impl Db {
         (stdout(&out).trim().to_string(), stderr(&out))
     }
 
+    /// `ovs-vsctl add-br BR -- set bridge BR datapath_type=netdev`, then
+    /// `more` (further settings of the bridge, or `--` and more commands),
+    /// in one transaction.
+    pub fn add_br(&self, br: &str, more: &[&str]) -> (String, String) {
+        let mut all = vec![
+            "add-br",
+            br,
+            "--",
+            "set",
+            "bridge",
+            br,
+            "datapath_type=netdev",
+        ];
+        all.extend_from_slice(more);
+        self.vsctl(&all)
+    }
+
     pub fn get(&self, table: &str, row: &str, column: &str) -> String {
         self.vsctl(&["get", table, row, column]).0
     }
