@@ -56,25 +56,31 @@ pub fn from_ports(ports: &[(u32, PortSpec)], tlv: &TlvMap) -> Result<Option<Arc<
     Tunnels::new(tunnels, underlays, tlv.clone()).map(|t| Some(Arc::new(t)))
 }
 
-/// The devices among `ports` (internal ports whose interface has an
-/// address in the kernel; `bridge_of` names a port's bridge) and the
+/// The internal ports among `ports` (their numbers and interface names),
+/// which [`refresh_kernel`] looks at.
+pub fn internal_ports(ports: &[(u32, PortSpec)]) -> Vec<(u32, String)> {
+    ports
+        .iter()
+        .filter_map(|(n, s)| tap_name(s).map(|i| (*n, i.to_string())))
+        .collect()
+}
+
+/// The devices among the internal ports `taps` (those whose interface has
+/// an address in the kernel; `bridge_of` names a port's bridge) and the
 /// kernel's routes, set into `t`. Returns whether anything changed.
 pub fn refresh_kernel(
     t: &Tunnels,
-    ports: &[(u32, PortSpec)],
+    taps: &[(u32, String)],
     bridge_of: impl Fn(u32) -> String,
 ) -> bool {
-    let taps: Vec<(u32, &str)> = ports
-        .iter()
-        .filter_map(|(n, s)| tap_name(s).map(|i| (*n, i)))
-        .collect();
     if taps.is_empty() && !t.has_devices() {
         return false;
     }
     let addrs = sluice_port::kernel_net::if_addrs().unwrap_or_default();
     let devices = taps
         .iter()
-        .filter_map(|&(port, name)| {
+        .filter_map(|(port, name)| {
+            let (port, name) = (*port, name.as_str());
             let mine: Vec<(IpAddr, u8)> = addrs
                 .iter()
                 .filter(|a| a.ifname == name && !is_link_local(a.ip))

@@ -67,18 +67,19 @@ impl Control {
         if t.ports().is_empty() {
             return;
         }
-        let specs = self.specs.lock().expect("specs").clone();
-        let published = self.published.lock().expect("published rules").clone();
+        // (Only the internal ports' numbers and names are taken, not a
+        // copy of every port's spec, four times a second.)
+        let taps = crate::tunnels::internal_ports(&self.specs.lock().expect("specs"));
         let bridge_of = |p: u32| {
             let (b, _) = split_dp_port(p);
+            let published = self.published.lock().expect("published rules");
             published
                 .get(b as usize)
-                .cloned()
-                .flatten()
+                .and_then(Option::as_ref)
                 .map(|r| r.name().to_string())
                 .unwrap_or_default()
         };
-        if crate::tunnels::refresh_kernel(&t, &specs, bridge_of) {
+        if crate::tunnels::refresh_kernel(&t, &taps, bridge_of) {
             tracing::info!(target: "tunnel", "tunnel devices and routes now: {}", crate::tunnels::ports_show(Some(&t)).trim_end().replace('\n', "; "));
         }
     }
