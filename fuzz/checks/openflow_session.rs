@@ -3,8 +3,8 @@
 //! bursts, group and meter mods, roles, barriers) through the channel and
 //! a switch's rule tables (a `Control` with no PMD thread). What the
 //! switch sends back is a sequence of well-framed OpenFlow messages of
-//! the version negotiated (1.3, or 1.0 with Nicira's extensions);
-//! nothing panics.
+//! the version negotiated (1.5, 1.4, 1.3, or 1.0 with Nicira's
+//! extensions); nothing panics.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,25 +21,25 @@ pub fn run(data: &[u8]) {
         None,
     ));
     let out = sluice::ofchannel::serve_bytes(control, data);
-    // The switch speaks first (its HELLO), and every reply is a whole
-    // OpenFlow 1.3 message.
+    // The switch speaks first (its HELLO, of the highest version it
+    // offers: 1.5), and every reply is a whole OpenFlow message.
     assert!(
-        out.len() >= 8 && out[..2] == [4, 0],
+        out.len() >= 8 && out[..2] == [6, 0],
         "no HELLO first: {:02x?}",
         &out[..out.len().min(16)]
     );
     let mut types = Vec::new();
     let mut at = 0;
-    // After the HELLO, every message is of the version negotiated: 1.3,
-    // or 1.0 for a peer that offered 1.0 and not 1.3.
+    // After the HELLO, every message is of the version negotiated: the
+    // highest both offered.
     let version = out.get(out[2..4].iter().fold(0, |a, &b| a << 8 | usize::from(b)));
     while at < out.len() {
         types.push(out[at + 1]);
         assert!(out.len() - at >= 8, "a cut message: {:02x?}", &out[at..]);
-        let want = if at == 0 { Some(&4) } else { version };
+        let want = if at == 0 { Some(&6) } else { version };
         assert!(
-            want == Some(&out[at]) && matches!(out[at], 1 | 4),
-            "an OpenFlow 1.3 or 1.0 message, all of one version"
+            want == Some(&out[at]) && matches!(out[at], 1 | 4 | 5 | 6),
+            "an OpenFlow 1.5, 1.4, 1.3 or 1.0 message, all of one version"
         );
         let len = usize::from(u16::from_be_bytes([out[at + 2], out[at + 3]]));
         assert!(len >= 8 && at + len <= out.len(), "length {len} at {at}");

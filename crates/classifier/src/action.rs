@@ -125,6 +125,15 @@ pub enum Action {
         /// Where they go.
         dst: Subfield,
     },
+    /// `push:FIELD[BITS]` (`pop` false) and `pop:FIELD[BITS]`: bits of a
+    /// field onto, or back from, the packet's stack (for one pass through
+    /// the tables; OVN keeps `in_port` there around a resubmit).
+    Stack {
+        /// Pop (else push).
+        pop: bool,
+        /// The bits.
+        sf: Subfield,
+    },
     /// `ct(...)`: the packet through the connection tracker
     /// ([`crate::ct`]).
     Ct(crate::ct::Ct),
@@ -429,6 +438,7 @@ impl std::fmt::Display for Action {
             }
             Action::Load { field, value, mask } => fmt_load(f, field, *value, *mask),
             Action::Move { src, dst } => write!(f, "move:{src}->{dst}"),
+            Action::Stack { pop, sf } => write!(f, "{}:{sf}", if *pop { "pop" } else { "push" }),
             Action::Ct(ct) => write!(f, "{ct}"),
             Action::CtClear => f.write_str("ct_clear"),
             Action::ModVlanVid(v) => write!(f, "mod_vlan_vid:{v}"),
@@ -508,8 +518,9 @@ impl Action {
         })
     }
 
-    /// Whether it may not be inside `clone(...)`: an instruction, a meter,
-    /// or `ct` (whose state would leak out of the copy).
+    /// Whether it may not be inside `clone(...)`: an instruction or a
+    /// meter. (`ct` and `ct_clear` may: the packet's own connection state
+    /// comes back after the clone.)
     pub fn refused_in_clone(&self) -> bool {
         matches!(
             self,
@@ -518,8 +529,6 @@ impl Action {
                 | Action::WriteMetadata { .. }
                 | Action::GotoTable(_)
                 | Action::Meter(_)
-                | Action::Ct(_)
-                | Action::CtClear
                 | Action::Conjunction { .. }
         )
     }
@@ -556,6 +565,7 @@ pub fn fields_written(actions: &[Action]) -> impl Iterator<Item = &'static Field
         inner.iter().filter_map(|a| match a {
             Action::SetField { field, .. } | Action::Load { field, .. } => Some(*field),
             Action::Move { dst, .. } => Some(dst.field),
+            Action::Stack { pop: true, sf } => Some(sf.field),
             _ => None,
         })
     })

@@ -35,6 +35,12 @@ pub struct Ct {
     pub mark: Option<(u32, u32)>,
     /// `exec(set_field:V/M->ct_label)`.
     pub label: Option<(u128, u128)>,
+    /// `exec(move:SRC->NXM_NX_CT_MARK[...])`: bits of a field read when
+    /// the action runs (after the `set_field`s), source then destination.
+    pub mark_move: Option<(Subfield, Subfield)>,
+    /// `exec(move:SRC->NXM_NX_CT_LABEL[...])` (what OVN's ACL labels
+    /// write).
+    pub label_move: Option<(Subfield, Subfield)>,
     /// `nat`, `nat(src=...)`, `nat(dst=...)`.
     pub nat: Option<Nat>,
 }
@@ -142,7 +148,7 @@ impl Ct {
         if ct.force && !ct.commit {
             return Err("ct(force) needs commit (as ovs-ofctl says)".into());
         }
-        if (ct.mark.is_some() || ct.label.is_some()) && !ct.commit {
+        if ct.sets_mark_or_label() && !ct.commit {
             return Err(
                 "ct(exec(...)) sets ct_mark or ct_label only with commit (as ovs-ofctl says)"
                     .into(),
@@ -151,9 +157,45 @@ impl Ct {
         Ok(ct)
     }
 
+    /// Whether its `exec` writes `ct_mark` or `ct_label` (which only a
+    /// commit may).
+    pub fn sets_mark_or_label(&self) -> bool {
+        self.mark.is_some()
+            || self.label.is_some()
+            || self.mark_move.is_some()
+            || self.label_move.is_some()
+    }
+
+    /// Sets `exec(move:SRC->DST)` where DST is bits of `ct_mark` or
+    /// `ct_label`.
+    pub fn set_move(&mut self, src: Subfield, dst: Subfield) -> Result<(), String> {
+        if src.n_bits != dst.n_bits {
+            return Err(format!(
+                "move:{src}->{dst}: {} bits into {}",
+                src.n_bits, dst.n_bits
+            ));
+        }
+        match dst.field.name {
+            "ct_mark" => self.mark_move = Some((src, dst)),
+            "ct_label" => self.label_move = Some((src, dst)),
+            other => {
+                return Err(format!(
+                    "move:{src}->{dst}: ct's exec sets ct_mark and ct_label only, not {other}"
+                ))
+            }
+        }
+        Ok(())
+    }
+
     /// One `exec` action: `set_field:V[/M]->ct_mark` or `->ct_label`
-    /// (and `load:V->NXM_NX_CT_MARK[...]`).
+    /// (and `load:V->NXM_NX_CT_MARK[...]`), or `move:SRC->` one of them.
     fn exec(&mut self, a: &str) -> Result<(), String> {
+        if let Some(rest) = a.strip_prefix("move:") {
+            let (src, dst) = rest
+                .split_once("->")
+                .ok_or_else(|| format!("{a}: move needs 'SRC[BITS]->DST[BITS]'"))?;
+            return self.set_move(Subfield::parse(src)?, Subfield::parse(dst)?);
+        }
         let (field, v, m) = if let Some(rest) = a.strip_prefix("set_field:") {
             let (val, f) = rest
                 .split_once("->")
@@ -228,6 +270,9 @@ impl std::fmt::Display for Ct {
                 format!("set_field:{}/{}->ct_label", c_hex(v), c_hex(m))
             });
         }
+        for (src, dst) in [self.mark_move, self.label_move].into_iter().flatten() {
+            exec.push(format!("move:{src}->{dst}"));
+        }
         if !exec.is_empty() {
             parts.push(format!("exec({})", exec.join(",")));
         }
@@ -255,6 +300,11 @@ mod tests {
                 "ct(table=2,zone=NXM_NX_REG6[0..15])",
             ),
             ("commit,force", "ct(commit,force)"),
+            // OVN's ACL label: a register's bits into ct_label.
+            (
+                "commit,zone=NXM_NX_REG13[0..15],nat(src),exec(set_field:0/0x1->ct_mark,move:NXM_NX_XXREG0[0..31]->NXM_NX_CT_LABEL[96..127])",
+                "ct(commit,zone=NXM_NX_REG13[0..15],nat(src),exec(set_field:0/0x1->ct_mark,move:NXM_NX_XXREG0[0..31]->NXM_NX_CT_LABEL[96..127]))",
+            ),
             ("", "ct()"),
             ("table=1,nat", "ct(table=1,nat)"),
             (

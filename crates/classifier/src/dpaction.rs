@@ -173,6 +173,11 @@ pub enum DpAction {
     Ct(sluice_conntrack::CtRequest),
     /// Clear the packet's connection tracking state.
     CtClear,
+    /// Give the packet this connection tracking state: what it had before
+    /// a `clone(...)` whose actions tracked or cleared it (OVS runs such a
+    /// clone on a copy of the packet in the datapath; Sluice puts the
+    /// state back after it). The megaflow matches the state it restores.
+    CtRestore(Box<sluice_conntrack::CtResult>),
     /// Send the packet (a copy, unless it is the last action) through the
     /// datapath again, re-parsed, with this recirculation id
     /// ([`crate::recirc`]).
@@ -348,6 +353,11 @@ impl std::fmt::Display for DpAction {
                 }
             }
             DpAction::CtClear => f.write_str("ct_clear"),
+            DpAction::CtRestore(r) => write!(
+                f,
+                "ct_restore(state={:#x},zone={},mark={:#x})",
+                r.state, r.zone, r.mark
+            ),
             DpAction::Select(sel) => {
                 write!(f, "select(group={},hash=sym_l4", sel.group)?;
                 for (bucket, acts) in &sel.variants {

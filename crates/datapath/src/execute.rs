@@ -74,6 +74,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
         | DpAction::TnlPop(_)
         | DpAction::Ct(_)
         | DpAction::CtClear
+        | DpAction::CtRestore(_)
         | DpAction::CheckPktLen { .. } => true,
     };
 }
@@ -121,6 +122,7 @@ fn keeps_packet(a: &DpAction) -> bool {
                 | DpAction::Meter(_)
                 | DpAction::HeldMeter(_)
                 | DpAction::CtClear
+                | DpAction::CtRestore(_)
                 | DpAction::CheckPktLen { .. }
         ),
     }
@@ -283,6 +285,12 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
             DpAction::CtClear => {
                 for &i in pkts {
                     cx.recirc.ct[i as usize] = CtResult::default();
+                    cx.recirc.ct_set |= 1 << i;
+                }
+            }
+            DpAction::CtRestore(ref r) => {
+                for &i in pkts {
+                    cx.recirc.ct[i as usize] = **r;
                     cx.recirc.ct_set |= 1 << i;
                 }
             }

@@ -33,6 +33,7 @@ pub mod nx;
 pub mod nxm;
 pub mod of10;
 pub mod of14;
+pub mod of15;
 pub mod oxm;
 pub mod wire;
 

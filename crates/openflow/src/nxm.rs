@@ -20,6 +20,10 @@ pub use learn::{NxLearn, NxLearnDst, NxLearnSpec, NxLearnSrc};
 pub mod subtype {
     /// `NXAST_REG_MOVE`.
     pub const REG_MOVE: u16 = 6;
+    /// `NXAST_STACK_PUSH`.
+    pub const STACK_PUSH: u16 = 27;
+    /// `NXAST_STACK_POP`.
+    pub const STACK_POP: u16 = 28;
     /// `NXAST_NOTE`.
     pub const NOTE: u16 = 8;
     /// `NXAST_OUTPUT_REG`.
@@ -204,13 +208,53 @@ fn field_named(name: &str) -> Option<&'static Field> {
     }
 }
 
+/// OpenFlow's own (`OXM_OF_*`) headers of fields [`HEADERS`] names by
+/// their `NXM_*` header: what OpenFlow 1.5's `COPY_FIELD` and OVS's
+/// actions in 1.5 name them by (read, never written).
+const OXM_ALIASES: &[(u8, u8, &str)] = &[
+    (3, 6, "dl_dst"),
+    (4, 6, "dl_src"),
+    (5, 2, "dl_type"),
+    (9, 1, "ip_ecn"),
+    (10, 1, "nw_proto"),
+    (11, 4, "nw_src"),
+    (12, 4, "nw_dst"),
+    (13, 2, "tcp_src"),
+    (14, 2, "tcp_dst"),
+    (15, 2, "udp_src"),
+    (16, 2, "udp_dst"),
+    (19, 1, "icmp_type"),
+    (20, 1, "icmp_code"),
+    (21, 2, "arp_op"),
+    (22, 4, "arp_spa"),
+    (23, 4, "arp_tpa"),
+    (24, 6, "arp_sha"),
+    (25, 6, "arp_tha"),
+    (26, 16, "ipv6_src"),
+    (27, 16, "ipv6_dst"),
+    (28, 4, "ipv6_label"),
+    (29, 1, "icmpv6_type"),
+    (30, 1, "icmpv6_code"),
+    (31, 16, "nd_target"),
+    (32, 6, "nd_sll"),
+    (33, 6, "nd_tll"),
+    (38, 8, "tun_id"),
+    (42, 2, "tcp_flags"),
+];
+
 /// The classifier field a 32-bit NXM header names (its mask bit
-/// ignored), if Sluice has it.
+/// ignored), if Sluice has it; OpenFlow's own header of a field is taken
+/// as its NXM one.
 pub fn field_of_header(h: u32) -> Option<&'static Field> {
     let (class, field, len) = ((h >> 16) as u16, (h >> 9) as u8 & 0x7f, h as u8);
-    let &(_, _, _, name) = HEADERS
+    let name = match HEADERS
         .iter()
-        .find(|e| e.0 == class && e.1 == field && e.2 == len)?;
+        .find(|e| e.0 == class && e.1 == field && e.2 == len)
+    {
+        Some(e) => e.3,
+        None if class == 0x8000 => OXM_ALIASES.iter().find(|e| e.0 == field && e.1 == len)?.2,
+        None => return None,
+    };
     field_named(name)
 }
 
@@ -370,6 +414,18 @@ pub enum NxAction {
         /// The table.
         table: u8,
     },
+    /// `NXAST_STACK_PUSH` (`push:FIELD[BITS]`) and `NXAST_STACK_POP`
+    /// (`pop:`): bits of a field onto, or from, the packet's stack.
+    Stack {
+        /// Pop (else push).
+        pop: bool,
+        /// NXM header of the field.
+        field: u32,
+        /// Lowest bit.
+        ofs: u16,
+        /// Bits.
+        n_bits: u16,
+    },
     /// `NXAST_REG_MOVE`: `n_bits` bits from `src` at `src_ofs` to `dst`
     /// at `dst_ofs`.
     RegMove {
@@ -408,6 +464,20 @@ impl NxAction {
                     ofs: ofs_nbits >> 6,
                     n_bits: (ofs_nbits & 0x3f) + 1,
                     value,
+                }
+            }
+            st @ (subtype::STACK_PUSH | subtype::STACK_POP) => {
+                if len != 24 {
+                    return Err(OfError::BAD_ACTION_LEN);
+                }
+                let ofs = b.u16()?;
+                let field = b.u32()?;
+                let n_bits = b.u16()?;
+                NxAction::Stack {
+                    pop: st == subtype::STACK_POP,
+                    field,
+                    ofs,
+                    n_bits,
                 }
             }
             subtype::REG_MOVE => {
@@ -676,6 +746,23 @@ impl NxAction {
                 out.extend_from_slice(&dst.to_be_bytes());
                 out.extend_from_slice(&value.to_be_bytes());
             }
+            NxAction::Stack {
+                pop,
+                field,
+                ofs,
+                n_bits,
+            } => {
+                let st = if *pop {
+                    subtype::STACK_POP
+                } else {
+                    subtype::STACK_PUSH
+                };
+                out.extend_from_slice(&st.to_be_bytes());
+                out.extend_from_slice(&ofs.to_be_bytes());
+                out.extend_from_slice(&field.to_be_bytes());
+                out.extend_from_slice(&n_bits.to_be_bytes());
+                out.extend_from_slice(&[0; 6]);
+            }
             NxAction::RegMove {
                 src,
                 dst,
@@ -942,6 +1029,18 @@ mod tests {
                 src_ofs: 0,
                 dst_ofs: 0,
                 n_bits: 32,
+            },
+            NxAction::Stack {
+                pop: false,
+                field: 0x0000_0002,
+                ofs: 0,
+                n_bits: 16,
+            },
+            NxAction::Stack {
+                pop: true,
+                field: 0x0001_0004,
+                ofs: 4,
+                n_bits: 8,
             },
         ] {
             let mut body = Vec::new();

@@ -58,6 +58,9 @@ pub mod f {
     pub const PBB_ISID: u8 = 37;
     pub const TUNNEL_ID: u8 = 38;
     pub const IPV6_EXTHDR: u8 = 39;
+    /// OpenFlow 1.5's `OXM_OF_TCP_FLAGS` (OVS sends `NXM_NX_TCP_FLAGS`
+    /// in 1.3, 1.5's number in 1.5).
+    pub const TCP_FLAGS: u8 = 42;
     /// OpenFlow 1.5's `packet_type`, which `ovs-ofctl` also sends in 1.3
     /// for a rule without `dl_type` that it normalised.
     pub const PACKET_TYPE: u8 = 44;
@@ -93,6 +96,14 @@ pub mod f {
     pub const NX_PKT_MARK: u8 = 123;
     /// `actset_output` (ONF's experimenter field, [`super::ONF_ACTSET_OUTPUT`]).
     pub const ONF_ACTSET_OUTPUT: u8 = 124;
+    /// `nw_ttl` (`NXM_NX_IP_TTL`).
+    pub const NX_IP_TTL: u8 = 125;
+    /// `nw_frag` (`NXM_NX_IP_FRAG`).
+    pub const NX_IP_FRAG: u8 = 126;
+    /// `tcp_flags` (`NXM_NX_TCP_FLAGS`).
+    pub const NX_TCP_FLAGS: u8 = 127;
+    /// The 16-bit `in_port` (`NXM_OF_IN_PORT`, class 0).
+    pub const NX_IN_PORT16: u8 = 128;
 }
 
 /// `OFPXMC_EXPERIMENTER`: a field whose header is followed by its
@@ -164,6 +175,10 @@ pub const NICIRA: &[(u8, u16, u8, usize, bool)] = &[
     (f::NX_CT_TP_DST, OXM_NXM_1, 125, 2, true),
     (f::NX_CONJ_ID, OXM_NXM_1, 37, 4, false),
     (f::NX_PKT_MARK, OXM_NXM_1, 33, 4, true),
+    (f::NX_IP_TTL, OXM_NXM_1, 29, 1, false),
+    (f::NX_IN_PORT16, 0x0000, 0, 2, false),
+    (f::NX_IP_FRAG, OXM_NXM_1, 26, 1, true),
+    (f::NX_TCP_FLAGS, OXM_NXM_1, 34, 2, true),
     (
         f::ONF_ACTSET_OUTPUT,
         OXM_EXPERIMENTER,
@@ -200,7 +215,7 @@ pub fn basic_field(field: u8) -> Option<(usize, bool)> {
         ETH_TYPE | TCP_SRC | TCP_DST | UDP_SRC | UDP_DST | SCTP_SRC | SCTP_DST | ARP_OP => {
             (2, false)
         }
-        VLAN_VID | IPV6_EXTHDR => (2, true),
+        VLAN_VID | IPV6_EXTHDR | TCP_FLAGS => (2, true),
         VLAN_PCP | IP_DSCP | IP_ECN | IP_PROTO | ICMPV4_TYPE | ICMPV4_CODE | ICMPV6_TYPE
         | ICMPV6_CODE | MPLS_TC | MPLS_BOS => (1, false),
         IPV4_SRC | IPV4_DST | ARP_SPA | ARP_TPA | IPV6_FLABEL => (4, true),

@@ -714,6 +714,14 @@ impl Control {
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
     }
 
+    /// Empties conntrack zone `zone` (`NXT_CT_FLUSH_ZONE`, what
+    /// ovn-controller sends for a zone it gives a new port); returns the
+    /// connections removed.
+    pub(crate) fn flush_conntrack_zone(&self, zone: u16) -> usize {
+        let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
+        ct.flush(Some(zone))
+    }
+
     /// Every port a controller is told of: the datapath's ports of this
     /// bridge and its patch ports, by OpenFlow number, with their names.
     pub(crate) fn described_ports(&self) -> Result<Vec<(u32, String)>, String> {

@@ -61,7 +61,8 @@ pub fn serve(path: &Path, control: Arc<Control>) -> Result<Server, String> {
                     (Arc::clone(&control), Arc::clone(&open), Arc::clone(&busy));
                 let spawned = std::thread::Builder::new()
                     .name("ctl-conn".into())
-                    .stack_size(256 << 10)
+                    // ofproto/trace translates here.
+                    .stack_size(sluice_classifier::xlate::STACK_BYTES)
                     .spawn(move || {
                         let _ = answer(stream, &control, &busy);
                         mine.fetch_sub(1, Ordering::AcqRel);

@@ -31,6 +31,7 @@ use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
 use sluice_openflow::of10::{message as of10_msg, t as of10_t, OFP10};
 use sluice_openflow::of14::OFP14;
+use sluice_openflow::of15::OFP15;
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
 use crate::ctl::Control;
@@ -79,8 +80,11 @@ pub struct SwitchInfo {
     pub versions: Arc<std::sync::atomic::AtomicU32>,
 }
 
-/// Every OpenFlow version Sluice speaks, a bit per wire version.
-pub const ALL_VERSIONS: u32 = 1 << OFP13 | 1 << OFP10;
+/// Every OpenFlow version Sluice speaks, a bit per wire version: 1.0,
+/// 1.3, 1.4 and 1.5, offered by default as OVS offers all it speaks (a
+/// peer that offers several speaks the highest; ovn-controller offers
+/// only 1.5).
+pub const ALL_VERSIONS: u32 = 1 << OFP15 | 1 << OFP14 | 1 << OFP13 | 1 << OFP10;
 
 impl SwitchInfo {
     /// The switch `datapath_id`, its packet-ins through `hub`, speaking
@@ -247,7 +251,7 @@ impl<S: Conn> Session<S> {
         let mine = self.info.versions.load(Ordering::Relaxed);
         // The header says the highest version offered, the bitmap all.
         let mut hello = to_bytes(&Message::Hello { versions: mine }, 0);
-        hello[0] = (OFP10..=OFP14)
+        hello[0] = (OFP10..=OFP15)
             .rev()
             .find(|v| mine & 1 << v != 0)
             .unwrap_or(OFP13);
@@ -301,7 +305,7 @@ impl<S: Conn> Session<S> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(format!("read: {e}")),
             }
-            let used = if self.wire == OFP14 {
+            let used = if self.wire >= OFP14 {
                 self.handle_frames14(&buf)?
             } else {
                 self.handle_frames13(&buf)?
@@ -355,9 +359,9 @@ impl<S: Conn> Session<S> {
                 self.flush_mods(buf, &mut mods)?;
                 let was = self.wire;
                 self.handle(frame)?;
-                if was != OFP14 && self.wire == OFP14 {
-                    // The HELLO that made it a 1.4 connection: the rest
-                    // of what came with it is 1.4's.
+                if was < OFP14 && self.wire >= OFP14 {
+                    // The HELLO that made it a 1.4 or 1.5 connection:
+                    // the rest of what came with it is of that version.
                     at += len;
                     return Ok(at + self.handle_frames14(&buf[at..])?);
                 }
@@ -465,14 +469,16 @@ impl<S: Conn> Session<S> {
             let versions = versions & mine;
             if versions == 0 {
                 let text = match mine {
-                    ALL_VERSIONS => {
-                        "We support versions 0x01 and 0x04 (OpenFlow 1.0 and 1.3)".into()
-                    }
                     0 => "This bridge's protocols allow no version Sluice speaks".into(),
-                    m if m == 1 << OFP13 => {
-                        "We support version 0x04 (OpenFlow 1.3) on this bridge".to_string()
-                    }
-                    _ => "We support version 0x01 (OpenFlow 1.0) on this bridge".to_string(),
+                    m => format!(
+                        "We support version{} {} on this bridge",
+                        if m.count_ones() > 1 { "s" } else { "" },
+                        (0..32)
+                            .filter(|v| m & 1 << v != 0)
+                            .map(|v| format!("0x{v:02x}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 }
                 .into_bytes();
                 let _ = self.reply(
@@ -489,9 +495,13 @@ impl<S: Conn> Session<S> {
                 self.counted_up = true;
                 self.info.hub.controller_up();
             }
-            if versions & 1 << OFP14 != 0 {
-                // OpenFlow 1.4 (where the bridge's protocols name it):
-                // 1.3's messages, converted both ways.
+            if versions & 1 << OFP15 != 0 {
+                // OpenFlow 1.5: 1.3's messages, converted both ways.
+                self.wire = OFP15;
+                self.listener.wire.store(OFP15, Ordering::Relaxed);
+                log_connection(&format!("OpenFlow 1.5 connection {}", self.peer));
+            } else if versions & 1 << OFP14 != 0 {
+                // OpenFlow 1.4: 1.3's messages, converted both ways.
                 self.wire = OFP14;
                 self.listener.wire.store(OFP14, Ordering::Relaxed);
                 log_connection(&format!("OpenFlow 1.4 connection {}", self.peer));
@@ -587,6 +597,18 @@ impl<S: Conn> Session<S> {
                     }
                     None => self.reply(&error_reply(OfError { typ: 1, code: 5 }, frame), h.xid),
                 }
+            }
+            Message::Other {
+                typ: msg::EXPERIMENTER,
+                body,
+            } if ct_flush_zone(&body).is_some() => {
+                if self.is_slave() {
+                    return self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid);
+                }
+                let zone = ct_flush_zone(&body).unwrap_or_default();
+                let n = self.control.flush_conntrack_zone(zone);
+                tracing::debug!(target: "openflow", "NXT_CT_FLUSH_ZONE {zone}: {n} connections");
+                Ok(())
             }
             Message::Other {
                 typ: msg::EXPERIMENTER,
@@ -747,6 +769,15 @@ fn set_packet_in_format(body: &[u8]) -> Option<Option<PinFormat>> {
         }
         _ => None,
     }
+}
+
+/// The zone an `NXT_CT_FLUSH_ZONE` body (vendor id on: zone, pad)
+/// empties, if it is one.
+fn ct_flush_zone(body: &[u8]) -> Option<u16> {
+    (body.len() == 16
+        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
+        && body[4..8] == 29u32.to_be_bytes())
+    .then(|| u16::from_be_bytes([body[8], body[9]]))
 }
 
 fn set_controller_id(body: &[u8]) -> Option<u16> {

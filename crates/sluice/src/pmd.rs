@@ -389,6 +389,8 @@ pub fn spawn(
     let hold = limits.hold;
     let join = std::thread::Builder::new()
         .name(format!("pmd{}", placement.index))
+        // Its translations nest a resubmit a level each.
+        .stack_size(sluice_classifier::xlate::STACK_BYTES)
         .spawn(move || {
             let ready = placement
                 .core

@@ -437,6 +437,7 @@ pub fn run_ports(
         let stop = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("expire".into())
+            .stack_size(sluice_classifier::xlate::STACK_BYTES)
             .spawn(move || {
                 while !stop.stop.load(Ordering::Relaxed) {
                     std::thread::sleep(crate::tend::TICK);

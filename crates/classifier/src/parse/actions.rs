@@ -344,6 +344,15 @@ pub(super) fn parse_actions(
                     dst,
                 }))
             }
+            op @ ("push" | "pop") => {
+                let sf = Subfield::parse(need()?).map_err(|e| cx.err(arg_at, e))?;
+                if op == "pop" {
+                    check_loadable(cx, sf.field, &cur, arg_at, "pop")?;
+                } else if !sf.field.prereq.holds(&cur.value, &cur.mask) {
+                    return Err(cx.err(arg_at, format!("push of {} requires the rule to match {}", sf.field.name, sf.field.prereq.describe())));
+                }
+                Action::Stack { pop: op == "pop", sf }
+            }
             "move" => {
                 let a = need()?;
                 let Some((src, dst)) = a.split_once("->") else {
@@ -423,6 +432,7 @@ pub(super) fn parse_actions(
                             | Action::Resubmit { .. }
                             | Action::Load { .. }
                             | Action::Move { .. }
+                            | Action::Stack { .. }
                             | Action::Ct(_)
                             | Action::CtClear
                             | Action::Conjunction { .. }

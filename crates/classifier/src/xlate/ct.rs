@@ -24,12 +24,27 @@ impl Ctx<'_, '_> {
                 sf.read(&self.flow) as u16
             }
         };
+        // exec's moves: the source's bits as the packet has them now.
+        let mut label = ct.label;
+        let mut mark = ct.mark;
+        if let Some((src, dst)) = ct.label_move {
+            self.unwc_read(src.field, src.mask());
+            let (v, m) = (dst.place(src.read(&self.flow)), dst.mask());
+            let (pv, pm) = label.unwrap_or((0, 0));
+            label = Some(((pv & !m) | v, pm | m));
+        }
+        if let Some((src, dst)) = ct.mark_move {
+            self.unwc_read(src.field, src.mask());
+            let (v, m) = (dst.place(src.read(&self.flow)) as u32, dst.mask() as u32);
+            let (pv, pm) = mark.unwrap_or((0, 0));
+            mark = Some(((pv & !m) | v, pm | m));
+        }
         self.push(DpAction::Ct(CtRequest {
             zone,
             commit: ct.commit,
             force: ct.force,
-            mark: ct.mark,
-            label: ct.label,
+            mark,
+            label,
             nat: ct.nat,
         }));
         if let Some(t) = ct.table {

@@ -122,3 +122,80 @@ fn parse_and_print() {
         assert!(parse_flow_file(bad, None).is_err(), "{bad}");
     }
 }
+
+/// `ct(commit, exec(move:...))` (OVN's ACL label): the register's bits
+/// as the packet has them when `ct` runs go into the commit's label, over
+/// the `set_field`'s.
+#[test]
+fn ct_exec_moves_a_register_into_the_label() {
+    let r = set(
+        "tcp,actions=load:0x1234->NXM_NX_REG3[],ct(commit,exec(set_field:0x5->ct_label,move:NXM_NX_REG3[]->NXM_NX_CT_LABEL[96..127])),output:2\n",
+    );
+    let t = run(&r, &tcp_key());
+    let Some(DpAction::Ct(req)) = t.actions.first() else {
+        panic!("{}", dp(&t));
+    };
+    assert_eq!(req.label, Some((0x1234 << 96 | 5, u128::MAX)));
+    let r = set(
+        "tcp,actions=ct(commit,exec(move:NXM_NX_REG3[0..7]->NXM_NX_CT_MARK[8..15])),output:2\n",
+    );
+    let mut k = tcp_key();
+    k.regs[3] = 0xab;
+    let t = run(&r, &k);
+    let Some(DpAction::Ct(req)) = t.actions.first() else {
+        panic!("{}", dp(&t));
+    };
+    assert_eq!(req.mark, Some((0xab00, 0xff00)));
+}
+
+/// `push:` and `pop:` (OVN keeps `in_port` on the stack around a
+/// resubmit): last in, first out; a pop from an empty stack changes
+/// nothing; the text reads back as written.
+#[test]
+fn the_stack_is_last_in_first_out() {
+    let r = set(
+        "actions=push:NXM_NX_REG0[],push:NXM_NX_REG2[0..7],load:0x5->NXM_NX_REG0[],pop:NXM_NX_REG1[0..7],pop:NXM_NX_REG3[],pop:NXM_NX_REG4[],output:2\n",
+    );
+    let mut k = tcp_key();
+    k.regs[0] = 7;
+    k.regs[2] = 0x1ab;
+    k.regs[4] = 9;
+    let t = run(&r, &k);
+    assert_eq!(t.drop, None);
+    assert_eq!(&t.final_flow.regs[..5], &[5, 0xab, 0x1ab, 7, 9]);
+    let text = "push:NXM_OF_IN_PORT[],set_field:65535->in_port,resubmit(,1),pop:NXM_OF_IN_PORT[]";
+    let shown = set(&format!("actions={text}\n"))
+        .rules()
+        .next()
+        .map(|r| crate::action::format_actions(&r.actions))
+        .unwrap_or_default();
+    assert!(shown.starts_with("push:NXM_OF_IN_PORT[],"), "{shown}");
+    assert!(shown.ends_with(",pop:NXM_OF_IN_PORT[]"), "{shown}");
+}
+
+/// As OVS: a pipeline that goes forward through every table (OVN's goes
+/// through some 70 in one pass, switch and router) is not "too deep";
+/// 64 nested resubmits to the same or an earlier table are. The forward
+/// chain translates in 1 MiB of stack (a quarter of [`STACK_BYTES`]).
+#[test]
+fn only_resubmits_backwards_count_against_the_depth() {
+    let mut text = String::new();
+    for t in 0..254 {
+        text += &format!("table={t},actions=resubmit(,{})\n", t + 1);
+    }
+    text += "table=254,actions=output:2\n";
+    let r = set(&text);
+    let t = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(move || run(&r, &tcp_key()))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(t.drop, None);
+    assert_eq!(t.actions, [DpAction::Output(2)]);
+    assert_eq!(t.rules.len(), 255);
+
+    let r = set("actions=load:1->NXM_NX_REG0[],resubmit(,1)\ntable=1,reg0=1,actions=load:2->NXM_NX_REG0[],resubmit(,0)\ntable=1,reg0=2,actions=load:1->NXM_NX_REG0[],resubmit(,0)\n");
+    let t = run(&r, &tcp_key());
+    assert_eq!(t.drop, Some(XlateDrop::RecursionTooDeep));
+}

@@ -49,6 +49,36 @@ impl Ctx<'_, '_> {
         self.load(dst.field, dst.place(bits), dst.mask());
     }
 
+    /// `push:FIELD[BITS]`: the bits onto the packet's stack (OVS's
+    /// `nxm_execute_stack_push`).
+    pub(super) fn stack_push(&mut self, sf: Subfield) {
+        let bits = if self.present(sf.field, sf.field.prereq) {
+            self.unwc_read(sf.field, sf.mask());
+            sf.read(&self.flow)
+        } else {
+            0
+        };
+        self.stack.push(bits);
+    }
+
+    /// `pop:FIELD[BITS]`: the bits last pushed into the field; from an
+    /// empty stack, nothing changes (OVS warns and goes on likewise).
+    pub(super) fn stack_pop(&mut self, sf: Subfield) {
+        let Some(bits) = self.stack.pop() else {
+            if self.out.trace.is_some() {
+                self.note(self.depth + 1, "pop from an empty stack: nothing changes");
+            }
+            return;
+        };
+        if self.out.trace.is_some() {
+            self.note(
+                self.depth + 1,
+                &format!("-> {sf} is now {}", crate::fields::c_hex(bits)),
+            );
+        }
+        self.load(sf.field, sf.place(bits), sf.mask());
+    }
+
     /// `multipath`: the link the hash of the packet's fields picks goes
     /// into `dst`; the megaflow matches the fields hashed.
     pub(super) fn multipath(&mut self, mp: &crate::multipath::Multipath) {

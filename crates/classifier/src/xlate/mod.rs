@@ -21,8 +21,17 @@ use crate::table::{Rule, RuleSet};
 
 pub use bridges::{dp_port, split_dp_port, BridgeView, PatchPort};
 
-/// Deepest resubmit / goto_table nesting (as OVS's `MAX_DEPTH`).
+/// Most nested resubmits to the same or an earlier table (as OVS's
+/// `MAX_DEPTH`; one to a later table does not count, as in OVS).
 pub const MAX_DEPTH: u32 = 64;
+/// Most nested resubmits and goto_tables of any kind (the stack the
+/// translation may use: 255 tables forward, with room for MAX_DEPTH
+/// deepenings among them).
+pub const MAX_NESTING: u32 = 512;
+/// The stack a thread that translates gives it: [`MAX_NESTING`] levels
+/// take some 2 MiB in a debug build (a 255-table chain 1 MiB), less
+/// optimised.
+pub const STACK_BYTES: usize = 4 << 20;
 /// Most resubmits in one translation (as OVS's `MAX_RESUBMITS`).
 pub const MAX_RESUBMITS: u32 = 4096;
 /// Most datapath actions one translation may produce.
@@ -192,7 +201,10 @@ struct Ctx<'a, 'o> {
     flow: FlowKey,
     /// Fields written by actions and not yet committed.
     dirty: FlowKey,
+    /// Nesting of resubmits (and the trace's indentation).
     depth: u32,
+    /// Of which those to the same or an earlier table (OVS's `depth`).
+    deep: u32,
     resubmits: u32,
     error: Option<XlateDrop>,
     reason: Option<XlateDrop>,
@@ -243,6 +255,9 @@ struct Ctx<'a, 'o> {
     /// Datapath actions moved into the branches of forks: they count
     /// against [`MAX_DP_ACTIONS`] with those of the list.
     forked: usize,
+    /// The packet's stack (`push:`, `pop:`), bits as pushed; empty until
+    /// a push (no allocation before).
+    stack: Vec<u128>,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -323,6 +338,7 @@ fn run(
         flow: *key,
         dirty: FlowKey::default(),
         depth: 0,
+        deep: 0,
         resubmits: 0,
         error: None,
         reason: None,
@@ -344,6 +360,7 @@ fn run(
         select: None,
         forks: 0,
         forked: 0,
+        stack: Vec::new(),
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -517,6 +534,8 @@ impl Ctx<'_, '_> {
                 Action::Ct(ref ct) => self.conntrack(ct, table),
                 Action::CtClear => self.ct_clear(),
                 Action::Move { src, dst } => self.move_bits(src, dst),
+                Action::Stack { pop: false, sf } => self.stack_push(sf),
+                Action::Stack { pop: true, sf } => self.stack_pop(sf),
                 Action::ModVlanVid(vid) => self.set_vlan_bits(tci::VID_MASK, vid),
                 Action::ModVlanPcp(pcp) => {
                     self.set_vlan_bits(tci::PCP_MASK, (pcp as u16) << tci::PCP_SHIFT)
@@ -795,7 +814,20 @@ impl Ctx<'_, '_> {
             self.stale,
         );
         let frozen = self.frozen.is_some();
+        let start = self.out.actions.len();
         run(self);
+        // The copy's connection tracking (OVN's logical patches are
+        // `clone(ct_clear, ..., resubmit)`): the packet's own state comes
+        // back, and addresses a NAT rewrote are set back at the next
+        // output.
+        let tracked = self.out.actions.get(start..).is_some_and(|a| {
+            a.iter()
+                .any(|a| matches!(a, DpAction::Ct(_) | DpAction::CtClear))
+        });
+        let natted = self.out.actions.get(start..).is_some_and(|a| {
+            a.iter()
+                .any(|a| matches!(a, DpAction::Ct(r) if r.nat.is_some()))
+        });
         if !frozen && self.frozen.is_some() {
             // The copy would need a recirculation of its own.
             self.note(
@@ -834,12 +866,49 @@ impl Ctx<'_, '_> {
             }
         }
         self.flow = flow;
+        if tracked {
+            self.restore_ct();
+        }
+        if natted {
+            for name in [
+                "nw_src", "nw_dst", "ipv6_src", "ipv6_dst", "tp_src", "tp_dst",
+            ] {
+                let Some(f) = crate::fields::field_by_name(name) else {
+                    continue;
+                };
+                if self.present(f, f.prereq) {
+                    (f.put)(&mut changed, f.full_mask());
+                    self.unwc_read(f, f.full_mask());
+                }
+            }
+        }
         self.dirty = changed;
         self.vlan_origin = origin;
         self.vlans_touched = true;
         self.action_set = set;
         self.stale = stale;
         true
+    }
+
+    /// The packet's connection tracking state as the flow holds it, back
+    /// in the datapath (after a copy's `ct` or `ct_clear`); the megaflow
+    /// matches it.
+    fn restore_ct(&mut self) {
+        let wc = &mut self.out.wc;
+        wc.ct_state = !0;
+        wc.ct_zone = !0;
+        wc.ct_mark = !0;
+        wc.ct_label = [!0; 2];
+        wc.ct_nw_proto = !0;
+        wc.ct_tp_src = !0;
+        wc.ct_tp_dst = !0;
+        wc.ct_nw_src = !0;
+        wc.ct_nw_dst = !0;
+        wc.ct_ipv6_src = [!0; 16];
+        wc.ct_ipv6_dst = [!0; 16];
+        self.push(DpAction::CtRestore(Box::new(
+            sluice_conntrack::CtResult::of_key(&self.flow),
+        )));
     }
 
     /// `output:FIELD`, as OVS's `xlate_output_reg_action`: the port the
@@ -964,7 +1033,12 @@ impl Ctx<'_, '_> {
     }
 
     fn resubmit(&mut self, in_port: Option<u32>, t: u8, goto: bool) {
-        if self.depth >= MAX_DEPTH {
+        // As OVS: only a resubmit to this table or an earlier one deepens
+        // (a pipeline going forward, OVN's 60 tables and more, does not);
+        // the nesting itself is bounded by the tables forward and
+        // MAX_DEPTH deepenings.
+        let deepens = t <= self.running.0;
+        if (deepens && self.deep >= MAX_DEPTH) || self.depth >= MAX_NESTING {
             self.error = Some(XlateDrop::RecursionTooDeep);
             return;
         }
@@ -980,7 +1054,9 @@ impl Ctx<'_, '_> {
             self.flow.in_port = p;
         }
         self.depth += 1;
+        self.deep += u32::from(deepens);
         self.table(t, goto);
+        self.deep -= u32::from(deepens);
         self.depth -= 1;
         self.flow.in_port = saved;
     }

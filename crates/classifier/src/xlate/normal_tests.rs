@@ -211,8 +211,38 @@ fn a_clone_changes_a_copy_and_the_packet_goes_on_as_it_was() {
             DpAction::Output(3)
         ]
     );
-    // ct in a clone is refused (its state would leak out of the copy).
+    // ct and ct_clear in a clone (OVN's logical patch): the packet's own
+    // connection state comes back after it; an address the copy's NAT
+    // rewrote is set back before the next output.
+    let r = set("ip,actions=clone(ct_clear,ct(commit,nat(dst=10.9.9.9)),output:2),output:3\n");
+    let key = FlowKey {
+        nw_dst: 0x0a00_0002,
+        ct_state: 0x21,
+        ct_zone: 4,
+        ..key
+    };
+    let t = run(&r, &key);
     assert!(
-        crate::parse::parse_flow_file("ip,actions=clone(ct(commit),output:2)\n", None).is_err()
+        matches!(
+            &t.actions[..],
+            [
+                DpAction::CtClear,
+                DpAction::Ct(_),
+                DpAction::Output(2),
+                DpAction::CtRestore(c),
+                DpAction::SetIpv4Src(0, _),
+                DpAction::SetIpv4Dst(0x0a00_0002, _),
+                DpAction::SetTpSrc(0),
+                DpAction::SetTpDst(0),
+                DpAction::Output(3)
+            ] if c.state == 0x21 && c.zone == 4
+        ),
+        "{:?}",
+        t.actions
+    );
+    assert_eq!(
+        (t.wc.ct_state, t.wc.ct_zone),
+        (0xff, 0xffff),
+        "the state restored is matched"
     );
 }

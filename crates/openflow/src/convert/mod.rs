@@ -3,7 +3,7 @@
 //! checks: prerequisites (`BAD_PREREQ`), values and masks, settable fields,
 //! output ports, forward-only `goto_table`.
 
-use sluice_classifier::fields::{field_by_name, Field, Prereq};
+use sluice_classifier::fields::{field_by_name, Field, Prereq, IN_PORT16};
 use sluice_classifier::group::{Bucket, Group, GroupError, GroupType};
 use sluice_classifier::meter::{BandKind, Meter, MeterError};
 use sluice_classifier::table::Selection;
@@ -48,10 +48,13 @@ const MAP: &[(u8, &str, Prereq)] = &[
     (f::IP_DSCP, "ip_dscp", Prereq::Ip),
     (f::IP_ECN, "ip_ecn", Prereq::Ip),
     (f::IP_PROTO, "nw_proto", Prereq::Ip),
+    (f::NX_IP_TTL, "nw_ttl", Prereq::Ip),
+    (f::NX_IP_FRAG, "nw_frag", Prereq::Ip),
     (f::IPV4_SRC, "nw_src", Prereq::Ipv4),
     (f::IPV4_DST, "nw_dst", Prereq::Ipv4),
     (f::TCP_SRC, "tcp_src", Prereq::Tcp),
     (f::TCP_DST, "tcp_dst", Prereq::Tcp),
+    (f::NX_TCP_FLAGS, "tcp_flags", Prereq::Tcp),
     (f::UDP_SRC, "udp_src", Prereq::Udp),
     (f::UDP_DST, "udp_dst", Prereq::Udp),
     (f::SCTP_SRC, "sctp_src", Prereq::Sctp),
@@ -108,6 +111,10 @@ const MAP: &[(u8, &str, Prereq)] = &[
 /// back as: the wider registers, which cover the 32-bit ones (a match is
 /// listed as those, as `ovs-ofctl` prints it).
 const MAP_IN_ONLY: &[(u8, &str, Prereq)] = &[
+    (f::TCP_FLAGS, "tcp_flags", Prereq::Tcp),
+    // NXM_OF_IN_PORT over OXM: what OVS's 1.5 `set_field:...->in_port`
+    // sends (its 16-bit in_port has no OXM header of its own).
+    (f::NX_IN_PORT16, "in_port16", Prereq::None),
     (f::PKT_REG0, "xreg0", Prereq::None),
     (f::PKT_REG0 + 1, "xreg1", Prereq::None),
     (f::PKT_REG0 + 2, "xreg2", Prereq::None),
@@ -130,12 +137,17 @@ pub fn matched_fields() -> Vec<(u8, &'static str)> {
 /// The classifier field and prerequisite of an OXM field: a table by field
 /// number, made once (a flow-mod's match looks up each of its fields).
 pub(crate) fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
-    type ByField = [Option<(&'static Field, Prereq)>; 128];
+    type ByField = [Option<(&'static Field, Prereq)>; 256];
     static BY_FIELD: std::sync::OnceLock<ByField> = std::sync::OnceLock::new();
     let table = BY_FIELD.get_or_init(|| {
-        let mut t: ByField = [None; 128];
+        let mut t: ByField = [None; 256];
         for &(f, name, p) in MAP.iter().chain(MAP_IN_ONLY) {
-            t[usize::from(f)] = Some((field_by_name(name).expect("a classifier field"), p));
+            let fd = if name == IN_PORT16.name {
+                &IN_PORT16
+            } else {
+                field_by_name(name).expect("a classifier field")
+            };
+            t[usize::from(f)] = Some((fd, p));
         }
         t
     });
@@ -324,6 +336,15 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
     vec![match a {
         Action::Load { field, value, mask } => return nx::from_load(field, *value, *mask),
         Action::Move { src, dst } => return nx::from_move(src, dst),
+        Action::Stack { pop, sf } => match crate::nxm::header_of(sf.field) {
+            Some(field) => OfAction::Nx(crate::nxm::NxAction::Stack {
+                pop: *pop,
+                field,
+                ofs: sf.ofs.into(),
+                n_bits: sf.n_bits.into(),
+            }),
+            None => return Vec::new(),
+        },
         Action::Ct(ct) => return nx::from_ct(ct),
         Action::CtClear => OfAction::Nx(crate::nxm::NxAction::CtClear),
         Action::OutputReg(src) => return nx::from_output_reg(src),

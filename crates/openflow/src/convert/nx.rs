@@ -79,6 +79,20 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             check_writable(dst.field, m)?;
             Action::Move { src, dst }
         }
+        NxAction::Stack {
+            pop,
+            field,
+            ofs,
+            n_bits,
+        } => {
+            let sf = subfield(field, ofs, n_bits)?;
+            if pop {
+                check_writable(sf.field, m)?;
+            } else {
+                holds(sf.field.prereq, m)?;
+            }
+            Action::Stack { pop, sf }
+        }
         NxAction::CtClear => Action::CtClear,
         NxAction::DecTtlIds(ref ids) => Action::DecTtlIds(ids.clone()),
         NxAction::FinTimeout { idle, hard } => Action::FinTimeout { idle, hard },
@@ -226,6 +240,8 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                 zone: None,
                 mark: None,
                 label: None,
+                mark_move: None,
+                label_move: None,
                 nat: None,
             };
             if zone_src == 0 {
@@ -258,6 +274,19 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                         let sf = subfield(*dst, *ofs, *n_bits)?;
                         (sf.field.name, sf.place(u128::from(*value)), sf.mask())
                     }
+                    OfAction::Nx(NxAction::RegMove {
+                        src,
+                        dst,
+                        src_ofs,
+                        dst_ofs,
+                        n_bits,
+                    }) => {
+                        let s = subfield(*src, *src_ofs, *n_bits)?;
+                        let d = subfield(*dst, *dst_ofs, *n_bits)?;
+                        holds(s.field.prereq, m)?;
+                        ct.set_move(s, d).map_err(|_| OfError::BAD_ARGUMENT)?;
+                        continue;
+                    }
                     _ => return Err(OfError::BAD_ARGUMENT),
                 };
                 match name {
@@ -273,7 +302,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                     _ => return Err(OfError::BAD_ARGUMENT),
                 }
             }
-            if (ct.mark.is_some() || ct.label.is_some()) && !ct.commit {
+            if ct.sets_mark_or_label() && !ct.commit {
                 return Err(OfError::BAD_ARGUMENT);
             }
             // A zone from a field names bits the match must have.
@@ -347,6 +376,17 @@ pub(super) fn from_ct(ct: &Ct) -> Vec<OfAction> {
     }
     if let Some((v, m)) = ct.label {
         actions.extend(set_or_load(field("ct_label"), v, m));
+    }
+    for (src, dst) in [ct.mark_move, ct.label_move].into_iter().flatten() {
+        if let (Some(s), Some(d)) = (header_of(src.field), header_of(dst.field)) {
+            actions.push(OfAction::Nx(NxAction::RegMove {
+                src: s,
+                dst: d,
+                src_ofs: src.ofs.into(),
+                dst_ofs: dst.ofs.into(),
+                n_bits: src.n_bits.into(),
+            }));
+        }
     }
     let mut flags = 0;
     if ct.commit {

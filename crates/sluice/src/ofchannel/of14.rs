@@ -1,8 +1,8 @@
-//! An OpenFlow 1.4 connection (where `Bridge.protocols` names
-//! OpenFlow14): its messages are read as 1.3's once
-//! [`sluice_openflow::of14::downgrade`] has put them in 1.3's layout, and
-//! everything written to it is put in 1.4's by the writer
-//! ([`sluice_openflow::of14::upgrade`]). Bundles are kept here: opened,
+//! An OpenFlow 1.4 or 1.5 connection: its messages are read as 1.3's
+//! once [`sluice_openflow::of14::downgrade`] (or
+//! [`sluice_openflow::of15::downgrade`]) has put them in 1.3's layout,
+//! and everything written to it is put in its version's by the writer
+//! ([`sluice_openflow::of14::upgrade`], [`sluice_openflow::of15::upgrade`]). Bundles are kept here: opened,
 //! filled with flow-mods, group-mods and packet-outs (each checked as it
 //! comes), closed, committed or discarded, as OpenFlow 1.4's
 //! `BUNDLE_CONTROL` and `BUNDLE_ADD_MESSAGE` (what `ovs-ofctl --bundle`
@@ -17,6 +17,7 @@ use sluice_openflow::consts::msg;
 use sluice_openflow::convert::FlowModOp;
 use sluice_openflow::msg::error_reply;
 use sluice_openflow::of14::{self, bundle_ctrl, Bundle};
+use sluice_openflow::of15;
 use sluice_openflow::{frame_len, OfError};
 
 use super::{Conn, Session, N_TABLES};
@@ -77,7 +78,7 @@ impl<S: Conn> Session<S> {
                 self.bundle(frame)?;
                 continue;
             }
-            match of14::downgrade(frame) {
+            match self.downgrade(frame) {
                 Ok(f) => as13.extend_from_slice(&f),
                 Err(e) => {
                     self.handle_frames13(&std::mem::take(&mut as13))?;
@@ -94,13 +95,26 @@ impl<S: Conn> Session<S> {
         Ok(at)
     }
 
+    /// A message of this connection's version in 1.3's layout.
+    fn downgrade(&self, frame: &[u8]) -> Result<Vec<u8>, OfError> {
+        if self.wire == of15::OFP15 {
+            of15::downgrade(frame)
+        } else {
+            of14::downgrade(frame).map(|f| f.into_owned())
+        }
+    }
+
     fn bundle(&mut self, frame: &[u8]) -> Result<(), String> {
         let x = xid(frame);
         let fail = |s: &mut Self, e: OfError, f: &[u8]| s.reply(&error_reply(e, f), xid(f));
         match of14::parse_bundle(frame) {
             Err(e) => fail(self, e, frame),
             Ok(Bundle::Control { id, typ, flags }) => {
-                let reply = |s: &mut Self, typ| s.send(&of14::bundle_reply(id, typ, flags, x));
+                let reply = |s: &mut Self, typ| {
+                    let mut r = of14::bundle_reply(id, typ, flags, x);
+                    r[0] = s.wire;
+                    s.send(&r)
+                };
                 match typ {
                     bundle_ctrl::OPEN_REQUEST => {
                         if self.bundles.0.contains_key(&id) {
@@ -143,14 +157,14 @@ impl<S: Conn> Session<S> {
                 if self.is_slave() {
                     return fail(self, OfError::IS_SLAVE, frame);
                 }
-                if inner[0] != of14::OFP14 {
+                if inner[0] != self.wire {
                     return fail(self, OfError::BAD_VERSION, frame);
                 }
                 if !matches!(inner[1], msg::FLOW_MOD | msg::GROUP_MOD | msg::PACKET_OUT) {
                     return fail(self, OfError::BUNDLE_MSG_UNSUP, frame);
                 }
-                let as13 = match of14::downgrade(inner) {
-                    Ok(f) => f.into_owned(),
+                let as13 = match self.downgrade(inner) {
+                    Ok(f) => f,
                     Err(e) => return fail(self, e, frame),
                 };
                 // A flow-mod is read now (once): its error comes with its

@@ -1,11 +1,12 @@
 //! A connection's writer thread: what the session and the hub queue for
-//! it goes out in batches, put in OpenFlow 1.4's layout on a 1.4
-//! connection.
+//! it goes out in batches, put in OpenFlow 1.4's or 1.5's layout on a
+//! 1.4 or 1.5 connection.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sluice_openflow::of14::OFP14;
+use sluice_openflow::of15::OFP15;
 
 use super::{Conn, Session, SESSION_QUEUE, WRITE_BATCH};
 
@@ -21,14 +22,15 @@ impl<S: Conn> Session<S> {
                 // What is queued goes out together, up to WRITE_BATCH
                 // bytes a write: a burst of packet-ins costs a few
                 // system calls, not one each.
-                // On a 1.4 connection each message is put in 1.4's
-                // layout here (the queue counts the bytes as queued).
+                // On a 1.4 or 1.5 connection each message is put in its
+                // version's layout here (the queue counts the bytes as
+                // queued).
                 let mut out = Vec::with_capacity(WRITE_BATCH);
                 let put = |out: &mut Vec<u8>, m: &[u8]| {
-                    if listener.wire.load(Ordering::Relaxed) == OFP14 {
-                        out.extend_from_slice(&sluice_openflow::of14::upgrade(m));
-                    } else {
-                        out.extend_from_slice(m);
+                    match listener.wire.load(Ordering::Relaxed) {
+                        OFP14 => out.extend_from_slice(&sluice_openflow::of14::upgrade(m)),
+                        OFP15 => out.extend_from_slice(&sluice_openflow::of15::upgrade(m)),
+                        _ => out.extend_from_slice(m),
                     }
                     m.len()
                 };

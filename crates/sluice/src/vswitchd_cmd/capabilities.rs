@@ -59,8 +59,9 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ("explicit_drop_action", "true"),
     // No bonds (OVS: true).
     ("lb_output_action", "false"),
-    // No zero-SNAT on a tuple collision (OVS: true).
-    ("ct_zero_snat", "false"),
+    // `nat(src)` without a range commits with the packet's own source,
+    // another port on a tuple collision (conntrack's reply_tuple).
+    ("ct_zero_snat", "true"),
     // No `add_mpls` (OVS: true).
     ("add_mpls", "false"),
     // No NXT_CT_FLUSH yet (OVS: true).

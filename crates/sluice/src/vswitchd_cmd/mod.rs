@@ -179,6 +179,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     let run_stop = Arc::clone(&stop);
     let runner = std::thread::Builder::new()
         .name("datapath".into())
+        .stack_size(sluice_classifier::xlate::STACK_BYTES)
         .spawn(move || {
             crate::runner::run_ports(
                 &cfg,

@@ -48,6 +48,8 @@ impl Keeper {
         let s = Arc::clone(&stop);
         let thread = std::thread::Builder::new()
             .name(format!("tend-{name}").chars().take(15).collect())
+            // Revalidation translates here.
+            .stack_size(sluice_classifier::xlate::STACK_BYTES)
             .spawn(move || {
                 while !s.load(Ordering::Relaxed) {
                     std::thread::sleep(crate::tend::TICK);
@@ -203,12 +205,13 @@ fn protocol_versions(protocols: &[String]) -> (u32, Option<String>) {
             "OpenFlow10" => v |= 1 << OFP10,
             "OpenFlow13" => v |= 1 << OFP13,
             "OpenFlow14" => v |= 1 << sluice_openflow::of14::OFP14,
+            "OpenFlow15" => v |= 1 << sluice_openflow::of15::OFP15,
             other => not.push(other.to_string()),
         }
     }
     let note = (!not.is_empty()).then(|| {
         format!(
-            "protocols {}: Sluice speaks OpenFlow10, OpenFlow13 and OpenFlow14{}",
+            "protocols {}: Sluice speaks OpenFlow10, OpenFlow13, OpenFlow14 and OpenFlow15{}",
             not.join(", "),
             if v == 0 {
                 ": no connection can be made"
