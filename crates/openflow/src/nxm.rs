@@ -143,6 +143,11 @@ const HEADERS: &[(u16, u8, u8, &str)] = &[
     (0x0001, 32, 4, "tun_dst"),
     (0x0001, 34, 2, "tcp_flags"),
     (0x0001, 104, 2, "tun_flags"),
+    // Variable length: OVS names them with their largest (124 bytes).
+    (0x0001, 40, 124, "tun_metadata0"),
+    (0x0001, 41, 124, "tun_metadata1"),
+    (0x0001, 42, 124, "tun_metadata2"),
+    (0x0001, 43, 124, "tun_metadata3"),
     (0x0001, 109, 16, "tun_ipv6_src"),
     (0x0001, 110, 16, "tun_ipv6_dst"),
     (0x0001, 105, 4, "ct_state"),
@@ -247,6 +252,12 @@ const OXM_ALIASES: &[(u8, u8, &str)] = &[
 /// as its NXM one.
 pub fn field_of_header(h: u32) -> Option<&'static Field> {
     let (class, field, len) = ((h >> 16) as u16, (h >> 9) as u8 & 0x7f, h as u8);
+    // A `tun_metadata` field by any length (its mapping's, or 124).
+    let len = if class == 0x0001 && (40..=43).contains(&field) && len > 0 {
+        124
+    } else {
+        len
+    };
     let name = match HEADERS
         .iter()
         .find(|e| e.0 == class && e.1 == field && e.2 == len)

@@ -66,6 +66,10 @@ pub enum PortSpec {
         /// Brought up when opened (`up=off`: left as it is, as OVS leaves
         /// an internal port for the user to bring up).
         up: bool,
+        /// Made persistent (`persist=on`: it outlives the switch, with
+        /// its addresses, until the port is deleted; as OVS's internal
+        /// ports).
+        persist: bool,
     },
     /// Open vSwitch netdev-dummy framing over a unix socket.
     Stream {
@@ -209,7 +213,7 @@ fn parse_mac(v: &str) -> Option<[u8; 6]> {
 }
 
 /// The syntax, for error messages and `--help`.
-pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N][,up=off] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay; any but a tunnel takes ,tag=N | ,trunks=A;B | ,vlan_mode=access|trunk|native-tagged|native-untagged for NORMAL";
+pub const SPEC_SYNTAX: &str = "pcap:rx=FILE[,tx=FILE][,loop] | pcap:tx=FILE | null | afpacket:IFNAME[,prio-dscp=N][,prio-pcp=N][,vnet=on|off][,mtu=N] | afxdp:IFNAME[:QUEUE][,mtu=N] | dpdk:DEVARGS | tap:NAME[,vnet=on|off][,mtu=N][,up=off][,persist=on] | stream:unix:PATH | stream:punix:PATH | vhost:PATH | vhost-client:PATH | vxlan|geneve|gre:remote_ip=IP|flow[,key=N|flow][,OPTION=V...]; an Ethernet port takes ,ip=A/N[,mac=M] (IPv4 or IPv6) to be a tunnel underlay; any but a tunnel takes ,tag=N | ,trunks=A;B | ,vlan_mode=access|trunk|native-tagged|native-untagged for NORMAL";
 
 /// The MTUs a port takes: IPv4's minimum to the largest IP datagram.
 pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
@@ -349,15 +353,16 @@ impl std::str::FromStr for PortSpec {
             "tap" => {
                 let mut parts = args.split(',');
                 let ifname = parse_ifname(s, parts.next().unwrap_or(""), "tap:NAME")?.to_string();
-                let (mut vnet, mut mtu, mut up) = (true, None, true);
+                let (mut vnet, mut mtu, mut up, mut persist) = (true, None, true, false);
                 for opt in parts {
                     match opt.split_once('=') {
                         Some(("vnet", v)) => vnet = parse_on_off(s, "vnet", v)?,
                         Some(("mtu", v)) => mtu = Some(parse_mtu(s, v)?),
                         Some(("up", v)) => up = parse_on_off(s, "up", v)?,
+                        Some(("persist", v)) => persist = parse_on_off(s, "persist", v)?,
                         _ => {
                             return Err(format!(
-                                "'{s}': unknown tap option '{opt}'; expected vnet=on|off, mtu=N or up=on|off"
+                                "'{s}': unknown tap option '{opt}'; expected vnet=on|off, mtu=N, up=on|off or persist=on|off"
                             ))
                         }
                     }
@@ -367,6 +372,7 @@ impl std::str::FromStr for PortSpec {
                     vnet,
                     mtu,
                     up,
+                    persist,
                 })
             }
             "stream" => match args.split_once(':') {
@@ -492,6 +498,7 @@ impl std::fmt::Display for PortSpec {
                 vnet,
                 mtu,
                 up,
+                persist,
             } => {
                 write!(f, "tap:{ifname}")?;
                 if !vnet {
@@ -499,6 +506,9 @@ impl std::fmt::Display for PortSpec {
                 }
                 if !up {
                     f.write_str(",up=off")?;
+                }
+                if *persist {
+                    f.write_str(",persist=on")?;
                 }
                 write_mtu(f, *mtu)
             }
@@ -554,12 +564,14 @@ pub fn open_port(spec: &PortSpec) -> Result<Box<dyn Port>, PortError> {
             vnet,
             mtu,
             up,
+            persist,
         } => Ok(Box::new(TapPort::open(
             &spec.to_string(),
             ifname,
             *vnet,
             *mtu,
             *up,
+            *persist,
         )?)),
         #[cfg(feature = "dpdk")]
         PortSpec::Dpdk { devargs } => Ok(Box::new(crate::dpdk::DpdkPort::open(
@@ -855,6 +867,7 @@ mod tests {
             "tap:tap0",
             "tap:tap0,vnet=off,mtu=9000",
             "tap:tap0,up=off",
+            "tap:tap0,up=off,persist=on",
             "afxdp:eth1:3",
             "afxdp:eth1:0,mtu=3000",
             "dpdk:net_pcap0,rx_pcap=/tmp/a.pcap,infinite_rx=1",
@@ -909,6 +922,7 @@ mod tests {
                 vnet: true,
                 mtu: None,
                 up: true,
+                persist: false,
             }
         );
         for bad in [

@@ -163,6 +163,16 @@ pub fn tun_set_iff(fd: &OwnedFd, name: &str, vnet: bool) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes the tap `fd` is attached to outlive its descriptors (`on`), or
+/// go with the last of them (`TUNSETPERSIST`).
+pub fn tun_set_persist(fd: &impl AsRawFd, on: bool) -> io::Result<()> {
+    // SAFETY: TUNSETPERSIST takes its argument by value.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETPERSIST, libc::c_ulong::from(on)) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Tells a tap opened with a virtio-net header that its reader takes
 /// partial checksums and TCP segmentation offload (and UDP segmentation
 /// where the kernel knows it, 6.2 on), so the kernel hands over

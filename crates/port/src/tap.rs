@@ -5,7 +5,12 @@
 //! call, so each packet costs a syscall (as in Open vSwitch's netdev-linux
 //! tap path). A burst reads until the device is empty or the batch is full.
 //! The interface exists while the port is open (unless made persistent by
-//! someone else) and is brought up.
+//! someone else) and is brought up. With `persist=on` (what `sluice
+//! vswitchd` gives internal ports, as Open vSwitch's netdev datapath
+//! does) it is made persistent: it outlives the switch process, with its
+//! addresses and routes, for the next start to take again, and goes when
+//! the port is deleted, or when the switch ends with `exit --cleanup`
+//! ([`keep_persistent_taps`] says which).
 //!
 //! With `vnet=on` (the default) the device is opened with `IFF_VNET_HDR`
 //! and told (`TUNSETOFFLOAD`) that Sluice takes partial checksums and
@@ -19,6 +24,7 @@
 use std::fs::File;
 use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_packet::meta::Offload;
 use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
@@ -27,11 +33,22 @@ use sluice_packet::{Packet, PacketBatch, PacketPool};
 use crate::sys;
 use crate::{fits_mtu, Port, PortCaps, PortDrop, PortError, PortStats, RxStatus, Warnings};
 
+/// Whether persistent taps stay when their ports close (the process is
+/// ending without cleaning up) or go (a port deleted).
+static KEEP_PERSISTENT: AtomicBool = AtomicBool::new(false);
+
+/// From now on, persistent taps stay when their ports close: called as a
+/// switch ends without `--cleanup`, as Open vSwitch leaves its taps.
+pub fn keep_persistent_taps() {
+    KEEP_PERSISTENT.store(true, Ordering::SeqCst);
+}
+
 /// A tap interface.
 pub struct TapPort {
     name: String,
     ifname: String,
     dev: File,
+    persist: bool,
     vnet: bool,
     mtu: u32,
     stats: PortStats,
@@ -42,13 +59,14 @@ impl TapPort {
     /// Creates tap interface `ifname` (or attaches to an existing one),
     /// with virtio-net headers and offloads when `vnet`, and MTU `mtu`
     /// (else the interface's own: 1500 for a new tap), brought up when
-    /// `up`.
+    /// `up`, persistent when `persist`.
     pub fn open(
         name: &str,
         ifname: &str,
         vnet: bool,
         mtu: Option<u32>,
         up: bool,
+        persist: bool,
     ) -> Result<Self, PortError> {
         let err = |m: String| PortError {
             port: name.to_string(),
@@ -77,6 +95,10 @@ impl TapPort {
                 }
             ))
         })?;
+        if persist {
+            sys::tun_set_persist(&fd, true)
+                .map_err(|e| err(format!("making '{ifname}' persistent: {e}")))?;
+        }
         if vnet {
             sys::tun_set_offload(&fd).map_err(|e| {
                 err(format!(
@@ -93,6 +115,7 @@ impl TapPort {
             name: name.to_string(),
             ifname: ifname.to_string(),
             dev: File::from(fd),
+            persist,
             vnet,
             mtu,
             stats: PortStats::default(),
@@ -104,7 +127,19 @@ impl TapPort {
     pub fn ifname(&self) -> &str {
         &self.ifname
     }
+}
 
+impl Drop for TapPort {
+    /// A persistent tap goes with its port unless the switch is ending
+    /// without cleaning up ([`keep_persistent_taps`]).
+    fn drop(&mut self) {
+        if self.persist && !KEEP_PERSISTENT.load(Ordering::SeqCst) {
+            let _ = sys::tun_set_persist(&self.dev, false);
+        }
+    }
+}
+
+impl TapPort {
     /// Reads one frame (with its virtio-net header when vnet) into `small`,
     /// running on into `big` when it does not fit. `Ok(None)`: a frame was
     /// read and counted as a drop; `Err`: nothing was read. Frees whichever

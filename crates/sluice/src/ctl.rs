@@ -494,11 +494,13 @@ impl Control {
             }
             c @ ("add-tlv-map" | "del-tlv-map" | "dump-tlv-map") => {
                 // One map for the datapath, as its tunnel state.
-                let mut rules = self.first_rules().lock().expect("rules");
-                let (answer, new) = crate::tunnels::tlv_command(c, &rest, &rules.tlv_map())?;
+                let (answer, new) = crate::tunnels::tlv_command(c, &rest, &self.tlv_map())?;
                 if let Some(map) = new {
-                    rules.set_tlv_map(map)?;
-                    self.publish_first(&rules)?;
+                    self.change_tlv_map(|m| {
+                        *m = map;
+                        Ok(())
+                    })?
+                    .map_err(|e| format!("{c}: {e}"))?;
                 }
                 Ok(answer)
             }
@@ -712,6 +714,36 @@ impl Control {
     ) -> Result<(), String> {
         let in_port = self.dp_port(in_port);
         self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
+    }
+
+    /// The datapath's Geneve option mapping (the first bridge's).
+    pub(crate) fn tlv_map(&self) -> sluice_packet::tunnel::TlvMap {
+        self.first_rules().lock().expect("rules").tlv_map()
+    }
+
+    /// Changes the datapath's Geneve option mapping with `f`: on the
+    /// first bridge's rules (whose tunnel state every bridge's Geneve
+    /// ports use) and on this bridge's (what its rules are read with).
+    pub(crate) fn change_tlv_map(
+        &self,
+        f: impl FnOnce(&mut sluice_packet::tunnel::TlvMap) -> Result<(), OfError>,
+    ) -> Result<Result<(), OfError>, String> {
+        let mut map = self.tlv_map();
+        if let Err(e) = f(&mut map) {
+            return Ok(Err(e));
+        }
+        if self.bridge != 0 {
+            let mut first = self.first_rules().lock().expect("rules");
+            if first.set_tlv_map(map.clone()).is_err() {
+                return Ok(Err(OfError::NXTTMFC_TABLE_FULL));
+            }
+            self.publish_first(&first)?;
+        }
+        self.change_rules(|rules| {
+            rules
+                .set_tlv_map(map)
+                .map_err(|_| OfError::NXTTMFC_TABLE_FULL)
+        })
     }
 
     /// Empties conntrack zone `zone` (`NXT_CT_FLUSH_ZONE`, what

@@ -155,7 +155,9 @@ Port specs:
                         it up; with virtio-net headers as a VM's virtio-net
                         has them (,vnet=off: without). Options: ,mtu=N;
                         ,up=off: leave it down (as OVS leaves an internal
-                        port: the user brings it up)
+                        port: the user brings it up); ,persist=on: it
+                        outlives the switch with its addresses, until the
+                        port is deleted (as OVS's internal ports)
   mtu=N                 (afpacket, afxdp, tap) set the interface's MTU, 68 to
                         65535 (else the port takes the interface's own, 1500
                         for a veth or a new tap); longer frames are the counted

@@ -1,6 +1,8 @@
 //! The OpenFlow channel's Nicira TLV table messages: `NXT_TLV_TABLE_MOD`
-//! changes the Geneve options' mapping onto `tun_metadata` fields (a new
-//! rule version, in force on every PMD before anything after it is
+//! changes the Geneve options' mapping onto `tun_metadata` fields (one
+//! for the datapath, as OVS's: the first bridge's tunnel state, which
+//! every bridge's Geneve ports use, and the bridge's own copy; a new rule
+//! version, in force on every PMD before anything after it is
 //! answered), `NXT_TLV_TABLE_REQUEST` reads it, as `ovs-ofctl
 //! add-tlv-map`/`dump-tlv-map` and `ovn-controller` use them.
 
@@ -34,8 +36,8 @@ pub(crate) fn experimenter(
         Err(e) => return Ok(Err(e)),
     };
     match m {
-        NxMessage::TlvTableRequest => control.change_rules(|rules| {
-            let maps: Vec<TlvMapping> = rules
+        NxMessage::TlvTableRequest => {
+            let maps: Vec<TlvMapping> = control
                 .tlv_map()
                 .entries()
                 .iter()
@@ -47,26 +49,24 @@ pub(crate) fn experimenter(
                 })
                 .collect();
             let space = SLOTS as u32 * u32::from(MAX_LEN);
-            Ok(Some(nx::tlv_table_reply(space, SLOTS as u16, &maps)))
-        }),
+            Ok(Ok(Some(nx::tlv_table_reply(space, SLOTS as u16, &maps))))
+        }
         NxMessage::TlvTableMod { .. } if slave => Ok(Err(OfError::IS_SLAVE)),
-        NxMessage::TlvTableMod { command: cmd, maps } => control.change_rules(|rules| {
-            let mut map = rules.tlv_map();
-            let entries = maps
-                .iter()
-                .map(|m| TlvEntry::new(m.class, m.ty, m.len, m.index))
-                .collect::<Result<Vec<_>, _>>();
-            match cmd {
-                command::ADD => map.add(&entries.map_err(of_error)?).map_err(of_error)?,
-                // By field, as OVS (a field past those held is none).
-                command::DELETE => maps.iter().for_each(|m| map.remove(m.index)),
-                command::CLEAR => map.clear(),
-                _ => return Err(OfError::NXTTMFC_BAD_COMMAND),
-            }
-            rules
-                .set_tlv_map(map)
-                .map_err(|_| OfError::NXTTMFC_TABLE_FULL)?;
-            Ok(None)
-        }),
+        NxMessage::TlvTableMod { command: cmd, maps } => control
+            .change_tlv_map(|map| {
+                let entries = maps
+                    .iter()
+                    .map(|m| TlvEntry::new(m.class, m.ty, m.len, m.index))
+                    .collect::<Result<Vec<_>, _>>();
+                match cmd {
+                    command::ADD => map.add(&entries.map_err(of_error)?).map_err(of_error)?,
+                    // By field, as OVS (a field past those held is none).
+                    command::DELETE => maps.iter().for_each(|m| map.remove(m.index)),
+                    command::CLEAR => map.clear(),
+                    _ => return Err(OfError::NXTTMFC_BAD_COMMAND),
+                }
+                Ok(())
+            })
+            .map(|r| r.map(|()| None)),
     }
 }

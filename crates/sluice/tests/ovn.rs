@@ -9,7 +9,10 @@
 //! (its own ARP and ICMP answered), a stateful ACL (new connections from
 //! outside refused, replies let in, an allowed TCP port), a load balancer
 //! VIP with two backends over TCP (conntrack, NAT, a select group), and
-//! `ovn-nbctl --wait=hv sync` returning. The same script with Open
+//! `ovn-nbctl --wait=hv sync` returning. Then two chassis, each a
+//! namespace with its own switch and ovn-controller, over Geneve through
+//! `br-phy`: a logical switch and router across them, TCP at a VM MTU of
+//! 1400, a switch restarted and the overlay back. The same script with Open
 //! vSwitch 3.1's own `ovs-vswitchd` must give the same results (the
 //! test's check that it tests something), and both must hold the same
 //! OpenFlow rules, as `ovs-ofctl -O OpenFlow15 dump-flows` prints them.
@@ -17,267 +20,45 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
-use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_daemon, start_vswitchd, Db};
+use support::ovn::{Central, Chassis};
 use support::*;
 
-const NB_SCHEMA: &str = "/usr/share/ovn/ovn-nb.ovsschema";
-const SB_SCHEMA: &str = "/usr/share/ovn/ovn-sb.ovsschema";
+const OVS: &str = "/usr/sbin/ovs-vswitchd";
 
-/// One chassis: its Open_vSwitch database, OVN's databases and daemons,
-/// the switch's namespace.
-struct Chassis {
-    db: Db,
-    sw: Host,
-    _ovn: Vec<Killed>,
-}
-
-fn spawn(dir: &Path, ns: Option<&str>, prog: &str, args: &[String]) -> Killed {
-    let mut c = match ns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, prog]);
-            c
-        }
-        None => Command::new(prog),
-    };
-    c.args(args)
-        .env("OVS_RUNDIR", dir)
-        .env("OVS_LOGDIR", dir)
-        .env("OVN_RUNDIR", dir)
-        .env("OVN_LOGDIR", dir);
-    Killed(c.spawn().unwrap_or_else(|e| panic!("{prog}: {e}")))
-}
-
-impl Chassis {
-    /// Starts the switch (`daemon` None: Sluice as `ovs-vswitchd`), the
-    /// northbound and southbound databases, ovn-northd and ovn-controller.
-    fn start(tag: &str, daemon: Option<&str>) -> Chassis {
-        require_ovs_tools(&["ovn-northd", "ovn-controller", "ovn-nbctl"]);
-        for s in [NB_SCHEMA, SB_SCHEMA] {
-            assert!(
-                Path::new(s).exists(),
-                "{s} is missing: run scripts/setup (ovn-central)"
-            );
-        }
-        let db = Db::start();
-        let sw = Host::new(tag, None);
-        let out = match daemon {
-            None => start_vswitchd(&db, &sw.ns, &as_ovs_vswitchd(db.run())),
-            Some(d) => start_daemon(&db, &sw.ns, &[d]),
-        };
-        assert!(out.status.success(), "start: {}", stderr(&out));
-        let dir = db.run().to_path_buf();
-        let mut ovn = Vec::new();
-        for (name, schema) in [("nb", NB_SCHEMA), ("sb", SB_SCHEMA)] {
-            let file = dir.join(format!("{name}.db"));
-            sh(&format!("ovsdb-tool create {} {schema}", file.display()));
-            ovn.push(spawn(
-                &dir,
-                None,
-                "ovsdb-server",
-                &[
-                    file.display().to_string(),
-                    format!("--remote=punix:{}/{name}.sock", dir.display()),
-                    format!("--unixctl={}/{name}.ctl", dir.display()),
-                    "--no-chdir".into(),
-                    "-vconsole:off".into(),
-                    format!("--log-file={}/{name}.log", dir.display()),
-                ],
-            ));
-        }
-        wait_for("OVN's databases", 10, || {
-            dir.join("nb.sock").exists() && dir.join("sb.sock").exists()
-        });
-        ovn.push(spawn(
-            &dir,
-            None,
-            "ovn-northd",
+/// A router `lr1` joining logical switches `ls1` (10.84.1.0/24) and
+/// `ls2` (10.84.2.0/24).
+fn router(central: &Central, on: &[&Chassis]) {
+    central.nbctl(&["ls-add", "ls1"], on);
+    central.nbctl(&["ls-add", "ls2"], on);
+    central.nbctl(&["lr-add", "lr1"], on);
+    for (ls, mac, ip) in [
+        ("ls1", "00:00:00:00:f1:fe", "10.84.1.254/24"),
+        ("ls2", "00:00:00:00:f2:fe", "10.84.2.254/24"),
+    ] {
+        let lrp = format!("lr1-{ls}");
+        let lsp = format!("{ls}-lr1");
+        central.nbctl(&["lrp-add", "lr1", &lrp, mac, ip], on);
+        central.nbctl(
             &[
-                format!("--ovnnb-db=unix:{}/nb.sock", dir.display()),
-                format!("--ovnsb-db=unix:{}/sb.sock", dir.display()),
-                format!("--unixctl={}/northd.ctl", dir.display()),
-                "--no-chdir".into(),
-                "-vconsole:off".into(),
-                format!("--log-file={}/northd.log", dir.display()),
+                "lsp-add",
+                ls,
+                &lsp,
+                "--",
+                "lsp-set-type",
+                &lsp,
+                "router",
+                "--",
+                "lsp-set-addresses",
+                &lsp,
+                "router",
+                "--",
+                "lsp-set-options",
+                &lsp,
+                &format!("router-port={lrp}"),
             ],
-        ));
-        db.vsctl(&[
-            "set",
-            "open",
-            ".",
-            "external_ids:system-id=hv1",
-            &format!("external_ids:ovn-remote=unix:{}/sb.sock", dir.display()),
-            "external_ids:ovn-encap-type=geneve",
-            "external_ids:ovn-encap-ip=172.31.84.1",
-            "external_ids:ovn-bridge-datapath-type=netdev",
-        ]);
-        ovn.push(spawn(
-            &dir,
-            Some(&sw.ns),
-            "ovn-controller",
-            &[
-                format!("unix:{}/db.sock", dir.display()),
-                "--no-chdir".into(),
-                "-vconsole:off".into(),
-                format!("--log-file={}/ovn-controller.log", dir.display()),
-            ],
-        ));
-        // ovn-controller makes br-int itself.
-        let t = std::time::Instant::now();
-        while !db
-            .tool("ovs-vsctl", &["br-exists", "br-int"])
-            .status
-            .success()
-        {
-            if t.elapsed().as_secs() > 20 {
-                let log = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-                panic!(
-                    "no br-int from ovn-controller:\n{}\n{}",
-                    log("ovn-controller.log"),
-                    log("ovs-vswitchd.log")
-                );
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        Chassis { db, sw, _ovn: ovn }
-    }
-
-    fn nbctl(&self, args: &[&str]) -> String {
-        let out = Command::new("ovn-nbctl")
-            .arg(format!("--db=unix:{}/nb.sock", self.db.run().display()))
-            .arg("--timeout=30")
-            .args(args)
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            let log = |f: &str| std::fs::read_to_string(self.db.run().join(f)).unwrap_or_default();
-            panic!(
-                "ovn-nbctl {args:?}: {}\n{}\n{}",
-                stderr(&out),
-                log("ovn-controller.log"),
-                log("ovs-vswitchd.log")
-            );
-        }
-        stdout(&out)
-    }
-
-    /// VM `tag` (a namespace) with `mac`, `ip`/24 and gateway `gw`, its
-    /// veth a port of br-int bound to logical port `lsp` of `ls`.
-    fn vm(&self, tag: &str, ls: &str, lsp: &str, mac: &str, ip: &str, gw: &str) -> Host {
-        let vm = Host::new(tag, None);
-        vm.exec(&format!("ip link set eth0 address {mac}"));
-        vm.exec(&format!("ip addr add {ip}/24 dev eth0"));
-        vm.exec(&format!("ip route add default via {gw}"));
-        sh(&format!("ip link set {} netns {}", vm.root_if, self.sw.ns));
-        self.sw.exec(&format!("ip link set {} up", vm.root_if));
-        self.nbctl(&[
-            "lsp-add",
-            ls,
-            lsp,
-            "--",
-            "lsp-set-addresses",
-            lsp,
-            &format!("{mac} {ip}"),
-        ]);
-        self.db.vsctl(&[
-            "add-port",
-            "br-int",
-            &vm.root_if,
-            "--",
-            "set",
-            "interface",
-            &vm.root_if,
-            &format!("external_ids:iface-id={lsp}"),
-        ]);
-        vm
-    }
-
-    /// `ovs-ofctl -O OpenFlow15 dump-flows br-int`, normalised: no
-    /// cookies or statistics; what ovn-northd and ovn-controller choose
-    /// anew each run named, not shown (northd's service monitor MAC, the
-    /// conntrack zones ovn-controller gives ports and the router's NAT:
-    /// what loads `reg11`, `reg12` and `reg13`); sorted.
-    fn rules(&self) -> Vec<String> {
-        let out = self.db.tool(
-            "ovs-ofctl",
-            &["-O", "OpenFlow15", "dump-flows", "br-int", "--no-stats"],
+            on,
         );
-        assert!(out.status.success(), "dump-flows: {}", stderr(&out));
-        let mac = self.nbctl(&["get", "NB_Global", ".", "options:svc_monitor_mac"]);
-        let mac = mac.trim().trim_matches('"').to_string();
-        let zone = |l: &str, reg: &str| -> String {
-            let mut out = String::new();
-            let mut rest = l;
-            let tail = format!("->{reg}");
-            while let Some(at) = rest.find(&tail) {
-                let head = &rest[..at];
-                let start = head
-                    .rfind("set_field:")
-                    .map_or(at, |s| s + "set_field:".len());
-                out += &rest[..start];
-                out += "ZONE";
-                out += &tail;
-                rest = &rest[at + tail.len()..];
-            }
-            out + rest
-        };
-        let mut v: Vec<String> = stdout(&out)
-            .lines()
-            .map(|l| {
-                let l = l.trim();
-                let l = match l.split_once(", ") {
-                    Some((c, rest)) if c.starts_with("cookie=") => rest,
-                    _ => l,
-                };
-                let l = format!("{},", l.replace(&mac, "SVC_MONITOR_MAC"));
-                let l = ["reg11,", "reg12,", "reg13,"]
-                    .iter()
-                    .fold(l, |l, r| zone(&l, r));
-                unordered(&learned_cookie(l.trim_end_matches(',')))
-            })
-            .collect();
-        v.sort();
-        v
     }
-}
-
-/// A `learn`'s cookie (its logical flow's, which ovn-northd makes anew
-/// each run) as `COOKIE`.
-fn learned_cookie(l: &str) -> String {
-    let Some(at) = l.find("learn(") else {
-        return l.to_string();
-    };
-    let (head, tail) = l.split_at(at);
-    let Some(c) = tail.find("cookie=") else {
-        return l.to_string();
-    };
-    let value_end = tail[c..].find(',').map_or(tail.len(), |e| c + e);
-    format!("{head}{}cookie=COOKIE{}", &tail[..c], &tail[value_end..])
-}
-
-/// A multicast group's outputs (`...,resubmit(,41)` each, in the order
-/// ovn-controller's hash of the ports gives) sorted.
-fn unordered(l: &str) -> String {
-    const EACH: &str = ",resubmit(,41)";
-    let Some((head, actions)) = l.split_once(" actions=") else {
-        return l.to_string();
-    };
-    if actions.matches(EACH).count() < 2 {
-        return l.to_string();
-    }
-    let mut parts: Vec<&str> = actions
-        .split(EACH)
-        .map(|p| p.trim_start_matches(','))
-        .collect();
-    let last = parts.pop().unwrap_or("");
-    parts.sort();
-    format!(
-        "{head} actions={}{EACH},{last}",
-        parts.join(",resubmit(,41),")
-    )
 }
 
 /// What one run saw: each check's result, and the rules installed.
@@ -290,69 +71,41 @@ struct Seen {
 /// The logical topology and its checks, on the switch `daemon` runs
 /// (None: Sluice).
 fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
-    let c = Chassis::start(tag, daemon);
-    c.nbctl(&["ls-add", "ls1"]);
-    c.nbctl(&["ls-add", "ls2"]);
-    c.nbctl(&["lr-add", "lr1"]);
-    for (ls, mac, ip) in [
-        ("ls1", "00:00:00:00:f1:fe", "10.84.1.254/24"),
-        ("ls2", "00:00:00:00:f2:fe", "10.84.2.254/24"),
-    ] {
-        let lrp = format!("lr1-{ls}");
-        let lsp = format!("{ls}-lr1");
-        c.nbctl(&["lrp-add", "lr1", &lrp, mac, ip]);
-        c.nbctl(&[
-            "lsp-add",
-            ls,
-            &lsp,
-            "--",
-            "lsp-set-type",
-            &lsp,
-            "router",
-            "--",
-            "lsp-set-addresses",
-            &lsp,
-            "router",
-            "--",
-            "lsp-set-options",
-            &lsp,
-            &format!("router-port={lrp}"),
-        ]);
-    }
+    let central = Central::start();
+    let mut c = Chassis::new(tag, daemon);
+    c.join(&central);
+    let nbctl = |args: &[&str]| central.nbctl(args, &[&c]);
+    router(&central, &[&c]);
     let vm1 = c.vm(
-        &format!("{tag}1"),
-        "ls1",
-        "vm1",
+        &central,
+        (&format!("{tag}1"), "ls1", "vm1"),
         "f0:00:00:84:01:01",
         "10.84.1.1",
         "10.84.1.254",
     );
     let vm2 = c.vm(
-        &format!("{tag}2"),
-        "ls1",
-        "vm2",
+        &central,
+        (&format!("{tag}2"), "ls1", "vm2"),
         "f0:00:00:84:01:02",
         "10.84.1.2",
         "10.84.1.254",
     );
     let vm3 = c.vm(
-        &format!("{tag}3"),
-        "ls2",
-        "vm3",
+        &central,
+        (&format!("{tag}3"), "ls2", "vm3"),
         "f0:00:00:84:02:03",
         "10.84.2.3",
         "10.84.2.254",
     );
     let vm4 = c.vm(
-        &format!("{tag}4"),
-        "ls2",
-        "vm4",
+        &central,
+        (&format!("{tag}4"), "ls2", "vm4"),
         "f0:00:00:84:02:04",
         "10.84.2.4",
         "10.84.2.254",
     );
     // --wait=hv returns once ovn-controller has the flows installed.
-    c.nbctl(&["--wait=hv", "sync"]);
+    nbctl(&["--wait=hv", "sync"]);
     let mut checks = Vec::new();
     let mut check = |what: &'static str, ok: bool| checks.push((what, ok));
 
@@ -371,7 +124,7 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
 
     // A stateful ACL on ls2: to vm3 only TCP port 5201 opens a
     // connection; the replies of what it starts come back.
-    c.nbctl(&[
+    nbctl(&[
         "acl-add",
         "ls2",
         "to-lport",
@@ -379,7 +132,7 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
         "outport == \"vm3\" && ip4 && tcp.dst == 5201",
         "allow-related",
     ]);
-    c.nbctl(&[
+    nbctl(&[
         "acl-add",
         "ls2",
         "to-lport",
@@ -387,7 +140,7 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
         "outport == \"vm3\" && ip4",
         "drop",
     ]);
-    c.nbctl(&["--wait=hv", "sync"]);
+    nbctl(&["--wait=hv", "sync"]);
     check("the ACL refuses a new ping in", !vm1.pings("10.84.2.3"));
     check(
         "the ACL lets the replies of a ping out in",
@@ -401,18 +154,18 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
             .status
             .success(),
     );
-    c.nbctl(&["acl-del", "ls2"]);
+    nbctl(&["acl-del", "ls2"]);
 
     // A load balancer on ls1: a VIP, two backends on ls2 over TCP.
-    c.nbctl(&[
+    nbctl(&[
         "lb-add",
         "lb1",
         "10.84.9.100:80",
         "10.84.2.3:8080,10.84.2.4:8080",
         "tcp",
     ]);
-    c.nbctl(&["ls-lb-add", "ls1", "lb1"]);
-    c.nbctl(&["--wait=hv", "sync"]);
+    nbctl(&["ls-lb-add", "ls1", "lb1"]);
+    nbctl(&["--wait=hv", "sync"]);
     for b in [&vm3, &vm4] {
         b.exec("sh -c 'cd /tmp && python3 -m http.server 8080 >/dev/null 2>&1 &'");
     }
@@ -443,15 +196,15 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
         stdout(&groups).contains("type=select"),
     );
 
-    let rules = c.rules();
-    let log = std::fs::read_to_string(c.db.run().join("ovn-controller.log")).unwrap_or_default();
+    let rules = c.rules(&central);
+    let log = c.controller_log();
     drop((vm1, vm2, vm3, vm4));
     (Seen { checks, rules }, log)
 }
 
 #[test]
 fn ovn_programs_sluice_as_it_programs_open_vswitch() {
-    let (ovs, ovs_log) = run("ovo", Some("/usr/sbin/ovs-vswitchd"));
+    let (ovs, ovs_log) = run("ovo", Some(OVS));
     for (what, ok) in &ovs.checks {
         assert!(ok, "with Open vSwitch: {what}\n{ovs_log}");
     }
@@ -475,4 +228,136 @@ fn ovn_programs_sluice_as_it_programs_open_vswitch() {
         o.join("\n"),
         s.join("\n")
     );
+}
+
+/// Pings `to` from `vm` until two are answered, for up to ten tries (the
+/// first may go while a tunnel's next hop is being found).
+fn pings_soon(vm: &Host, to: &str) -> bool {
+    (0..10).any(|_| vm.pings(to))
+}
+
+/// Two chassis, each a namespace with its own database, switch and
+/// ovn-controller, the underlay a veth between them with its address on
+/// `br-phy` (as OVS's userspace tunnels have it): vm1 (ls1) on chassis a,
+/// vm2 (ls1) and vm3 (ls2) on chassis b, the router between the
+/// switches. ovn-controller makes the Geneve ports itself
+/// (`options:key=flow`, `csum=true`, the other chassis' `remote_ip`).
+fn across(tag: &str, daemon: Option<&str>) -> (Vec<(&'static str, bool)>, String) {
+    let central = Central::start();
+    let mut a = Chassis::new(&format!("{tag}a"), daemon);
+    let mut b = Chassis::new(&format!("{tag}b"), daemon);
+    let id = std::process::id() % 10000;
+    let (ua, ub) = (format!("u{id}{tag}a"), format!("u{id}{tag}b"));
+    sh(&format!(
+        "ip link add {ua} netns {} type veth peer name {ub} netns {}",
+        a.sw.ns, b.sw.ns
+    ));
+    for (c, u, ip) in [(&mut a, &ua, "172.31.85.1"), (&mut b, &ub, "172.31.85.2")] {
+        // (The kernel would answer ARP for br-phy's address on the
+        // uplink too, with the uplink's MAC: docs/tunnels.md.)
+        c.sw.exec(&format!("sysctl -qw net.ipv4.conf.{u}.arp_ignore=1"));
+        c.sw.exec(&format!("ip link set {u} up"));
+        c.db.add_br("br-phy", &["--", "add-port", "br-phy", u]);
+        c.sw.exec(&format!("ip addr add {ip}/24 dev br-phy"));
+        c.sw.exec("ip link set br-phy up");
+        c.encap_ip(ip);
+        c.join(&central);
+    }
+    router(&central, &[&a, &b]);
+    let vm1 = a.vm(
+        &central,
+        (&format!("{tag}1"), "ls1", "vm1"),
+        "f0:00:00:85:01:01",
+        "10.84.1.1",
+        "10.84.1.254",
+    );
+    let vm2 = b.vm(
+        &central,
+        (&format!("{tag}2"), "ls1", "vm2"),
+        "f0:00:00:85:01:02",
+        "10.84.1.2",
+        "10.84.1.254",
+    );
+    let vm3 = b.vm(
+        &central,
+        (&format!("{tag}3"), "ls2", "vm3"),
+        "f0:00:00:85:02:03",
+        "10.84.2.3",
+        "10.84.2.254",
+    );
+    central.nbctl(&["--wait=hv", "sync"], &[&a, &b]);
+    let diag = || {
+        for c in [&a, &b] {
+            eprintln!("{} {}", c.name, c.db.vsctl(&["show"]).0);
+            eprintln!("{} {}", c.name, c.sw.exec("ip -br addr"));
+            for cmd in [
+                &["tnl/ports/show"][..],
+                &["ovs/route/show"],
+                &["tnl/neigh/show"],
+                &["dpctl/dump-flows"],
+            ] {
+                eprintln!("{} {cmd:?}:\n{}", c.name, stdout(&c.db.appctl(cmd)));
+            }
+        }
+    };
+    let mut checks = Vec::new();
+    let across = pings_soon(&vm1, "10.84.1.2");
+    if !across {
+        diag();
+    }
+    checks.push(("ping across the chassis", across));
+    checks.push(("ping back across the chassis", vm2.pings("10.84.1.1")));
+    let routed = pings_soon(&vm1, "10.84.2.3");
+    if !routed {
+        diag();
+        let port = a.db.get("Interface", &vm1.root_if, "ofport");
+        let trace = a.db.appctl(&[
+            "ofproto/trace",
+            "br-int",
+            &format!("in_port={port},icmp,dl_src=f0:00:00:85:01:01,dl_dst=00:00:00:00:f1:fe,nw_src=10.84.1.1,nw_dst=10.84.2.3,nw_ttl=64,icmp_type=8"),
+        ]);
+        let t = stdout(&trace);
+        let lines: Vec<&str> = t.lines().collect();
+        eprintln!(
+            "trace:\n{}",
+            lines[lines.len().saturating_sub(40)..].join("\n")
+        );
+    }
+    checks.push(("ping across the chassis and the router", routed));
+    // TCP with a VM MTU of 1400 (Geneve's headers and options fit the
+    // underlay's 1500).
+    for vm in [&vm1, &vm2] {
+        vm.exec("ip link set eth0 mtu 1400");
+    }
+    vm2.exec("sh -c 'iperf3 -s -1 -D -p 5201 >/dev/null 2>&1'");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    checks.push((
+        "TCP across the chassis at MTU 1400",
+        vm1.exec_status("timeout 15 iperf3 -c 10.84.1.2 -p 5201 -t 2")
+            .status
+            .success(),
+    ));
+    // A chassis' switch restarted: the overlay comes back.
+    a.restart_switch(daemon);
+    let back = (0..3).any(|_| pings_soon(&vm1, "10.84.1.2"));
+    if !back {
+        diag();
+    }
+    checks.push(("the overlay back after a switch restart", back));
+    let logs = a.logs() + &b.logs();
+    drop((vm1, vm2, vm3));
+    (checks, logs)
+}
+
+#[test]
+fn ovn_across_two_chassis_over_geneve() {
+    let (ovs, ovs_logs) = across("gvo", Some(OVS));
+    for (what, ok) in &ovs {
+        assert!(ok, "with Open vSwitch: {what}\n{ovs_logs}");
+    }
+    let (sluice, logs) = across("gvs", None);
+    for (what, ok) in &sluice {
+        assert!(ok, "with Sluice: {what}\n{logs}");
+    }
+    assert!(!logs.contains("OpenFlow error"), "{logs}");
 }

@@ -206,15 +206,24 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     assert!(h1.pings("10.77.0.2"));
     assert_eq!(db.get("Interface", &h1.root_if, "ofport"), p1);
 
-    // Restarted, it finds the same ports under the same numbers.
+    // Restarted, it finds the same ports under the same numbers; the
+    // bridge's internal port (a persistent tap, as OVS's) keeps the
+    // address given it in the kernel meanwhile.
+    sw.exec(&format!("ip addr add 192.0.2.77/24 dev {br}"));
     let out = db.appctl(&["exit"]);
     assert!(out.status.success(), "{}", stderr(&out));
     wait_for("the daemon to exit", 10, || {
         !db.run().join("ovs-vswitchd.pid").exists()
     });
+    assert!(sw
+        .exec(&format!("ip -br addr show {br}"))
+        .contains("192.0.2.77/24"));
     let out = start_vswitchd(&db, &sw.ns, &bin);
     assert!(out.status.success(), "restart: {}", stderr(&out));
     assert_eq!(db.get("Interface", &h2.root_if, "ofport"), p2);
+    assert!(sw
+        .exec(&format!("ip -br addr show {br}"))
+        .contains("192.0.2.77/24"));
     h1.ping("10.77.0.2");
 
     // ovsdb-server restarts: the datapath goes on meanwhile; the daemon
@@ -266,10 +275,15 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         warnings.is_empty(),
         "a clean run logs no warning: {warnings:?}"
     );
-    assert!(db.appctl(&["exit"]).status.success());
+    // `exit --cleanup` takes the internal ports' taps with it.
+    assert!(db.appctl(&["exit", "--cleanup"]).status.success());
     wait_for("the daemon to exit", 10, || {
         !db.run().join("ovs-vswitchd.pid").exists()
     });
+    assert!(!sw
+        .exec_status(&format!("ip link show {br}"))
+        .status
+        .success());
 }
 
 #[test]

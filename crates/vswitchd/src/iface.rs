@@ -7,8 +7,8 @@
 //! | `type` | Sluice port |
 //! |---|---|
 //! | `""`, `system` | `afpacket:NAME` (the device through AF_PACKET rings) |
-//! | `internal` | `tap:NAME,up=off` (a tap made for it and left down, as OVS's netdev datapath does); the bridge's own interface is `LOCAL` |
-//! | `tap` | `tap:NAME,up=off` |
+//! | `internal` | `tap:NAME,up=off,persist=on` (a tap made for it and left down, persistent, as OVS's netdev datapath does); the bridge's own interface is `LOCAL` |
+//! | `tap` | `tap:NAME,up=off,persist=on` |
 //! | `afxdp` | `afxdp:NAME` |
 //! | `dpdkvhostuserclient` | `vhost-client:PATH` (`options:vhost-server-path`) |
 //! | `dpdkvhostuser` | `vhost:RUNDIR/NAME` (Sluice listens, as OVS does in its run directory) |
@@ -91,10 +91,12 @@ pub fn port_spec(
             format!("afpacket:{name}{mtu}")
         }
         // As OVS's netdev datapath: a tap, left down for the user to
-        // bring up (`ip link set br0 up`).
+        // bring up (`ip link set br0 up`), persistent (it keeps its
+        // addresses over a restart of the switch; deleting the port
+        // deletes it).
         "internal" | "tap" => {
             netdev_name(name)?;
-            format!("tap:{name},up=off{mtu}")
+            format!("tap:{name},up=off,persist=on{mtu}")
         }
         "afxdp" => {
             netdev_name(name)?;
@@ -241,7 +243,7 @@ mod tests {
         assert_eq!(spec("eth1", iface("system", &[])).unwrap(), "afpacket:eth1");
         assert_eq!(
             spec("br0", iface("internal", &[])).unwrap(),
-            "tap:br0,up=off"
+            "tap:br0,up=off,persist=on"
         );
         assert_eq!(spec("x", iface("afxdp", &[])).unwrap(), "afxdp:x");
         assert_eq!(

@@ -722,7 +722,7 @@ mod tests {
                     "add-br br0 {:x} false",
                     datapath_id("br0", &d.bridges["br0"])
                 ),
-                "add br0 4294967294 br0 tap:br0,up=off".into(),
+                "add br0 4294967294 br0 tap:br0,up=off,persist=on".into(),
                 "add br0 1 p1 afpacket:p1".into(),
             ]
         );

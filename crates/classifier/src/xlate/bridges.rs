@@ -16,7 +16,7 @@ use sluice_packet::tunnel::TunnelMeta;
 pub use crate::patch::{dp_port, split_dp_port, PatchPort, LOCAL, MAX_BRIDGES};
 use crate::table::RuleSet;
 
-use super::{Ctx, XlateDrop, MAX_DEPTH};
+use super::{Ctx, XlateDrop, MAX_DEPTH, MAX_NESTING};
 
 /// One bridge as translation sees it: its rules and its ports' OpenFlow
 /// numbers, ascending (patch ports included).
@@ -138,7 +138,9 @@ impl<'a> Ctx<'a, '_> {
     /// `patch_port_output`). A recirculation the peer needs (`ct` with a
     /// table) is finished there, resuming in the peer bridge.
     pub(super) fn patch_output(&mut self, patch: PatchPort) {
-        if self.depth >= MAX_DEPTH {
+        // Another bridge's table 0: a deepening resubmit, as OVS's
+        // xlate_table_action counts it.
+        if self.deep >= MAX_DEPTH || self.depth >= MAX_NESTING {
             self.error = Some(XlateDrop::RecursionTooDeep);
             return;
         }
@@ -164,9 +166,11 @@ impl<'a> Ctx<'a, '_> {
             CtResult::default().write_key(f);
             cx.action_set.clear();
             cx.depth += 1;
+            cx.deep += 1;
             cx.table(0, true);
             cx.run_action_set();
             cx.finish_freeze();
+            cx.deep -= 1;
             cx.depth -= 1;
             // The pipeline's own fields go back with the flow; only the
             // packet's headers are what the peer may have changed.

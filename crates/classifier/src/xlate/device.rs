@@ -26,7 +26,7 @@ use sluice_packet::wire::l4::proto;
 use sluice_packet::FlowKey;
 
 use super::bridges::split_dp_port;
-use super::{Ctx, XlateDrop, MAX_DEPTH};
+use super::{Ctx, XlateDrop, MAX_DEPTH, MAX_NESTING};
 use crate::dpaction::DpAction;
 use crate::tunnel::{Device, Tunnels};
 
@@ -38,7 +38,9 @@ impl Ctx<'_, '_> {
     /// device `dev`'s bridge on the device's port; each port that
     /// bridge's rules send it to gets the encapsulation.
     pub(super) fn device_push(&mut self, header: Arc<TnlHeader>, dev: &Device, kind: TunnelKind) {
-        if self.depth >= MAX_DEPTH {
+        // Another bridge's table 0: a deepening resubmit, as OVS's
+        // xlate_table_action counts it.
+        if self.deep >= MAX_DEPTH || self.depth >= MAX_NESTING {
             self.error = Some(XlateDrop::RecursionTooDeep);
             return;
         }
@@ -71,8 +73,10 @@ impl Ctx<'_, '_> {
         self.arp_base = outer;
         self.action_set.clear();
         self.depth += 1;
+        self.deep += 1;
         self.table(0, true);
         self.run_action_set();
+        self.deep -= 1;
         self.depth -= 1;
         let frozen = self.frozen.take().is_some();
         let acts: Vec<DpAction> = self.out.actions.drain(at..).collect();

@@ -206,6 +206,7 @@ impl Ref<'_> {
                 Action::OutputReg(_) => unreachable!("no output:FIELD in generated rules"),
                 Action::Note(_) | Action::Sample(_) | Action::SetQueue(_) | Action::PopQueue => {}
                 Action::Clone(_) => unreachable!("no clone in generated rules"),
+                Action::Stack { .. } => unreachable!("no push or pop in generated rules"),
                 Action::Learn(_) => unreachable!("no learn in generated rules"),
                 Action::Multipath(_)
                 | Action::Bundle(_)

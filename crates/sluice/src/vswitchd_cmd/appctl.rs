@@ -158,6 +158,11 @@ impl Commands for Appctl {
             "version" => Ok(version_text()),
             "dpif/show" => self.dpif_show(),
             "exit" => {
+                // As OVS: without --cleanup the internal ports' taps stay
+                // (persistent, with their addresses) for the next start.
+                if args.iter().any(|a| a == "--cleanup") {
+                    super::CLEANUP.store(true, Ordering::SeqCst);
+                }
                 self.stop.store(true, Ordering::Relaxed);
                 Ok(String::new())
             }

@@ -129,7 +129,12 @@ fn default_in(dir: &Path, given: Option<&str>, name: &str) -> Option<PathBuf> {
     })
 }
 
-/// Runs the daemon until `exit`, SIGTERM or Ctrl-C.
+/// `exit --cleanup` asked for: the internal ports' taps go with the
+/// daemon.
+static CLEANUP: AtomicBool = AtomicBool::new(false);
+
+/// Runs the daemon until `exit`, SIGTERM or Ctrl-C (after which, as OVS,
+/// the internal ports' taps stay; `exit --cleanup` removes them).
 pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     let rundir = rundir();
     let target = Target::parse(
@@ -176,7 +181,10 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
             crate::runner::placements(&cfg)?
         }
     };
-    let run_stop = Arc::clone(&stop);
+    // The datapath stops when the daemon has wound down (not at once on
+    // `exit` or a signal): the taps' fate is settled first.
+    let run_stop = Arc::new(AtomicBool::new(false));
+    let datapath_stop = Arc::clone(&run_stop);
     let runner = std::thread::Builder::new()
         .name("datapath".into())
         .stack_size(sluice_classifier::xlate::STACK_BYTES)
@@ -246,6 +254,11 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
             &mut ready,
         )
     };
+    // As OVS, the internal ports' taps stay for the next start unless
+    // `exit --cleanup` (from here on, as the bridges and ports close).
+    if !CLEANUP.load(Ordering::SeqCst) {
+        sluice_port::tap::keep_persistent_taps();
+    }
     // Bridges' sockets go with the daemon; the ports are closed as the
     // datapath ends.
     let names: Vec<String> = sw.bridges.keys().cloned().collect();
@@ -257,6 +270,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
         }
     }
     stop.store(true, Ordering::Relaxed);
+    datapath_stop.store(true, Ordering::Relaxed);
     let outcome = runner
         .join()
         .map_err(|_| "the datapath thread panicked".to_string())?;

@@ -3,6 +3,7 @@
 //! them. Everything a test creates is removed when its guard drops.
 #![allow(dead_code)]
 
+pub mod ovn;
 pub mod ovs;
 
 use std::path::{Path, PathBuf};
