@@ -221,6 +221,10 @@ pub struct ControllerOpts {
     /// The meter its packet-ins go through (`meter_id=N`, OVS's
     /// controller meter): those it drops are not sent.
     pub meter_id: Option<u32>,
+    /// `pause`: the translation stops here, the rest of it kept as a
+    /// continuation the packet-in carries (`NXT_PACKET_IN2`), to go on
+    /// when the controller sends the packet back in `NXT_RESUME`.
+    pub pause: bool,
 }
 
 impl Action {
@@ -411,6 +415,9 @@ impl std::fmt::Display for Action {
                 if !o.userdata.is_empty() {
                     let hex: Vec<String> = o.userdata.iter().map(|b| format!("{b:02x}")).collect();
                     parts.push(format!("userdata={}", hex.join(".")));
+                }
+                if o.pause {
+                    parts.push("pause".into());
                 }
                 if let Some(m) = o.meter_id {
                     parts.push(format!("meter_id={m}"));

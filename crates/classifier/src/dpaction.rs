@@ -23,6 +23,10 @@ pub struct PacketInMeta {
     /// those it drops are not made. A meter that is not there meters
     /// nothing (Open vSwitch takes the rule, logs it, sends unmetered).
     pub meter_id: Option<u32>,
+    /// `controller(pause)`: the id of the frozen rest of the translation
+    /// (a recirculation state of the datapath's first bridge), which the
+    /// packet-in carries as its continuation.
+    pub continuation: Option<u32>,
 }
 
 /// A `controller` datapath action: what its packet-ins say.

@@ -62,12 +62,14 @@ impl RecircGc {
     }
 }
 
-/// The ids of the `recirc` actions in `acts` (and in its select variants
-/// and `check_pkt_len` branches).
+/// The ids of the `recirc` actions and paused packet-ins' continuations
+/// in `acts` (and in its select variants and `check_pkt_len` branches).
 fn recirc_ids(acts: &[DpAction], ids: &mut Vec<u32>) {
     for a in acts {
         match a {
             DpAction::Recirc(id) => ids.push(*id),
+            // A paused packet-in's continuation resumes this state.
+            DpAction::Controller(p) => ids.extend(p.meta.continuation),
             DpAction::Select(sel) => {
                 for (_, v) in &sel.variants {
                     recirc_ids(v, ids);

@@ -426,6 +426,7 @@ fn check(
             outputs: vec![],
             hits: vec![],
             depth: 0,
+            deep: 0,
             resubmits: 0,
             error: false,
             vlans: None,

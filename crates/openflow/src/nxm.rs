@@ -340,6 +340,8 @@ pub enum NxAction {
         userdata: Vec<u8>,
         /// The controller meter (`NXAC2PT_METER_ID`).
         meter_id: Option<u32>,
+        /// `NXAC2PT_PAUSE`: a continuation.
+        pause: bool,
     },
     /// `NXAST_REG_LOAD`: `value` into bits `ofs..ofs + n_bits` of the
     /// field `dst` names.
@@ -669,6 +671,7 @@ impl NxAction {
                     reason: b.u8()?,
                     userdata: Vec::new(),
                     meter_id: None,
+                    pause: false,
                 }
             }
             subtype::CONTROLLER2 => controller::decode_controller2(&mut b)?,
@@ -884,6 +887,7 @@ impl NxAction {
                 reason,
                 userdata,
                 meter_id: None,
+                pause: false,
             } if userdata.is_empty() => {
                 out.extend_from_slice(&subtype::CONTROLLER.to_be_bytes());
                 out.extend_from_slice(&max_len.to_be_bytes());
@@ -896,7 +900,10 @@ impl NxAction {
                 reason,
                 userdata,
                 meter_id,
-            } => controller::encode_controller2(*max_len, *id, *reason, userdata, *meter_id, out),
+                pause,
+            } => controller::encode_controller2(
+                *max_len, *id, *reason, userdata, *meter_id, *pause, out,
+            ),
             NxAction::OutputReg {
                 src,
                 ofs,

@@ -754,6 +754,38 @@ impl Control {
         ct.flush(Some(zone))
     }
 
+    /// `NXT_RESUME`: the frozen rest of a paused translation (state `id`
+    /// of the first bridge's recirculation table) run on `data`, the
+    /// packet as the controller sent it back, with its pipeline fields
+    /// `sets` (and input port `in_port`, else the frozen one's), as a
+    /// packet-out on this bridge.
+    pub(crate) fn resume(
+        &self,
+        data: Vec<u8>,
+        id: u32,
+        in_port: Option<u32>,
+        sets: Vec<sluice_classifier::Action>,
+    ) -> Result<(), String> {
+        let state = self
+            .first_rules()
+            .lock()
+            .expect("rules")
+            .recirc()
+            .get(id)
+            .ok_or_else(|| format!("continuation {id:#x}: no such paused state (expired?)"))?;
+        let mut actions = Vec::with_capacity(sets.len() + state.actions.len() + 1);
+        actions.extend(sets);
+        if !state.action_set.is_empty() {
+            actions.push(sluice_classifier::Action::WriteActions(
+                state.action_set.clone(),
+            ));
+        }
+        actions.extend(state.actions.iter().cloned());
+        let in_port = in_port.unwrap_or(state.in_port);
+        tracing::debug!(target: "openflow", "NXT_RESUME {id:#x}: in_port {in_port}, {}", sluice_classifier::action::format_actions(&actions));
+        self.packet_out(data, in_port, actions)
+    }
+
     /// Every port a controller is told of: the datapath's ports of this
     /// bridge and its patch ports, by OpenFlow number, with their names.
     pub(crate) fn described_ports(&self) -> Result<Vec<(u32, String)>, String> {

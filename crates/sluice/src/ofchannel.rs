@@ -601,6 +601,34 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::EXPERIMENTER,
                 body,
+            } if is_resume(&body) => {
+                if self.is_slave() {
+                    return self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid);
+                }
+                match sluice_openflow::async_msg::decode_resume(&body[8..]) {
+                    Err(e) => self.reply(&error_reply(e, frame), h.xid),
+                    Ok(r) if r.continuation.nonce != crate::ofhub::continuation_nonce() => {
+                        tracing::info!(target: "openflow", "NXT_RESUME: a continuation of another run of the switch, refused");
+                        self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
+                    }
+                    Ok(r) => {
+                        let (in_port, sets) = sluice_openflow::convert::resume_fields(&r.metadata);
+                        match self
+                            .control
+                            .resume(r.packet, r.continuation.id, in_port, sets)
+                        {
+                            Ok(()) => Ok(()),
+                            Err(e) => {
+                                tracing::info!(target: "openflow", "NXT_RESUME: {e}");
+                                self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
+                            }
+                        }
+                    }
+                }
+            }
+            Message::Other {
+                typ: msg::EXPERIMENTER,
+                body,
             } if ct_flush_zone(&body).is_some() => {
                 if self.is_slave() {
                     return self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid);
@@ -769,6 +797,13 @@ fn set_packet_in_format(body: &[u8]) -> Option<Option<PinFormat>> {
         }
         _ => None,
     }
+}
+
+/// Whether an experimenter body (vendor id on) is an `NXT_RESUME`.
+fn is_resume(body: &[u8]) -> bool {
+    body.len() >= 8
+        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
+        && body[4..8] == sluice_openflow::async_msg::NXT_RESUME.to_be_bytes()
 }
 
 /// The zone an `NXT_CT_FLUSH_ZONE` body (vendor id on: zone, pad)

@@ -687,7 +687,23 @@ pub fn pin_data(pi: &PacketIn, version: u8) -> PinData<'_> {
         data: &pi.data,
         fields: &pi.meta.fields,
         userdata: &pi.meta.userdata,
+        continuation: pi.meta.continuation.map(|id| async_msg::Continuation {
+            id,
+            nonce: continuation_nonce(),
+        }),
     }
+}
+
+/// This run of the switch's continuation nonce (a continuation of
+/// another run names states this one does not have).
+pub fn continuation_nonce() -> u64 {
+    static NONCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NONCE.get_or_init(|| {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        t ^ u64::from(std::process::id()) << 32
+    })
 }
 
 /// The OpenFlow name of a port: a live port's interface name
@@ -768,6 +784,7 @@ mod tests {
                 fields,
                 userdata: vec![0xaa],
                 meter_id: None,
+                continuation: None,
             }),
             bridge: 0,
         };

@@ -8,8 +8,9 @@
 //! answered by OVN's responder), a logical router between two switches
 //! (its own ARP and ICMP answered), a stateful ACL (new connections from
 //! outside refused, replies let in, an allowed TCP port), a load balancer
-//! VIP with two backends over TCP (conntrack, NAT, a select group), and
-//! `ovn-nbctl --wait=hv sync` returning. Then two chassis, each a
+//! VIP with two backends over TCP (conntrack, NAT, a select group), OVN's
+//! native DHCP (pinctrl's pause and `NXT_RESUME`), and `ovn-nbctl
+//! --wait=hv sync` returning. Then two chassis, each a
 //! namespace with its own switch and ovn-controller, over Geneve through
 //! `br-phy`: a logical switch and router across them, TCP at a VM MTU of
 //! 1400, a switch restarted and the overlay back. The same script with Open
@@ -117,6 +118,36 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
         vm1.exec("ip neigh show 10.84.1.2")
             .contains("f0:00:00:84:01:02"),
     );
+    // OVN's native DHCP: ovn-controller's pinctrl pauses the request
+    // (`controller(userdata=...,pause)`), adds the options and resumes it
+    // (`NXT_RESUME`); the pipeline turns it into the reply.
+    let dhcp = nbctl(&["dhcp-options-create", "10.84.1.0/24"]);
+    assert!(dhcp.trim().is_empty(), "{dhcp}");
+    let uuid = nbctl(&[
+        "--bare",
+        "--columns=_uuid",
+        "find",
+        "dhcp_options",
+        "cidr=\"10.84.1.0/24\"",
+    ]);
+    let uuid = uuid.trim();
+    nbctl(&[
+        "dhcp-options-set-options",
+        uuid,
+        "lease_time=3600",
+        "router=10.84.1.254",
+        "server_id=10.84.1.254",
+        "server_mac=c0:ff:ee:00:00:01",
+    ]);
+    nbctl(&["lsp-set-dhcpv4-options", "vm2", uuid]);
+    nbctl(&["--wait=hv", "sync"]);
+    let lease = vm2.exec_status("busybox udhcpc -i eth0 -f -q -n -t 5 -T 1 -s /bin/true");
+    let said = format!("{}{}", stdout(&lease), stderr(&lease));
+    check(
+        "DHCP gives vm2 its address",
+        said.contains("lease of 10.84.1.2 obtained"),
+    );
+
     // The router's own address: its ARP and ICMP responders.
     check("ping the router's port", vm1.pings("10.84.1.254"));
     check("ping across the router", vm1.pings("10.84.2.3"));
@@ -197,7 +228,7 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
     );
 
     let rules = c.rules(&central);
-    let log = c.controller_log();
+    let log = c.logs();
     drop((vm1, vm2, vm3, vm4));
     (Seen { checks, rules }, log)
 }

@@ -18,6 +18,7 @@ pub(super) fn parse_controller(cx: &LineCtx, arg: &str, at: usize) -> Result<Act
         id: 0,
         userdata: Vec::new(),
         meter_id: None,
+        pause: false,
     };
     let mut off = at;
     for raw in arg.split(',') {
@@ -59,22 +60,17 @@ pub(super) fn parse_controller(cx: &LineCtx, arg: &str, at: usize) -> Result<Act
                 }
                 o.meter_id = Some(m);
             }
-            "pause" => {
-                return Err(cx.err(
-                    tok_at,
-                    "controller's pause is not supported: Sluice has no continuations (NXT_RESUME)"
-                        .to_string(),
-                ));
-            }
+            "pause" => o.pause = true,
             _ => {
-                return Err(cx.err(tok_at, format!("unknown controller setting '{key}': expected reason, max_len, id, userdata or meter_id")));
+                return Err(cx.err(tok_at, format!("unknown controller setting '{key}': expected reason, max_len, id, userdata, pause or meter_id")));
             }
         }
     }
     let plain = o.reason == PacketInReason::Action
         && o.id == 0
         && o.userdata.is_empty()
-        && o.meter_id.is_none();
+        && o.meter_id.is_none()
+        && !o.pause;
     Ok(Action::Controller {
         max_len,
         opts: (!plain).then(|| Box::new(o)),

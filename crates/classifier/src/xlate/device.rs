@@ -79,6 +79,7 @@ impl Ctx<'_, '_> {
         self.deep -= 1;
         self.depth -= 1;
         let frozen = self.frozen.take().is_some();
+        self.paused = None;
         let acts: Vec<DpAction> = self.out.actions.drain(at..).collect();
         let (snap, env, running, set, stale, wc, learn, outputs) = saved;
         let reason = self.reason;

@@ -140,16 +140,30 @@ impl Ctx<'_, '_> {
         }
     }
 
-    /// Ends a frozen translation with `recirc(id)`.
+    /// Ends a frozen translation with `recirc(id)`, or (paused) with the
+    /// packet-in that carries the state's id as its continuation.
     pub(super) fn finish_freeze(&mut self) {
         let Some(state) = self.frozen.take() else {
             return;
         };
+        let paused = self.paused.take();
         if self.error.is_some() {
             return;
         }
         self.commit();
-        self.emit_recirc(state);
+        match paused {
+            None => self.emit_recirc(state),
+            Some(mut pin) => match self.root.0.recirc().id_of(state) {
+                Some(id) => {
+                    let mut meta = (*pin.meta).clone();
+                    meta.continuation = Some(id);
+                    pin.meta = std::sync::Arc::new(meta);
+                    self.push(DpAction::Controller(pin));
+                    self.note(self.depth, &format!("controller(continuation={id:#x})"));
+                }
+                None => self.error = Some(XlateDrop::Recirc),
+            },
+        }
     }
 
     pub(super) fn emit_recirc(&mut self, state: Frozen) {

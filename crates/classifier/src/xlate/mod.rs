@@ -258,6 +258,9 @@ struct Ctx<'a, 'o> {
     /// The packet's stack (`push:`, `pop:`), bits as pushed; empty until
     /// a push (no allocation before).
     stack: Vec<u128>,
+    /// The packet-in of a `controller(pause)`, waiting for the frozen
+    /// state's id (its continuation).
+    paused: Option<Box<crate::dpaction::PacketInAction>>,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -361,6 +364,7 @@ fn run(
         forks: 0,
         forked: 0,
         stack: Vec::new(),
+        paused: None,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -835,6 +839,7 @@ impl Ctx<'_, '_> {
                 ">> a clone that needs the packet parsed again: not supported",
             );
             self.frozen = None;
+            self.paused = None;
             self.error = Some(XlateDrop::Recirc);
             return false;
         }

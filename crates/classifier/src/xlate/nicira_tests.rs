@@ -21,8 +21,8 @@ fn packet_ins(t: &Translation) -> Vec<(PacketInReason, u16, u16)> {
 
 /// `controller(...)`: printed as ovs-ofctl prints it (the defaults left
 /// out, plain CONTROLLER:N when all are), its reason and id in the
-/// packet-in; a table-miss rule's plain one is NO_MATCH; `pause` and
-/// `meter_id` refused.
+/// packet-in; a table-miss rule's plain one is NO_MATCH; bad settings
+/// refused.
 #[test]
 fn controller_options_reach_the_packet_in() {
     let r = set("priority=5,tcp,actions=controller(reason=invalid_ttl,max_len=100,id=3,userdata=01.02),controller(max_len=9)\npriority=0,actions=controller\n");
@@ -53,7 +53,6 @@ fn controller_options_reach_the_packet_in() {
         (vec![(PacketInReason::ExplicitMiss, 0, u16::MAX)], 1)
     );
     for bad in [
-        "actions=controller(pause)",
         "actions=controller(reason=bored)",
         "actions=controller(userdata=1)",
     ] {
@@ -65,6 +64,40 @@ fn controller_options_reach_the_packet_in() {
         crate::action::format_actions(&r.rules().next().unwrap().actions),
         "CONTROLLER:7"
     );
+}
+
+/// `controller(pause)` (OVN's DHCP, DNS, ICMP errors): the packet goes to
+/// the controller alone, the rest of the translation (the rest of the
+/// list, and of each list that led there) frozen under the id the
+/// packet-in carries as its continuation.
+#[test]
+fn a_pause_freezes_the_rest_as_the_packet_in_s_continuation() {
+    let r = set(
+        "priority=5,tcp,actions=load:7->NXM_NX_REG1[],resubmit(,1),output:3
+table=1,actions=controller(userdata=0a.0b,pause),load:1->NXM_NX_REG2[],output:2
+",
+    );
+    assert!(
+        crate::action::format_actions(&r.rules().nth(1).unwrap().actions)
+            .starts_with("controller(userdata=0a.0b,pause)")
+    );
+    let t = run(&r, &tcp_key());
+    let [DpAction::Controller(c)] = t.actions.as_slice() else {
+        panic!("{:?}", t.actions)
+    };
+    let id = c.meta.continuation.expect("a continuation");
+    let state = r.recirc().get(id).expect("the frozen state");
+    assert_eq!(
+        crate::action::format_actions(&state.actions),
+        "load:0x1->NXM_NX_REG2[],output:2,output:3"
+    );
+    assert_eq!(state.regs[1], 7);
+    // The same packet again: the same state.
+    let again = run(&r, &tcp_key());
+    let [DpAction::Controller(c2)] = again.actions.as_slice() else {
+        panic!()
+    };
+    assert_eq!(c2.meta.continuation, Some(id));
 }
 
 /// `multipath` picks the link Open vSwitch 3.1 picks: each field set and

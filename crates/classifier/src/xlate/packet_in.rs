@@ -77,6 +77,20 @@ impl Ctx<'_, '_> {
         };
         self.packet_in(reason, controller_id, max_len, userdata.to_vec(), meter_id);
         self.out.outputs += 1;
+        if opts.is_some_and(|o| o.pause) {
+            // The rest waits for the controller (OVS's continuation): it
+            // is frozen as a recirculation is, and the packet-in carries
+            // the state's id (`finish_freeze`).
+            if let Some(DpAction::Controller(pin)) = self.out.actions.pop() {
+                self.note(
+                    self.depth,
+                    ">> paused: the rest runs when the controller resumes it",
+                );
+                self.paused = Some(pin);
+                let table = self.running.0;
+                self.frozen = Some(self.state_here(Vec::new(), self.action_set.clone(), table));
+            }
+        }
     }
 
     /// A TTL that runs out sends the whole packet to the controllers of
@@ -106,6 +120,7 @@ impl Ctx<'_, '_> {
             fields: self.pipeline_fields(),
             userdata,
             meter_id,
+            continuation: None,
         });
         self.push(DpAction::Controller(Box::new(PacketInAction {
             reason,

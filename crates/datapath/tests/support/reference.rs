@@ -114,7 +114,10 @@ pub struct Ref<'a> {
     pub in_port: u32,
     pub outputs: Vec<(u32, Vec<u8>)>,
     pub hits: Vec<u64>,
+    /// Nested resubmits and goto_tables.
     pub depth: u32,
+    /// Of which those to the same or an earlier table (OVS's depth).
+    pub deep: u32,
     pub resubmits: u32,
     pub error: bool,
     /// The VLAN tags the flow knows of (see [`key_with_vlans`]); `None`
@@ -333,9 +336,15 @@ impl Ref<'_> {
                     }
                 }
                 Action::Resubmit { in_port, table: t } => {
-                    self.depth += 1;
+                    // As OVS: only a resubmit to this table or an earlier
+                    // one counts against the 64.
+                    let t = t.unwrap_or(table);
+                    let deepens = u32::from(t <= table);
                     self.resubmits += 1;
-                    if self.depth > 64 || self.resubmits > 4096 {
+                    if (deepens == 1 && self.deep >= 64)
+                        || self.depth >= 512
+                        || self.resubmits > 4096
+                    {
                         self.error = true;
                         return;
                     }
@@ -343,19 +352,23 @@ impl Ref<'_> {
                     if let Some(p) = in_port {
                         self.in_port = p;
                     }
-                    self.table(t.unwrap_or(table));
-                    self.in_port = saved;
+                    self.depth += 1;
+                    self.deep += deepens;
+                    self.table(t);
+                    self.deep -= deepens;
                     self.depth -= 1;
+                    self.in_port = saved;
                 }
                 // The differential test's rule sets have no groups (their
                 // translation is tested in crates/classifier/src/xlate/tests.rs).
                 Action::Group(_) => unreachable!("no groups in the differential rule sets"),
                 Action::GotoTable(t) => {
-                    self.depth += 1;
-                    if self.depth > 64 {
+                    // Forward: never deepens.
+                    if self.depth >= 512 {
                         self.error = true;
                         return;
                     }
+                    self.depth += 1;
                     self.table(t);
                     self.depth -= 1;
                 }

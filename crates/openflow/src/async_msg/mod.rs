@@ -30,7 +30,11 @@ mod prop {
     pub const REASON: u16 = 5;
     pub const METADATA: u16 = 6;
     pub const USERDATA: u16 = 7;
+    pub const CONTINUATION: u16 = 8;
 }
+
+mod resume;
+pub use resume::{decode_resume, Continuation, Resume, NXT_RESUME};
 
 /// How a connection takes its packet-ins (`NXPIF_*`, set by
 /// `NXT_SET_PACKET_IN_FORMAT`).
@@ -82,6 +86,8 @@ pub struct PinData<'a> {
     pub fields: &'a Match,
     /// The `controller` action's userdata (`NXT_PACKET_IN2` only).
     pub userdata: &'a [u8],
+    /// A paused translation's continuation (`NXT_PACKET_IN2` only).
+    pub continuation: Option<Continuation>,
 }
 
 impl PinData<'_> {
@@ -166,6 +172,13 @@ pub fn packet_in(version: u8, format: PinFormat, p: &PinData<'_>, out: &mut Vec<
             put_prop(&mut b, prop::METADATA, &md);
             if !p.userdata.is_empty() {
                 put_prop(&mut b, prop::USERDATA, p.userdata);
+            }
+            if let Some(c) = p.continuation {
+                // A nested property, as OVS puts it: its value 8-aligned
+                // (four bytes of padding after the header).
+                let mut v = [0u8; 20];
+                v[4..].copy_from_slice(&c.to_bytes());
+                put_prop(&mut b, prop::CONTINUATION, &v);
             }
             nx_frame(version, NXT_PACKET_IN2, &b, out);
         }

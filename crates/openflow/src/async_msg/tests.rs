@@ -36,6 +36,7 @@ fn each_form(m: &Match, ud: &[u8], data: &[u8], total: usize) -> Vec<(String, St
         data,
         fields: m,
         userdata: ud,
+        continuation: None,
     };
     let mut v = Vec::new();
     for version in [OFP10, 4] {

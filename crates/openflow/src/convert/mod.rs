@@ -154,6 +154,42 @@ pub(crate) fn mapped(field: u8) -> Option<(&'static Field, Prereq)> {
     table.get(usize::from(field)).copied().flatten()
 }
 
+/// A resumed packet's pipeline fields (`NXT_RESUME`'s metadata): its
+/// input port, if given, and a `set_field` (a `load` of the bits, for a
+/// masked one) for each field the pipeline may write (registers,
+/// metadata, tunnel fields, `pkt_mark`); the connection tracking fields,
+/// which are the tracker's, are left out.
+pub fn resume_fields(oxms: &[Oxm]) -> (Option<u32>, Vec<Action>) {
+    let mut in_port = None;
+    let mut sets = Vec::new();
+    for o in oxms {
+        if o.field == f::IN_PORT {
+            in_port = Some(o.value as u32);
+            continue;
+        }
+        let Some((fd, _)) = mapped(o.field) else {
+            continue;
+        };
+        if !(fd.is_pipeline() && fd.writable) {
+            continue;
+        }
+        // OVS sends a packet register half set as the half, masked.
+        sets.push(match o.mask {
+            None => Action::SetField {
+                field: fd,
+                value: o.value,
+                legacy: None,
+            },
+            Some(mask) => Action::Load {
+                field: fd,
+                value: o.value & mask,
+                mask,
+            },
+        });
+    }
+    (in_port, sets)
+}
+
 /// The OXM field (Sluice's number) of a classifier field, if OpenFlow
 /// can carry it.
 pub(crate) fn oxm_of(field: &Field) -> Option<u8> {
@@ -404,6 +440,7 @@ pub fn from_action(a: &Action) -> Vec<OfAction> {
             reason: o.reason.code(),
             userdata: o.userdata.clone(),
             meter_id: o.meter_id,
+            pause: o.pause,
         }),
         Action::SetField { field, value, .. } if field.name == "nw_ttl" => {
             OfAction::SetNwTtl(*value as u8)

@@ -163,13 +163,15 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             reason,
             ref userdata,
             meter_id,
+            pause,
         } => {
             let reason = sluice_classifier::dpaction::PacketInReason::of_code(reason)
                 .ok_or(OfError::BAD_ARGUMENT)?;
             let plain = reason == sluice_classifier::dpaction::PacketInReason::Action
                 && id == 0
                 && userdata.is_empty()
-                && meter_id.is_none();
+                && meter_id.is_none()
+                && !pause;
             Action::Controller {
                 max_len,
                 opts: (!plain).then(|| {
@@ -178,6 +180,7 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
                         id,
                         userdata: userdata.clone(),
                         meter_id,
+                        pause,
                     })
                 }),
             }

@@ -17,12 +17,13 @@ mod ac2pt {
 }
 
 /// `NXAST_CONTROLLER2`'s properties (after the 16-byte header): max_len,
-/// controller id, reason, userdata, meter_id; `pause` is refused (no
-/// continuations), an unknown property too.
+/// controller id, reason, userdata, pause, meter_id; an unknown property
+/// is refused.
 pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
     b.skip(6)?;
     let (mut max_len, mut id, mut reason, mut userdata) = (u16::MAX, 0, 1, Vec::new());
     let mut meter_id = None;
+    let mut pause = false;
     while b.left() > 0 {
         let typ = b.u16()?;
         let len = usize::from(b.u16()?);
@@ -62,7 +63,7 @@ pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
                 // NX_CTLR_NO_METER: none.
                 meter_id = (m != 0).then_some(m);
             }
-            ac2pt::PAUSE => return Err(OfError::BAD_ARGUMENT),
+            ac2pt::PAUSE => pause = true,
             _ => return Err(OfError::BAD_ARGUMENT),
         }
     }
@@ -72,6 +73,7 @@ pub(super) fn decode_controller2(b: &mut Rd<'_>) -> Result<NxAction, OfError> {
         reason,
         userdata,
         meter_id,
+        pause,
     })
 }
 
@@ -84,6 +86,7 @@ pub(super) fn encode_controller2(
     reason: u8,
     userdata: &[u8],
     meter_id: Option<u32>,
+    pause: bool,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(&subtype::CONTROLLER2.to_be_bytes());
@@ -109,6 +112,9 @@ pub(super) fn encode_controller2(
     }
     if !userdata.is_empty() {
         prop(ac2pt::USERDATA, userdata);
+    }
+    if pause {
+        prop(ac2pt::PAUSE, &[]);
     }
     if let Some(m) = meter_id {
         prop(ac2pt::METER_ID, &m.to_be_bytes());
@@ -137,6 +143,7 @@ mod tests {
                 reason: 1,
                 userdata: vec![1, 2, 3],
                 meter_id: None,
+                pause: false,
             }
         );
         let mut out = Vec::new();
