@@ -247,17 +247,23 @@ const OXM_ALIASES: &[(u8, u8, &str)] = &[
     (42, 2, "tcp_flags"),
 ];
 
+/// The classifier field an action's 32-bit NXM header names (`move`,
+/// `load`, `push`...): as [`field_of_header`], and a `tun_metadata` field
+/// by the length its mapping gives it (what OVS writes there) as by its
+/// largest.
+pub fn field_of_action_header(h: u32) -> Option<&'static Field> {
+    let (class, field, len) = ((h >> 16) as u16, (h >> 9) as u8 & 0x7f, h as u8);
+    if class == 0x0001 && (40..=43).contains(&field) && (1..=124).contains(&len) {
+        return field_of_header((h & !0xff) | 124);
+    }
+    field_of_header(h)
+}
+
 /// The classifier field a 32-bit NXM header names (its mask bit
 /// ignored), if Sluice has it; OpenFlow's own header of a field is taken
 /// as its NXM one.
 pub fn field_of_header(h: u32) -> Option<&'static Field> {
     let (class, field, len) = ((h >> 16) as u16, (h >> 9) as u8 & 0x7f, h as u8);
-    // A `tun_metadata` field by any length (its mapping's, or 124).
-    let len = if class == 0x0001 && (40..=43).contains(&field) && len > 0 {
-        124
-    } else {
-        len
-    };
     let name = match HEADERS
         .iter()
         .find(|e| e.0 == class && e.1 == field && e.2 == len)
@@ -994,6 +1000,25 @@ impl NxAction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An action names `tun_metadata0` by its mapped length (what OVS
+    /// writes in ovn-controller's `move`s) or by 124; a match's NXM
+    /// entry of another length is not taken for it; OpenFlow's own
+    /// header of a field (1.5's `COPY_FIELD`) is its NXM one's.
+    #[test]
+    fn actions_name_tun_metadata_by_any_length() {
+        let by = |len: u32| 0x0001_5000 | len;
+        for len in [4, 8, 124] {
+            assert_eq!(
+                field_of_action_header(by(len)).map(|f| f.name),
+                Some("tun_metadata0")
+            );
+        }
+        assert_eq!(field_of_action_header(by(0)), None);
+        assert!(field_of_header(by(4)).is_none());
+        // OXM_OF_ETH_SRC (class 0x8000, field 4, 6 bytes) is dl_src.
+        assert_eq!(field_of_header(0x8000_0806).map(|f| f.name), Some("dl_src"));
+    }
 
     #[test]
     fn headers_name_fields_both_ways() {

@@ -7,14 +7,14 @@ use sluice_classifier::Match;
 
 use crate::action::OfAction;
 use crate::consts::OfError;
-use crate::nxm::{field_of_header, header_of, NxAction};
+use crate::nxm::{field_of_action_header, header_of, NxAction};
 
 /// The classifier's `learn` of `NXAST_LEARN`, checked as OVS checks it
 /// when a flow-mod adds it (`learn_check`, against the rule's match `m`).
 pub(super) fn to_learn(l: &crate::nxm::NxLearn, m: Option<&Match>) -> Result<Learn, OfError> {
     use crate::nxm::{NxLearnDst, NxLearnSrc};
     let sub = |h: u32, ofs: u16, n_bits: u16| {
-        let field = field_of_header(h).ok_or(OfError::BAD_ARGUMENT)?;
+        let field = field_of_action_header(h).ok_or(OfError::BAD_ARGUMENT)?;
         if u32::from(ofs) + u32::from(n_bits) > field.bits() {
             return Err(OfError::BAD_ARGUMENT);
         }

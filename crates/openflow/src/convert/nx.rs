@@ -10,13 +10,13 @@ use sluice_classifier::{Action, Match};
 use super::{mapped, oxm_of};
 use crate::action::OfAction;
 use crate::consts::OfError;
-use crate::nxm::{ct_flag, field_of_header, header_of, NxAction, CT_RECIRC_NONE};
+use crate::nxm::{ct_flag, field_of_action_header, header_of, NxAction, CT_RECIRC_NONE};
 use crate::oxm::Oxm;
 use sluice_classifier::ct::{Ct, CtZone};
 
 /// The subfield of a header and bit range, checked.
 fn subfield(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
-    let field = field_of_header(h).ok_or(OfError::BAD_SET_ARGUMENT)?;
+    let field = field_of_action_header(h).ok_or(OfError::BAD_SET_ARGUMENT)?;
     if n_bits == 0 || u32::from(ofs) + u32::from(n_bits) > field.bits() {
         return Err(OfError::BAD_SET_ARGUMENT);
     }
