@@ -495,6 +495,17 @@ impl<S: Conn> Session<S> {
                 self.counted_up = true;
                 self.info.hub.controller_up();
             }
+            if versions & 1 << OFP14 != 0 {
+                // What was queued before this HELLO (errors for what came
+                // before it) goes out as it was made: the writer converts
+                // by the wire version it sees when it writes.
+                let t = Instant::now();
+                while self.listener.queued_bytes.load(Ordering::Acquire) > 0
+                    && t.elapsed() < Duration::from_secs(1)
+                {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
             if versions & 1 << OFP15 != 0 {
                 // OpenFlow 1.5: 1.3's messages, converted both ways.
                 self.wire = OFP15;
