@@ -13,7 +13,8 @@
 //! --wait=hv sync` returning. Then two chassis, each a
 //! namespace with its own switch and ovn-controller, over Geneve through
 //! `br-phy`: a logical switch and router across them, TCP at a VM MTU of
-//! 1400, a switch restarted and the overlay back. The same script with Open
+//! 1400, a switch restarted and the overlay back; both chassis Sluice,
+//! then one Sluice and one Open vSwitch. The same script with Open
 //! vSwitch 3.1's own `ovs-vswitchd` must give the same results (the
 //! test's check that it tests something), and both must hold the same
 //! OpenFlow rules, as `ovs-ofctl -O OpenFlow15 dump-flows` prints them.
@@ -273,10 +274,10 @@ fn pings_soon(vm: &Host, to: &str) -> bool {
 /// vm2 (ls1) and vm3 (ls2) on chassis b, the router between the
 /// switches. ovn-controller makes the Geneve ports itself
 /// (`options:key=flow`, `csum=true`, the other chassis' `remote_ip`).
-fn across(tag: &str, daemon: Option<&str>) -> (Vec<(&'static str, bool)>, String) {
+fn across(tag: &str, daemons: [Option<&str>; 2]) -> (Vec<(&'static str, bool)>, String) {
     let central = Central::start();
-    let mut a = Chassis::new(&format!("{tag}a"), daemon);
-    let mut b = Chassis::new(&format!("{tag}b"), daemon);
+    let mut a = Chassis::new(&format!("{tag}a"), daemons[0]);
+    let mut b = Chassis::new(&format!("{tag}b"), daemons[1]);
     let id = std::process::id() % 10000;
     let (ua, ub) = (format!("u{id}{tag}a"), format!("u{id}{tag}b"));
     sh(&format!(
@@ -369,7 +370,7 @@ fn across(tag: &str, daemon: Option<&str>) -> (Vec<(&'static str, bool)>, String
             .success(),
     ));
     // A chassis' switch restarted: the overlay comes back.
-    a.restart_switch(daemon);
+    a.restart_switch(daemons[0]);
     let back = (0..3).any(|_| pings_soon(&vm1, "10.84.1.2"));
     if !back {
         diag();
@@ -382,13 +383,19 @@ fn across(tag: &str, daemon: Option<&str>) -> (Vec<(&'static str, bool)>, String
 
 #[test]
 fn ovn_across_two_chassis_over_geneve() {
-    let (ovs, ovs_logs) = across("gvo", Some(OVS));
+    let (ovs, ovs_logs) = across("gvo", [Some(OVS), Some(OVS)]);
     for (what, ok) in &ovs {
         assert!(ok, "with Open vSwitch: {what}\n{ovs_logs}");
     }
-    let (sluice, logs) = across("gvs", None);
+    let (sluice, logs) = across("gvs", [None, None]);
     for (what, ok) in &sluice {
         assert!(ok, "with Sluice: {what}\n{logs}");
     }
     assert!(!logs.contains("OpenFlow error"), "{logs}");
+    // A mixed pair: Sluice on chassis a (the one restarted), Open vSwitch
+    // on b; the overlay is the same Geneve both ways.
+    let (mixed, logs) = across("gvm", [None, Some(OVS)]);
+    for (what, ok) in &mixed {
+        assert!(ok, "Sluice with Open vSwitch: {what}\n{logs}");
+    }
 }
