@@ -27,6 +27,29 @@ fn subfield(h: u32, ofs: u16, n_bits: u16) -> Result<Subfield, OfError> {
     })
 }
 
+/// A load into `NXM_OF_ARP_OP` / `OXM_OF_ARP_OP`, 16 bits on the wire
+/// (`load:2->NXM_OF_ARP_OP[]`, Neutron's and OVS's ARP responders): the
+/// opcode's low 8 bits, all Sluice's key holds (as OVS's `nw_proto`);
+/// a value past them is refused, as OVS refuses an opcode over 255.
+fn arp_op_load(h: u32, ofs: u16, n_bits: u16, value: u64) -> Result<Option<Subfield>, OfError> {
+    match field_of_action_header(h) {
+        Some(field) if field.name == "arp_op" && h & 0xff == 2 => {
+            if n_bits == 0 || ofs + n_bits > 16 {
+                return Err(OfError::BAD_SET_ARGUMENT);
+            }
+            if ofs >= 8 || (u128::from(value) << ofs) >> 8 != 0 {
+                return Err(OfError::BAD_SET_ARGUMENT);
+            }
+            Ok(Some(Subfield {
+                field,
+                ofs: ofs as u8,
+                n_bits: n_bits.min(8 - ofs) as u8,
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Whether `field` may be written under `m` (none: a group's bucket,
 /// where the translation skips what the packet does not have).
 fn check_writable(field: &'static Field, m: Option<&Match>) -> Result<(), OfError> {
@@ -55,10 +78,11 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
             n_bits,
             value,
         } => {
-            let sf = subfield(dst, ofs, n_bits)?;
             if n_bits < 64 && value >> n_bits != 0 {
                 return Err(OfError::BAD_ARGUMENT);
             }
+            let sf = arp_op_load(dst, ofs, n_bits, value)?
+                .map_or_else(|| subfield(dst, ofs, n_bits), Ok)?;
             check_writable(sf.field, m)?;
             Action::Load {
                 field: sf.field,
@@ -578,6 +602,28 @@ mod tests {
         // tcp_dst without a TCP match; tcp_flags not writable.
         assert_eq!(load(0x0000_1402, 0, 4, 1), Err(OfError::MATCH_INCONSISTENT));
         assert_eq!(load(0x0001_4402, 0, 4, 1), Err(OfError::BAD_SET_TYPE));
+        // NXM_OF_ARP_OP is 16 bits on the wire, the opcode's low 8 in
+        // the key: `load:2->NXM_OF_ARP_OP[]` (Neutron's ARP responder) is
+        // a load of those 8; an opcode past 255 is refused.
+        let arp = to_match(&[crate::oxm::Oxm::exact(crate::oxm::f::ETH_TYPE, 0x0806)]).unwrap();
+        let arp_load = |dst, ofs, n_bits, value| {
+            to_action(
+                &OfAction::Nx(NxAction::RegLoad {
+                    dst,
+                    ofs,
+                    n_bits,
+                    value,
+                }),
+                &arp,
+            )
+        };
+        for h in [0x0000_1e02, 0x8000_2a02] {
+            let Ok(Action::Load { field, value, mask }) = arp_load(h, 0, 16, 2) else {
+                panic!("{h:#x}")
+            };
+            assert_eq!((field.name, value, mask), ("arp_op", 2, 0xff));
+            assert_eq!(arp_load(h, 0, 16, 0x102), Err(OfError::BAD_SET_ARGUMENT));
+        }
         let mv = OfAction::Nx(NxAction::RegMove {
             src: 0x0000_1202,
             dst: reg0,
