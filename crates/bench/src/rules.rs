@@ -232,6 +232,7 @@ impl RuleSetKind {
                         counter: Arc::new(Rule::counter()),
                         created_us: 0,
                         slots: Default::default(),
+                        selection: Default::default(),
                     })
                     .map_err(|e| format!("select-group: {e:?}"))
             }

@@ -187,7 +187,7 @@ pub enum DpAction {
     /// ([`crate::recirc`]).
     Recirc(u32),
     /// A select group chosen per packet: the datapath hashes the packet
-    /// ([`crate::group::symmetric_hash`]) and runs the variant of its
+    /// ([`crate::group::SlotTable::slot_of`]) and runs the variant of its
     /// slot. Only ever the whole action list of a flow (each variant is
     /// the full list for the packets that pick it).
     Select(std::sync::Arc<Select>),

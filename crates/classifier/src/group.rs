@@ -35,10 +35,33 @@ pub const SELECT_SLOTS: usize = 4096;
 /// A select group's slots: which of its chosen buckets each slot picks.
 #[derive(Debug, PartialEq, Eq)]
 pub struct SlotTable {
-    /// Per slot, an index into `buckets`.
+    /// Per slot, an index into `buckets` (only the first `mask + 1` in
+    /// use with [`SlotHash::Ovs`]).
     pub variant: [u16; SELECT_SLOTS],
     /// The buckets some slot picks, ascending.
     pub buckets: Vec<u16>,
+    /// How a packet's hash and slot are found.
+    pub hash: SlotHash,
+}
+
+/// How a select group hashes a packet to a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotHash {
+    /// OVS's `dp_hash` ([`crate::ovs_hash::dp_hash`] with this algorithm
+    /// and basis), masked to the group's hash values: the bucket OVS 3.1
+    /// picks for the packet.
+    Ovs {
+        /// `OVS_HASH_ALG_*`.
+        alg: u32,
+        /// The hash's basis.
+        basis: u32,
+        /// Hash values less one (a power of two less one, at most 255).
+        mask: u32,
+    },
+    /// Sluice's own [`symmetric_hash`] over [`SELECT_SLOTS`] slots: where
+    /// OVS uses its default method (buckets whose weights need more than
+    /// 256 hash values) or the `hash` method's fields.
+    Sluice,
 }
 
 impl SlotTable {
@@ -48,11 +71,94 @@ impl SlotTable {
         usize::from(self.buckets[usize::from(self.variant[s])])
     }
 
-    /// The variant (index into `buckets`) a packet with key `key` picks:
-    /// its slot by [`symmetric_hash`].
+    /// The slot a packet with key `key` hashes to.
+    #[inline]
+    pub fn slot_of(&self, key: &FlowKey) -> usize {
+        match self.hash {
+            SlotHash::Ovs { alg, basis, mask } => {
+                (crate::ovs_hash::dp_hash(key, alg, basis) & mask) as usize
+            }
+            SlotHash::Sluice => select_slot(symmetric_hash(key)),
+        }
+    }
+
+    /// The variant (index into `buckets`) a packet with key `key` picks.
     #[inline]
     pub fn variant_of(&self, key: &FlowKey) -> usize {
-        usize::from(self.variant[select_slot(symmetric_hash(key))])
+        usize::from(self.variant[self.slot_of(key)])
+    }
+}
+
+/// A select group's selection method, as a controller gave it
+/// (Netronome's group property, which OVS takes in OpenFlow 1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelectMethod {
+    /// None given: as OVS 3.1, `dp_hash` with the symmetric L3/L4 hash
+    /// when the buckets' weights fit 256 hash values.
+    #[default]
+    Unset,
+    /// `selection_method=dp_hash`: the algorithm in the parameter's high
+    /// 32 bits (0 L4, 1 symmetric L4; others are L4), the basis in its
+    /// low 32.
+    DpHash(u64),
+    /// `selection_method=hash` with fields: Sluice's own hash.
+    Hash,
+}
+
+/// Most hash values OVS gives a `dp_hash` select group
+/// (`MAX_SELECT_GROUP_HASH_VALUES`).
+const OVS_MAX_HASH_VALUES: u64 = 256;
+
+/// OVS's `dp_hash` table for `buckets` (`group_setup_dp_hash_table`):
+/// at least 16 hash values and enough for the least weighted bucket to
+/// get one, a power of two, spread over the buckets by weight with
+/// Webster's method; None where OVS falls back to its default method
+/// (no weight, or more than 256 values needed).
+pub fn ovs_hash_map(buckets: &[Bucket]) -> Option<Vec<u16>> {
+    let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+    let min = buckets.iter().map(|b| b.weight).filter(|&w| w > 0).min()?;
+    if total == 0 {
+        return None;
+    }
+    let n_hash = total.div_ceil(u64::from(min)).next_power_of_two().max(16);
+    if n_hash > OVS_MAX_HASH_VALUES {
+        return None;
+    }
+    let mut divisor = vec![1u32; buckets.len()];
+    let mut value: Vec<f64> = buckets.iter().map(|b| f64::from(b.weight)).collect();
+    let mut map = Vec::with_capacity(n_hash as usize);
+    for _ in 0..n_hash {
+        // The first of the highest values wins, as OVS's loop.
+        let mut w = 0;
+        for i in 1..buckets.len() {
+            if value[i] > value[w] {
+                w = i;
+            }
+        }
+        divisor[w] += 2;
+        value[w] = f64::from(buckets[w].weight) / f64::from(divisor[w]);
+        map.push(w as u16);
+    }
+    Some(map)
+}
+
+impl SelectMethod {
+    /// The `dp_hash` algorithm and basis OVS uses for a group of this
+    /// method (None: not `dp_hash`).
+    fn dp_hash(self) -> Option<(u32, u32)> {
+        match self {
+            SelectMethod::Unset => Some((crate::ovs_hash::ALG_SYM_L4, 0)),
+            SelectMethod::DpHash(param) => {
+                let alg = (param >> 32) as u32;
+                let alg = if alg > crate::ovs_hash::ALG_SYM_L4 {
+                    crate::ovs_hash::ALG_L4
+                } else {
+                    alg
+                };
+                Some((alg, param as u32))
+            }
+            SelectMethod::Hash => None,
+        }
     }
 }
 
@@ -61,8 +167,9 @@ impl SlotTable {
 #[derive(Debug, Clone, Default)]
 pub struct SlotCache(Arc<Mutex<Vec<SlotsFor>>>);
 
-/// A set of live buckets (one flag per bucket) and its slot table.
-type SlotsFor = (Vec<bool>, Option<Arc<SlotTable>>);
+/// A set of live buckets (one flag per bucket), whether Sluice's own
+/// spread was asked for (`--select-hash spread`), and its slot table.
+type SlotsFor = (Vec<bool>, bool, Option<Arc<SlotTable>>);
 
 /// Sets of live buckets a group keeps tables for.
 const SLOT_CACHE_SETS: usize = 8;
@@ -158,6 +265,8 @@ pub struct Group {
     pub created_us: u64,
     /// Its slot table with every bucket live (select groups).
     pub slots: SlotCache,
+    /// How a select group picks its bucket.
+    pub selection: SelectMethod,
 }
 
 /// Why a group change was refused (OpenFlow's GROUP_MOD_FAILED codes).
@@ -180,18 +289,24 @@ pub enum GroupError {
 
 impl Group {
     /// The slot table with the buckets `live` says live (None: no live
-    /// bucket has weight).
-    pub fn slots(&self, live: impl Fn(&Bucket) -> bool) -> Option<Arc<SlotTable>> {
+    /// bucket has weight); with `spread`, Sluice's own hash whatever the
+    /// selection method.
+    pub fn slots(&self, live: impl Fn(&Bucket) -> bool, spread: bool) -> Option<Arc<SlotTable>> {
         let alive: Vec<bool> = self.buckets.iter().map(&live).collect();
         let mut cache = self.slots.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, t)) = cache.iter().find(|(a, _)| *a == alive) {
+        if let Some((_, _, t)) = cache.iter().find(|(a, s, _)| *a == alive && *s == spread) {
             return t.clone();
         }
-        let t = slot_table(&self.buckets, &alive).map(Arc::new);
+        let method = if spread {
+            SelectMethod::Hash
+        } else {
+            self.selection
+        };
+        let t = slot_table(&self.buckets, &alive, method).map(Arc::new);
         if cache.len() >= SLOT_CACHE_SETS {
             cache.remove(0);
         }
-        cache.push((alive, t.clone()));
+        cache.push((alive, spread, t.clone()));
         t
     }
 
@@ -252,16 +367,45 @@ pub fn select_bucket(
     best.map(|(_, i)| i)
 }
 
-/// The slot table of `buckets` with `alive` telling which are live: slot
-/// `s` picks the bucket [`select_bucket`] gives for hash `s`. None when no
-/// live bucket has weight.
-pub fn slot_table(buckets: &[Bucket], alive: &[bool]) -> Option<SlotTable> {
-    let mut picks = vec![0u16; SELECT_SLOTS];
+/// The slot table of `buckets` with `alive` telling which are live, for
+/// a group of `selection`. OVS's `dp_hash` method where OVS uses it: slot
+/// `s` picks the first live bucket of the hash table from `s` on
+/// (`pick_dp_hash_select_group`); otherwise slot `s` of
+/// [`SELECT_SLOTS`] picks the bucket [`select_bucket`] gives for hash
+/// `s`. None when no live bucket has weight.
+pub fn slot_table(
+    buckets: &[Bucket],
+    alive: &[bool],
+    selection: SelectMethod,
+) -> Option<SlotTable> {
+    let ovs = selection
+        .dp_hash()
+        .and_then(|(alg, basis)| Some((alg, basis, ovs_hash_map(buckets)?)));
+    let (picks, hash) = match ovs {
+        Some((alg, basis, map)) => {
+            let n = map.len();
+            let mut picks = Vec::with_capacity(n);
+            for s in 0..n {
+                let b = (0..n)
+                    .map(|i| usize::from(map[(s + i) % n]))
+                    .find(|&b| alive[b] && buckets[b].weight > 0)?;
+                picks.push(b as u16);
+            }
+            let mask = n as u32 - 1;
+            (picks, SlotHash::Ovs { alg, basis, mask })
+        }
+        None => {
+            let mut picks = vec![0u16; SELECT_SLOTS];
+            for (s, slot) in picks.iter_mut().enumerate() {
+                let b = select_bucket(buckets, mix(s as u64 ^ 0x5e1e_c7ed), |i, _| alive[i])?;
+                *slot = b as u16;
+            }
+            (picks, SlotHash::Sluice)
+        }
+    };
     let mut used = vec![false; buckets.len()];
-    for (s, slot) in picks.iter_mut().enumerate() {
-        let b = select_bucket(buckets, mix(s as u64 ^ 0x5e1e_c7ed), |i, _| alive[i])?;
-        *slot = b as u16;
-        used[b] = true;
+    for &b in &picks {
+        used[usize::from(b)] = true;
     }
     let chosen: Vec<u16> = (0..buckets.len() as u16)
         .filter(|&b| used[usize::from(b)])
@@ -277,6 +421,7 @@ pub fn slot_table(buckets: &[Bucket], alive: &[bool]) -> Option<SlotTable> {
     Some(SlotTable {
         variant,
         buckets: chosen,
+        hash,
     })
 }
 
@@ -358,23 +503,93 @@ mod tests {
     }
 
     #[test]
+    fn ovs_dp_hash_tables_are_websters_over_a_power_of_two() {
+        // Two of one weight: 16 values, alternating (ties to the first).
+        let even = ovs_hash_map(&[bucket(100), bucket(100)]).unwrap();
+        assert_eq!(even.len(), 16);
+        assert!(even
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| usize::from(b) == i % 2));
+        // Weights 1 and 3: 16 values, 4 and 12.
+        let m = ovs_hash_map(&[bucket(1), bucket(3)]).unwrap();
+        assert_eq!(m.iter().filter(|&&b| b == 0).count(), 4);
+        // Weights 1 and 255: 256 values; 1 and 256 would need 512, where
+        // OVS uses its default method.
+        assert_eq!(ovs_hash_map(&[bucket(1), bucket(255)]).unwrap().len(), 256);
+        assert!(ovs_hash_map(&[bucket(1), bucket(256)]).is_none());
+        assert!(ovs_hash_map(&[bucket(0), bucket(0)]).is_none());
+        // A weight-0 bucket never gets a value.
+        let z = ovs_hash_map(&[bucket(0), bucket(5), bucket(5)]).unwrap();
+        assert!(!z.contains(&0));
+    }
+
+    #[test]
+    fn an_ovs_table_slot_takes_the_next_live_bucket_in_the_map() {
+        let b = vec![bucket(1), bucket(1), bucket(2)];
+        let map = ovs_hash_map(&b).unwrap();
+        let all = slot_table(&b, &[true; 3], SelectMethod::DpHash(0)).unwrap();
+        assert_eq!(
+            all.hash,
+            SlotHash::Ovs {
+                alg: crate::ovs_hash::ALG_L4,
+                basis: 0,
+                mask: 15
+            }
+        );
+        let two = slot_table(&b, &[true, false, true], SelectMethod::Unset).unwrap();
+        assert!(matches!(two.hash, SlotHash::Ovs { alg: 1, .. }));
+        for s in 0..16 {
+            assert_eq!(all.bucket(s), usize::from(map[s]));
+            let want = (0..16)
+                .map(|i| usize::from(map[(s + i) % 16]))
+                .find(|&x| x != 1)
+                .unwrap();
+            assert_eq!(two.bucket(s), want, "slot {s}");
+        }
+        // OVN's load balancer to two backends (selection_method=dp_hash):
+        // Open vSwitch 3.1 sent 10.84.1.2:50778 -> 10.84.9.100:80 to the
+        // second (scripts/ovn-compare, seed 1, case 1).
+        let lb = slot_table(
+            &[bucket(100), bucket(100)],
+            &[true; 2],
+            SelectMethod::DpHash(0),
+        )
+        .unwrap();
+        let key = FlowKey {
+            dl_type: 0x0800,
+            nw_proto: proto::TCP,
+            nw_src: u32::from_be_bytes([10, 84, 1, 2]),
+            nw_dst: u32::from_be_bytes([10, 84, 9, 100]),
+            tp_src: 50778,
+            tp_dst: 80,
+            ..FlowKey::default()
+        };
+        assert_eq!(lb.bucket(lb.slot_of(&key)), 1);
+        // `hash` with fields: Sluice's own slots.
+        let h = slot_table(&b, &[true; 3], SelectMethod::Hash).unwrap();
+        assert_eq!(h.hash, SlotHash::Sluice);
+    }
+
+    #[test]
     fn slot_tables_share_by_weight_and_a_dead_bucket_moves_only_its_slots() {
         let b = vec![bucket(1), bucket(2), bucket(3)];
-        let all = slot_table(&b, &[true; 3]).unwrap();
+        let all = slot_table(&b, &[true; 3], SelectMethod::Hash).unwrap();
         assert_eq!(all.buckets, vec![0, 1, 2]);
         for (i, w) in [1.0, 2.0, 3.0].into_iter().enumerate() {
             let n = (0..SELECT_SLOTS).filter(|&s| all.bucket(s) == i).count();
             let share = n as f64 / SELECT_SLOTS as f64;
             assert!((share - w / 6.0).abs() < 0.02, "bucket {i}: {share}");
         }
-        let two = slot_table(&b, &[true, false, true]).unwrap();
+        let two = slot_table(&b, &[true, false, true], SelectMethod::Hash).unwrap();
         assert_eq!(two.buckets, vec![0, 2]);
         for s in 0..SELECT_SLOTS {
             if all.bucket(s) != 1 {
                 assert_eq!(two.bucket(s), all.bucket(s), "slot {s} moved");
             }
         }
-        assert!(slot_table(&b, &[false; 3]).is_none());
+        assert!(slot_table(&b, &[false; 3], SelectMethod::Hash).is_none());
+        assert!(slot_table(&b, &[false; 3], SelectMethod::Unset).is_none());
         // Hashes use every slot.
         let used: std::collections::BTreeSet<usize> =
             (0..100_000u64).map(|h| select_slot(mix(h))).collect();
@@ -391,6 +606,7 @@ mod tests {
             counter: Arc::new(Rule::counter()),
             created_us: 0,
             slots: SlotCache::default(),
+            selection: Default::default(),
         };
         assert_eq!(
             g(GroupType::Indirect, vec![]).check(),

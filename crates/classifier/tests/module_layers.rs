@@ -7,6 +7,7 @@ use std::path::Path;
 
 /// Bottom to top.
 const ORDER: &[&str] = &[
+    "ovs_hash",
     "fields",
     "subfield",
     "ct",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sluice_classifier::action::Action;
-use sluice_classifier::group::{Bucket, Group, GroupType, GROUP_ANY, PORT_ANY};
+use sluice_classifier::group::{Bucket, Group, GroupType, SelectMethod, GROUP_ANY, PORT_ANY};
 use sluice_classifier::parse::{parse_flow, Require};
 use sluice_classifier::table::Rule;
 use sluice_classifier::RuleSet;
@@ -51,6 +51,10 @@ fn a_select_group_is_chosen_per_packet_under_one_megaflow() {
             counter: Arc::new(Rule::counter()),
             created_us: 0,
             slots: Default::default(),
+            // OVN's `selection_method=dp_hash`: OVS's 5-tuple hash, UDP
+            // ports included (with no method OVS hashes symmetrically,
+            // and leaves UDP ports out).
+            selection: SelectMethod::DpHash(0),
         })
         .unwrap();
     let rules = Arc::new(rules);

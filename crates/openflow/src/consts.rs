@@ -252,6 +252,7 @@ errors! {
     BAD_TIMEOUT = (5, 5), "FLOW_MOD_FAILED/BAD_TIMEOUT.";
     BAD_COMMAND = (5, 6), "FLOW_MOD_FAILED/BAD_COMMAND.";
     BAD_FLAGS = (5, 7), "FLOW_MOD_FAILED/BAD_FLAGS.";
+    BAD_PROP_VALUE = (14, 2), "BAD_PROPERTY/BAD_VALUE (OpenFlow 1.4+): a property's value not taken (a selection method other than dp_hash and hash).";
     GROUP_EXISTS = (6, 0), "GROUP_MOD_FAILED/GROUP_EXISTS.";
     INVALID_GROUP = (6, 1), "GROUP_MOD_FAILED/INVALID_GROUP: an id above OFPG_MAX.";
     GROUP_LOOP = (6, 7), "GROUP_MOD_FAILED/LOOP: the buckets lead back to the group.";

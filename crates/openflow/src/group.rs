@@ -39,6 +39,82 @@ pub struct GroupMod {
     pub buckets: Vec<OfBucket>,
     /// The buckets' bytes as sent (GROUP_DESC gives them back).
     pub raw_buckets: Vec<u8>,
+    /// The selection method property, where one came (OpenFlow 1.5).
+    pub selection: Option<SelectionMethod>,
+}
+
+/// Netronome's selection method group property
+/// (`ntr_group_prop_selection_method`), which OVS takes in OpenFlow 1.5:
+/// `dp_hash` or `hash`, a parameter, and for `hash` the fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectionMethod {
+    /// `dp_hash` or `hash`.
+    pub method: String,
+    /// For `dp_hash`: the algorithm (high 32 bits) and basis (low 32).
+    pub param: u64,
+    /// For `hash`: the fields' OXM headers and masks, as sent.
+    pub fields: Vec<u8>,
+}
+
+/// Netronome's experimenter id.
+const NTR_VENDOR: u32 = 0x0000_154d;
+/// `NTRT_SELECTION_METHOD`.
+const NTRT_SELECTION_METHOD: u32 = 1;
+
+/// Whether `p` starts with a selection method property.
+pub fn is_selection_method(p: &[u8]) -> bool {
+    p.len() >= 12
+        && p[..2] == [0xff, 0xff]
+        && p[4..8] == NTR_VENDOR.to_be_bytes()
+        && p[8..12] == NTRT_SELECTION_METHOD.to_be_bytes()
+}
+
+/// The selection method property at the start of `p` (which
+/// [`is_selection_method`]), and its padded length. A method other than
+/// `dp_hash` and `hash` is refused as OVS refuses it
+/// (`OFPBPC_BAD_VALUE`), as are fields without `hash`.
+fn selection_method(p: &[u8]) -> Result<(SelectionMethod, usize), OfError> {
+    let len = usize::from(u16::from_be_bytes([p[2], p[3]]));
+    if len < 40 || len > p.len() {
+        return Err(OfError::BAD_LEN);
+    }
+    let name = &p[16..32];
+    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    let method = String::from_utf8_lossy(&name[..end]).into_owned();
+    let mut param = [0u8; 8];
+    param.copy_from_slice(&p[32..40]);
+    let fields = p[40..len].to_vec();
+    let known = match method.as_str() {
+        "hash" => true,
+        "dp_hash" => fields.is_empty(),
+        _ => false,
+    };
+    if !known {
+        return Err(OfError::BAD_PROP_VALUE);
+    }
+    let sel = SelectionMethod {
+        method,
+        param: u64::from_be_bytes(param),
+        fields,
+    };
+    Ok((sel, len.div_ceil(8) * 8))
+}
+
+/// Appends `s` as its group property.
+pub fn encode_selection_method(s: &SelectionMethod, out: &mut Vec<u8>) {
+    let len = 40 + s.fields.len();
+    out.extend_from_slice(&[0xff, 0xff]);
+    out.extend_from_slice(&(len as u16).to_be_bytes());
+    out.extend_from_slice(&NTR_VENDOR.to_be_bytes());
+    out.extend_from_slice(&NTRT_SELECTION_METHOD.to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    let mut name = [0u8; 16];
+    let n = s.method.len().min(15);
+    name[..n].copy_from_slice(&s.method.as_bytes()[..n]);
+    out.extend_from_slice(&name);
+    out.extend_from_slice(&s.param.to_be_bytes());
+    out.extend_from_slice(&s.fields);
+    out.resize(out.len() + len.div_ceil(8) * 8 - len, 0);
 }
 
 fn bucket(r: &mut Rd<'_>) -> Result<OfBucket, OfError> {
@@ -66,18 +142,43 @@ pub fn decode_group_mod(body: &[u8]) -> Result<GroupMod, OfError> {
     let typ = r.u8()?;
     r.skip(1)?;
     let group_id = r.u32()?;
-    let raw = r.rest();
+    let rest = r.rest();
+    // The buckets, then (from a 1.5 group-mod, crate::of15) the
+    // selection method property.
+    let mut at = 0;
+    while at + 2 <= rest.len() && !is_selection_method(&rest[at..]) {
+        let len = usize::from(u16::from_be_bytes([rest[at], rest[at + 1]]));
+        if len < 16 || len % 8 != 0 {
+            return Err(OfError::GROUP_BAD_BUCKET);
+        }
+        at += len;
+    }
+    let raw = rest.get(..at).ok_or(OfError::GROUP_BAD_BUCKET)?;
     let mut br = Rd::new(raw, OfError::GROUP_BAD_BUCKET);
     let mut buckets = Vec::new();
     while br.left() > 0 {
         buckets.push(bucket(&mut br)?);
     }
+    let selection = if at < rest.len() {
+        if !is_selection_method(&rest[at..]) {
+            // A tail too short for a bucket's length.
+            return Err(OfError::GROUP_BAD_BUCKET);
+        }
+        let (sel, used) = selection_method(&rest[at..])?;
+        if rest[at..].len() > used && rest[at + used..].iter().any(|&b| b != 0) {
+            return Err(OfError::BAD_LEN);
+        }
+        Some(sel)
+    } else {
+        None
+    };
     Ok(GroupMod {
         command,
         typ,
         group_id,
         buckets,
         raw_buckets: raw.to_vec(),
+        selection,
     })
 }
 
@@ -103,6 +204,9 @@ pub fn encode_group_mod(g: &GroupMod) -> Vec<u8> {
     out.extend_from_slice(&[g.typ, 0]);
     out.extend_from_slice(&g.group_id.to_be_bytes());
     encode_buckets(&g.buckets, &mut out);
+    if let Some(s) = &g.selection {
+        encode_selection_method(s, &mut out);
+    }
     out
 }
 
@@ -219,6 +323,7 @@ mod tests {
                 },
             ],
             raw_buckets: Vec::new(),
+            selection: None,
         };
         let b = encode_group_mod(&g);
         let back = decode_group_mod(&b).unwrap();
@@ -232,6 +337,37 @@ mod tests {
         bad[8..10].copy_from_slice(&8u16.to_be_bytes());
         assert_eq!(decode_group_mod(&bad), Err(OfError::GROUP_BAD_BUCKET));
         assert!(decode_group_mod(&b[..5]).is_err());
+
+        // With a selection method after the buckets (OVS's dp_hash, the
+        // algorithm in the parameter's high word).
+        let with = GroupMod {
+            selection: Some(SelectionMethod {
+                method: "dp_hash".into(),
+                param: 1 << 32 | 7,
+                fields: Vec::new(),
+            }),
+            ..g.clone()
+        };
+        let wb = encode_group_mod(&with);
+        assert_eq!(wb.len(), b.len() + 40);
+        let back = decode_group_mod(&wb).unwrap();
+        assert_eq!(back.selection, with.selection);
+        assert_eq!(back.buckets, g.buckets);
+        assert_eq!(back.raw_buckets, b[8..]);
+        // A method OVS does not know; fields without `hash`; bytes after.
+        let mut other = wb.clone();
+        other[b.len() + 16..b.len() + 23].copy_from_slice(b"nothash");
+        assert_eq!(decode_group_mod(&other), Err(OfError::BAD_PROP_VALUE));
+        // A byte after the buckets: no bucket, no property.
+        let mut odd = b.clone();
+        odd.push(0);
+        assert_eq!(decode_group_mod(&odd), Err(OfError::GROUP_BAD_BUCKET));
+        let mut long = wb.clone();
+        long.extend_from_slice(&[1; 8]);
+        assert_eq!(decode_group_mod(&long), Err(OfError::BAD_LEN));
+        let mut short = wb.clone();
+        short[b.len() + 2..b.len() + 4].copy_from_slice(&30u16.to_be_bytes());
+        assert_eq!(decode_group_mod(&short), Err(OfError::BAD_LEN));
     }
 
     #[test]

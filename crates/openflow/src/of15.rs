@@ -20,8 +20,8 @@
 //! the `INSERT_BUCKET`, `REMOVE_BUCKET` and `ADD_OR_MOD` group commands
 //! (`GROUP_MOD_FAILED/BAD_COMMAND`), a `METER` action after another
 //! action, 1.5's new multipart types. A group's `selection_method`
-//! property is accepted and not kept (Sluice picks a select group's bucket
-//! by its own hash of the flow).
+//! property (Netronome's extension, as OVS reads it) is kept:
+//! [`crate::group::SelectionMethod`].
 //!
 //! No I/O: frames in, frames out.
 
@@ -410,6 +410,23 @@ fn group_mod(frame: &[u8]) -> Result<Vec<u8>, OfError> {
         actions(&b[8..8 + acts_len], &mut v, false)?;
         let n = v.len() - start;
         set16(&mut v, start, n);
+    }
+    // The group's properties: Netronome's selection method (OVS's
+    // `selection_method=dp_hash|hash`) follows the 1.3 buckets as it
+    // came, where the 1.3 decoder takes it (crate::group); others are
+    // ignored, as OVS ignores unknown group properties.
+    let mut props = &frame[24 + n..];
+    while props.len() >= 4 {
+        let pl = usize::from(be16(props, 2));
+        if pl < 4 || pl > props.len() {
+            return Err(OfError::GROUP_BAD_BUCKET);
+        }
+        let padded = pl.div_ceil(8) * 8;
+        if crate::group::is_selection_method(props) {
+            v.extend_from_slice(&props[..pl]);
+            v.resize(v.len() + padded - pl, 0);
+        }
+        props = props.get(padded..).unwrap_or(&[]);
     }
     Ok(v)
 }

@@ -158,7 +158,7 @@ fn group_mod15(command: u16, typ: u8, buckets: &[u8]) -> Vec<u8> {
     f.extend_from_slice(&(buckets.len() as u16).to_be_bytes());
     f.extend_from_slice(&[0, 0, 0xff, 0xff, 0xff, 0xff]);
     f.extend_from_slice(buckets);
-    // A selection_method property (experimenter): accepted, not kept.
+    // Another experimenter's group property: ignored.
     f.extend_from_slice(&[0xff, 0xff, 0, 16, 0, 0, 0x23, 0x20, 0, 0, 0, 1, 0, 0, 0, 0]);
     finish(f)
 }
@@ -183,10 +183,28 @@ fn group_buckets_take_1_3s_layout_and_come_back_with_ids() {
         }]
     );
     assert_eq!(
+        gm.selection, None,
+        "another experimenter's property is ignored"
+    );
+    assert_eq!(
         downgrade(&group_mod15(3, GROUP_SELECT, &bucket)),
         Err(OfError::GROUP_BAD_COMMAND),
         "INSERT_BUCKET"
     );
+    // Netronome's selection method, as ovn-controller sends it
+    // (`selection_method=dp_hash`), is kept.
+    let mut f = header(OFP15, msg::GROUP_MOD, 5);
+    f.extend_from_slice(&[0, 0, GROUP_SELECT, 0, 0, 0, 0, 1]);
+    f.extend_from_slice(&(bucket.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0xff, 0xff, 0xff, 0xff]);
+    f.extend_from_slice(&bucket);
+    f.extend_from_slice(&[0xff, 0xff, 0, 40, 0, 0, 0x15, 0x4d, 0, 0, 0, 1, 0, 0, 0, 0]);
+    f.extend_from_slice(b"dp_hash\0\0\0\0\0\0\0\0\0");
+    f.extend_from_slice(&(1u64 << 32 | 5).to_be_bytes());
+    let gm = crate::group::decode_group_mod(&downgrade(&finish(f)).unwrap()[8..]).unwrap();
+    let sel = gm.selection.expect("kept");
+    assert_eq!((sel.method.as_str(), sel.param), ("dp_hash", 1 << 32 | 5));
+    assert_eq!(gm.buckets.len(), 1);
 
     // The description comes back in 1.5's layout with the bucket's id.
     let mut desc = header(OFP13, msg::MULTIPART_REPLY, 6);

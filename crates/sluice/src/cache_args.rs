@@ -4,7 +4,7 @@
 
 use clap::Args;
 use sluice::config::Config;
-use sluice_classifier::table::{PushMpls, PushVlan, SetFieldMode};
+use sluice_classifier::table::{PushMpls, PushVlan, SelectHash, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_packet::rewrite::FragRewrites;
 
@@ -106,6 +106,14 @@ pub(crate) struct OvsBehaviourArgs {
     /// transport checksum's pseudo-header).
     #[arg(long, value_name = "MODE", value_parser = SetFieldMode::parse)]
     set_field: Option<SetFieldMode>,
+    /// How a select group hashes a packet to its bucket: ovs (default, as
+    /// OVS 3.1's dp_hash: the same connection takes the same bucket
+    /// through either switch; frames that differ only in their Ethernet
+    /// or ARP addresses share one) or spread (Ethernet, IP or ARP
+    /// addresses, protocol and ports over 4,096 slots by weight: any of
+    /// them spreads flows; os-ken's select-group tests expect it).
+    #[arg(long, value_name = "MODE", value_parser = SelectHash::parse)]
+    select_hash: Option<SelectHash>,
     /// What ct(commit,nat) -- nat with neither src nor dst -- does to a new
     /// connection: ovs (default, as OVS 3.1's userspace tracker: the
     /// connection gets a reply tuple of address 0 and port 0, so its
@@ -169,6 +177,9 @@ impl OvsBehaviourArgs {
         }
         if let Some(m) = self.set_field {
             config.set_field = m;
+        }
+        if let Some(m) = self.select_hash {
+            config.select_hash = m;
         }
         if let Some(m) = self.ct_nat_alone {
             config.ct_nat_alone = m;

@@ -57,7 +57,7 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use sluice_classifier::table::{PushMpls, PushVlan, SetFieldMode};
+use sluice_classifier::table::{PushMpls, PushVlan, SelectHash, SetFieldMode};
 use sluice_classifier::FragHandling;
 use sluice_datapath::DatapathConfig;
 use sluice_datapath::TxFlush;
@@ -104,6 +104,8 @@ pub struct Config {
     pub push_mpls: PushMpls,
     /// Which fields set_field may write (`--set-field`).
     pub set_field: SetFieldMode,
+    /// How select groups hash packets (`--select-hash`).
+    pub select_hash: SelectHash,
     /// What `ct(commit,nat)` does to a new connection (`--ct-nat-alone`).
     pub ct_nat_alone: sluice_conntrack::NatAlone,
     /// NORMAL's MAC aging time, s (`--mac-aging-time`; `None`: 300).
@@ -138,6 +140,7 @@ struct FileConfig {
     push_vlan: Option<String>,
     push_mpls: Option<String>,
     set_field: Option<String>,
+    select_hash: Option<String>,
     ct_nat_alone: Option<String>,
     mac_aging_time: Option<u64>,
     mac_table_size: Option<usize>,
@@ -339,6 +342,9 @@ impl Config {
         }
         if let Some(m) = &f.push_mpls {
             cfg.push_mpls = PushMpls::parse(m).map_err(|e| format!("push_mpls: {e}"))?;
+        }
+        if let Some(m) = &f.select_hash {
+            cfg.select_hash = SelectHash::parse(m).map_err(|e| format!("select_hash: {e}"))?;
         }
         if let Some(m) = &f.ct_nat_alone {
             cfg.ct_nat_alone =
@@ -554,6 +560,12 @@ mod tests {
             (d.push_mpls, cfg.push_mpls),
             (PushMpls::Ovs, PushMpls::Spec)
         );
+        let sh = Config::from_toml("select_hash = \"spread\"\n", Path::new(".")).unwrap();
+        assert_eq!(
+            (d.select_hash, sh.select_hash),
+            (SelectHash::Ovs, SelectHash::Spread)
+        );
+        assert!(Config::from_toml("select_hash = \"round-robin\"\n", Path::new(".")).is_err());
         let k = Config::from_toml("ct_nat_alone = \"kernel\"\n", Path::new(".")).unwrap();
         assert_eq!(
             (d.ct_nat_alone, k.ct_nat_alone),

@@ -134,21 +134,27 @@ pub fn set_rule_modes(rules: &mut RuleSet, cfg: &Config) -> Result<(), String> {
         push_vlan: cfg.push_vlan,
         push_mpls: cfg.push_mpls,
         set_field: cfg.set_field,
+        select_hash: cfg.select_hash,
     });
     rules.conntrack().set_nat_alone(cfg.ct_nat_alone);
-    for r in rules.iter() {
-        if let Some(refused) = rules.refusal(&r.actions) {
-            let m = r.matcher.to_string();
-            return Err(format!(
-                "rule 'table={},priority={}{}{} actions={}': {}",
-                r.table,
-                r.priority,
-                if m.is_empty() { "" } else { "," },
-                m,
-                sluice_classifier::action::format_actions(&r.actions),
-                refused
-            ));
-        }
+    // Every rule checked in no order (O(n): `iter` would sort a million
+    // rules by priority first); the one named is the first `iter` would
+    // have reached, by table, priority and age.
+    let first = rules
+        .rules()
+        .filter_map(|r| rules.refusal(&r.actions).map(|e| (r, e)))
+        .min_by_key(|(r, _)| (r.table, std::cmp::Reverse(r.priority), r.id));
+    if let Some((r, refused)) = first {
+        let m = r.matcher.to_string();
+        return Err(format!(
+            "rule 'table={},priority={}{}{} actions={}': {}",
+            r.table,
+            r.priority,
+            if m.is_empty() { "" } else { "," },
+            m,
+            sluice_classifier::action::format_actions(&r.actions),
+            refused
+        ));
     }
     Ok(())
 }
@@ -400,23 +406,6 @@ pub fn run_ports(
     control.set_port_specs(cfg.ports.clone());
     control.set_vlan_limit(cfg.datapath.vlan_limit);
     let control_captures = control.captures();
-    let socket = match &opts.ctl {
-        Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
-            Ok(f) => {
-                tracing::info!(
-                    target: "switch",
-                    "control socket {} ('sluice ctl --ctl {} pmd-stats')",
-                    f.file.path().display(),
-                    f.file.path().display()
-                );
-                Some(f)
-            }
-            Err(e) => {
-                return Err(stop_all(&shared, pmds, format!("control socket: {e}")));
-            }
-        },
-        None => None,
-    };
     // Timeouts are the control plane's: it removes timed-out rules from
     // the rules it owns, in every mode (a flow file's or `sluice ctl`'s
     // rules time out as a controller's do), and tells the controllers
@@ -518,6 +507,25 @@ pub fn run_ports(
             }
         }
     }
+    // The control socket last: once it is there, so is everything a
+    // script may reach next (the OpenFlow listeners, the metrics).
+    let socket = match &opts.ctl {
+        Some(path) => match crate::ctl_socket::serve(path, Arc::clone(&control)) {
+            Ok(f) => {
+                tracing::info!(
+                    target: "switch",
+                    "control socket {} ('sluice ctl --ctl {} pmd-stats')",
+                    f.file.path().display(),
+                    f.file.path().display()
+                );
+                Some(f)
+            }
+            Err(e) => {
+                return Err(stop_all(&shared, pmds, format!("control socket: {e}")));
+            }
+        },
+        None => None,
+    };
     if let Some(tx) = &opts.on_start {
         let _ = tx.send(Started {
             control: Arc::clone(&control),

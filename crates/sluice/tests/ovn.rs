@@ -22,6 +22,8 @@
 
 mod support;
 
+use std::path::Path;
+
 use support::ovn::{Central, Chassis};
 use support::*;
 
@@ -232,10 +234,97 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
         stdout(&groups).contains("type=select"),
     );
 
+    // The ACL again beside the load balancer (to vm3, TCP 5201 and the
+    // backends' 8080 open new connections): the whole pipeline, whose
+    // rules both switches must hold.
+    nbctl(&[
+        "acl-add",
+        "ls2",
+        "to-lport",
+        "1001",
+        "outport == \"vm3\" && ip4 && tcp.dst == {5201, 8080}",
+        "allow-related",
+    ]);
+    nbctl(&[
+        "acl-add",
+        "ls2",
+        "to-lport",
+        "1000",
+        "outport == \"vm3\" && ip4",
+        "drop",
+    ]);
+    nbctl(&["--wait=hv", "sync"]);
+    check(
+        "the VIP serves through the ACL",
+        (0..3).all(|_| vm1.exec_status(fetch).status.success()),
+    );
+    if let (Some(dir), Some(_)) = (std::env::var_os("SLUICE_OVN_DUMP"), daemon) {
+        dump_pipeline(&c, Path::new(&dir), &[&vm1, &vm2, &vm3, &vm4]);
+    }
+
     let rules = c.rules(&central);
     let log = c.logs();
     drop((vm1, vm2, vm3, vm4));
     (Seen { checks, rules }, log)
+}
+
+/// Writes what OVN installed into Open vSwitch's br-int to `dir`, for
+/// `scripts/ovn-compare` and `bench/ovn-pipeline`: the rules
+/// (`pipeline.flows`, as `ovs-ofctl add-flows` reads them back), groups,
+/// meters, the Geneve option map, and `ports.txt` (each VM's ofport, MAC
+/// and address, and the router ports').
+fn dump_pipeline(c: &Chassis, dir: &Path, vms: &[&Host]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let of = |args: &[&str]| {
+        let mut all = vec!["-O", "OpenFlow15"];
+        all.extend(args);
+        all.push("br-int");
+        let out = c.db.tool("ovs-ofctl", &all);
+        assert!(out.status.success(), "ovs-ofctl {args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let body = |text: String| -> String {
+        // The reply's heading line ("OFPST_FLOW reply ...") dropped.
+        text.lines()
+            .filter(|l| !l.starts_with("OFP") && !l.starts_with("NXST") && !l.trim().is_empty())
+            .map(|l| format!("{}\n", l.trim()))
+            .collect()
+    };
+    let files = [
+        (
+            "pipeline.flows",
+            of(&["--no-stats", "--no-names", "dump-flows"]),
+        ),
+        ("pipeline.groups", of(&["--no-names", "dump-groups"])),
+        ("pipeline.meters", of(&["dump-meters"])),
+        ("pipeline.tlv", of(&["dump-tlv-map"])),
+    ];
+    for (name, text) in files {
+        let keep = if name == "pipeline.tlv" {
+            text
+        } else {
+            body(text)
+        };
+        std::fs::write(dir.join(name), keep).unwrap();
+    }
+    let mut ports = String::from("# name ofport mac ip (the VMs, from the test's namespaces)\n");
+    for (i, vm) in vms.iter().enumerate() {
+        let (ofport, _) = c.db.vsctl(&["get", "interface", &vm.root_if, "ofport"]);
+        let link = vm.exec("ip -o link show eth0");
+        let mac = link
+            .split("link/ether ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .unwrap_or("");
+        let addr = vm.exec("ip -o -4 addr show eth0");
+        let ip = addr
+            .split("inet ")
+            .nth(1)
+            .and_then(|t| t.split('/').next())
+            .unwrap_or("");
+        ports.push_str(&format!("vm{} {ofport} {mac} {ip}\n", i + 1));
+    }
+    std::fs::write(dir.join("ports.txt"), ports).unwrap();
 }
 
 #[test]

@@ -19,6 +19,34 @@ pub struct Modes {
     pub push_mpls: PushMpls,
     /// Which fields `set_field` may write.
     pub set_field: SetFieldMode,
+    /// How select groups hash packets to buckets.
+    pub select_hash: SelectHash,
+}
+
+/// How a select group picks a packet's bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SelectHash {
+    /// As Open vSwitch 3.1 (`dp_hash`: its hash values and hashes, so a
+    /// connection reaches the same bucket through either switch; frames
+    /// that differ only in their Ethernet or ARP addresses, or UDP flows
+    /// between two hosts with no selection method, share a bucket).
+    #[default]
+    Ovs,
+    /// Sluice's own: Ethernet and IP or ARP addresses, protocol and ports
+    /// over 4,096 slots by weight, so flows that differ in any of them
+    /// spread (os-ken's select-group tests expect it).
+    Spread,
+}
+
+impl SelectHash {
+    /// Parses `ovs` or `spread`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "ovs" => Ok(SelectHash::Ovs),
+            "spread" => Ok(SelectHash::Spread),
+            _ => Err(format!("unknown select_hash mode '{s}' (ovs or spread)")),
+        }
+    }
 }
 
 /// What a `push_vlan` puts in the new tag when the packet has one already.

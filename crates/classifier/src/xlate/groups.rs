@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use sluice_packet::wire::l4::proto;
-
 use super::{encap, Ctx, XlateDrop};
 use crate::action::Action;
 use crate::group::GroupType;
@@ -35,11 +33,14 @@ impl Ctx<'_, '_> {
                 .find(|&i| self.bucket_live(&g.buckets[i], 0))
                 .into_iter()
                 .collect(),
-            GroupType::Select => match g.slots(|b| self.bucket_live(b, 0)) {
+            GroupType::Select => match g.slots(
+                |b| self.bucket_live(b, 0),
+                self.env.rules.modes().select_hash == crate::table::SelectHash::Spread,
+            ) {
                 Some(t) if self.select_in_datapath(g, &t, table) => return,
                 Some(t) => {
-                    let hash = self.select_hash();
-                    vec![t.bucket(crate::group::select_slot(hash))]
+                    self.unwildcard_select_fields();
+                    vec![t.bucket(t.slot_of(&self.flow))]
                 }
                 None => Vec::new(),
             },
@@ -125,20 +126,25 @@ impl Ctx<'_, '_> {
         true
     }
 
-    /// A select group's hash of the flow ([`crate::group::symmetric_hash`]),
-    /// chosen at translation: every field it reads is un-wildcarded.
-    pub(super) fn select_hash(&mut self) -> u64 {
+    /// A select group chosen at translation: every field its hash may
+    /// read (OVS's 5-tuple and symmetric hashes, or Sluice's own, whose
+    /// fallback for other protocols reads the Ethernet header and the
+    /// VLAN) is un-wildcarded.
+    pub(super) fn unwildcard_select_fields(&mut self) {
         let f = self.flow;
         let w = &mut self.out.wc;
         w.dl_src = [0xff; 6];
         w.dl_dst = [0xff; 6];
         w.dl_type = 0xffff;
+        w.vlan_tci = [0x1fff; 2];
         if f.is_arp() {
             w.nw_src = u32::MAX;
             w.nw_dst = u32::MAX;
+            w.nw_proto = 0xff;
         }
         if f.is_ip() {
             w.nw_proto = 0xff;
+            w.nw_frag = 0xff;
             if f.is_ipv4() {
                 w.nw_src = u32::MAX;
                 w.nw_dst = u32::MAX;
@@ -146,11 +152,8 @@ impl Ctx<'_, '_> {
                 w.ipv6_src = [0xff; 16];
                 w.ipv6_dst = [0xff; 16];
             }
-            if matches!(f.nw_proto, proto::TCP | proto::UDP | proto::SCTP) {
-                w.tp_src = 0xffff;
-                w.tp_dst = 0xffff;
-            }
+            w.tp_src = 0xffff;
+            w.tp_dst = 0xffff;
         }
-        crate::group::symmetric_hash(&f)
     }
 }

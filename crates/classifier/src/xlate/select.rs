@@ -3,7 +3,8 @@
 //! recirculates; Sluice needs no second pass): the translation runs every
 //! bucket the group's slot table can pick and emits one action list per
 //! bucket, and the datapath hashes each packet
-//! ([`crate::group::symmetric_hash`]) and runs the list of its slot. So the
+//! ([`crate::group::SlotTable::slot_of`]: OVS's `dp_hash`, or Sluice's
+//! own hash where OVS uses its default method) and runs the list of its slot. So the
 //! megaflow does not depend on the hashed fields: one megaflow serves every
 //! flow through the group, where choosing at translation made one per flow.
 //!

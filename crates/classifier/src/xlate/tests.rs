@@ -622,6 +622,7 @@ pub(super) fn group(
         counter: Arc::new(Rule::counter()),
         created_us: 0,
         slots: Default::default(),
+        selection: Default::default(),
     }
 }
 

@@ -4,7 +4,7 @@
 //! output ports, forward-only `goto_table`.
 
 use sluice_classifier::fields::{field_by_name, Field, Prereq, IN_PORT16};
-use sluice_classifier::group::{Bucket, Group, GroupError, GroupType};
+use sluice_classifier::group::{Bucket, Group, GroupError, GroupType, SelectMethod};
 use sluice_classifier::meter::{BandKind, Meter, MeterError};
 use sluice_classifier::table::Selection;
 use sluice_classifier::{Action, FlowSpec, Match, Rule};
@@ -695,6 +695,11 @@ pub fn to_group(gm: &crate::group::GroupMod, now_us: u64) -> Result<Group, OfErr
         counter: Arc::new(Rule::counter()),
         created_us: now_us,
         slots: Default::default(),
+        selection: match &gm.selection {
+            None => SelectMethod::Unset,
+            Some(s) if s.method == "dp_hash" => SelectMethod::DpHash(s.param),
+            Some(_) => SelectMethod::Hash,
+        },
     })
 }
 
