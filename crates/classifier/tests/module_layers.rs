@@ -7,7 +7,6 @@ use std::path::Path;
 
 /// Bottom to top.
 const ORDER: &[&str] = &[
-    "ovs_hash",
     "fields",
     "subfield",
     "ct",
@@ -18,6 +17,7 @@ const ORDER: &[&str] = &[
     "flow_match",
     "learn",
     "multipath",
+    "ovs_hash",
     "bundle",
     "action",
     "wildcards",

@@ -156,25 +156,23 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
     check("ping across the router", vm1.pings("10.84.2.3"));
     check("ping back across the router", vm4.pings("10.84.1.2"));
 
-    // A stateful ACL on ls2: to vm3 only TCP port 5201 opens a
+    // A stateful ACL on ls2: to vm3 only TCP to `ports` opens a
     // connection; the replies of what it starts come back.
-    nbctl(&[
-        "acl-add",
-        "ls2",
-        "to-lport",
-        "1001",
-        "outport == \"vm3\" && ip4 && tcp.dst == 5201",
-        "allow-related",
-    ]);
-    nbctl(&[
-        "acl-add",
-        "ls2",
-        "to-lport",
-        "1000",
-        "outport == \"vm3\" && ip4",
-        "drop",
-    ]);
-    nbctl(&["--wait=hv", "sync"]);
+    let acl = |ports: &str| {
+        let allow = format!("outport == \"vm3\" && ip4 && tcp.dst == {ports}");
+        nbctl(&[
+            "acl-add",
+            "ls2",
+            "to-lport",
+            "1001",
+            &allow,
+            "allow-related",
+        ]);
+        let all = "outport == \"vm3\" && ip4";
+        nbctl(&["acl-add", "ls2", "to-lport", "1000", all, "drop"]);
+        nbctl(&["--wait=hv", "sync"]);
+    };
+    acl("5201");
     // (Open vSwitch revalidates its datapath flows in the background: a
     // ping may still pass for a moment after --wait=hv returns; refused
     // soon after, then for good.)
@@ -237,23 +235,7 @@ fn run(tag: &str, daemon: Option<&str>) -> (Seen, String) {
     // The ACL again beside the load balancer (to vm3, TCP 5201 and the
     // backends' 8080 open new connections): the whole pipeline, whose
     // rules both switches must hold.
-    nbctl(&[
-        "acl-add",
-        "ls2",
-        "to-lport",
-        "1001",
-        "outport == \"vm3\" && ip4 && tcp.dst == {5201, 8080}",
-        "allow-related",
-    ]);
-    nbctl(&[
-        "acl-add",
-        "ls2",
-        "to-lport",
-        "1000",
-        "outport == \"vm3\" && ip4",
-        "drop",
-    ]);
-    nbctl(&["--wait=hv", "sync"]);
+    acl("{5201, 8080}");
     check(
         "the VIP serves through the ACL",
         (0..3).all(|_| vm1.exec_status(fetch).status.success()),
