@@ -115,11 +115,9 @@ const OVS_MAX_HASH_VALUES: u64 = 256;
 /// Webster's method; None where OVS falls back to its default method
 /// (no weight, or more than 256 values needed).
 pub fn ovs_hash_map(buckets: &[Bucket]) -> Option<Vec<u16>> {
-    let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
+    // (No bucket of weight: no minimum, and OVS's total weight is 0.)
     let min = buckets.iter().map(|b| b.weight).filter(|&w| w > 0).min()?;
-    if total == 0 {
-        return None;
-    }
+    let total: u64 = buckets.iter().map(|b| u64::from(b.weight)).sum();
     let n_hash = total.div_ceil(u64::from(min)).next_power_of_two().max(16);
     if n_hash > OVS_MAX_HASH_VALUES {
         return None;

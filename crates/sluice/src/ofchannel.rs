@@ -790,47 +790,41 @@ impl<S: Conn> Session<S> {
     }
 }
 
-/// A packet-out's in_port and actions, checked: the buffer must be none
-/// (Sluice keeps no packet buffers), in_port a port, `CONTROLLER` or
-/// `ANY`, the actions valid for the packet (`output:TABLE` runs it through
-/// the tables from table 0).
-/// The id an `NXT_SET_CONTROLLER_ID` body (vendor id on) sets, if it is
-/// one.
+/// The rest of an experimenter body (vendor id on) after its vendor and
+/// subtype, if it is Nicira's message `subtype`.
+fn nx_body(body: &[u8], subtype: u32) -> Option<&[u8]> {
+    (body.len() >= 8
+        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
+        && body[4..8] == subtype.to_be_bytes())
+    .then(|| &body[8..])
+}
+
 /// An `NXT_SET_PACKET_IN_FORMAT` (experimenter body): `Some(None)` for
 /// a format there is none of.
 fn set_packet_in_format(body: &[u8]) -> Option<Option<PinFormat>> {
-    let nx = sluice_openflow::nx::NX_VENDOR.to_be_bytes();
-    match body {
-        [a, b, c, d, 0, 0, 0, 16, f @ ..] if [*a, *b, *c, *d] == nx && f.len() == 4 => {
-            Some(PinFormat::of_wire(u32::from_be_bytes([
-                f[0], f[1], f[2], f[3],
-            ])))
-        }
-        _ => None,
-    }
+    let f: [u8; 4] = nx_body(body, 16)?.try_into().ok()?;
+    Some(PinFormat::of_wire(u32::from_be_bytes(f)))
 }
 
 /// Whether an experimenter body (vendor id on) is an `NXT_RESUME`.
 fn is_resume(body: &[u8]) -> bool {
-    body.len() >= 8
-        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
-        && body[4..8] == sluice_openflow::async_msg::NXT_RESUME.to_be_bytes()
+    nx_body(body, sluice_openflow::async_msg::NXT_RESUME).is_some()
 }
 
 /// The zone an `NXT_CT_FLUSH_ZONE` body (vendor id on: zone, pad)
 /// empties, if it is one.
 fn ct_flush_zone(body: &[u8]) -> Option<u16> {
-    (body.len() == 16
-        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
-        && body[4..8] == 29u32.to_be_bytes())
-    .then(|| u16::from_be_bytes([body[8], body[9]]))
+    let z: [u8; 8] = nx_body(body, 29)?.try_into().ok()?;
+    Some(u16::from_be_bytes([z[0], z[1]]))
 }
 
+/// The id an `NXT_SET_CONTROLLER_ID` body (vendor id on) sets, if it is
+/// one.
 fn set_controller_id(body: &[u8]) -> Option<u16> {
-    (body.len() == 16
-        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
-        && body[4..8] == sluice_openflow::of10::nxt::SET_CONTROLLER_ID.to_be_bytes())
-    .then(|| u16::from_be_bytes([body[14], body[15]]))
+    let b: [u8; 8] = nx_body(body, sluice_openflow::of10::nxt::SET_CONTROLLER_ID)?
+        .try_into()
+        .ok()?;
+    Some(u16::from_be_bytes([b[6], b[7]]))
 }
 
 /// The exact match of a packet-out's packet, which its actions are
@@ -844,6 +838,10 @@ fn packet_match(data: &[u8], in_port: u32) -> Result<sluice_classifier::Match, O
     Ok(sluice_classifier::Match::exact(&key))
 }
 
+/// A packet-out's in_port and actions, checked: the buffer must be none
+/// (Sluice keeps no packet buffers), in_port a port, `CONTROLLER` or
+/// `ANY`, the actions valid for the packet (`output:TABLE` runs it through
+/// the tables from table 0).
 fn packet_out(po: &PacketOut) -> Result<(u32, Vec<Action>), OfError> {
     if po.buffer_id != NO_BUFFER {
         return Err(OfError::BUFFER_UNKNOWN);

@@ -573,7 +573,7 @@ mod tests {
     fn bad_register_actions_get_ovs_errors() {
         let any = to_match(&[]).unwrap();
         let reg0 = 0x0001_0004;
-        let load = |dst, ofs, n_bits, value| {
+        let load_under = |m: &Match, dst, ofs, n_bits, value| {
             to_action(
                 &OfAction::Nx(NxAction::RegLoad {
                     dst,
@@ -581,9 +581,10 @@ mod tests {
                     n_bits,
                     value,
                 }),
-                &any,
+                m,
             )
         };
+        let load = |dst, ofs, n_bits, value| load_under(&any, dst, ofs, n_bits, value);
         assert_eq!(
             load(reg0, 30, 4, 1),
             Err(OfError::BAD_SET_ARGUMENT),
@@ -606,17 +607,7 @@ mod tests {
         // the key: `load:2->NXM_OF_ARP_OP[]` (Neutron's ARP responder) is
         // a load of those 8; an opcode past 255 is refused.
         let arp = to_match(&[crate::oxm::Oxm::exact(crate::oxm::f::ETH_TYPE, 0x0806)]).unwrap();
-        let arp_load = |dst, ofs, n_bits, value| {
-            to_action(
-                &OfAction::Nx(NxAction::RegLoad {
-                    dst,
-                    ofs,
-                    n_bits,
-                    value,
-                }),
-                &arp,
-            )
-        };
+        let arp_load = |dst, ofs, n_bits, value| load_under(&arp, dst, ofs, n_bits, value);
         for h in [0x0000_1e02, 0x8000_2a02] {
             let Ok(Action::Load { field, value, mask }) = arp_load(h, 0, 16, 2) else {
                 panic!("{h:#x}")
