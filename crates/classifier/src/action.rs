@@ -470,9 +470,9 @@ impl std::fmt::Display for Action {
             Action::Resubmit {
                 in_port: Some(p),
                 table: None,
-            } => write!(f, "resubmit:{p}"),
+            } => write!(f, "resubmit:{}", resubmit_port(*p)),
             Action::Resubmit { in_port, table } => {
-                let p = in_port.map(|p| p.to_string()).unwrap_or_default();
+                let p = in_port.map(resubmit_port).unwrap_or_default();
                 let t = table.map(|t| t.to_string()).unwrap_or_default();
                 write!(f, "resubmit({p},{t})")
             }
@@ -539,6 +539,14 @@ impl Action {
                 | Action::Conjunction { .. }
         )
     }
+}
+
+/// A resubmit's port as OVS prints it: a reserved one by name.
+fn resubmit_port(p: u32) -> String {
+    crate::fields::PORT_NAMES
+        .iter()
+        .find(|(port, _)| *port == p && p != crate::fields::OFPP_UNSET)
+        .map_or_else(|| p.to_string(), |(_, n)| (*n).to_string())
 }
 
 /// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).

@@ -295,6 +295,24 @@ impl CtTuple {
 }
 
 impl CtResult {
+    /// No connection tracking state (`ct_clear`), as `Default` gives it;
+    /// a constant, so that clearing copies it rather than building it.
+    pub const NONE: CtResult = CtResult {
+        state: 0,
+        zone: 0,
+        mark: 0,
+        label: [0; 2],
+        tuple: CtTuple {
+            proto: 0,
+            tp_src: 0,
+            tp_dst: 0,
+            nw_src: 0,
+            nw_dst: 0,
+            ipv6_src: [0; 16],
+            ipv6_dst: [0; 16],
+        },
+    };
+
     /// The state a flow key holds.
     pub fn of_key(k: &FlowKey) -> CtResult {
         CtResult {

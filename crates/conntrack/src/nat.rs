@@ -341,6 +341,13 @@ impl Ip {
         };
         let fix = |c: u16| update_bytes(c, &old[..n], &new[..n]);
         let l4 = self.l4;
+        // The same address again (a connection committed with `nat` and no
+        // range, as OVN's `ct_commit_nat`, translates to itself): OVS
+        // rewrites it all the same, which changes no byte unless a
+        // checksum it updates is 0xffff (the update leaves 0x0000 then).
+        if old[..n] == new[..n] && self.same_address_changes_nothing(b) {
+            return;
+        }
         match self.proto {
             proto::TCP if self.l4_len() >= 20 => put16(b, l4 + 16, fix(be16(b, l4 + 16))),
             proto::UDP if self.l4_len() >= 8 => {
@@ -364,6 +371,19 @@ impl Ip {
             put16(b, self.l3 + 10, c);
         }
         b[at..at + n].copy_from_slice(&new[..n]);
+    }
+
+    /// Whether rewriting an address with itself leaves every byte: none of
+    /// the checksums [`Ip::set_addr`] updates is 0xffff.
+    fn same_address_changes_nothing(&self, b: &[u8]) -> bool {
+        let l4 = self.l4;
+        let l4_csum = match self.proto {
+            proto::TCP if self.l4_len() >= 20 => be16(b, l4 + 16),
+            proto::UDP if self.l4_len() >= 8 => be16(b, l4 + 6),
+            proto::ICMPV6 if self.v6 && self.l4_len() >= 4 => be16(b, l4 + 2),
+            _ => 0,
+        };
+        l4_csum != 0xffff && (self.v6 || be16(b, self.l3 + 10) != 0xffff)
     }
 
     /// Sets TCP or UDP ports, updating the checksum (UDP's only if it has

@@ -667,3 +667,69 @@ fn a_zone_timeout_policy_decides_when_its_connections_expire() {
         TRK | CS_ESTABLISHED
     );
 }
+
+#[test]
+fn the_cleared_state_is_the_default() {
+    assert_eq!(CtResult::NONE, CtResult::default());
+}
+
+/// A connection translated to its own address (committed with `nat` and
+/// no range, as OVN's `ct_commit_nat`): the rewrite OVS makes changes no
+/// byte, unless a checksum is 0xffff, which OVS's update turns into
+/// 0x0000; Sluice skips the rewrite only where it changes nothing.
+#[test]
+fn translating_to_the_same_address_changes_what_ovs_changes() {
+    use sluice_packet::wire::checksum::update_bytes;
+    // The premise, over every checksum value.
+    let a = [10, 84, 1, 100];
+    for c in 0..=u16::MAX {
+        assert_eq!(
+            update_bytes(c, &a, &a) == c,
+            c != 0xffff,
+            "checksum {c:#06x}"
+        );
+    }
+    // A TCP packet 10.84.1.100:1024 -> 10.84.2.3:5201, source-translated
+    // to itself, with its checksums as they are and then 0xffff.
+    let frame = |tcp_csum: Option<u16>, ip_csum: Option<u16>| {
+        let mut b = vec![0u8; 54];
+        b[12..14].copy_from_slice(&[0x08, 0x00]);
+        b[14..34].copy_from_slice(&[
+            0x45, 0, 0, 40, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 84, 1, 100, 10, 84, 2, 3,
+        ]);
+        let c = sluice_packet::wire::checksum::checksum(&b[14..34]);
+        b[24..26].copy_from_slice(&ip_csum.unwrap_or(c).to_be_bytes());
+        b[34..38].copy_from_slice(&[0x04, 0x00, 0x14, 0x51]);
+        b[46] = 0x50;
+        b[47] = 0x10;
+        b[50..52].copy_from_slice(&tcp_csum.unwrap_or(0x1234).to_be_bytes());
+        b
+    };
+    let reply = tuple::Tuple {
+        zone: 2,
+        proto: 6,
+        v6: false,
+        src: {
+            let mut s = [0; 16];
+            s[..4].copy_from_slice(&[10, 84, 2, 3]);
+            s
+        },
+        dst: {
+            let mut d = [0; 16];
+            d[..4].copy_from_slice(&[10, 84, 1, 100]);
+            d
+        },
+        sport: 5201,
+        dport: 1024,
+    };
+    let snat = |mut b: Vec<u8>| {
+        nat::translate(&mut b, 14, 34, false, &reply, nat::NAT_SRC, false);
+        b
+    };
+    let plain = frame(None, None);
+    assert_eq!(snat(plain.clone()), plain);
+    let tcp_ones = snat(frame(Some(0xffff), None));
+    assert_eq!(&tcp_ones[50..52], &[0, 0]);
+    let ip_ones = snat(frame(None, Some(0xffff)));
+    assert_eq!(&ip_ones[24..26], &[0, 0]);
+}

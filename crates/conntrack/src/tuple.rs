@@ -225,8 +225,11 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
     };
     let b = data;
     // A partial checksum (offloaded, to be completed on the way out) is
-    // as good as the sender's stack made it; any other must be right.
+    // as good as the sender's stack made it; any other must be right
+    // (summed once: a packet an earlier tracker verified, changed since
+    // only in ways that keep them right, is `csum_ok`).
     if !meta.offload.needs_csum()
+        && !meta.csum_ok
         && !checksums_hold(b, meta.l3().unwrap_or(0), l4, v6, key.nw_proto)
     {
         return Parsed::Invalid;

@@ -31,6 +31,22 @@ use fates::Fates;
 /// recirculations change nothing here). `sluice trace` follows a
 /// recirculation with it.
 pub fn apply(pkt: &mut Packet, a: &DpAction) {
+    // What the tracker verified stays verified through rewrites that keep
+    // the checksums right (or touch no checksummed byte); any other makes
+    // the next tracker sum them again.
+    if !matches!(
+        a,
+        DpAction::SetEthSrc(_)
+            | DpAction::SetEthDst(_)
+            | DpAction::SetIpTtl(_)
+            | DpAction::SetIpTos { .. }
+            | DpAction::SetIpv6Label(_)
+            | DpAction::PushVlan { .. }
+            | DpAction::PopVlan
+            | DpAction::SetVlanTci(_)
+    ) {
+        pkt.meta.csum_ok = false;
+    }
     match *a {
         DpAction::SetEthSrc(m) => rewrite::set_eth_src(pkt, m),
         DpAction::SetEthDst(m) => rewrite::set_eth_dst(pkt, m),
@@ -126,6 +142,22 @@ fn keeps_packet(a: &DpAction) -> bool {
                 | DpAction::CheckPktLen { .. }
         ),
     }
+}
+
+/// Whether a datapath action leaves what the connection tracker reads of
+/// the packet as the pass's key has it: its addresses, protocol, ports,
+/// fragment bits and header offsets. A new Ethernet address, TTL, TOS or
+/// IPv6 flow label (checksums kept by the rewrite) change none of them.
+fn keeps_tuple(a: &DpAction) -> bool {
+    keeps_packet(a)
+        || matches!(
+            a,
+            DpAction::SetEthSrc(_)
+                | DpAction::SetEthDst(_)
+                | DpAction::SetIpTtl(_)
+                | DpAction::SetIpTos { .. }
+                | DpAction::SetIpv6Label(_)
+        )
 }
 
 /// Whether a datapath action gives the packet (or a copy) a destination,
@@ -284,7 +316,7 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
             } => branch::check_pkt_len(len, gt, le, &step, pkts, cx, &mut f),
             DpAction::CtClear => {
                 for &i in pkts {
-                    cx.recirc.ct[i as usize] = CtResult::default();
+                    cx.recirc.ct[i as usize] = CtResult::NONE;
                     cx.recirc.ct_set |= 1 << i;
                 }
             }

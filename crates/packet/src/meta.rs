@@ -15,6 +15,12 @@ pub struct PacketMeta {
     pub hash: u32,
     /// Whether `hash` is valid.
     pub has_hash: bool,
+    /// The IP and L4 checksums were found right (by the connection
+    /// tracker), and every change since kept them right: a later tracker
+    /// of this packet does not sum them again. Any rewrite that is not
+    /// known to keep them clears it, as do tunnel headers pushed or
+    /// popped.
+    pub csum_ok: bool,
     /// Offset of the L3 header (after Ethernet and VLAN tags).
     pub l3_ofs: u16,
     /// Offset of the L4 header (after IP options / IPv6 extension headers);
@@ -142,7 +148,8 @@ impl OffloadMask {
     }
 }
 
-// The offload state rides in the padding: a packet's metadata stays 32 bytes.
+// The offload state and `csum_ok` ride in the padding: a packet's metadata
+// stays 32 bytes.
 const _: () = assert!(std::mem::size_of::<PacketMeta>() == 32);
 
 impl Default for PacketMeta {
@@ -151,6 +158,7 @@ impl Default for PacketMeta {
             in_port: 0,
             hash: 0,
             has_hash: false,
+            csum_ok: false,
             l3_ofs: NO_OFFSET,
             l4_ofs: NO_OFFSET,
             n_vlans: 0,

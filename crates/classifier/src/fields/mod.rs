@@ -326,10 +326,14 @@ impl Field {
         match self.kind {
             // As OVS's flags formatting: the names of the bits set.
             ValueKind::Int(_) if self.name == "tun_flags" && v == 1 => "oam".into(),
-            ValueKind::Int(_) if self.name == "actset_output" => PORT_NAMES
-                .iter()
-                .find(|(p, _)| u128::from(*p) == v)
-                .map_or_else(|| v.to_string(), |(_, n)| (*n).to_string()),
+            ValueKind::Int(_) if self.name == "actset_output" || self.name == "in_port" => {
+                PORT_NAMES
+                    .iter()
+                    .find(|(p, _)| {
+                        u128::from(*p) == v && (self.name == "actset_output" || *p != OFPP_UNSET)
+                    })
+                    .map_or_else(|| v.to_string(), |(_, n)| (*n).to_string())
+            }
             ValueKind::Int(_) if self.shows_hex() => c_hex(v),
             ValueKind::Int(_) => v.to_string(),
             ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),

@@ -161,7 +161,10 @@ pub(super) fn parse_actions(
             "mod_tp_src" => setf("tp_src", "mod_tp_src", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_src"))?,
             "mod_tp_dst" => setf("tp_dst", "mod_tp_dst", &|| parse_int(cx, need()?, arg_at, 16, "mod_tp_dst"))?,
             "dec_ttl" => match arg {
+                // `dec_ttl()`, as ovs-ofctl prints a decrement that names
+                // no controller: OVS reads it back as plain `dec_ttl`.
                 None => Action::DecTtl,
+                Some(a) if a.trim().is_empty() => Action::DecTtl,
                 Some(a) => {
                     let ids = a
                         .split(',')
@@ -675,6 +678,12 @@ fn parse_resubmit(
     };
     let in_port = if p.is_empty() || p.eq_ignore_ascii_case("in_port") {
         None
+    } else if let Some(&(port, _)) = crate::fields::PORT_NAMES
+        .iter()
+        .find(|(port, n)| n.eq_ignore_ascii_case(p) && *port != crate::fields::OFPP_UNSET)
+    {
+        // A reserved port by name, as OVS takes it (`resubmit(CONTROLLER,38)`).
+        Some(port)
     } else {
         Some(parse_int(cx, p, at, 32, "resubmit port")? as u32)
     };

@@ -148,6 +148,19 @@ fn errors_point_at_the_token() {
         Action::Output(crate::action::OFPP_LOCAL).to_string(),
         "LOCAL"
     );
+    // Reserved ports by name in a set_field, as OVN's rules have them
+    // (`set_field:ANY->in_port`), and printed back so.
+    let any = ok("actions=set_field:ANY->in_port,resubmit(,1)");
+    let shown = crate::action::format_actions(&any.actions);
+    assert!(shown.starts_with("set_field:ANY->in_port,"), "{shown}");
+    let none = ok("actions=set_field:NONE->in_port");
+    assert_eq!(
+        crate::action::format_actions(&none.actions),
+        "set_field:ANY->in_port"
+    );
+    assert!(err("actions=set_field:UNSET->in_port")
+        .message
+        .contains("not a port"));
     assert!(err("table=255,actions=drop")
         .message
         .contains("out of range"));

@@ -110,8 +110,24 @@ pub(super) fn parse_value(
         // OVS's tunnel flags by name (`set_field:oam->tun_flags`).
         ValueKind::Int(_) if field.name == "tun_flags" && matches!(v, "oam" | "+oam") => Ok(1),
         ValueKind::Int(_) if field.name == "tun_flags" && v == "-oam" => Ok(0),
-        ValueKind::Int(_) if field.name == "in_port" && v.eq_ignore_ascii_case("local") => {
-            Ok(u128::from(crate::action::OFPP_LOCAL))
+        // Reserved ports by name, as OVS reads them (`set_field:ANY->in_port`,
+        // which OVN writes before a resubmit that may send a packet back
+        // where it came from; NONE is OpenFlow 1.0's ANY).
+        ValueKind::Int(_)
+            if field.name == "in_port" && !v.starts_with(|c: char| c.is_ascii_digit()) =>
+        {
+            let name = if v.eq_ignore_ascii_case("none") {
+                "ANY"
+            } else {
+                v
+            };
+            match crate::fields::PORT_NAMES
+                .iter()
+                .find(|(p, n)| n.eq_ignore_ascii_case(name) && *p != crate::fields::OFPP_UNSET)
+            {
+                Some(&(p, _)) => Ok(u128::from(p)),
+                None => Err(cx.err(at, format!("in_port={v}: not a port (a number, or IN_PORT, TABLE, NORMAL, FLOOD, ALL, CONTROLLER, LOCAL, ANY)"))),
+            }
         }
         ValueKind::Int(_) if field.name == "actset_output" => {
             if let Some(&(p, _)) = crate::fields::PORT_NAMES

@@ -69,5 +69,6 @@ impl Ctx<'_, '_> {
     /// The state is the next pass's: the rest of this one sees none.
     fn clear_ct_fields(&mut self) {
         sluice_conntrack::CtResult::default().write_key(&mut self.flow);
+        self.ct_written = true;
     }
 }

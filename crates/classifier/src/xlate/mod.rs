@@ -261,6 +261,14 @@ struct Ctx<'a, 'o> {
     /// The packet-in of a `controller(pause)`, waiting for the frozen
     /// state's id (its continuation).
     paused: Option<Box<crate::dpaction::PacketInAction>>,
+    /// The flow's connection tracking fields are what the translation
+    /// wrote (none, after a `ct` or `ct_clear`), not the packet's: putting
+    /// them back after a copy reads nothing of the packet.
+    ct_written: bool,
+    /// A `CtRestore` puts back the packet's own connection tracking state:
+    /// unless it is dropped as the last action (it changes nothing then),
+    /// the megaflow matches that state ([`Ctx::finish_ct_restores`]).
+    ct_restores_packet: bool,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -365,6 +373,8 @@ fn run(
         forked: 0,
         stack: Vec::new(),
         paused: None,
+        ct_written: false,
+        ct_restores_packet: false,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -392,6 +402,7 @@ fn run(
     }
     cx.finish_freeze();
     cx.finish_select();
+    cx.finish_ct_restores();
     cx.out.final_flow = cx.flow;
     if let Some(e) = cx.error {
         cx.out.actions.clear();
@@ -405,6 +416,16 @@ fn run(
     // (the datapath keys on them).
     cx.out.wc.in_port = u32::MAX;
     cx.out.wc.recirc_id = u32::MAX;
+}
+
+/// Whether `acts` (or a branch in them) restores connection tracking state.
+fn has_ct_restore(acts: &[DpAction]) -> bool {
+    acts.iter().any(|a| match a {
+        DpAction::CtRestore(_) => true,
+        DpAction::CheckPktLen { gt, le, .. } => has_ct_restore(gt) || has_ct_restore(le),
+        DpAction::Select(sel) => sel.variants.iter().any(|(_, v)| has_ct_restore(v)),
+        _ => false,
+    })
 }
 
 impl Ctx<'_, '_> {
@@ -810,12 +831,13 @@ impl Ctx<'_, '_> {
     /// output sets them back. A recirculation `run` leaves unfinished is
     /// refused (false).
     fn in_copy(&mut self, run: impl FnOnce(&mut Self)) -> bool {
-        let (flow, dirty, origin, set, stale) = (
+        let (flow, dirty, origin, set, stale, ct_written) = (
             self.flow,
             self.dirty,
             self.vlan_origin,
             self.action_set.clone(),
             self.stale,
+            self.ct_written,
         );
         let frozen = self.frozen.is_some();
         let start = self.out.actions.len();
@@ -871,6 +893,7 @@ impl Ctx<'_, '_> {
             }
         }
         self.flow = flow;
+        self.ct_written = ct_written;
         if tracked {
             self.restore_ct();
         }
@@ -897,8 +920,29 @@ impl Ctx<'_, '_> {
 
     /// The packet's connection tracking state as the flow holds it, back
     /// in the datapath (after a copy's `ct` or `ct_clear`); the megaflow
-    /// matches it.
+    /// matches it where it is the packet's. After a `ct_clear` before the
+    /// copy (OVN's router pipeline clears, then crosses to the next switch
+    /// in a `clone`) it is a constant, and the megaflow stays wide: matching
+    /// the connection's tuple made a megaflow per connection.
     fn restore_ct(&mut self) {
+        self.push(DpAction::CtRestore(Box::new(
+            sluice_conntrack::CtResult::of_key(&self.flow),
+        )));
+        self.ct_restores_packet |= !self.ct_written;
+    }
+
+    /// Restores at the end of the actions change nothing (the packet went
+    /// where it goes before them: a clone's `ct` then the packet's own
+    /// recirculation, as OVN's logical patches end): dropped. If one that
+    /// puts back the packet's own state is left, the megaflow matches that
+    /// state, every field of it.
+    fn finish_ct_restores(&mut self) {
+        while matches!(self.out.actions.last(), Some(DpAction::CtRestore(_))) {
+            self.out.actions.pop();
+        }
+        if !self.ct_restores_packet || !has_ct_restore(&self.out.actions) {
+            return;
+        }
         let wc = &mut self.out.wc;
         wc.ct_state = !0;
         wc.ct_zone = !0;
@@ -911,9 +955,6 @@ impl Ctx<'_, '_> {
         wc.ct_nw_dst = !0;
         wc.ct_ipv6_src = [!0; 16];
         wc.ct_ipv6_dst = [!0; 16];
-        self.push(DpAction::CtRestore(Box::new(
-            sluice_conntrack::CtResult::of_key(&self.flow),
-        )));
     }
 
     /// `output:FIELD`, as OVS's `xlate_output_reg_action`: the port the

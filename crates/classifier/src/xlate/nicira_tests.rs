@@ -233,6 +233,22 @@ fn dec_ttl_with_controller_ids() {
     assert!(!t.actions.iter().any(|a| matches!(a, DpAction::Output(_))));
 }
 
+/// `dec_ttl()` (how ovs-ofctl dumps OVN's decrement with no controller
+/// ids) reads back as OVS reads it: plain `dec_ttl`.
+#[test]
+fn dec_ttl_with_empty_parentheses_is_plain_dec_ttl() {
+    let r = set("ip,actions=dec_ttl(),output:2\n");
+    let shown: Vec<String> = r
+        .rules()
+        .map(|x| crate::action::format_actions(&x.actions))
+        .collect();
+    assert_eq!(shown, ["dec_ttl,output:2"]);
+    assert_eq!(
+        run(&r, &tcp_key()).actions,
+        [DpAction::SetIpTtl(63), DpAction::Output(2)]
+    );
+}
+
 /// A packet-in carries the pipeline fields that are not zero when it is
 /// sent (registers, metadata, pkt_mark) and the action's userdata.
 #[test]

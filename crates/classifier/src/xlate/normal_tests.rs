@@ -245,4 +245,48 @@ fn a_clone_changes_a_copy_and_the_packet_goes_on_as_it_was() {
         (0xff, 0xffff),
         "the state restored is matched"
     );
+    // OVN's router: the state cleared, then a clone crossing to the next
+    // switch whose copy is tracked and recirculated. Nothing of the
+    // packet's own state is put back (it was cleared), and nothing after
+    // the copy uses the packet: no restore, and the megaflow does not
+    // match the connection (one megaflow per connection before).
+    let r =
+        set("ip,actions=ct_clear,clone(ct_clear,ct(table=1,zone=5))\ntable=1,actions=output:2\n");
+    let key = FlowKey {
+        ct_nw_src: 0x0a00_0001,
+        ct_tp_src: 1024,
+        ..key
+    };
+    let t = run(&r, &key);
+    assert_eq!(t.drop, None);
+    assert!(
+        matches!(
+            &t.actions[..],
+            [
+                DpAction::CtClear,
+                DpAction::CtClear,
+                DpAction::Ct(_),
+                DpAction::Recirc(_)
+            ]
+        ),
+        "{:?}",
+        t.actions
+    );
+    assert_eq!(
+        (t.wc.ct_nw_src, t.wc.ct_tp_src),
+        (0, 0),
+        "the connection is not matched"
+    );
+    // Its state was not cleared before the copy, and the packet goes on
+    // after it: restored, and matched.
+    let r = set("ip,actions=clone(ct_clear,output:3),output:2\n");
+    let t = run(&r, &key);
+    assert!(
+        t.actions
+            .iter()
+            .any(|a| matches!(a, DpAction::CtRestore(_))),
+        "{:?}",
+        t.actions
+    );
+    assert_eq!(t.wc.ct_nw_src, u32::MAX, "the restored state is matched");
 }

@@ -170,8 +170,9 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
             f.no_buf |= bit;
             continue;
         };
-        // The next pass hashes the new key itself.
-        p.meta.has_hash = false;
+        // The next pass's cache hash, from this one's.
+        p.meta.hash = sluice_packet::hash::recirc_hash(cx.hashes[i as usize], id);
+        p.meta.has_hash = true;
         let ct = if cx.recirc.ct_set & bit != 0 {
             cx.recirc.ct[i as usize]
         } else {

@@ -3,10 +3,10 @@
 //! actions after it and the next pass.
 
 use sluice_conntrack::{CtRequest, CtResult};
-use sluice_packet::key::FRAG_ANY;
+use sluice_packet::key::{CS_INVALID, CS_TRACKED, FRAG_ANY};
 use sluice_packet::FlowKey;
 
-use super::{keeps_packet, Ctx, Fates, Step};
+use super::{keeps_packet, keeps_tuple, Ctx, Fates, Step};
 
 /// A `ct` action on `pkts`.
 pub(super) fn track(
@@ -28,6 +28,9 @@ pub(super) fn track(
     // (a header rewrite, a translating ct): then it is parsed
     // again (its key is the pass's).
     let changed = cx.recirc.reparse || !acts[..ai].iter().all(keeps_packet);
+    // Whether the key still says what the tracker reads (a router's new
+    // MACs and TTL before the ct do not make it parse the packet again).
+    let retuple = cx.recirc.reparse || !acts[..ai].iter().all(keeps_tuple);
     for &i in pkts {
         let bit = 1u32 << i;
         if f.skip & bit != 0 {
@@ -77,7 +80,7 @@ pub(super) fn track(
             // partial one is completed first.
             let _ = sluice_packet::offload::complete_csum(p);
         }
-        let r = if !changed {
+        let r = if !retuple {
             let meta = p.meta;
             ct.process(
                 p.data_mut(),
@@ -98,6 +101,12 @@ pub(super) fn track(
                 },
             }
         };
+        // Tracked and not invalid: its checksums were summed and right
+        // (or taken as right before), and the tracker's own rewrites
+        // (NAT) keep them so. A partial checksum was not summed.
+        if r.state & CS_TRACKED != 0 && r.state & CS_INVALID == 0 && !p.meta.offload.needs_csum() {
+            p.meta.csum_ok = true;
+        }
         cx.recirc.ct[i as usize] = r;
         cx.recirc.ct_set |= bit;
         if is_last {

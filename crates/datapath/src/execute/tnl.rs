@@ -51,7 +51,7 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
             id: 0,
             fate: false,
             tun: tuns[i as usize],
-            ct: CtResult::default(),
+            ct: CtResult::NONE,
         };
         if let Err(p) = cx.recirc.push(i, cx.counted, r) {
             cx.pool.free(p);
@@ -92,7 +92,7 @@ pub(super) fn pop_copies(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>
             id: 0,
             fate: false,
             tun,
-            ct: CtResult::default(),
+            ct: CtResult::NONE,
         };
         if let Err(p) = cx.recirc.push(i, cx.counted, r) {
             cx.pool.free(p);

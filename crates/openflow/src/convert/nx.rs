@@ -230,9 +230,12 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
         },
         NxAction::Learn(ref l) => Action::Learn(Box::new(super::learn::to_learn(l, m)?)),
         NxAction::Resubmit { in_port, table } => Action::Resubmit {
+            // Any port, reserved ones too (OVN's pinctrl resubmits its
+            // health checks and IGMP queries as from CONTROLLER), as OVS
+            // takes them: 0xff00 and up are 0xffffff00 and up in 32 bits.
             in_port: match in_port {
                 IN_PORT16 => None,
-                p if p >= 0xff00 => return Err(OfError::BAD_OUT_PORT),
+                p if p >= 0xff00 => Some(u32::from(p) + 0xffff_0000),
                 p => Some(u32::from(p)),
             },
             table: (table != 255).then_some(table),
@@ -527,7 +530,10 @@ pub(super) fn from_bundle(b: &sluice_classifier::bundle::Bundle) -> Vec<OfAction
 /// `NXAST_RESUBMIT(_TABLE)` of the classifier's `resubmit`.
 pub(super) fn from_resubmit(in_port: Option<u32>, table: Option<u8>) -> OfAction {
     OfAction::Nx(NxAction::Resubmit {
-        in_port: in_port.map_or(IN_PORT16, |p| u16::try_from(p).unwrap_or(IN_PORT16)),
+        in_port: in_port.map_or(IN_PORT16, |p| match p {
+            0xffff_ff00.. => (p - 0xffff_0000) as u16,
+            p => u16::try_from(p).unwrap_or(IN_PORT16),
+        }),
         table: table.unwrap_or(255),
     })
 }
@@ -542,6 +548,35 @@ mod tests {
         sluice_classifier::parse::parse_flow_file(line, None).unwrap()[0]
             .actions
             .to_vec()
+    }
+
+    /// A resubmit as from a reserved port (OVN's pinctrl sends its health
+    /// checks and IGMP queries with `resubmit(CONTROLLER,38)`) goes over
+    /// the wire in 16 bits and comes back the same.
+    #[test]
+    fn resubmits_from_reserved_ports_round_trip() {
+        let any = to_match(&[]).unwrap();
+        for line in [
+            "actions=resubmit(CONTROLLER,38)",
+            "actions=resubmit(LOCAL,2),resubmit:ANY",
+            "actions=resubmit(,7),resubmit(3,4),resubmit(in_port,5)",
+        ] {
+            let acts = parsed(line);
+            let wire: Vec<OfAction> = acts.iter().flat_map(from_action).collect();
+            let back: Vec<Action> = wire.iter().map(|o| to_action(o, &any).unwrap()).collect();
+            assert_eq!(back, acts, "{line}");
+        }
+        assert_eq!(
+            sluice_classifier::action::format_actions(&parsed("actions=resubmit(CONTROLLER,38)")),
+            "resubmit(CONTROLLER,38)"
+        );
+        assert!(matches!(
+            from_action(&parsed("actions=resubmit(CONTROLLER,38)")[0])[0],
+            OfAction::Nx(NxAction::Resubmit {
+                in_port: 0xfffd,
+                table: 38
+            })
+        ));
     }
 
     #[test]

@@ -303,6 +303,7 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
     m.l4_ofs = l4 as u16;
     m.l4_proto = h.kind.ip_proto();
     m.has_hash = false;
+    m.csum_ok = false;
     true
 }
 
@@ -463,6 +464,7 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMet
     m.l3_type = 0;
     m.l4_proto = 0;
     m.has_hash = false;
+    m.csum_ok = false;
     m.offload = offload;
     Ok(meta)
 }
