@@ -42,6 +42,25 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, OfError> {
     Ok(Some(len))
 }
 
+/// The messages one after another in `buf`, each by its header's length
+/// (a tail that is not a whole message comes last, as it is): what the
+/// hub queues as one write is several packet-ins, each to be put in a
+/// 1.4 or 1.5 peer's layout on its own.
+pub fn frames(mut buf: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        if buf.is_empty() {
+            return None;
+        }
+        let n = match frame_len(buf) {
+            Ok(Some(n)) if n <= buf.len() => n,
+            _ => buf.len(),
+        };
+        let (m, rest) = buf.split_at(n);
+        buf = rest;
+        Some(m)
+    })
+}
+
 /// `ofp_switch_config`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SwitchConfig {

@@ -433,3 +433,40 @@ fn a_reply_that_grows_past_64_kib_is_split_in_parts() {
     }
     assert_eq!(parts, [1, 0], "REPLY_MORE, then the last");
 }
+
+/// Two `NXT_PACKET_IN2`s queued together (as the hub queues a burst of
+/// packet-ins, OVN's `put_nd` then `nd_na_router` for one packet) reach
+/// a 1.5 peer as two messages: upgraded one by one, each its own length.
+#[test]
+fn a_burst_of_packet_ins_upgrades_message_by_message() {
+    use crate::async_msg::{packet_in, PinData, PinFormat};
+    let fields = sluice_classifier::Match::default();
+    let mut burst = Vec::new();
+    for userdata in [&[1u8, 2][..], &[3, 4, 5]] {
+        let p = PinData {
+            reason: 1,
+            table_id: 10,
+            cookie: 7,
+            in_port: 2,
+            total_len: 60,
+            data: &[0xab; 60],
+            fields: &fields,
+            userdata,
+            continuation: None,
+        };
+        packet_in(OFP13, PinFormat::Nxt2, &p, &mut burst);
+    }
+    let mut out = Vec::new();
+    for f in crate::msg::frames(&burst) {
+        out.extend_from_slice(&upgrade(f));
+    }
+    let msgs: Vec<&[u8]> = crate::msg::frames(&out).collect();
+    assert_eq!(msgs.len(), 2);
+    for m in &msgs {
+        assert_eq!(m[0], OFP15);
+        assert_eq!(usize::from(u16::from_be_bytes([m[2], m[3]])), m.len());
+    }
+    // What the writer did before: the whole burst as one message.
+    let whole = upgrade(&burst);
+    assert_eq!(crate::msg::frames(&whole).count(), 1);
+}

@@ -26,11 +26,17 @@ impl<S: Conn> Session<S> {
                 // version's layout here (the queue counts the bytes as
                 // queued).
                 let mut out = Vec::with_capacity(WRITE_BATCH);
+                // An item may hold several messages (the hub queues a
+                // burst of packet-ins as one): each is put in the layout
+                // on its own, or a 1.5 peer reads the burst as its first.
                 let put = |out: &mut Vec<u8>, m: &[u8]| {
-                    match listener.wire.load(Ordering::Relaxed) {
-                        OFP14 => out.extend_from_slice(&sluice_openflow::of14::upgrade(m)),
-                        OFP15 => out.extend_from_slice(&sluice_openflow::of15::upgrade(m)),
-                        _ => out.extend_from_slice(m),
+                    let wire = listener.wire.load(Ordering::Relaxed);
+                    for f in sluice_openflow::msg::frames(m) {
+                        match wire {
+                            OFP14 => out.extend_from_slice(&sluice_openflow::of14::upgrade(f)),
+                            OFP15 => out.extend_from_slice(&sluice_openflow::of15::upgrade(f)),
+                            _ => out.extend_from_slice(f),
+                        }
                     }
                     m.len()
                 };
