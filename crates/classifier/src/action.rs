@@ -543,10 +543,7 @@ impl Action {
 
 /// A resubmit's port as OVS prints it: a reserved one by name.
 fn resubmit_port(p: u32) -> String {
-    crate::fields::PORT_NAMES
-        .iter()
-        .find(|(port, _)| *port == p && p != crate::fields::OFPP_UNSET)
-        .map_or_else(|| p.to_string(), |(_, n)| (*n).to_string())
+    crate::fields::reserved_port_name(p).map_or_else(|| p.to_string(), str::to_string)
 }
 
 /// Formats an action list the way `ovs-ofctl dump-flows` does (`drop` when empty).

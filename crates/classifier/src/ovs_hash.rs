@@ -14,6 +14,7 @@
 //! other values).
 
 use sluice_packet::key::FlowKey;
+use sluice_packet::wire::ethernet::ethertype;
 use sluice_packet::wire::l4::proto;
 
 use crate::multipath::{flow_hash, hash_2words, hash_add, hash_add64, hash_finish, HashFields};
@@ -23,11 +24,6 @@ pub const ALG_L4: u32 = 0;
 /// `OVS_HASH_ALG_SYM_L4`: addresses and ports combined so that both
 /// directions hash alike.
 pub const ALG_SYM_L4: u32 = 1;
-
-const ETH_TYPE_IP: u16 = 0x0800;
-const ETH_TYPE_IPV6: u16 = 0x86dd;
-const ETH_TYPE_ARP: u16 = 0x0806;
-const ICMPV6: u8 = 58;
 
 /// `hash_int(x, basis)` (`hash_2words`).
 pub fn hash_int(x: u32, basis: u32) -> u32 {
@@ -49,12 +45,12 @@ fn addr64(a: &[u8; 16], half: usize) -> u64 {
 pub fn hash_5tuple(f: &FlowKey, basis: u32) -> u32 {
     let mut hash = basis;
     'out: {
-        if f.dl_type == ETH_TYPE_IPV6 {
+        if f.dl_type == ethertype::IPV6 {
             for a in [&f.ipv6_src, &f.ipv6_dst] {
                 hash = hash_add64(hash, addr64(a, 0));
                 hash = hash_add64(hash, addr64(a, 1));
             }
-        } else if f.dl_type == ETH_TYPE_IP || f.dl_type == ETH_TYPE_ARP {
+        } else if f.dl_type == ethertype::IPV4 || f.dl_type == ethertype::ARP {
             hash = hash_add(hash, be32_word(f.nw_src));
             hash = hash_add(hash, be32_word(f.nw_dst));
         } else {
@@ -63,8 +59,8 @@ pub fn hash_5tuple(f: &FlowKey, basis: u32) -> u32 {
         hash = hash_add(hash, u32::from(f.nw_proto));
         if !matches!(
             f.nw_proto,
-            proto::TCP | proto::UDP | proto::SCTP | proto::ICMP | ICMPV6
-        ) || f.dl_type == ETH_TYPE_ARP
+            proto::TCP | proto::UDP | proto::SCTP | proto::ICMP | proto::ICMPV6
+        ) || f.dl_type == ethertype::ARP
         {
             break 'out;
         }
@@ -94,7 +90,7 @@ mod tests {
 
     fn tcp(src: [u8; 4], dst: [u8; 4], sp: u16, dp: u16) -> FlowKey {
         FlowKey {
-            dl_type: ETH_TYPE_IP,
+            dl_type: ethertype::IPV4,
             nw_proto: proto::TCP,
             nw_src: u32::from_be_bytes(src),
             nw_dst: u32::from_be_bytes(dst),

@@ -340,27 +340,28 @@ impl Ip {
             o
         };
         let fix = |c: u16| update_bytes(c, &old[..n], &new[..n]);
-        let l4 = self.l4;
+        let l4_csum = self.l4_csum_at();
         // The same address again (a connection committed with `nat` and no
         // range, as OVN's `ct_commit_nat`, translates to itself): OVS
         // rewrites it all the same, which changes no byte unless a
         // checksum it updates is 0xffff (the update leaves 0x0000 then).
-        if old[..n] == new[..n] && self.same_address_changes_nothing(b) {
+        if old[..n] == new[..n]
+            && l4_csum.is_none_or(|c| be16(b, c) != 0xffff)
+            && (self.v6 || be16(b, self.l3 + 10) != 0xffff)
+        {
             return;
         }
-        match self.proto {
-            proto::TCP if self.l4_len() >= 20 => put16(b, l4 + 16, fix(be16(b, l4 + 16))),
-            proto::UDP if self.l4_len() >= 8 => {
-                let c = be16(b, l4 + 6);
-                if c != 0 {
-                    let c = fix(c);
-                    put16(b, l4 + 6, if c == 0 { 0xffff } else { c });
+        match l4_csum {
+            // UDP's only if it has one, and never 0 after.
+            Some(c) if self.proto == proto::UDP => {
+                let v = be16(b, c);
+                if v != 0 {
+                    let v = fix(v);
+                    put16(b, c, if v == 0 { 0xffff } else { v });
                 }
             }
-            proto::ICMPV6 if self.v6 && self.l4_len() >= 4 => {
-                put16(b, l4 + 2, fix(be16(b, l4 + 2)))
-            }
-            _ => {}
+            Some(c) => put16(b, c, fix(be16(b, c))),
+            None => {}
         }
         if !self.v6 {
             let c = update32(
@@ -373,17 +374,15 @@ impl Ip {
         b[at..at + n].copy_from_slice(&new[..n]);
     }
 
-    /// Whether rewriting an address with itself leaves every byte: none of
-    /// the checksums [`Ip::set_addr`] updates is 0xffff.
-    fn same_address_changes_nothing(&self, b: &[u8]) -> bool {
-        let l4 = self.l4;
-        let l4_csum = match self.proto {
-            proto::TCP if self.l4_len() >= 20 => be16(b, l4 + 16),
-            proto::UDP if self.l4_len() >= 8 => be16(b, l4 + 6),
-            proto::ICMPV6 if self.v6 && self.l4_len() >= 4 => be16(b, l4 + 2),
-            _ => 0,
-        };
-        l4_csum != 0xffff && (self.v6 || be16(b, self.l3 + 10) != 0xffff)
+    /// Where the L4 checksum an address is in sits (TCP, UDP, ICMPv6),
+    /// when the L4 header is whole.
+    fn l4_csum_at(&self) -> Option<usize> {
+        match self.proto {
+            proto::TCP if self.l4_len() >= 20 => Some(self.l4 + 16),
+            proto::UDP if self.l4_len() >= 8 => Some(self.l4 + 6),
+            proto::ICMPV6 if self.v6 && self.l4_len() >= 4 => Some(self.l4 + 2),
+            _ => None,
+        }
     }
 
     /// Sets TCP or UDP ports, updating the checksum (UDP's only if it has

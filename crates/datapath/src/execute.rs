@@ -34,17 +34,12 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
     // What the tracker verified stays verified through rewrites that keep
     // the checksums right (or touch no checksummed byte); any other makes
     // the next tracker sum them again.
-    if !matches!(
-        a,
-        DpAction::SetEthSrc(_)
-            | DpAction::SetEthDst(_)
-            | DpAction::SetIpTtl(_)
-            | DpAction::SetIpTos { .. }
-            | DpAction::SetIpv6Label(_)
-            | DpAction::PushVlan { .. }
-            | DpAction::PopVlan
-            | DpAction::SetVlanTci(_)
-    ) {
+    if !keeps_tracked_fields(a)
+        && !matches!(
+            a,
+            DpAction::PushVlan { .. } | DpAction::PopVlan | DpAction::SetVlanTci(_)
+        )
+    {
         pkt.meta.csum_ok = false;
     }
     match *a {
@@ -144,20 +139,25 @@ fn keeps_packet(a: &DpAction) -> bool {
     }
 }
 
+/// Whether a header rewrite leaves what the connection tracker reads of
+/// the packet (its addresses, protocol, ports, fragment bits and header
+/// offsets) and its checksums right: a new Ethernet address, TTL, TOS or
+/// IPv6 flow label.
+fn keeps_tracked_fields(a: &DpAction) -> bool {
+    matches!(
+        a,
+        DpAction::SetEthSrc(_)
+            | DpAction::SetEthDst(_)
+            | DpAction::SetIpTtl(_)
+            | DpAction::SetIpTos { .. }
+            | DpAction::SetIpv6Label(_)
+    )
+}
+
 /// Whether a datapath action leaves what the connection tracker reads of
-/// the packet as the pass's key has it: its addresses, protocol, ports,
-/// fragment bits and header offsets. A new Ethernet address, TTL, TOS or
-/// IPv6 flow label (checksums kept by the rewrite) change none of them.
+/// the packet as the pass's key has it.
 fn keeps_tuple(a: &DpAction) -> bool {
-    keeps_packet(a)
-        || matches!(
-            a,
-            DpAction::SetEthSrc(_)
-                | DpAction::SetEthDst(_)
-                | DpAction::SetIpTtl(_)
-                | DpAction::SetIpTos { .. }
-                | DpAction::SetIpv6Label(_)
-        )
+    keeps_packet(a) || keeps_tracked_fields(a)
 }
 
 /// Whether a datapath action gives the packet (or a copy) a destination,

@@ -326,14 +326,14 @@ impl Field {
         match self.kind {
             // As OVS's flags formatting: the names of the bits set.
             ValueKind::Int(_) if self.name == "tun_flags" && v == 1 => "oam".into(),
-            ValueKind::Int(_) if self.name == "actset_output" || self.name == "in_port" => {
-                PORT_NAMES
-                    .iter()
-                    .find(|(p, _)| {
-                        u128::from(*p) == v && (self.name == "actset_output" || *p != OFPP_UNSET)
-                    })
-                    .map_or_else(|| v.to_string(), |(_, n)| (*n).to_string())
-            }
+            ValueKind::Int(_) if self.name == "actset_output" => PORT_NAMES
+                .iter()
+                .find(|(p, _)| u128::from(*p) == v)
+                .map_or_else(|| v.to_string(), |(_, n)| (*n).to_string()),
+            ValueKind::Int(_) if self.name == "in_port" => u32::try_from(v)
+                .ok()
+                .and_then(reserved_port_name)
+                .map_or_else(|| v.to_string(), str::to_string),
             ValueKind::Int(_) if self.shows_hex() => c_hex(v),
             ValueKind::Int(_) => v.to_string(),
             ValueKind::Mac => sluice_packet::wire::ethernet::fmt_mac(&mac_of(v)),
@@ -379,6 +379,25 @@ pub const PORT_NAMES: [(u32, &str); 9] = [
     (0xffff_fffe, "LOCAL"),
     (0xffff_ffff, "ANY"),
 ];
+
+/// A reserved port by the name `ovs-ofctl` gives it (`CONTROLLER`,
+/// `ANY`...), as a port where OVS reads one (an `in_port` value, a
+/// resubmit's port); `UNSET` is `actset_output`'s alone.
+pub fn reserved_port(name: &str) -> Option<u32> {
+    PORT_NAMES
+        .iter()
+        .find(|(p, n)| n.eq_ignore_ascii_case(name) && *p != OFPP_UNSET)
+        .map(|&(p, _)| p)
+}
+
+/// [`reserved_port`]'s inverse: the name OVS prints for port `p`, if
+/// reserved.
+pub fn reserved_port_name(p: u32) -> Option<&'static str> {
+    PORT_NAMES
+        .iter()
+        .find(|&&(q, _)| q == p && p != OFPP_UNSET)
+        .map(|&(_, n)| n)
+}
 
 /// A MAC stored in the low 48 bits of a u128.
 pub fn mac_of(v: u128) -> [u8; 6] {

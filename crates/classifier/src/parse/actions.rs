@@ -678,10 +678,7 @@ fn parse_resubmit(
     };
     let in_port = if p.is_empty() || p.eq_ignore_ascii_case("in_port") {
         None
-    } else if let Some(&(port, _)) = crate::fields::PORT_NAMES
-        .iter()
-        .find(|(port, n)| n.eq_ignore_ascii_case(p) && *port != crate::fields::OFPP_UNSET)
-    {
+    } else if let Some(port) = crate::fields::reserved_port(p) {
         // A reserved port by name, as OVS takes it (`resubmit(CONTROLLER,38)`).
         Some(port)
     } else {

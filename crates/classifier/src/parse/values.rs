@@ -121,11 +121,8 @@ pub(super) fn parse_value(
             } else {
                 v
             };
-            match crate::fields::PORT_NAMES
-                .iter()
-                .find(|(p, n)| n.eq_ignore_ascii_case(name) && *p != crate::fields::OFPP_UNSET)
-            {
-                Some(&(p, _)) => Ok(u128::from(p)),
+            match crate::fields::reserved_port(name) {
+                Some(p) => Ok(u128::from(p)),
                 None => Err(cx.err(at, format!("in_port={v}: not a port (a number, or IN_PORT, TABLE, NORMAL, FLOOD, ALL, CONTROLLER, LOCAL, ANY)"))),
             }
         }

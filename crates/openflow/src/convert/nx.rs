@@ -232,12 +232,8 @@ pub(super) fn to_action(nx: &NxAction, m: Option<&Match>) -> Result<Action, OfEr
         NxAction::Resubmit { in_port, table } => Action::Resubmit {
             // Any port, reserved ones too (OVN's pinctrl resubmits its
             // health checks and IGMP queries as from CONTROLLER), as OVS
-            // takes them: 0xff00 and up are 0xffffff00 and up in 32 bits.
-            in_port: match in_port {
-                IN_PORT16 => None,
-                p if p >= 0xff00 => Some(u32::from(p) + 0xffff_0000),
-                p => Some(u32::from(p)),
-            },
+            // takes them.
+            in_port: (in_port != IN_PORT16).then(|| sluice_classifier::fields::port32(in_port)),
             table: (table != 255).then_some(table),
         },
         NxAction::Clone(ref actions) => {
@@ -531,7 +527,7 @@ pub(super) fn from_bundle(b: &sluice_classifier::bundle::Bundle) -> Vec<OfAction
 pub(super) fn from_resubmit(in_port: Option<u32>, table: Option<u8>) -> OfAction {
     OfAction::Nx(NxAction::Resubmit {
         in_port: in_port.map_or(IN_PORT16, |p| match p {
-            0xffff_ff00.. => (p - 0xffff_0000) as u16,
+            0xffff_ff00.. => sluice_classifier::fields::port16(p),
             p => u16::try_from(p).unwrap_or(IN_PORT16),
         }),
         table: table.unwrap_or(255),
