@@ -733,3 +733,63 @@ fn translating_to_the_same_address_changes_what_ovs_changes() {
     let ip_ones = snat(frame(None, Some(0xffff)));
     assert_eq!(&ip_ones[24..26], &[0, 0]);
 }
+
+/// A batch reading its connections' places without the shards' locks
+/// (`prefetch_group`, `prefetch_entry`) while another thread adds
+/// connections, so that the shards' indexes grow and are replaced under
+/// it: the readers see old or new indexes, never freed memory, and
+/// tracking after the prefetch finds every connection.
+#[test]
+fn prefetching_while_the_table_grows() {
+    let ct = std::sync::Arc::new(Conntrack::default());
+    let frames: Vec<Vec<u8>> = (0..20_000u16)
+        .map(|i| udp(A, B, (1024 + i % 40_000, 53 + i / 40_000)))
+        .collect();
+    let parsed: Vec<(PacketMeta, FlowKey)> = frames
+        .iter()
+        .map(|f| {
+            let mut meta = PacketMeta::default();
+            let mut key = FlowKey::default();
+            extract(f, 1, &mut meta, &mut key).unwrap();
+            (meta, key)
+        })
+        .collect();
+    let writer = {
+        let ct = ct.clone();
+        let frames = frames.clone();
+        std::thread::spawn(move || {
+            for f in &frames {
+                assert!(run(&ct, f, &COMMIT, 1).state & CS_NEW != 0);
+            }
+        })
+    };
+    let mut rounds = 0;
+    while !writer.is_finished() || rounds == 0 {
+        for (f, (meta, key)) in frames.iter().zip(&parsed).step_by(7) {
+            let p = ct.prepare(f, meta, key, 0);
+            ct.prefetch_group(&p);
+            ct.prefetch_entry(&p);
+        }
+        rounds += 1;
+    }
+    writer.join().unwrap();
+    assert_eq!(ct.len(), 20_000);
+    // Prepared, prefetched, then tracked: each is its connection's.
+    let preps: Vec<Prepared> = frames
+        .iter()
+        .zip(&parsed)
+        .map(|(f, (meta, key))| {
+            let p = ct.prepare(f, meta, key, 0);
+            ct.prefetch_group(&p);
+            p
+        })
+        .collect();
+    for p in &preps {
+        ct.prefetch_entry(p);
+    }
+    for ((f, (meta, _)), p) in frames.iter().zip(&parsed).zip(&preps) {
+        let mut f = f.clone();
+        let r = ct.track_prepared(&mut f, meta, &CtResult::default(), &COMMIT, 2, p);
+        assert_eq!(r.state & (CS_ESTABLISHED | CS_NEW), CS_ESTABLISHED);
+    }
+}

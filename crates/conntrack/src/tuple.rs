@@ -42,8 +42,13 @@ impl Tuple {
 
     /// The same for both directions (addresses and ports each taken in
     /// order: an ICMP reply keeps its id and type where TCP swaps its
-    /// ports): which shard holds the connection. Word by word, a
-    /// multiply per word.
+    /// ports): which shard holds the connection, and where in the
+    /// shard's table. Folded multiplies (a 128-bit product's halves
+    /// XORed) of the words with a key chosen at random per process, as
+    /// OVS seeds its tracker's hash: every bit of the result depends on
+    /// every input bit (the shard, the group and the tag each take
+    /// different ones), and which tuples collide cannot be known from
+    /// outside.
     #[inline]
     pub fn shard_hash(&self) -> u64 {
         let (a, b) = if self.src <= self.dst {
@@ -54,14 +59,22 @@ impl Tuple {
         let (p, q) = (self.sport.min(self.dport), self.sport.max(self.dport));
         let w =
             |x: &[u8; 16], i: usize| u64::from_ne_bytes(x[i..i + 8].try_into().expect("8 bytes"));
-        let mut h = u64::from(self.zone) << 48
+        let rest = u64::from(self.zone) << 48
             | u64::from(self.proto) << 40
             | u64::from(p) << 16
             | u64::from(q);
-        for v in [w(a, 0), w(a, 8), w(b, 0), w(b, 8)] {
-            h = (h.rotate_left(23) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-        }
-        h ^ (h >> 29)
+        let k = hash_key();
+        let x = fold(w(a, 0) ^ k[0], w(a, 8) ^ k[1]);
+        let y = fold(w(b, 0) ^ k[2], w(b, 8) ^ k[3]);
+        // MurmurHash3's finaliser last: the fold of a word that varies
+        // in a few bits (the ports) by one fixed by the key spreads them
+        // less evenly for some keys.
+        let mut h = fold(x ^ rest ^ k[4], y ^ k[5]);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 
     fn addr(&self, a: &[u8; 16]) -> String {
@@ -93,6 +106,26 @@ impl Tuple {
             format!("(src={s},dst={d})")
         }
     }
+}
+
+/// The product of `a` and `b`, its two halves XORed: each output bit
+/// depends on every input bit.
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+/// [`Tuple::shard_hash`]'s key: random, once per process.
+#[inline]
+fn hash_key() -> &'static [u64; 6] {
+    static KEY: std::sync::OnceLock<[u64; 6]> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        use std::hash::BuildHasher;
+        // std's per-process random SipHash keys, drawn through it.
+        let rs = std::collections::hash_map::RandomState::new();
+        std::array::from_fn(|i| rs.hash_one(i as u64))
+    })
 }
 
 impl std::hash::Hash for Tuple {

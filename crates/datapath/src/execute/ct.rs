@@ -2,9 +2,9 @@
 //! fragments held until their datagram is whole), the results kept for the
 //! actions after it and the next pass.
 
-use sluice_conntrack::{CtRequest, CtResult};
+use sluice_conntrack::{CtRequest, CtResult, Prepared};
 use sluice_packet::key::{CS_INVALID, CS_TRACKED, FRAG_ANY};
-use sluice_packet::FlowKey;
+use sluice_packet::{FlowKey, BATCH_SIZE};
 
 use super::{keeps_packet, keeps_tuple, Ctx, Fates, Step};
 
@@ -31,20 +31,29 @@ pub(super) fn track(
     // Whether the key still says what the tracker reads (a router's new
     // MACs and TTL before the ct do not make it parse the packet again).
     let retuple = cx.recirc.reparse || !acts[..ai].iter().all(keeps_tuple);
+    // Several packets, none a fragment, their keys what the tracker
+    // reads, and a table too large for the caches: all read first and
+    // their connections prefetched, then tracked (the lookups overlap
+    // their DRAM misses).
+    if !retuple
+        && ct.prefetch_pays()
+        && pkts.len() > 1
+        && pkts
+            .iter()
+            .all(|&i| cx.keys[i as usize].nw_frag & FRAG_ANY == 0)
+    {
+        track_batch(req, is_last, pkts, cx, f, now_ms);
+        pkts_done(step, cx, now_ms);
+        return;
+    }
     for &i in pkts {
         let bit = 1u32 << i;
         if f.skip & bit != 0 {
             continue;
         }
+        let prev = prev_state(cx, i);
         let Some(p) = cx.slots[i as usize].as_mut() else {
             continue;
-        };
-        // The state an earlier ct gave it (this pass's, or
-        // the one its key came in with).
-        let prev = if cx.recirc.ct_set & bit != 0 {
-            cx.recirc.ct[i as usize]
-        } else {
-            CtResult::of_key(&cx.keys[i as usize])
         };
         if cx.keys[i as usize].nw_frag & FRAG_ANY != 0 {
             // A fragment: held until its datagram is whole
@@ -101,21 +110,94 @@ pub(super) fn track(
                 },
             }
         };
+        tracked(i, r, is_last, cx, f);
+    }
+    pkts_done(step, cx, now_ms);
+}
+
+/// What tracking packet `i` gave it: kept for the actions after and the
+/// next pass.
+fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
+    let bit = 1u32 << i;
+    if let Some(p) = cx.slots[i as usize].as_mut() {
         // Tracked and not invalid: its checksums were summed and right
         // (or taken as right before), and the tracker's own rewrites
         // (NAT) keep them so. A partial checksum was not summed.
         if r.state & CS_TRACKED != 0 && r.state & CS_INVALID == 0 && !p.meta.offload.needs_csum() {
             p.meta.csum_ok = true;
         }
-        cx.recirc.ct[i as usize] = r;
-        cx.recirc.ct_set |= bit;
-        if is_last {
-            if let Some(p) = cx.slots[i as usize].take() {
-                cx.pool.free(p);
-            }
-            f.ct_end |= bit;
-        }
     }
+    cx.recirc.ct[i as usize] = r;
+    cx.recirc.ct_set |= bit;
+    if is_last {
+        if let Some(p) = cx.slots[i as usize].take() {
+            cx.pool.free(p);
+        }
+        f.ct_end |= bit;
+    }
+}
+
+/// The state an earlier `ct` gave packet `i` (this pass's, or the one
+/// its key came in with).
+fn prev_state(cx: &Ctx<'_>, i: u8) -> CtResult {
+    if cx.recirc.ct_set & (1u32 << i) != 0 {
+        cx.recirc.ct[i as usize]
+    } else {
+        CtResult::of_key(&cx.keys[i as usize])
+    }
+}
+
+/// The `ct` action on packets none of which is a fragment and whose
+/// keys are what the tracker reads, in three passes: each read and its
+/// group of the tracker's index prefetched; the connections the groups
+/// name prefetched; each tracked.
+fn track_batch(
+    req: &CtRequest,
+    is_last: bool,
+    pkts: &[u8],
+    cx: &mut Ctx<'_>,
+    f: &mut Fates,
+    now_ms: u64,
+) {
+    let ct = cx.rules.conntrack();
+    let mut prep = [Prepared::NONE; BATCH_SIZE];
+    for (n, &i) in pkts.iter().enumerate() {
+        if f.skip & (1u32 << i) != 0 {
+            continue;
+        }
+        let Some(p) = cx.slots[i as usize].as_mut() else {
+            continue;
+        };
+        if req.nat.is_some() && p.meta.offload.needs_csum() {
+            // As the loop one packet at a time: a partial checksum is
+            // completed before translation.
+            let _ = sluice_packet::offload::complete_csum(p);
+        }
+        prep[n] = ct.prepare(p.data(), &p.meta, &cx.keys[i as usize], req.zone);
+        ct.prefetch_group(&prep[n]);
+    }
+    for p in &prep[..pkts.len()] {
+        ct.prefetch_entry(p);
+    }
+    for (n, &i) in pkts.iter().enumerate() {
+        if f.skip & (1u32 << i) != 0 {
+            continue;
+        }
+        let prev = prev_state(cx, i);
+        let Some(p) = cx.slots[i as usize].as_mut() else {
+            continue;
+        };
+        let meta = p.meta;
+        let r = ct.track_prepared(p.data_mut(), &meta, &prev, req, now_ms, &prep[n]);
+        tracked(i, r, is_last, cx, f);
+    }
+}
+
+/// After a `ct` on a batch: as OVS, one expired list of fragments goes on
+/// (`+inv`) with the batch's packets.
+fn pkts_done(step: &Step<'_>, cx: &mut Ctx<'_>, now_ms: u64) {
+    let Step { acts, ai, drop, .. } = *step;
+    let ct = cx.rules.conntrack();
     if ct.ipf().held() != 0 {
         // As OVS, a `ct` sends on one expired list of
         // fragments (`+inv`) with its own packets.
