@@ -30,6 +30,7 @@ use sluice_packet::key::{
 use sluice_packet::meta::PacketMeta;
 use sluice_packet::wire::l4::proto;
 
+mod flush;
 pub mod ipf;
 pub mod nat;
 mod table;
@@ -37,6 +38,7 @@ pub mod tcp;
 pub mod timeouts;
 pub mod tuple;
 
+pub use flush::{FlushMatch, FlushTuple};
 pub use nat::{Nat, NatAlone, NatKind};
 
 use table::{Groups, Table};
@@ -1111,9 +1113,18 @@ impl Conntrack {
     /// Removes the connections `drop` picks, shard by shard, and then the
     /// reply tuples of the translated ones (one shard held at a time).
     fn remove_where(&self, drop: impl Fn(&Conn) -> bool) -> usize {
+        self.remove_in(0..SHARDS, drop)
+    }
+
+    /// [`Conntrack::remove_where`] in shard `i` only.
+    fn remove_where_in(&self, i: usize, drop: impl Fn(&Conn) -> bool) -> usize {
+        self.remove_in(i..i + 1, drop)
+    }
+
+    fn remove_in(&self, shards: std::ops::Range<usize>, drop: impl Fn(&Conn) -> bool) -> usize {
         let mut n = 0;
         let mut aliases = Vec::new();
-        for i in 0..SHARDS {
+        for i in shards {
             let mut s = self.lock(i);
             s.conns.retain(|t, c| {
                 if !drop(c) {

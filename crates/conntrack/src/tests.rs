@@ -793,3 +793,126 @@ fn prefetching_while_the_table_grows() {
         assert_eq!(r.state & (CS_ESTABLISHED | CS_NEW), CS_ESTABLISHED);
     }
 }
+
+fn mapped(a: [u8; 4]) -> [u8; 16] {
+    let mut m = [0; 16];
+    m[10..].copy_from_slice(&[0xff, 0xff, a[0], a[1], a[2], a[3]]);
+    m
+}
+
+/// `NXT_CT_FLUSH` as OVS 3.1 applies it: a whole original five-tuple
+/// flushes its connection in the zone given (zone 0 without one), a
+/// partial tuple every connection of the zone (or of any) that has it,
+/// and the reply tuple is the translated one.
+#[test]
+fn flush_by_partial_tuples() {
+    let ct = Conntrack::default();
+    let z = |zone: u16| CtRequest { zone, ..COMMIT };
+    for (sport, zone) in [(1000, 5), (1001, 5), (1000, 6), (1002, 0)] {
+        run(&ct, &tcp(A, B, (sport, 80), 1, 0, 0x02, 0), &z(zone), 1);
+    }
+    // A DNAT to C of A's connection to S:443, in zone 7.
+    let dnat = CtRequest {
+        zone: 7,
+        ..nat_to(NatKind::Dst, C, 8443)
+    };
+    run(&ct, &tcp(A, S, (2000, 443), 1, 0, 0x02, 0), &dnat, 1);
+    assert_eq!(ct.len(), 5);
+
+    let five = |sport: u16| FlushMatch {
+        proto: 6,
+        v6: Some(false),
+        orig: FlushTuple {
+            src: mapped(A),
+            dst: mapped(B),
+            sport,
+            dport: 80,
+        },
+        ..FlushMatch::default()
+    };
+    // Zone 0 without a zone: A:1000 is in 5 and 6, not 0.
+    assert_eq!(ct.flush_matching(None, &five(1000)), 0);
+    assert_eq!(ct.flush_matching(Some(5), &five(1000)), 1);
+    // The reply direction's five-tuple finds it too.
+    let back = FlushMatch {
+        orig: FlushTuple {
+            src: mapped(B),
+            dst: mapped(A),
+            sport: 80,
+            dport: 1002,
+        },
+        ..five(0)
+    };
+    assert_eq!(ct.flush_matching(None, &back), 1);
+    // The translated connection by its backend (the reply's source), in
+    // any zone: what ovn-controller sends for a removed backend.
+    let backend = FlushMatch {
+        proto: 6,
+        v6: Some(false),
+        reply: FlushTuple {
+            src: mapped(C),
+            sport: 8443,
+            ..FlushTuple::default()
+        },
+        ..FlushMatch::default()
+    };
+    assert_eq!(ct.flush_matching(None, &backend), 1);
+    assert_eq!(ct.nat_reply_tuples(), 0, "its reply tuple went with it");
+    // Partial: every connection to B:80, zone 6 only, then any zone.
+    let to_b = FlushMatch {
+        proto: 6,
+        v6: Some(false),
+        orig: FlushTuple {
+            dst: mapped(B),
+            dport: 80,
+            ..FlushTuple::default()
+        },
+        ..FlushMatch::default()
+    };
+    assert_eq!(ct.flush_matching(Some(6), &to_b), 1);
+    assert_eq!(ct.flush_matching(None, &to_b), 1);
+    assert_eq!(ct.len(), 0);
+}
+
+/// ICMP has no wildcard id or type in OVS 3.1's flush: addresses alone
+/// match no echo; the id and the request's type do, and a whole tuple
+/// finds its connection by the type's direction.
+#[test]
+fn flush_icmp_by_id_and_type() {
+    let ct = Conntrack::default();
+    run(&ct, &icmp(A, B, 8, 77, &[]), &COMMIT, 1);
+    let m = |ty: u16, src, dst| FlushMatch {
+        proto: 1,
+        v6: Some(false),
+        orig: FlushTuple {
+            src: mapped(src),
+            dst: mapped(dst),
+            sport: 77,
+            dport: ty,
+        },
+        reply: FlushTuple::default(),
+    };
+    // The reply type from A to B is no direction of it.
+    assert_eq!(ct.flush_matching(Some(0), &m(0, A, B)), 0);
+    assert_eq!(ct.flush_matching(Some(0), &m(8, B, A)), 0);
+    let addresses_only = FlushMatch {
+        orig: FlushTuple {
+            sport: 0,
+            dport: 0,
+            ..m(8, A, B).orig
+        },
+        ..m(8, A, B)
+    };
+    let partial = FlushMatch {
+        reply: FlushTuple {
+            src: mapped(B),
+            ..FlushTuple::default()
+        },
+        ..addresses_only
+    };
+    assert_eq!(ct.flush_matching(None, &partial), 0);
+    assert_eq!(ct.len(), 1);
+    // Its reply, B to A with the reply type: the connection.
+    assert_eq!(ct.flush_matching(Some(0), &m(0, B, A)), 1);
+    assert_eq!(ct.len(), 0);
+}

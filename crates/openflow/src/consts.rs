@@ -252,6 +252,9 @@ errors! {
     BAD_TIMEOUT = (5, 5), "FLOW_MOD_FAILED/BAD_TIMEOUT.";
     BAD_COMMAND = (5, 6), "FLOW_MOD_FAILED/BAD_COMMAND.";
     BAD_FLAGS = (5, 7), "FLOW_MOD_FAILED/BAD_FLAGS.";
+    BAD_PROP_LEN = (14, 1), "BAD_PROPERTY/BAD_LEN (OpenFlow 1.4+): a property's length does not add up.";
+    BAD_PROP_EXPERIMENTER = (14, 5), "BAD_PROPERTY/BAD_EXPERIMENTER (OpenFlow 1.4+): an experimenter property of id 0.";
+    NXBRC_MUST_BE_ZERO = (0xffff, 4), "Nicira NXBRC_MUST_BE_ZERO: padding that must be zero is not.";
     BAD_PROP_VALUE = (14, 2), "BAD_PROPERTY/BAD_VALUE (OpenFlow 1.4+): a property's value not taken (a selection method other than dp_hash and hash).";
     GROUP_EXISTS = (6, 0), "GROUP_MOD_FAILED/GROUP_EXISTS.";
     INVALID_GROUP = (6, 1), "GROUP_MOD_FAILED/INVALID_GROUP: an id above OFPG_MAX.";

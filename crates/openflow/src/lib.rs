@@ -6,6 +6,7 @@
 //!   to answer with) and encoded back.
 //! - [`oxm`]: match fields; [`action`]: actions and instructions;
 //!   [`nx`]: the Nicira messages Open vSwitch's tools send (TLV table);
+//!   [`ct_flush`]: the connection-tracker flushes (`NXT_CT_FLUSH`);
 //!   [`nxm`]: Nicira's register actions (`load`, `move`);
 //!   [`multipart`]: statistics and descriptions; [`features`]: what the
 //!   tables can do, as `TABLE_FEATURES` says it.
@@ -24,6 +25,7 @@ pub mod action;
 pub mod async_msg;
 pub mod consts;
 pub mod convert;
+pub mod ct_flush;
 pub mod features;
 pub mod group;
 pub mod meter;

@@ -750,8 +750,12 @@ impl Control {
     /// ovn-controller sends for a zone it gives a new port); returns the
     /// connections removed.
     pub(crate) fn flush_conntrack_zone(&self, zone: u16) -> usize {
-        let ct = Arc::clone(self.rules.lock().expect("rules").conntrack());
-        ct.flush(Some(zone))
+        self.conntrack().flush(Some(zone))
+    }
+
+    /// The connection tracker (every bridge's).
+    pub(crate) fn conntrack(&self) -> Arc<sluice_conntrack::Conntrack> {
+        Arc::clone(self.rules.lock().expect("rules").conntrack())
     }
 
     /// `NXT_RESUME`: the frozen rest of a paused translation (state `id`

@@ -18,6 +18,7 @@ pub mod loglimit;
 pub mod metrics;
 pub mod metrics_http;
 pub mod ofchannel;
+mod ofct;
 mod ofgroups;
 pub mod ofhub;
 mod ofmeters;

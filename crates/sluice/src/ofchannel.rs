@@ -640,18 +640,6 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::EXPERIMENTER,
                 body,
-            } if ct_flush_zone(&body).is_some() => {
-                if self.is_slave() {
-                    return self.reply(&error_reply(OfError::IS_SLAVE, frame), h.xid);
-                }
-                let zone = ct_flush_zone(&body).unwrap_or_default();
-                let n = self.control.flush_conntrack_zone(zone);
-                tracing::debug!(target: "openflow", "NXT_CT_FLUSH_ZONE {zone}: {n} connections");
-                Ok(())
-            }
-            Message::Other {
-                typ: msg::EXPERIMENTER,
-                body,
             } if set_controller_id(&body).is_some() => {
                 let id = set_controller_id(&body).unwrap_or_default();
                 self.listener.controller_id.store(id, Ordering::Relaxed);
@@ -809,13 +797,6 @@ fn set_packet_in_format(body: &[u8]) -> Option<Option<PinFormat>> {
 /// Whether an experimenter body (vendor id on) is an `NXT_RESUME`.
 fn is_resume(body: &[u8]) -> bool {
     nx_body(body, sluice_openflow::async_msg::NXT_RESUME).is_some()
-}
-
-/// The zone an `NXT_CT_FLUSH_ZONE` body (vendor id on: zone, pad)
-/// empties, if it is one.
-fn ct_flush_zone(body: &[u8]) -> Option<u16> {
-    let z: [u8; 8] = nx_body(body, 29)?.try_into().ok()?;
-    Some(u16::from_be_bytes([z[0], z[1]]))
 }
 
 /// The id an `NXT_SET_CONTROLLER_ID` body (vendor id on) sets, if it is

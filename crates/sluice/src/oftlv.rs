@@ -23,7 +23,9 @@ fn of_error(e: TlvError) -> OfError {
     }
 }
 
-/// Serves an `EXPERIMENTER` message's body: the reply's body to send back
+/// Serves an `EXPERIMENTER` message's body (OpenFlow 1.0's `VENDOR`):
+/// the TLV table's and the tracker's flushes ([`crate::ofct`]). The
+/// reply's body to send back
 /// (for a request), nothing (a change made), or the error to answer with.
 /// `slave`: the connection's role is slave (it may read, not change).
 pub(crate) fn experimenter(
@@ -31,6 +33,10 @@ pub(crate) fn experimenter(
     body: &[u8],
     slave: bool,
 ) -> Result<Result<Option<Vec<u8>>, OfError>, String> {
+    // The connection tracker's flushes are Nicira messages too.
+    if let Some(r) = crate::ofct::flush(control, body, slave) {
+        return Ok(r.map(|()| None));
+    }
     let m = match nx::decode(body) {
         Ok(m) => m,
         Err(e) => return Ok(Err(e)),

@@ -349,3 +349,71 @@ print(n)
     let report = sw.stop();
     assert_balanced(&report);
 }
+
+/// `ovs-ofctl ct-flush-zone` and `ct-flush` (Nicira's
+/// `NXT_CT_FLUSH_ZONE` and `NXT_CT_FLUSH`, what ovn-controller sends when
+/// it gives a zone a new port and when a load balancer loses a backend)
+/// on a running switch: the zone's connections go, then the one a whole
+/// tuple names, then those a partial tuple names in any zone.
+#[test]
+fn ovs_ofctl_flushes_by_zone_and_by_tuple() {
+    require_root_and(&["ovs-ofctl"]);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("of.sock");
+    let sw = Sluice::start_with(
+        None,
+        "priority=0,actions=drop\n",
+        &["1=null"],
+        &["--listen", &format!("punix:{}", sock.display())],
+    );
+    let target = format!("unix:{}", sock.display());
+    wait_for("the OpenFlow socket", 10, || sock.exists());
+    for (sport, zone) in [(1000, 5), (1001, 5), (1000, 6), (1002, 7)] {
+        let f = sluice_packet::build::Frame::ipv4(
+            [10, 1, 1, 1],
+            [10, 1, 1, 2],
+            sluice_packet::build::L4::Tcp {
+                src: sport,
+                dst: 80,
+                flags: 0x02,
+            },
+        )
+        .build();
+        let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
+        ofctl_ok(&[
+            "packet-out",
+            &target,
+            &format!("in_port=1,packet={hex},actions=ct(commit,zone={zone})"),
+        ]);
+    }
+    let held = |sw: &Sluice| -> Vec<(u16, u16)> {
+        let mut v: Vec<(u16, u16)> = sw
+            .ctl(&["dump-conntrack"])
+            .lines()
+            .filter_map(|l| {
+                let port = l.split("sport=").nth(1)?.split(',').next()?.parse().ok()?;
+                let zone = l.split("zone=").nth(1)?.split(',').next()?.parse().ok()?;
+                Some((port, zone))
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    wait_for("four connections", 10, || held(&sw).len() == 4);
+    let (ok, out) = ofctl10(&["ct-flush-zone", &target, "6"]);
+    assert!(ok, "{out}");
+    assert_eq!(held(&sw), [(1000, 5), (1001, 5), (1002, 7)]);
+    let tuple = "ct_nw_src=10.1.1.1,ct_nw_dst=10.1.1.2,ct_nw_proto=6,ct_tp_src=1000,ct_tp_dst=80";
+    let (ok, out) = ofctl10(&["ct-flush", &target, "zone=5", tuple]);
+    assert!(ok, "{out}");
+    assert_eq!(held(&sw), [(1001, 5), (1002, 7)]);
+    // Every connection to 10.1.1.2 port 80, in any zone.
+    let (ok, out) = ofctl10(&[
+        "ct-flush",
+        &target,
+        "ct_nw_dst=10.1.1.2,ct_nw_proto=6,ct_tp_dst=80",
+    ]);
+    assert!(ok, "{out}");
+    assert!(held(&sw).is_empty());
+    assert_balanced(&sw.stop());
+}

@@ -32,6 +32,7 @@ const ORDER: &[&str] = &[
     "ofgroups",
     "ofmeters",
     "ofmultipart",
+    "ofct",
     "oftlv",
     "ofchannel",
     "tend",

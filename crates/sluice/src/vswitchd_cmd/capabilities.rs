@@ -64,6 +64,6 @@ const CAPABILITIES: &[(&str, &str)] = &[
     ("ct_zero_snat", "true"),
     // No `add_mpls` (OVS: true).
     ("add_mpls", "false"),
-    // No NXT_CT_FLUSH yet (OVS: true).
-    ("ct_flush", "false"),
+    // NXT_CT_FLUSH: connections by partial tuple (ct_flush.rs).
+    ("ct_flush", "true"),
 ];
