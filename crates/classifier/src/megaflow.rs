@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use hashbrown::HashTable;
 use sluice_packet::batch::set_bits;
+use sluice_packet::hash::MaskedHasher;
 use sluice_packet::key::FlowKey;
 
 use crate::dpaction::DpAction;
@@ -206,6 +207,9 @@ fn mask_hash(mask: &FlowKey) -> u64 {
 
 struct Subtable {
     mask: FlowKey,
+    /// The mask's hash prepared: what a lookup hashes a key with (the
+    /// same hash as `hash64_masked` of the mask).
+    hasher: MaskedHasher,
     entries: HashTable<u32>,
     hits: u64,
 }
@@ -330,7 +334,7 @@ impl MegaflowTable {
         for oi in 0..self.order.len() {
             let sid = self.order[oi] as usize;
             let st = &self.subtables[sid];
-            let h = key.hash64_masked(&st.mask);
+            let h = st.hasher.hash(key.words());
             if let Some(idx) = self.probe(st, h, key) {
                 // A hit counts the subtables it took, as OVS's
                 // `lookups_match` (a miss counts none).
@@ -367,7 +371,7 @@ impl MegaflowTable {
             let st = &self.subtables[sid];
             // Phase 1: hash every packet still unmatched under this mask.
             for i in set_bits(todo) {
-                hashes[i] = keys[i].hash64_masked(&st.mask);
+                hashes[i] = st.hasher.hash(keys[i].words());
             }
             // Phase 2: probe.
             let mut found = 0u32;
@@ -422,7 +426,7 @@ impl MegaflowTable {
             if st.entries.is_empty() {
                 continue;
             }
-            let h = key.hash64_masked(&st.mask);
+            let h = st.hasher.hash(key.words());
             if let Some(idx) = self.probe(st, h, key) {
                 *probes += k as u64 + 1;
                 self.subtables[sid as usize].hits += 1;
@@ -470,6 +474,10 @@ impl MegaflowTable {
                 }
                 let st = Subtable {
                     mask: flow.matcher.mask,
+                    hasher: MaskedHasher::new(
+                        flow.matcher.mask.words(),
+                        flow.matcher.mask.reads_wide(),
+                    ),
                     entries: HashTable::new(),
                     hits: 0,
                 };

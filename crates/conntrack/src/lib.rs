@@ -20,8 +20,8 @@
 
 #![warn(missing_docs)]
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use sluice_packet::key::{
     FlowKey, CS_DST_NAT, CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR, CS_SRC_NAT,
@@ -33,6 +33,7 @@ use sluice_packet::wire::l4::proto;
 mod flush;
 pub mod ipf;
 pub mod nat;
+mod prefetch;
 mod table;
 pub mod tcp;
 pub mod timeouts;
@@ -40,8 +41,11 @@ pub mod tuple;
 
 pub use flush::{FlushMatch, FlushTuple};
 pub use nat::{Nat, NatAlone, NatKind};
+pub use prefetch::Prepared;
 
-use table::{Groups, Table};
+use prefetch::{ShardSlot, PREFETCH_FROM};
+
+use table::Table;
 use tcp::{TcpConn, Update};
 use timeouts::Timeout;
 use tuple::{Parsed, Tuple};
@@ -171,9 +175,6 @@ impl Shard {
                 .is_some_and(|c| c.nat.is_none() && c.expires_ms > now_ms)
     }
 }
-
-/// Connections past which a batch prefetches ([`Conntrack::prefetch_pays`]).
-const PREFETCH_FROM: u64 = 8192;
 
 /// Most connections held (OVS's default `ct-set-maxconns`: 3,000,000).
 pub const DEFAULT_MAX_CONNS: u64 = 3_000_000;
@@ -402,56 +403,6 @@ struct ZoneSlot {
     limit: AtomicU32,
 }
 
-/// A shard and what a PMD may read of it without its lock: where its
-/// connections' groups and entries are, to prefetch them for a batch.
-#[derive(Debug)]
-struct ShardSlot {
-    shard: Mutex<Shard>,
-    /// The connections' index as last published ([`Conntrack::publish`]).
-    groups: AtomicPtr<Groups>,
-    /// Where the connections' entries start, as last published (read only
-    /// to compute prefetch addresses: it may be stale).
-    entries: AtomicPtr<u8>,
-    /// Every index `groups` has pointed to, kept until the tracker goes:
-    /// a PMD may be reading the tags of one the shard has replaced. The
-    /// indexes double as they grow, so this is less than the current one
-    /// again (8-byte slots; no connection is kept).
-    kept: Mutex<Vec<Arc<Groups>>>,
-}
-
-impl Default for ShardSlot {
-    fn default() -> Self {
-        let shard = Shard::default();
-        let g = Arc::clone(shard.conns.groups());
-        ShardSlot {
-            groups: AtomicPtr::new(Arc::as_ptr(&g).cast_mut()),
-            entries: AtomicPtr::new(shard.conns.entries_ptr().cast_mut()),
-            shard: Mutex::new(shard),
-            kept: Mutex::new(vec![g]),
-        }
-    }
-}
-
-/// A packet read for tracking ([`Conntrack::prepare`]): what a batch
-/// computes for each of its packets, prefetching their connections
-/// ([`Conntrack::prefetch_group`], [`Conntrack::prefetch_entry`]),
-/// before it tracks any ([`Conntrack::track`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Prepared {
-    parsed: Parsed,
-    /// The tuple's [`Tuple::shard_hash`] (its reverse's too), when there
-    /// is one to look up.
-    hash: Option<u64>,
-}
-
-impl Prepared {
-    /// A packet not read (what an array of them starts as).
-    pub const NONE: Prepared = Prepared {
-        parsed: Parsed::NotIp,
-        hash: None,
-    };
-}
-
 /// The connection tracker, shared by every PMD.
 #[derive(Debug)]
 pub struct Conntrack {
@@ -647,24 +598,6 @@ impl Conntrack {
         out
     }
 
-    /// Whether a batch should prefetch its connections
-    /// ([`Conntrack::prepare`]): when the table holds more than a core's
-    /// L2 cache does (8,192 connections of 192 bytes and their slots,
-    /// about 1.7 MB). With fewer the lookups hit the cache anyway and
-    /// the prefetch passes cost more than they save (OVN's pipeline on
-    /// the replay port: +110 cycles a packet at 16 connections, -130 at
-    /// 20,000, -1,100 at 2,000,000).
-    #[inline]
-    pub fn prefetch_pays(&self) -> bool {
-        self.conns.load(Ordering::Relaxed) >= self.prefetch_from.load(Ordering::Relaxed)
-    }
-
-    /// Sets how many connections make batches prefetch (tests: 0, so
-    /// that a few connections take the batches' way).
-    pub fn set_prefetch_from(&self, n: u64) {
-        self.prefetch_from.store(n, Ordering::Relaxed);
-    }
-
     /// Connections in the table.
     pub fn len(&self) -> u64 {
         self.conns.load(Ordering::Relaxed)
@@ -709,86 +642,6 @@ impl Conntrack {
     ) -> CtResult {
         let p = self.prepare(data, meta, key, req.zone);
         self.track_prepared(data, meta, prev, req, now_ms, &p)
-    }
-
-    /// Reads a packet for tracking in `zone` (its tuple, TCP segment and
-    /// checksums): the first half of [`Conntrack::process`], for a batch
-    /// that prefetches its packets' connections before it tracks them
-    /// with [`Conntrack::track_prepared`]. Nothing is looked up or
-    /// counted yet.
-    #[inline]
-    pub fn prepare(&self, data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Prepared {
-        let parsed = tuple::parse(data, meta, key, zone);
-        let hash = match parsed {
-            // Both directions hash alike: the packet's own tuple's hash is
-            // the lookup's whichever way (and whether translated) it goes.
-            Parsed::Conn { tuple, .. } | Parsed::Other(tuple) | Parsed::Related(tuple) => {
-                Some(tuple.shard_hash())
-            }
-            Parsed::NotIp | Parsed::Invalid => None,
-        };
-        Prepared { parsed, hash }
-    }
-
-    /// The index of the shard `p`'s connection would be in, as published
-    /// (without the shard's lock).
-    #[inline]
-    fn published(&self, hash: u64) -> (&Groups, *const u8) {
-        let slot = &self.shards[Self::index_of(hash)];
-        let g = slot.groups.load(Ordering::Acquire);
-        // SAFETY: `g` was stored (Release, after the `Arc` it points into
-        // was pushed to `slot.kept`) by `ShardSlot::default` or
-        // `Conntrack::publish`, and `kept` drops nothing before the
-        // tracker itself goes: the `Groups` lives as long as `&self`.
-        // Its slots are atomics, read here while the shard's holder may
-        // write them.
-        let groups = unsafe { &*g };
-        (groups, slot.entries.load(Ordering::Relaxed).cast_const())
-    }
-
-    /// Hints that `p`'s lookup will read its group of the index soon (the
-    /// first of a batch's two prefetch passes).
-    #[inline]
-    pub fn prefetch_group(&self, p: &Prepared) {
-        if let Some(h) = p.hash {
-            self.published(h).0.prefetch(h);
-        }
-    }
-
-    /// Hints that `p`'s lookup will read the connections its group's tags
-    /// name (the second pass, once the group is on its way): their
-    /// addresses from the index and entries as published, maybe stale,
-    /// and a prefetch never faults.
-    #[inline]
-    pub fn prefetch_entry(&self, p: &Prepared) {
-        if let Some(h) = p.hash {
-            let (groups, base) = self.published(h);
-            groups.candidates(h, |i| {
-                let at = base.wrapping_add(i as usize * Table::<Conn>::ENTRY_BYTES);
-                let mut ofs = 0;
-                while ofs < Table::<Conn>::ENTRY_BYTES {
-                    sluice_packet::prefetch::read_addr(at.wrapping_add(ofs));
-                    ofs += 64;
-                }
-            });
-        }
-    }
-
-    /// Makes the shard's index and entries what PMDs prefetch (after a
-    /// connection was added: the table may have grown).
-    fn publish(&self, i: usize, s: &Shard) {
-        let slot = &self.shards[i];
-        let g = s.conns.groups();
-        let p = Arc::as_ptr(g).cast_mut();
-        if slot.groups.load(Ordering::Relaxed) != p {
-            slot.kept
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Arc::clone(g));
-            slot.groups.store(p, Ordering::Release);
-        }
-        slot.entries
-            .store(s.conns.entries_ptr().cast_mut(), Ordering::Relaxed);
     }
 
     /// Tracks a packet read by [`Conntrack::prepare`] (in `req.zone`, its

@@ -650,6 +650,17 @@ impl Datapath {
             .collect()
     }
 
+    /// Removes every megaflow (`dpctl/del-flows`, `revalidator/purge`),
+    /// their hits credited to their rules first; the EMC's and SMC's
+    /// entries for them are stale from then on. The next packet of each
+    /// flow is an upcall. Returns how many went.
+    pub fn purge_megaflows(&mut self) -> usize {
+        let m = &mut self.pipeline.caches.megaflows;
+        let n = m.len();
+        m.clear();
+        n
+    }
+
     /// (megaflows, masks, EMC entries in use, SMC entries in use).
     pub fn cache_occupancy(&self) -> (usize, usize, usize, usize) {
         let c = &self.pipeline.caches;

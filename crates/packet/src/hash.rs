@@ -98,6 +98,61 @@ pub fn hash64_key_masked<const N: usize>(w: &[u64; KEY_WORDS], m: &[u64; KEY_WOR
     fmix64(acc)
 }
 
+/// [`hash64_key_masked`] for one mask, prepared once: a pair of words
+/// the mask has no bit in adds the same constant to every key's hash
+/// (`fold_mul` of the two secrets), so only the pairs it reads are
+/// folded per key, the rest added as one sum. The same hash as
+/// `FlowKey::hash64_masked` of the mask, for fewer multiplies: a
+/// megaflow subtable whose mask reads 6 of the 18 pairs folds 6.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaskedHasher {
+    /// The mask's words.
+    mask: [u64; DP_WORDS],
+    /// The first word of each pair the mask reads.
+    pairs: [u8; DP_WORDS / 2],
+    n: u8,
+    /// The sum of the constants of the pairs it does not read.
+    base: u64,
+}
+
+impl MaskedHasher {
+    /// For `mask`, whose words past `N` are zero when `wide` is false (as
+    /// `hash64_key_masked::<N>` takes them).
+    pub fn new(mask: &[u64; KEY_WORDS], wide: bool) -> MaskedHasher {
+        let words = if wide { DP_WORDS } else { TUN_WIDE_WORDS.start };
+        let mut h = MaskedHasher {
+            mask: [0; DP_WORDS],
+            pairs: [0; DP_WORDS / 2],
+            n: 0,
+            base: 0,
+        };
+        h.mask.copy_from_slice(&mask[..DP_WORDS]);
+        for i in (0..words).step_by(2) {
+            if mask[i] | mask[i + 1] == 0 {
+                h.base = h.base.wrapping_add(fold_mul(SECRET[i], SECRET[i + 1]));
+            } else {
+                h.pairs[usize::from(h.n)] = i as u8;
+                h.n += 1;
+            }
+        }
+        h
+    }
+
+    /// The hash of `w & mask`.
+    #[inline]
+    pub fn hash(&self, w: &[u64; KEY_WORDS]) -> u64 {
+        let mut acc = self.base;
+        for &i in &self.pairs[..usize::from(self.n)] {
+            let i = usize::from(i);
+            acc = acc.wrapping_add(fold_mul(
+                (w[i] & self.mask[i]) ^ SECRET[i],
+                (w[i + 1] & self.mask[i + 1]) ^ SECRET[i + 1],
+            ));
+        }
+        fmix64(acc)
+    }
+}
+
 const _: () = assert!(DP_WORDS.is_multiple_of(2), "words are folded in pairs");
 const _: () = assert!(WIDE_WORDS.start.is_multiple_of(2), "so are the narrow ones");
 
@@ -161,6 +216,35 @@ pub fn fmix64(mut h: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A prepared hasher gives `hash64_key_masked`'s hash for any key
+        /// and any mask (sparse masks made by keeping a few words).
+        #[test]
+        fn masked_hasher_hashes_as_the_loop(
+            w in proptest::array::uniform32(any::<u64>()),
+            m in proptest::array::uniform32(any::<u64>()),
+            keep in any::<u64>(),
+            wide in any::<bool>(),
+        ) {
+            let mut key = [0u64; KEY_WORDS];
+            let mut mask = [0u64; KEY_WORDS];
+            for i in 0..DP_WORDS {
+                key[i] = w[i % 32].rotate_left(i as u32);
+                if keep >> i & 1 == 1 && (wide || i < TUN_WIDE_WORDS.start) {
+                    mask[i] = m[i % 32];
+                }
+            }
+            let h = MaskedHasher::new(&mask, wide);
+            let want = if wide {
+                hash64_key_masked::<DP_WORDS>(&key, &mask)
+            } else {
+                hash64_key_masked::<{ TUN_WIDE_WORDS.start }>(&key, &mask)
+            };
+            prop_assert_eq!(h.hash(&key), want);
+        }
+    }
 
     /// A recirculated pass's hash spreads flows as the first pass's did
     /// (8,192 flows over 8,192 slots fill about 1 - 1/e of them) and puts

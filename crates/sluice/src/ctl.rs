@@ -132,6 +132,7 @@ pub const COMMANDS: &str = "\
   pmd-stats-clear            zero them
   pmd-rxq-show               which PMD polls which rx queue, and each queue's share of its cycles
   dump-megaflows             the megaflows (like dpctl/dump-flows)
+  del-megaflows              remove them all (like dpctl/del-flows)
   capture PORT FILE [--rx|--tx|--both] [--count N] [--filter MATCH]
                              write what a port receives and/or sends to a pcap file (like ovs-tcpdump -w)
   capture-stop PORT          end it (the file is then complete)
@@ -366,6 +367,10 @@ impl Control {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
                 Ok(per_pmd.concat().join("\n"))
             }
+            // As `ovs-appctl dpctl/del-flows`: nothing printed.
+            "del-megaflows" => self
+                .ask_all(PmdCommand::PurgeMegaflows)
+                .map(|_| String::new()),
             "capture" => self.capture(&rest),
             "capture-stop" => {
                 let [port] = rest.as_slice() else {

@@ -117,6 +117,8 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
+    /// Remove every megaflow; answered with how many went.
+    PurgeMegaflows(Sender<usize>),
     /// Start a live capture of a port (`sluice ctl capture`).
     AddTap(
         u32,
@@ -317,6 +319,9 @@ fn handle(
         }
         PmdCommand::DumpMegaflows(reply) => {
             let _ = reply.send(dp.dump_megaflows(now_us));
+        }
+        PmdCommand::PurgeMegaflows(reply) => {
+            let _ = reply.send(dp.purge_megaflows());
         }
         PmdCommand::ProbeCaches(key, reply) => {
             let _ = reply.send(dp.probe_caches(&key, now_us));

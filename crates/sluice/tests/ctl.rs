@@ -4,7 +4,7 @@
 use std::path::Path;
 
 mod support;
-use support::{ctl_at, stderr, stdout, write_capture, RunningSwitch};
+use support::{ctl_at, stderr, stdout, wait_for, write_capture, RunningSwitch};
 
 #[test]
 fn ctl_changes_rules_of_a_running_switch() {
@@ -413,4 +413,36 @@ fn log_levels_by_target() {
         "{}",
         stderr(&o)
     );
+}
+
+/// `del-megaflows` (`ovs-appctl dpctl/del-flows`, `revalidator/purge`):
+/// every megaflow goes, its hits credited to its rule, and the flow's
+/// next packet is an upcall again.
+#[test]
+fn ctl_del_megaflows_empties_the_cache_and_keeps_the_counters() {
+    let d = tempfile::tempdir().unwrap();
+    let (run, sock) = looping_switch(d.path(), "p", 1, "udp,actions=output:2\n", &[]);
+    let ctl = |args: &[&str]| ctl_ok(&sock, args);
+    let upcalls = || -> u64 {
+        ctl(&["pmd-stats"])
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("miss with success upcall: "))
+            .map(|n| n.parse::<u64>().unwrap())
+            .sum()
+    };
+    wait_for("the megaflow", 10, || {
+        ctl(&["dump-megaflows"]).lines().count() == 1
+    });
+    let first = upcalls();
+    let rule_packets = || -> u64 {
+        let dump = ctl(&["dump-flows"]);
+        let n = dump.split("n_packets=").nth(1).expect("a rule's counters");
+        n.split(',').next().unwrap().parse().unwrap()
+    };
+    let before = rule_packets();
+    assert_eq!(ctl(&["del-megaflows"]), "");
+    // The looping frame comes back through an upcall.
+    wait_for("another upcall", 10, || upcalls() > first);
+    assert!(rule_packets() >= before);
+    run.stop_with_stderr();
 }

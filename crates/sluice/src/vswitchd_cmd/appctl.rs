@@ -94,6 +94,8 @@ const MAPPED: &[(&str, &str, &str)] = &[
     ("dpif-netdev/pmd-perf-show", "[-nh]", "pmd-perf-show"),
     ("dpif-netdev/pmd-rxq-rebalance", "", "pmd-rxq-rebalance"),
     ("dpctl/dump-flows", "", "dump-megaflows"),
+    ("dpctl/del-flows", "", "del-megaflows"),
+    ("revalidator/purge", "", "del-megaflows"),
     ("dpctl/dump-conntrack", "[zone=N]", "dump-conntrack"),
     ("dpctl/flush-conntrack", "[zone=N]", "flush-conntrack"),
     ("dpctl/ct-stats-show", "", "conntrack-stats"),
