@@ -2,7 +2,7 @@
 
 use super::*;
 use sluice_packet::extract::extract;
-use sluice_packet::key::CS_INVALID;
+use sluice_packet::key::{CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR};
 
 const A: [u8; 4] = [10, 0, 0, 1];
 const B: [u8; 4] = [10, 0, 0, 2];

@@ -32,9 +32,18 @@ pub mod command {
     pub const CLEAR: u16 = 2;
 }
 
-/// Nicira errors are experimenter errors (type [`ERROR_EXPERIMENTER`],
-/// experimenter [`NX_VENDOR`]): `OfError::NXTTMFC_*`, which
-/// [`crate::msg::encode`] sends with the experimenter id.
+// Nicira errors are experimenter errors (type `ERROR_EXPERIMENTER`,
+// experimenter `NX_VENDOR`): `OfError::NXTTMFC_*` and the like, which
+// `msg::encode` sends with the experimenter id.
+
+/// The body of a Nicira message of `subtype` after its vendor id and
+/// subtype (`body`: an experimenter or vendor message's, from the vendor
+/// id on), if it is one.
+pub fn nx_body(body: &[u8], subtype: u32) -> Option<&[u8]> {
+    (body.len() >= 8 && body[..4] == NX_VENDOR.to_be_bytes() && body[4..8] == subtype.to_be_bytes())
+        .then(|| &body[8..])
+}
+
 /// One `nx_tlv_map`: option class, type and length, and the
 /// `tun_metadata` field index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,6 +29,7 @@ use sluice_openflow::convert::{to_action, FlowModReader};
 use sluice_openflow::msg::{error_reply, to_bytes, Features, SwitchConfig};
 use sluice_openflow::msg::{PacketOut, PortMod};
 use sluice_openflow::multipart::MpRequest;
+use sluice_openflow::nx::nx_body;
 use sluice_openflow::of10::{message as of10_msg, t as of10_t, OFP10};
 use sluice_openflow::of14::OFP14;
 use sluice_openflow::of15::OFP15;
@@ -776,15 +777,6 @@ impl<S: Conn> Session<S> {
             Err(e) => self.reply(&error_reply(e, frame), xid),
         }
     }
-}
-
-/// The rest of an experimenter body (vendor id on) after its vendor and
-/// subtype, if it is Nicira's message `subtype`.
-fn nx_body(body: &[u8], subtype: u32) -> Option<&[u8]> {
-    (body.len() >= 8
-        && body[..4] == sluice_openflow::nx::NX_VENDOR.to_be_bytes()
-        && body[4..8] == subtype.to_be_bytes())
-    .then(|| &body[8..])
 }
 
 /// An `NXT_SET_PACKET_IN_FORMAT` (experimenter body): `Some(None)` for

@@ -5,16 +5,10 @@
 //! `ct_flush` capability says Sluice takes), on either OpenFlow version.
 
 use sluice_openflow::ct_flush::{self, CtFlush, CtFlushTuple};
-use sluice_openflow::nx::NX_VENDOR;
+use sluice_openflow::nx::nx_body;
 use sluice_openflow::OfError;
 
 use crate::ctl::Control;
-
-/// The body after the Nicira vendor id and `subtype`, if it is one.
-fn nx_body(body: &[u8], subtype: u32) -> Option<&[u8]> {
-    (body.len() >= 8 && body[..4] == NX_VENDOR.to_be_bytes() && body[4..8] == subtype.to_be_bytes())
-        .then(|| &body[8..])
-}
 
 /// Serves an experimenter body (vendor id on) if it is a flush: done, or
 /// the error to answer; `None` for any other message. A slave may not
