@@ -91,22 +91,8 @@ pub fn run(data: &[u8]) {
                     && body[4..8] == sluice_openflow::ct_flush::NXT_CT_FLUSH.to_be_bytes()
                 {
                     if let Ok(f) = sluice_openflow::ct_flush::decode(&body[8..]) {
-                        let t = |t: &sluice_openflow::ct_flush::CtFlushTuple| {
-                            sluice_conntrack::FlushTuple {
-                                src: t.src,
-                                dst: t.dst,
-                                sport: t.sport,
-                                dport: t.dport,
-                            }
-                        };
-                        let m = sluice_conntrack::FlushMatch {
-                            proto: f.proto,
-                            v6: f.v6,
-                            orig: t(&f.orig),
-                            reply: t(&f.reply),
-                        };
                         let ct = sluice_conntrack::Conntrack::default();
-                        assert_eq!(ct.flush_matching(f.zone, &m), 0);
+                        assert_eq!(ct.flush_matching(f.zone, &f.matching), 0);
                     }
                 }
                 // Nicira experimenter messages: a TLV table mod's mappings

@@ -4,7 +4,7 @@
 //! (`ct_dpif_flush_tuple` in `lib/ct-dpif.c`).
 
 use crate::tuple::{query_of, reply_type, Tuple};
-use crate::{icmp, Conn, Conntrack, Dir};
+use crate::{icmp, Conn, Conntrack, Dir, Found};
 
 /// One direction of a flush's match, as `NXT_CT_FLUSH` carries it:
 /// addresses in IPv6 form (IPv4 mapped, `::ffff:a.b.c.d`), zero for any;
@@ -157,25 +157,36 @@ impl Conntrack {
         self.remove_where(|c| zone.is_none_or(|z| z == c.orig.zone) && m.covers(c))
     }
 
-    /// Removes the connection `t` is a direction of (in direction `dir`);
-    /// 1 if there was one.
+    /// Removes the connection `t` is a direction of (in direction `dir`),
+    /// found as a packet's would be (`Shard::find`); 1 if there was
+    /// one.
     fn flush_tuple(&self, t: &Tuple, dir: Dir) -> usize {
-        let key = {
-            let g = self.lock(Self::index(t));
-            if dir != Dir::Reply && g.conns.contains_key(t) {
-                Some(*t)
-            } else if dir == Dir::Orig {
-                None
-            } else if let Some(k) = g.aliases.get(t) {
-                Some(*k)
-            } else {
-                let r = t.reverse();
-                g.conns.get(&r).filter(|c| c.nat.is_none()).map(|_| r)
-            }
+        let hash = t.shard_hash();
+        let mut key = None;
+        let found = self
+            .lock(Self::index_of(hash))
+            .find(t, hash, dir, &mut |h, _| {
+                key = Some(h.key);
+                Found::Live
+            });
+        let key = match found {
+            Ok(_) => key,
+            // A translated reply tuple: its connection's original.
+            Err(h) => h.map(|h| h.key),
         };
-        match key {
-            Some(k) => self.remove_where_in(Self::index(&k), |c| c.orig == k),
-            None => 0,
+        key.map_or(0, |k| usize::from(self.remove_conn(&k)))
+    }
+
+    /// Removes the connection whose original tuple is `key` and its
+    /// translated reply tuple; whether there was one.
+    fn remove_conn(&self, key: &Tuple) -> bool {
+        let Some(c) = self.lock(Self::index(key)).conns.remove(key) else {
+            return false;
+        };
+        self.gone(key.zone, 1);
+        if let Some(n) = c.nat {
+            self.remove_alias(&n.reply);
         }
+        true
     }
 }

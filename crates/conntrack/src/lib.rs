@@ -639,18 +639,9 @@ impl Conntrack {
     /// Removes the connections `drop` picks, shard by shard, and then the
     /// reply tuples of the translated ones (one shard held at a time).
     fn remove_where(&self, drop: impl Fn(&Conn) -> bool) -> usize {
-        self.remove_in(0..SHARDS, drop)
-    }
-
-    /// [`Conntrack::remove_where`] in shard `i` only.
-    fn remove_where_in(&self, i: usize, drop: impl Fn(&Conn) -> bool) -> usize {
-        self.remove_in(i..i + 1, drop)
-    }
-
-    fn remove_in(&self, shards: std::ops::Range<usize>, drop: impl Fn(&Conn) -> bool) -> usize {
         let mut n = 0;
         let mut aliases = Vec::new();
-        for i in shards {
+        for i in 0..SHARDS {
             let mut s = self.lock(i);
             s.conns.retain(|t, c| {
                 if !drop(c) {

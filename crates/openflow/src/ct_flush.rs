@@ -6,6 +6,8 @@
 //!
 //! Both take the message body after the Nicira vendor id and subtype.
 
+use sluice_conntrack::{FlushMatch, FlushTuple};
+
 use crate::consts::OfError;
 
 /// `NXT_CT_FLUSH_ZONE`'s subtype.
@@ -31,37 +33,16 @@ mod tuple_prop {
     pub const ICMP_CODE: u16 = 6;
 }
 
-/// One direction's tuple: addresses in IPv6 form (IPv4 mapped), zero
-/// when not given; `sport` the source port or ICMP id, `dport` the
-/// destination port or ICMP code and type (`code << 8 | type`: OVS keeps
-/// them in one union, and a later property overwrites an earlier one).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CtFlushTuple {
-    /// Source address.
-    pub src: [u8; 16],
-    /// Destination address.
-    pub dst: [u8; 16],
-    /// Source port or ICMP id.
-    pub sport: u16,
-    /// Destination port, or ICMP code (high byte) and type (low).
-    pub dport: u16,
-}
-
-/// A decoded `NXT_CT_FLUSH`.
+/// A decoded `NXT_CT_FLUSH`: the zone, if one was given (else every
+/// zone, or zone 0 for a whole five-tuple, as OVS), and which
+/// connections, in the tracker's own form (as `nat(...)` decodes into
+/// its `Nat`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CtFlush {
-    /// The zone, if one was given (else every zone, or zone 0 for a
-    /// whole five-tuple, as OVS).
+    /// The zone.
     pub zone: Option<u16>,
-    /// IP protocol, 0 for any.
-    pub proto: u8,
-    /// IPv6 or IPv4 as the addresses given say; `None` when none is (or
-    /// the last given was zero: OVS resets it then).
-    pub v6: Option<bool>,
-    /// The original direction.
-    pub orig: CtFlushTuple,
-    /// The reply direction.
-    pub reply: CtFlushTuple,
+    /// The connections.
+    pub matching: FlushMatch,
 }
 
 /// Nicira's `NXBRC_MUST_BE_ZERO` (padding not zero).
@@ -123,7 +104,7 @@ fn addr(p: &[u8], v6: &mut Option<bool>) -> Result<[u8; 16], OfError> {
 
 /// A tuple property's nested properties (after 8 bytes: the property
 /// header padded, `ofpprop_parse_nested`).
-fn tuple(payload: &[u8], t: &mut CtFlushTuple, v6: &mut Option<bool>) -> Result<(), OfError> {
+fn tuple(payload: &[u8], t: &mut FlushTuple, v6: &mut Option<bool>) -> Result<(), OfError> {
     // `payload` starts 4 bytes into the property: 4 more to skip.
     let mut rest = payload.get(4..).ok_or(OfError::BAD_PROP_LEN)?;
     while !rest.is_empty() {
@@ -157,16 +138,15 @@ pub fn decode(body: &[u8]) -> Result<CtFlush, OfError> {
     if body[1..8] != [0; 7] {
         return Err(MUST_BE_ZERO);
     }
-    let mut f = CtFlush {
-        proto: body[0],
-        ..CtFlush::default()
-    };
+    let mut f = CtFlush::default();
+    let m = &mut f.matching;
+    m.proto = body[0];
     let mut rest = &body[8..];
     while !rest.is_empty() {
         let (ty, p, next) = pull(rest)?;
         match ty {
-            prop::ORIG_TUPLE => tuple(p, &mut f.orig, &mut f.v6)?,
-            prop::REPLY_TUPLE => tuple(p, &mut f.reply, &mut f.v6)?,
+            prop::ORIG_TUPLE => tuple(p, &mut m.orig, &mut m.v6)?,
+            prop::REPLY_TUPLE => tuple(p, &mut m.reply, &mut m.v6)?,
             prop::ZONE_ID => f.zone = Some(be16(p)?),
             _ => {}
         }
@@ -194,8 +174,11 @@ mod tests {
         assert_eq!(
             none,
             CtFlush {
-                proto: 6,
-                ..CtFlush::default()
+                zone: None,
+                matching: FlushMatch {
+                    proto: 6,
+                    ..FlushMatch::default()
+                },
             }
         );
         let zone = decode(&hex("06 00 00 00 00 00 00 00 00 02 00 08 00 0d 00 00")).unwrap();
@@ -217,15 +200,17 @@ mod tests {
             orig,
             CtFlush {
                 zone: Some(13),
-                proto: 6,
-                v6: Some(false),
-                orig: CtFlushTuple {
-                    src: mapped(1),
-                    dst: mapped(2),
-                    sport: 80,
-                    dport: 8080,
+                matching: FlushMatch {
+                    proto: 6,
+                    v6: Some(false),
+                    orig: FlushTuple {
+                        src: mapped(1),
+                        dst: mapped(2),
+                        sport: 80,
+                        dport: 8080,
+                    },
+                    reply: FlushTuple::default(),
                 },
-                reply: CtFlushTuple::default(),
             }
         );
     }
@@ -260,6 +245,7 @@ mod tests {
         assert_eq!(
             decode(&hex("11 00 00 00 00 00 00 00 00 09 00 08 01 02 03 04"))
                 .unwrap()
+                .matching
                 .proto,
             17
         );
@@ -273,8 +259,8 @@ mod tests {
              00 05 00 05 08 00 00 00 \
              00 06 00 05 03 00 00 00"))
         .unwrap();
-        assert_eq!(f.orig.sport, 0x1234);
-        assert_eq!(f.orig.dport, 0x0308);
+        assert_eq!(f.matching.orig.sport, 0x1234);
+        assert_eq!(f.matching.orig.dport, 0x0308);
     }
 
     proptest! {
@@ -310,11 +296,11 @@ mod tests {
             b.extend_from_slice(&[0, 0]);
             let f = decode(&b).unwrap();
             prop_assert_eq!(f.zone, Some(zone));
-            prop_assert_eq!(f.orig.sport, sport);
-            prop_assert_eq!(f.orig.dport, dport);
-            prop_assert_eq!(&f.orig.src[12..], &a[..]);
+            prop_assert_eq!(f.matching.orig.sport, sport);
+            prop_assert_eq!(f.matching.orig.dport, dport);
+            prop_assert_eq!(&f.matching.orig.src[12..], &a[..]);
             // Mapped (::ffff:a.b.c.d): IPv4, even 0.0.0.0.
-            prop_assert_eq!(f.v6, Some(false));
+            prop_assert_eq!(f.matching.v6, Some(false));
         }
     }
 }

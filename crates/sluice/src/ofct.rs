@@ -4,7 +4,7 @@
 //! when a load balancer loses a backend, as the `Datapath` row's
 //! `ct_flush` capability says Sluice takes), on either OpenFlow version.
 
-use sluice_openflow::ct_flush::{self, CtFlush, CtFlushTuple};
+use sluice_openflow::ct_flush;
 use sluice_openflow::nx::nx_body;
 use sluice_openflow::OfError;
 
@@ -30,23 +30,7 @@ pub(crate) fn flush(control: &Control, body: &[u8], slave: bool) -> Option<Resul
         return Some(Err(OfError::IS_SLAVE));
     }
     Some(ct_flush::decode(b).map(|f| {
-        let n = control.conntrack().flush_matching(f.zone, &matching(&f));
+        let n = control.conntrack().flush_matching(f.zone, &f.matching);
         tracing::debug!(target: "openflow", "NXT_CT_FLUSH {f:?}: {n} connections");
     }))
-}
-
-/// The tracker's form of a decoded flush.
-fn matching(f: &CtFlush) -> sluice_conntrack::FlushMatch {
-    let tuple = |t: &CtFlushTuple| sluice_conntrack::FlushTuple {
-        src: t.src,
-        dst: t.dst,
-        sport: t.sport,
-        dport: t.dport,
-    };
-    sluice_conntrack::FlushMatch {
-        proto: f.proto,
-        v6: f.v6,
-        orig: tuple(&f.orig),
-        reply: tuple(&f.reply),
-    }
 }

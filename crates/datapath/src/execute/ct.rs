@@ -84,11 +84,7 @@ pub(super) fn track(
                 continue;
             }
         }
-        if req.nat.is_some() && p.meta.offload.needs_csum() {
-            // Translation updates checksums as they are: a
-            // partial one is completed first.
-            let _ = sluice_packet::offload::complete_csum(p);
-        }
+        before_nat(req, p);
         let r = if !retuple {
             let meta = p.meta;
             ct.process(
@@ -113,6 +109,14 @@ pub(super) fn track(
         tracked(i, r, is_last, cx, f);
     }
     pkts_done(step, cx, now_ms);
+}
+
+/// Translation updates checksums as they are: a partial one is
+/// completed first.
+fn before_nat(req: &CtRequest, p: &mut sluice_packet::Packet) {
+    if req.nat.is_some() && p.meta.offload.needs_csum() {
+        let _ = sluice_packet::offload::complete_csum(p);
+    }
 }
 
 /// What tracking packet `i` gave it: kept for the actions after and the
@@ -168,11 +172,7 @@ fn track_batch(
         let Some(p) = cx.slots[i as usize].as_mut() else {
             continue;
         };
-        if req.nat.is_some() && p.meta.offload.needs_csum() {
-            // As the loop one packet at a time: a partial checksum is
-            // completed before translation.
-            let _ = sluice_packet::offload::complete_csum(p);
-        }
+        before_nat(req, p);
         prep[n] = ct.prepare(p.data(), &p.meta, &cx.keys[i as usize], req.zone);
         ct.prefetch_group(&prep[n]);
     }
