@@ -232,6 +232,10 @@ pub struct DpStats {
     pub gso_segmented: u64,
     /// Segments those made.
     pub gso_segments: u64,
+    /// GSO super-frames given one UDP tunnel header whole (cut after it,
+    /// each segment with the outer headers, by the sending port or the
+    /// kernel behind a tap), instead of being cut before encapsulation.
+    pub gso_encapsulated: u64,
     /// Partial L4 checksums completed in software.
     pub csum_completed: u64,
     /// Copies whose offload request could not be carried out (malformed,
@@ -293,6 +297,7 @@ impl DpStats {
             idle_cycles,
             gso_segmented,
             gso_segments,
+            gso_encapsulated,
             csum_completed,
             offload_failures,
             rx_batch_sizes: _,
@@ -300,6 +305,7 @@ impl DpStats {
         } = o;
         self.gso_segmented += gso_segmented;
         self.gso_segments += gso_segments;
+        self.gso_encapsulated += gso_encapsulated;
         self.csum_completed += csum_completed;
         self.offload_failures += offload_failures;
         self.rx_packets += rx_packets;

@@ -81,6 +81,18 @@ impl Offload {
     pub const GSO_TCPV6: u8 = 2;
     /// UDP segmentation (each segment its own datagram, `UDP_SEGMENT`).
     pub const GSO_UDP_L4: u8 = 3;
+    /// The super-frame is inside a UDP tunnel (VXLAN, Geneve): outer
+    /// Ethernet, IP and UDP headers and the tunnel's own come first, and
+    /// the GSO kind, `csum_start` and the partial checksum are the inner
+    /// frame's. Each segment gets the outer headers too, with the outer
+    /// lengths and IPv4 ID and checksum its own (the kernel's
+    /// `SKB_GSO_UDP_TUNNEL`). Only with a GSO kind.
+    pub const UDP_TUNNEL: u8 = 0x08;
+    /// With [`Offload::UDP_TUNNEL`]: each segment's outer UDP checksum is
+    /// to be made (the field holds the pseudo-header sum of the
+    /// super-frame; `SKB_GSO_UDP_TUNNEL_CSUM`). Without it the outer UDP
+    /// checksum is 0.
+    pub const TUNNEL_CSUM: u8 = 0x10;
 
     /// The GSO kind (0: not a super-frame).
     #[inline]
@@ -116,6 +128,12 @@ impl Offload {
         if self.flags & Self::ECN != 0 {
             m |= OffloadMask::ECN;
         }
+        if self.flags & Self::UDP_TUNNEL != 0 {
+            m |= OffloadMask::UDP_TUNNEL;
+        }
+        if self.flags & Self::TUNNEL_CSUM != 0 {
+            m |= OffloadMask::TUNNEL_CSUM;
+        }
         OffloadMask(m)
     }
 }
@@ -136,10 +154,18 @@ impl OffloadMask {
     pub const USO: u8 = 8;
     /// ECN on TCP super-frames.
     pub const ECN: u8 = 16;
+    /// Super-frames inside a UDP tunnel ([`Offload::UDP_TUNNEL`]).
+    pub const UDP_TUNNEL: u8 = 32;
+    /// ... with the outer UDP checksum made per segment.
+    pub const TUNNEL_CSUM: u8 = 64;
     /// Nothing: every request is carried out before the packet goes.
     pub const NONE: OffloadMask = OffloadMask(0);
-    /// Everything (a kernel tap or socket with virtio-net headers).
+    /// What a plain virtio-net header states (a kernel socket or tap with
+    /// virtio-net headers): everything but tunnelled super-frames.
     pub const ALL: OffloadMask = OffloadMask(0x1f);
+    /// Everything, tunnelled super-frames too (a tap with the kernel's
+    /// UDP-tunnel GSO, Linux 6.17 on).
+    pub const ALL_TUNNEL: OffloadMask = OffloadMask(0x7f);
 
     /// Whether a packet with offload state `o` can go as it is.
     #[inline]

@@ -17,7 +17,12 @@
 //! TCP/UDP segmentation offload: every frame comes and goes with a
 //! virtio-net header, as a VM's virtio-net device exchanges them, so the
 //! kernel hands over 64 KiB TCP super-frames with the checksum left to
-//! whoever puts them on a wire. Frames larger than a pool frame are read
+//! whoever puts them on a wire. Where the kernel has UDP-tunnel GSO for
+//! taps (Linux 6.17 on) the device is told so too and exchanges the
+//! 24-byte tunnel form of the header: a super-frame Sluice encapsulated
+//! into VXLAN or Geneve goes to the kernel whole (its stack cuts it, or
+//! takes it whole if it ends the tunnel itself), and the kernel's own
+//! tunnel super-frames come whole, to be popped whole. Frames larger than a pool frame are read
 //! into one of the pool's big frames (one `readv` over both; a regular
 //! frame's bytes are copied over only when the frame did not fit it).
 
@@ -26,8 +31,10 @@ use std::io::{ErrorKind, IoSlice, IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sluice_packet::meta::Offload;
-use sluice_packet::offload::{from_vnet_hdr, vnet_hdr_of, VNET_HDR_LEN};
+use sluice_packet::meta::{Offload, OffloadMask};
+use sluice_packet::offload::{
+    from_vnet_hdr, from_vnet_hdr_tnl, vnet_hdr_tnl_of, VNET_HDR_LEN, VNET_HDR_TNL_LEN,
+};
 use sluice_packet::{Packet, PacketBatch, PacketPool};
 
 use crate::sys;
@@ -50,6 +57,8 @@ pub struct TapPort {
     dev: File,
     persist: bool,
     vnet: bool,
+    /// The tunnel form of the header is on (UDP-tunnel GSO).
+    tnl: bool,
     mtu: u32,
     stats: PortStats,
     warnings: Warnings,
@@ -99,13 +108,15 @@ impl TapPort {
             sys::tun_set_persist(&fd, true)
                 .map_err(|e| err(format!("making '{ifname}' persistent: {e}")))?;
         }
-        if vnet {
-            sys::tun_set_offload(&fd).map_err(|e| {
+        let tnl = if vnet {
+            sys::tun_set_offload(&fd, true).map_err(|e| {
                 err(format!(
                     "telling '{ifname}' which offloads Sluice takes: {e}"
                 ))
-            })?;
-        }
+            })?
+        } else {
+            false
+        };
         let mtu = sys::apply_mtu(ifname, mtu).map_err(err)?;
         sys::set_nonblocking(fd.as_raw_fd()).map_err(|e| err(format!("non-blocking: {e}")))?;
         if up {
@@ -117,6 +128,7 @@ impl TapPort {
             dev: File::from(fd),
             persist,
             vnet,
+            tnl,
             mtu,
             stats: PortStats::default(),
             warnings: Warnings::new(8),
@@ -126,6 +138,20 @@ impl TapPort {
     /// The interface name.
     pub fn ifname(&self) -> &str {
         &self.ifname
+    }
+
+    /// Whether the device takes and gives UDP-tunnel super-frames.
+    pub fn tunnel_gso(&self) -> bool {
+        self.tnl
+    }
+
+    /// The virtio-net header's length: none, plain or the tunnel form.
+    fn hdr_len(&self) -> usize {
+        match (self.vnet, self.tnl) {
+            (false, _) => 0,
+            (true, false) => VNET_HDR_LEN,
+            (true, true) => VNET_HDR_TNL_LEN,
+        }
     }
 }
 
@@ -158,8 +184,8 @@ impl TapPort {
             b.set_len(len);
             cap = len;
         }
-        let mut hdr = [0u8; VNET_HDR_LEN];
-        let hdr_len = if self.vnet { VNET_HDR_LEN } else { 0 };
+        let mut hdr = [0u8; VNET_HDR_TNL_LEN];
+        let hdr_len = self.hdr_len();
         let got = {
             let mut iov: [IoSliceMut; 3] = [
                 IoSliceMut::new(&mut hdr[..hdr_len]),
@@ -191,7 +217,14 @@ impl TapPort {
             return Ok(None);
         }
         let offload = if self.vnet {
-            match from_vnet_hdr(&hdr) {
+            let parsed = if self.tnl {
+                from_vnet_hdr_tnl(&hdr)
+            } else {
+                let mut plain = [0u8; VNET_HDR_LEN];
+                plain.copy_from_slice(&hdr[..VNET_HDR_LEN]);
+                from_vnet_hdr(&plain)
+            };
+            match parsed {
                 Ok(o) => o,
                 Err(_) => {
                     self.stats.rx_drop(PortDrop::BadOffload, 1);
@@ -242,6 +275,14 @@ impl Port for TapPort {
         }
     }
 
+    fn tx_offloads(&self) -> OffloadMask {
+        match (self.vnet, self.tnl) {
+            (false, _) => OffloadMask::NONE,
+            (true, false) => OffloadMask::ALL,
+            (true, true) => OffloadMask::ALL_TUNNEL,
+        }
+    }
+
     fn rx_burst(
         &mut self,
         pool: &mut PacketPool,
@@ -287,12 +328,23 @@ impl Port for TapPort {
                 pool.free(pkt);
                 continue;
             }
+            let hdr_len = self.hdr_len();
+            let hdr = if hdr_len > 0 {
+                vnet_hdr_tnl_of(&pkt)
+            } else {
+                Some([0; VNET_HDR_TNL_LEN])
+            };
+            let Some(hdr) = hdr else {
+                // A tunnelled super-frame whose headers cannot be found.
+                self.stats.tx_drop(PortDrop::BadOffload, 1);
+                pool.free(pkt);
+                continue;
+            };
             self.stats.tx_kicks += 1;
-            let hdr = vnet_hdr_of(&pkt);
             let gso = pkt.meta.offload.gso() != 0;
             let wrote = if self.vnet {
                 self.dev
-                    .write_vectored(&[IoSlice::new(&hdr), IoSlice::new(pkt.data())])
+                    .write_vectored(&[IoSlice::new(&hdr[..hdr_len]), IoSlice::new(pkt.data())])
             } else {
                 self.dev.write(pkt.data())
             };

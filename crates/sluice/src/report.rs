@@ -225,6 +225,13 @@ pub fn text(s: &RunSummary) -> String {
             st.gso_segmented, st.gso_segments, st.csum_completed, st.offload_failures
         );
     }
+    if st.gso_encapsulated > 0 {
+        let _ = writeln!(
+            o,
+            "  super-frames encapsulated whole: {}",
+            st.gso_encapsulated
+        );
+    }
     if s.packet_ins > 0 || st.packet_ins > 0 {
         let _ = writeln!(
             o,
@@ -449,5 +456,6 @@ pub fn json(s: &RunSummary) -> Value {
     // Beside the rest (one json! of them all is past the macro's depth).
     v["datapath"]["upcalls deferred"] = json!(st.upcalls_deferred);
     v["datapath"]["upcalls waiting"] = json!(st.upcalls_waiting());
+    v["datapath"]["gso encapsulated"] = json!(st.gso_encapsulated);
     v
 }

@@ -198,9 +198,13 @@ fn tnl_output(
 }
 
 /// Encapsulates a packet with offloads pending and queues it for port
-/// `idx`: a super-frame is cut into segments, each encapsulated; a partial
-/// checksum is completed (no underlay takes offloads for the frame inside
-/// a tunnel). False (the packet freed) when nothing could be sent.
+/// `idx`. A super-frame into a UDP tunnel keeps its offloads and gets one
+/// outer header ([`tunnel::push_super`]): the port's flush cuts it, each
+/// segment with the outer headers, or hands it whole to a tap that takes
+/// tunnelled super-frames. Otherwise (GRE, or no room for the header) a
+/// super-frame is cut into segments, each encapsulated; a partial
+/// checksum is completed. False (the packet freed) when nothing could be
+/// sent.
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
@@ -214,6 +218,11 @@ fn encap_offloaded(
     stats: &mut DpStats,
     now_us: u64,
 ) -> bool {
+    if tunnel::push_super(&mut pkt, header, sport) {
+        stats.gso_encapsulated += 1;
+        out.enqueue(idx, pkt, pool, stats, now_us);
+        return true;
+    }
     if sluice_packet::offload::needs_segmenting(&pkt) {
         let mut segs = Vec::new();
         let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| segs.push(s));

@@ -10,7 +10,7 @@
 use super::tlv::{self, GeneveOpts, TlvMap};
 use super::{TunnelKind, TunnelMeta};
 use crate::key::{TUN_FLAG_CSUM, TUN_FLAG_DONT_FRAGMENT, TUN_FLAG_KEY, TUN_FLAG_OAM};
-use crate::meta::NO_OFFSET;
+use crate::meta::{Offload, NO_OFFSET};
 use std::net::IpAddr;
 
 use crate::wire::checksum::{finish, pseudo_v4, pseudo_v6, sum, sum_wide};
@@ -253,6 +253,39 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
         !pkt.meta.offload.pending(),
         "offloads are done before encapsulation"
     );
+    push_with(pkt, h, src_port, false)
+}
+
+/// Pushes UDP tunnel header `h` in front of GSO super-frame `pkt` (its
+/// inner checksum partial), once: the packet becomes a tunnelled
+/// super-frame ([`Offload::UDP_TUNNEL`](crate::meta::Offload::UDP_TUNNEL)),
+/// cut later, each segment with the outer headers, by the port that sends
+/// it or by the kernel behind a tap that takes such frames. The outer
+/// lengths and IPv4 checksum are the super-frame's; a checksummed tunnel's
+/// UDP checksum field holds the pseudo-header sum (each segment's is made
+/// when it is cut). False, changing nothing, as [`push`] (and for GRE or
+/// a packet that is no super-frame).
+pub fn push_super(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
+    let o = pkt.meta.offload;
+    if !h.kind.is_udp() || o.gso() == 0 || !o.needs_csum() || o.flags & Offload::UDP_TUNNEL != 0 {
+        return false;
+    }
+    let Some(start) = o.csum_start.checked_add(h.len() as u16) else {
+        return false;
+    };
+    if !push_with(pkt, h, src_port, true) {
+        return false;
+    }
+    let m = &mut pkt.meta.offload;
+    m.csum_start = start;
+    m.flags |= Offload::UDP_TUNNEL | if h.csum { Offload::TUNNEL_CSUM } else { 0 };
+    true
+}
+
+/// [`push`]; with `partial`, a UDP checksum is left as its pseudo-header
+/// sum.
+#[inline(always)]
+fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> bool {
     let hlen = h.len();
     let l4 = usize::from(h.l4_at);
     let v6 = h.is_ipv6();
@@ -285,8 +318,12 @@ pub fn push(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
                 } else {
                     pseudo_v4(get32(d, IP_AT + 12), get32(d, IP_AT + 16), 17, l4_len)
                 };
-                let c = finish(sum_wide(ps, &d[l4..]));
-                put16(d, l4 + 6, if c == 0 { 0xffff } else { c });
+                if partial {
+                    put16(d, l4 + 6, !finish(ps));
+                } else {
+                    let c = finish(sum_wide(ps, &d[l4..]));
+                    put16(d, l4 + 6, if c == 0 { 0xffff } else { c });
+                }
             }
         }
         TunnelKind::Gre => {
@@ -441,12 +478,14 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMet
         if start < inner {
             // The outer checksum was the one left to do: it goes with the
             // outer headers (the inner frame is complete).
-            offload = crate::meta::Offload::NONE;
+            offload = Offload::NONE;
         } else if start < inner + ETH_HEADER_LEN {
             return Err(PopError::BadHeader);
         } else {
-            // The inner frame's checksum is left to do: it moves with it.
+            // The inner frame's checksum is left to do: it moves with it
+            // (and a tunnelled super-frame becomes a plain one).
             offload.csum_start -= inner as u16;
+            offload.flags &= !(Offload::UDP_TUNNEL | Offload::TUNNEL_CSUM);
         }
     }
     // Ethernet padding after the outer datagram goes with the headers.

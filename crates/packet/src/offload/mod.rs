@@ -7,7 +7,10 @@
 //! fixed per segment).
 //!
 //! Also the virtio-net header itself ([`VNET_HDR_LEN`] bytes, little
-//! endian as the kernel's packet sockets and taps write it on x86).
+//! endian as the kernel's packet sockets and taps write it on x86), and
+//! its tunnel form ([`VNET_HDR_TNL_LEN`] bytes, Linux 6.17 on, taps only):
+//! a super-frame inside a UDP tunnel ([`Offload::UDP_TUNNEL`]) whose
+//! segments each carry the outer headers.
 
 use crate::meta::Offload;
 use crate::pool::{Packet, PacketPool};
@@ -22,6 +25,12 @@ const VIRTIO_NET_HDR_GSO_UDP: u8 = 3;
 const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
+mod tunnel;
+#[cfg(test)]
+mod tunnel_tests;
+
+pub use tunnel::{from_vnet_hdr_tnl, vnet_hdr_tnl_of, VNET_HDR_TNL_LEN};
+use tunnel::{tunnel_headers, Outer};
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
@@ -133,6 +142,10 @@ pub fn complete_csum(pkt: &mut Packet) -> Result<(), OffloadError> {
     if !o.needs_csum() {
         return Ok(());
     }
+    if o.flags & Offload::UDP_TUNNEL != 0 {
+        // Its outer headers are the super-frame's: only cutting it makes them.
+        return Err(OffloadError::Malformed);
+    }
     let start = usize::from(o.csum_start);
     let at = start + usize::from(o.csum_offset);
     if at + 2 > pkt.len() {
@@ -151,7 +164,9 @@ pub fn complete_csum(pkt: &mut Packet) -> Result<(), OffloadError> {
 
 /// Where a super-frame's parts are: L3 and L4 offsets, the length of the
 /// headers the segments repeat, where the IP datagram ends (bytes after it,
-/// such as Ethernet padding, are not payload), the L4 protocol.
+/// such as Ethernet padding, are not payload), the L4 protocol; for a
+/// tunnelled one ([`Offload::UDP_TUNNEL`]) these are the inner frame's and
+/// `outer` says where the outer headers are.
 struct Layout {
     l3: usize,
     l4: usize,
@@ -159,15 +174,35 @@ struct Layout {
     end: usize,
     v6: bool,
     proto: u8,
+    outer: Option<Outer>,
 }
 
 fn layout(pkt: &Packet) -> Result<Layout, OffloadError> {
     let m = &pkt.meta;
     let d = pkt.data();
-    let (Some(l3), Some(l4)) = (m.l3(), m.l4()) else {
-        return Err(OffloadError::Malformed);
+    let (l3, l4, l3_type, l4_proto, outer) = if m.offload.flags & Offload::UDP_TUNNEL != 0 {
+        // The inner headers: from the frame (the metadata is the outer
+        // frame's), the inner L4 header where the checksum starts.
+        let (outer, l3) = tunnel_headers(d).ok_or(OffloadError::Malformed)?;
+        let l4 = usize::from(m.offload.csum_start);
+        if !m.offload.needs_csum() || l4 <= l3 || d.len() <= l3 {
+            return Err(OffloadError::Malformed);
+        }
+        let (ty, proto) = match (d[l3] >> 4, m.offload.gso()) {
+            (4, Offload::GSO_UDP_L4) => (ETH_IPV4, UDP),
+            (6, Offload::GSO_UDP_L4) => (ETH_IPV6, UDP),
+            (4, _) => (ETH_IPV4, TCP),
+            (6, _) => (ETH_IPV6, TCP),
+            _ => return Err(OffloadError::Malformed),
+        };
+        (l3, l4, ty, proto, Some(outer))
+    } else {
+        let (Some(l3), Some(l4)) = (m.l3(), m.l4()) else {
+            return Err(OffloadError::Malformed);
+        };
+        (l3, l4, m.l3_type, m.l4_proto, None)
     };
-    let (v6, proto) = match (m.offload.gso(), m.l3_type, m.l4_proto) {
+    let (v6, proto) = match (m.offload.gso(), l3_type, l4_proto) {
         (Offload::GSO_TCPV4, ETH_IPV4, TCP) => (false, TCP),
         (Offload::GSO_TCPV6, ETH_IPV6, TCP) => (true, TCP),
         (Offload::GSO_UDP_L4, ETH_IPV4, UDP) => (false, UDP),
@@ -216,6 +251,7 @@ fn layout(pkt: &Packet) -> Result<Layout, OffloadError> {
         end,
         v6,
         proto,
+        outer,
     })
 }
 
@@ -236,10 +272,12 @@ fn gso_headers_len(pkt: &Packet) -> u16 {
 
 /// Whether `pkt` is a super-frame with more payload than one segment
 /// carries (a GSO packet with one segment's worth only needs its
-/// checksum completed).
+/// checksum completed), or a tunnelled one (its outer lengths and
+/// checksums are made by cutting it, into one segment if that is all).
 pub fn needs_segmenting(pkt: &Packet) -> bool {
     let o = &pkt.meta.offload;
-    o.gso() != 0 && layout(pkt).is_ok_and(|l| l.end - l.hdr > usize::from(o.gso_size))
+    o.gso() != 0
+        && layout(pkt).is_ok_and(|l| l.outer.is_some() || l.end - l.hdr > usize::from(o.gso_size))
 }
 
 /// Cuts a GSO super-frame into segments of at most `gso_size` payload
@@ -255,6 +293,8 @@ pub struct Segmenter {
     seq: u32,
     ihl: usize,
     udp_csum: bool,
+    outer_id: u16,
+    outer_csum: bool,
 }
 
 impl Segmenter {
@@ -281,6 +321,10 @@ impl Segmenter {
             ihl: usize::from(d[lay.l3] & 0x0f) * 4,
             udp_csum: lay.proto == UDP
                 && (be16(d, lay.l4 + 6) != 0 || pkt.meta.offload.needs_csum()),
+            outer_id: lay
+                .outer
+                .map_or(0, |o| if o.v6 { 0 } else { be16(d, o.l3 + 4) }),
+            outer_csum: pkt.meta.offload.flags & Offload::TUNNEL_CSUM != 0,
             lay,
         })
     }
@@ -357,6 +401,9 @@ impl Segmenter {
             }
             put16(s, csum_at, c);
         }
+        if let Some(o) = lay.outer {
+            self.outer_headers(s, o, i);
+        }
         seg.meta = pkt.meta;
         seg.meta.offload = Offload::NONE;
         Some(Ok(seg))
@@ -388,7 +435,7 @@ mod tests {
     use crate::wire::checksum::sum;
     use proptest::prelude::*;
 
-    fn pool() -> PacketPool {
+    pub(super) fn pool() -> PacketPool {
         let mut p = PacketPool::new(1024, 2048).unwrap();
         p.add_big_frames(4, 1 << 17).unwrap();
         p
@@ -396,7 +443,13 @@ mod tests {
 
     /// A TCP or UDP super-frame of `payload` bytes as the kernel hands it
     /// over: checksum partial (the pseudo-header sum in the field).
-    fn super_frame(pool: &mut PacketPool, v6: bool, udp: bool, payload: &[u8], mss: u16) -> Packet {
+    pub(super) fn super_frame(
+        pool: &mut PacketPool,
+        v6: bool,
+        udp: bool,
+        payload: &[u8],
+        mss: u16,
+    ) -> Packet {
         let l4 = if udp {
             L4::Udp {
                 src: 5000,
@@ -459,7 +512,7 @@ mod tests {
     }
 
     /// Whether the frame's IPv4 header and L4 checksums verify.
-    fn verifies(f: &[u8], v6: bool) -> bool {
+    pub(super) fn verifies(f: &[u8], v6: bool) -> bool {
         let l3 = 14;
         let (l4, proto, pseudo) = if v6 {
             let plen = be16(f, l3 + 4) as u32;
