@@ -26,29 +26,33 @@ impl Geometry {
         tx_frames: 512,
         tx_block: 2048 * 32,
     };
-    /// With virtio-net headers every slot must hold a 64 KiB GSO
+    /// With virtio-net headers the tx ring's slots hold a 64 KiB GSO
     /// super-frame with its headers: slots of 64 KiB + 128 B, 15 to a
-    /// block of 1 MiB; 510 rx slots (32 MiB), 255 tx slots (16 MiB).
-    pub(super) const VNET: Geometry = Geometry {
-        rx_frame: VNET_SLOT,
-        rx_frames: 34 * 15,
-        rx_block: 1 << 20,
+    /// block of 1 MiB, 255 of them (16 MiB). The rx ring is sized by the
+    /// MTU as without them: a longer frame (a super-frame) fills its slot
+    /// only with its start and waits whole in the socket's queue
+    /// (`PACKET_COPY_THRESH`), read from there straight into a pool frame
+    /// (one copy, as a 64 KiB slot's frame would be copied out of it
+    /// again).
+    pub(super) const VNET_TX: Geometry = Geometry {
+        rx_frame: 0,
+        rx_frames: 0,
+        rx_block: 0,
         tx_frame: VNET_SLOT,
         tx_frames: 17 * 15,
         tx_block: 1 << 20,
     };
 
-    /// The rings for an interface of MTU `mtu`: [`Geometry::VNET`] with
-    /// virtio-net headers (its slots hold any MTU); else
-    /// [`Geometry::PLAIN`] while a frame fits 2 KiB slots, and for jumbo
-    /// MTUs slots of the next power of two (8 MiB of rx ring, 2 MiB tx).
+    /// The rings for an interface of MTU `mtu`: slots of 2 KiB while a
+    /// frame fits them, for jumbo MTUs of the next power of two (8 MiB
+    /// of rx ring, 2 MiB tx); with virtio-net headers the tx ring is
+    /// [`Geometry::VNET_TX`]'s.
     pub(super) fn for_mtu(vnet: bool, mtu: u32) -> Geometry {
         // Ethernet header, a VLAN tag put back, the slot header and
-        // sockaddr_ll before the frame, alignment.
+        // sockaddr_ll (and the virtio-net header) before the frame,
+        // alignment.
         let need = mtu as usize + 18 + 128;
-        if vnet {
-            Geometry::VNET
-        } else if need <= Geometry::PLAIN.rx_frame {
+        let mut g = if need <= Geometry::PLAIN.rx_frame {
             Geometry::PLAIN
         } else {
             let frame = need.next_power_of_two();
@@ -61,7 +65,13 @@ impl Geometry {
                 tx_frames: ((2 << 20) / frame).max(block / frame),
                 tx_block: block,
             }
+        };
+        if vnet {
+            g.tx_frame = Geometry::VNET_TX.tx_frame;
+            g.tx_frames = Geometry::VNET_TX.tx_frames;
+            g.tx_block = Geometry::VNET_TX.tx_block;
         }
+        g
     }
 }
 
@@ -76,8 +86,11 @@ mod tests {
     #[test]
     fn slots_hold_a_frame_of_the_mtu_and_blocks_hold_whole_slots() {
         assert_eq!(Geometry::for_mtu(false, 1500).rx_frame, 2048);
-        assert_eq!(Geometry::for_mtu(true, 1500).rx_frame, VNET_SLOT);
-        assert_eq!(Geometry::for_mtu(true, 65535).rx_frame, VNET_SLOT);
+        // With virtio-net headers: rx slots by the MTU (super-frames are
+        // read from the socket's queue), tx slots hold a super-frame.
+        assert_eq!(Geometry::for_mtu(true, 1500).rx_frame, 2048);
+        assert_eq!(Geometry::for_mtu(true, 1500).tx_frame, VNET_SLOT);
+        assert_eq!(Geometry::for_mtu(true, 65535).tx_frame, VNET_SLOT);
         for mtu in [68, 1500, 1902, 1903, 4000, 9000, 9710, 16000, 65535] {
             for vnet in [false, true] {
                 let g = Geometry::for_mtu(vnet, mtu);

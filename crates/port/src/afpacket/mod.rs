@@ -1,9 +1,11 @@
 //! The AF_PACKET port (`afpacket:IFNAME`): a Linux interface read and
 //! written through memory-mapped packet rings.
 //!
-//! - **rx**: a TPACKET_V2 ring of frame slots (64 KiB with virtio-net
-//!   headers, the default; 2 KiB without, more for jumbo MTUs: see
-//!   [`geometry`]). The kernel hands each
+//! - **rx**: a TPACKET_V2 ring of frame slots (2 KiB, more for jumbo
+//!   MTUs: see [`geometry`]). A longer frame (a GSO super-frame, with
+//!   virtio-net headers) leaves only its start in its slot and waits whole
+//!   in the socket's queue (`TP_STATUS_COPY`, `PACKET_COPY_THRESH`), read
+//!   from there with `recvmsg` straight into a pool frame. The kernel hands each
 //!   frame over as soon as it is written (its slot's status word), so a
 //!   sparse stream waits for nothing (TPACKET_V3's blocks are handed over
 //!   full or after a timeout of at least 1 ms: ping through the switch took
@@ -61,8 +63,8 @@ pub struct AfPacketOptions {
     /// Exchange virtio-net headers with the kernel (`PACKET_VNET_HDR`):
     /// packets keep their partial checksums and GSO super-frames (TCP
     /// from veths and taps with offloads on) in and out. On by default:
-    /// it costs no measurable rate (docs/offloads.md) but rings of 64 KiB
-    /// slots (about 50 MiB per socket against 5 MiB without).
+    /// it costs no measurable rate (docs/offloads.md) but a tx ring of
+    /// 64 KiB slots (about 20 MiB per socket against 5 MiB without).
     pub vnet: bool,
     /// MTU to set on the interface at open (else it keeps its own).
     pub mtu: Option<u32>,
@@ -179,6 +181,16 @@ impl AfPacketPort {
             // Before the rings: the kernel refuses it once they exist.
             sys::setsockopt(&fd, SOL_PACKET, PACKET_VNET_HDR, &1i32)
                 .map_err(|e| opt("virtio-net headers (PACKET_VNET_HDR)", e))?;
+            // A frame longer than an rx slot (a super-frame) is queued
+            // whole on the socket beside its cut slot (TP_STATUS_COPY),
+            // with room for a burst of them.
+            sys::setsockopt(&fd, SOL_PACKET, PACKET_COPY_THRESH, &1i32)
+                .map_err(|e| opt("whole long frames (PACKET_COPY_THRESH)", e))?;
+            let rcvbuf = 8i32 << 20;
+            if sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &rcvbuf).is_err() {
+                sys::setsockopt(&fd, libc::SOL_SOCKET, libc::SO_RCVBUF, &rcvbuf)
+                    .map_err(|e| opt("receive buffer", e))?;
+            }
         }
         let mtu = sys::apply_mtu(ifname, opts.mtu).map_err(err)?;
         let geo = Geometry::for_mtu(opts.vnet, mtu);
@@ -275,6 +287,61 @@ impl AfPacketPort {
         let rx_len = g.rx_frames.div_ceil(g.rx_block / g.rx_frame) * g.rx_block;
         let per = g.tx_block / g.tx_frame;
         rx_len + (i / per) * g.tx_block + (i % per) * g.tx_frame
+    }
+
+    /// Reads a frame too long for its rx slot (`wire` bytes, its VLAN
+    /// tag as the slot says) from the socket's queue straight into a pool
+    /// frame. A frame that cannot be taken is dequeued all the same.
+    fn read_queued(
+        &mut self,
+        pool: &mut PacketPool,
+        wire: usize,
+        vlan: Option<(u16, u16)>,
+    ) -> Result<sluice_packet::Packet, PortDrop> {
+        let extra = if vlan.is_some() { 4 } else { 0 };
+        let Some(mut pkt) = pool.alloc_for(wire + extra) else {
+            discard_queued(&self.fd);
+            return Err(if wire + extra > pool.max_len() {
+                PortDrop::TooBig
+            } else {
+                PortDrop::NoBuffer
+            });
+        };
+        let room = if wire + extra <= pool.max_packet_len() {
+            pool.max_packet_len()
+        } else {
+            pool.max_big_packet_len()
+        } - extra;
+        pkt.set_len(room);
+        let mut h = [0u8; VNET_HDR_LEN];
+        let got = recv_queued(&self.fd, &mut h, pkt.data_mut());
+        let fail = |pool: &mut PacketPool, pkt, why| {
+            pool.free(pkt);
+            Err(why)
+        };
+        let len = match got {
+            Ok(len) if len <= room => len,
+            Ok(_) => return fail(pool, pkt, PortDrop::TooBig),
+            Err(e) => {
+                self.warnings.note(format!("reading a long frame: {e}"));
+                return fail(pool, pkt, PortDrop::Error);
+            }
+        };
+        let Ok(offload) = from_vnet_hdr(&h) else {
+            return fail(pool, pkt, PortDrop::BadOffload);
+        };
+        pkt.set_len(len);
+        pkt.meta.offload = offload;
+        if let Some((tpid, tci)) = vlan {
+            if len >= 12 && pkt.insert_gap(12, 4) {
+                pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
+                pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+                if pkt.meta.offload.needs_csum() {
+                    pkt.meta.offload.csum_start += 4;
+                }
+            }
+        }
+        Ok(pkt)
     }
 
     /// Reads the kernel's rx-ring drop counter (reset by each read).
@@ -493,11 +560,30 @@ impl Port for AfPacketPort {
                 } else {
                     Ok(Offload::NONE)
                 };
-                if st & TP_STATUS_COPY != 0
-                    || snap < wire
-                    || mac + snap > rx_frame
-                    || snap + extra > pool.max_len()
-                {
+                if st & TP_STATUS_COPY != 0 {
+                    // Longer than a slot: whole in the socket's queue.
+                    let vlan_tag = vlan.then(|| {
+                        let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
+                            read_u16(base, hdr + PKT_VLAN_TPID)
+                        } else {
+                            0x8100
+                        };
+                        (tpid, read_u16(base, hdr + PKT_VLAN_TCI))
+                    });
+                    match self.read_queued(pool, wire, vlan_tag) {
+                        Ok(mut pkt) => {
+                            if pkt.meta.offload.gso() != 0 {
+                                self.stats.rx_gso_packets += 1;
+                            }
+                            pkt.meta.in_port = in_port;
+                            self.stats.rx_packets += 1;
+                            self.stats.rx_bytes += pkt.len() as u64;
+                            let _ = batch.push(pkt);
+                            n += 1;
+                        }
+                        Err(why) => self.stats.rx_drop(why, 1),
+                    }
+                } else if snap < wire || mac + snap > rx_frame || snap + extra > pool.max_len() {
                     self.stats.rx_drop(PortDrop::TooBig, 1);
                 } else if let Err(_e) = offload {
                     self.stats.rx_drop(PortDrop::BadOffload, 1);
@@ -534,6 +620,9 @@ impl Port for AfPacketPort {
                         self.stats.rx_drop(PortDrop::NoBuffer, 1);
                     }
                 }
+            } else if st & TP_STATUS_COPY != 0 {
+                // A frame of ours, queued whole too: dequeued unread.
+                discard_queued(&self.fd);
             }
             status(base, hdr + PKT_STATUS).store(TP_STATUS_KERNEL, Ordering::Release);
             self.rx_slot = (self.rx_slot + 1) % self.geo.rx_frames;

@@ -1,7 +1,8 @@
 //! The packet-socket side of the AF_PACKET port: option numbers and
 //! status bits of `<linux/if_packet.h>`, the structures the ring setup
-//! passes, binding, the drop-all filter a socket starts with, and the
-//! ring-less socket that sends large frames with `sendmsg`.
+//! passes, binding, the drop-all filter a socket starts with, the
+//! ring-less socket that sends large frames with `sendmsg`, and reading a
+//! frame too long for an rx slot from the socket's queue.
 #![allow(unsafe_code)]
 
 use std::io;
@@ -15,6 +16,7 @@ pub(super) const SOL_PACKET: i32 = 263;
 pub(super) const PACKET_ADD_MEMBERSHIP: i32 = 1;
 pub(super) const PACKET_RX_RING: i32 = 5;
 pub(super) const PACKET_STATISTICS: i32 = 6;
+pub(super) const PACKET_COPY_THRESH: i32 = 7;
 pub(super) const PACKET_VERSION: i32 = 10;
 pub(super) const PACKET_TX_RING: i32 = 13;
 pub(super) const PACKET_IGNORE_OUTGOING: i32 = 23;
@@ -161,3 +163,81 @@ impl DropAll {
 
 // SAFETY: the program is immutable plain data.
 unsafe impl Sync for DropAll {}
+
+/// Reads the next frame queued on packet socket `fd` (one too long for
+/// its rx slot, `TP_STATUS_COPY`): its virtio-net header into `hdr`, its
+/// bytes into `buf`. Returns the frame's whole length, which is longer
+/// than `buf` when it was cut. An error the socket kept for its next
+/// reader (`ENETDOWN` after the interface went down and up) is taken
+/// first, then the frame is read.
+pub(super) fn recv_queued(
+    fd: &OwnedFd,
+    hdr: &mut [u8; VNET_HDR_LEN],
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let mut tries = 0;
+    loop {
+        match recv_queued_once(fd, hdr, buf) {
+            Err(e) if e.kind() != io::ErrorKind::WouldBlock && tries < 2 => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+fn recv_queued_once(
+    fd: &OwnedFd,
+    hdr: &mut [u8; VNET_HDR_LEN],
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let mut iov = [
+        libc::iovec {
+            iov_base: hdr.as_mut_ptr().cast(),
+            iov_len: VNET_HDR_LEN,
+        },
+        libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        },
+    ];
+    // SAFETY: a zeroed msghdr is valid (no name, no control data).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = iov.len();
+    // SAFETY: msg points at two iovecs over `hdr` and `buf`, which live
+    // and are not otherwise borrowed for the call.
+    let n = unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    if n < VNET_HDR_LEN {
+        return Err(io::ErrorKind::InvalidData.into());
+    }
+    Ok(n - VNET_HDR_LEN)
+}
+
+/// Takes the next frame queued on packet socket `fd` off its queue
+/// unread (one whose slot is not used), past a kept error as
+/// [`recv_queued`].
+pub(super) fn discard_queued(fd: &OwnedFd) {
+    for _ in 0..3 {
+        // SAFETY: a zero-length receive into no buffer.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            )
+        };
+        if n >= 0 || io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
+            return;
+        }
+    }
+}

@@ -143,3 +143,112 @@ fn a_missing_interface_is_a_clear_error() {
         .unwrap();
     assert!(e.to_string().contains("no network interface"), "{e}");
 }
+
+/// Super-frames longer than an rx slot come whole from the socket's queue
+/// (`TP_STATUS_COPY`), in order among the frames that fit their slots,
+/// with their virtio-net header and VLAN tag.
+#[test]
+fn super_frames_longer_than_a_slot_come_whole_and_in_order() {
+    let v = Veth::new("g");
+    let opts = AfPacketOptions::default();
+    assert!(opts.vnet);
+    let mut tx = AfPacketPort::open("a", &v.0, opts).unwrap();
+    let mut rx = AfPacketPort::open("b", &v.1, opts).unwrap();
+    let mut pool = PacketPool::new(512, 2048).unwrap();
+    pool.add_big_frames(16, 1 << 17).unwrap();
+    // A super-frame (TCP, 20,000 bytes of payload, 1,448 a segment,
+    // checksum partial) or a small UDP frame; every third one tagged.
+    let make = |pool: &mut PacketPool, i: u16| {
+        let big = i.is_multiple_of(2);
+        let f = if big {
+            Frame::ipv4(
+                [10, 0, 0, 1],
+                [10, 0, 0, 2],
+                L4::Tcp {
+                    src: 5000 + i,
+                    dst: 80,
+                    flags: 0x10,
+                },
+            )
+            .payload(&vec![i as u8; 20_000])
+        } else {
+            Frame::ipv4([10, 0, 0, 1], [10, 0, 0, 2], L4::Udp { src: i, dst: 9 })
+        };
+        let tagged = i.is_multiple_of(3);
+        let bytes = if tagged { f.vlan(0x8100, 100) } else { f }.build();
+        let mut p = pool.alloc_for(bytes.len()).unwrap();
+        assert!(p.fill_from(&bytes));
+        if big {
+            let l4 = 14 + if tagged { 4 } else { 0 } + 20;
+            p.meta.offload = Offload {
+                flags: Offload::NEEDS_CSUM | Offload::GSO_TCPV4,
+                gso_size: 1448,
+                csum_start: l4 as u16,
+                csum_offset: 16,
+            };
+        }
+        (bytes, p.meta.offload, p)
+    };
+    let mut want = Vec::new();
+    let until = Instant::now() + std::time::Duration::from_secs(10);
+    // Wait for the link as the other tests do: a small probe across.
+    'probe: while Instant::now() < until {
+        let (_, _, p) = make(&mut pool, 1);
+        let mut b = PacketBatch::new();
+        b.push(p).unwrap();
+        tx.tx_burst(&mut pool, &mut b);
+        tx.flush(&mut pool).unwrap();
+        for _ in 0..20 {
+            let mut b = PacketBatch::new();
+            rx.rx_burst(&mut pool, &mut b, 2);
+            let n = b.len();
+            b.drain().for_each(|p| pool.free(p));
+            if n > 0 {
+                break 'probe;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    loop {
+        let mut b = PacketBatch::new();
+        rx.rx_burst(&mut pool, &mut b, 2);
+        if b.is_empty() {
+            break;
+        }
+        b.drain().for_each(|p| pool.free(p));
+    }
+    let rx0 = rx.stats();
+    let mut b = PacketBatch::new();
+    for i in 0..12u16 {
+        let (bytes, o, p) = make(&mut pool, i);
+        want.push((bytes, o));
+        b.push(p).unwrap();
+    }
+    assert_eq!(tx.tx_burst(&mut pool, &mut b), 12);
+    tx.flush(&mut pool).unwrap();
+    let mut got = Vec::new();
+    let until = Instant::now() + std::time::Duration::from_secs(5);
+    while got.len() < want.len() && Instant::now() < until {
+        let mut b = PacketBatch::new();
+        rx.rx_burst(&mut pool, &mut b, 2);
+        for p in b.drain() {
+            got.push((p.data().to_vec(), p.meta.offload));
+            pool.free(p);
+        }
+    }
+    assert_eq!(got.len(), want.len(), "warnings: {:?}", rx.warnings());
+    for (i, ((g, go), (w, wo))) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.len(), w.len(), "frame {i}");
+        assert_eq!(g, w, "frame {i}: whole, tag put back, in order");
+        assert_eq!(go.gso(), wo.gso(), "frame {i}");
+        if wo.gso() != 0 {
+            assert_eq!(go.gso_size, 1448);
+            assert_eq!(go.csum_start, wo.csum_start, "frame {i}");
+        }
+    }
+    let s = rx.stats();
+    assert_eq!(s.rx_gso_packets - rx0.rx_gso_packets, 6);
+    assert_eq!(s.rx_packets - rx0.rx_packets, 12);
+    assert_eq!(pool.available(), pool.capacity());
+}
