@@ -128,6 +128,20 @@ fn read_u16(base: *const u8, ofs: usize) -> u16 {
     unsafe { base.add(ofs).cast::<u16>().read_unaligned() }
 }
 
+/// Puts back the VLAN tag (TPID, TCI) the kernel took out of a received
+/// frame, moving a partial checksum's start with the bytes after it.
+fn put_vlan(pkt: &mut sluice_packet::Packet, tag: Option<(u16, u16)>) {
+    if let Some((tpid, tci)) = tag {
+        if pkt.len() >= 12 && pkt.insert_gap(12, 4) {
+            pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
+            pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
+            if pkt.meta.offload.needs_csum() {
+                pkt.meta.offload.csum_start += 4;
+            }
+        }
+    }
+}
+
 /// The status word the kernel and this process hand a block or slot over
 /// with; acquire/release order it against the frame bytes.
 fn status(base: *mut u8, ofs: usize) -> &'static AtomicU32 {
@@ -332,15 +346,7 @@ impl AfPacketPort {
         };
         pkt.set_len(len);
         pkt.meta.offload = offload;
-        if let Some((tpid, tci)) = vlan {
-            if len >= 12 && pkt.insert_gap(12, 4) {
-                pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
-                pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
-                if pkt.meta.offload.needs_csum() {
-                    pkt.meta.offload.csum_start += 4;
-                }
-            }
-        }
+        put_vlan(&mut pkt, vlan);
         Ok(pkt)
     }
 
@@ -560,54 +566,36 @@ impl Port for AfPacketPort {
                 } else {
                     Ok(Offload::NONE)
                 };
-                if st & TP_STATUS_COPY != 0 {
+                let vlan_tag = vlan.then(|| {
+                    let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
+                        read_u16(base, hdr + PKT_VLAN_TPID)
+                    } else {
+                        0x8100
+                    };
+                    (tpid, read_u16(base, hdr + PKT_VLAN_TCI))
+                });
+                let got = if st & TP_STATUS_COPY != 0 {
                     // Longer than a slot: whole in the socket's queue.
-                    let vlan_tag = vlan.then(|| {
-                        let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
-                            read_u16(base, hdr + PKT_VLAN_TPID)
-                        } else {
-                            0x8100
-                        };
-                        (tpid, read_u16(base, hdr + PKT_VLAN_TCI))
-                    });
-                    match self.read_queued(pool, wire, vlan_tag) {
-                        Ok(mut pkt) => {
-                            if pkt.meta.offload.gso() != 0 {
-                                self.stats.rx_gso_packets += 1;
-                            }
-                            pkt.meta.in_port = in_port;
-                            self.stats.rx_packets += 1;
-                            self.stats.rx_bytes += pkt.len() as u64;
-                            let _ = batch.push(pkt);
-                            n += 1;
-                        }
-                        Err(why) => self.stats.rx_drop(why, 1),
-                    }
+                    self.read_queued(pool, wire, vlan_tag)
                 } else if snap < wire || mac + snap > rx_frame || snap + extra > pool.max_len() {
-                    self.stats.rx_drop(PortDrop::TooBig, 1);
-                } else if let Err(_e) = offload {
-                    self.stats.rx_drop(PortDrop::BadOffload, 1);
-                } else {
+                    Err(PortDrop::TooBig)
+                } else if let Ok(offload) = offload {
                     // SAFETY: the kernel placed snap bytes at hdr + mac,
                     // inside the slot (checked above), which we own until
                     // its status goes back to the kernel below.
                     let frame = unsafe { std::slice::from_raw_parts(base.add(hdr + mac), snap) };
-                    if let Some(mut pkt) = pool.alloc_from(frame) {
-                        pkt.meta.offload = offload.unwrap_or(Offload::NONE);
-                        if vlan && snap >= 12 {
-                            let tpid = if st & TP_STATUS_VLAN_TPID_VALID != 0 {
-                                read_u16(base, hdr + PKT_VLAN_TPID)
-                            } else {
-                                0x8100
-                            };
-                            let tci = read_u16(base, hdr + PKT_VLAN_TCI);
-                            pkt.insert_gap(12, 4);
-                            pkt.data_mut()[12..14].copy_from_slice(&tpid.to_be_bytes());
-                            pkt.data_mut()[14..16].copy_from_slice(&tci.to_be_bytes());
-                            if pkt.meta.offload.needs_csum() {
-                                pkt.meta.offload.csum_start += 4;
-                            }
-                        }
+                    pool.alloc_from(frame)
+                        .map(|mut pkt| {
+                            pkt.meta.offload = offload;
+                            put_vlan(&mut pkt, vlan_tag);
+                            pkt
+                        })
+                        .ok_or(PortDrop::NoBuffer)
+                } else {
+                    Err(PortDrop::BadOffload)
+                };
+                match got {
+                    Ok(mut pkt) => {
                         if pkt.meta.offload.gso() != 0 {
                             self.stats.rx_gso_packets += 1;
                         }
@@ -616,9 +604,8 @@ impl Port for AfPacketPort {
                         self.stats.rx_bytes += pkt.len() as u64;
                         let _ = batch.push(pkt);
                         n += 1;
-                    } else {
-                        self.stats.rx_drop(PortDrop::NoBuffer, 1);
                     }
+                    Err(why) => self.stats.rx_drop(why, 1),
                 }
             } else if st & TP_STATUS_COPY != 0 {
                 // A frame of ours, queued whole too: dequeued unread.

@@ -31,6 +31,42 @@ impl Drop for Veth {
     }
 }
 
+/// Operstate reads "up" a moment before the kernel swaps in the real
+/// qdisc, and the placeholder drops: probes from `tx` until one reaches
+/// `rx` (10 s at most), then reads late copies. Returns the probes sent.
+fn wait_for_link(tx: &mut AfPacketPort, rx: &mut AfPacketPort, pool: &mut PacketPool) -> u64 {
+    let probe = Frame::ipv4([10, 0, 0, 9], [10, 0, 0, 9], L4::Udp { src: 9, dst: 9 }).build();
+    let until = Instant::now() + std::time::Duration::from_secs(10);
+    let mut probes = 0;
+    'probe: while Instant::now() < until {
+        let mut b = PacketBatch::new();
+        b.push(pool.alloc_from(&probe).unwrap()).unwrap();
+        probes += tx.tx_burst(pool, &mut b) as u64;
+        tx.flush(pool).unwrap();
+        for _ in 0..20 {
+            let mut b = PacketBatch::new();
+            rx.rx_burst(pool, &mut b, 2);
+            let n = b.len();
+            b.drain().for_each(|p| pool.free(p));
+            if n > 0 {
+                break 'probe;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+    // Late copies of the probe, if any, are read and counted here.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    loop {
+        let mut b = PacketBatch::new();
+        rx.rx_burst(pool, &mut b, 2);
+        if b.is_empty() {
+            break;
+        }
+        b.drain().for_each(|p| pool.free(p));
+    }
+    probes
+}
+
 fn frames() -> Vec<Vec<u8>> {
     (0..100u16)
         .map(|i| {
@@ -64,37 +100,7 @@ fn cross_a_veth_pair(tag: &str, vnet: bool) {
     let mut tx = AfPacketPort::open("a", &v.0, opts).unwrap();
     let mut rx = AfPacketPort::open("b", &v.1, opts).unwrap();
     let mut pool = PacketPool::new(512, 2048).unwrap();
-    // Operstate reads "up" a moment before the kernel swaps in the real
-    // qdisc, and the placeholder drops: probe until a frame gets across.
-    let probe = Frame::ipv4([10, 0, 0, 9], [10, 0, 0, 9], L4::Udp { src: 9, dst: 9 }).build();
-    let until = Instant::now() + std::time::Duration::from_secs(10);
-    let mut probes = 0;
-    'probe: while Instant::now() < until {
-        let mut b = PacketBatch::new();
-        b.push(pool.alloc_from(&probe).unwrap()).unwrap();
-        probes += tx.tx_burst(&mut pool, &mut b) as u64;
-        tx.flush(&mut pool).unwrap();
-        for _ in 0..20 {
-            let mut b = PacketBatch::new();
-            rx.rx_burst(&mut pool, &mut b, 2);
-            let n = b.len();
-            b.drain().for_each(|p| pool.free(p));
-            if n > 0 {
-                break 'probe;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
-    // Late copies of the probe, if any, are read and counted here.
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    loop {
-        let mut b = PacketBatch::new();
-        rx.rx_burst(&mut pool, &mut b, 2);
-        if b.is_empty() {
-            break;
-        }
-        b.drain().for_each(|p| pool.free(p));
-    }
+    let probes = wait_for_link(&mut tx, &mut rx, &mut pool);
     let (tx0, rx0) = (tx.stats(), rx.stats());
     assert!(rx0.rx_packets > 0, "no probe crossed the veth in 10 s");
     assert!(tx0.tx_packets == probes);
@@ -189,35 +195,8 @@ fn super_frames_longer_than_a_slot_come_whole_and_in_order() {
         }
         (bytes, p.meta.offload, p)
     };
+    wait_for_link(&mut tx, &mut rx, &mut pool);
     let mut want = Vec::new();
-    let until = Instant::now() + std::time::Duration::from_secs(10);
-    // Wait for the link as the other tests do: a small probe across.
-    'probe: while Instant::now() < until {
-        let (_, _, p) = make(&mut pool, 1);
-        let mut b = PacketBatch::new();
-        b.push(p).unwrap();
-        tx.tx_burst(&mut pool, &mut b);
-        tx.flush(&mut pool).unwrap();
-        for _ in 0..20 {
-            let mut b = PacketBatch::new();
-            rx.rx_burst(&mut pool, &mut b, 2);
-            let n = b.len();
-            b.drain().for_each(|p| pool.free(p));
-            if n > 0 {
-                break 'probe;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-    }
-    std::thread::sleep(std::time::Duration::from_millis(50));
-    loop {
-        let mut b = PacketBatch::new();
-        rx.rx_burst(&mut pool, &mut b, 2);
-        if b.is_empty() {
-            break;
-        }
-        b.drain().for_each(|p| pool.free(p));
-    }
     let rx0 = rx.stats();
     let mut b = PacketBatch::new();
     for i in 0..12u16 {
