@@ -181,11 +181,11 @@ const TUN_F_UDP_TUNNEL_GSO_CSUM: libc::c_uint = 0x100;
 /// Tells a tap opened with a virtio-net header that its reader takes
 /// partial checksums and TCP segmentation offload (and UDP segmentation
 /// where the kernel knows it, 6.2 on), so the kernel hands over
-/// super-frames instead of cutting them. With `tunnel`, super-frames
-/// inside UDP tunnels too (6.17 on), with their outer checksums: the
-/// device then exchanges the 24-byte tunnel form of the header
-/// (`TUNSETVNETHDRSZ`). Returns whether the tunnel form is on.
-pub fn tun_set_offload(fd: &OwnedFd, tunnel: bool) -> io::Result<bool> {
+/// super-frames instead of cutting them; super-frames inside UDP tunnels
+/// too where the kernel knows them (6.17 on), with their outer
+/// checksums: the device then exchanges the 24-byte tunnel form of the
+/// header (`TUNSETVNETHDRSZ`). Returns whether the tunnel form is on.
+pub fn tun_set_offload(fd: &OwnedFd) -> io::Result<bool> {
     let tcp = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
     let set = |flags: libc::c_uint| {
         // SAFETY: TUNSETOFFLOAD takes its argument by value.
@@ -195,33 +195,23 @@ pub fn tun_set_offload(fd: &OwnedFd, tunnel: bool) -> io::Result<bool> {
             Ok(())
         }
     };
-    let plain = |uso: bool| {
-        if uso {
-            set(tcp | libc::TUN_F_USO4 | libc::TUN_F_USO6)
-        } else {
-            set(tcp)
-        }
+    // USO where the kernel has it (6.2 on).
+    let uso = libc::TUN_F_USO4 | libc::TUN_F_USO6;
+    let plain = if set(tcp | uso).is_ok() {
+        tcp | uso
+    } else {
+        set(tcp)?;
+        tcp
     };
-    let uso = plain(true).is_ok();
-    if !uso {
-        plain(false)?;
-    }
-    if !tunnel {
-        return Ok(false);
-    }
-    let mut with = tcp | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM;
-    if uso {
-        with |= libc::TUN_F_USO4 | libc::TUN_F_USO6;
-    }
     // A kernel before 6.17 refuses the flags it does not know.
-    if set(with).is_err() {
+    if set(plain | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM).is_err() {
         return Ok(false);
     }
     let size = sluice_packet::offload::VNET_HDR_TNL_LEN as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int that lives for the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &size) } < 0 {
         let e = io::Error::last_os_error();
-        plain(uso)?;
+        set(plain)?;
         return Err(e);
     }
     Ok(true)

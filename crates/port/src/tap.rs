@@ -109,7 +109,7 @@ impl TapPort {
                 .map_err(|e| err(format!("making '{ifname}' persistent: {e}")))?;
         }
         let tnl = if vnet {
-            sys::tun_set_offload(&fd, true).map_err(|e| {
+            sys::tun_set_offload(&fd).map_err(|e| {
                 err(format!(
                     "telling '{ifname}' which offloads Sluice takes: {e}"
                 ))

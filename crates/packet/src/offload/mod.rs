@@ -16,6 +16,13 @@ use crate::meta::Offload;
 use crate::pool::{Packet, PacketPool};
 use crate::wire::checksum::{checksum, finish, pseudo_v4, pseudo_v6, sum_wide};
 
+mod tunnel;
+#[cfg(test)]
+mod tunnel_tests;
+
+pub use tunnel::{from_vnet_hdr_tnl, vnet_hdr_tnl_of, VNET_HDR_TNL_LEN};
+use tunnel::{tunnel_headers, Outer};
+
 /// Bytes of a `struct virtio_net_hdr`.
 pub const VNET_HDR_LEN: usize = 10;
 
@@ -25,12 +32,6 @@ const VIRTIO_NET_HDR_GSO_UDP: u8 = 3;
 const VIRTIO_NET_HDR_GSO_TCPV6: u8 = 4;
 const VIRTIO_NET_HDR_GSO_UDP_L4: u8 = 5;
 const VIRTIO_NET_HDR_GSO_ECN: u8 = 0x80;
-mod tunnel;
-#[cfg(test)]
-mod tunnel_tests;
-
-pub use tunnel::{from_vnet_hdr_tnl, vnet_hdr_tnl_of, VNET_HDR_TNL_LEN};
-use tunnel::{tunnel_headers, Outer};
 
 const ETH_IPV4: u16 = 0x0800;
 const ETH_IPV6: u16 = 0x86dd;
@@ -357,16 +358,8 @@ impl Segmenter {
         s[lay.hdr..].copy_from_slice(chunk);
         let l4_len = lay.hdr - lay.l4 + chunk.len();
         // IP: lengths, IDs (each segment its own), the IPv4 header checksum.
-        if lay.v6 {
-            let plen = lay.hdr - lay.l3 - 40 + chunk.len();
-            put16(s, lay.l3 + 4, plen as u16);
-        } else {
-            put16(s, lay.l3 + 2, (lay.hdr - lay.l3 + chunk.len()) as u16);
-            put16(s, lay.l3 + 4, self.ip_id.wrapping_add(i as u16));
-            put16(s, lay.l3 + 10, 0);
-            let c = checksum(&s[lay.l3..lay.l3 + self.ihl]);
-            put16(s, lay.l3 + 10, c);
-        }
+        let id = self.ip_id.wrapping_add(i as u16);
+        segment_ip_header(s, lay.l3, lay.v6, self.ihl, Some(id));
         let csum_at = if lay.proto == TCP {
             let t = lay.l4;
             s[t + 4..t + 8].copy_from_slice(&self.seq.wrapping_add((i * mss) as u32).to_be_bytes());
@@ -382,24 +375,7 @@ impl Segmenter {
             lay.l4 + 6
         };
         if lay.proto == TCP || self.udp_csum {
-            put16(s, csum_at, 0);
-            let pseudo = if lay.v6 {
-                let src: [u8; 16] = s[lay.l3 + 8..lay.l3 + 24].try_into().expect("16 bytes");
-                let dst: [u8; 16] = s[lay.l3 + 24..lay.l3 + 40].try_into().expect("16 bytes");
-                pseudo_v6(&src, &dst, lay.proto, l4_len as u32)
-            } else {
-                pseudo_v4(
-                    be32(s, lay.l3 + 12),
-                    be32(s, lay.l3 + 16),
-                    lay.proto,
-                    l4_len as u16,
-                )
-            };
-            let mut c = finish(sum_wide(pseudo, &s[lay.l4..]));
-            if lay.proto == UDP && c == 0 {
-                c = 0xffff;
-            }
-            put16(s, csum_at, c);
+            segment_l4_csum(s, lay.l3, lay.v6, lay.l4, lay.proto, csum_at);
         }
         if let Some(o) = lay.outer {
             self.outer_headers(s, o, i);
@@ -408,6 +384,43 @@ impl Segmenter {
         seg.meta.offload = Offload::NONE;
         Some(Ok(seg))
     }
+}
+
+/// A segment's IP header at `l3` (the segment ends the datagram): its
+/// length; IPv4's ID (when given) and header checksum (over `ihl` bytes).
+fn segment_ip_header(s: &mut [u8], l3: usize, v6: bool, ihl: usize, id: Option<u16>) {
+    let len = s.len();
+    if v6 {
+        put16(s, l3 + 4, (len - l3 - 40) as u16);
+    } else {
+        put16(s, l3 + 2, (len - l3) as u16);
+        if let Some(id) = id {
+            put16(s, l3 + 4, id);
+        }
+        put16(s, l3 + 10, 0);
+        let c = checksum(&s[l3..l3 + ihl]);
+        put16(s, l3 + 10, c);
+    }
+}
+
+/// A segment's full L4 checksum (TCP or UDP at `l4`, to the segment's
+/// end, under the IP header at `l3`) written at `csum_at`; a UDP one that
+/// comes out 0 is sent as 0xffff.
+fn segment_l4_csum(s: &mut [u8], l3: usize, v6: bool, l4: usize, proto: u8, csum_at: usize) {
+    let l4_len = s.len() - l4;
+    put16(s, csum_at, 0);
+    let pseudo = if v6 {
+        let src: [u8; 16] = s[l3 + 8..l3 + 24].try_into().expect("16 bytes");
+        let dst: [u8; 16] = s[l3 + 24..l3 + 40].try_into().expect("16 bytes");
+        pseudo_v6(&src, &dst, proto, l4_len as u32)
+    } else {
+        pseudo_v4(be32(s, l3 + 12), be32(s, l3 + 16), proto, l4_len as u16)
+    };
+    let mut c = finish(sum_wide(pseudo, &s[l4..]));
+    if proto == UDP && c == 0 {
+        c = 0xffff;
+    }
+    put16(s, csum_at, c);
 }
 
 /// Cuts GSO super-frame `pkt` into segments (see [`Segmenter`]), handing

@@ -3,11 +3,10 @@
 //! on), where such a frame's outer and inner headers are, and the outer
 //! headers of each segment cut from one.
 
-use super::{be16, be32, from_vnet_hdr, layout, put16, to_vnet_hdr, vnet_hdr_of, OffloadError};
-use super::{Segmenter, ETH_IPV4, ETH_IPV6, UDP, VNET_HDR_LEN};
+use super::{be16, from_vnet_hdr, layout, put16, to_vnet_hdr, vnet_hdr_of, OffloadError};
+use super::{segment_ip_header, segment_l4_csum, Segmenter, ETH_IPV4, ETH_IPV6, UDP, VNET_HDR_LEN};
 use crate::meta::Offload;
 use crate::pool::Packet;
-use crate::wire::checksum::{checksum, finish, pseudo_v4, pseudo_v6, sum_wide};
 
 const VIRTIO_NET_HDR_F_UDP_TUNNEL_CSUM: u8 = 8;
 const VIRTIO_NET_HDR_GSO_UDP_TUNNEL_IPV4: u8 = 0x20;
@@ -133,32 +132,15 @@ impl Segmenter {
     /// as Sluice encapsulates a single frame), else each segment gets its
     /// own, as the kernel's GSO numbers them.
     pub(super) fn outer_headers(&self, s: &mut [u8], o: Outer, i: usize) {
-        let len = s.len();
-        if o.v6 {
-            put16(s, o.l3 + 4, (len - o.l3 - 40) as u16);
-        } else {
-            let ihl = o.th - o.l3;
-            put16(s, o.l3 + 2, (len - o.l3) as u16);
-            if s[o.l3 + 6] & 0x40 == 0 {
-                put16(s, o.l3 + 4, self.outer_id.wrapping_add(i as u16));
-            }
-            put16(s, o.l3 + 10, 0);
-            let c = checksum(&s[o.l3..o.l3 + ihl]);
-            put16(s, o.l3 + 10, c);
-        }
-        let ulen = len - o.th;
+        let df = !o.v6 && s[o.l3 + 6] & 0x40 != 0;
+        let id = (!df).then(|| self.outer_id.wrapping_add(i as u16));
+        segment_ip_header(s, o.l3, o.v6, o.th - o.l3, id);
+        let ulen = s.len() - o.th;
         put16(s, o.th + 4, ulen as u16);
-        put16(s, o.th + 6, 0);
         if self.outer_csum {
-            let pseudo = if o.v6 {
-                let src: [u8; 16] = s[o.l3 + 8..o.l3 + 24].try_into().expect("16 bytes");
-                let dst: [u8; 16] = s[o.l3 + 24..o.l3 + 40].try_into().expect("16 bytes");
-                pseudo_v6(&src, &dst, UDP, ulen as u32)
-            } else {
-                pseudo_v4(be32(s, o.l3 + 12), be32(s, o.l3 + 16), UDP, ulen as u16)
-            };
-            let c = finish(sum_wide(pseudo, &s[o.th..]));
-            put16(s, o.th + 6, if c == 0 { 0xffff } else { c });
+            segment_l4_csum(s, o.l3, o.v6, o.th, UDP, o.th + 6);
+        } else {
+            put16(s, o.th + 6, 0);
         }
     }
 }

@@ -321,11 +321,8 @@ impl AfPacketPort {
                 PortDrop::NoBuffer
             });
         };
-        let room = if wire + extra <= pool.max_packet_len() {
-            pool.max_packet_len()
-        } else {
-            pool.max_big_packet_len()
-        } - extra;
+        // The tag goes back into the headroom: the frame's tail is room.
+        let room = pkt.tailroom();
         pkt.set_len(room);
         let mut h = [0u8; VNET_HDR_LEN];
         let got = recv_queued(&self.fd, &mut h, pkt.data_mut());

@@ -226,18 +226,5 @@ fn recv_queued_once(
 /// unread (one whose slot is not used), past a kept error as
 /// [`recv_queued`].
 pub(super) fn discard_queued(fd: &OwnedFd) {
-    for _ in 0..3 {
-        // SAFETY: a zero-length receive into no buffer.
-        let n = unsafe {
-            libc::recv(
-                fd.as_raw_fd(),
-                std::ptr::null_mut(),
-                0,
-                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
-            )
-        };
-        if n >= 0 || io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock {
-            return;
-        }
-    }
+    let _ = recv_queued(fd, &mut [0; VNET_HDR_LEN], &mut []);
 }
