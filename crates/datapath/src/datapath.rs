@@ -193,6 +193,7 @@ impl Datapath {
         };
         port.attach_pool(&mut self.pool).map_err(DpError::Port)?;
         let caps = port.caps();
+        let mtu = port.mtu().unwrap_or(u32::MAX);
         self.out.ports.insert(
             pos,
             PortSlot {
@@ -209,6 +210,7 @@ impl Datapath {
                 send_at: usize::MAX,
                 wall_deadline_us: 0,
                 rx_cycles: 0,
+                mtu,
                 no_recv: false,
                 no_fwd: false,
                 no_packet_in: false,
@@ -767,6 +769,7 @@ impl Datapath {
             .ok_or(DpError::NoSuchPort(ofport))?;
         let slot = &mut self.out.ports[i];
         slot.port.set_mtu(mtu).map_err(DpError::Port)?;
+        slot.mtu = slot.port.mtu().unwrap_or(u32::MAX);
         for q in &mut slot.extra_rxqs {
             q.port.set_mtu(mtu).map_err(DpError::Port)?;
         }

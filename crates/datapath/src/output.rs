@@ -45,6 +45,9 @@ pub(crate) struct PortSlot {
     /// TSC cycles spent receiving from this port and processing what came
     /// (OVS's per-rxq processing cycles, for `pmd-rxq-show`).
     pub rx_cycles: u64,
+    /// Its MTU (`u32::MAX` for a port without one): an encapsulated
+    /// packet longer is dropped as `tunnel mtu exceeded`, not queued.
+    pub mtu: u32,
     /// OpenFlow port config: what it receives is dropped (`no_recv`).
     pub no_recv: bool,
     /// OpenFlow port config: nothing is forwarded to it (`no_fwd`).

@@ -40,6 +40,10 @@ pub enum DropReason {
     TunnelNoPort,
     /// Encapsulated, a packet would be longer than an IPv4 datagram may be.
     TunnelTooLong,
+    /// Encapsulated, a packet (or a super-frame's segment) would be longer
+    /// than the underlay port's MTU: the inner MTU must leave room for
+    /// the tunnel's headers (docs/tunnels.md).
+    TunnelMtuExceeded,
     /// A fragment a `ct` held whose datagram never completed: its list
     /// expired and was not sent on, or the switch stopped (OVS's
     /// `frags purged`).
@@ -79,6 +83,7 @@ pub const DROP_REASONS: [DropReason; N_DROP_REASONS] = [
     DropReason::Xlate(XlateDrop::TunnelEcn),
     DropReason::FragmentPurged,
     DropReason::Xlate(XlateDrop::TunnelEgress),
+    DropReason::TunnelMtuExceeded,
 ];
 
 impl DropReason {
@@ -100,6 +105,7 @@ impl DropReason {
             DropReason::TunnelNoPort => "no tunnel port",
             DropReason::TunnelTooLong => "tunnel packet too long",
             DropReason::FragmentPurged => "fragment purged",
+            DropReason::TunnelMtuExceeded => "tunnel mtu exceeded",
         }
     }
 
@@ -137,12 +143,13 @@ impl DropReason {
             DropReason::Xlate(XlateDrop::TunnelEcn) => 28,
             DropReason::FragmentPurged => 29,
             DropReason::Xlate(XlateDrop::TunnelEgress) => 30,
+            DropReason::TunnelMtuExceeded => 31,
         }
     }
 }
 
 /// Number of drop counters.
-pub const N_DROP_REASONS: usize = 31;
+pub const N_DROP_REASONS: usize = 32;
 
 /// Counters of one datapath thread.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

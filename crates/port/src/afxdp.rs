@@ -488,6 +488,10 @@ impl AfXdpPort {
 }
 
 impl Port for AfXdpPort {
+    fn mtu(&self) -> Option<u32> {
+        Some(self.mtu)
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

@@ -137,19 +137,38 @@ impl PortDrop {
 /// Whether `pkt` fits on a link of MTU `mtu`: what follows its Ethernet
 /// header and VLAN tags is at most `mtu` bytes. A GSO super-frame fits
 /// when its segments will (`gso_size` plus headers is checked where it is
-/// cut, by the kernel or by the datapath).
+/// cut, by the kernel or by the datapath: [`segments_fit_mtu`]).
 #[inline]
 pub fn fits_mtu(pkt: &sluice_packet::Packet, mtu: u32) -> bool {
-    let d = pkt.data();
+    pkt.meta.offload.gso() != 0 || l2_fits(pkt.data(), pkt.len(), mtu)
+}
+
+/// Whether every frame `pkt` goes on the wire as fits on a link of MTU
+/// `mtu`, a super-frame judged by its longest segment (its headers, the
+/// outer ones of a tunnelled one included, and `gso_size` of payload).
+#[inline]
+pub fn segments_fit_mtu(pkt: &sluice_packet::Packet, mtu: u32) -> bool {
+    let len = if pkt.meta.offload.gso() == 0 {
+        pkt.len()
+    } else {
+        sluice_packet::offload::longest_segment(pkt)
+    };
+    l2_fits(pkt.data(), len, mtu)
+}
+
+/// Whether a frame of `len` bytes that starts as `d` carries at most `mtu`
+/// bytes after its Ethernet header and VLAN tags.
+#[inline]
+fn l2_fits(d: &[u8], len: usize, mtu: u32) -> bool {
     let mut l2 = 14;
-    if d.len() <= mtu as usize + l2 || pkt.meta.offload.gso() != 0 {
+    if len <= mtu as usize + l2 {
         return true;
     }
     while d.len() >= l2 + 4 && matches!(u16::from_be_bytes([d[l2 - 2], d[l2 - 1]]), 0x8100 | 0x88a8)
     {
         l2 += 4;
     }
-    d.len() <= mtu as usize + l2
+    len <= mtu as usize + l2
 }
 
 /// Counters a port keeps about itself.
@@ -422,6 +441,13 @@ pub trait Port: Send {
     /// The port's own counters.
     fn stats(&self) -> PortStats;
 
+    /// Its MTU, where it has one (an interface's, as read when it was
+    /// opened or last set through [`Port::set_mtu`]): what the datapath
+    /// checks an encapsulated packet against before queueing it here.
+    fn mtu(&self) -> Option<u32> {
+        None
+    }
+
     /// Changes the MTU in place (the interface's and what the port sends),
     /// keeping the port as it is: what `ovs-vsctl set interface X
     /// mtu_request=N` asks. Ports that cannot (no interface, or buffers
@@ -471,7 +497,20 @@ mod tests {
         assert!(!fits_mtu(&gso, 1500));
         gso.meta.offload.flags |= Offload::GSO_UDP_L4;
         gso.meta.offload.gso_size = 1472;
+        gso.meta.l3_ofs = 14;
+        gso.meta.l3_type = 0x0800;
+        gso.meta.l4_ofs = 34;
+        gso.meta.l4_proto = 17;
         assert!(fits_mtu(&gso, 1500));
+        assert!(segments_fit_mtu(&gso, 1500));
+        gso.meta.offload.gso_size = 1473;
+        assert!(fits_mtu(&gso, 1500));
+        assert!(!segments_fit_mtu(&gso, 1500), "a 1501-byte segment");
+        assert!(segments_fit_mtu(&gso, 1501));
+        // Its last segment may be short; the longest is what counts.
+        gso.meta.offload.gso_size = 8000;
+        assert!(!segments_fit_mtu(&gso, 8027));
+        assert!(segments_fit_mtu(&gso, 8028));
         pool.free(gso);
     }
 }

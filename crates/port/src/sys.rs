@@ -184,8 +184,9 @@ const TUN_F_UDP_TUNNEL_GSO_CSUM: libc::c_uint = 0x100;
 /// super-frames instead of cutting them; super-frames inside UDP tunnels
 /// too where the kernel knows them (6.17 on), with their outer
 /// checksums: the device then exchanges the 24-byte tunnel form of the
-/// header (`TUNSETVNETHDRSZ`). Returns whether the tunnel form is on.
-pub fn tun_set_offload(fd: &OwnedFd) -> io::Result<bool> {
+/// header (`TUNSETVNETHDRSZ`). Returns whether the tunnel form is on,
+/// and if not, why.
+pub fn tun_set_offload(fd: &OwnedFd) -> io::Result<TunnelGso> {
     let tcp = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
     let set = |flags: libc::c_uint| {
         // SAFETY: TUNSETOFFLOAD takes its argument by value.
@@ -205,16 +206,31 @@ pub fn tun_set_offload(fd: &OwnedFd) -> io::Result<bool> {
     };
     // A kernel before 6.17 refuses the flags it does not know.
     if set(plain | TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM).is_err() {
-        return Ok(false);
+        return Ok(TunnelGso::Absent);
     }
     let size = sluice_packet::offload::VNET_HDR_TNL_LEN as libc::c_int;
     // SAFETY: TUNSETVNETHDRSZ reads one int that lives for the call.
     if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETVNETHDRSZ, &size) } < 0 {
+        // Without the longer header the tunnel flags cannot be used: back
+        // to the plain ones, the tunnelled super-frames cut by Sluice.
         let e = io::Error::last_os_error();
         set(plain)?;
-        return Err(e);
+        return Ok(TunnelGso::Refused(e));
     }
-    Ok(true)
+    Ok(TunnelGso::On)
+}
+
+/// Whether a tap takes and gives UDP-tunnel super-frames
+/// ([`tun_set_offload`]).
+#[derive(Debug)]
+pub enum TunnelGso {
+    /// Yes, with the 24-byte tunnel form of the virtio-net header.
+    On,
+    /// The kernel has no UDP-tunnel GSO for taps (before 6.17).
+    Absent,
+    /// The kernel knows the flags but refused the longer header: the
+    /// plain flags and header are kept.
+    Refused(io::Error),
 }
 
 /// A socket of `domain`/`ty`/`proto`, close-on-exec.

@@ -108,12 +108,20 @@ impl TapPort {
             sys::tun_set_persist(&fd, true)
                 .map_err(|e| err(format!("making '{ifname}' persistent: {e}")))?;
         }
+        let mut warnings = Warnings::new(8);
         let tnl = if vnet {
-            sys::tun_set_offload(&fd).map_err(|e| {
+            let gso = sys::tun_set_offload(&fd).map_err(|e| {
                 err(format!(
                     "telling '{ifname}' which offloads Sluice takes: {e}"
                 ))
-            })?
+            })?;
+            if let sys::TunnelGso::Refused(e) = &gso {
+                warnings.note(format!(
+                    "the kernel refused the tunnel form of the virtio-net header ({e}): \
+                     tunnelled super-frames are cut by Sluice"
+                ));
+            }
+            matches!(gso, sys::TunnelGso::On)
         } else {
             false
         };
@@ -131,7 +139,7 @@ impl TapPort {
             tnl,
             mtu,
             stats: PortStats::default(),
-            warnings: Warnings::new(8),
+            warnings,
         })
     }
 
@@ -252,6 +260,10 @@ impl TapPort {
 }
 
 impl Port for TapPort {
+    fn mtu(&self) -> Option<u32> {
+        Some(self.mtu)
+    }
+
     fn set_mtu(&mut self, mtu: u32) -> Result<(), PortError> {
         self.mtu = sys::apply_mtu(&self.ifname, Some(mtu)).map_err(|message| PortError {
             port: self.name.clone(),

@@ -190,7 +190,28 @@ fn vxlan_to_the_kernel_carries_ping_and_iperf3_both_ways() {
         back > 5_000_000,
         "iperf3 from the kernel's side moved {back} bytes"
     );
-    stopped_clean(sw);
+    // An inner packet that leaves no room for the tunnel's 50 bytes on the
+    // 1500-byte underlay (1500 bytes of IP, DF) is dropped where it is
+    // encapsulated, each counted as `tunnel mtu exceeded`; one that
+    // leaves room (1450) passes.
+    let big = a.exec_status("ping -c 3 -i 0.2 -W 1 -M do -s 1472 192.168.71.2");
+    assert!(!big.status.success(), "1500-byte pings crossed");
+    a.exec("ping -c 2 -i 0.2 -W 2 -M do -s 1422 192.168.71.2");
+    let report = sw.stop();
+    assert_balanced(&report);
+    let dropped = &report["datapath"]["dropped"];
+    assert_eq!(dropped["tunnel mtu exceeded"].as_u64(), Some(3), "{report}");
+    let underlay = report["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["number"].as_u64() == Some(2))
+        .unwrap_or_else(|| panic!("no port 2 in {report}"));
+    assert_eq!(
+        underlay["tx_dropped"]["too big"].as_u64(),
+        Some(0),
+        "{underlay}"
+    );
 }
 
 /// The underlay address the kernel's, on an internal (tap) port, as

@@ -34,6 +34,7 @@ pub(crate) struct Fates {
     pub tnl_csum: u32,
     pub tnl_port: u32,
     pub tnl_long: u32,
+    pub tnl_mtu: u32,
     /// Packet-ins not made: the controller queue full, the rate limit,
     /// the upcall budget, the controller meter, a port that sends none.
     pub ctl_full: u32,
@@ -98,6 +99,8 @@ impl Fates {
                 cx.stats.dropped[DropReason::TunnelNoPort.index()] += 1;
             } else if f.tnl_long & bit != 0 {
                 cx.stats.dropped[DropReason::TunnelTooLong.index()] += 1;
+            } else if f.tnl_mtu & bit != 0 {
+                cx.stats.dropped[DropReason::TunnelMtuExceeded.index()] += 1;
             } else if f.ct_end & bit != 0 {
                 // Tracked (committed, maybe), then no output.
                 cx.stats.dropped[DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput)).index()] +=

@@ -110,21 +110,41 @@ pub(super) fn output(
     cx: &mut Ctx<'_>,
     f: &mut Fates,
 ) {
-    let (s, n, l) = tnl_output(
+    let o = tnl_output(
         header, idx, is_last, pkts, f.skip, cx.slots, cx.pool, cx.out, cx.stats, cx.now_us,
         cx.hashes,
     );
-    f.sent |= s;
-    f.no_buf |= n;
-    f.tnl_long |= l;
+    f.sent |= o.sent;
+    f.no_buf |= o.no_buf;
+    f.tnl_long |= o.long;
+    f.tnl_mtu |= o.mtu;
+}
+
+/// What became of a `tnl_push`'s packets (a bit each).
+#[derive(Default)]
+struct Pushed {
+    sent: u32,
+    /// No copy could be made.
+    no_buf: u32,
+    /// Too long for IPv4 once encapsulated.
+    long: u32,
+    /// Longer than the underlay port's MTU once encapsulated.
+    mtu: u32,
+}
+
+/// What became of one packet with offloads pending.
+enum Encap {
+    Sent,
+    TooLong,
+    MtuExceeded,
 }
 
 /// Runs a `tnl_push` action on a flow's packets: encapsulated into port
 /// `idx`'s batch (copies for all but the last action). Two passes: every
 /// packet encapsulated where it lies, then all moved into the batch, so a
 /// packet is never moved right after the narrow stores to its metadata
-/// (the move would wait for them). Returns the packets (bits) sent, those
-/// with no copy, and those too long to encapsulate.
+/// (the move would wait for them). A packet that would not fit the
+/// underlay port's MTU once encapsulated is dropped here, counted.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 fn tnl_output(
@@ -139,15 +159,16 @@ fn tnl_output(
     stats: &mut DpStats,
     now_us: u64,
     hashes: &[u32],
-) -> (u32, u32, u32) {
-    let (mut sent, mut no_buf, mut long) = (0u32, 0u32, 0u32);
+) -> Pushed {
+    let mut o = Pushed::default();
+    let mtu = out.ports[idx].mtu;
     let mut copies: [Option<Packet>; BATCH_SIZE];
     let held: &mut [Option<Packet>; BATCH_SIZE] = if is_last {
         slots
     } else {
         copies = std::array::from_fn(|_| None);
         let which = pkts.iter().copied().filter(|&i| metered & (1 << i) == 0);
-        no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
+        o.no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
         &mut copies
     };
     // The header goes into the headroom, a line the packet's own bytes
@@ -170,15 +191,17 @@ fn tnl_output(
         let sport = tunnel::udp_src_port(hashes[i as usize]);
         if p.meta.offload.pending() {
             let p = held[i as usize].take().expect("checked");
-            if encap_offloaded(p, header, sport, idx, pool, out, stats, now_us) {
-                sent |= bit;
-            } else {
-                long |= bit;
+            match encap_offloaded(p, header, sport, idx, pool, out, stats, now_us) {
+                Encap::Sent => o.sent |= bit,
+                Encap::TooLong => o.long |= bit,
+                Encap::MtuExceeded => o.mtu |= bit,
             }
-        } else if tunnel::push(p, header, sport) {
+        } else if !tunnel::push(p, header, sport) {
+            o.long |= bit;
+        } else if sluice_port::fits_mtu(p, mtu) {
             ready |= bit;
         } else {
-            long |= bit;
+            o.mtu |= bit;
         }
     }
     for &i in pkts {
@@ -188,13 +211,13 @@ fn tnl_output(
         if let Some(p) = held[i as usize].take() {
             if ready & (1 << i) != 0 {
                 out.enqueue(idx, p, pool, stats, now_us);
-                sent |= 1 << i;
+                o.sent |= 1 << i;
             } else {
                 pool.free(p);
             }
         }
     }
-    (sent, no_buf, long)
+    o
 }
 
 /// Encapsulates a packet with offloads pending and queues it for port
@@ -203,8 +226,9 @@ fn tnl_output(
 /// segment with the outer headers, or hands it whole to a tap that takes
 /// tunnelled super-frames. Otherwise (GRE, or no room for the header) a
 /// super-frame is cut into segments, each encapsulated; a partial
-/// checksum is completed. False (the packet freed) when nothing could be
-/// sent.
+/// checksum is completed. A frame (or segment) longer than the port's
+/// MTU once encapsulated is not sent: when nothing could be, the packet
+/// is freed and the reason returned.
 #[allow(clippy::too_many_arguments)]
 #[cold]
 #[inline(never)]
@@ -217,26 +241,35 @@ fn encap_offloaded(
     out: &mut OutputStage,
     stats: &mut DpStats,
     now_us: u64,
-) -> bool {
+) -> Encap {
+    let mtu = out.ports[idx].mtu;
     if tunnel::push_super(&mut pkt, header, sport) {
+        if !sluice_port::segments_fit_mtu(&pkt, mtu) {
+            pool.free(pkt);
+            return Encap::MtuExceeded;
+        }
         stats.gso_encapsulated += 1;
         out.enqueue(idx, pkt, pool, stats, now_us);
-        return true;
+        return Encap::Sent;
     }
     if sluice_packet::offload::needs_segmenting(&pkt) {
         let mut segs = Vec::new();
         let made = sluice_packet::offload::segment(&pkt, pool, &mut |s| segs.push(s));
         pool.free(pkt);
         stats.gso_segmented += 1;
-        let mut any = false;
+        let mut fate = Encap::TooLong;
         for s in segs {
             stats.gso_segments += 1;
-            any |= push_then_enqueue(s, header, sport, idx, pool, out, stats, now_us);
+            match push_then_enqueue(s, header, sport, idx, pool, out, stats, now_us) {
+                Encap::Sent => fate = Encap::Sent,
+                Encap::MtuExceeded if !matches!(fate, Encap::Sent) => fate = Encap::MtuExceeded,
+                _ => {}
+            }
         }
         if made.is_err() {
             stats.offload_failures += 1;
         }
-        return any;
+        return fate;
     }
     if sluice_packet::offload::complete_csum(&mut pkt).is_err() {
         stats.offload_failures += 1;
@@ -247,8 +280,8 @@ fn encap_offloaded(
     push_then_enqueue(pkt, header, sport, idx, pool, out, stats, now_us)
 }
 
-/// Encapsulates one packet and queues it for port `idx` (false, the
-/// packet freed, when it would be too long for IPv4).
+/// Encapsulates one packet and queues it for port `idx` (or frees it,
+/// when it would be too long for IPv4 or for the port's MTU).
 #[allow(clippy::too_many_arguments)]
 fn push_then_enqueue(
     mut pkt: Packet,
@@ -259,12 +292,15 @@ fn push_then_enqueue(
     out: &mut OutputStage,
     stats: &mut DpStats,
     now_us: u64,
-) -> bool {
-    if tunnel::push(&mut pkt, header, sport) {
-        out.enqueue(idx, pkt, pool, stats, now_us);
-        true
+) -> Encap {
+    let fate = if !tunnel::push(&mut pkt, header, sport) {
+        Encap::TooLong
+    } else if !sluice_port::fits_mtu(&pkt, out.ports[idx].mtu) {
+        Encap::MtuExceeded
     } else {
-        pool.free(pkt);
-        false
-    }
+        out.enqueue(idx, pkt, pool, stats, now_us);
+        return Encap::Sent;
+    };
+    pool.free(pkt);
+    fate
 }

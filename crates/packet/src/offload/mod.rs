@@ -281,6 +281,19 @@ pub fn needs_segmenting(pkt: &Packet) -> bool {
         && layout(pkt).is_ok_and(|l| l.outer.is_some() || l.end - l.hdr > usize::from(o.gso_size))
 }
 
+/// The length of the longest frame `pkt` goes on the wire as: itself, or
+/// for a super-frame its headers (outer ones included) and one segment's
+/// payload.
+pub fn longest_segment(pkt: &Packet) -> usize {
+    let o = &pkt.meta.offload;
+    if o.gso() == 0 {
+        return pkt.len();
+    }
+    layout(pkt).map_or(pkt.len(), |l| {
+        l.hdr + (l.end - l.hdr).min(usize::from(o.gso_size))
+    })
+}
+
 /// Cuts a GSO super-frame into segments of at most `gso_size` payload
 /// bytes, one at a time ([`Segmenter::next_segment`]), each a complete
 /// frame (no offload left; metadata otherwise copied), so a caller can send

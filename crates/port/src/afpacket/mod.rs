@@ -493,6 +493,10 @@ impl AfPacketPort {
 }
 
 impl Port for AfPacketPort {
+    fn mtu(&self) -> Option<u32> {
+        Some(self.mtu)
+    }
+
     /// In place while the rings' slots still hold a frame of the new MTU
     /// (else the port is made again with rings to fit).
     fn set_mtu(&mut self, mtu: u32) -> Result<(), PortError> {
