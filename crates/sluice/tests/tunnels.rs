@@ -201,12 +201,7 @@ fn vxlan_to_the_kernel_carries_ping_and_iperf3_both_ways() {
     assert_balanced(&report);
     let dropped = &report["datapath"]["dropped"];
     assert_eq!(dropped["tunnel mtu exceeded"].as_u64(), Some(3), "{report}");
-    let underlay = report["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["number"].as_u64() == Some(2))
-        .unwrap_or_else(|| panic!("no port 2 in {report}"));
+    let underlay = port(&report, 2);
     assert_eq!(
         underlay["tx_dropped"]["too big"].as_u64(),
         Some(0),
