@@ -46,7 +46,9 @@ mod of10;
 mod of14;
 mod writer;
 
-pub use endpoints::{connect, connect_link, listen, serve_bytes, ControllerLink};
+pub use endpoints::{
+    connect, connect_link, listen, listen_link, serve_bytes, ControllerLink, ListenerLink,
+};
 /// Inactivity probe: an echo request after this long without a message,
 /// a disconnect after as long again without one.
 const PROBE: Duration = Duration::from_secs(5);
@@ -65,7 +67,7 @@ const WRITE_BATCH: usize = 1 << 16;
 /// flow-mods up to this size is applied as one batch.
 const BURST: usize = 1 << 20;
 
-pub use crate::oftarget::{parse_controller, parse_listen, Peer, Target};
+pub use crate::oftarget::{parse_controller, parse_listen, parse_passive, Peer, Target};
 
 /// What every connection of this switch says about it.
 #[derive(Clone)]

@@ -49,6 +49,22 @@ pub fn parse_listen(s: &str) -> Result<Target, String> {
     ))
 }
 
+/// Parses a passive target as ovs-vswitchd takes one from the database
+/// (`Controller:target`): `ptcp:[PORT][:IP]` and `pssl:[PORT][:IP]`, the
+/// port 6653 and every IPv4 address unless given (OVS's defaults; the
+/// command line's `--listen` keeps to 127.0.0.1), or `punix:PATH`.
+pub fn parse_passive(s: &str) -> Result<Target, String> {
+    for pre in ["ptcp:", "pssl:"] {
+        if let Some(rest) = s.strip_prefix(pre) {
+            let (p, ip) = rest.split_once(':').unwrap_or((rest, "0.0.0.0"));
+            let p = if p.is_empty() { "6653" } else { p };
+            return parse_listen(&format!("{pre}{p}:{ip}"))
+                .map_err(|e| e.replace(&format!("{pre}{p}:{ip}"), s));
+        }
+    }
+    parse_listen(s)
+}
+
 /// Where to connect (`--controller`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Peer {
@@ -102,6 +118,33 @@ pub fn parse_controller(s: &str) -> Result<Peer, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passive_targets_from_the_database_take_ovs_defaults() {
+        assert_eq!(
+            parse_passive("ptcp:").unwrap(),
+            Target::Tcp("0.0.0.0:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("ptcp:6634").unwrap(),
+            Target::Tcp("0.0.0.0:6634".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("ptcp::127.0.0.1").unwrap(),
+            Target::Tcp("127.0.0.1:6653".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("pssl:6634:[::1]").unwrap(),
+            Target::Ssl("[::1]:6634".parse().unwrap())
+        );
+        assert_eq!(
+            parse_passive("punix:/x").unwrap(),
+            Target::Unix("/x".into())
+        );
+        let e = parse_passive("ptcp:99999").unwrap_err();
+        assert!(e.contains("'ptcp:99999'"), "{e}");
+        assert!(parse_passive("tcp:1.2.3.4").is_err());
+    }
 
     #[test]
     fn listen_and_controller_targets_parse_as_ovs_writes_them() {

@@ -415,6 +415,63 @@ fn a_controller_set_by_ovs_vsctl_drives_a_secure_bridge() {
     });
 }
 
+/// Passive controller targets (`ptcp:`, `punix:`), as `ovs-vsctl
+/// set-controller` writes them: the bridge listens there, `ovs-ofctl`
+/// reaches it through them, and a target taken out of the row stops
+/// listening (its socket file gone) while the others stay.
+#[test]
+fn passive_controller_targets_listen_until_they_are_removed() {
+    require_ovs_tools(&[]);
+    let db = Db::start();
+    let sw = Host::new("vpt", None);
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let br = format!("vp{}", std::process::id() % 10000);
+    db.add_br(&br, &[]);
+    let port = 16000 + std::process::id() % 1000;
+    let tcp = format!("tcp:127.0.0.1:{port}");
+    let sock = db.run().join("passive.sock");
+    let unix = format!("unix:{}", sock.display());
+    db.vsctl(&[
+        "set-controller",
+        &br,
+        &format!("ptcp:{port}:127.0.0.1"),
+        &format!("punix:{}", sock.display()),
+    ]);
+    // The listener is in the switch's namespace; ovs-ofctl goes there.
+    let ofctl_tcp = |args: &[&str]| {
+        let mut all = vec!["netns", "exec", &sw.ns, "ovs-ofctl"];
+        all.extend_from_slice(args);
+        Command::new("ip").args(&all).output().unwrap()
+    };
+    let added = ofctl_tcp(&["add-flow", &tcp, "priority=7,udp,actions=drop"]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &unix]));
+    assert!(flows.contains("priority=7,udp actions=drop"), "{flows}");
+    // The same bridge as its .mgmt socket.
+    let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", &br]));
+    assert!(flows.contains("priority=7,udp actions=drop"), "{flows}");
+    // The unix target taken out: its socket goes, TCP stays.
+    db.vsctl(&["set-controller", &br, &format!("ptcp:{port}:127.0.0.1")]);
+    wait_for("the unix listener to close", 10, || !sock.exists());
+    assert!(!db.tool("ovs-ofctl", &["show", &unix]).status.success());
+    let shown = ofctl_tcp(&["show", &tcp]);
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    // A target that cannot be is refused with the reason in the row.
+    db.vsctl(&["set-controller", &br, "ptcp:99999"]);
+    wait_for("the error in the Controller row", 10, || {
+        db.get("Controller", &br, "status")
+            .contains("is not a TCP port")
+    });
+    assert!(!ofctl_tcp(&["show", &tcp]).status.success());
+    db.vsctl(&["del-controller", &br]);
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+}
+
 /// The rows ovs-vswitchd writes back, as text to compare.
 fn written_rows(db: &Db) -> String {
     let list = |table: &str, columns: &str| {

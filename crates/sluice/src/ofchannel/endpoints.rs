@@ -150,13 +150,88 @@ pub fn listen(
     control: Arc<Control>,
     info: SwitchInfo,
 ) -> Result<(String, Option<SocketFile>), String> {
+    let never = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    listen_until(target, control, info, never).map(|(name, file, _)| (name, file))
+}
+
+/// A listener that can be closed (a passive controller target taken out
+/// of the database, a bridge deleted): dropped, it accepts no more
+/// connections (those it accepted go on until they end), its thread
+/// ends, and its socket file goes.
+pub struct ListenerLink {
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+    /// Where one more connection wakes its thread to see `cancel`.
+    wake: Wake,
+    file: Option<SocketFile>,
+}
+
+enum Wake {
+    Tcp(std::net::SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+impl Drop for ListenerLink {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Release);
+        let _ = match &self.wake {
+            Wake::Tcp(a) => TcpStream::connect_timeout(a, Duration::from_secs(1)).map(drop),
+            Wake::Unix(p) => UnixStream::connect(p).map(drop),
+        };
+        if let Some(f) = &self.file {
+            f.remove();
+        }
+    }
+}
+
+/// As [`listen`], until the returned link is dropped. Returns what it
+/// listens on, for the log, and the link.
+pub fn listen_link(
+    target: &Target,
+    control: Arc<Control>,
+    info: SwitchInfo,
+) -> Result<(String, ListenerLink), String> {
+    let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (name, file, bound) = listen_until(target, control, info, Arc::clone(&cancel))?;
+    let wake = match bound {
+        Some(mut a) => {
+            // Bound to every address: one of this host's reaches it.
+            if a.ip().is_unspecified() {
+                a.set_ip(match a {
+                    std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                    std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+                });
+            }
+            Wake::Tcp(a)
+        }
+        None => Wake::Unix(match target {
+            Target::Unix(p) => p.clone(),
+            _ => unreachable!("a TCP listener has an address"),
+        }),
+    };
+    Ok((name, ListenerLink { cancel, wake, file }))
+}
+
+/// Listens on `target` until `cancel` is set (seen as the next connection
+/// comes). Returns what it listens on, the socket file of a `punix:`
+/// target, and the address a TCP listener is bound to.
+fn listen_until(
+    target: &Target,
+    control: Arc<Control>,
+    info: SwitchInfo,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<(String, Option<SocketFile>, Option<std::net::SocketAddr>), String> {
     match target {
-        Target::Tcp(addr) => {
-            tcp_listener(addr, "tcp", control, info, |s, _, control, info, from| {
+        Target::Tcp(addr) => tcp_listener(
+            addr,
+            "tcp",
+            control,
+            info,
+            cancel,
+            |s, _, control, info, from| {
                 let _ = s.set_nodelay(true);
                 spawn_conn(s, control, info, from);
-            })
-        }
+            },
+        ),
         Target::Ssl(addr) => {
             let tls = info
                 .tls
@@ -167,6 +242,7 @@ pub fn listen(
                 "ssl",
                 control,
                 info,
+                cancel,
                 move |s, hub, control, info, from| match crate::oftls::accept(&tls, s, &from) {
                     Ok(plain) => spawn_conn(plain, control, info, from),
                     Err(e) => {
@@ -184,14 +260,18 @@ pub fn listen(
             std::thread::Builder::new()
                 .name("of-listen".into())
                 .spawn(move || {
-                    for s in l.incoming().flatten() {
+                    for s in l.incoming() {
+                        if cancel.load(Ordering::Acquire) {
+                            break;
+                        }
+                        let Ok(s) = s else { continue };
                         if admit(&info.hub, &label) {
                             spawn_conn(s, Arc::clone(&control), info.clone(), label.clone());
                         }
                     }
                 })
                 .map_err(|e| e.to_string())?;
-            Ok((name, Some(file)))
+            Ok((name, Some(file), None))
         }
     }
 }
@@ -204,14 +284,20 @@ fn tcp_listener(
     scheme: &'static str,
     control: Arc<Control>,
     info: SwitchInfo,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
     serve: impl Fn(TcpStream, &Hub, Arc<Control>, SwitchInfo, String) + Send + 'static,
-) -> Result<(String, Option<SocketFile>), String> {
+) -> Result<(String, Option<SocketFile>, Option<std::net::SocketAddr>), String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("p{scheme}:{addr}: {e}"))?;
-    let name = format!("{scheme}:{}", l.local_addr().map_err(|e| e.to_string())?);
+    let bound = l.local_addr().map_err(|e| e.to_string())?;
+    let name = format!("{scheme}:{bound}");
     std::thread::Builder::new()
         .name("of-listen".into())
         .spawn(move || {
-            for s in l.incoming().flatten() {
+            for s in l.incoming() {
+                if cancel.load(Ordering::Acquire) {
+                    break;
+                }
+                let Ok(s) = s else { continue };
                 let from = s
                     .peer_addr()
                     .map_or_else(|_| scheme.to_string(), |a| format!("{scheme}:{a}"));
@@ -222,7 +308,7 @@ fn tcp_listener(
             }
         })
         .map_err(|e| e.to_string())?;
-    Ok((name, None))
+    Ok((name, None, Some(bound)))
 }
 
 /// Runs one OpenFlow session of `control` on `input`, as if a peer sent

@@ -263,11 +263,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     // datapath ends.
     let names: Vec<String> = sw.bridges.keys().cloned().collect();
     for n in names {
-        if let Some(b) = sw.bridges.remove(&n) {
-            if let Some(s) = b.socket {
-                s.remove();
-            }
-        }
+        drop(sw.bridges.remove(&n));
     }
     stop.store(true, Ordering::Relaxed);
     datapath_stop.store(true, Ordering::Relaxed);

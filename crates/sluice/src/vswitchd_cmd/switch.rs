@@ -25,10 +25,14 @@ pub(super) struct BridgeSide {
     /// Its index in the datapath (0: the datapath's first control).
     pub(super) index: u16,
     pub(super) control: Arc<Control>,
-    pub(super) socket: Option<sluice_port::unix_listen::SocketFile>,
+    /// Its `BRIDGE.mgmt` listener (dropped: it closes, the file goes).
+    pub(super) mgmt: crate::ofchannel::ListenerLink,
     /// Its controllers: the target as the row has it, the peer as the
     /// OpenFlow side names it, and the connection (dropped: it ends).
     pub(super) controllers: Vec<(String, String, crate::ofchannel::ControllerLink)>,
+    /// Its passive controller targets (`ptcp:`, `pssl:`, `punix:`): the
+    /// target and its listener (dropped: it closes).
+    pub(super) listeners: Vec<(String, crate::ofchannel::ListenerLink)>,
     /// What its OpenFlow connections say of it.
     pub(super) info: SwitchInfo,
     /// Its periodic work, for a bridge besides the first (the first's
@@ -257,8 +261,9 @@ impl Switch for SluiceSwitch {
         let info = SwitchInfo::new(datapath_id, Arc::clone(&hub), self.openflow.tls.clone());
         let path = self.rundir.join(format!("{name}.mgmt"));
         let target = crate::ofchannel::Target::Unix(path);
-        let socket = match crate::ofchannel::listen(&target, Arc::clone(&control), info.clone()) {
-            Ok((_, s)) => s,
+        let mgmt = match crate::ofchannel::listen_link(&target, Arc::clone(&control), info.clone())
+        {
+            Ok((_, l)) => l,
             Err(e) => {
                 gone(self);
                 return Err(format!("its OpenFlow socket: {e}"));
@@ -272,9 +277,7 @@ impl Switch for SluiceSwitch {
             match Keeper::start(name, t) {
                 Ok(k) => Some(k),
                 Err(e) => {
-                    if let Some(s) = socket {
-                        s.remove();
-                    }
+                    drop(mgmt);
                     gone(self);
                     return Err(e);
                 }
@@ -285,8 +288,9 @@ impl Switch for SluiceSwitch {
             BridgeSide {
                 index,
                 control,
-                socket,
+                mgmt,
                 controllers: Vec::new(),
+                listeners: Vec::new(),
                 info,
                 _keeper: keeper,
             },
@@ -299,11 +303,10 @@ impl Switch for SluiceSwitch {
         let Some(b) = self.bridges.remove(name) else {
             return;
         };
-        if let Some(s) = b.socket {
-            s.remove();
-        }
-        // Its controller connections end with it.
+        drop(b.mgmt);
+        // Its controller connections and listeners end with it.
         drop(b.controllers);
+        drop(b.listeners);
         b.info.hub.set_controllers(0);
         b.info.hub.fail_secure.store(false, Ordering::Relaxed);
         if b.index == 0 {
@@ -414,9 +417,31 @@ impl Switch for SluiceSwitch {
         // The old connections end (those still wanted are made again: a
         // list that changed is rare, and a new connection says HELLO).
         b.controllers.clear();
+        // A listener still wanted stays (its connections with it); the
+        // others close.
+        b.listeners.retain(|(t, _)| targets.contains(t));
         for t in targets {
             if t.starts_with("ptcp:") || t.starts_with("punix:") || t.starts_with("pssl:") {
-                errors.insert(t.clone(), "passive controller targets (ptcp:, pssl:, punix:) are not supported yet: ovs-ofctl and ovn-controller use BRIDGE.mgmt".into());
+                if b.listeners.iter().any(|(l, _)| l == t) {
+                    continue;
+                }
+                let listener = crate::ofchannel::parse_passive(t).and_then(|target| {
+                    if matches!(target, crate::ofchannel::Target::Ssl(_)) {
+                        return Err(
+                            "pssl: listeners need the SSL table, which is not read yet".into()
+                        );
+                    }
+                    crate::ofchannel::listen_link(&target, Arc::clone(&b.control), b.info.clone())
+                });
+                match listener {
+                    Ok((name, l)) => {
+                        tracing::info!(target: "openflow", "bridge {bridge}: listening for OpenFlow connections on {name}");
+                        b.listeners.push((t.clone(), l));
+                    }
+                    Err(e) => {
+                        errors.insert(t.clone(), e);
+                    }
+                }
                 continue;
             }
             let peer = match crate::ofchannel::parse_controller(t) {
