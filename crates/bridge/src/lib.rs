@@ -1,7 +1,8 @@
 //! Sluice's bridge state for `NORMAL` (a control-plane component, below
 //! the classifier that translates `NORMAL` and the datapath that
-//! revalidates when it changes): the MAC learning table ([`macs`]) and
-//! each port's VLAN mode ([`vlan`]), as Open vSwitch's bridge keeps them.
+//! revalidates when it changes): the MAC learning table ([`macs`]), each
+//! port's VLAN mode ([`vlan`]) and the bridge's port mirrors
+//! ([`mirror`]), as Open vSwitch's bridge keeps them.
 
 #![warn(missing_docs)]
 
@@ -10,9 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 pub mod macs;
+pub mod mirror;
 pub mod vlan;
 
 pub use macs::MacTable;
+pub use mirror::{Mirror, Mirrors};
 pub use vlan::{Egress, PortVlan, VlanMode};
 
 /// A bridge: its MAC table and its ports' VLAN modes (a port not named
@@ -22,7 +25,8 @@ pub struct Bridge {
     /// The MAC learning table.
     pub macs: MacTable,
     ports: RwLock<HashMap<u32, PortVlan>>,
-    /// Moves when a port's VLAN mode changes.
+    mirrors: RwLock<std::sync::Arc<Mirrors>>,
+    /// Moves when a port's VLAN mode or the mirrors change.
     ports_version: AtomicU64,
     /// The clock MAC ages are counted on (ms since the bridge was made).
     origin: std::time::Instant,
@@ -33,6 +37,7 @@ impl Default for Bridge {
         Bridge {
             macs: MacTable::default(),
             ports: RwLock::default(),
+            mirrors: RwLock::default(),
             ports_version: AtomicU64::new(0),
             origin: std::time::Instant::now(),
         }
@@ -53,8 +58,8 @@ impl Bridge {
             .wrapping_add(self.ports_version.load(Ordering::Acquire))
     }
 
-    /// Moves on every change of a port's VLAN mode (or a port's removal):
-    /// any `NORMAL` decision may change.
+    /// Moves on every change of a port's VLAN mode (or a port's removal)
+    /// or of the mirrors: any decision may change.
     pub fn ports_version(&self) -> u64 {
         self.ports_version.load(Ordering::Acquire)
     }
@@ -79,6 +84,17 @@ impl Bridge {
             .remove(&port);
         self.macs.forget_port(port);
         self.ports_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Sets the bridge's mirrors (every cached decision is made again).
+    pub fn set_mirrors(&self, mirrors: Mirrors) {
+        *self.mirrors.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(mirrors);
+        self.ports_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// The bridge's mirrors.
+    pub fn mirrors(&self) -> std::sync::Arc<Mirrors> {
+        std::sync::Arc::clone(&self.mirrors.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Port `port`'s VLAN mode.

@@ -73,6 +73,9 @@ pub struct Frozen {
     /// The bridge it runs in (its index in the datapath: a packet that
     /// crossed a patch port resumes in the peer bridge).
     pub bridge: u16,
+    /// The mirrors (bits) that had copied the packet: not again after
+    /// the recirculation (OVS's frozen `mirrors`).
+    pub mirrored: u32,
 }
 
 /// The frozen states, by id and by content.
@@ -262,6 +265,7 @@ mod tests {
             tunnel_id: 0,
             in_port: 1,
             bridge: 0,
+            mirrored: 0,
         }
     }
 

@@ -137,6 +137,14 @@ impl Atom {
         }
     }
 
+    /// The boolean, if it is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Atom::Boolean(b) => Some(*b),
+            _ => None,
+        }
+    }
+
     /// The UUID, if it is one.
     pub fn as_uuid(&self) -> Option<Uuid> {
         match self {

@@ -239,6 +239,12 @@ impl Control {
         self.vlan_limit.load(Ordering::Relaxed)
     }
 
+    /// The bridge's own state (`NORMAL`'s MAC table and VLAN modes, its
+    /// mirrors), the same whatever rule version runs.
+    pub fn bridge_state(&self) -> Arc<sluice_bridge::Bridge> {
+        Arc::clone(self.rules.lock().expect("rules").bridge())
+    }
+
     /// Tells it the ports the switch started with.
     pub fn set_port_specs(&self, specs: Vec<(u32, PortSpec)>) {
         *self.specs.lock().expect("specs") = specs;

@@ -472,6 +472,83 @@ fn passive_controller_targets_listen_until_they_are_removed() {
     });
 }
 
+/// Port mirroring as `ovs-vsctl`'s manual sets it up: a `Mirror` row
+/// with a port's traffic both ways copied to a third port, on which the
+/// copies (and only they) arrive; cleared, none.
+#[test]
+fn a_mirror_made_by_ovs_vsctl_copies_a_ports_traffic() {
+    require_ovs_tools(&["tcpdump"]);
+    let db = Db::start();
+    let (sw, h1, h2) = switch_and_hosts("vmr", 79);
+    let h3 = Host::new("vmr3", None);
+    sh(&format!("ip link set {} netns {}", h3.root_if, sw.ns));
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let br = format!("vm{}", std::process::id() % 10000);
+    db.add_br(&br, &[]);
+    for h in [&h1, &h2, &h3] {
+        db.vsctl(&["add-port", &br, &h.root_if]);
+    }
+    h1.ping("10.79.0.2");
+    db.vsctl(&[
+        "--",
+        "--id=@p",
+        "get",
+        "port",
+        &h1.root_if,
+        "--",
+        "--id=@o",
+        "get",
+        "port",
+        &h3.root_if,
+        "--",
+        "--id=@m",
+        "create",
+        "mirror",
+        "name=m0",
+        "select-src-port=@p",
+        "select-dst-port=@p",
+        "output-port=@o",
+        "--",
+        "set",
+        "bridge",
+        &br,
+        "mirrors=@m",
+    ]);
+    // What reaches h3 while h1 pings h2 three times.
+    let seen = |h3: &Host| -> String {
+        let cap = db.run().join(format!("{}.txt", h3.ns));
+        let mut dump = Command::new("ip")
+            .args([
+                "netns", "exec", &h3.ns, "tcpdump", "-l", "-n", "-i", "eth0", "icmp",
+            ])
+            .stdout(std::fs::File::create(&cap).unwrap())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        h1.exec("ping -c 3 -i 0.2 -W 1 10.79.0.2");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let _ = dump.kill();
+        let _ = dump.wait();
+        std::fs::read_to_string(&cap).unwrap()
+    };
+    let copies = seen(&h3);
+    assert_eq!(copies.matches("ICMP echo request").count(), 3, "{copies}");
+    assert_eq!(copies.matches("ICMP echo reply").count(), 3, "{copies}");
+    let log = std::fs::read_to_string(db.run().join("ovs-vswitchd.log")).unwrap();
+    assert!(log.contains(&format!("bridge {br}: mirrors [m0]")), "{log}");
+    // Gone: nothing more reaches h3 (NORMAL knows both hosts).
+    db.vsctl(&["clear", "bridge", &br, "mirrors"]);
+    let copies = seen(&h3);
+    assert!(!copies.contains("ICMP"), "{copies}");
+    assert!(db.appctl(&["exit"]).status.success());
+    wait_for("the daemon to exit", 10, || {
+        !db.run().join("ovs-vswitchd.pid").exists()
+    });
+}
+
 /// The rows ovs-vswitchd writes back, as text to compare.
 fn written_rows(db: &Db) -> String {
     let list = |table: &str, columns: &str| {

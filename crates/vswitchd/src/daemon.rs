@@ -45,6 +45,19 @@ pub const MONITOR: &[(&str, &[&str])] = &[
             "other_config",
             "datapath_id",
             "controller",
+            "mirrors",
+        ],
+    ),
+    (
+        "Mirror",
+        &[
+            "name",
+            "select_all",
+            "select_src_port",
+            "select_dst_port",
+            "select_vlan",
+            "output_port",
+            "output_vlan",
         ],
     ),
     (

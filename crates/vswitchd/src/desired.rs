@@ -47,6 +47,22 @@ pub struct BridgeCfg {
     pub ports: BTreeMap<String, PortCfg>,
     /// `controller`: the OpenFlow controllers, in UUID order.
     pub controllers: Vec<ControllerCfg>,
+    /// `mirrors`: the bridge's port mirrors, in UUID order.
+    pub mirrors: Vec<MirrorCfg>,
+}
+
+/// One `Mirror` row, its ports by name (those of the bridge's ports
+/// that are there).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MirrorCfg {
+    pub uuid: Uuid,
+    pub name: String,
+    pub select_all: bool,
+    pub select_src_port: Vec<String>,
+    pub select_dst_port: Vec<String>,
+    pub select_vlan: Vec<i64>,
+    pub output_port: Option<String>,
+    pub output_vlan: Option<i64>,
 }
 
 /// One `Controller` row.
@@ -181,7 +197,9 @@ pub fn desired(r: &Replica) -> Desired {
                     })
                     .collect()
             },
+            mirrors: Vec::new(),
         };
+        let mut port_names = BTreeMap::new();
         for (pu, prow, pname) in children(r, brow, "ports", "Port") {
             if !ports_taken.insert(pu) {
                 d.warnings.push(format!(
@@ -220,11 +238,49 @@ pub fn desired(r: &Replica) -> Desired {
                     .push(format!("port {pname} of {name}: no interfaces, ignored"));
                 continue;
             }
+            port_names.insert(pu, pname.to_string());
             b.ports.insert(pname.to_string(), p);
         }
+        b.mirrors = mirrors(r, brow, &port_names);
         d.bridges.insert(name.to_string(), b);
     }
     d
+}
+
+/// A bridge's `Mirror` rows, their port references as names of its ports
+/// (`port_names`, by UUID); a reference to a port not in the bridge is
+/// passed over, as OVS's mirror configuration does.
+fn mirrors(r: &Replica, brow: &Row, port_names: &BTreeMap<Uuid, String>) -> Vec<MirrorCfg> {
+    let names = |row: &Row, column: &str| -> Vec<String> {
+        let mut v: Vec<String> = uuids(row, column)
+            .iter()
+            .filter_map(|u| port_names.get(u).cloned())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut refs = uuids(brow, "mirrors");
+    refs.sort();
+    refs.into_iter()
+        .filter_map(|u| {
+            let row = r.row("Mirror", &u)?;
+            Some(MirrorCfg {
+                uuid: u,
+                name: string(row, "name").unwrap_or("").to_string(),
+                select_all: row
+                    .get("select_all")
+                    .and_then(|d| d.one()?.as_bool())
+                    .unwrap_or(false),
+                select_src_port: names(row, "select_src_port"),
+                select_dst_port: names(row, "select_dst_port"),
+                select_vlan: ints(row, "select_vlan"),
+                output_port: uuids(row, "output_port")
+                    .first()
+                    .and_then(|p| port_names.get(p).cloned()),
+                output_vlan: int(row, "output_vlan"),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

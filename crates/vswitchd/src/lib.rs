@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod db;
 pub mod desired;
 pub mod iface;
+pub mod mirrors;
 pub mod netdev;
 pub mod ofports;
 pub mod ovs_order;

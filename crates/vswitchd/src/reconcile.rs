@@ -14,6 +14,7 @@ use sluice_ovsdb::Uuid;
 
 use crate::desired::{BridgeCfg, Desired};
 use crate::iface::port_spec;
+pub use crate::mirrors::MirrorSet;
 use crate::ofports::{OfPorts, LOCAL};
 
 /// What the reconciler asks of the switch.
@@ -71,6 +72,8 @@ pub trait Switch {
     /// OVS's `Interface:statistics` names them (`rx_packets`, `tx_bytes`,
     /// ...).
     fn statistics(&self) -> Statistics;
+    /// Makes `mirrors` `bridge`'s port mirrors (none: no mirroring).
+    fn set_mirrors(&mut self, bridge: &str, mirrors: &[MirrorSet]) -> Result<(), String>;
 }
 
 /// Port counters by (bridge, switch port number).
@@ -145,6 +148,8 @@ struct Served {
     /// The controllers given to the switch, and those it refused.
     controllers: Vec<String>,
     controller_errors: BTreeMap<String, String>,
+    /// The mirrors given to the switch.
+    mirrors: Vec<MirrorSet>,
 }
 
 /// The state between passes.
@@ -308,6 +313,7 @@ impl Reconciler {
                                 refused: BTreeMap::new(),
                                 controllers: Vec::new(),
                                 controller_errors: BTreeMap::new(),
+                                mirrors: Vec::new(),
                             },
                         );
                         out.log.push(format!(
@@ -361,6 +367,25 @@ impl Reconciler {
                 s.protocols = b.protocols.clone();
             }
             self::ports(&self.rundir, name, b, s, sw, &mut out);
+            let running = |iname: &str| s.ports.get(iname).map(|a| a.ofport);
+            let (mirrors, notes) = crate::mirrors::mirror_sets(name, b, running);
+            if mirrors != s.mirrors {
+                match sw.set_mirrors(name, &mirrors) {
+                    Ok(()) => {
+                        out.log.push(format!(
+                            "bridge {name}: mirrors [{}]",
+                            mirrors
+                                .iter()
+                                .map(|m| m.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
+                        s.mirrors = mirrors;
+                    }
+                    Err(e) => out.log.push(format!("bridge {name}: mirrors: {e}")),
+                }
+                out.log.extend(notes);
+            }
             let targets: Vec<String> = b.controllers.iter().map(|c| c.target.clone()).collect();
             if targets != s.controllers {
                 let had = !s.controllers.is_empty();
@@ -647,6 +672,10 @@ mod tests {
         }
         fn statistics(&self) -> Statistics {
             BTreeMap::new()
+        }
+        fn set_mirrors(&mut self, b: &str, m: &[MirrorSet]) -> Result<(), String> {
+            self.log.push(format!("mirrors {b} {m:?}"));
+            Ok(())
         }
         fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
             changed

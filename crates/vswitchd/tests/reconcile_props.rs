@@ -111,6 +111,13 @@ impl Switch for Model {
     fn statistics(&self) -> sluice_vswitchd::reconcile::Statistics {
         BTreeMap::new()
     }
+    fn set_mirrors(
+        &mut self,
+        _: &str,
+        _: &[sluice_vswitchd::reconcile::MirrorSet],
+    ) -> Result<(), String> {
+        Ok(())
+    }
     fn set_other_config(&mut self, _: &[(String, Option<String>)]) -> Vec<String> {
         Vec::new()
     }

@@ -146,6 +146,10 @@ impl<'a> Ctx<'a, '_> {
         }
         let saved_env = self.env;
         let saved_running = (self.running, self.running_ix);
+        // Mirrors are the bridge's own: the peer's start with none done
+        // (and none for what its patch port receives, as OVS's
+        // patch_port_output mirrors no ingress).
+        let saved_mirrored = std::mem::take(&mut self.mirrored);
         let original = self.flow;
         self.in_copy(|cx| {
             if !cx.enter_bridge(patch.peer) {
@@ -184,5 +188,6 @@ impl<'a> Ctx<'a, '_> {
         });
         self.env = saved_env;
         (self.running, self.running_ix) = saved_running;
+        self.mirrored = saved_mirrored;
     }
 }

@@ -137,6 +137,7 @@ impl Ctx<'_, '_> {
             tunnel_id: self.flow.tunnel_id,
             in_port: self.flow.in_port,
             bridge: self.env.bridge,
+            mirrored: self.mirrored,
         }
     }
 
@@ -209,6 +210,7 @@ impl Ctx<'_, '_> {
         self.flow.regs = state.regs;
         self.flow.tunnel_id = state.tunnel_id;
         self.flow.in_port = state.in_port;
+        self.mirrored = state.mirrored;
         self.running = (state.table, state.cookie, state.miss);
         self.action_set = state.action_set.clone();
         self.actions(&state.actions, state.table);

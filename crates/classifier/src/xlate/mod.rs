@@ -269,6 +269,9 @@ struct Ctx<'a, 'o> {
     /// unless it is dropped as the last action (it changes nothing then),
     /// the megaflow matches that state ([`Ctx::finish_ct_restores`]).
     ct_restores_packet: bool,
+    /// The current bridge's mirrors (bits) that have copied the packet
+    /// ([`mirror`]).
+    mirrored: u32,
 }
 
 /// Translates `key` through the tables, starting at table 0.
@@ -375,6 +378,7 @@ fn run(
         paused: None,
         ct_written: false,
         ct_restores_packet: false,
+        mirrored: 0,
     };
     if key.is_ip() {
         // Every IP decision depends on whether the packet is a fragment
@@ -394,9 +398,11 @@ fn run(
         cx.resume(key.recirc_id);
     } else if let Some(actions) = given {
         // output:TABLE runs the pipeline, action set included.
+        cx.mirror_ingress();
         cx.actions(actions, 0);
         cx.run_action_set();
     } else if !cx.underlay_input() && cx.tunnel_receive() {
+        cx.mirror_ingress();
         cx.table(0, true);
         cx.run_action_set();
     }
@@ -1042,15 +1048,17 @@ impl Ctx<'_, '_> {
         }
         if let Some(cfg) = self.tunnel_port(p) {
             self.tunnel_output(p, &cfg);
+            self.mirror_egress(p);
             return;
         }
         if self.device_output(p) {
             return;
         }
         self.commit();
-        let p = self.dp(p);
-        self.push(DpAction::Output(p));
+        let dp = self.dp(p);
+        self.push(DpAction::Output(dp));
         self.out.outputs += 1;
+        self.mirror_egress(p);
     }
 
     /// Runs the action set at the end of the pipeline, in the order of
@@ -1207,6 +1215,7 @@ mod device;
 #[cfg(test)]
 mod device_tests;
 mod load;
+mod mirror;
 mod normal;
 mod packet_in;
 mod select;
@@ -1218,6 +1227,8 @@ mod bridges_tests;
 mod fork_tests;
 #[cfg(test)]
 mod load_tests;
+#[cfg(test)]
+mod mirror_tests;
 #[cfg(test)]
 mod nicira_tests;
 #[cfg(test)]

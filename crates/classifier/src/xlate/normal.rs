@@ -1,6 +1,7 @@
 //! `NORMAL`: the bridge's own switching, as Open vSwitch's `xlate_normal`
-//! does it (`ofproto/ofproto-dpif-xlate.c` is the reference; no bonds,
-//! mirrors or multicast snooping here): the packet's VLAN from its input
+//! does it (`ofproto/ofproto-dpif-xlate.c` is the reference; no bonds or
+//! multicast snooping here; a mirror's output port is left out, mirroring
+//! itself is [`super::mirror`]): the packet's VLAN from its input
 //! port's mode, its source learned (by the upcall, see
 //! [`super::Translation::learn`]), its destination looked up in the MAC
 //! table of its VLAN: to the learned port, or flooded to every other port
@@ -17,9 +18,9 @@ use super::Ctx;
 /// A tag as NORMAL handles it (OVS's `xvlan`): absent when its id and
 /// priority are 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Tag {
+pub(super) struct Tag {
     tpid: u16,
-    vid: u16,
+    pub(super) vid: u16,
     pcp: u16,
 }
 
@@ -37,7 +38,7 @@ fn reserved(mac: &[u8; 6]) -> bool {
 
 impl Ctx<'_, '_> {
     /// The packet's tags, outermost first (`xvlan_extract`).
-    fn tags(&self) -> [Tag; 2] {
+    pub(super) fn tags(&self) -> [Tag; 2] {
         let mut t = [Tag::default(); 2];
         for (i, slot) in t.iter_mut().enumerate() {
             let v = self.flow.vlan_tci[i];
@@ -66,6 +67,14 @@ impl Ctx<'_, '_> {
         // controller) is OVS's OFPP_NONE bundle: any VLAN, nothing
         // learned, flooded to every port.
         let known = self.env.ports.binary_search(&in_port).is_ok();
+        let mirrors = bridge.mirrors();
+        if known && mirrors.is_output(in_port) {
+            self.note(
+                self.depth,
+                ">> input port is reserved for mirroring, dropping",
+            );
+            return;
+        }
         let in_mode = bridge.port(in_port);
         let tags = if known {
             match input(&in_mode, in_tags) {
@@ -120,7 +129,7 @@ impl Ctx<'_, '_> {
             Some(p) if p == in_port => {
                 self.note(self.depth, ">> learned port is input port, dropping");
             }
-            Some(p) if self.env.ports.binary_search(&p).is_ok() => {
+            Some(p) if self.env.ports.binary_search(&p).is_ok() && !mirrors.is_output(p) => {
                 self.note(self.depth, &format!("forwarding to learned port {p}"));
                 self.output_normal(p, &bridge.port(p), tags, in_tags);
             }
@@ -131,7 +140,7 @@ impl Ctx<'_, '_> {
                 self.note(self.depth, "no learned MAC for destination, flooding");
                 let ports = self.env.ports;
                 for &p in ports {
-                    if p == in_port {
+                    if p == in_port || mirrors.is_output(p) {
                         continue;
                     }
                     let mode = bridge.port(p);
@@ -145,7 +154,13 @@ impl Ctx<'_, '_> {
 
     /// One output of NORMAL: the packet's tags as port `mode` sends VLAN
     /// `tags[0]` (`xvlan_output_translate`, `xvlan_put`), then back.
-    fn output_normal(&mut self, port: u32, mode: &PortVlan, tags: [Tag; 2], in_tags: [Tag; 2]) {
+    pub(super) fn output_normal(
+        &mut self,
+        port: u32,
+        mode: &PortVlan,
+        tags: [Tag; 2],
+        in_tags: [Tag; 2],
+    ) {
         let out = match mode.mode {
             VlanMode::Access => [Tag::default(); 2],
             VlanMode::Trunk | VlanMode::NativeTagged => tags,
@@ -176,7 +191,7 @@ impl Ctx<'_, '_> {
 /// The tags a packet with tags `t` belongs to on an input port of mode
 /// `m` (`input_vid_is_valid`, `xvlan_input_translate`), or `None` when
 /// the port does not take it.
-fn input(m: &PortVlan, t: [Tag; 2]) -> Option<[Tag; 2]> {
+pub(super) fn input(m: &PortVlan, t: [Tag; 2]) -> Option<[Tag; 2]> {
     let vlan = m.input(t[0].vid)?;
     let mut x = t;
     if vlan != t[0].vid || m.mode == VlanMode::Access {

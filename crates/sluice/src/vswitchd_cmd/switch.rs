@@ -526,6 +526,32 @@ impl Switch for SluiceSwitch {
         all
     }
 
+    fn set_mirrors(
+        &mut self,
+        bridge: &str,
+        mirrors: &[sluice_vswitchd::reconcile::MirrorSet],
+    ) -> Result<(), String> {
+        let b = self
+            .bridges
+            .get(bridge)
+            .ok_or_else(|| format!("no bridge {bridge}"))?;
+        let list = mirrors
+            .iter()
+            .map(|m| sluice_bridge::Mirror {
+                name: m.name.clone(),
+                select_all: m.select_all,
+                src: m.src.clone(),
+                dst: m.dst.clone(),
+                vlans: m.vlans.clone(),
+                output: m.output,
+            })
+            .collect();
+        b.control
+            .bridge_state()
+            .set_mirrors(sluice_bridge::Mirrors::new(list)?);
+        Ok(())
+    }
+
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
         let Some(b) = self.bridges.get(bridge) else {
             return BTreeMap::new();
@@ -631,5 +657,12 @@ impl Switch for Published<'_> {
     }
     fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
         self.sw.set_other_config(changed)
+    }
+    fn set_mirrors(
+        &mut self,
+        b: &str,
+        m: &[sluice_vswitchd::reconcile::MirrorSet],
+    ) -> Result<(), String> {
+        self.sw.set_mirrors(b, m)
     }
 }
