@@ -169,12 +169,22 @@ pub fn command(cmd: &str, args: &[&str], t: Option<&Tunnels>) -> Result<String, 
             }
             Ok("OK".into())
         }
-        ("tnl-neigh-set", [port, ip, mac]) => {
-            let port: u32 = port
-                .parse()
-                .map_err(|_| format!("'{port}' is not a port number"))?;
-            t.ok_or(NO_UNDERLAY)?
-                .set_neighbour(port, parse_ip(ip)?, parse_mac(mac)?)?;
+        ("tnl-neigh-set", [at, ip, mac]) => {
+            let t = t.ok_or(NO_UNDERLAY)?;
+            // An underlay's port number, or (OVS's `tnl/neigh/set BRIDGE
+            // IP MAC`) a device's bridge or interface name.
+            let port = match at.parse::<u32>() {
+                Ok(p) => p,
+                Err(_) => t
+                    .devices()
+                    .iter()
+                    .find(|d| d.bridge == *at || d.name == *at)
+                    .map(|d| d.port)
+                    .ok_or_else(|| {
+                        format!("'{at}' is neither a port number nor a bridge with a tunnel device")
+                    })?,
+            };
+            t.set_neighbour(port, parse_ip(ip)?, parse_mac(mac)?)?;
             Ok("OK".into())
         }
         ("tnl-route-add", [p, rest @ ..]) if rest.len() <= 1 => {

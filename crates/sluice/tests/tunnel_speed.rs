@@ -41,6 +41,51 @@ fn kernel_has_tap_tunnel_gso() -> bool {
     (major, minor) >= (6, 17)
 }
 
+/// Checks a tunnel run's report: every packet accounted for, no tunnel
+/// packet refused, no offload failed; where the kernel has UDP-tunnel GSO
+/// for taps, super-frames encapsulated whole, none cut, the underlay
+/// ports (`underlays`) carrying super-frames both ways, and the TCP rates
+/// each way (`gbps`, Gbit/s) at the floor.
+fn check(report: &serde_json::Value, underlays: &[u64], what: &str, gbps: (f64, f64)) {
+    assert_balanced(report);
+    let dp = &report["datapath"];
+    for bad in [
+        "tunnel header invalid",
+        "tunnel checksum bad",
+        "no tunnel port",
+        "tunnel mtu exceeded",
+    ] {
+        assert_eq!(
+            dp["dropped"][bad].as_u64().unwrap_or(0),
+            0,
+            "{bad}: {report}"
+        );
+    }
+    assert_eq!(dp["offload failures"], 0, "{report}");
+    if !kernel_has_tap_tunnel_gso() {
+        eprintln!("kernel before 6.17: no UDP-tunnel GSO on taps, the floor is not checked");
+        return;
+    }
+    assert!(
+        dp["gso encapsulated"].as_u64().unwrap() > 1000,
+        "super-frames were cut before the tunnel: {report}"
+    );
+    assert_eq!(dp["gso segmented"], 0, "{report}");
+    for &n in underlays {
+        let p = port(report, n);
+        assert!(
+            p["tx_gso_packets"].as_u64().unwrap() > 1000
+                && p["rx_gso_packets"].as_u64().unwrap() > 1000,
+            "{p}"
+        );
+    }
+    let (there, back) = gbps;
+    assert!(
+        there >= FLOOR_GBPS && back >= FLOOR_GBPS,
+        "{what} {there:.2} Gbit/s there, {back:.2} back (floor {FLOOR_GBPS})"
+    );
+}
+
 #[test]
 fn vxlan_tcp_through_a_tap_underlay_keeps_super_frames_whole() {
     require_root_and(&["ip", "iperf3", "ethtool"]);
@@ -73,42 +118,7 @@ fn vxlan_tcp_through_a_tap_underlay_keeps_super_frames_whole() {
     let there = iperf3_gbps(&a, &far, "192.168.73.2");
     let back = iperf3_gbps(&far, &a, "192.168.73.1");
     eprintln!("VXLAN TCP: {there:.2} Gbit/s into the tunnel, {back:.2} out of it");
-    let report = sw.stop();
-    assert_balanced(&report);
-    let dp = &report["datapath"];
-    for bad in [
-        "tunnel header invalid",
-        "tunnel checksum bad",
-        "no tunnel port",
-    ] {
-        assert_eq!(
-            dp["dropped"][bad].as_u64().unwrap_or(0),
-            0,
-            "{bad}: {report}"
-        );
-    }
-    assert_eq!(dp["offload failures"], 0, "{report}");
-    if !kernel_has_tap_tunnel_gso() {
-        eprintln!("kernel before 6.17: no UDP-tunnel GSO on taps, the floor is not checked");
-        return;
-    }
-    let ports = report["ports"].as_array().unwrap();
-    let underlay = ports.iter().find(|p| p["number"] == 2).unwrap();
-    // Super-frames went to the kernel whole and came from it whole.
-    assert!(
-        dp["gso encapsulated"].as_u64().unwrap() > 1000,
-        "super-frames were cut before the tunnel: {report}"
-    );
-    assert_eq!(dp["gso segmented"], 0, "{report}");
-    assert!(
-        underlay["tx_gso_packets"].as_u64().unwrap() > 1000
-            && underlay["rx_gso_packets"].as_u64().unwrap() > 1000,
-        "{underlay}"
-    );
-    assert!(
-        there >= FLOOR_GBPS && back >= FLOOR_GBPS,
-        "VXLAN TCP {there:.2} Gbit/s into the tunnel, {back:.2} out of it (floor {FLOOR_GBPS})"
-    );
+    check(&sw.stop(), &[2], "VXLAN TCP", (there, back));
 }
 
 /// Geneve with Sluice at both ends: one switch holds both tunnel ports,
@@ -158,41 +168,5 @@ fn geneve_tcp_between_two_sluice_tunnel_ends_keeps_super_frames_whole() {
     let there = iperf3_gbps(&a, &b, "192.168.74.2");
     let back = iperf3_gbps(&b, &a, "192.168.74.1");
     eprintln!("Geneve TCP, Sluice at both ends: {there:.2} Gbit/s a to b, {back:.2} b to a");
-    let report = sw.stop();
-    assert_balanced(&report);
-    let dp = &report["datapath"];
-    for bad in [
-        "tunnel header invalid",
-        "tunnel checksum bad",
-        "no tunnel port",
-        "tunnel mtu exceeded",
-    ] {
-        assert_eq!(
-            dp["dropped"][bad].as_u64().unwrap_or(0),
-            0,
-            "{bad}: {report}"
-        );
-    }
-    assert_eq!(dp["offload failures"], 0, "{report}");
-    if !kernel_has_tap_tunnel_gso() {
-        eprintln!("kernel before 6.17: no UDP-tunnel GSO on taps, the floor is not checked");
-        return;
-    }
-    assert!(
-        dp["gso encapsulated"].as_u64().unwrap() > 1000,
-        "super-frames were cut before the tunnel: {report}"
-    );
-    assert_eq!(dp["gso segmented"], 0, "{report}");
-    for n in [2, 3] {
-        let p = port(&report, n);
-        assert!(
-            p["tx_gso_packets"].as_u64().unwrap() > 1000
-                && p["rx_gso_packets"].as_u64().unwrap() > 1000,
-            "{p}"
-        );
-    }
-    assert!(
-        there >= FLOOR_GBPS && back >= FLOOR_GBPS,
-        "Geneve TCP {there:.2} Gbit/s a to b, {back:.2} b to a (floor {FLOOR_GBPS})"
-    );
+    check(&sw.stop(), &[2, 3], "Geneve TCP", (there, back));
 }

@@ -173,6 +173,24 @@ fn geneve_and_vxlan_between_two_sluice_chassis_through_br_phy() {
             .any(|l| l.starts_with("172.31.83.2 ") && l.trim_end().ends_with("br-phy")),
         "{neigh}"
     );
+    // One set by hand, as OVS's tnl/neigh/set, shown by its bridge.
+    assert_eq!(
+        a.appctl(&[
+            "tnl/neigh/set",
+            "br-phy",
+            "172.31.83.9",
+            "02:00:00:00:83:09"
+        ])
+        .trim(),
+        "OK"
+    );
+    let neigh = a.appctl(&["tnl/neigh/show"]);
+    assert!(
+        neigh.lines().any(|l| l.starts_with("172.31.83.9 ")
+            && l.contains("02:00:00:00:83:09")
+            && l.trim_end().ends_with("br-phy")),
+        "{neigh}"
+    );
     // One pass out (the push straight to the uplink's datapath port),
     // and a pop on the way in.
     let flows = a.appctl(&["dpctl/dump-flows"]);

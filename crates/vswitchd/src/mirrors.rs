@@ -5,15 +5,7 @@
 use crate::desired::BridgeCfg;
 
 /// A port mirror as the switch takes it: its ports by OpenFlow number.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorSet {
-    pub name: String,
-    pub select_all: bool,
-    pub src: Vec<u32>,
-    pub dst: Vec<u32>,
-    pub vlans: Vec<u16>,
-    pub output: u32,
-}
+pub use sluice_bridge::Mirror as MirrorSet;
 
 /// Bridge `bridge`'s mirrors as the switch takes them (ports by the
 /// numbers they run with: `running` gives an interface's), and what was

@@ -35,6 +35,16 @@ fn mirror(src: &[u32], dst: &[u32], output: u32) -> Mirror {
     }
 }
 
+fn outputs(t: &Translation) -> Vec<u32> {
+    t.actions
+        .iter()
+        .filter_map(|a| match a {
+            DpAction::Output(p) => Some(*p),
+            _ => None,
+        })
+        .collect()
+}
+
 fn with_mirrors(flows: &str, ms: Vec<Mirror>) -> RuleSet {
     let r = set(flows);
     r.bridge().set_mirrors(Mirrors::new(ms).unwrap());
@@ -64,21 +74,7 @@ fn what_a_port_sends_is_copied_as_it_leaves() {
         vec![mirror(&[], &[3], 4)],
     );
     let t = run(&r, &key(1, None));
-    let outs: Vec<_> = t
-        .actions
-        .iter()
-        .filter(|a| matches!(a, DpAction::Output(_)))
-        .collect();
-    assert_eq!(
-        outs,
-        [
-            &DpAction::Output(2),
-            &DpAction::Output(3),
-            &DpAction::Output(4)
-        ],
-        "{:?}",
-        t.actions
-    );
+    assert_eq!(outputs(&t), [2, 3, 4], "{:?}", t.actions);
 }
 
 #[test]
@@ -107,15 +103,7 @@ fn normal_leaves_a_mirror_output_port_out() {
     let r = with_mirrors("actions=NORMAL\n", vec![mirror(&[1], &[], 4)]);
     let t = run(&r, &key(1, None));
     // Flooded to 2 and 3, the copy to 4 only once (not flooded there).
-    let outs: Vec<_> = t
-        .actions
-        .iter()
-        .filter_map(|a| match a {
-            DpAction::Output(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(outs, [4, 2, 3]);
+    assert_eq!(outputs(&t), [4, 2, 3]);
     // What the output port receives goes nowhere.
     let t = run(&r, &key(4, None));
     assert!(t.actions.is_empty(), "{:?}", t.actions);

@@ -118,6 +118,7 @@ const MAPPED: &[(&str, &str, &str)] = &[
     ("dpctl/ipf-set-max-nfrags", "maxfrags", "ipf-set-max-nfrags"),
     ("tnl/neigh/show", "", "tnl-neigh-show"),
     ("tnl/neigh/flush", "", "tnl-neigh-flush"),
+    ("tnl/neigh/set", "BRIDGE IP MAC", "tnl-neigh-set"),
     ("tnl/ports/show", "", "tnl-ports-show"),
     ("ovs/route/show", "", "tnl-route-show"),
 ];

@@ -535,20 +535,9 @@ impl Switch for SluiceSwitch {
             .bridges
             .get(bridge)
             .ok_or_else(|| format!("no bridge {bridge}"))?;
-        let list = mirrors
-            .iter()
-            .map(|m| sluice_bridge::Mirror {
-                name: m.name.clone(),
-                select_all: m.select_all,
-                src: m.src.clone(),
-                dst: m.dst.clone(),
-                vlans: m.vlans.clone(),
-                output: m.output,
-            })
-            .collect();
         b.control
             .bridge_state()
-            .set_mirrors(sluice_bridge::Mirrors::new(list)?);
+            .set_mirrors(sluice_bridge::Mirrors::new(mirrors.to_vec())?);
         Ok(())
     }
 
