@@ -10,12 +10,14 @@
 //! - [`harness`]: runs the real datapath on in-memory replay ports into a
 //!   null sink, per profile and configuration, and the I/O floor.
 //! - [`plot`]: the results as a chart of Mpps against flows (SVG).
+//! - [`pingpong`]: the cross-core round trip a run's band shows in.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod batching;
 pub mod harness;
+pub mod pingpong;
 pub mod plot;
 pub mod profile;
 pub mod rules;

@@ -217,6 +217,13 @@ pub struct BenchArgs {
     /// pair, into --plot FILE (.svg or .png).
     #[arg(long, value_name = "RESULTS", requires = "plot")]
     compare_chart: Option<PathBuf>,
+    /// Measure the cross-core round trip instead: one cache line bounced
+    /// between CPUs A and B 20,000 times (after as many untimed), each
+    /// round trip timed on the TSC; prints the median, the 10th and 90th
+    /// percentiles and the band (fast below 384 cycles, slow above), as
+    /// bench/pvp does before each run.
+    #[arg(long, value_name = "A,B", value_delimiter = ',', num_args = 1)]
+    pingpong: Vec<usize>,
 }
 
 /// Writes a chart (SVG text) to `path` (.svg, or .png through
@@ -297,6 +304,21 @@ fn bench_batching(a: &BenchArgs) -> Result<(), String> {
 pub fn bench(a: BenchArgs) -> Result<(), String> {
     if a.batching {
         return bench_batching(&a);
+    }
+    if !a.pingpong.is_empty() {
+        let [x, y] = a.pingpong[..] else {
+            return Err("--pingpong A,B: give two CPUs".into());
+        };
+        let r = sluice_bench::pingpong::measure(x, y, 20_000, sluice_port::sys::pin_to_cpu)?;
+        println!(
+            "cross-core round trip CPU {x} <-> {y}: median {} cycles (p10 {}, p90 {}) over {} round trips: {} band",
+            r.median,
+            r.p10,
+            r.p90,
+            r.rounds,
+            r.band()
+        );
+        return Ok(());
     }
     if let Some(p) = &a.plot {
         let ext = p.extension().and_then(|e| e.to_str()).unwrap_or("");

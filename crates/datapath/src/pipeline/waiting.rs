@@ -63,13 +63,22 @@ impl Pipeline {
         }
         let mut ran = 0;
         let mut empty_walks = 0;
-        while !self.waiting.is_empty() && ran < max {
+        while !self.waiting.is_empty() {
+            // Only packets that wait behind their flow are left (their
+            // misses have run): all of them go now, whatever `max` and
+            // the time, or a flow that arrives as fast as a drain takes
+            // it (a device whose ring is always full) would wait behind
+            // itself for ever, every packet run twice.
+            let only_held = self.waiting.held() == self.waiting.len();
+            if ran >= max && !only_held {
+                break;
+            }
             if refused && self.waiting.held() == 0 {
                 // Nothing but misses, and no budget for them.
                 break;
             }
             let now = crate::cycles::now();
-            if !force && ran > 0 && now.wrapping_sub(start) > DRAIN_CYCLES {
+            if !force && ran > 0 && !only_held && now.wrapping_sub(start) > DRAIN_CYCLES {
                 // The rings are read again before more upcalls.
                 break;
             }
