@@ -148,12 +148,11 @@ pub fn fits_mtu(pkt: &sluice_packet::Packet, mtu: u32) -> bool {
 /// outer ones of a tunnelled one included, and `gso_size` of payload).
 #[inline]
 pub fn segments_fit_mtu(pkt: &sluice_packet::Packet, mtu: u32) -> bool {
-    let len = if pkt.meta.offload.gso() == 0 {
-        pkt.len()
-    } else {
-        sluice_packet::offload::longest_segment(pkt)
-    };
-    l2_fits(pkt.data(), len, mtu)
+    l2_fits(
+        pkt.data(),
+        sluice_packet::offload::longest_segment(pkt),
+        mtu,
+    )
 }
 
 /// Whether a frame of `len` bytes that starts as `d` carries at most `mtu`

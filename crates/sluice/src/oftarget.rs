@@ -31,9 +31,27 @@ pub enum Target {
 /// Parses `ptcp:PORT[:IP]`, `pssl:PORT[:IP]` (IP defaults to 127.0.0.1)
 /// or `punix:PATH`.
 pub fn parse_listen(s: &str) -> Result<Target, String> {
+    listener(s, "127.0.0.1", None)
+}
+
+/// Parses a passive target as ovs-vswitchd takes one from the database
+/// (`Controller:target`): `ptcp:[PORT][:IP]` and `pssl:[PORT][:IP]`, the
+/// port 6653 and every IPv4 address unless given (OVS's defaults; the
+/// command line's `--listen` keeps to 127.0.0.1), or `punix:PATH`.
+pub fn parse_passive(s: &str) -> Result<Target, String> {
+    listener(s, "0.0.0.0", Some("6653"))
+}
+
+/// A listener target `s`, its IP `default_ip` when not given, and its
+/// port `default_port` (none: the port must be given).
+fn listener(s: &str, default_ip: &str, default_port: Option<&str>) -> Result<Target, String> {
     for (pre, tls) in [("ptcp:", false), ("pssl:", true)] {
         if let Some(rest) = s.strip_prefix(pre) {
-            let (p, ip) = rest.split_once(':').unwrap_or((rest, "127.0.0.1"));
+            let (p, ip) = rest.split_once(':').unwrap_or((rest, default_ip));
+            let p = match default_port {
+                Some(d) if p.is_empty() => d,
+                _ => p,
+            };
             let a = address(s, ip, p)?;
             return Ok(if tls { Target::Ssl(a) } else { Target::Tcp(a) });
         }
@@ -47,22 +65,6 @@ pub fn parse_listen(s: &str) -> Result<Target, String> {
     Err(format!(
         "'{s}': expected ptcp:PORT[:IP], pssl:PORT[:IP] or punix:PATH (as ovs-vswitchd's listeners)"
     ))
-}
-
-/// Parses a passive target as ovs-vswitchd takes one from the database
-/// (`Controller:target`): `ptcp:[PORT][:IP]` and `pssl:[PORT][:IP]`, the
-/// port 6653 and every IPv4 address unless given (OVS's defaults; the
-/// command line's `--listen` keeps to 127.0.0.1), or `punix:PATH`.
-pub fn parse_passive(s: &str) -> Result<Target, String> {
-    for pre in ["ptcp:", "pssl:"] {
-        if let Some(rest) = s.strip_prefix(pre) {
-            let (p, ip) = rest.split_once(':').unwrap_or((rest, "0.0.0.0"));
-            let p = if p.is_empty() { "6653" } else { p };
-            return parse_listen(&format!("{pre}{p}:{ip}"))
-                .map_err(|e| e.replace(&format!("{pre}{p}:{ip}"), s));
-        }
-    }
-    parse_listen(s)
 }
 
 /// Where to connect (`--controller`).

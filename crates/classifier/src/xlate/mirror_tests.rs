@@ -3,26 +3,14 @@
 //! mirror output, VLAN selection, NORMAL leaving the output port alone,
 //! and a recirculation not copying twice.
 
+use super::normal_tests::{frame, outputs, A, BCAST};
 use super::tests::{run, set};
 use super::*;
 use sluice_bridge::{Mirror, Mirrors, PortVlan};
 
-const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
-const BCAST: [u8; 6] = [0xff; 6];
-
+/// A broadcast ARP frame from MAC A on `in_port`, tagged `vid`.
 fn key(in_port: u32, vid: Option<u16>) -> FlowKey {
-    let mut k = FlowKey {
-        in_port,
-        dl_src: A,
-        dl_dst: BCAST,
-        dl_type: 0x0806,
-        ..Default::default()
-    };
-    if let Some(v) = vid {
-        k.vlan_tci[0] = tci::PRESENT | v;
-        k.vlan_tpid[0] = 0x8100;
-    }
-    k
+    frame(in_port, A, BCAST, vid)
 }
 
 fn mirror(src: &[u32], dst: &[u32], output: u32) -> Mirror {
@@ -33,16 +21,6 @@ fn mirror(src: &[u32], dst: &[u32], output: u32) -> Mirror {
         output,
         ..Mirror::default()
     }
-}
-
-fn outputs(t: &Translation) -> Vec<u32> {
-    t.actions
-        .iter()
-        .filter_map(|a| match a {
-            DpAction::Output(p) => Some(*p),
-            _ => None,
-        })
-        .collect()
 }
 
 fn with_mirrors(flows: &str, ms: Vec<Mirror>) -> RuleSet {

@@ -5,11 +5,11 @@ use super::tests::{run, set};
 use super::*;
 use sluice_bridge::PortVlan;
 
-const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
+pub(super) const A: [u8; 6] = [2, 0, 0, 0, 0, 0xa];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 0xb];
-const BCAST: [u8; 6] = [0xff; 6];
+pub(super) const BCAST: [u8; 6] = [0xff; 6];
 
-fn frame(in_port: u32, src: [u8; 6], dst: [u8; 6], vid: Option<u16>) -> FlowKey {
+pub(super) fn frame(in_port: u32, src: [u8; 6], dst: [u8; 6], vid: Option<u16>) -> FlowKey {
     let mut k = FlowKey {
         in_port,
         dl_src: src,
@@ -32,7 +32,7 @@ fn bridge(modes: &[(u32, &[(&str, &str)])]) -> RuleSet {
     r
 }
 
-fn outputs(t: &Translation) -> Vec<u32> {
+pub(super) fn outputs(t: &Translation) -> Vec<u32> {
     t.actions
         .iter()
         .filter_map(|a| match a {
