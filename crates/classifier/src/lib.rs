@@ -29,6 +29,7 @@ pub mod learn;
 pub mod megaflow;
 pub mod meter;
 pub mod multipath;
+pub mod odp_text;
 pub mod ovs_hash;
 pub mod parse;
 pub mod patch;

@@ -31,6 +31,7 @@ const ORDER: &[&str] = &[
     "dpaction",
     "xlate",
     "megaflow",
+    "odp_text",
 ];
 
 /// The code of a file without its test module and comment lines.

@@ -652,6 +652,17 @@ impl Datapath {
             .collect()
     }
 
+    /// The installed megaflows in Open vSwitch's ODP text, as `ovs-appctl
+    /// dpctl/dump-flows` prints them (`verbose`: its `-m`).
+    pub fn dump_megaflows_odp(&self, now_us: u64, verbose: bool) -> Vec<String> {
+        self.pipeline
+            .caches
+            .megaflows
+            .iter()
+            .map(|(_, f)| crate::probe::megaflow_odp_line(f, now_us, verbose))
+            .collect()
+    }
+
     /// Removes every megaflow (`dpctl/del-flows`, `revalidator/purge`),
     /// their hits credited to their rules first; the EMC's and SMC's
     /// entries for them are stale from then on. The next packet of each

@@ -93,13 +93,33 @@ impl Caches {
     }
 }
 
-/// A megaflow as `dump-megaflows` prints it.
-pub fn megaflow_line(f: &Megaflow, now_us: u64) -> String {
-    let used = if f.packets == 0 {
+/// A megaflow as `ovs-appctl dpctl/dump-flows` prints it: its match and
+/// actions in ODP text ([`sluice_classifier::odp_text`]; `verbose`:
+/// `-m`), then its counters.
+pub fn megaflow_odp_line(f: &Megaflow, now_us: u64, verbose: bool) -> String {
+    use sluice_classifier::odp_text::{format_odp_actions, format_odp_match};
+    format!(
+        "{}, packets:{}, bytes:{}, used:{}, actions:{}",
+        format_odp_match(&f.matcher, verbose),
+        f.packets,
+        f.bytes,
+        used(f, now_us),
+        format_odp_actions(&f.actions, &f.matcher)
+    )
+}
+
+/// When a megaflow was last hit, as OVS says it: `never`, or seconds ago.
+fn used(f: &Megaflow, now_us: u64) -> String {
+    if f.packets == 0 {
         "never".to_string()
     } else {
         format!("{:.3}s", now_us.saturating_sub(f.used_us) as f64 / 1e6)
-    };
+    }
+}
+
+/// A megaflow as `dump-megaflows` prints it.
+pub fn megaflow_line(f: &Megaflow, now_us: u64) -> String {
+    let used = used(f, now_us);
     let m = f.matcher.to_string();
     format!(
         "{}, packets:{}, bytes:{}, used:{used}, actions:{}",

@@ -254,6 +254,42 @@ impl Control {
         self.start.elapsed().as_micros() as u64
     }
 
+    /// `dump-odp-flows [-m]`: the megaflows in ODP text as `ovs-appctl
+    /// dpctl/dump-flows` prints them, under a line naming each PMD that
+    /// has any (OVS's `flow-dump from pmd on cpu core: N`).
+    fn dump_odp_flows(&self, args: &[&str]) -> Result<String, String> {
+        let mut verbose = false;
+        for a in args {
+            match *a {
+                "-m" | "--more" => verbose = true,
+                other => return Err(format!("dump-odp-flows: '{other}': expected -m")),
+            }
+        }
+        let placements: Vec<crate::pmd::Placement> = self
+            .pmds
+            .lock()
+            .expect("pmd senders")
+            .iter()
+            .map(|(p, _)| *p)
+            .collect();
+        let per_pmd = self.ask_all(|tx| PmdCommand::DumpOdpFlows(verbose, tx))?;
+        let mut out = String::new();
+        for (p, flows) in placements.iter().zip(per_pmd) {
+            if flows.is_empty() {
+                continue;
+            }
+            match p.core {
+                Some(c) => out += &format!("flow-dump from pmd on cpu core: {c}\n"),
+                None => out += &format!("flow-dump from pmd thread {}:\n", p.index),
+            }
+            for f in flows {
+                out += &f;
+                out.push('\n');
+            }
+        }
+        Ok(out)
+    }
+
     /// Sends every PMD the command `make` builds for it (by PMD index) and
     /// waits for all the answers, in PMD order. The PMDs work on it at
     /// once, not one after the other.
@@ -373,6 +409,7 @@ impl Control {
                 let per_pmd = self.ask_all(PmdCommand::DumpMegaflows)?;
                 Ok(per_pmd.concat().join("\n"))
             }
+            "dump-odp-flows" => self.dump_odp_flows(&rest),
             // As `ovs-appctl dpctl/del-flows`: nothing printed.
             "del-megaflows" => self
                 .ask_all(PmdCommand::PurgeMegaflows)

@@ -117,6 +117,8 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
+    /// List the megaflows in ODP text (verbose: every field).
+    DumpOdpFlows(bool, Sender<Vec<String>>),
     /// Remove every megaflow; answered with how many went.
     PurgeMegaflows(Sender<usize>),
     /// Start a live capture of a port (`sluice ctl capture`).
@@ -319,6 +321,9 @@ fn handle(
         }
         PmdCommand::DumpMegaflows(reply) => {
             let _ = reply.send(dp.dump_megaflows(now_us));
+        }
+        PmdCommand::DumpOdpFlows(verbose, reply) => {
+            let _ = reply.send(dp.dump_megaflows_odp(now_us, verbose));
         }
         PmdCommand::PurgeMegaflows(reply) => {
             let _ = reply.send(dp.purge_megaflows());

@@ -140,12 +140,12 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     assert!(
         flows
             .lines()
-            .any(|l| l.starts_with(&format!("in_port={in1},"))
-                && l.contains(&format!("dl_dst={}", h2.mac()))
+            .any(|l| l.starts_with(&format!("recirc_id(0),in_port({in1}),"))
+                && l.contains(&format!("dst={}", h2.mac()))
                 && l.ends_with(&format!("actions:{out2}"))),
         "in {in1}, out {out2}:\n{flows}"
     );
-    assert!(!flows.contains("recirc"), "{flows}");
+    assert!(!flows.contains("recirc("), "{flows}");
     // ofproto/trace follows the patch port into the other bridge, as
     // OVS's does.
     let tr = stdout(&db.appctl(&[

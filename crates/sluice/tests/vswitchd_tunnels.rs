@@ -194,8 +194,11 @@ fn geneve_and_vxlan_between_two_sluice_chassis_through_br_phy() {
     // One pass out (the push straight to the uplink's datapath port),
     // and a pop on the way in.
     let flows = a.appctl(&["dpctl/dump-flows"]);
-    assert!(flows.contains("tnl_push(header(geneve)"), "{flows}");
-    assert!(flows.contains("tnl_pop(geneve:6081)"), "{flows}");
+    assert!(
+        flows.contains("tnl_push(tnl_port(genev_sys_6081),header("),
+        "{flows}"
+    );
+    assert!(flows.contains("tnl_pop(genev_sys_6081)"), "{flows}");
 
     // The same port turned VXLAN at run time, on both sides.
     for c in [&a, &b] {
@@ -204,7 +207,10 @@ fn geneve_and_vxlan_between_two_sluice_chassis_through_br_phy() {
     }
     vms_ping(&a, &b);
     let flows = a.appctl(&["dpctl/dump-flows"]);
-    assert!(flows.contains("tnl_push(header(vxlan)"), "{flows}");
+    assert!(
+        flows.contains("tnl_push(tnl_port(vxlan_sys_4789),header("),
+        "{flows}"
+    );
 
     // A trace shows the way through br-phy.
     let trace = a.appctl(&[
@@ -247,7 +253,7 @@ fn geneve_between_sluice_and_open_vswitch_through_br_phy() {
     vms_ping(&a, &b);
     assert!(a
         .appctl(&["dpctl/dump-flows"])
-        .contains("tnl_push(header(vxlan)"));
+        .contains("tnl_push(tnl_port(vxlan_sys_4789),header("));
     a.log_is_clean();
     for c in [&a, &b] {
         assert!(c.db.appctl(&["exit"]).status.success());

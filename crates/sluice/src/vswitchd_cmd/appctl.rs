@@ -85,6 +85,32 @@ impl Appctl {
     }
 }
 
+/// `dpctl/dump-flows`'s arguments as `dump-odp-flows` takes them: `-m`
+/// (`--more`) kept; `--names` and `--no-names` taken (ports are printed
+/// by number either way); the datapath, when named, must be this one
+/// (`ovs-netdev`, `netdev@ovs-netdev`); `filter=` and `type=` refused by
+/// name rather than ignored.
+fn dump_flows_args(args: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for a in args {
+        match a.as_str() {
+            "-m" | "--more" => out.push("-m".to_string()),
+            "--names" | "--no-names" => {}
+            "ovs-netdev" | "netdev@ovs-netdev" => {}
+            o if o.starts_with("filter=") || o.starts_with("type=") || o.starts_with("pmd=") => {
+                return Err(format!(
+                    "dpctl/dump-flows: '{o}' is not supported by Sluice yet"
+                ))
+            }
+            o if o.starts_with('-') => {
+                return Err(format!("dpctl/dump-flows: unknown option '{o}'"))
+            }
+            o => return Err(format!("dpctl/dump-flows: datapath not found: {o}")),
+        }
+    }
+    Ok(out)
+}
+
 /// OVS's command, its arguments, and the `sluice ctl` command that
 /// answers it.
 const MAPPED: &[(&str, &str, &str)] = &[
@@ -93,7 +119,6 @@ const MAPPED: &[(&str, &str, &str)] = &[
     ("dpif-netdev/pmd-rxq-show", "", "pmd-rxq-show"),
     ("dpif-netdev/pmd-perf-show", "[-nh]", "pmd-perf-show"),
     ("dpif-netdev/pmd-rxq-rebalance", "", "pmd-rxq-rebalance"),
-    ("dpctl/dump-flows", "", "dump-megaflows"),
     ("dpctl/del-flows", "", "del-megaflows"),
     ("revalidator/purge", "", "del-megaflows"),
     ("dpctl/dump-conntrack", "[zone=N]", "dump-conntrack"),
@@ -144,6 +169,7 @@ impl Commands for Appctl {
             ("sluice/ctl", "COMMAND [ARG...]"),
             ("ovs/route/add", "ip/plen output_bridge [gw]"),
             ("ovs/route/del", "ip/plen"),
+            ("dpctl/dump-flows", "[-m] [--names | --no-names] [dp]"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -189,6 +215,7 @@ impl Commands for Appctl {
                 _ => Err("usage: ovs/route/add ip/plen output_bridge [gw]".into()),
             },
             "ovs/route/del" => ctl("tnl-route-del", args),
+            "dpctl/dump-flows" => dump_flows_args(args).and_then(|a| ctl("dump-odp-flows", &a)),
             "sluice/ctl" => match args.split_first() {
                 Some((c, rest)) => ctl(c, rest),
                 None => Err("sluice/ctl COMMAND [ARG...]: which command?".into()),
