@@ -653,12 +653,20 @@ impl Datapath {
     }
 
     /// The installed megaflows in Open vSwitch's ODP text, as `ovs-appctl
-    /// dpctl/dump-flows` prints them (`verbose`: its `-m`).
-    pub fn dump_megaflows_odp(&self, now_us: u64, verbose: bool) -> Vec<String> {
+    /// dpctl/dump-flows` prints them (`verbose`: its `-m`); with a
+    /// `filter`, only those whose key it matches (its `filter=`: on the
+    /// bits the megaflow matches, the others being zero in its key).
+    pub fn dump_megaflows_odp(
+        &self,
+        now_us: u64,
+        verbose: bool,
+        filter: Option<&sluice_classifier::flow_match::Match>,
+    ) -> Vec<String> {
         self.pipeline
             .caches
             .megaflows
             .iter()
+            .filter(|(_, f)| filter.is_none_or(|m| m.matches(&f.matcher.value)))
             .map(|(_, f)| crate::probe::megaflow_odp_line(f, now_us, verbose))
             .collect()
     }

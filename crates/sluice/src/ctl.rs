@@ -254,15 +254,29 @@ impl Control {
         self.start.elapsed().as_micros() as u64
     }
 
-    /// `dump-odp-flows [-m]`: the megaflows in ODP text as `ovs-appctl
-    /// dpctl/dump-flows` prints them, under a line naming each PMD that
-    /// has any (OVS's `flow-dump from pmd on cpu core: N`).
+    /// `dump-odp-flows [-m] [--filter MATCH]`: the megaflows in ODP text
+    /// as `ovs-appctl dpctl/dump-flows` prints them, under a line naming
+    /// each PMD that has any (OVS's `flow-dump from pmd on cpu core: N`);
+    /// with a filter (a match in the flow language, `in_port` a datapath
+    /// port number), those whose key it matches.
     fn dump_odp_flows(&self, args: &[&str]) -> Result<String, String> {
+        const USAGE: &str = "dump-odp-flows [-m] [--filter MATCH]";
         let mut verbose = false;
-        for a in args {
+        let mut filter = None;
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
             match *a {
                 "-m" | "--more" => verbose = true,
-                other => return Err(format!("dump-odp-flows: '{other}': expected -m")),
+                "--filter" => {
+                    let Some(f) = it.next() else {
+                        return Err(format!("--filter: which match? usage: {USAGE}"));
+                    };
+                    let spec =
+                        sluice_classifier::parse_flow(f, sluice_classifier::Require::NoActions)
+                            .map_err(|e| format!("--filter '{f}': {e}"))?;
+                    filter = Some(Box::new(spec.matcher));
+                }
+                other => return Err(format!("'{other}': usage: {USAGE}")),
             }
         }
         let placements: Vec<crate::pmd::Placement> = self
@@ -272,7 +286,7 @@ impl Control {
             .iter()
             .map(|(p, _)| *p)
             .collect();
-        let per_pmd = self.ask_all(|tx| PmdCommand::DumpOdpFlows(verbose, tx))?;
+        let per_pmd = self.ask_all(|tx| PmdCommand::DumpOdpFlows(verbose, filter.clone(), tx))?;
         let mut out = String::new();
         for (p, flows) in placements.iter().zip(per_pmd) {
             if flows.is_empty() {

@@ -117,8 +117,13 @@ pub enum PmdCommand {
     CreditRules(Sender<()>),
     /// List the megaflows.
     DumpMegaflows(Sender<Vec<String>>),
-    /// List the megaflows in ODP text (verbose: every field).
-    DumpOdpFlows(bool, Sender<Vec<String>>),
+    /// List the megaflows in ODP text (verbose: every field), those a
+    /// filter matches when there is one.
+    DumpOdpFlows(
+        bool,
+        Option<Box<sluice_classifier::flow_match::Match>>,
+        Sender<Vec<String>>,
+    ),
     /// Remove every megaflow; answered with how many went.
     PurgeMegaflows(Sender<usize>),
     /// Start a live capture of a port (`sluice ctl capture`).
@@ -322,8 +327,8 @@ fn handle(
         PmdCommand::DumpMegaflows(reply) => {
             let _ = reply.send(dp.dump_megaflows(now_us));
         }
-        PmdCommand::DumpOdpFlows(verbose, reply) => {
-            let _ = reply.send(dp.dump_megaflows_odp(now_us, verbose));
+        PmdCommand::DumpOdpFlows(verbose, filter, reply) => {
+            let _ = reply.send(dp.dump_megaflows_odp(now_us, verbose, filter.as_deref()));
         }
         PmdCommand::PurgeMegaflows(reply) => {
             let _ = reply.send(dp.purge_megaflows());

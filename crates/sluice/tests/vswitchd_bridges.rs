@@ -146,6 +146,29 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
         "in {in1}, out {out2}:\n{flows}"
     );
     assert!(!flows.contains("recirc("), "{flows}");
+    // By name, as OVS's system tests ask: only h1's port's megaflows,
+    // their ports named.
+    let named = stdout(&db.appctl(&[
+        "dpctl/dump-flows",
+        "--names",
+        &format!("filter=in_port={}", h1.root_if),
+    ]));
+    let lines: Vec<&str> = named.lines().filter(|l| l.contains("actions:")).collect();
+    assert!(!lines.is_empty(), "{named}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(&format!("in_port({})", h1.root_if))),
+        "{named}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(&format!("actions:{}", h2.root_if))),
+        "{named}"
+    );
+    let unknown = db.appctl(&["dpctl/dump-flows", "filter=in_port=no-such-port"]);
+    assert!(!unknown.status.success(), "{unknown:?}");
     // ofproto/trace follows the patch port into the other bridge, as
     // OVS's does.
     let tr = stdout(&db.appctl(&[

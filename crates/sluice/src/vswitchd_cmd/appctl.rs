@@ -45,6 +45,40 @@ pub(super) fn netdev_type(spec: &str) -> &'static str {
 }
 
 impl Appctl {
+    /// Every datapath port's interface name, by its datapath number (a
+    /// patch port has none).
+    fn dp_names(&self) -> BTreeMap<u32, String> {
+        let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = BTreeMap::new();
+        for (b, control) in self
+            .bridges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let index = control.bridge_index();
+            for ((pb, n), (name, t)) in ports.iter() {
+                if pb == b && !t.starts_with("patch") {
+                    out.insert(sluice_classifier::xlate::dp_port(index, *n), name.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// `dpctl/dump-flows`: the megaflows in ODP text, named ports with
+    /// `--names` (and `-m`), `filter=` by name or number.
+    fn dump_flows(&self, args: &[String]) -> Result<String, String> {
+        let a = super::dpctl::DumpArgs::parse(args)?;
+        let names = self.dp_names();
+        let text = super::ctl(&self.control, "dump-odp-flows", &a.ctl_args(&names)?)?;
+        Ok(if a.names {
+            super::dpctl::with_names(&text, &names)
+        } else {
+            text
+        })
+    }
+
     /// `dpif/show`, in OVS's form: the datapath's hits and misses, then
     /// each bridge's ports as `NAME OFPORT/DPPORT: (TYPE)`.
     fn dpif_show(&self) -> Result<String, String> {
@@ -83,32 +117,6 @@ impl Appctl {
         }
         Ok(o)
     }
-}
-
-/// `dpctl/dump-flows`'s arguments as `dump-odp-flows` takes them: `-m`
-/// (`--more`) kept; `--names` and `--no-names` taken (ports are printed
-/// by number either way); the datapath, when named, must be this one
-/// (`ovs-netdev`, `netdev@ovs-netdev`); `filter=` and `type=` refused by
-/// name rather than ignored.
-fn dump_flows_args(args: &[String]) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    for a in args {
-        match a.as_str() {
-            "-m" | "--more" => out.push("-m".to_string()),
-            "--names" | "--no-names" => {}
-            "ovs-netdev" | "netdev@ovs-netdev" => {}
-            o if o.starts_with("filter=") || o.starts_with("type=") || o.starts_with("pmd=") => {
-                return Err(format!(
-                    "dpctl/dump-flows: '{o}' is not supported by Sluice yet"
-                ))
-            }
-            o if o.starts_with('-') => {
-                return Err(format!("dpctl/dump-flows: unknown option '{o}'"))
-            }
-            o => return Err(format!("dpctl/dump-flows: datapath not found: {o}")),
-        }
-    }
-    Ok(out)
 }
 
 /// OVS's command, its arguments, and the `sluice ctl` command that
@@ -169,7 +177,10 @@ impl Commands for Appctl {
             ("sluice/ctl", "COMMAND [ARG...]"),
             ("ovs/route/add", "ip/plen output_bridge [gw]"),
             ("ovs/route/del", "ip/plen"),
-            ("dpctl/dump-flows", "[-m] [--names | --no-names] [dp]"),
+            (
+                "dpctl/dump-flows",
+                "[-m] [--names | --no-names] [dp] [filter=MATCH]",
+            ),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -215,7 +226,7 @@ impl Commands for Appctl {
                 _ => Err("usage: ovs/route/add ip/plen output_bridge [gw]".into()),
             },
             "ovs/route/del" => ctl("tnl-route-del", args),
-            "dpctl/dump-flows" => dump_flows_args(args).and_then(|a| ctl("dump-odp-flows", &a)),
+            "dpctl/dump-flows" => self.dump_flows(args),
             "sluice/ctl" => match args.split_first() {
                 Some((c, rest)) => ctl(c, rest),
                 None => Err("sluice/ctl COMMAND [ARG...]: which command?".into()),
