@@ -174,6 +174,14 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
     assert!(db.appctl(&["vlog/set", "file:info"]).status.success());
     let bad = db.appctl(&["fdb/show", "nosuchbr"]);
     assert_eq!(bad.status.code(), Some(2), "ovs-appctl exits 2 on an error");
+    // The datapath's features as OVS's system tests read and set them.
+    let feats = stdout(&db.appctl(&["dpif/show-dp-features", &br]));
+    assert!(feats.contains("\nConntrack clear: Yes\n"), "{feats}");
+    assert!(feats.contains("\nMPLS Label add: No\n"), "{feats}");
+    let off = db.appctl(&["dpif/set-dp-features", &br, "trunc", "false"]);
+    assert!(off.status.success(), "{}", stderr(&off));
+    let on = db.appctl(&["dpif/set-dp-features", &br, "ct_clear", "false"]);
+    assert_eq!(on.status.code(), Some(2), "{}", stderr(&on));
 
     // ovs-ofctl, OpenFlow 1.0 as it offers by default, on BRIDGE.mgmt.
     let of = db.tool(

@@ -177,6 +177,8 @@ impl Commands for Appctl {
             ("sluice/ctl", "COMMAND [ARG...]"),
             ("ovs/route/add", "ip/plen output_bridge [gw]"),
             ("ovs/route/del", "ip/plen"),
+            ("dpif/show-dp-features", "bridge"),
+            ("dpif/set-dp-features", "bridge [feature [value]]"),
             (
                 "dpctl/dump-flows",
                 "[-m] [--names | --no-names] [dp] [filter=MATCH]",
@@ -227,6 +229,28 @@ impl Commands for Appctl {
             },
             "ovs/route/del" => ctl("tnl-route-del", args),
             "dpctl/dump-flows" => self.dump_flows(args),
+            "dpif/show-dp-features" | "dpif/set-dp-features" => {
+                let bridge = match method {
+                    "dpif/show-dp-features" => args.last(),
+                    _ => args.first(),
+                };
+                let served = bridge.is_some_and(|b| {
+                    self.bridges
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .any(|(n, _)| n == b)
+                });
+                if !served {
+                    Err("no such bridge".into())
+                } else {
+                    let caps = super::capabilities::capabilities(self.control.vlan_limit());
+                    match method {
+                        "dpif/show-dp-features" => Ok(super::dp_features::show(&caps)),
+                        _ => super::dp_features::set(&caps, &args[1..]),
+                    }
+                }
+            }
             "sluice/ctl" => match args.split_first() {
                 Some((c, rest)) => ctl(c, rest),
                 None => Err("sluice/ctl COMMAND [ARG...]: which command?".into()),

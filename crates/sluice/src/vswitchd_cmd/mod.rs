@@ -311,6 +311,7 @@ pub fn prepare(a: &VswitchdArgs) -> Result<bool, String> {
 
 mod appctl;
 mod capabilities;
+mod dp_features;
 mod dpctl;
 mod other_config;
 mod switch;
