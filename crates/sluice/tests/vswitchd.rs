@@ -480,6 +480,62 @@ fn passive_controller_targets_listen_until_they_are_removed() {
     });
 }
 
+/// The `SSL` table, as `ovs-vsctl set-ssl` writes it: a `pssl:`
+/// controller target listens only once the key, certificate and CA are
+/// there (before, the row's status says what is missing), serves
+/// `ovs-ofctl` over TLS with a certificate of that CA, and refuses one of
+/// another CA.
+#[test]
+fn the_ssl_table_secures_pssl_controllers() {
+    require_ovs_tools(&["openssl"]);
+    let pki = tempfile::tempdir().unwrap();
+    support::make_pki(pki.path());
+    let p = |s: &str| pki.path().join(s).display().to_string();
+    let db = Db::start();
+    let sw = Host::new("vsl", None);
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let br = format!("vs{}", std::process::id() % 10000);
+    db.add_br(&br, &[]);
+    let port = 17000 + std::process::id() % 1000;
+    db.vsctl(&["set-controller", &br, &format!("pssl:{port}:127.0.0.1")]);
+    wait_for("the SSL table named in the Controller row", 10, || {
+        db.get("Controller", &br, "status").contains("set-ssl")
+    });
+    db.vsctl(&["set-ssl", &p("sw.key"), &p("sw.pem"), &p("ca.pem")]);
+    let ofctl_ssl = |who: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", &sw.ns, "timeout", "10", "ovs-ofctl"])
+            .args([
+                "-p",
+                &p(&format!("{who}.key")),
+                "-c",
+                &p(&format!("{who}.pem")),
+            ])
+            .args(["-C", &p("ca.pem"), "show", &format!("ssl:127.0.0.1:{port}")])
+            .output()
+            .unwrap()
+    };
+    wait_for("ovs-ofctl over TLS", 10, || {
+        ofctl_ssl("ctl").status.success()
+    });
+    let shown = ofctl_ssl("ctl");
+    assert!(
+        stdout(&shown).contains("OFPT_FEATURES_REPLY"),
+        "{}",
+        stdout(&shown)
+    );
+    assert!(!ofctl_ssl("intruder").status.success());
+    // Still serving after the refused peer.
+    assert!(ofctl_ssl("ctl").status.success());
+    db.vsctl(&["del-ssl"]);
+    wait_for("the listener to close without the SSL table", 10, || {
+        !ofctl_ssl("ctl").status.success()
+    });
+    assert!(db.appctl(&["exit"]).status.success());
+}
+
 /// Port mirroring as `ovs-vsctl`'s manual sets it up: a `Mirror` row
 /// with a port's traffic both ways copied to a third port, on which the
 /// copies (and only they) arrive; cleared, none.

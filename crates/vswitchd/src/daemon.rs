@@ -32,7 +32,12 @@ pub const MONITOR: &[(&str, &[&str])] = &[
             "cur_cfg",
             "other_config",
             "datapaths",
+            "ssl",
         ],
+    ),
+    (
+        "SSL",
+        &["private_key", "certificate", "ca_cert", "bootstrap_ca_cert"],
     ),
     (
         "Bridge",

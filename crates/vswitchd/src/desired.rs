@@ -31,6 +31,21 @@ pub struct Desired {
     pub datapaths: BTreeMap<String, Uuid>,
     /// What was passed over, for the log.
     pub warnings: Vec<String>,
+    /// `Open_vSwitch:ssl`: the `SSL` row, when there is one.
+    pub ssl: Option<SslCfg>,
+}
+
+/// The `SSL` row (`ovs-vsctl set-ssl`): the files of the switch's key,
+/// its certificate and the CA its peers' certificates chain to, for
+/// `ssl:` and `pssl:` controllers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SslCfg {
+    pub private_key: String,
+    pub certificate: String,
+    pub ca_cert: String,
+    /// `bootstrap_ca_cert`: learn the CA from the first controller (not
+    /// done by Sluice: the CA file must be there).
+    pub bootstrap_ca_cert: bool,
 }
 
 /// One bridge.
@@ -148,6 +163,18 @@ pub fn desired(r: &Replica) -> Desired {
     d.root = Some(*root);
     d.next_cfg = int(root_row, "next_cfg").unwrap_or(0);
     d.other_config = smap(root_row, "other_config");
+    d.ssl = uuids(root_row, "ssl")
+        .first()
+        .and_then(|u| r.row("SSL", u))
+        .map(|row| SslCfg {
+            private_key: string(row, "private_key").unwrap_or("").to_string(),
+            certificate: string(row, "certificate").unwrap_or("").to_string(),
+            ca_cert: string(row, "ca_cert").unwrap_or("").to_string(),
+            bootstrap_ca_cert: row
+                .get("bootstrap_ca_cert")
+                .and_then(|d| d.one()?.as_bool())
+                .unwrap_or(false),
+        });
     if let Some(Datum::Map(m)) = root_row.get("datapaths") {
         d.datapaths = m
             .iter()

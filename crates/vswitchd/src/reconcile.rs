@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use sluice_ovsdb::Uuid;
 
-use crate::desired::{BridgeCfg, Desired};
+use crate::desired::{BridgeCfg, Desired, SslCfg};
 use crate::iface::port_spec;
 pub use crate::mirrors::MirrorSet;
 use crate::ofports::{OfPorts, LOCAL};
@@ -74,6 +74,11 @@ pub trait Switch {
     fn statistics(&self) -> Statistics;
     /// Makes `mirrors` `bridge`'s port mirrors (none: no mirroring).
     fn set_mirrors(&mut self, bridge: &str, mirrors: &[MirrorSet]) -> Result<(), String>;
+    /// Makes `ssl` (the `SSL` row; none: no row) what `ssl:` and `pssl:`
+    /// controllers use from now on; `pssl:` listeners close (the
+    /// reconciler then gives each bridge with an `ssl:` or `pssl:` target
+    /// its targets again). An error says why the files cannot be used.
+    fn set_ssl(&mut self, ssl: Option<&SslCfg>) -> Result<(), String>;
 }
 
 /// Port counters by (bridge, switch port number).
@@ -160,6 +165,8 @@ pub struct Reconciler {
     /// `Open_vSwitch:other_config` as the switch has it (None: not yet
     /// compared: the first pass takes what the start read).
     other_config: Option<crate::desired::Smap>,
+    /// The `SSL` row as the switch has it (it starts with none).
+    ssl: Option<SslCfg>,
 }
 
 /// The datapath id of a bridge: `other_config:datapath-id` (16 hex
@@ -198,6 +205,7 @@ impl Reconciler {
             rundir,
             served: BTreeMap::new(),
             other_config: None,
+            ssl: None,
         }
     }
 
@@ -243,6 +251,20 @@ impl Reconciler {
                 out.log.extend(sw.set_other_config(&changed));
             }
             self.other_config = Some(d.other_config.clone());
+        }
+        // The SSL row before any controller (as OVS's bridge_reconfigure
+        // does bridge_configure_ssl first).
+        let ssl_changed = self.ssl != d.ssl;
+        if ssl_changed {
+            if let Err(e) = sw.set_ssl(d.ssl.as_ref()) {
+                out.log.push(format!("SSL: {e}"));
+            }
+            if d.ssl.as_ref().is_some_and(|s| s.bootstrap_ca_cert) {
+                out.log.push(
+                    "SSL: bootstrap_ca_cert is not done by Sluice: ca_cert must be there".into(),
+                );
+            }
+            self.ssl = d.ssl.clone();
         }
         // As OVS's datapath_reconfigure: what each datapath the root row
         // names can do.
@@ -410,6 +432,17 @@ impl Reconciler {
                     targets.join(", ")
                 ));
                 s.controllers = targets;
+            } else if ssl_changed
+                && targets
+                    .iter()
+                    .any(|t| t.starts_with("ssl:") || t.starts_with("pssl:"))
+            {
+                // The same targets, made again with the new key and
+                // certificates (no flush: the controllers did not change).
+                s.controller_errors = sw.set_controllers(name, &targets);
+                for (t, e) in &s.controller_errors {
+                    out.log.push(format!("bridge {name}: controller {t}: {e}"));
+                }
             }
             let up = sw.connected_controllers(name);
             for c in &b.controllers {
@@ -677,6 +710,13 @@ mod tests {
             self.log.push(format!("mirrors {b} {m:?}"));
             Ok(())
         }
+        fn set_ssl(&mut self, ssl: Option<&SslCfg>) -> Result<(), String> {
+            self.log.push(format!(
+                "ssl {:?}",
+                ssl.map(|s| (&s.private_key, &s.certificate, &s.ca_cert))
+            ));
+            Ok(())
+        }
         fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {
             changed
                 .iter()
@@ -874,6 +914,54 @@ mod tests {
         d.bridges.get_mut("br0").unwrap().fail_mode = None;
         r.reconcile(&d, &mut sw);
         assert_eq!(sw.log, ["fail-mode br0 false", "flush br0 true"]);
+    }
+
+    #[test]
+    fn an_ssl_change_gives_ssl_targets_again_without_a_flush() {
+        use crate::desired::ControllerCfg;
+        let mut r = Reconciler::new("/run".into());
+        let mut sw = Fake {
+            max: 2,
+            ..Fake::default()
+        };
+        let mut d = Desired::default();
+        for (n, name, target) in [(1, "br0", "pssl:6653"), (2, "br1", "tcp:127.0.0.1:6653")] {
+            let mut b = bridge(n, &[(name, "internal", None)]);
+            b.controllers = vec![ControllerCfg {
+                uuid: u(200 + n),
+                target: target.into(),
+            }];
+            d.bridges.insert(name.into(), b);
+        }
+        r.reconcile(&d, &mut sw);
+        assert!(
+            !sw.log.iter().any(|l| l.starts_with("ssl")),
+            "no row, none given: {:?}",
+            sw.log
+        );
+        sw.log.clear();
+        d.ssl = Some(SslCfg {
+            private_key: "/k".into(),
+            certificate: "/c".into(),
+            ca_cert: "/ca".into(),
+            bootstrap_ca_cert: false,
+        });
+        r.reconcile(&d, &mut sw);
+        // First the files, then the bridge with a TLS target gets its
+        // targets again; no flush, and the plain one untouched.
+        assert_eq!(
+            sw.log,
+            [
+                r#"ssl Some(("/k", "/c", "/ca"))"#,
+                r#"controllers br0 ["pssl:6653"]"#
+            ]
+        );
+        sw.log.clear();
+        r.reconcile(&d, &mut sw);
+        assert!(sw.log.is_empty(), "unchanged: {:?}", sw.log);
+        d.ssl = None;
+        r.reconcile(&d, &mut sw);
+        assert_eq!(sw.log, ["ssl None", r#"controllers br0 ["pssl:6653"]"#]);
     }
 
     #[test]

@@ -118,6 +118,9 @@ impl Switch for Model {
     ) -> Result<(), String> {
         Ok(())
     }
+    fn set_ssl(&mut self, _: Option<&sluice_vswitchd::desired::SslCfg>) -> Result<(), String> {
+        Ok(())
+    }
     fn set_other_config(&mut self, _: &[(String, Option<String>)]) -> Vec<String> {
         Vec::new()
     }

@@ -227,6 +227,10 @@ fn protocol_versions(protocols: &[String]) -> (u32, Option<String>) {
     (v, note)
 }
 
+/// Why an `ssl:` or `pssl:` target cannot be used.
+const NO_SSL: &str = "ssl: and pssl: need the SSL table's private_key, certificate and ca_cert \
+     (ovs-vsctl set-ssl KEY CERT CA-CERT), readable";
+
 impl Switch for SluiceSwitch {
     fn max_bridges(&self) -> usize {
         MAX_BRIDGES
@@ -426,10 +430,8 @@ impl Switch for SluiceSwitch {
                     continue;
                 }
                 let listener = crate::ofchannel::parse_passive(t).and_then(|target| {
-                    if matches!(target, crate::ofchannel::Target::Ssl(_)) {
-                        return Err(
-                            "pssl: listeners need the SSL table, which is not read yet".into()
-                        );
+                    if matches!(target, crate::ofchannel::Target::Ssl(_)) && b.info.tls.is_none() {
+                        return Err(NO_SSL.into());
                     }
                     crate::ofchannel::listen_link(&target, Arc::clone(&b.control), b.info.clone())
                 });
@@ -451,11 +453,8 @@ impl Switch for SluiceSwitch {
                     continue;
                 }
             };
-            if matches!(peer, crate::ofchannel::Peer::Ssl(_)) {
-                errors.insert(
-                    t.clone(),
-                    "ssl: controllers need the SSL table, which is not read yet".into(),
-                );
+            if matches!(peer, crate::ofchannel::Peer::Ssl(_)) && b.info.tls.is_none() {
+                errors.insert(t.clone(), NO_SSL.into());
                 continue;
             }
             let name = peer.to_string();
@@ -539,6 +538,36 @@ impl Switch for SluiceSwitch {
             .bridge_state()
             .set_mirrors(sluice_bridge::Mirrors::new(mirrors.to_vec())?);
         Ok(())
+    }
+
+    fn set_ssl(&mut self, ssl: Option<&sluice_vswitchd::desired::SslCfg>) -> Result<(), String> {
+        // The key and certificates read now (OVS reads them again when
+        // the row changes, not when a file does).
+        let loaded = match ssl {
+            None => Ok(None),
+            Some(s) => {
+                let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+                crate::oftls::TlsFiles {
+                    private_key: path(&s.private_key),
+                    certificate: path(&s.certificate),
+                    ca_cert: path(&s.ca_cert),
+                }
+                .load()
+                .map(|t| Some(Arc::new(t)))
+            }
+        };
+        let (tls, result) = match loaded {
+            Ok(t) => (t, Ok(())),
+            Err(e) => (None, Err(e)),
+        };
+        self.openflow.tls = tls.clone();
+        for b in self.bridges.values_mut() {
+            b.info.tls = tls.clone();
+            // Listeners made with the old configuration close; the
+            // reconciler gives the bridge its targets again.
+            b.listeners.retain(|(t, _)| !t.starts_with("pssl:"));
+        }
+        result
     }
 
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
@@ -653,5 +682,8 @@ impl Switch for Published<'_> {
         m: &[sluice_vswitchd::reconcile::MirrorSet],
     ) -> Result<(), String> {
         self.sw.set_mirrors(b, m)
+    }
+    fn set_ssl(&mut self, ssl: Option<&sluice_vswitchd::desired::SslCfg>) -> Result<(), String> {
+        self.sw.set_ssl(ssl)
     }
 }

@@ -795,3 +795,36 @@ pub fn dumped_rules(dump: &str) -> Vec<String> {
     v.sort();
     v
 }
+
+/// A CA `ca`, a second CA `other`, and certificates signed by them:
+/// `sw` and `ctl` by `ca`, `intruder` by `other`; each NAME.key, NAME.pem.
+pub fn make_pki(dir: &Path) {
+    require_root_and(&["openssl"]);
+    let run = |args: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("cd {} && {args}", dir.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(
+        dir.join("ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n",
+    )
+    .unwrap();
+    for ca in ["ca", "other"] {
+        run(&format!(
+            "openssl req -x509 -newkey rsa:2048 -nodes -keyout {ca}.key -out {ca}.pem -days 30 -subj /CN={ca} -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+        ));
+    }
+    for (leaf, ca) in [("sw", "ca"), ("ctl", "ca"), ("intruder", "other")] {
+        run(&format!(
+            "openssl req -newkey rsa:2048 -nodes -keyout {leaf}.key -out {leaf}.csr -subj /CN={leaf} && openssl x509 -req -in {leaf}.csr -CA {ca}.pem -CAkey {ca}.key -CAcreateserial -out {leaf}.pem -days 30 -extfile ext"
+        ));
+    }
+}
