@@ -419,9 +419,12 @@ fn run(
         cx.out.drop = Some(cx.reason.unwrap_or(XlateDrop::NoOutput));
     }
     // The in_port and the datapath pass are always part of the decision
-    // (the datapath keys on them).
+    // (the datapath keys on them), and so is the EtherType, as OVS's
+    // xlate_wc_init has it: an IPv4 packet's megaflow is never an ARP
+    // packet's, and `dpctl/dump-flows` shows OVS's `eth_type(...)`.
     cx.out.wc.in_port = u32::MAX;
     cx.out.wc.recirc_id = u32::MAX;
+    cx.out.wc.dl_type = u16::MAX;
 }
 
 /// Whether `acts` (or a branch in them) restores connection tracking state.

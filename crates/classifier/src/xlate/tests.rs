@@ -330,12 +330,14 @@ fn exact_masks_per_field_class() {
         in_port: 1,
         ..Default::default()
     };
-    // Nothing consulted but the input port.
+    // Nothing consulted but the input port (and, as OVS's xlate_wc_init
+    // has them always, the pass and the EtherType).
     assert_eq!(
         mask_of("actions=output:2\n", base),
         FlowKey {
             in_port: u32::MAX,
             recirc_id: u32::MAX,
+            dl_type: u16::MAX,
             ..Default::default()
         }
     );
@@ -345,7 +347,7 @@ fn exact_masks_per_field_class() {
         ..base
     };
     let m = mask_of("dl_dst=02:00:00:00:00:09,actions=output:2\n", k);
-    assert_eq!((m.dl_dst, m.dl_src, m.dl_type), ([0xff; 6], [0; 6], 0));
+    assert_eq!((m.dl_dst, m.dl_src, m.dl_type), ([0xff; 6], [0; 6], 0xffff));
     // Masked L2 matches keep their mask.
     let m = mask_of(
         "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00,actions=output:2\n",
