@@ -44,6 +44,8 @@ fn table(masks: u32, per: u32) -> (MegaflowTable, Vec<FlowKey>) {
                 bytes: 0,
                 used_us: 0,
                 created_us: 0,
+                upcall_packets: 0,
+                upcall_bytes: 0,
                 credited: (0, 0),
                 select_hits: Vec::new(),
                 learn: sluice_bridge::macs::Learns::NONE,

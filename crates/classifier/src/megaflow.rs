@@ -53,6 +53,13 @@ pub struct Megaflow {
     pub used_us: u64,
     /// Installed (µs).
     pub created_us: u64,
+    /// Of `packets`: those whose own upcalls made the megaflow (the
+    /// first of each flow), which OVS's datapath flow does not count (its
+    /// slow path ran them): `dpctl/dump-flows` leaves them out as OVS
+    /// does; the rules are credited with them.
+    pub upcall_packets: u64,
+    /// Of `bytes`: those of `upcall_packets`.
+    pub upcall_bytes: u64,
     /// How much of `packets`/`bytes` the rules have been credited with.
     /// Rules are credited in bulk, not per batch (as OVS's revalidators
     /// push megaflow stats), so PMD threads do not fight over the cache
@@ -644,6 +651,8 @@ mod tests {
             bytes: 0,
             used_us: 0,
             created_us: 0,
+            upcall_packets: 0,
+            upcall_bytes: 0,
             credited: (0, 0),
             select_hits: Vec::new(),
             learn: sluice_bridge::macs::Learns::NONE,

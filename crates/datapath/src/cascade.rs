@@ -297,6 +297,8 @@ impl Caches {
             bytes: 0,
             used_us: now_us,
             created_us: now_us,
+            upcall_packets: 0,
+            upcall_bytes: 0,
             credited: (0, 0),
             select_hits: Vec::new(),
             learn: self.xlate.learn,

@@ -98,12 +98,17 @@ impl Caches {
 /// `-m`), then its counters.
 pub fn megaflow_odp_line(f: &Megaflow, now_us: u64, verbose: bool) -> String {
     use sluice_classifier::odp_text::{format_odp_actions, format_odp_match};
+    // Without the packets its upcalls ran, as OVS's datapath counts.
+    let packets = f.packets.saturating_sub(f.upcall_packets);
+    let used = if packets == 0 {
+        "never".to_string()
+    } else {
+        used(f, now_us)
+    };
     format!(
-        "{}, packets:{}, bytes:{}, used:{}, actions:{}",
+        "{}, packets:{packets}, bytes:{}, used:{used}, actions:{}",
         format_odp_match(&f.matcher, verbose),
-        f.packets,
-        f.bytes,
-        used(f, now_us),
+        f.bytes.saturating_sub(f.upcall_bytes),
         format_odp_actions(&f.actions, &f.matcher)
     )
 }

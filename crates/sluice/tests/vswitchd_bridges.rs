@@ -118,8 +118,8 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     assert!(on(&fdb_b, &of(&pb), &h1.mac()), "{fdb_b}");
     assert!(on(&fdb_a, &of(&h1.root_if), &h1.mac()), "{fdb_a}");
     // One pass: a megaflow in from h1's port goes straight out of h2's
-    // port of the other bridge (its datapath number is the second
-    // bridge's index above its OpenFlow number), no recirculation.
+    // port of the other bridge (by OVS's datapath numbers, one numbering
+    // over both bridges), no recirculation.
     let dp = stdout(&db.appctl(&["dpif/show"]));
     let dp_of = |name: &str| -> String {
         dp.lines()

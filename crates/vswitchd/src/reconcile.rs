@@ -552,7 +552,20 @@ fn ports(
     }
     s.refused.retain(|n, _| specs.contains_key(n));
     let mut failed = Vec::new();
-    for (iname, (i, spec)) in &specs {
+    // Made in the order OVS creates them (the datapath numbers them in
+    // that order), then those that cannot be.
+    let order: Vec<&String> = wanted
+        .iter()
+        .filter_map(|(n, _, _)| specs.get_key_value(*n).map(|(k, _)| k))
+        .chain(
+            specs
+                .iter()
+                .filter(|(_, (_, spec))| spec.is_err())
+                .map(|(k, _)| k),
+        )
+        .collect();
+    for iname in order {
+        let (i, spec) = &specs[iname];
         let result = match spec {
             Err(e) => Err(e.clone()),
             Ok(spec) => {

@@ -175,6 +175,11 @@ pub(crate) struct Pipeline {
     defer: u32,
     /// Of them, the misses (the rest wait behind their flow).
     defer_miss: u32,
+    /// This pass's packets whose upcall made the megaflow they follow,
+    /// and their lengths: counted apart in it (OVS's datapath flow does
+    /// not count the packet its upcall ran).
+    upcalled: u32,
+    upcalled_len: [u16; BATCH_SIZE],
     /// In a drain pass, where each packet was in the queue.
     drain_slots: [usize; BATCH_SIZE],
     /// The batch comes from a source that can wait
@@ -231,6 +236,8 @@ impl Pipeline {
             waiting: UpcallQueue::new(waiting_cap),
             defer: 0,
             defer_miss: 0,
+            upcalled: 0,
+            upcalled_len: [0; BATCH_SIZE],
             drain_slots: [0; BATCH_SIZE],
             exempt: false,
             draining: false,
@@ -356,6 +363,7 @@ impl Pipeline {
         }
         self.defer = 0;
         self.defer_miss = 0;
+        self.upcalled = 0;
         // A miss of a new batch waits while earlier ones wait (they go
         // first), or behind a backlog in its device's ring; a
         // recirculation finishes what its first pass began.
@@ -721,6 +729,14 @@ impl Pipeline {
                     f.packets += n;
                     f.bytes += g.bytes;
                     f.used_us = now_us;
+                    if self.upcalled != 0 {
+                        for &i in &g.pkts {
+                            if self.upcalled & (1 << i) != 0 {
+                                f.upcall_packets += 1;
+                                f.upcall_bytes += u64::from(self.upcalled_len[i as usize]);
+                            }
+                        }
+                    }
                 }
                 TargetKind::Temp(t) => {
                     for rule in &self.temps[t as usize].xlate.rules {
@@ -807,6 +823,9 @@ impl Pipeline {
             let g = &mut self.groups[g];
             g.pkts.push(i as u8);
             g.bytes += pkts[i].len() as u64;
+            if self.upcalled & (1 << i) != 0 {
+                self.upcalled_len[i] = pkts[i].len().min(usize::from(u16::MAX)) as u16;
+            }
         }
         // Empty the index for the next batch.
         for g in &self.groups {

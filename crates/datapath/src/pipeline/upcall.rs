@@ -89,6 +89,7 @@ impl Pipeline {
             match result {
                 Ok(r) => {
                     self.targets[i] = Target::mega(r);
+                    self.upcalled |= 1 << i;
                     if let Some(sid) = self.caches.megaflows.subtable_of(r) {
                         if !installed.contains(&sid) {
                             installed.push(sid);

@@ -23,9 +23,8 @@ pub struct Appctl {
 /// The bridges served, by name, each with its control plane.
 pub(super) type BridgeTable = Arc<Mutex<Vec<(String, Arc<Control>)>>>;
 
-/// The ports the reconciler made: (bridge, switch port number) → (interface
-/// name, OVS's interface type as `dpif/show` prints it).
-pub(super) type PortTable = Arc<Mutex<BTreeMap<(String, u32), (String, String)>>>;
+/// The ports the reconciler made, with OVS's datapath numbers for them.
+pub(super) type PortTable = Arc<Mutex<super::odp_ports::Ports>>;
 
 /// OVS's netdev type of a Sluice port spec.
 pub(super) fn netdev_type(spec: &str) -> &'static str {
@@ -45,9 +44,9 @@ pub(super) fn netdev_type(spec: &str) -> &'static str {
 }
 
 impl Appctl {
-    /// Every datapath port's interface name, by its datapath number (a
-    /// patch port has none).
-    fn dp_names(&self) -> BTreeMap<u32, String> {
+    /// Every datapath port by Sluice's datapath number: its interface's
+    /// name and OVS's number for it (a patch port is none).
+    fn dp_ports(&self) -> BTreeMap<u32, (String, u32)> {
         let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = BTreeMap::new();
         for (b, control) in self
@@ -57,30 +56,44 @@ impl Appctl {
             .iter()
         {
             let index = control.bridge_index();
-            for ((pb, n), (name, t)) in ports.iter() {
-                if pb == b && !t.starts_with("patch") {
-                    out.insert(sluice_classifier::xlate::dp_port(index, *n), name.clone());
+            for ((pb, n), info) in ports.iter() {
+                if let (true, Some(odp)) = (pb == b, info.odp) {
+                    let dp = sluice_classifier::xlate::dp_port(index, *n);
+                    out.insert(dp, (info.name.clone(), odp));
                 }
             }
         }
         out
     }
 
-    /// `dpctl/dump-flows`: the megaflows in ODP text, named ports with
-    /// `--names` (and `-m`), `filter=` by name or number.
+    /// `dpctl/dump-flows`: the megaflows in ODP text, each port by OVS's
+    /// number or, with `--names` (and `-m`), its name; `filter=` by name
+    /// or OVS's number.
     fn dump_flows(&self, args: &[String]) -> Result<String, String> {
         let a = super::dpctl::DumpArgs::parse(args)?;
-        let names = self.dp_names();
-        let text = super::ctl(&self.control, "dump-odp-flows", &a.ctl_args(&names)?)?;
-        Ok(if a.names {
-            super::dpctl::with_names(&text, &names)
-        } else {
-            text
-        })
+        let ports = self.dp_ports();
+        let by_name: BTreeMap<u32, String> =
+            ports.iter().map(|(dp, (n, _))| (*dp, n.clone())).collect();
+        let by_odp: BTreeMap<u32, String> = ports
+            .iter()
+            .map(|(dp, (_, o))| (*dp, o.to_string()))
+            .collect();
+        let resolve = |p: &str| {
+            ports
+                .iter()
+                .find(|(_, (name, odp))| name == p || p.parse() == Ok(*odp))
+                .map(|(dp, _)| *dp)
+        };
+        let text = super::ctl(&self.control, "dump-odp-flows", &a.ctl_args(resolve)?)?;
+        Ok(super::dpctl::with_names(
+            &text,
+            if a.names { &by_name } else { &by_odp },
+        ))
     }
 
     /// `dpif/show`, in OVS's form: the datapath's hits and misses, then
-    /// each bridge's ports as `NAME OFPORT/DPPORT: (TYPE)`.
+    /// each bridge's ports as `NAME OFPORT/DPPORT: (TYPE)`, DPPORT the
+    /// number OVS's datapath would give the port.
     fn dpif_show(&self) -> Result<String, String> {
         let snaps = self.control.snapshots()?;
         let (mut hit, mut missed) = (0u64, 0u64);
@@ -96,23 +109,20 @@ impl Appctl {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            let index = control.bridge_index();
+            let _ = control;
             o += &format!("  {b}:\n");
-            let mut mine: Vec<(u32, &String, &String)> = ports
+            let mut mine: Vec<(u32, &super::odp_ports::PortInfo)> = ports
                 .iter()
                 .filter(|((pb, _), _)| pb == b)
-                .map(|((_, n), (name, t))| (*n, name, t))
+                .map(|((_, n), info)| (*n, info))
                 .collect();
-            mine.sort_by_key(|(n, _, _)| if *n == 0xffff_fffe { 65534 } else { *n });
-            for (n, name, t) in mine {
+            mine.sort_by_key(|(n, _)| if *n == 0xffff_fffe { 65534 } else { *n });
+            for (n, p) in mine {
                 let of = if n == 0xffff_fffe { 65534 } else { n };
-                if t.starts_with("patch") {
-                    // Not a datapath port (as OVS shows it).
-                    o += &format!("    {name} {of}/none: ({t})\n");
-                    continue;
-                }
-                let dp = sluice_classifier::xlate::dp_port(index, n);
-                o += &format!("    {name} {of}/{dp}: ({t})\n");
+                // OVS's datapath number ("none": a patch port is no
+                // datapath port, as OVS shows it).
+                let dp = p.odp.map_or("none".to_string(), |d| d.to_string());
+                o += &format!("    {} {of}/{dp}: ({})\n", p.name, p.kind);
             }
         }
         Ok(o)
@@ -178,6 +188,7 @@ impl Commands for Appctl {
             ("ovs/route/add", "ip/plen output_bridge [gw]"),
             ("ovs/route/del", "ip/plen"),
             ("dpif/show-dp-features", "bridge"),
+            ("revalidator/wait", ""),
             ("dpif/set-dp-features", "bridge [feature [value]]"),
             (
                 "dpctl/dump-flows",
@@ -229,6 +240,10 @@ impl Commands for Appctl {
             },
             "ovs/route/del" => ctl("tnl-route-del", args),
             "dpctl/dump-flows" => self.dump_flows(args),
+            // Sluice revalidates a megaflow when its next packet finds it
+            // stale, not in a revalidator thread: nothing to wait for
+            // but every PMD having taken the last change (a round trip).
+            "revalidator/wait" => ctl("pmd-stats", &[]).map(|_| String::new()),
             "dpif/show-dp-features" | "dpif/set-dp-features" => {
                 let bridge = match method {
                     "dpif/show-dp-features" => args.last(),
@@ -267,12 +282,25 @@ impl Commands for Appctl {
                     match args.split_first() {
                         Some((b, rest)) => match served.iter().find(|(n, _)| n == b) {
                             Some((_, control)) => {
-                                let rest = if c == &"trace" {
-                                    vec![rest.join(" ")]
+                                if c == &"trace" {
+                                    // Its datapath actions with OVS's
+                                    // port numbers, as dpif/show has them.
+                                    let by_odp: BTreeMap<u32, String> = self
+                                        .dp_ports()
+                                        .into_iter()
+                                        .map(|(dp, (_, o))| (dp, o.to_string()))
+                                        .collect();
+                                    super::ctl(control, c, &[rest.join(" ")]).map(|t| {
+                                        t.lines()
+                                            .map(|l| match l.starts_with("Datapath actions:") {
+                                                true => super::dpctl::with_names(l, &by_odp),
+                                                false => format!("{l}\n"),
+                                            })
+                                            .collect()
+                                    })
                                 } else {
-                                    rest.to_vec()
-                                };
-                                super::ctl(control, c, &rest)
+                                    super::ctl(control, c, rest)
+                                }
                             }
                             None => Err(format!("no such bridge {b}")),
                         },

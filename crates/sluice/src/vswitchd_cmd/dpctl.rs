@@ -45,9 +45,9 @@ impl DumpArgs {
         Ok(d)
     }
 
-    /// `dump-odp-flows`'s arguments: the filter's `in_port=NAME` made a
-    /// datapath port number by `ports` (datapath number → name).
-    pub fn ctl_args(&self, ports: &BTreeMap<u32, String>) -> Result<Vec<String>, String> {
+    /// `dump-odp-flows`'s arguments: the filter's `in_port=PORT` (a name
+    /// or OVS's number) made Sluice's datapath number by `resolve`.
+    pub fn ctl_args(&self, resolve: impl Fn(&str) -> Option<u32>) -> Result<Vec<String>, String> {
         let mut out = Vec::new();
         if self.verbose {
             out.push("-m".to_string());
@@ -56,14 +56,14 @@ impl DumpArgs {
             let mut parts = Vec::new();
             for p in f.split(',') {
                 match p.trim().strip_prefix("in_port=") {
-                    Some(n) if n.parse::<u32>().is_err() => {
+                    Some(n) => {
                         let n = n.trim_matches('"');
-                        let Some((dp, _)) = ports.iter().find(|(_, name)| *name == n) else {
+                        let Some(dp) = resolve(n) else {
                             return Err(format!("dpctl/dump-flows: filter: unknown port '{n}'"));
                         };
                         parts.push(format!("in_port={dp}"));
                     }
-                    _ => parts.push(p.to_string()),
+                    None => parts.push(p.to_string()),
                 }
             }
             out.push("--filter".to_string());
@@ -73,8 +73,10 @@ impl DumpArgs {
     }
 }
 
-/// The dump with each datapath port number named: `in_port(N)`,
-/// `out_port(N)` and an output action (a bare number among the actions).
+/// The dump with each of Sluice's datapath port numbers put as `ports`
+/// says (a name, or OVS's number): `in_port(N)`, `out_port(N)` and an
+/// output action (a bare number among the actions, as in `actions:2,3`
+/// and a trace's `Datapath actions: 2,3`).
 pub(super) fn with_names(text: &str, ports: &BTreeMap<u32, String>) -> String {
     let name = |n: &str| -> Option<&String> { n.parse::<u32>().ok().and_then(|n| ports.get(&n)) };
     let wrapped = |s: &str, tag: &str| -> String {
@@ -118,9 +120,12 @@ pub(super) fn with_names(text: &str, ports: &BTreeMap<u32, String>) -> String {
             }
         }
         tokens.push(&acts[start..]);
-        let named: Vec<&str> = tokens
+        let named: Vec<String> = tokens
             .iter()
-            .map(|t| name(t).map_or(*t, |n| n.as_str()))
+            .map(|t| {
+                let lead = &t[..t.len() - t.trim_start().len()];
+                name(t.trim()).map_or(t.to_string(), |n| format!("{lead}{n}"))
+            })
             .collect();
         out += &named.join(",");
         out.push('\n');
@@ -167,13 +172,14 @@ mod tests {
         assert!(!a(&["-m", "--no-names"]).unwrap().names);
         let f = a(&["--names", "filter=in_port=ovs-p0,ip"]).unwrap();
         assert!(f.names && !f.verbose);
+        let resolve = |p: &str| ports().into_iter().find(|(_, n)| n == p).map(|(d, _)| d);
         assert_eq!(
-            f.ctl_args(&ports()).unwrap(),
+            f.ctl_args(resolve).unwrap(),
             vec!["--filter".to_string(), "in_port=1,ip".to_string()]
         );
         assert!(a(&["filter=in_port=nope"])
             .unwrap()
-            .ctl_args(&ports())
+            .ctl_args(resolve)
             .is_err());
         assert!(a(&["type=offloaded"]).is_err());
         assert!(a(&["system@ovs-system"])

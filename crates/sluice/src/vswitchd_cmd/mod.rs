@@ -313,6 +313,7 @@ mod appctl;
 mod capabilities;
 mod dp_features;
 mod dpctl;
+mod odp_ports;
 mod other_config;
 mod switch;
 

@@ -617,6 +617,10 @@ impl Switch for Published<'_> {
     }
     fn del_bridge(&mut self, name: &str) {
         self.sw.del_bridge(name);
+        self.ports
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .del_bridge(name);
         self.publish();
     }
     fn can_open(&self, name: &str, spec: &str) -> Result<(), String> {
@@ -632,7 +636,7 @@ impl Switch for Published<'_> {
         self.ports
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert((b.to_string(), n), (name.to_string(), kind));
+            .add_port(b, n, name, kind);
         Ok(())
     }
     fn del_port(&mut self, b: &str, n: u32, name: &str) {
@@ -640,7 +644,7 @@ impl Switch for Published<'_> {
         self.ports
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&(b.to_string(), n));
+            .del_port(b, n);
     }
     fn change_port(
         &mut self,
