@@ -62,8 +62,11 @@ pub enum RuleSetKind {
     /// `ct-firewall`: a stateful firewall's pipeline: every IP packet
     /// through the connection tracker and on into table 1, where a new
     /// connection is committed and an established one's packets go to
-    /// port 2 (after a flow's first packet, all of them: the established
-    /// path, two datapath passes and a tracker lookup per packet).
+    /// port 2. The profiles' UDP is never replied to, so (as OVS 3.1
+    /// tracks UDP) every packet is `+new` and committed again: two
+    /// datapath passes and two tracker lookups per packet. (Before
+    /// 2026-12-06 Sluice took a UDP connection's second packet as
+    /// established, unlike OVS.)
     CtFirewall,
     /// `normal`: one rule, `priority=0,actions=NORMAL` (OVS's default
     /// bridge); each flow of the traffic from its own source MAC

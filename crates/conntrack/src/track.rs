@@ -123,19 +123,31 @@ impl Conntrack {
             } else {
                 let update = match (&mut c.state, seg) {
                     (ProtoState::Tcp(t), Some(s)) => t.update(&s, h.reply),
+                    // As OVS 3.1's other_conn_update and icmp_conn_update:
+                    // until a reply is seen, every packet of the
+                    // connection is `+new` (established only from the
+                    // reply on).
                     (ProtoState::Other { replied, multiple }, _) => {
                         if h.reply {
                             *replied = true;
                         } else {
                             *multiple = true;
                         }
-                        Update::Valid
+                        if *replied {
+                            Update::Valid
+                        } else {
+                            Update::ValidNew
+                        }
                     }
                     (ProtoState::Icmp { replied }, _) => {
                         if h.reply {
                             *replied = true;
                         }
-                        Update::Valid
+                        if *replied {
+                            Update::Valid
+                        } else {
+                            Update::ValidNew
+                        }
                     }
                     (ProtoState::Tcp(_), None) => Update::Invalid,
                 };

@@ -152,7 +152,8 @@ pub struct BenchArgs {
     /// a meter no traffic reaches), vxlan-encap and vxlan-decap (into and
     /// out of a VXLAN port, VNI 42, over an underlay port with an
     /// address), ct-firewall (every packet through the connection tracker,
-    /// committed when new, then forwarded as established), normal (OVS's
+    /// committed while new: the profiles' UDP is never replied to, so
+    /// every packet is new, as OVS tracks it), normal (OVS's
     /// default bridge: MAC learning, each flow from its own MAC),
     /// routes:N, prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
