@@ -164,10 +164,10 @@ impl Attrs {
         self.out.push(format!("{name}({body})"));
     }
 
-    /// An attribute of fields, shown when any field's mask is set (or
-    /// verbose).
-    fn fields(&mut self, name: &str, any_mask: bool, f: Fields) {
-        if self.verbose || any_mask {
+    /// An attribute of fields, shown when any field is (a field is shown
+    /// where its mask has bits, or verbose).
+    fn fields(&mut self, name: &str, f: Fields) {
+        if self.verbose || !f.0.is_empty() {
             self.push(name, f.done());
         }
     }
@@ -211,7 +211,7 @@ pub fn format_odp_match(m: &Match, verbose: bool) -> String {
     let mut f = Fields::default();
     f.eth(v, "src", &k.dl_src, &w.dl_src);
     f.eth(v, "dst", &k.dl_dst, &w.dl_dst);
-    a.fields("eth", w.dl_src != [0; 6] || w.dl_dst != [0; 6], f);
+    a.fields("eth", f);
     // VLAN tags: each its TPID as the EtherType, its TCI, and the rest
     // inside `encap(...)`.
     let mut tags = 0;
@@ -345,13 +345,6 @@ fn conntrack(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
     if k.ct_nw_proto == 0 {
         return;
     }
-    let any = w.ct_nw_src != 0
-        || w.ct_nw_dst != 0
-        || w.ct_ipv6_src != [0; 16]
-        || w.ct_ipv6_dst != [0; 16]
-        || w.ct_nw_proto != 0
-        || w.ct_tp_src != 0
-        || w.ct_tp_dst != 0;
     let mut f = Fields::default();
     let proto = (k.ct_nw_proto.into(), w.ct_nw_proto.into());
     let ports = [
@@ -364,14 +357,14 @@ fn conntrack(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
         f.dec(v, "proto", proto.0, proto.1, 0xff);
         f.dec(v, "src_port", ports[0].0, ports[0].1, 0xffff);
         f.dec(v, "dst_port", ports[1].0, ports[1].1, 0xffff);
-        a.fields("ct_tuple6", any, f);
+        a.fields("ct_tuple6", f);
     } else {
         f.ipv4(v, "src", k.ct_nw_src, w.ct_nw_src);
         f.ipv4(v, "dst", k.ct_nw_dst, w.ct_nw_dst);
         f.dec(v, "proto", proto.0, proto.1, 0xff);
         f.dec(v, "tp_src", ports[0].0, ports[0].1, 0xffff);
         f.dec(v, "tp_dst", ports[1].0, ports[1].1, 0xffff);
-        a.fields("ct_tuple4", any, f);
+        a.fields("ct_tuple4", f);
     }
 }
 
@@ -416,13 +409,7 @@ fn layer3(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
             f.hex(v, "tos", k.nw_tos.into(), w.nw_tos.into(), 0xff);
             f.dec(v, "ttl", k.nw_ttl.into(), w.nw_ttl.into(), 0xff);
             frag(&mut f, k, w);
-            let any = w.nw_src != 0
-                || w.nw_dst != 0
-                || w.nw_proto != 0
-                || w.nw_tos != 0
-                || w.nw_ttl != 0
-                || w.nw_frag != 0;
-            a.fields("ipv4", any, f);
+            a.fields("ipv4", f);
             true
         }
         ETH_IPV6 => {
@@ -438,14 +425,7 @@ fn layer3(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
             f.hex(v, "tclass", k.nw_tos.into(), w.nw_tos.into(), 0xff);
             f.dec(v, "hlimit", k.nw_ttl.into(), w.nw_ttl.into(), 0xff);
             frag(&mut f, k, w);
-            let any = w.ipv6_src != [0; 16]
-                || w.ipv6_dst != [0; 16]
-                || wl != 0
-                || w.nw_proto != 0
-                || w.nw_tos != 0
-                || w.nw_ttl != 0
-                || w.nw_frag != 0;
-            a.fields("ipv6", any, f);
+            a.fields("ipv6", f);
             true
         }
         ETH_ARP | ETH_RARP => {
@@ -455,12 +435,7 @@ fn layer3(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
             f.dec(v, "op", k.nw_proto.into(), w.nw_proto.into(), 0xff);
             f.eth(v, "sha", &k.arp_sha, &w.arp_sha);
             f.eth(v, "tha", &k.arp_tha, &w.arp_tha);
-            let any = w.nw_src != 0
-                || w.nw_dst != 0
-                || w.nw_proto != 0
-                || w.arp_sha != [0; 6]
-                || w.arp_tha != [0; 6];
-            a.fields("arp", any, f);
+            a.fields("arp", f);
             false
         }
         _ => false,
@@ -473,7 +448,6 @@ fn layer3(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
 /// The transport header's attribute (and TCP's flags, ND's fields).
 fn layer4(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
     let v = a.verbose;
-    let any = w.tp_src != 0 || w.tp_dst != 0;
     let ports = |names: [&str; 2]| {
         let mut f = Fields::default();
         f.dec(v, names[0], k.tp_src.into(), w.tp_src.into(), 0xffff);
@@ -488,7 +462,7 @@ fn layer4(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
     };
     match k.nw_proto {
         TCP => {
-            a.fields("tcp", any, ports(["src", "dst"]));
+            a.fields("tcp", ports(["src", "dst"]));
             if v || w.tcp_flags != 0 {
                 let s = flags_masked(
                     TCP_FLAG_NAMES,
@@ -499,19 +473,18 @@ fn layer4(a: &mut Attrs, k: &FlowKey, w: &FlowKey) {
                 a.push("tcp_flags", s);
             }
         }
-        UDP => a.fields("udp", any, ports(["src", "dst"])),
-        SCTP => a.fields("sctp", any, ports(["src", "dst"])),
-        ICMP if k.dl_type == ETH_IPV4 => a.fields("icmp", any, types(["type", "code"])),
+        UDP => a.fields("udp", ports(["src", "dst"])),
+        SCTP => a.fields("sctp", ports(["src", "dst"])),
+        ICMP if k.dl_type == ETH_IPV4 => a.fields("icmp", types(["type", "code"])),
         ICMPV6 if k.dl_type == ETH_IPV6 => {
-            a.fields("icmpv6", any, types(["type", "code"]));
+            a.fields("icmpv6", types(["type", "code"]));
             // Neighbour solicitations and advertisements.
             if matches!(k.tp_src, 135 | 136) {
                 let mut f = Fields::default();
                 f.ipv6(v, "target", &k.nd_target, &w.nd_target);
                 f.eth(v, "sll", &k.arp_sha, &w.arp_sha);
                 f.eth(v, "tll", &k.arp_tha, &w.arp_tha);
-                let any = w.nd_target != [0; 16] || w.arp_sha != [0; 6] || w.arp_tha != [0; 6];
-                a.fields("nd", any, f);
+                a.fields("nd", f);
             }
         }
         _ => {}

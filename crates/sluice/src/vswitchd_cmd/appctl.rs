@@ -103,13 +103,12 @@ impl Appctl {
         }
         let mut o = format!("netdev@ovs-netdev: hit:{hit} missed:{missed}\n");
         let ports = self.ports.lock().unwrap_or_else(|p| p.into_inner());
-        for (b, control) in self
+        for (b, _) in self
             .bridges
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            let _ = control;
             o += &format!("  {b}:\n");
             let mut mine: Vec<(u32, &super::odp_ports::PortInfo)> = ports
                 .iter()
