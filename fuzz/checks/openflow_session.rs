@@ -20,7 +20,7 @@ pub fn run(data: &[u8]) {
         Instant::now(),
         None,
     ));
-    let out = sluice::ofchannel::serve_bytes(control, data);
+    let out = sluice_ofproto::channel::serve_bytes(control, data);
     // The switch speaks first (its HELLO, of the highest version it
     // offers: 1.5), and every reply is a whole OpenFlow message.
     assert!(

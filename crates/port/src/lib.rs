@@ -27,6 +27,7 @@ pub mod capture;
 pub mod dpdk;
 pub mod egress;
 pub mod kernel_net;
+pub mod link;
 pub mod null;
 pub mod pcap;
 pub mod pcap_port;

@@ -3,7 +3,7 @@
 //! ([`Control::execute`]): statistics, megaflows, settings, and the rule
 //! commands `ovs-ofctl` users know. A rule command returns only once every
 //! datapath thread runs the new rules (see [`crate::pmd`]). The OpenFlow
-//! channel (`ofchannel`) and the control socket
+//! channel (`sluice_ofproto::channel`, through `ctl/ofproto.rs`) and the control socket
 //! (`ctl_socket`) are its two front ends.
 
 use std::collections::HashMap;
@@ -23,6 +23,7 @@ use sluice_port::PortSpec;
 mod bridge;
 mod flows;
 mod observe;
+mod ofproto;
 mod rxq;
 
 use crate::pmd::{Placement, PmdCommand};
@@ -116,11 +117,6 @@ pub enum PortChange {
 
 /// What is told of port changes: how, the port number and its name.
 pub type PortWatcher = Box<dyn Fn(PortChange, u32, &str) + Send + Sync>;
-
-/// What applying flow-mods gave: each one's error, if any, by position,
-/// and the rules deleted (the channel tells those that asked for
-/// FLOW_REMOVED).
-pub(crate) type Applied = (Vec<Option<OfError>>, Vec<Arc<Rule>>);
 
 /// What `set` takes.
 const SET_USAGE: &str =
@@ -806,13 +802,6 @@ impl Control {
                 .set_tlv_map(map)
                 .map_err(|_| OfError::NXTTMFC_TABLE_FULL)
         })
-    }
-
-    /// Empties conntrack zone `zone` (`NXT_CT_FLUSH_ZONE`, what
-    /// ovn-controller sends for a zone it gives a new port); returns the
-    /// connections removed.
-    pub(crate) fn flush_conntrack_zone(&self, zone: u16) -> usize {
-        self.conntrack().flush(Some(zone))
     }
 
     /// The connection tracker (every bridge's).

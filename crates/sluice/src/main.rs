@@ -510,7 +510,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             .listen
             .iter()
             .chain(&a.listen)
-            .map(|t| sluice::ofchannel::parse_listen(t).map_err(|e| format!("--listen {e}")))
+            .map(|t| sluice_ofproto::channel::parse_listen(t).map_err(|e| format!("--listen {e}")))
             .collect::<Result<_, _>>()?,
         controllers: cfg
             .openflow
@@ -518,7 +518,8 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             .iter()
             .chain(&a.controller)
             .map(|t| {
-                sluice::ofchannel::parse_controller(t).map_err(|e| format!("--controller {e}"))
+                sluice_ofproto::channel::parse_controller(t)
+                    .map_err(|e| format!("--controller {e}"))
             })
             .collect::<Result<_, _>>()?,
         fail_standalone: match a.fail_mode.as_deref().or(cfg.openflow.fail_mode.as_deref()) {
@@ -536,7 +537,7 @@ fn cmd_run(a: RunArgs) -> Result<(), String> {
             .or(cfg.openflow.datapath_id.as_deref())
             .map(parse_datapath_id)
             .transpose()?,
-        tls: sluice::oftls::TlsFiles {
+        tls: sluice_ofproto::tls::TlsFiles {
             private_key: a.private_key.or(cfg.openflow.private_key.clone()),
             certificate: a.certificate.or(cfg.openflow.certificate.clone()),
             ca_cert: a.ca_cert.or(cfg.openflow.ca_cert.clone()),

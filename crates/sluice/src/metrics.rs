@@ -21,8 +21,8 @@ use sluice_datapath::{DpStats, DROP_REASONS};
 use sluice_port::PortDrop;
 
 use crate::ctl::Control;
-use crate::ofhub::{Hub, HubCounters};
 use crate::pmd::PmdSnapshot;
+use sluice_ofproto::hub::{Hub, HubCounters};
 
 /// The OpenFlow tables a sample reads (as `ovs-ofctl dump-tables`).
 const N_TABLES: u8 = 254;

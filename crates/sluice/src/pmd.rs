@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use sluice_classifier::{Action, RuleSet};
 use sluice_datapath::{Datapath, DpStats, PacketIn, PortConfig, PortReport, RxQueue};
+use sluice_ofproto::hub::PinBatch;
 use sluice_port::Port;
 
 /// A point-in-time copy of a PMD's counters.
@@ -84,15 +85,6 @@ pub struct Shared {
     /// whose ports never received, or whose live ports were removed,
     /// waits for ports to be added.
     pub input_ended: AtomicBool,
-}
-
-/// A PMD's packet-ins on their way to the OpenFlow channel, and where to
-/// send the emptied batch back (its buffers are the PMD's to reuse).
-pub struct PinBatch {
-    /// The packet-ins, oldest first.
-    pub items: Vec<PacketIn>,
-    /// The PMD that made them.
-    pub back: mpsc::SyncSender<Vec<PacketIn>>,
 }
 
 /// Emptied packet-in batches a PMD's return queue holds.

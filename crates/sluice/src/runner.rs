@@ -30,9 +30,9 @@ pub struct RunOptions {
     /// Serve `sluice ctl` on this unix socket while running.
     pub ctl: Option<std::path::PathBuf>,
     /// Accept OpenFlow connections on these (`--listen`).
-    pub listen: Vec<crate::ofchannel::Target>,
+    pub listen: Vec<sluice_ofproto::channel::Target>,
     /// Connect to these OpenFlow controllers (`--controller`).
-    pub controllers: Vec<crate::ofchannel::Peer>,
+    pub controllers: Vec<sluice_ofproto::channel::Peer>,
     /// `--fail-mode standalone` (else secure).
     pub fail_standalone: bool,
     /// Packet-ins per second per controller (0: no limit).
@@ -40,7 +40,7 @@ pub struct RunOptions {
     /// The OpenFlow datapath id (`--datapath-id`; default: random).
     pub datapath_id: Option<u64>,
     /// Key, certificate and CA for `ssl:`/`pssl:`.
-    pub tls: crate::oftls::TlsFiles,
+    pub tls: sluice_ofproto::tls::TlsFiles,
     /// Serve Prometheus metrics on this address (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
     /// OpenFlow listeners come later, from the caller (`sluice
@@ -56,8 +56,8 @@ pub struct RunOptions {
 pub struct Started {
     /// The control plane (`sluice ctl`'s commands).
     pub control: Arc<Control>,
-    /// The OpenFlow side, to listen with (`crate::ofchannel::listen`).
-    pub openflow: Option<crate::ofchannel::SwitchInfo>,
+    /// The OpenFlow side, to listen with (`sluice_ofproto::channel::listen`).
+    pub openflow: Option<sluice_ofproto::channel::SwitchInfo>,
 }
 
 impl RunOptions {
@@ -306,11 +306,11 @@ pub fn run_ports(
     let uses_tls = opts
         .listen
         .iter()
-        .any(|t| matches!(t, crate::ofchannel::Target::Ssl(_)))
+        .any(|t| matches!(t, sluice_ofproto::channel::Target::Ssl(_)))
         || opts
             .controllers
             .iter()
-            .any(|p| matches!(p, crate::ofchannel::Peer::Ssl(_)));
+            .any(|p| matches!(p, sluice_ofproto::channel::Peer::Ssl(_)));
     let tls = uses_tls
         .then(|| opts.tls.load().map(Arc::new))
         .transpose()?;
@@ -345,7 +345,7 @@ pub fn run_ports(
     });
     // Packet-ins from every PMD to the OpenFlow channel.
     let (pin_tx, pin_rx) = if opts.openflow() {
-        let (tx, rx) = std::sync::mpsc::sync_channel(crate::ofhub::PACKET_IN_QUEUE);
+        let (tx, rx) = std::sync::mpsc::sync_channel(sluice_ofproto::hub::PACKET_IN_QUEUE);
         (Some(tx), Some(rx))
     } else {
         (None, None)
@@ -411,7 +411,7 @@ pub fn run_ports(
     // rules time out as a controller's do), and tells the controllers
     // (FLOW_REMOVED) when there are any.
     let of_hub = opts.openflow().then(|| {
-        Arc::new(crate::ofhub::Hub::with_invalid_ttl_flag(
+        Arc::new(sluice_ofproto::hub::Hub::with_invalid_ttl_flag(
             opts.controller_rate_limit,
             Arc::clone(&invalid_ttl),
         ))
@@ -466,7 +466,7 @@ pub fn run_ports(
             hub.spawn(rx)
                 .map_err(|e| format!("packet-in thread: {e}"))?;
         }
-        let info = crate::ofchannel::SwitchInfo::new(
+        let info = sluice_ofproto::channel::SwitchInfo::new(
             opts.datapath_id.unwrap_or_else(random_datapath_id),
             hub,
             tls,
@@ -488,12 +488,12 @@ pub fn run_ports(
         crate::tend::wire_openflow(&control, &info.hub);
         info.hub.set_controllers(opts.controllers.len());
         for peer in &opts.controllers {
-            crate::ofchannel::connect(peer.clone(), Arc::clone(&control), info.clone())
+            sluice_ofproto::channel::connect(peer.clone(), control.clone(), info.clone())
                 .map_err(|e| format!("--controller {peer}: {e}"))?;
         }
         of_info = Some(info.clone());
         for t in &opts.listen {
-            match crate::ofchannel::listen(t, Arc::clone(&control), info.clone()) {
+            match sluice_ofproto::channel::listen(t, control.clone(), info.clone()) {
                 Ok((name, file)) => {
                     tracing::info!(
                         target: "openflow",

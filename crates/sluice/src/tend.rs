@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ctl::Control;
-use crate::ofhub::Hub;
+use sluice_ofproto::hub::Hub;
 
 /// How often [`Tender::once`] runs.
 pub const TICK: Duration = Duration::from_millis(250);
@@ -23,7 +23,7 @@ pub struct Tender {
     /// Whether it also ages the datapath's connection tracker (the first
     /// bridge's tender does, for all).
     datapath: bool,
-    links: crate::link::LinkWatch,
+    links: sluice_port::link::LinkWatch,
     tick: u64,
 }
 
@@ -41,7 +41,7 @@ impl Tender {
             hub,
             standalone,
             datapath,
-            links: crate::link::LinkWatch::default(),
+            links: sluice_port::link::LinkWatch::default(),
             tick: 0,
         }
     }
@@ -87,7 +87,7 @@ impl Tender {
         {
             let open = h
                 .controllers_down_for()
-                .is_some_and(|d| d >= crate::ofchannel::FAIL_OPEN_AFTER);
+                .is_some_and(|d| d >= sluice_ofproto::channel::FAIL_OPEN_AFTER);
             if open != h.failing_open.load(Ordering::Relaxed) && control.set_fail_open(open).is_ok()
             {
                 h.failing_open.store(open, Ordering::Relaxed);
@@ -95,7 +95,7 @@ impl Tender {
                     tracing::info!(
                         target: "openflow",
                         "no controller connected for {} s: failing open (every packet NORMAL, as OVS's fail-mode standalone)",
-                        crate::ofchannel::FAIL_OPEN_AFTER.as_secs()
+                        sluice_ofproto::channel::FAIL_OPEN_AFTER.as_secs()
                     );
                 } else {
                     tracing::info!(target: "openflow", "a controller connected: no longer failing open");

@@ -9,7 +9,9 @@ use sluice_classifier::{parse_flow, Require, RuleSet};
 use sluice_openflow::convert::{outputs_to, FlowModOp};
 use sluice_openflow::OfError;
 
-use super::{next_version, Applied, Control};
+use sluice_ofproto::backend::Applied;
+
+use super::{next_version, Control};
 
 impl Control {
     /// Applies OpenFlow flow-mods as one new version of the rules (a burst

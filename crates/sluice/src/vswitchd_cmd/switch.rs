@@ -14,8 +14,8 @@ use sluice_vswitchd::reconcile::{Statistics, Switch};
 use super::appctl::{netdev_type, BridgeTable, PortTable};
 use super::other_config::START_ONLY;
 use crate::ctl::Control;
-use crate::ofchannel::SwitchInfo;
-use crate::ofhub::Hub;
+use sluice_ofproto::channel::SwitchInfo;
+use sluice_ofproto::hub::Hub;
 
 /// Most bridges served at once.
 pub const MAX_BRIDGES: usize = 1024;
@@ -26,13 +26,13 @@ pub(super) struct BridgeSide {
     pub(super) index: u16,
     pub(super) control: Arc<Control>,
     /// Its `BRIDGE.mgmt` listener (dropped: it closes, the file goes).
-    pub(super) mgmt: crate::ofchannel::ListenerLink,
+    pub(super) mgmt: sluice_ofproto::channel::ListenerLink,
     /// Its controllers: the target as the row has it, the peer as the
     /// OpenFlow side names it, and the connection (dropped: it ends).
-    pub(super) controllers: Vec<(String, String, crate::ofchannel::ControllerLink)>,
+    pub(super) controllers: Vec<(String, String, sluice_ofproto::channel::ControllerLink)>,
     /// Its passive controller targets (`ptcp:`, `pssl:`, `punix:`): the
     /// target and its listener (dropped: it closes).
-    pub(super) listeners: Vec<(String, crate::ofchannel::ListenerLink)>,
+    pub(super) listeners: Vec<(String, sluice_ofproto::channel::ListenerLink)>,
     /// What its OpenFlow connections say of it.
     pub(super) info: SwitchInfo,
     /// Its periodic work, for a bridge besides the first (the first's
@@ -200,7 +200,7 @@ impl SluiceSwitch {
 fn protocol_versions(protocols: &[String]) -> (u32, Option<String>) {
     use sluice_openflow::{consts::OFP13, of10::OFP10};
     if protocols.is_empty() {
-        return (crate::ofchannel::ALL_VERSIONS, None);
+        return (sluice_ofproto::channel::ALL_VERSIONS, None);
     }
     let mut v = 0;
     let mut not = Vec::new();
@@ -264,15 +264,15 @@ impl Switch for SluiceSwitch {
         }
         let info = SwitchInfo::new(datapath_id, Arc::clone(&hub), self.openflow.tls.clone());
         let path = self.rundir.join(format!("{name}.mgmt"));
-        let target = crate::ofchannel::Target::Unix(path);
-        let mgmt = match crate::ofchannel::listen_link(&target, Arc::clone(&control), info.clone())
-        {
-            Ok((_, l)) => l,
-            Err(e) => {
-                gone(self);
-                return Err(format!("its OpenFlow socket: {e}"));
-            }
-        };
+        let target = sluice_ofproto::channel::Target::Unix(path);
+        let mgmt =
+            match sluice_ofproto::channel::listen_link(&target, control.clone(), info.clone()) {
+                Ok((_, l)) => l,
+                Err(e) => {
+                    gone(self);
+                    return Err(format!("its OpenFlow socket: {e}"));
+                }
+            };
         hub.fail_secure.store(secure, Ordering::Relaxed);
         let keeper = if index == 0 {
             None
@@ -429,11 +429,13 @@ impl Switch for SluiceSwitch {
                 if b.listeners.iter().any(|(l, _)| l == t) {
                     continue;
                 }
-                let listener = crate::ofchannel::parse_passive(t).and_then(|target| {
-                    if matches!(target, crate::ofchannel::Target::Ssl(_)) && b.info.tls.is_none() {
+                let listener = sluice_ofproto::channel::parse_passive(t).and_then(|target| {
+                    if matches!(target, sluice_ofproto::channel::Target::Ssl(_))
+                        && b.info.tls.is_none()
+                    {
                         return Err(NO_SSL.into());
                     }
-                    crate::ofchannel::listen_link(&target, Arc::clone(&b.control), b.info.clone())
+                    sluice_ofproto::channel::listen_link(&target, b.control.clone(), b.info.clone())
                 });
                 match listener {
                     Ok((name, l)) => {
@@ -446,19 +448,19 @@ impl Switch for SluiceSwitch {
                 }
                 continue;
             }
-            let peer = match crate::ofchannel::parse_controller(t) {
+            let peer = match sluice_ofproto::channel::parse_controller(t) {
                 Ok(p) => p,
                 Err(e) => {
                     errors.insert(t.clone(), e);
                     continue;
                 }
             };
-            if matches!(peer, crate::ofchannel::Peer::Ssl(_)) && b.info.tls.is_none() {
+            if matches!(peer, sluice_ofproto::channel::Peer::Ssl(_)) && b.info.tls.is_none() {
                 errors.insert(t.clone(), NO_SSL.into());
                 continue;
             }
             let name = peer.to_string();
-            match crate::ofchannel::connect_link(peer, Arc::clone(&b.control), b.info.clone()) {
+            match sluice_ofproto::channel::connect_link(peer, b.control.clone(), b.info.clone()) {
                 Ok(link) => b.controllers.push((t.clone(), name, link)),
                 Err(e) => {
                     errors.insert(t.clone(), e);
@@ -547,7 +549,7 @@ impl Switch for SluiceSwitch {
             None => Ok(None),
             Some(s) => {
                 let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
-                crate::oftls::TlsFiles {
+                sluice_ofproto::tls::TlsFiles {
                     private_key: path(&s.private_key),
                     certificate: path(&s.certificate),
                     ca_cert: path(&s.ca_cert),

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use sluice_port::unix_listen::SocketFile;
 
 use super::{Conn, Peer, Session, SwitchInfo, Target, HELLO_TIMEOUT};
-use crate::ctl::Control;
+use crate::backend::Backend;
+use crate::hub::{Hub, MAX_OF_CONNECTIONS};
 use crate::loglimit::log_connection;
-use crate::ofhub::{Hub, MAX_OF_CONNECTIONS};
 
 /// Backoff between connection attempts to a controller: the first retry
 /// within a second, doubling up to 8 s (OVS's max-backoff default).
@@ -49,7 +49,7 @@ impl Drop for ControllerLink {
 
 /// Connects to `peer` and serves the connection; reconnects with backoff
 /// whenever it fails or ends, for as long as the switch runs.
-pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<(), String> {
+pub fn connect(peer: Peer, control: Arc<dyn Backend>, info: SwitchInfo) -> Result<(), String> {
     std::mem::forget(connect_link(peer, control, info)?);
     Ok(())
 }
@@ -57,7 +57,7 @@ pub fn connect(peer: Peer, control: Arc<Control>, info: SwitchInfo) -> Result<()
 /// As [`connect`], until the returned link is dropped.
 pub fn connect_link(
     peer: Peer,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
 ) -> Result<ControllerLink, String> {
     let link = ControllerLink {
@@ -102,7 +102,7 @@ pub fn connect_link(
                                 "ssl: needs --private-key, --certificate and --ca-cert",
                             )
                         })?;
-                        let plain = crate::oftls::connect(tls, s, &peer.to_string())
+                        let plain = crate::tls::connect(tls, s, &peer.to_string())
                             .map_err(std::io::Error::other)?;
                         Ok(Session::new(
                             plain,
@@ -147,7 +147,7 @@ pub fn connect_link(
 /// `punix:` target (to remove at exit).
 pub fn listen(
     target: &Target,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
 ) -> Result<(String, Option<SocketFile>), String> {
     let never = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -187,7 +187,7 @@ impl Drop for ListenerLink {
 /// listens on, for the log, and the link.
 pub fn listen_link(
     target: &Target,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
 ) -> Result<(String, ListenerLink), String> {
     let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -216,7 +216,7 @@ pub fn listen_link(
 /// target, and the address a TCP listener is bound to.
 fn listen_until(
     target: &Target,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
     cancel: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<(String, Option<SocketFile>, Option<std::net::SocketAddr>), String> {
@@ -243,7 +243,7 @@ fn listen_until(
                 control,
                 info,
                 cancel,
-                move |s, hub, control, info, from| match crate::oftls::accept(&tls, s, &from) {
+                move |s, hub, control, info, from| match crate::tls::accept(&tls, s, &from) {
                     Ok(plain) => spawn_conn(plain, control, info, from),
                     Err(e) => {
                         hub.accepted_open.fetch_sub(1, Ordering::AcqRel);
@@ -282,10 +282,10 @@ fn listen_until(
 fn tcp_listener(
     addr: &std::net::SocketAddr,
     scheme: &'static str,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
     cancel: Arc<std::sync::atomic::AtomicBool>,
-    serve: impl Fn(TcpStream, &Hub, Arc<Control>, SwitchInfo, String) + Send + 'static,
+    serve: impl Fn(TcpStream, &Hub, Arc<dyn Backend>, SwitchInfo, String) + Send + 'static,
 ) -> Result<(String, Option<SocketFile>, Option<std::net::SocketAddr>), String> {
     let l = TcpListener::bind(addr).map_err(|e| format!("p{scheme}:{addr}: {e}"))?;
     let bound = l.local_addr().map_err(|e| e.to_string())?;
@@ -316,7 +316,7 @@ fn tcp_listener(
 /// `openflow_session` fuzz target and its corpus replay: the whole
 /// message sequence through the channel's state (HELLO, multipart parts,
 /// flow-mod bursts, roles), not one message at a time.
-pub fn serve_bytes(control: Arc<Control>, input: &[u8]) -> Vec<u8> {
+pub fn serve_bytes(control: Arc<dyn Backend>, input: &[u8]) -> Vec<u8> {
     let (mut peer, ours) = match UnixStream::pair() {
         Ok(p) => p,
         Err(_) => return Vec::new(),
@@ -364,7 +364,7 @@ fn admit(hub: &Hub, peer: &str) -> bool {
 
 /// Serves an accepted connection on a thread of its own; it counts in
 /// the hub's `accepted_open` until it ends.
-fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) {
+fn spawn_conn<S: Conn + 'static>(s: S, control: Arc<dyn Backend>, info: SwitchInfo, peer: String) {
     let hub = Arc::clone(&info.hub);
     let spawned = std::thread::Builder::new()
         .name("of-conn".into())

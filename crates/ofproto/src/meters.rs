@@ -15,12 +15,12 @@ use sluice_openflow::meter::{
 };
 use sluice_openflow::OfError;
 
-use crate::ctl::Control;
+use crate::backend::{Backend, BackendExt};
 
 /// Applies a METER_MOD body. Returns the rules a delete took with it (those
 /// that used a deleted meter), for FLOW_REMOVED.
 pub(crate) fn meter_mod(
-    control: &Control,
+    control: &dyn Backend,
     body: &[u8],
 ) -> Result<Result<Vec<Arc<Rule>>, OfError>, String> {
     let mm = match decode_meter_mod(body) {
@@ -54,7 +54,7 @@ type Entries = Result<Vec<Vec<u8>>, OfError>;
 /// The entries of a METER or METER_CONFIG reply, or METER_FEATURES's one
 /// body (`None`: not a meter multipart).
 pub(crate) fn meter_multipart(
-    control: &Control,
+    control: &dyn Backend,
     typ: u16,
     body: &[u8],
 ) -> Result<Option<Entries>, String> {

@@ -9,7 +9,7 @@
 use std::sync::atomic::{
     AtomicBool, AtomicU16, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -23,7 +23,14 @@ use sluice_openflow::msg::to_bytes;
 use sluice_openflow::of10::{self, OFP10};
 use sluice_openflow::{Message, OfError};
 
-use crate::pmd::PinBatch;
+/// A PMD's packet-ins on their way to the OpenFlow channel, and where to
+/// send the emptied batch back (its buffers are the PMD's to reuse).
+pub struct PinBatch {
+    /// The packet-ins, oldest first.
+    pub items: Vec<PacketIn>,
+    /// The PMD that made them.
+    pub back: mpsc::SyncSender<Vec<PacketIn>>,
+}
 
 /// Batches of packet-ins (one per PMD iteration that made some) waiting
 /// between the PMDs and the controllers.
@@ -712,9 +719,9 @@ pub fn continuation_nonce() -> u64 {
 /// `dpdkvhostuser` port's socket after the port), any other port's spec;
 /// 15 bytes at most.
 pub fn of_port_name(spec: &str) -> String {
-    let vhost = crate::link::vhost_socket(spec).map(|p| p.rsplit('/').next().unwrap_or(p));
+    let vhost = sluice_port::link::vhost_socket(spec).map(|p| p.rsplit('/').next().unwrap_or(p));
     let name = vhost
-        .or_else(|| crate::link::interface(spec))
+        .or_else(|| sluice_port::link::interface(spec))
         .unwrap_or(spec);
     let mut end = name.len().min(15);
     while !name.is_char_boundary(end) {
@@ -729,14 +736,14 @@ pub fn of_port_name(spec: &str) -> String {
 /// otherwise (as Open vSwitch says of a port that is up).
 pub fn port_desc(ofport: u32, name: &str, config: u32) -> sluice_openflow::multipart::PortDesc {
     use sluice_openflow::consts::portc;
-    let down = config & portc::PORT_DOWN != 0 || crate::link::link_up(name) == Some(false);
+    let down = config & portc::PORT_DOWN != 0 || sluice_port::link::link_up(name) == Some(false);
     sluice_openflow::multipart::PortDesc {
         port_no: ofport,
         name: of_port_name(name),
         config,
         state: if down { portc::LINK_DOWN } else { portc::LIVE },
         // The interface's own address, as OVS reports it.
-        hw_addr: crate::link::mac(name).unwrap_or_default(),
+        hw_addr: sluice_port::link::mac(name).unwrap_or_default(),
         ..Default::default()
     }
 }

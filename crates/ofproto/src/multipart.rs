@@ -11,8 +11,8 @@ use sluice_openflow::msg::to_bytes;
 use sluice_openflow::multipart::{split_reply, Desc, FlowStatsRequest, MpReply, MpRequest};
 use sluice_openflow::{Message, OfError};
 
-use crate::ctl::Control;
-use crate::ofhub::port_desc;
+use crate::backend::{Backend, BackendExt};
+use crate::hub::port_desc;
 
 /// Tables a controller may use (0..=253; 254 is OVS's too).
 pub const N_TABLES: u8 = 254;
@@ -22,7 +22,7 @@ pub(crate) type Replies = Result<Vec<Vec<u8>>, OfError>;
 
 /// The replies to a multipart request.
 pub(crate) fn replies(
-    control: &Control,
+    control: &dyn Backend,
     datapath_id: u64,
     req: MpRequest,
     xid: u32,
@@ -134,9 +134,9 @@ pub(crate) fn replies(
             body,
         ) => {
             let served = if matches!(t, mp::METER | mp::METER_CONFIG | mp::METER_FEATURES) {
-                crate::ofmeters::meter_multipart(control, t, &body)?
+                crate::meters::meter_multipart(control, t, &body)?
             } else {
-                crate::ofgroups::group_multipart(control, t, &body)?
+                crate::groups::group_multipart(control, t, &body)?
             };
             match served {
                 // A features reply is one body, not entries.

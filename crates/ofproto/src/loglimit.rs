@@ -37,8 +37,9 @@ impl LogLimit {
     /// last one), or `None` when over the limit.
     pub fn admit(&self, line: &str, now: Instant) -> Option<String> {
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if s.window
-            .is_none_or(|w| now.duration_since(w) >= self.period)
+        if !s
+            .window
+            .is_some_and(|w| now.duration_since(w) < self.period)
         {
             s.window = Some(now);
             s.written = 0;

@@ -14,12 +14,12 @@ use sluice_openflow::group::{
 };
 use sluice_openflow::OfError;
 
-use crate::ctl::Control;
+use crate::backend::{Backend, BackendExt};
 
 /// Applies a GROUP_MOD body. Returns the rules a delete took with it
 /// (those that sent to a deleted group), for FLOW_REMOVED.
 pub(crate) fn group_mod(
-    control: &Control,
+    control: &dyn Backend,
     body: &[u8],
 ) -> Result<Result<Vec<Arc<Rule>>, OfError>, String> {
     let gm = match decode_group_mod(body) {
@@ -59,7 +59,7 @@ type Entries = Result<Vec<Vec<u8>>, OfError>;
 /// The entries of a GROUP or GROUP_DESC reply, or GROUP_FEATURES's one
 /// body (`None`: not a group multipart).
 pub(crate) fn group_multipart(
-    control: &Control,
+    control: &dyn Backend,
     typ: u16,
     body: &[u8],
 ) -> Result<Option<Entries>, String> {

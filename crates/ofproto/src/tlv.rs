@@ -11,7 +11,7 @@ use sluice_openflow::OfError;
 use sluice_packet::tunnel::tlv::{MAX_LEN, SLOTS};
 use sluice_packet::tunnel::{TlvEntry, TlvError};
 
-use crate::ctl::Control;
+use crate::backend::{Backend, BackendExt};
 
 /// The OpenFlow error of a refused mapping change.
 fn of_error(e: TlvError) -> OfError {
@@ -24,17 +24,17 @@ fn of_error(e: TlvError) -> OfError {
 }
 
 /// Serves an `EXPERIMENTER` message's body (OpenFlow 1.0's `VENDOR`):
-/// the TLV table's and the tracker's flushes ([`crate::ofct`]). The
+/// the TLV table's and the tracker's flushes ([`crate::ct`]). The
 /// reply's body to send back
 /// (for a request), nothing (a change made), or the error to answer with.
 /// `slave`: the connection's role is slave (it may read, not change).
 pub(crate) fn experimenter(
-    control: &Control,
+    control: &dyn Backend,
     body: &[u8],
     slave: bool,
 ) -> Result<Result<Option<Vec<u8>>, OfError>, String> {
     // The connection tracker's flushes are Nicira messages too.
-    if let Some(r) = crate::ofct::flush(control, body, slave) {
+    if let Some(r) = crate::ct::flush(control, body, slave) {
         return Ok(r.map(|()| None));
     }
     let m = match nx::decode(body) {

@@ -8,12 +8,16 @@ use sluice_openflow::ct_flush;
 use sluice_openflow::nx::nx_body;
 use sluice_openflow::OfError;
 
-use crate::ctl::Control;
+use crate::backend::{Backend, BackendExt};
 
 /// Serves an experimenter body (vendor id on) if it is a flush: done, or
 /// the error to answer; `None` for any other message. A slave may not
 /// flush.
-pub(crate) fn flush(control: &Control, body: &[u8], slave: bool) -> Option<Result<(), OfError>> {
+pub(crate) fn flush(
+    control: &dyn Backend,
+    body: &[u8],
+    slave: bool,
+) -> Option<Result<(), OfError>> {
     if let Some(b) = nx_body(body, ct_flush::NXT_CT_FLUSH_ZONE) {
         if slave {
             return Some(Err(OfError::IS_SLAVE));

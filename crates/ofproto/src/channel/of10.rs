@@ -20,11 +20,12 @@ use sluice_openflow::of10::{self, format, nxt, t};
 use sluice_openflow::OfError;
 
 use super::{Conn, Session, N_TABLES};
+use crate::backend::BackendExt;
 
 /// `OFPC_INVALID_TTL_TO_CONTROLLER` (an OpenFlow 1.1 flag Open vSwitch
 /// takes in 1.0).
 const INVALID_TTL_TO_CONTROLLER: u16 = 1 << 2;
-use crate::ofmultipart::Filter;
+use crate::multipart::Filter;
 
 impl<S: Conn> Session<S> {
     /// Answers `e` to the 1.0 message `frame`.
@@ -49,7 +50,7 @@ impl<S: Conn> Session<S> {
                     .described_ports()?
                     .iter()
                     .map(|(n, name)| {
-                        let d = crate::ofhub::port_desc(*n, name, self.control.port_config(*n));
+                        let d = crate::hub::port_desc(*n, name, self.control.port_config(*n));
                         of10::Port {
                             port_no: of10::port16(*n),
                             hw_addr: d.hw_addr,
@@ -147,7 +148,7 @@ impl<S: Conn> Session<S> {
             | nxt::SET_PACKET_IN_FORMAT => self.error10(OfError::BAD_LEN, frame),
             _ => {
                 let slave = self.is_slave();
-                match crate::oftlv::experimenter(&self.control, &frame[8..], slave)? {
+                match crate::tlv::experimenter(&*self.control, &frame[8..], slave)? {
                     Ok(Some(reply)) => self.send(&of10::message(t::VENDOR, xid(frame), &reply)),
                     Ok(None) => Ok(()),
                     Err(e) => self.error10(e, frame),
@@ -159,7 +160,7 @@ impl<S: Conn> Session<S> {
     fn stats10(&mut self, req: Request, x: u32, frame: &[u8]) -> Result<(), String> {
         let frames = match req {
             Request::Desc => {
-                let d = crate::ofmultipart::desc(self.info.datapath_id);
+                let d = crate::multipart::desc(self.info.datapath_id);
                 let mut b = Vec::new();
                 sluice_openflow::multipart::MpReply::Desc(d).encode(&mut b);
                 stats::replies(x, stats::st::DESC, None, std::iter::once(b))

@@ -35,11 +35,11 @@ use sluice_openflow::of14::OFP14;
 use sluice_openflow::of15::OFP15;
 use sluice_openflow::{decode, frame_len, Message, OfError};
 
-use crate::ctl::Control;
+use crate::backend::{Backend, BackendExt};
+use crate::hub::{Hub, Listener, SESSION_QUEUE};
 use crate::loglimit::log_connection;
-use crate::ofhub::{Hub, Listener, SESSION_QUEUE};
 
-pub use crate::ofmultipart::N_TABLES;
+pub use crate::multipart::N_TABLES;
 
 mod endpoints;
 mod of10;
@@ -67,7 +67,7 @@ const WRITE_BATCH: usize = 1 << 16;
 /// flow-mods up to this size is applied as one batch.
 const BURST: usize = 1 << 20;
 
-pub use crate::oftarget::{parse_controller, parse_listen, parse_passive, Peer, Target};
+pub use crate::target::{parse_controller, parse_listen, parse_passive, Peer, Target};
 
 /// What every connection of this switch says about it.
 #[derive(Clone)]
@@ -77,7 +77,7 @@ pub struct SwitchInfo {
     /// Where packet-ins reach the connections.
     pub hub: Arc<Hub>,
     /// TLS for ssl: and pssl: (made at start when either is used).
-    pub tls: Option<Arc<crate::oftls::Tls>>,
+    pub tls: Option<Arc<crate::tls::Tls>>,
     /// The OpenFlow versions its new connections may speak, a bit per
     /// wire version (`Bridge.protocols`; [`ALL_VERSIONS`] by default).
     pub versions: Arc<std::sync::atomic::AtomicU32>,
@@ -92,7 +92,7 @@ pub const ALL_VERSIONS: u32 = 1 << OFP15 | 1 << OFP14 | 1 << OFP13 | 1 << OFP10;
 impl SwitchInfo {
     /// The switch `datapath_id`, its packet-ins through `hub`, speaking
     /// every version.
-    pub fn new(datapath_id: u64, hub: Arc<Hub>, tls: Option<Arc<crate::oftls::Tls>>) -> Self {
+    pub fn new(datapath_id: u64, hub: Arc<Hub>, tls: Option<Arc<crate::tls::Tls>>) -> Self {
         SwitchInfo {
             datapath_id,
             hub,
@@ -132,7 +132,7 @@ impl Conn for UnixStream {
 /// packet-ins join (and are dropped, counted, when the queue is full).
 struct Session<S> {
     s: S,
-    control: Arc<Control>,
+    control: Arc<dyn Backend>,
     info: SwitchInfo,
     config: SwitchConfig,
     /// Whether the peer's HELLO came.
@@ -197,7 +197,7 @@ impl<S> Drop for Session<S> {
 }
 
 impl<S: Conn> Session<S> {
-    fn new(s: S, control: Arc<Control>, info: SwitchInfo, peer: String) -> Self {
+    fn new(s: S, control: Arc<dyn Backend>, info: SwitchInfo, peer: String) -> Self {
         Session {
             s,
             control,
@@ -583,7 +583,7 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::METER_MOD,
                 body,
-            } => match crate::ofmeters::meter_mod(&self.control, &body)? {
+            } => match crate::meters::meter_mod(&*self.control, &body)? {
                 Ok(removed) => {
                     self.tell_removed(&removed);
                     Ok(())
@@ -593,7 +593,7 @@ impl<S: Conn> Session<S> {
             Message::Other {
                 typ: msg::GROUP_MOD,
                 body,
-            } => match crate::ofgroups::group_mod(&self.control, &body)? {
+            } => match crate::groups::group_mod(&*self.control, &body)? {
                 Ok(removed) => {
                     self.tell_removed(&removed);
                     Ok(())
@@ -621,7 +621,7 @@ impl<S: Conn> Session<S> {
                 }
                 match sluice_openflow::async_msg::decode_resume(&body[8..]) {
                     Err(e) => self.reply(&error_reply(e, frame), h.xid),
-                    Ok(r) if r.continuation.nonce != crate::ofhub::continuation_nonce() => {
+                    Ok(r) if r.continuation.nonce != crate::hub::continuation_nonce() => {
                         tracing::info!(target: "openflow", "NXT_RESUME: a continuation of another run of the switch, refused");
                         self.reply(&error_reply(OfError::BAD_PACKET, frame), h.xid)
                     }
@@ -653,7 +653,7 @@ impl<S: Conn> Session<S> {
                 body,
             } => {
                 let slave = self.listener.role.load(Ordering::Relaxed) == role::SLAVE;
-                match crate::oftlv::experimenter(&self.control, &body, slave)? {
+                match crate::tlv::experimenter(&*self.control, &body, slave)? {
                     Ok(Some(reply)) => self.reply(
                         &Message::Other {
                             typ: msg::EXPERIMENTER,
@@ -774,7 +774,7 @@ impl<S: Conn> Session<S> {
     }
 
     fn multipart(&mut self, req: MpRequest, xid: u32, frame: &[u8]) -> Result<(), String> {
-        match crate::ofmultipart::replies(&self.control, self.info.datapath_id, req, xid)? {
+        match crate::multipart::replies(&*self.control, self.info.datapath_id, req, xid)? {
             Ok(msgs) => msgs.iter().try_for_each(|m| self.send(m)),
             Err(e) => self.reply(&error_reply(e, frame), xid),
         }

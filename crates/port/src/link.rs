@@ -28,7 +28,7 @@ pub fn vhost_socket(spec: &str) -> Option<&str> {
 pub fn link_up(spec: &str) -> Option<bool> {
     if let Some(path) = vhost_socket(spec) {
         // Up while a guest's driver runs both rings.
-        return Some(sluice_port::vhost::link_up(std::path::Path::new(path)) == Some(true));
+        return Some(crate::vhost::link_up(std::path::Path::new(path)) == Some(true));
     }
     let name = interface(spec)?;
     // A name that could climb out of /sys/class/net has no link.
@@ -42,7 +42,7 @@ pub fn link_up(spec: &str) -> Option<bool> {
 /// The Ethernet address of a live port's interface (`None` for a port
 /// without one, or one the kernel shows as all zeros).
 pub fn mac(spec: &str) -> Option<[u8; 6]> {
-    interface(spec).and_then(sluice_port::sys::if_mac)
+    interface(spec).and_then(crate::sys::if_mac)
 }
 
 /// The link state of each live port at the last look.

@@ -21,6 +21,7 @@ use sluice_openflow::of15;
 use sluice_openflow::{frame_len, OfError};
 
 use super::{Conn, Session, N_TABLES};
+use crate::backend::BackendExt;
 
 /// Most bundles open at once on one connection.
 const MAX_BUNDLES: usize = 64;
