@@ -618,6 +618,11 @@ impl Conntrack {
             .store(m == NatAlone::Kernel, Ordering::Relaxed);
     }
 
+    /// The most connections held (`ct-get-maxconns`).
+    pub fn max_conns(&self) -> u64 {
+        self.max_conns.load(Ordering::Relaxed)
+    }
+
     /// Sets the most connections held (`ct-set-maxconns`).
     pub fn set_max_conns(&self, n: u64) {
         self.max_conns.store(n, Ordering::Relaxed);

@@ -70,7 +70,9 @@ pub const MONITOR: &[(&str, &[&str])] = &[
         &["name", "interfaces", "tag", "trunks", "vlan_mode"],
     ),
     ("Controller", &["target"]),
-    ("Datapath", &["capabilities"]),
+    ("Datapath", &["capabilities", "ct_zones"]),
+    ("CT_Zone", &["timeout_policy"]),
+    ("CT_Timeout_Policy", &["timeouts"]),
     (
         "Interface",
         &[

@@ -33,6 +33,10 @@ pub struct Desired {
     pub warnings: Vec<String>,
     /// `Open_vSwitch:ssl`: the `SSL` row, when there is one.
     pub ssl: Option<SslCfg>,
+    /// The userspace (`netdev`) `Datapath` row's `ct_zones`: each zone
+    /// whose `CT_Zone` names a `CT_Timeout_Policy`, with that policy's
+    /// `timeouts` (`ovs-vsctl add-zone-tp netdev zone=5 udp_first=1`).
+    pub ct_timeouts: BTreeMap<u16, Vec<(String, i64)>>,
 }
 
 /// The `SSL` row (`ovs-vsctl set-ssl`): the files of the switch's key,
@@ -153,6 +157,39 @@ fn children<'a>(
         .collect()
 }
 
+/// The timeout policies of the `netdev` datapath's zones, as OVS's
+/// `ofproto_ct_set_zone_timeout_policy` reads them: `Datapath:ct_zones`
+/// (zone to `CT_Zone`), `CT_Zone:timeout_policy`,
+/// `CT_Timeout_Policy:timeouts`. A zone without a policy row is left out.
+fn ct_timeouts(
+    r: &Replica,
+    datapaths: &BTreeMap<String, Uuid>,
+) -> BTreeMap<u16, Vec<(String, i64)>> {
+    let Some(Datum::Map(zones)) = datapaths
+        .get("netdev")
+        .and_then(|u| r.row("Datapath", u))
+        .and_then(|row| row.get("ct_zones"))
+    else {
+        return BTreeMap::new();
+    };
+    zones
+        .iter()
+        .filter_map(|(k, v)| {
+            let zone = u16::try_from(k.as_i64()?).ok()?;
+            let zrow = r.row("CT_Zone", &v.as_uuid()?)?;
+            let tp = uuids(zrow, "timeout_policy").first().copied()?;
+            let timeouts = match r.row("CT_Timeout_Policy", &tp)?.get("timeouts") {
+                Some(Datum::Map(m)) => m
+                    .iter()
+                    .filter_map(|(a, s)| Some((a.as_str()?.to_string(), s.as_i64()?)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            Some((zone, timeouts))
+        })
+        .collect()
+}
+
 /// Reads the configuration from the monitored tables (`Open_vSwitch`,
 /// `Bridge`, `Port`, `Interface`).
 pub fn desired(r: &Replica) -> Desired {
@@ -182,6 +219,7 @@ pub fn desired(r: &Replica) -> Desired {
             .filter(|(_, u)| r.row("Datapath", u).is_some())
             .collect();
     }
+    d.ct_timeouts = ct_timeouts(r, &d.datapaths);
     let mut ports_taken = BTreeSet::new();
     let mut ifaces_taken = BTreeSet::new();
     let mut iface_names = BTreeSet::new();

@@ -79,6 +79,13 @@ pub trait Switch {
     /// reconciler then gives each bridge with an `ssl:` or `pssl:` target
     /// its targets again). An error says why the files cannot be used.
     fn set_ssl(&mut self, ssl: Option<&SslCfg>) -> Result<(), String>;
+    /// Makes `policies` the connection tracker's zone timeout policies
+    /// (by zone, OVS's attribute names and seconds; a zone not named
+    /// has the defaults). An error says which attribute it refused.
+    fn set_ct_timeouts(
+        &mut self,
+        policies: &BTreeMap<u16, Vec<(String, i64)>>,
+    ) -> Result<(), String>;
 }
 
 /// Port counters by (bridge, switch port number).
@@ -167,6 +174,9 @@ pub struct Reconciler {
     other_config: Option<crate::desired::Smap>,
     /// The `SSL` row as the switch has it (it starts with none).
     ssl: Option<SslCfg>,
+    /// The zone timeout policies as the switch has them (none: not yet
+    /// given).
+    ct_timeouts: Option<BTreeMap<u16, Vec<(String, i64)>>>,
 }
 
 /// The datapath id of a bridge: `other_config:datapath-id` (16 hex
@@ -206,6 +216,7 @@ impl Reconciler {
             served: BTreeMap::new(),
             other_config: None,
             ssl: None,
+            ct_timeouts: None,
         }
     }
 
@@ -266,8 +277,14 @@ impl Reconciler {
             }
             self.ssl = d.ssl.clone();
         }
-        // As OVS's datapath_reconfigure: what each datapath the root row
-        // names can do.
+        // As OVS's datapath_reconfigure: the zones' timeout policies,
+        // and what each datapath the root row names can do.
+        if self.ct_timeouts.as_ref() != Some(&d.ct_timeouts) {
+            if let Err(e) = sw.set_ct_timeouts(&d.ct_timeouts) {
+                out.log.push(format!("CT_Timeout_Policy: {e}"));
+            }
+            self.ct_timeouts = Some(d.ct_timeouts.clone());
+        }
         for (kind, u) in &d.datapaths {
             let caps = sw.datapath_capabilities(kind);
             if !caps.is_empty() {
@@ -728,6 +745,12 @@ mod tests {
                 "ssl {:?}",
                 ssl.map(|s| (&s.private_key, &s.certificate, &s.ca_cert))
             ));
+            Ok(())
+        }
+        fn set_ct_timeouts(&mut self, p: &BTreeMap<u16, Vec<(String, i64)>>) -> Result<(), String> {
+            if !p.is_empty() {
+                self.log.push(format!("ct timeouts {p:?}"));
+            }
             Ok(())
         }
         fn set_other_config(&mut self, changed: &[(String, Option<String>)]) -> Vec<String> {

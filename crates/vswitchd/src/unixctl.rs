@@ -77,22 +77,34 @@ impl UnixctlSession {
             let reply = match strings(&params) {
                 None => Message::Error {
                     id,
-                    error: json!("command arguments must be strings"),
+                    error: json!(line(format!(
+                        "\"{method}\" command has non-string argument"
+                    ))),
                 },
                 Some(args) => match run(cmds, &method, &args) {
                     Ok(text) => Message::Reply {
                         id,
-                        result: json!(text),
+                        result: json!(line(text)),
                     },
                     Err(text) => Message::Error {
                         id,
-                        error: json!(text),
+                        error: json!(line(text)),
                     },
                 },
             };
             self.out.extend(reply.to_bytes());
         }
     }
+}
+
+/// A reply's text as OVS's `unixctl_command_reply__` sends it: what is
+/// not empty ends with a newline (`ovs-appctl` prints an error and then
+/// its own line after it).
+fn line(mut text: String) -> String {
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 fn strings(params: &[Value]) -> Option<Vec<String>> {
@@ -171,21 +183,22 @@ mod tests {
             r[1],
             Message::Reply {
                 id: json!(1),
-                result: json!("a b")
+                // A newline put at the end, as OVS's.
+                result: json!("a b\n")
             }
         );
         assert_eq!(
             r[2],
             Message::Error {
                 id: json!(2),
-                error: json!("echo needs an argument")
+                error: json!("echo needs an argument\n")
             }
         );
         assert!(
             matches!(&r[3], Message::Error { error, .. } if error.as_str().unwrap().contains("\"frob\" is not a valid command"))
         );
         assert!(
-            matches!(&r[4], Message::Error { error, .. } if error == "command arguments must be strings")
+            matches!(&r[4], Message::Error { error, .. } if error == "\"echo\" command has non-string argument\n")
         );
         let Message::Reply { result, .. } = &r[5] else {
             panic!("{:?}", r[5])

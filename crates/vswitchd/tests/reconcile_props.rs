@@ -121,6 +121,12 @@ impl Switch for Model {
     fn set_ssl(&mut self, _: Option<&sluice_vswitchd::desired::SslCfg>) -> Result<(), String> {
         Ok(())
     }
+    fn set_ct_timeouts(
+        &mut self,
+        _: &std::collections::BTreeMap<u16, Vec<(String, i64)>>,
+    ) -> Result<(), String> {
+        Ok(())
+    }
     fn set_other_config(&mut self, _: &[(String, Option<String>)]) -> Vec<String> {
         Vec::new()
     }

@@ -364,7 +364,9 @@ fn run(
         vlans_touched: false,
         arp_base: *key,
         icmp_later_base: (0, 0),
-        running: (0, 0, false),
+        // No rule runs a packet-out's actions: their packet-ins carry
+        // OVS's "no cookie" (all ones), as `ctx->rule` NULL does.
+        running: (0, if given.is_some() { u64::MAX } else { 0 }, false),
         running_ix: None,
         action_set: Vec::new(),
         in_action_set: false,

@@ -138,10 +138,7 @@ const MAPPED: &[(&str, &str, &str)] = &[
     ("dpif-netdev/pmd-rxq-rebalance", "", "pmd-rxq-rebalance"),
     ("dpctl/del-flows", "", "del-megaflows"),
     ("revalidator/purge", "", "del-megaflows"),
-    ("dpctl/dump-conntrack", "[zone=N]", "dump-conntrack"),
-    ("dpctl/flush-conntrack", "[zone=N]", "flush-conntrack"),
     ("dpctl/ct-stats-show", "", "conntrack-stats"),
-    ("dpctl/ct-set-maxconns", "N", "ct-set-maxconns"),
     (
         "dpctl/ct-set-limits",
         "[default=L] [zone=N,limit=L]...",
@@ -193,6 +190,14 @@ impl Commands for Appctl {
                 "dpctl/dump-flows",
                 "[-m] [--names | --no-names] [dp] [filter=MATCH]",
             ),
+            ("dpctl/dump-conntrack", "[dp] [zone=N]"),
+            (
+                "dpctl/flush-conntrack",
+                "[dp] [zone=N] [ct-orig-tuple [ct-reply-tuple]]",
+            ),
+            ("dpctl/ct-set-maxconns", "[dp] maxconns"),
+            ("dpctl/ct-get-maxconns", "[dp]"),
+            ("dpctl/ct-get-nconns", "[dp]"),
         ]
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -206,6 +211,9 @@ impl Commands for Appctl {
 
     fn call(&mut self, method: &str, args: &[String]) -> Option<Result<String, String>> {
         let ctl = |cmd: &str, args: &[String]| super::ctl(&self.control, cmd, args);
+        if let Some(r) = super::dpctl_ct::call(method, args, &self.control.conntrack()) {
+            return Some(r);
+        }
         Some(match method {
             "version" => Ok(version_text()),
             "dpif/show" => self.dpif_show(),

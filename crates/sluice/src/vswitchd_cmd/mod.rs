@@ -313,6 +313,7 @@ mod appctl;
 mod capabilities;
 mod dp_features;
 mod dpctl;
+mod dpctl_ct;
 mod odp_ports;
 mod other_config;
 mod switch;

@@ -99,6 +99,8 @@ pub struct SluiceSwitch {
     patches: BTreeMap<String, PatchEnd>,
     /// The patch ports each bridge was last given.
     linked: BTreeMap<String, Vec<PatchPort>>,
+    /// The zones the database last gave a timeout policy.
+    ct_timeout_zones: Vec<u16>,
 }
 
 impl SluiceSwitch {
@@ -111,6 +113,7 @@ impl SluiceSwitch {
             bridges: BTreeMap::new(),
             patches: BTreeMap::new(),
             linked: BTreeMap::new(),
+            ct_timeout_zones: Vec::new(),
         }
     }
 
@@ -572,6 +575,44 @@ impl Switch for SluiceSwitch {
         result
     }
 
+    fn set_ct_timeouts(
+        &mut self,
+        policies: &BTreeMap<u16, Vec<(String, i64)>>,
+    ) -> Result<(), String> {
+        use sluice_conntrack::timeouts::ATTRS;
+        let ct = self.control.conntrack();
+        let tp = ct.timeout_policies();
+        for z in self.ct_timeout_zones.drain(..) {
+            tp.clear(z);
+        }
+        let mut refused = Vec::new();
+        for (&zone, timeouts) in policies {
+            let attrs: Vec<(usize, u32)> = timeouts
+                .iter()
+                .filter_map(|(name, secs)| {
+                    let known = ATTRS.iter().position(|a| a == name);
+                    match (known, u32::try_from(*secs)) {
+                        (Some(i), Ok(secs)) => Some((i, secs)),
+                        _ => {
+                            refused.push(format!("zone {zone}: {name}={secs}"));
+                            None
+                        }
+                    }
+                })
+                .collect();
+            tp.set(zone, &attrs);
+            self.ct_timeout_zones.push(zone);
+        }
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "not a timeout of Sluice's tracker, left at its default: {}",
+                refused.join(", ")
+            ))
+        }
+    }
+
     fn connected_controllers(&self, bridge: &str) -> BTreeMap<String, String> {
         let Some(b) = self.bridges.get(bridge) else {
             return BTreeMap::new();
@@ -691,5 +732,8 @@ impl Switch for Published<'_> {
     }
     fn set_ssl(&mut self, ssl: Option<&sluice_vswitchd::desired::SslCfg>) -> Result<(), String> {
         self.sw.set_ssl(ssl)
+    }
+    fn set_ct_timeouts(&mut self, p: &BTreeMap<u16, Vec<(String, i64)>>) -> Result<(), String> {
+        self.sw.set_ct_timeouts(p)
     }
 }
