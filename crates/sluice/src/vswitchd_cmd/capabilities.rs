@@ -52,9 +52,10 @@ const CAPABILITIES: &[(&str, &str)] = &[
     // dp_hash select groups hash symmetric L4 (OVS_HASH_ALG_SYM_L4).
     ("max_hash_alg", "1"),
     ("check_pkt_len", "true"),
-    // No `ct(timeout=POLICY)` (zone policies are set by ct-set-timeout-policy;
-    // OVS: true).
-    ("ct_timeout", "false"),
+    // Zone timeout policies (`ovs-vsctl add-zone-tp`, the CT_Timeout_Policy
+    // rows), applied by the tracker to each connection of the zone as OVS's
+    // userspace datapath applies the policy its ct actions name.
+    ("ct_timeout", "true"),
     // Every drop is counted with its reason.
     ("explicit_drop_action", "true"),
     // No bonds (OVS: true).
