@@ -1,8 +1,10 @@
 //! What the kernel of the switch's network namespace says about its
 //! addresses and routes, for tunnels through internal ports (OVS's
 //! `br-phy` with an address): every interface's addresses
-//! (`getifaddrs`), and the main routing table (`/proc/net/route` and
-//! `/proc/net/ipv6_route`), as OVS's `route-table` reads it.
+//! (`getifaddrs`), the main routing table (over rtnetlink, else
+//! `/proc/net/route` and `/proc/net/ipv6_route`), and every table's routes
+//! with their source addresses as OVS's route table holds them
+//! ([`cached_routes`], what `ovs/route/show` lists).
 
 #![allow(unsafe_code)]
 
@@ -108,8 +110,23 @@ unsafe fn sockaddr_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
     }
 }
 
-/// The main table's usable routes, IPv4 and IPv6.
+/// The main table's usable routes, IPv4 and IPv6: from rtnetlink (its
+/// unicast routes with an output device), else from `/proc`.
 pub fn routes() -> Vec<SysRoute> {
+    if let Ok(all) = crate::rtnetlink::dump() {
+        return all
+            .into_iter()
+            .filter(|r| r.table == crate::rtnetlink::TABLE_MAIN && !r.local)
+            .filter_map(|r| {
+                Some(SysRoute {
+                    dev: crate::rtnetlink::ifname(r.oif)?,
+                    prefix: r.prefix,
+                    len: r.len,
+                    gw: r.gw,
+                })
+            })
+            .collect();
+    }
     let mut v = std::fs::read_to_string("/proc/net/route")
         .map(|s| parse_ipv4_routes(&s))
         .unwrap_or_default();
@@ -117,6 +134,84 @@ pub fn routes() -> Vec<SysRoute> {
         v.extend(parse_ipv6_routes(&s));
     }
     v
+}
+
+/// A route of the kernel's tables as `ovs-appctl ovs/route/show` lists
+/// it (OVS's "Cached" routes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedRoute {
+    /// Destination prefix.
+    pub prefix: IpAddr,
+    /// Its length.
+    pub len: u8,
+    /// The gateway, if any.
+    pub gw: Option<IpAddr>,
+    /// The interface it leaves by.
+    pub dev: String,
+    /// The source address packets to it take.
+    pub src: IpAddr,
+    /// A route to one of the host's own addresses.
+    pub local: bool,
+    /// Its packet mark (0: none).
+    pub mark: u32,
+}
+
+/// Every route of the kernel's tables that OVS 3.1's route table holds
+/// (`route_table_parse`, then `ovs_router_insert`): unicast and local
+/// routes with an output device and a source address on it.
+pub fn cached_routes() -> Vec<CachedRoute> {
+    let routes = crate::rtnetlink::dump().unwrap_or_default();
+    let addrs = if_addrs().unwrap_or_default();
+    with_sources(&routes, crate::rtnetlink::ifname, &addrs)
+}
+
+/// [`cached_routes`] from a dump, the interfaces' names and addresses.
+pub fn with_sources(
+    routes: &[crate::rtnetlink::NlRoute],
+    ifname: impl Fn(u32) -> Option<String>,
+    addrs: &[IfAddr],
+) -> Vec<CachedRoute> {
+    routes
+        .iter()
+        .filter_map(|r| {
+            let dev = ifname(r.oif)?;
+            // OVS's get_src_addr: the destination's, else the gateway's.
+            let src = src_addr(r.prefix, &dev, addrs)
+                .or_else(|| r.gw.and_then(|g| src_addr(g, &dev, addrs)))?;
+            Some(CachedRoute {
+                prefix: r.prefix,
+                len: r.len,
+                gw: r.gw,
+                dev,
+                src,
+                local: r.local,
+                mark: r.mark,
+            })
+        })
+        .collect()
+}
+
+/// The address of `dev` whose subnet holds `dst`, the longest prefix
+/// first (OVS's `get_src_addr`).
+pub fn src_addr(dst: IpAddr, dev: &str, addrs: &[IfAddr]) -> Option<IpAddr> {
+    let masked = |a: IpAddr, n: u8| -> u128 {
+        let (bits, width) = match a {
+            IpAddr::V4(v) => (u128::from(u32::from(v)), 32u32),
+            IpAddr::V6(v) => (u128::from(v), 128),
+        };
+        let n = u32::from(n).min(width);
+        if n == 0 {
+            0
+        } else {
+            bits >> (width - n)
+        }
+    };
+    addrs
+        .iter()
+        .filter(|a| a.ifname == dev && a.ip.is_ipv4() == dst.is_ipv4())
+        .filter(|a| masked(a.ip, a.prefix) == masked(dst, a.prefix))
+        .max_by_key(|a| a.prefix)
+        .map(|a| a.ip)
 }
 
 /// Route flags of `<linux/route.h>`.
@@ -185,6 +280,69 @@ pub fn parse_ipv6_routes(text: &str) -> Vec<SysRoute> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cached_routes_take_their_source_as_ovs_does() {
+        use crate::rtnetlink::NlRoute;
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let route = |p: &str, len, gw: Option<&str>, oif, local| NlRoute {
+            prefix: ip(p),
+            len,
+            gw: gw.map(ip),
+            oif,
+            local,
+            mark: 0,
+            table: 254,
+        };
+        let addrs = [
+            IfAddr {
+                ifname: "p1".into(),
+                ip: ip("10.0.0.17"),
+                prefix: 24,
+            },
+            IfAddr {
+                ifname: "p1".into(),
+                ip: ip("fd00::17"),
+                prefix: 64,
+            },
+            IfAddr {
+                ifname: "p2".into(),
+                ip: ip("10.9.0.1"),
+                prefix: 16,
+            },
+        ];
+        let names = |i: u32| match i {
+            1 => Some("p1".to_string()),
+            2 => Some("p2".to_string()),
+            _ => None,
+        };
+        let routes = [
+            route("10.0.0.0", 24, None, 1, false),
+            route("10.0.0.17", 32, None, 1, true),
+            route("0.0.0.0", 0, Some("10.0.0.1"), 1, false),
+            route("fd00::", 64, None, 1, false),
+            // No address on p2's device for it, no gateway: left out.
+            route("192.168.0.0", 16, None, 2, false),
+            // No device: left out.
+            route("10.1.0.0", 16, None, 9, false),
+        ];
+        let c = with_sources(&routes, names, &addrs);
+        let shown: Vec<(String, String)> = c
+            .iter()
+            .map(|r| (format!("{}/{}", r.prefix, r.len), r.src.to_string()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("10.0.0.0/24", "10.0.0.17"),
+                ("10.0.0.17/32", "10.0.0.17"),
+                ("0.0.0.0/0", "10.0.0.17"),
+                ("fd00::/64", "fd00::17"),
+            ]
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+        );
+        assert!(c[1].local && !c[0].local);
+    }
 
     #[test]
     fn the_kernels_ipv4_table_is_read() {

@@ -32,6 +32,7 @@ pub mod null;
 pub mod pcap;
 pub mod pcap_port;
 pub mod replay;
+pub mod rtnetlink;
 pub mod spec;
 pub mod stream;
 pub mod sys;

@@ -24,6 +24,7 @@ mod bridge;
 mod flows;
 mod observe;
 mod ofproto;
+mod routes;
 mod rxq;
 
 use crate::pmd::{Placement, PmdCommand};
@@ -99,6 +100,10 @@ pub struct Control {
     vlan_limit: AtomicUsize,
     /// Live captures (`capture`).
     captures: Arc<crate::capture::Captures>,
+    /// Routes and neighbours given by hand (`ovs/route/add`,
+    /// `tnl/neigh/set`), shared by every bridge's control: kept whatever
+    /// the tunnels, given to the tunnel state when there is one.
+    manual: Arc<Mutex<crate::tunnels::Manual>>,
 }
 
 /// Every PMD's placement and the way to send it commands.
@@ -222,6 +227,7 @@ impl Control {
             flow_mods: [AtomicU64::new(0), AtomicU64::new(0)],
             vlan_limit: AtomicUsize::new(DatapathConfig::default().vlan_limit),
             captures: Arc::default(),
+            manual: Arc::default(),
         }
     }
 

@@ -2,8 +2,10 @@
 //! answering ([`Tender::once`]): tells controllers of links that went up
 //! or down, takes in the rules the PMDs' `learn` actions added, fails open
 //! a standalone bridge whose controllers are gone, removes timed-out
-//! rules (FLOW_REMOVED to the controllers that asked), and ages the
-//! connection tracker (once per datapath) and the MAC table.
+//! rules (FLOW_REMOVED to the controllers that asked), ages the
+//! connection tracker (once per datapath) and the MAC table, and reads
+//! the kernel's addresses and routes again when rtnetlink says they
+//! changed.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -24,8 +26,19 @@ pub struct Tender {
     /// bridge's tender does, for all).
     datapath: bool,
     links: sluice_port::link::LinkWatch,
+    /// Tells of the kernel's route, address and link changes (the first
+    /// bridge's tender, for the tunnels through internal ports); none if
+    /// rtnetlink would not open, then the kernel is read every tick.
+    kernel: Option<sluice_port::rtnetlink::Watch>,
+    /// The switch's side of it when last read (tunnel ports, ports).
+    kernel_inputs: (usize, usize),
     tick: u64,
 }
+
+/// Ticks between two reads of the kernel's addresses and routes when
+/// rtnetlink told of no change (what it cannot tell: a port's interface
+/// that was there with its address before the port was made).
+const KERNEL_RESCAN: u64 = 20;
 
 impl Tender {
     /// The work for `control`'s bridge, whose OpenFlow side is `hub`
@@ -42,6 +55,12 @@ impl Tender {
             standalone,
             datapath,
             links: sluice_port::link::LinkWatch::default(),
+            kernel: if datapath {
+                sluice_port::rtnetlink::Watch::open().ok()
+            } else {
+                None
+            },
+            kernel_inputs: (usize::MAX, 0),
             tick: 0,
         }
     }
@@ -71,9 +90,15 @@ impl Tender {
             }
         }
         // The kernel's addresses and routes for tunnels through internal
-        // ports (once per datapath).
+        // ports (once per datapath): read again when rtnetlink tells of a
+        // change, as OVS's route table is, and every few seconds.
         if self.datapath {
-            control.refresh_kernel_tunnels();
+            let told = self.kernel.as_ref().is_none_or(|w| w.changed());
+            let inputs = control.kernel_tunnel_inputs();
+            if told || inputs != self.kernel_inputs || self.tick.is_multiple_of(KERNEL_RESCAN) {
+                self.kernel_inputs = inputs;
+                control.refresh_kernel_tunnels();
+            }
         }
         // Rules the PMDs learned, into the rules the control plane owns
         // (and out to the other PMDs).

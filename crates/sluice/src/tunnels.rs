@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use sluice_classifier::tunnel::{Device, KernelRoute, Tunnels, Underlay};
+use sluice_classifier::tunnel::{Device, KernelRoute, Route, Tunnels, Underlay};
 use std::net::IpAddr;
 
 use sluice_packet::tunnel::{TlvEntry, TlvMap};
@@ -162,7 +162,7 @@ pub fn command(cmd: &str, args: &[&str], t: Option<&Tunnels>) -> Result<String, 
     match (cmd, args) {
         ("tnl-ports-show", []) => Ok(ports_show(t)),
         ("tnl-neigh-show", []) => Ok(neigh_show(t)),
-        ("tnl-route-show", []) => Ok(route_show(t)),
+        ("tnl-route-show", []) => Ok(route_show(t, &sluice_port::kernel_net::cached_routes(), &[])),
         ("tnl-neigh-flush", []) => {
             if let Some(t) = t {
                 t.flush_neighbours();
@@ -235,14 +235,160 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
     s
 }
 
-/// `tnl-route-show`: the routes to tunnel peers, as `ovs-appctl
-/// ovs/route/show` (connected ones from the underlay addresses, then
-/// those added by hand, marked `user`).
-pub fn route_show(t: Option<&Tunnels>) -> String {
+/// A route given by hand (`ovs-appctl ovs/route/add PREFIX/LEN DEV
+/// [GW] [pkt_mark=M]`, OVS's "User" routes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserRoute {
+    /// Destination prefix (host bits zero).
+    pub prefix: IpAddr,
+    /// Its length.
+    pub len: u8,
+    /// The device named (a bridge's internal port, as OVS's
+    /// `output_bridge`).
+    pub dev: String,
+    /// The gateway, if any.
+    pub gw: Option<IpAddr>,
+    /// The source address: the device's address whose subnet holds the
+    /// destination (else the gateway), as OVS's `get_src_addr`.
+    pub src: IpAddr,
+    /// `pkt_mark=` (0: none).
+    pub mark: u32,
+}
+
+/// Routes and neighbours given by hand, kept whatever the tunnels.
+#[derive(Debug, Default)]
+pub struct Manual {
+    routes: Vec<UserRoute>,
+    /// (bridge or device name, address, Ethernet address).
+    neighbours: Vec<(String, IpAddr, [u8; 6])>,
+}
+
+impl Manual {
+    /// Adds `r`, replacing one of the same prefix, length and mark.
+    pub fn add_route(&mut self, r: UserRoute) {
+        self.routes
+            .retain(|x| !(x.prefix == r.prefix && x.len == r.len && x.mark == r.mark));
+        self.routes.push(r);
+    }
+
+    /// Removes the route of `prefix/len` and `mark`; false if none.
+    pub fn del_route(&mut self, prefix: IpAddr, len: u8, mark: u32) -> bool {
+        let prefix = sluice_classifier::tunnel::mask_prefix(prefix, len);
+        let before = self.routes.len();
+        self.routes
+            .retain(|x| !(x.prefix == prefix && x.len == len && x.mark == mark));
+        self.routes.len() != before
+    }
+
+    /// The routes, in the order given.
+    pub fn routes(&self) -> &[UserRoute] {
+        &self.routes
+    }
+
+    /// Sets neighbour `ip` at `mac` behind `at` (replacing what was set
+    /// for `ip`).
+    pub fn set_neighbour(&mut self, at: &str, ip: IpAddr, mac: [u8; 6]) {
+        self.neighbours.retain(|(_, i, _)| *i != ip);
+        self.neighbours.push((at.to_string(), ip, mac));
+    }
+
+    /// Forgets the neighbours.
+    pub fn forget_neighbours(&mut self) {
+        self.neighbours.clear();
+    }
+
+    /// Puts what is missing of it into the tunnel state `t`: each route
+    /// (out of the underlay or device whose subnet holds its next hop),
+    /// each neighbour (on the device of that bridge or name). What `t`
+    /// cannot take yet (no such device) waits for the next time.
+    pub fn apply(&self, t: &Tunnels) {
+        let have = t.routes();
+        for r in &self.routes {
+            if !have
+                .iter()
+                .any(|x| x.user && x.prefix == r.prefix && x.len == r.len)
+            {
+                let _ = t.route_add(r.prefix, r.len, r.gw);
+            }
+        }
+        let devices = t.devices();
+        for (at, ip, mac) in &self.neighbours {
+            if t.neighbour(*ip).is_some_and(|n| n.mac == *mac) {
+                continue;
+            }
+            if let Some(d) = devices.iter().find(|d| d.bridge == *at || d.name == *at) {
+                let _ = t.set_neighbour(d.port, *ip, *mac);
+            }
+        }
+    }
+}
+
+/// `tnl-route-show`, as `ovs-appctl ovs/route/show`: the kernel's routes
+/// (`system`, OVS's "Cached" ones, whichever device they leave by), then
+/// the switch's own: connected routes of underlay ports (`ip=A/N`) and
+/// those added by hand (`User:`; `user`, those of `ovs/route/add`, first).
+pub fn route_show(
+    t: Option<&Tunnels>,
+    system: &[sluice_port::kernel_net::CachedRoute],
+    user: &[UserRoute],
+) -> String {
     let mut s = String::from("Route Table:\n");
+    let mut system: Vec<_> = system.iter().collect();
+    system.sort_by_key(|r| {
+        (
+            r.prefix.is_ipv6(),
+            std::cmp::Reverse(r.len),
+            r.prefix,
+            r.local,
+        )
+    });
+    for r in system {
+        s += &format!(
+            "Cached: {}/{}{} dev {}{} SRC {}{}\n",
+            r.prefix,
+            r.len,
+            match r.mark {
+                0 => String::new(),
+                m => format!(" MARK {m}"),
+            },
+            r.dev,
+            match r.gw {
+                Some(g) => format!(" GW {g}"),
+                None => String::new(),
+            },
+            r.src,
+            if r.local { " local" } else { "" }
+        );
+    }
+    for r in user {
+        s += &format!(
+            "User: {}/{}{} dev {}{} SRC {}\n",
+            r.prefix,
+            r.len,
+            match r.mark {
+                0 => String::new(),
+                m => format!(" MARK {m}"),
+            },
+            r.dev,
+            match r.gw {
+                Some(g) => format!(" GW {g}"),
+                None => String::new(),
+            },
+            r.src
+        );
+    }
     if let Some(t) = t {
         let devices = t.devices();
-        for r in t.routes() {
+        // The kernel's routes through devices are among `system`, and
+        // `user`'s routes in the tunnel state among `user`.
+        let kernel = t.kernel_routes();
+        let shown = |r: &Route| {
+            kernel.contains(r)
+                || user
+                    .iter()
+                    .any(|u| r.user && u.prefix == r.prefix && u.len == r.len)
+        };
+        for r in t.routes().into_iter().filter(|r| !shown(r)) {
             let dev = match devices.iter().find(|d| d.port == r.ofport) {
                 Some(d) => d.name.clone(),
                 None => format!("port {}", r.ofport),
@@ -363,7 +509,9 @@ mod tests {
             "made from the address"
         );
         assert!(ports_show(Some(&t)).contains("tunnel port 10: vxlan:remote_ip=10.0.0.2,key=5"));
-        assert!(route_show(Some(&t)).contains("Cached: 10.0.0.0/24 dev port 2 SRC 10.0.0.1"));
+        assert!(
+            route_show(Some(&t), &[], &[]).contains("Cached: 10.0.0.0/24 dev port 2 SRC 10.0.0.1")
+        );
         assert!(neigh_show(Some(&t)).starts_with("IP"));
     }
 

@@ -43,6 +43,7 @@ impl Control {
         c.specs = Arc::clone(&self.specs);
         c.first = Some(Arc::clone(&self.rules));
         c.captures = Arc::clone(&self.captures);
+        c.manual = Arc::clone(&self.manual);
         c.set_vlan_limit(self.vlan_limit());
         self.extra_bridges.fetch_add(1, Ordering::Relaxed);
         let published = {
@@ -56,10 +57,18 @@ impl Control {
         Ok(c)
     }
 
+    /// What the kernel's part of the tunnel state is made from on the
+    /// switch's side: how many tunnel ports and ports there are (when it
+    /// changes, the tender reads the kernel again).
+    pub fn kernel_tunnel_inputs(&self) -> (usize, usize) {
+        let tunnels = self.tunnels().map_or(0, |t| t.ports().len());
+        (tunnels, self.specs.lock().expect("specs").len())
+    }
+
     /// Reads the kernel's addresses of the datapath's internal ports and
     /// its routes into the tunnel state, when there are tunnel ports (the
-    /// first bridge's tender calls it a few times a second, as OVS's
-    /// route table follows the kernel's).
+    /// first bridge's tender calls it when rtnetlink tells of a change or
+    /// the ports changed, as OVS's route table follows the kernel's).
     pub fn refresh_kernel_tunnels(&self) {
         let Some(t) = self.tunnels() else {
             return;
@@ -82,6 +91,7 @@ impl Control {
         if crate::tunnels::refresh_kernel(&t, &taps, bridge_of) {
             tracing::info!(target: "tunnel", "tunnel devices and routes now: {}", crate::tunnels::ports_show(Some(&t)).trim_end().replace('\n', "; "));
         }
+        self.manual.lock().expect("manual routes").apply(&t);
     }
 
     /// Takes this bridge (not the first) off the datapath: its ports must

@@ -156,10 +156,8 @@ const MAPPED: &[(&str, &str, &str)] = &[
     ),
     ("dpctl/ipf-set-max-nfrags", "maxfrags", "ipf-set-max-nfrags"),
     ("tnl/neigh/show", "", "tnl-neigh-show"),
-    ("tnl/neigh/flush", "", "tnl-neigh-flush"),
-    ("tnl/neigh/set", "BRIDGE IP MAC", "tnl-neigh-set"),
+    ("tnl/arp/show", "", "tnl-neigh-show"),
     ("tnl/ports/show", "", "tnl-ports-show"),
-    ("ovs/route/show", "", "tnl-route-show"),
 ];
 
 /// Commands whose first argument is a bridge.
@@ -181,8 +179,17 @@ impl Commands for Appctl {
             ("vlog/set", "[SPEC...]"),
             ("vlog/list", ""),
             ("sluice/ctl", "COMMAND [ARG...]"),
-            ("ovs/route/add", "ip/plen output_bridge [gw]"),
-            ("ovs/route/del", "ip/plen"),
+            (
+                "ovs/route/add",
+                "ip_addr/prefix_len out_br_name [gw] [pkt_mark=mark]",
+            ),
+            ("ovs/route/del", "ip_addr/prefix_len [pkt_mark=mark]"),
+            ("ovs/route/show", ""),
+            ("ovs/route/lookup", "ip_addr [pkt_mark=mark]"),
+            ("tnl/neigh/set", "BRIDGE IP MAC"),
+            ("tnl/arp/set", "BRIDGE IP MAC"),
+            ("tnl/neigh/flush", ""),
+            ("tnl/arp/flush", ""),
             ("dpif/show-dp-features", "bridge"),
             ("revalidator/wait", ""),
             ("dpif/set-dp-features", "bridge [feature [value]]"),
@@ -214,6 +221,9 @@ impl Commands for Appctl {
         if let Some(r) = super::dpctl_ct::call(method, args, &self.control.conntrack()) {
             return Some(r);
         }
+        if let Some(r) = super::ovs_route::call(method, args, &self.control) {
+            return Some(r);
+        }
         Some(match method {
             "version" => Ok(version_text()),
             "dpif/show" => self.dpif_show(),
@@ -238,14 +248,11 @@ impl Commands for Appctl {
                 Some(l) => l.reopen().map(|()| String::new()),
                 None => Err("Logging to file not configured".into()),
             },
-            // The device is the one whose subnet holds the next hop (the
-            // bridge named must still be given, as OVS wants it).
-            "ovs/route/add" => match args {
-                [p, _bridge] => ctl("tnl-route-add", std::slice::from_ref(p)),
-                [p, _bridge, gw] => ctl("tnl-route-add", &[p.clone(), gw.clone()]),
-                _ => Err("usage: ovs/route/add ip/plen output_bridge [gw]".into()),
-            },
-            "ovs/route/del" => ctl("tnl-route-del", args),
+            "tnl/neigh/flush" | "tnl/arp/flush" => {
+                // What was set by hand goes too, as from OVS's cache.
+                self.control.neighbours_forget_manual();
+                ctl("tnl-neigh-flush", args)
+            }
             "dpctl/dump-flows" => self.dump_flows(args),
             // Sluice revalidates a megaflow when its next packet finds it
             // stale, not in a revalidator thread: nothing to wait for

@@ -316,6 +316,7 @@ mod dpctl;
 mod dpctl_ct;
 mod odp_ports;
 mod other_config;
+mod ovs_route;
 mod switch;
 
 pub use appctl::Appctl;
