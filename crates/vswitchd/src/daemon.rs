@@ -99,6 +99,8 @@ pub struct Options {
     /// `Open_vSwitch:other_config` as the switch was started with it
     /// ([`read_other_config`]; None: not read).
     pub started_with: Option<crate::desired::Smap>,
+    /// How an `ssl:` target is secured (None: no key given).
+    pub tls: Option<crate::db::TlsConnect>,
 }
 
 /// Which rows were written with which values, so that only changes go.
@@ -284,8 +286,12 @@ fn transaction_error(result: &Value) -> Option<String> {
 /// The root row's `other_config`, read once before the switch starts
 /// (what only a start applies: `pmd-cpu-mask`, the caches' settings).
 /// None when the server does not answer within `wait` or has no root row.
-pub fn read_other_config(target: &Target, wait: Duration) -> Option<crate::desired::Smap> {
-    let mut c = DbConnection::connect(target, "Open_vSwitch").ok()?;
+pub fn read_other_config(
+    target: &Target,
+    tls: Option<&crate::db::TlsConnect>,
+    wait: Duration,
+) -> Option<crate::desired::Smap> {
+    let mut c = DbConnection::connect(target, "Open_vSwitch", tls).ok()?;
     c.wait_for(wait, |e| *e == Event::Schema).ok()??;
     c.client.monitor(&[("Open_vSwitch", &["other_config"])]);
     c.wait_for(wait, |e| matches!(e, Event::Monitored(_)))
@@ -311,7 +317,7 @@ pub fn run(
     let mut backoff = Duration::from_secs(1);
     let mut said = String::new();
     while !stop.load(Ordering::Relaxed) {
-        match DbConnection::connect(&opts.target, "Open_vSwitch") {
+        match DbConnection::connect(&opts.target, "Open_vSwitch", opts.tls.as_ref()) {
             Ok(c) => {
                 tracing::info!(target: "reconnect", "{}: connected", opts.target);
                 backoff = Duration::from_secs(1);

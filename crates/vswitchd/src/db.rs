@@ -18,7 +18,16 @@ use sluice_ovsdb::{Client, Event};
 pub enum Target {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// TLS over TCP: the connection is secured by a [`TlsConnect`].
+    Ssl(SocketAddr),
 }
+
+/// How `ssl:` targets are secured: runs TLS over a TCP connection to the
+/// peer named, and hands back the plain side (the switch's key,
+/// certificate and CA are the caller's: `--private-key`,
+/// `--certificate`, `--ca-cert`).
+pub type TlsConnect =
+    std::sync::Arc<dyn Fn(TcpStream, &str) -> Result<UnixStream, String> + Send + Sync>;
 
 impl Target {
     /// Parses ovs-vswitchd's DATABASE: `unix:PATH` or `tcp:IP:PORT`.
@@ -35,12 +44,15 @@ impl Target {
                 .map(Target::Tcp)
                 .map_err(|e| format!("{s}: tcp: takes IP:PORT ({e})"));
         }
-        if s.starts_with("ssl:") {
-            return Err(format!(
-                "{s}: ssl: database connections are not supported yet; use unix: or tcp:"
-            ));
+        if let Some(a) = s.strip_prefix("ssl:") {
+            return a
+                .parse()
+                .map(Target::Ssl)
+                .map_err(|e| format!("{s}: ssl: takes IP:PORT ({e})"));
         }
-        Err(format!("{s}: a database is unix:PATH or tcp:IP:PORT"))
+        Err(format!(
+            "{s}: a database is unix:PATH, tcp:IP:PORT or ssl:IP:PORT"
+        ))
     }
 }
 
@@ -49,6 +61,7 @@ impl std::fmt::Display for Target {
         match self {
             Target::Unix(p) => write!(f, "unix:{}", p.display()),
             Target::Tcp(a) => write!(f, "tcp:{a}"),
+            Target::Ssl(a) => write!(f, "ssl:{a}"),
         }
     }
 }
@@ -116,12 +129,23 @@ pub struct DbConnection {
 }
 
 impl DbConnection {
-    /// Connects to `target` and starts a session with database `db` (it
-    /// asks for the schema).
-    pub fn connect(target: &Target, db: &str) -> Result<Self, DbError> {
+    /// Connects to `target` (an `ssl:` one secured by `tls`) and starts a
+    /// session with database `db` (it asks for the schema).
+    pub fn connect(target: &Target, db: &str, tls: Option<&TlsConnect>) -> Result<Self, DbError> {
         let stream = match target {
             Target::Unix(p) => Stream::Unix(UnixStream::connect(p)?),
             Target::Tcp(a) => Stream::Tcp(TcpStream::connect_timeout(a, Duration::from_secs(5))?),
+            Target::Ssl(a) => {
+                let tls = tls.ok_or_else(|| {
+                    DbError::Protocol(format!(
+                        "{target}: an ssl: database needs --private-key, --certificate and --ca-cert"
+                    ))
+                })?;
+                let tcp = TcpStream::connect_timeout(a, Duration::from_secs(5))?;
+                Stream::Unix(tls(tcp, &a.to_string()).map_err(|e| {
+                    DbError::Io(io::Error::new(io::ErrorKind::ConnectionRefused, e))
+                })?)
+            }
         };
         let mut c = DbConnection {
             stream,
@@ -211,10 +235,14 @@ mod tests {
             Target::parse("tcp:127.0.0.1:6640").unwrap().to_string(),
             "tcp:127.0.0.1:6640"
         );
+        assert_eq!(
+            Target::parse("ssl:127.0.0.1:6640").unwrap().to_string(),
+            "ssl:127.0.0.1:6640"
+        );
         for (bad, says) in [
             ("unix:", "path"),
             ("tcp:nope", "IP:PORT"),
-            ("ssl:1.2.3.4:6640", "not supported"),
+            ("ssl:nope", "IP:PORT"),
             ("db.sock", "unix:PATH"),
         ] {
             let e = Target::parse(bad).unwrap_err();

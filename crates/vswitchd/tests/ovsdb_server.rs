@@ -95,7 +95,7 @@ impl Drop for Server {
 use sluice_vswitchd::daemon::MONITOR;
 
 fn connect(s: &Server) -> DbConnection {
-    let mut c = DbConnection::connect(&Target::Unix(s.sock()), "Open_vSwitch").unwrap();
+    let mut c = DbConnection::connect(&Target::Unix(s.sock()), "Open_vSwitch", None).unwrap();
     let got = c
         .wait_for(Duration::from_secs(10), |e| *e == Event::Schema)
         .unwrap();
@@ -268,7 +268,7 @@ fn without_the_lock_a_write_is_refused() {
     let Some(s) = Server::start() else { return };
     let holder = connect(&s);
     // A second client asks for the lock: not granted while the first has it.
-    let mut other = DbConnection::connect(&Target::Unix(s.sock()), "Open_vSwitch").unwrap();
+    let mut other = DbConnection::connect(&Target::Unix(s.sock()), "Open_vSwitch", None).unwrap();
     other
         .wait_for(Duration::from_secs(10), |e| *e == Event::Schema)
         .unwrap()

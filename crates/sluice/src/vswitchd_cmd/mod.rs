@@ -48,7 +48,7 @@ Examples:
 /// ovs-vswitchd's command line.
 #[derive(Args, Debug, Clone, Default)]
 pub struct VswitchdArgs {
-    /// The database: unix:PATH or tcp:IP:PORT (default
+    /// The database: unix:PATH, tcp:IP:PORT or ssl:IP:PORT (default
     /// unix:$OVS_RUNDIR/db.sock).
     pub database: Option<String>,
     /// Write the process id to FILE (default RUNDIR/ovs-vswitchd.pid),
@@ -84,6 +84,18 @@ pub struct VswitchdArgs {
     /// Accepted for ovs-ctl.
     #[arg(long)]
     pub no_self_confinement: bool,
+    /// With an ssl: database: the switch's private key (PEM), as
+    /// ovs-vswitchd's -p. (OpenFlow's ssl: and pssl: take theirs from
+    /// the SSL table, as OVS's.)
+    #[arg(short = 'p', long, value_name = "FILE")]
+    pub private_key: Option<PathBuf>,
+    /// With an ssl: database: the switch's certificate (PEM), as -c.
+    #[arg(short = 'c', long, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// With an ssl: database: the CA the server's certificate must chain
+    /// to (PEM), as -C.
+    #[arg(short = 'C', long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// Take over a pidfile another process left.
     #[arg(long)]
     pub overwrite_pidfile: bool,
@@ -129,6 +141,32 @@ fn default_in(dir: &Path, given: Option<&str>, name: &str) -> Option<PathBuf> {
     })
 }
 
+/// How an `ssl:` database is reached: TLS with the key, certificate
+/// and CA of the command line (each needed; read once, at start). None
+/// for other targets.
+fn db_tls(
+    target: &Target,
+    a: &VswitchdArgs,
+) -> Result<Option<sluice_vswitchd::db::TlsConnect>, String> {
+    if !matches!(target, Target::Ssl(_)) {
+        return Ok(None);
+    }
+    let files = sluice_ofproto::tls::TlsFiles {
+        private_key: a.private_key.clone(),
+        certificate: a.certificate.clone(),
+        ca_cert: a.ca_cert.clone(),
+    };
+    if files.private_key.is_none() || files.certificate.is_none() || files.ca_cert.is_none() {
+        return Err(format!(
+            "{target}: an ssl: database needs --private-key, --certificate and --ca-cert"
+        ));
+    }
+    let tls = Arc::new(files.load().map_err(|e| format!("{target}: {e}"))?);
+    Ok(Some(Arc::new(move |tcp, peer: &str| {
+        sluice_ofproto::tls::connect(&tls, tcp, peer)
+    })))
+}
+
 /// `exit --cleanup` asked for: the internal ports' taps go with the
 /// daemon.
 static CLEANUP: AtomicBool = AtomicBool::new(false);
@@ -162,7 +200,9 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
     // What only a start applies (PMD placement, the caches), read from
     // the database before the datapath starts.
     let mut cfg = crate::config::Config::default();
-    let started_with = sluice_vswitchd::daemon::read_other_config(&target, Duration::from_secs(5));
+    let tls = db_tls(&target, &a)?;
+    let started_with =
+        sluice_vswitchd::daemon::read_other_config(&target, tls.as_ref(), Duration::from_secs(5));
     match &started_with {
         Some(oc) => {
             for note in apply_other_config(&mut cfg, oc) {
@@ -248,6 +288,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
                 target,
                 rundir,
                 started_with,
+                tls,
             },
             &mut published,
             &stop,

@@ -36,10 +36,20 @@ pub fn require_ovs_tools(extra: &[&str]) {
 pub struct Db {
     child: Child,
     dir: tempfile::TempDir,
+    /// Where ovsdb-server runs and its further options ([`Db::start_in`]).
+    ns: Option<String>,
+    extra: Vec<String>,
 }
 
 impl Db {
     pub fn start() -> Db {
+        Db::start_in(None, &[])
+    }
+
+    /// ovsdb-server in network namespace `ns` (its unix socket is
+    /// reachable from everywhere; a TCP or TLS remote in `extra` only
+    /// from there), with `extra` options.
+    pub fn start_in(ns: Option<&str>, extra: &[String]) -> Db {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("conf.db");
         assert!(Command::new("ovsdb-tool")
@@ -49,8 +59,13 @@ impl Db {
             .status()
             .unwrap()
             .success());
-        let child = Db::server(dir.path());
-        let d = Db { child, dir };
+        let child = Db::server(dir.path(), ns, extra);
+        let d = Db {
+            child,
+            dir,
+            ns: ns.map(str::to_string),
+            extra: extra.to_vec(),
+        };
         wait_for("ovsdb-server's socket", 10, || {
             d.dir.path().join("db.sock").exists()
         });
@@ -58,9 +73,17 @@ impl Db {
         d
     }
 
-    fn server(dir: &Path) -> Child {
-        Command::new("ovsdb-server")
-            .arg(dir.join("conf.db"))
+    fn server(dir: &Path, ns: Option<&str>, extra: &[String]) -> Child {
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, "ovsdb-server"]);
+                c
+            }
+            None => Command::new("ovsdb-server"),
+        };
+        cmd.arg(dir.join("conf.db"))
+            .args(extra)
             .arg(format!("--remote=punix:{}", dir.join("db.sock").display()))
             .arg(format!(
                 "--unixctl={}",
@@ -82,7 +105,7 @@ impl Db {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(self.run().join("db.sock"));
         meanwhile();
-        self.child = Db::server(self.run());
+        self.child = Db::server(self.run(), self.ns.as_deref(), &self.extra);
         wait_for("ovsdb-server's socket", 10, || {
             self.run().join("db.sock").exists()
         });
