@@ -23,10 +23,13 @@ pub const TARGETS: &[(&str, &str)] = &[
     ("pmd", "PMD threads: rx queue moves (pmd-auto-lb)"),
     ("port", "ports: vhost-user guests waiting, link changes"),
     ("capture", "live captures"),
+    ("tunnel", "tunnel devices and routes through internal ports"),
+    ("reconnect", "sluice vswitchd's database connection"),
+    ("vswitchd", "sluice vswitchd's start"),
 ];
 
 /// How `--log` is written.
-pub const SYNTAX: &str = "LEVEL or TARGET=LEVEL, comma-separated (levels: error, warn, info, debug, trace, off; targets: switch, openflow, ctl, pmd, port, capture), e.g. openflow=debug";
+pub const SYNTAX: &str = "LEVEL or TARGET=LEVEL, comma-separated (levels: error, warn, info, debug, trace, off; targets: switch, openflow, ctl, pmd, port, capture, tunnel, reconnect, vswitchd), e.g. openflow=debug";
 
 /// The filter for `spec` (`None`: `info`): what is not named stays at
 /// `info`.

@@ -5,6 +5,7 @@
 //! in Sluice's usual form. The levels come from OVS's `-v` specs:
 //! `-vconsole:off`, `-vfile:info`, `-vconsole:emer`, `-vdbg`, ...
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,27 +13,71 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::{FmtContext, MakeWriter};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+/// One destination's levels: a default and Sluice's modules (its log
+/// targets, `crate::log::TARGETS`) set apart from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DestLevels {
+    /// Every module not named.
+    pub default: LevelFilter,
+    /// Modules at a level of their own.
+    pub modules: BTreeMap<String, LevelFilter>,
+}
+
+impl DestLevels {
+    fn at(default: LevelFilter) -> Self {
+        DestLevels {
+            default,
+            modules: BTreeMap::new(),
+        }
+    }
+
+    /// Module `m`'s level.
+    pub fn of(&self, m: &str) -> LevelFilter {
+        self.modules.get(m).copied().unwrap_or(self.default)
+    }
+
+    /// Sets `module`'s level (None: every module's, as OVS's `ANY`).
+    fn set(&mut self, module: Option<&str>, v: LevelFilter) {
+        match module {
+            None => *self = DestLevels::at(v),
+            Some(m) if v == self.default => {
+                self.modules.remove(m);
+            }
+            Some(m) => {
+                self.modules.insert(m.to_string(), v);
+            }
+        }
+    }
+
+    /// The filter that lets through what these levels allow.
+    fn filter(&self) -> Targets {
+        Targets::new()
+            .with_default(self.default)
+            .with_targets(self.modules.iter().map(|(m, v)| (m.clone(), *v)))
+    }
+}
+
 /// The levels of the two destinations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Levels {
     /// Standard error's.
-    pub console: LevelFilter,
+    pub console: DestLevels,
     /// `--log-file`'s.
-    pub file: LevelFilter,
+    pub file: DestLevels,
 }
 
 impl Default for Levels {
     fn default() -> Self {
         Levels {
-            console: LevelFilter::INFO,
-            file: LevelFilter::INFO,
+            console: DestLevels::at(LevelFilter::INFO),
+            file: DestLevels::at(LevelFilter::INFO),
         }
     }
 }
@@ -48,11 +93,18 @@ fn level(word: &str) -> Option<LevelFilter> {
     })
 }
 
-/// Reads OVS's `-v`/`--verbose` specs: `[DESTINATION:]...[LEVEL]` with
-/// DESTINATION `console`, `file` or `syslog` (not kept: Sluice does not
-/// write to syslog) and LEVEL `off`, `emer`, `err`, `warn`, `info`, `dbg`;
-/// a module name (OVS's) is taken and applies to the whole log; an empty
-/// spec (`-v`) is `dbg` everywhere.
+/// Sluice's modules: its log targets.
+fn is_module(w: &str) -> bool {
+    crate::log::TARGETS.iter().any(|(t, _)| *t == w)
+}
+
+/// Reads OVS's `-v`/`--verbose` specs: words joined by `:`, in any
+/// order, each a DESTINATION (`console`, `file`; `syslog` is not kept:
+/// Sluice does not write to syslog), a LEVEL (`off`, `emer`, `err`,
+/// `warn`, `info`, `dbg`) or a MODULE (one of Sluice's, `crate::log::
+/// TARGETS`, at its own level; `ANY` or none: every module). OVS's
+/// module names that Sluice has not (`dpif_netdev`, `bridge`, ...) are
+/// taken and change nothing. An empty spec (`-v`) is `dbg` everywhere.
 pub fn parse_specs(specs: &[String]) -> Result<Levels, String> {
     parse_specs_over(Levels::default(), specs)
 }
@@ -62,34 +114,45 @@ pub fn parse_specs_over(mut l: Levels, specs: &[String]) -> Result<Levels, Strin
     for spec in specs {
         if spec.is_empty() {
             l = Levels {
-                console: LevelFilter::DEBUG,
-                file: LevelFilter::DEBUG,
+                console: DestLevels::at(LevelFilter::DEBUG),
+                file: DestLevels::at(LevelFilter::DEBUG),
             };
             continue;
         }
-        let (mut console, mut file, mut lvl) = (false, false, None);
+        let (mut console, mut file, mut syslog, mut lvl) = (false, false, false, None);
+        // None: every module; Some(None): one OVS has and Sluice not.
+        let mut module: Option<Option<&str>> = None;
         for word in spec.split([':', ',']) {
             match word {
                 "console" => console = true,
                 "file" => file = true,
-                "syslog" | "ANY" | "any" | "" => {}
+                "syslog" => syslog = true,
+                "ANY" | "any" | "" => {}
                 "pattern" => break,
                 w => match level(w) {
                     Some(v) => lvl = Some(v),
+                    None if is_module(w) => module = Some(Some(w)),
                     // OVS's module names (bridge, ofproto, dpif_netdev, ...)
                     // are many; any word of letters and '_' is taken as one.
-                    None if w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {}
+                    None if w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {
+                        module = Some(None)
+                    }
                     None => return Err(format!("-v{spec}: '{w}' is neither a destination (console, file, syslog), a level (off, emer, err, warn, info, dbg) nor a module")),
                 },
             }
         }
         let Some(v) = lvl else { continue };
-        let all = !console && !file && !spec.contains("syslog");
+        let m = match module {
+            Some(None) => continue,
+            Some(Some(m)) => Some(m),
+            None => None,
+        };
+        let all = !console && !file && !syslog;
         if console || all {
-            l.console = v;
+            l.console.set(m, v);
         }
         if file || all {
-            l.file = v;
+            l.file.set(m, v);
         }
     }
     Ok(l)
@@ -227,18 +290,18 @@ pub struct LevelHandles {
     now: Mutex<Levels>,
 }
 
-/// Sets one destination's level.
-type Reload = Box<dyn Fn(LevelFilter) -> Result<(), String> + Send + Sync>;
+/// Sets one destination's levels.
+type Reload = Box<dyn Fn(&DestLevels) -> Result<(), String> + Send + Sync>;
 
 impl LevelHandles {
     /// `vlog/set SPEC...`: the specs as `-v` takes them, over the levels in
     /// force.
     pub fn set(&self, specs: &[String]) -> Result<(), String> {
         let mut now = self.now.lock().unwrap_or_else(|p| p.into_inner());
-        let new = parse_specs_over(*now, specs)?;
-        (self.console)(new.console)?;
+        let new = parse_specs_over(now.clone(), specs)?;
+        (self.console)(&new.console)?;
         if let Some(f) = &self.file {
-            f(new.file)?;
+            f(&new.file)?;
         }
         *now = new;
         Ok(())
@@ -247,7 +310,7 @@ impl LevelHandles {
     /// `vlog/list`, in OVS's table: each module (Sluice's log targets)
     /// with its console, syslog and file levels.
     pub fn list(&self) -> String {
-        let now = *self.now.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.now.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let name = |l: LevelFilter| match l {
             LevelFilter::OFF => "OFF",
             LevelFilter::ERROR => "ERR",
@@ -261,9 +324,13 @@ impl LevelHandles {
         for (t, _) in crate::log::TARGETS {
             o += &format!(
                 "{t:<19}{:<11}{:<10}{}\n",
-                name(now.console),
+                name(now.console.of(t)),
                 "OFF",
-                name(self.file.as_ref().map_or(LevelFilter::OFF, |_| now.file))
+                name(
+                    self.file
+                        .as_ref()
+                        .map_or(LevelFilter::OFF, |_| now.file.of(t))
+                )
             );
         }
         o
@@ -274,7 +341,8 @@ impl LevelHandles {
 /// on stderr) and, when given, `file` at `levels.file` (OVS's lines); returns
 /// the handles `vlog/set` changes them through.
 pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, String> {
-    let (console_filter, console_handle) = tracing_subscriber::reload::Layer::new(levels.console);
+    let (console_filter, console_handle) =
+        tracing_subscriber::reload::Layer::new(levels.console.filter());
     // OVS's console format (`%D{%Y-%m-%dT%H:%M:%SZ}|%05N|%c%T|%p|%m`):
     // what a daemon says before it detaches is read by scripts (and by
     // OVS's tests, which allow OVS's own first lines only).
@@ -288,7 +356,7 @@ pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, Strin
         .with_filter(console_filter);
     let (file, file_handle) = match file {
         Some(f) => {
-            let (filter, handle) = tracing_subscriber::reload::Layer::new(levels.file);
+            let (filter, handle) = tracing_subscriber::reload::Layer::new(levels.file.filter());
             let layer = tracing_subscriber::fmt::layer()
                 .event_format(VlogLines {
                     seq: AtomicU64::new(0),
@@ -297,9 +365,9 @@ pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, Strin
                 .with_writer(f)
                 .with_ansi(false)
                 .with_filter(filter);
-            let reload: Reload = Box::new(move |l| {
+            let reload: Reload = Box::new(move |l: &DestLevels| {
                 handle
-                    .reload(l)
+                    .reload(l.filter())
                     .map_err(|e| format!("the file's level: {e}"))
             });
             (Some(layer), Some(reload))
@@ -309,9 +377,9 @@ pub fn init(levels: Levels, file: Option<LogFile>) -> Result<LevelHandles, Strin
     let sub = tracing_subscriber::registry().with(console).with(file);
     tracing::subscriber::set_global_default(sub).map_err(|e| format!("the log: {e}"))?;
     Ok(LevelHandles {
-        console: Box::new(move |l| {
+        console: Box::new(move |l: &DestLevels| {
             console_handle
-                .reload(l)
+                .reload(l.filter())
                 .map_err(|e| format!("the console's level: {e}"))
         }),
         file: file_handle,
@@ -329,13 +397,30 @@ mod tests {
         assert_eq!(v(&[]).unwrap(), Levels::default());
         // What ovs-ctl gives ovs-vswitchd.
         let l = v(&["console:emer", "syslog:err", "file:info"]).unwrap();
-        assert_eq!((l.console, l.file), (LevelFilter::ERROR, LevelFilter::INFO));
-        assert_eq!(v(&["console:off"]).unwrap().console, LevelFilter::OFF);
-        assert_eq!(v(&["dbg"]).unwrap().file, LevelFilter::DEBUG);
-        assert_eq!(v(&[""]).unwrap().console, LevelFilter::DEBUG);
-        assert_eq!(v(&["bridge:file:dbg"]).unwrap().file, LevelFilter::DEBUG);
+        assert_eq!(
+            (l.console.default, l.file.default),
+            (LevelFilter::ERROR, LevelFilter::INFO)
+        );
+        assert_eq!(
+            v(&["console:off"]).unwrap().console.default,
+            LevelFilter::OFF
+        );
+        assert_eq!(v(&["dbg"]).unwrap().file.default, LevelFilter::DEBUG);
+        assert_eq!(v(&[""]).unwrap().console.default, LevelFilter::DEBUG);
         assert_eq!(v(&["syslog:dbg"]).unwrap(), Levels::default());
         assert!(v(&["console:l0ud!"]).unwrap_err().contains("neither"));
+        // A module of Sluice's at its own level, in either order, one
+        // destination or both; OVS's own module names change nothing.
+        let l = v(&["openflow:file:dbg", "console:tunnel:warn"]).unwrap();
+        assert_eq!(l.file.of("openflow"), LevelFilter::DEBUG);
+        assert_eq!(l.console.of("openflow"), LevelFilter::INFO);
+        assert_eq!(l.console.of("tunnel"), LevelFilter::WARN);
+        assert_eq!(l.file.of("switch"), LevelFilter::INFO);
+        assert_eq!(v(&["dpif_netdev:dbg"]).unwrap(), Levels::default());
+        // ANY (or no module) sets every module, as OVS's.
+        let l = v(&["openflow:dbg", "ANY:file:warn"]).unwrap();
+        assert_eq!(l.file.of("openflow"), LevelFilter::WARN);
+        assert_eq!(l.console.of("openflow"), LevelFilter::DEBUG);
     }
 
     #[test]

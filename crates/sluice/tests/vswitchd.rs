@@ -172,6 +172,22 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         Some(2)
     );
     assert!(db.appctl(&["vlog/set", "file:info"]).status.success());
+    // One module at a level of its own, as OVS's `vlog/set MODULE:DEST:LEVEL`.
+    assert!(db.appctl(&["vlog/set", "tunnel:file:dbg"]).status.success());
+    let list = stdout(&db.appctl(&["vlog/list"]));
+    let row = |m: &str| {
+        list.lines()
+            .find(|l| l.starts_with(m))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    assert_eq!(row("tunnel"), ["tunnel", "OFF", "OFF", "DBG"], "{list}");
+    assert_eq!(
+        row("openflow"),
+        ["openflow", "OFF", "OFF", "INFO"],
+        "{list}"
+    );
+    assert!(db.appctl(&["vlog/set", "ANY:file:info"]).status.success());
     let bad = db.appctl(&["fdb/show", "nosuchbr"]);
     assert_eq!(bad.status.code(), Some(2), "ovs-appctl exits 2 on an error");
     // The datapath's features as OVS's system tests read and set them.
