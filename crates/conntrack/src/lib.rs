@@ -765,7 +765,11 @@ fn proto_name(t: &Tuple) -> String {
         proto::SCTP => "sctp".into(),
         proto::ICMP => "icmp".into(),
         proto::ICMPV6 => "icmpv6".into(),
-        p => format!("{}{p}", if t.v6 { "ipv6," } else { "ip," }),
+        // OVS's ct_dpif_format_ipproto: these by name, the rest by number.
+        136 => "udplite".into(),
+        33 => "dccp".into(),
+        2 => "igmp".into(),
+        p => p.to_string(),
     }
 }
 

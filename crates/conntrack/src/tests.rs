@@ -633,6 +633,19 @@ fn bad_checksums_are_invalid_unless_offloaded() {
 }
 
 #[test]
+fn other_protocols_are_dumped_as_ovs_dumps_them() {
+    // VRRP (112), as OVS's "conntrack - generic IP protocol": the
+    // protocol's number, ports 0.
+    let ct = Conntrack::default();
+    let vrrp = ipv4(A, B, 112, &[0x21, 0x01, 0x64, 0x01, 0, 1, 0xba, 0x52]);
+    assert_eq!(run(&ct, &vrrp, &COMMIT, 0).state, TRK | CS_NEW);
+    assert_eq!(
+        ct.dump(None, 1),
+        ["112,orig=(src=10.0.0.1,dst=10.0.0.2,sport=0,dport=0),reply=(src=10.0.0.2,dst=10.0.0.1,sport=0,dport=0)"]
+    );
+}
+
+#[test]
 fn sctp_is_tracked_by_addresses_as_ovs_3_1_does() {
     let ct = Conntrack::default();
     let mut l4 = vec![0x03, 0xe8, 0x07, 0xd0];

@@ -87,7 +87,7 @@ impl Tuple {
 
     /// `(src=...,dst=...,sport=...,dport=...)` as `ovs-appctl
     /// dpctl/dump-conntrack` shows one direction (`id`, `type` and
-    /// `code` for ICMP).
+    /// `code` for ICMP; ports 0 for a protocol without them).
     pub fn describe(&self, reply: bool) -> String {
         let (s, d) = (self.addr(&self.src), self.addr(&self.dst));
         if matches!(self.proto, proto::ICMP | proto::ICMPV6) {
@@ -97,13 +97,13 @@ impl Tuple {
                 self.dport as u8
             };
             format!("(src={s},dst={d},id={},type={ty},code=0)", self.sport)
-        } else if matches!(self.proto, proto::TCP | proto::UDP | proto::SCTP) {
+        } else {
+            // Every other protocol has ports in OVS's text (0 where it
+            // has none).
             format!(
                 "(src={s},dst={d},sport={},dport={})",
                 self.sport, self.dport
             )
-        } else {
-            format!("(src={s},dst={d})")
         }
     }
 }

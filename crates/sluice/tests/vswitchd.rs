@@ -188,6 +188,15 @@ fn ovs_vsctl_ofctl_and_appctl_drive_it() {
         "{list}"
     );
     assert!(db.appctl(&["vlog/set", "ANY:file:info"]).status.success());
+    // The datapath's counters as OVS's coverage events.
+    let cov = stdout(&db.appctl(&["coverage/show"]));
+    assert!(
+        cov.starts_with("Event coverage, avg rate over last: 5 seconds"),
+        "{cov}"
+    );
+    assert!(cov.contains("dp_rx_packets "), "{cov}");
+    let rx = stdout(&db.appctl(&["coverage/read-counter", "dp_rx_packets"]));
+    assert!(rx.trim().parse::<u64>().is_ok_and(|n| n > 0), "{rx}");
     let bad = db.appctl(&["fdb/show", "nosuchbr"]);
     assert_eq!(bad.status.code(), Some(2), "ovs-appctl exits 2 on an error");
     // The datapath's features as OVS's system tests read and set them.

@@ -18,6 +18,8 @@ pub struct Appctl {
     pub(super) log: Option<crate::vlog::LogFile>,
     pub(super) bridges: BridgeTable,
     pub(super) ports: PortTable,
+    /// `coverage/show`'s histories.
+    pub(super) coverage: super::coverage::Coverage,
 }
 
 /// The bridges served, by name, each with its control plane.
@@ -169,6 +171,27 @@ const ON_BRIDGE: &[(&str, &str, &str)] = &[
     ("ofproto/trace", "BRIDGE FLOW", "trace"),
 ];
 
+impl Appctl {
+    /// `coverage/show` and `coverage/read-counter NAME`: the datapath's
+    /// counters summed over the PMDs, their rates brought up to now.
+    fn coverage(&mut self, method: &str, args: &[String]) -> Result<String, String> {
+        let mut stats = sluice_datapath::DpStats::default();
+        for s in self.control.snapshots()? {
+            stats.add(&s.stats);
+        }
+        let totals = super::coverage::counters(&stats);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.coverage.run(now_ms, &totals);
+        match (method, args) {
+            ("coverage/show", []) => Ok(self.coverage.show(&totals)),
+            ("coverage/read-counter", [name]) => super::coverage::read_counter(&totals, name),
+            _ => Err(format!("\"{method}\": wrong number of arguments")),
+        }
+    }
+}
+
 impl Commands for Appctl {
     fn list(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = [
@@ -197,6 +220,8 @@ impl Commands for Appctl {
                 "dpctl/dump-flows",
                 "[-m] [--names | --no-names] [dp] [filter=MATCH]",
             ),
+            ("coverage/show", ""),
+            ("coverage/read-counter", "COUNTER"),
             ("dpctl/dump-conntrack", "[dp] [zone=N]"),
             (
                 "dpctl/flush-conntrack",
@@ -223,6 +248,9 @@ impl Commands for Appctl {
         }
         if let Some(r) = super::ovs_route::call(method, args, &self.control) {
             return Some(r);
+        }
+        if method == "coverage/show" || method == "coverage/read-counter" {
+            return Some(self.coverage(method, args));
         }
         Some(match method {
             "version" => Ok(version_text()),

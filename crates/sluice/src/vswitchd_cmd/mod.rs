@@ -257,6 +257,7 @@ pub fn vswitchd(a: VswitchdArgs, stop: Arc<AtomicBool>) -> Result<(), String> {
         stop: Arc::clone(&stop),
         log: LOG.lock().ok().and_then(|l| l.clone()),
         bridges: Arc::clone(&bridges),
+        coverage: coverage::Coverage::started(),
     };
     let sock = a
         .unixctl
@@ -352,6 +353,7 @@ pub fn prepare(a: &VswitchdArgs) -> Result<bool, String> {
 
 mod appctl;
 mod capabilities;
+mod coverage;
 mod dp_features;
 mod dpctl;
 mod dpctl_ct;
