@@ -430,6 +430,30 @@ fn run(
 }
 
 /// Whether `acts` (or a branch in them) restores connection tracking state.
+/// The bits of a table's wildcards that go into the megaflow's: all but
+/// the pipeline's own fields. Metadata and the registers are zero in
+/// every packet and what the tables write into them follows from
+/// decisions whose bits are already there (the tunnel fields are not: a
+/// packet from a tunnel carries them); so is the conjunction a lookup
+/// found (set for its second lookup only), and the action set's output
+/// (it follows from the decisions that wrote it); the tags go through
+/// their own commit.
+fn merged_bits() -> &'static FlowKey {
+    static BITS: std::sync::OnceLock<FlowKey> = std::sync::OnceLock::new();
+    BITS.get_or_init(|| {
+        let mut m = FlowKey::default();
+        m.words_mut().fill(!0);
+        m.metadata = 0;
+        m.regs = [0; sluice_packet::key::N_REGS];
+        m.conj_id = 0;
+        m.pkt_mark = 0;
+        m.actset_output = 0;
+        m.vlan_tci = [0; 2];
+        m.vlan_tpid = [0; 2];
+        m
+    })
+}
+
 fn has_ct_restore(acts: &[DpAction]) -> bool {
     acts.iter().any(|a| match a {
         DpAction::CtRestore(_) => true,
@@ -447,6 +471,8 @@ impl Ctx<'_, '_> {
     }
 
     fn table(&mut self, t: u8, pipeline: bool) {
+        // (Its lookup below reads the flow in place, its action set's
+        // output put in and taken out again: no copy of the key.)
         if self.error.is_some() {
             return;
         }
@@ -460,15 +486,22 @@ impl Ctx<'_, '_> {
         } else {
             // The tables also see the action set's output
             // (`actset_output`).
-            let mut seen = self.flow;
-            seen.actset_output = self.actset_output();
-            if seen.nw_frag & FRAG_ANY != 0 && rules.modes().frag_handling == FragHandling::Normal {
+            let before = self.flow.actset_output;
+            self.flow.actset_output = self.actset_output();
+            let found = if self.flow.nw_frag & FRAG_ANY != 0
+                && rules.modes().frag_handling == FragHandling::Normal
+            {
                 // OVS's `normal` mode: the tables see no L4 fields in a
                 // fragment (the actions still see the packet as it is).
+                let mut seen = self.flow;
                 seen.tp_src = 0;
                 seen.tp_dst = 0;
-            }
-            rules.lookup(t, &seen, &mut wc)
+                rules.lookup(t, &seen, &mut wc)
+            } else {
+                rules.lookup(t, &self.flow, &mut wc)
+            };
+            self.flow.actset_output = before;
+            found
         };
         self.merge_wc(&wc);
         let Some(rule) = found else {
@@ -661,22 +694,8 @@ impl Ctx<'_, '_> {
     /// Adds the bits a lookup on the current flow consulted, mapping VLAN
     /// slots back to the original packet's tags.
     fn merge_wc(&mut self, wc: &FlowKey) {
-        let mut rest = *wc;
-        // Metadata and the registers are zero in every packet and what
-        // the tables write into them follows from decisions whose bits are
-        // already here. (The
-        // tunnel fields are not: a packet from a tunnel carries them.)
-        rest.metadata = 0;
-        rest.regs = [0; sluice_packet::key::N_REGS];
-        // So is the conjunction a lookup found (set for its second lookup
-        // only).
-        rest.conj_id = 0;
-        rest.pkt_mark = 0;
-        // The action set's output follows from the decisions that wrote it.
-        rest.actset_output = 0;
-        rest.vlan_tci = [0; 2];
-        rest.vlan_tpid = [0; 2];
-        self.out.wc.or_assign(&rest);
+        // (ORed through a mask: no copy of the key per table.)
+        self.out.wc.or_assign_masked(wc, merged_bits());
         for slot in 0..2 {
             self.unwc_vlan(slot, wc.vlan_tci[slot], wc.vlan_tpid[slot]);
         }
