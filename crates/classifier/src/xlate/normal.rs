@@ -139,7 +139,16 @@ impl Ctx<'_, '_> {
             None => {
                 self.note(self.depth, "no learned MAC for destination, flooding");
                 let ports = self.env.ports;
-                for &p in ports {
+                // In OVS's order: its bundles as the bridge made them, the
+                // bridge's own port first (ports are numbered as made).
+                const LOCAL: u32 = 0xffff_fffe;
+                let local_first = ports
+                    .binary_search(&LOCAL)
+                    .ok()
+                    .map(|i| ports[i])
+                    .into_iter()
+                    .chain(ports.iter().copied().filter(|&p| p != LOCAL));
+                for p in local_first {
                     if p == in_port || mirrors.is_output(p) {
                         continue;
                     }
