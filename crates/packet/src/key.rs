@@ -362,7 +362,12 @@ impl FlowKey {
     /// ORs `other & mask` into `self`, word by word (no copy of either).
     #[inline]
     pub fn or_assign_masked(&mut self, other: &FlowKey, mask: &FlowKey) {
-        for ((a, b), m) in self.words_mut().iter_mut().zip(other.words()).zip(mask.words()) {
+        for ((a, b), m) in self
+            .words_mut()
+            .iter_mut()
+            .zip(other.words())
+            .zip(mask.words())
+        {
             *a |= b & m;
         }
     }

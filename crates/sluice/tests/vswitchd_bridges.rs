@@ -344,3 +344,54 @@ fn a_bundle_of_flows_is_applied_all_or_nothing() {
     }
     assert!(db.appctl(&["exit"]).status.success());
 }
+
+/// A patch port's VLAN mode, as `ovs-vsctl set port` gives any port:
+/// h1 is on VLAN 10 of bridge A (an access port), A's patch port an
+/// access port of VLAN 10 too, so frames cross untagged to bridge B where
+/// h2 is a plain port: they ping. The patch port moved to VLAN 20, h1's
+/// frames do not reach it; back on 10, they do.
+#[test]
+fn a_patch_ports_vlan_mode_is_normals() {
+    require_ovs_tools(&[]);
+    let db = Db::start();
+    let sw = Host::new("vpv", None);
+    let h1 = Host::new("vpv1", Some("10.78.0.1/24"));
+    let h2 = Host::new("vpv2", Some("10.78.0.2/24"));
+    for h in [&h1, &h2] {
+        sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
+    }
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    let id = std::process::id() % 10000;
+    let (a, b) = (format!("wa{id}"), format!("wb{id}"));
+    let (pa, pb) = (format!("qa{id}"), format!("qb{id}"));
+    for br in [&a, &b] {
+        db.add_br(br, &[]);
+    }
+    db.vsctl(&[
+        "add-port",
+        &a,
+        &h1.root_if,
+        "tag=10",
+        "--",
+        "add-port",
+        &b,
+        &h2.root_if,
+    ]);
+    let mut both = patch_port(&a, &pa, &pb);
+    both.extend(["--", "set", "port", &pa, "tag=10", "--"].map(String::from));
+    both.extend(patch_port(&b, &pb, &pa));
+    db.vsctl(&both.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(db.get("Interface", &pa, "error"), "[]");
+    h1.ping("10.78.0.2");
+    db.vsctl(&["set", "port", &pa, "tag=20"]);
+    let _ = h1.exec_status("ip neigh flush dev eth0");
+    assert!(
+        !h1.pings("10.78.0.2"),
+        "VLAN 10 reached a VLAN 20 patch port"
+    );
+    db.vsctl(&["set", "port", &pa, "tag=10"]);
+    h1.ping("10.78.0.2");
+    assert!(db.appctl(&["exit", "--cleanup"]).status.success());
+}

@@ -150,12 +150,9 @@ pub fn port_spec(
                 return Err(format!("{name}: patch peer must not be self"));
             }
             plain("options:peer", peer)?;
-            if port.tag.is_some() || !port.trunks.is_empty() || port.vlan_mode.is_some() {
-                return Err(format!(
-                    "{name}: VLAN modes on patch ports are not supported yet"
-                ));
-            }
-            return Ok(format!("patch:{peer}"));
+            // Its VLAN mode (`tag`, `trunks`, `vlan_mode`) is NORMAL's,
+            // as any port's.
+            return Ok(format!("patch:{peer}{}", vlan_options(port)?));
         }
         // OVS's words in the row (its netdev class lookup fails so); the
         // log says which types Sluice makes ([`unknown_type_detail`]).

@@ -57,6 +57,17 @@ impl Control {
         Ok(c)
     }
 
+    /// Sets the VLAN mode NORMAL gives this bridge's port `ofport` (a
+    /// patch port's, which is no datapath port: the others' come with
+    /// their specs); the megaflows that read it are revalidated.
+    pub fn set_port_vlan(&self, ofport: u32, vlan: sluice_bridge::PortVlan) {
+        self.rules
+            .lock()
+            .expect("rules")
+            .bridge()
+            .set_port(ofport, vlan);
+    }
+
     /// What the kernel's part of the tunnel state is made from on the
     /// switch's side: how many tunnel ports and ports there are (when it
     /// changes, the tender reads the kernel again).

@@ -85,6 +85,21 @@ struct PatchEnd {
     peer: String,
 }
 
+/// A patch port's spec after `patch:`: its peer and its VLAN mode
+/// (`PEER[,tag=N][,trunks=A;B][,vlan_mode=M]`; none: a trunk of every
+/// VLAN).
+fn patch_spec(rest: &str) -> Result<(String, sluice_bridge::PortVlan), String> {
+    let mut parts = rest.split(',');
+    let peer = parts.next().unwrap_or_default().to_string();
+    let opts: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+    let vlan = if opts.is_empty() {
+        sluice_bridge::PortVlan::default()
+    } else {
+        sluice_bridge::PortVlan::parse(&opts)?
+    };
+    Ok((peer, vlan))
+}
+
 /// The switch as the reconciler sees it: one datapath, its bridges, each
 /// with its control plane and OpenFlow side.
 pub struct SluiceSwitch {
@@ -345,10 +360,12 @@ impl Switch for SluiceSwitch {
         name: &str,
         spec: &str,
     ) -> Result<(), String> {
-        if let Some(peer) = spec.strip_prefix("patch:") {
-            if !self.bridges.contains_key(bridge) {
+        if let Some(rest) = spec.strip_prefix("patch:") {
+            let Some(c) = self.control_of(bridge) else {
                 return Err(format!("no bridge {bridge}"));
-            }
+            };
+            let (peer, vlan) = patch_spec(rest)?;
+            c.set_port_vlan(ofport, vlan);
             self.patches.insert(
                 name.to_string(),
                 PatchEnd {
@@ -371,6 +388,9 @@ impl Switch for SluiceSwitch {
             .is_some_and(|p| p.bridge == bridge && p.ofport == ofport)
         {
             self.patches.remove(name);
+            if let Some(c) = self.control_of(bridge) {
+                c.set_port_vlan(ofport, sluice_bridge::PortVlan::default());
+            }
             self.relink();
             return;
         }
@@ -387,8 +407,17 @@ impl Switch for SluiceSwitch {
         old: &str,
         new: &str,
     ) -> Result<(), String> {
-        if old.starts_with("patch:") || new.starts_with("patch:") {
-            return Err("a patch port's peer changes by making it again".into());
+        match (old.strip_prefix("patch:"), new.strip_prefix("patch:")) {
+            (None, None) => {}
+            // The same peer: its VLAN mode changed.
+            (Some(o), Some(n)) if patch_spec(o)?.0 == patch_spec(n)?.0 => {
+                let c = self
+                    .control_of(bridge)
+                    .ok_or_else(|| format!("no bridge {bridge}"))?;
+                c.set_port_vlan(ofport, patch_spec(n)?.1);
+                return Ok(());
+            }
+            _ => return Err("a patch port's peer changes by making it again".into()),
         }
         self.ctl_on(bridge, "set-port", &[format!("{ofport}={new}")])
             .map(|_| ())
@@ -673,7 +702,7 @@ impl Switch for Published<'_> {
         self.sw.add_port(b, n, name, spec)?;
         // (As OVS's dpif/show names a patch port's peer.)
         let kind = match spec.strip_prefix("patch:") {
-            Some(peer) => format!("patch: peer={peer}"),
+            Some(rest) => format!("patch: peer={}", rest.split(',').next().unwrap_or(rest)),
             None => netdev_type(spec).to_string(),
         };
         self.ports
