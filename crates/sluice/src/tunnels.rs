@@ -343,39 +343,13 @@ pub fn route_show(
         )
     });
     for r in system {
-        s += &format!(
-            "Cached: {}/{}{} dev {}{} SRC {}{}\n",
-            r.prefix,
-            r.len,
-            match r.mark {
-                0 => String::new(),
-                m => format!(" MARK {m}"),
-            },
-            r.dev,
-            match r.gw {
-                Some(g) => format!(" GW {g}"),
-                None => String::new(),
-            },
-            r.src,
-            if r.local { " local" } else { "" }
+        let local = if r.local { " local" } else { "" };
+        s += &route_line(
+            "Cached", r.prefix, r.len, r.mark, &r.dev, r.gw, r.src, local,
         );
     }
     for r in user {
-        s += &format!(
-            "User: {}/{}{} dev {}{} SRC {}\n",
-            r.prefix,
-            r.len,
-            match r.mark {
-                0 => String::new(),
-                m => format!(" MARK {m}"),
-            },
-            r.dev,
-            match r.gw {
-                Some(g) => format!(" GW {g}"),
-                None => String::new(),
-            },
-            r.src
-        );
+        s += &route_line("User", r.prefix, r.len, r.mark, &r.dev, r.gw, r.src, "");
     }
     if let Some(t) = t {
         let devices = t.devices();
@@ -393,20 +367,31 @@ pub fn route_show(
                 Some(d) => d.name.clone(),
                 None => format!("port {}", r.ofport),
             };
-            s += &format!(
-                "{}{}/{} dev {dev}{} SRC {}\n",
-                if r.user { "User: " } else { "Cached: " },
-                r.prefix,
-                r.len,
-                match r.gw {
-                    Some(g) => format!(" GW {g}"),
-                    None => String::new(),
-                },
-                r.src
-            );
+            let kind = if r.user { "User" } else { "Cached" };
+            s += &route_line(kind, r.prefix, r.len, 0, &dev, r.gw, r.src, "");
         }
     }
     s
+}
+
+/// One line of `ovs/route/show`, as OVS's `ovs_router_show` writes it.
+#[allow(clippy::too_many_arguments)]
+fn route_line(
+    kind: &str,
+    prefix: IpAddr,
+    len: u8,
+    mark: u32,
+    dev: &str,
+    gw: Option<IpAddr>,
+    src: IpAddr,
+    end: &str,
+) -> String {
+    let mark = match mark {
+        0 => String::new(),
+        m => format!(" MARK {m}"),
+    };
+    let gw = gw.map_or(String::new(), |g| format!(" GW {g}"));
+    format!("{kind}: {prefix}/{len}{mark} dev {dev}{gw} SRC {src}{end}\n")
 }
 
 /// `tnl-ports-show`: the tunnel ports, underlays and devices.

@@ -6,17 +6,13 @@
 
 mod support;
 
-use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_vswitchd, Db};
+use support::ovs::db_and_switch;
 use support::*;
 
 #[test]
 fn zone_timeout_policies_and_dpctl_ct_commands_as_ovs() {
-    require_ovs_tools(&[]);
-    let db = Db::start();
-    let sw = Host::new("vct", None);
-    let bin = as_ovs_vswitchd(db.run());
-    let out = start_vswitchd(&db, &sw.ns, &bin);
-    assert!(out.status.success(), "start: {}", stderr(&out));
+    // (The switch's namespace lives as long as the test.)
+    let (db, _sw) = db_and_switch("vct");
     let br = format!("vc{}", std::process::id() % 10000);
     db.add_br(&br, &[]);
     let policy = |zone: &str| {

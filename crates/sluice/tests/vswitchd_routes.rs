@@ -7,17 +7,12 @@
 
 mod support;
 
-use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_vswitchd, Db};
+use support::ovs::db_and_switch;
 use support::*;
 
 #[test]
 fn kernel_routes_and_routes_by_hand_as_ovs_lists_them() {
-    require_ovs_tools(&[]);
-    let db = Db::start();
-    let sw = Host::new("vrt", None);
-    let bin = as_ovs_vswitchd(db.run());
-    let out = start_vswitchd(&db, &sw.ns, &bin);
-    assert!(out.status.success(), "start: {}", stderr(&out));
+    let (db, sw) = db_and_switch("vrt");
     let appctl = |args: &[&str]| {
         let o = db.appctl(args);
         (stdout(&o), stderr(&o))

@@ -199,6 +199,18 @@ pub fn start_daemon(db: &Db, ns: &str, daemon: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A stock ovsdb-server and `sluice vswitchd` (as `ovs-vswitchd`) on
+/// it, detached, in a namespace of its own named `tag`.
+pub fn db_and_switch(tag: &str) -> (Db, super::Host) {
+    require_ovs_tools(&[]);
+    let db = Db::start();
+    let sw = super::Host::new(tag, None);
+    let bin = as_ovs_vswitchd(db.run());
+    let out = start_vswitchd(&db, &sw.ns, &bin);
+    assert!(out.status.success(), "start: {}", stderr(&out));
+    (db, sw)
+}
+
 /// The binary under the name ovs-vswitchd (as Debian's alternatives
 /// link it).
 pub fn as_ovs_vswitchd(dir: &Path) -> PathBuf {
