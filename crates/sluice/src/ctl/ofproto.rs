@@ -1,7 +1,8 @@
-//! A bridge's control as its OpenFlow side's [`Backend`] (each method
-//! the control's own, under the object-safe names the channel calls),
-//! and the control's methods that serve only that side: ports, their
-//! config and counters, packet-outs and resumes, the TLV table.
+//! A bridge's control as its OpenFlow side's [`Backend`]: what only that
+//! side does (packet-outs, resumes, port descriptions and PORT_MOD)
+//! written here, the rest the control's own methods under the
+//! object-safe names the channel calls; and those of the control's
+//! methods the OpenFlow side shares with the rest of the switch.
 
 use std::sync::Arc;
 
@@ -49,22 +50,66 @@ impl Backend for Control {
         Control::port_reports(self)
     }
 
+    /// Every port a controller is told of: the datapath's ports of this
+    /// bridge and its patch ports, by OpenFlow number, with their names.
     fn described_ports(&self) -> Result<Vec<(u32, String)>, String> {
-        Control::described_ports(self)
+        let mut v: Vec<(u32, String)> = self
+            .port_reports()?
+            .into_iter()
+            .map(|p| (p.ofport, p.name))
+            .collect();
+        v.extend(
+            self.patch_names
+                .lock()
+                .expect("patch names")
+                .iter()
+                .cloned(),
+        );
+        v.sort_by_key(|p| p.0);
+        Ok(v)
     }
 
     fn port_config(&self, ofport: u32) -> u32 {
         Control::port_config(self, ofport)
     }
 
+    /// Sets a port's OpenFlow config: `down` and `no_recv` drop what it
+    /// receives, `down` and `no_fwd` take it out of forwarding,
+    /// `no_packet_in` keeps what it receives from the controllers; in
+    /// force on every PMD when this returns. `config` is the whole new
+    /// set of bits (as port descriptions show them).
     fn set_port_config(&self, ofport: u32, config: u32, dp: PortConfig) -> Result<(), String> {
-        Control::set_port_config(self, ofport, config, dp)
+        let _reconfig = self.reconfig.lock().expect("reconfig");
+        let n = self.dp_port(ofport);
+        for r in self.ask_all(|tx| PmdCommand::SetPortConfig(n, dp, tx))? {
+            r?;
+        }
+        self.port_config
+            .lock()
+            .expect("port config")
+            .insert(ofport, config);
+        let name = self
+            .port_reports()?
+            .into_iter()
+            .find(|p| p.ofport == ofport)
+            .map(|p| p.name)
+            .unwrap_or_default();
+        self.port_changed(PortChange::Modified, ofport, &name);
+        Ok(())
     }
 
+    /// Forwards a controller's packet by `actions` as if it came in on
+    /// `in_port`, on the first PMD, through its output batches.
     fn packet_out(&self, data: Vec<u8>, in_port: u32, actions: Vec<Action>) -> Result<(), String> {
-        Control::packet_out(self, data, in_port, actions)
+        let in_port = self.dp_port(in_port);
+        self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
     }
 
+    /// `NXT_RESUME`: the frozen rest of a paused translation (state `id`
+    /// of the first bridge's recirculation table) run on `data`, the
+    /// packet as the controller sent it back, with its pipeline fields
+    /// `sets` (and input port `in_port`, else the frozen one's), as a
+    /// packet-out on this bridge.
     fn resume(
         &self,
         data: Vec<u8>,
@@ -72,7 +117,24 @@ impl Backend for Control {
         in_port: Option<u32>,
         sets: Vec<Action>,
     ) -> Result<(), String> {
-        Control::resume(self, data, id, in_port, sets)
+        let state = self
+            .first_rules()
+            .lock()
+            .expect("rules")
+            .recirc()
+            .get(id)
+            .ok_or_else(|| format!("continuation {id:#x}: no such paused state (expired?)"))?;
+        let mut actions = Vec::with_capacity(sets.len() + state.actions.len() + 1);
+        actions.extend(sets);
+        if !state.action_set.is_empty() {
+            actions.push(sluice_classifier::Action::WriteActions(
+                state.action_set.clone(),
+            ));
+        }
+        actions.extend(state.actions.iter().cloned());
+        let in_port = in_port.unwrap_or(state.in_port);
+        tracing::debug!(target: "openflow", "NXT_RESUME {id:#x}: in_port {in_port}, {}", sluice_classifier::action::format_actions(&actions));
+        self.packet_out(data, in_port, actions)
     }
 
     fn tlv_map(&self) -> TlvMap {
@@ -95,9 +157,10 @@ impl Backend for Control {
     }
 }
 
-/// What the OpenFlow side reads and changes besides the rules: ports,
-/// their config and counters, packet-outs and resumes, the TLV table, the
-/// connection tracker, and who is told of port changes.
+/// What the OpenFlow side and the rest of the switch both use: ports,
+/// their config and counters, the TLV table, the connection tracker, and
+/// who is told of port changes. (What only the OpenFlow side uses is in
+/// the `Backend` impl above.)
 impl Control {
     /// Every port's counters, summed over the PMDs.
     /// (Without the cache occupancy a full snapshot scans for: a PMD
@@ -105,18 +168,6 @@ impl Control {
     pub(crate) fn port_reports(&self) -> Result<Vec<sluice_datapath::PortReport>, String> {
         let per_pmd = self.ask_all(PmdCommand::PortReports)?;
         Ok(self.bridge_ports(merge_ports(&per_pmd)))
-    }
-
-    /// Forwards a controller's packet by `actions` as if it came in on
-    /// `in_port`, on the first PMD, through its output batches.
-    pub(crate) fn packet_out(
-        &self,
-        data: Vec<u8>,
-        in_port: u32,
-        actions: Vec<sluice_classifier::Action>,
-    ) -> Result<(), String> {
-        let in_port = self.dp_port(in_port);
-        self.ask_one(0, |tx| PmdCommand::PacketOut(data, in_port, actions, tx))?
     }
 
     /// The datapath's Geneve option mapping (the first bridge's).
@@ -154,57 +205,6 @@ impl Control {
         Arc::clone(self.rules.lock().expect("rules").conntrack())
     }
 
-    /// `NXT_RESUME`: the frozen rest of a paused translation (state `id`
-    /// of the first bridge's recirculation table) run on `data`, the
-    /// packet as the controller sent it back, with its pipeline fields
-    /// `sets` (and input port `in_port`, else the frozen one's), as a
-    /// packet-out on this bridge.
-    pub(crate) fn resume(
-        &self,
-        data: Vec<u8>,
-        id: u32,
-        in_port: Option<u32>,
-        sets: Vec<sluice_classifier::Action>,
-    ) -> Result<(), String> {
-        let state = self
-            .first_rules()
-            .lock()
-            .expect("rules")
-            .recirc()
-            .get(id)
-            .ok_or_else(|| format!("continuation {id:#x}: no such paused state (expired?)"))?;
-        let mut actions = Vec::with_capacity(sets.len() + state.actions.len() + 1);
-        actions.extend(sets);
-        if !state.action_set.is_empty() {
-            actions.push(sluice_classifier::Action::WriteActions(
-                state.action_set.clone(),
-            ));
-        }
-        actions.extend(state.actions.iter().cloned());
-        let in_port = in_port.unwrap_or(state.in_port);
-        tracing::debug!(target: "openflow", "NXT_RESUME {id:#x}: in_port {in_port}, {}", sluice_classifier::action::format_actions(&actions));
-        self.packet_out(data, in_port, actions)
-    }
-
-    /// Every port a controller is told of: the datapath's ports of this
-    /// bridge and its patch ports, by OpenFlow number, with their names.
-    pub(crate) fn described_ports(&self) -> Result<Vec<(u32, String)>, String> {
-        let mut v: Vec<(u32, String)> = self
-            .port_reports()?
-            .into_iter()
-            .map(|p| (p.ofport, p.name))
-            .collect();
-        v.extend(
-            self.patch_names
-                .lock()
-                .expect("patch names")
-                .iter()
-                .cloned(),
-        );
-        v.sort_by_key(|p| p.0);
-        Ok(v)
-    }
-
     /// Names this bridge's patch ports (OpenFlow number, name) for the
     /// controllers' port descriptions, linked to a peer or not, as OVS
     /// lists them.
@@ -220,36 +220,6 @@ impl Control {
             .get(&ofport)
             .copied()
             .unwrap_or(0)
-    }
-
-    /// Sets a port's OpenFlow config: `down` and `no_recv` drop what it
-    /// receives, `down` and `no_fwd` take it out of forwarding,
-    /// `no_packet_in` keeps what it receives from the controllers; in
-    /// force on every PMD when this returns. `config` is the whole new
-    /// set of bits (as port descriptions show them).
-    pub(crate) fn set_port_config(
-        &self,
-        ofport: u32,
-        config: u32,
-        dp: PortConfig,
-    ) -> Result<(), String> {
-        let _reconfig = self.reconfig.lock().expect("reconfig");
-        let n = self.dp_port(ofport);
-        for r in self.ask_all(|tx| PmdCommand::SetPortConfig(n, dp, tx))? {
-            r?;
-        }
-        self.port_config
-            .lock()
-            .expect("port config")
-            .insert(ofport, config);
-        let name = self
-            .port_reports()?
-            .into_iter()
-            .find(|p| p.ofport == ofport)
-            .map(|p| p.name)
-            .unwrap_or_default();
-        self.port_changed(PortChange::Modified, ofport, &name);
-        Ok(())
     }
 
     /// What `of-show` prints (the OpenFlow channel's connections).
