@@ -28,6 +28,15 @@ pub(super) type BridgeTable = Arc<Mutex<Vec<(String, Arc<Control>)>>>;
 /// The ports the reconciler made, with OVS's datapath numbers for them.
 pub(super) type PortTable = Arc<Mutex<super::odp_ports::Ports>>;
 
+/// OVS's datapath number of each port (as text), by Sluice's datapath
+/// number, from [`Appctl`]'s `dp_ports`.
+fn odp_numbers(ports: &BTreeMap<u32, (String, u32)>) -> BTreeMap<u32, String> {
+    ports
+        .iter()
+        .map(|(dp, (_, odp))| (*dp, odp.to_string()))
+        .collect()
+}
+
 /// OVS's netdev type of a Sluice port spec.
 pub(super) fn netdev_type(spec: &str) -> &'static str {
     let kind = spec.split(':').next().unwrap_or("");
@@ -76,10 +85,7 @@ impl Appctl {
         let ports = self.dp_ports();
         let by_name: BTreeMap<u32, String> =
             ports.iter().map(|(dp, (n, _))| (*dp, n.clone())).collect();
-        let by_odp: BTreeMap<u32, String> = ports
-            .iter()
-            .map(|(dp, (_, o))| (*dp, o.to_string()))
-            .collect();
+        let by_odp = odp_numbers(&ports);
         let resolve = |p: &str| {
             ports
                 .iter()
@@ -91,6 +97,22 @@ impl Appctl {
             &text,
             if a.names { &by_name } else { &by_odp },
         ))
+    }
+
+    /// `coverage/show` and `coverage/read-counter NAME`: the datapath's
+    /// counters summed over the PMDs, their rates brought up to now.
+    fn coverage(&mut self, method: &str, args: &[String]) -> Result<String, String> {
+        let mut stats = sluice_datapath::DpStats::default();
+        for s in self.control.snapshots()? {
+            stats.add(&s.stats);
+        }
+        let totals = super::coverage::counters(&stats);
+        self.coverage.update(&totals);
+        match (method, args) {
+            ("coverage/show", []) => Ok(self.coverage.show(&totals)),
+            ("coverage/read-counter", [name]) => super::coverage::read_counter(&totals, name),
+            _ => Err(format!("\"{method}\": wrong number of arguments")),
+        }
     }
 
     /// `dpif/show`, in OVS's form: the datapath's hits and misses, then
@@ -171,27 +193,6 @@ const ON_BRIDGE: &[(&str, &str, &str)] = &[
     ("ofproto/trace", "BRIDGE FLOW", "trace"),
 ];
 
-impl Appctl {
-    /// `coverage/show` and `coverage/read-counter NAME`: the datapath's
-    /// counters summed over the PMDs, their rates brought up to now.
-    fn coverage(&mut self, method: &str, args: &[String]) -> Result<String, String> {
-        let mut stats = sluice_datapath::DpStats::default();
-        for s in self.control.snapshots()? {
-            stats.add(&s.stats);
-        }
-        let totals = super::coverage::counters(&stats);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        self.coverage.run(now_ms, &totals);
-        match (method, args) {
-            ("coverage/show", []) => Ok(self.coverage.show(&totals)),
-            ("coverage/read-counter", [name]) => super::coverage::read_counter(&totals, name),
-            _ => Err(format!("\"{method}\": wrong number of arguments")),
-        }
-    }
-}
-
 impl Commands for Appctl {
     fn list(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = [
@@ -243,7 +244,7 @@ impl Commands for Appctl {
 
     fn call(&mut self, method: &str, args: &[String]) -> Option<Result<String, String>> {
         let ctl = |cmd: &str, args: &[String]| super::ctl(&self.control, cmd, args);
-        if let Some(r) = super::dpctl_ct::call(method, args, &self.control.conntrack()) {
+        if let Some(r) = super::dpctl_ct::call(method, args, || self.control.conntrack()) {
             return Some(r);
         }
         if let Some(r) = super::ovs_route::call(method, args, &self.control) {
@@ -327,11 +328,7 @@ impl Commands for Appctl {
                                 if c == &"trace" {
                                     // Its datapath actions with OVS's
                                     // port numbers, as dpif/show has them.
-                                    let by_odp: BTreeMap<u32, String> = self
-                                        .dp_ports()
-                                        .into_iter()
-                                        .map(|(dp, (_, o))| (dp, o.to_string()))
-                                        .collect();
+                                    let by_odp = odp_numbers(&self.dp_ports());
                                     super::ctl(control, c, &[rest.join(" ")]).map(|t| {
                                         t.lines()
                                             .map(|l| match l.starts_with("Datapath actions:") {

@@ -54,6 +54,13 @@ pub(super) fn counters(s: &DpStats) -> Vec<(String, u64)> {
     v
 }
 
+/// Milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// One counter's history.
 #[derive(Debug, Clone)]
 struct History {
@@ -86,11 +93,13 @@ impl Coverage {
     /// Histories that start now (every counter at zero).
     pub fn started() -> Coverage {
         let mut c = Coverage::default();
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        c.run(now_ms, &[]);
+        c.run(now_ms(), &[]);
         c
+    }
+
+    /// [`Coverage::run`] at the time now.
+    pub fn update(&mut self, totals: &[(String, u64)]) {
+        self.run(now_ms(), totals);
     }
 
     /// Takes `totals` at `now_ms`: every slot that closed since the last

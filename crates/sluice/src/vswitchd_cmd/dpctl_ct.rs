@@ -6,6 +6,7 @@
 //! (`ovs-vswitchd: WHAT (Invalid argument)`, which scripts match).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use sluice_conntrack::{Conntrack, FlushMatch, FlushTuple};
 
@@ -28,26 +29,28 @@ fn dp_open(args: &[String], max_args: usize) -> Result<&[String], String> {
     }
 }
 
-/// Runs `method` if it is one of this module's.
+/// Runs `method` if it is one of this module's, on the tracker
+/// `conntrack` gives (asked for only then).
 pub(super) fn call(
     method: &str,
     args: &[String],
-    ct: &Conntrack,
+    conntrack: impl FnOnce() -> Arc<Conntrack>,
 ) -> Option<Result<String, String>> {
     Some(match method {
-        "dpctl/dump-conntrack" => dump(args, ct),
-        "dpctl/flush-conntrack" => flush(args, ct),
+        "dpctl/dump-conntrack" => dump(args, &conntrack()),
+        "dpctl/flush-conntrack" => flush(args, &conntrack()),
         "dpctl/ct-set-maxconns" => dp_open(args, 3).and_then(|_| {
             // The last word, whichever it is (the command's own when none).
             let n = args.last().and_then(|a| a.parse::<u32>().ok());
             let n = n.ok_or_else(|| einval("maxconns missing or malformed"))?;
-            ct.set_max_conns(u64::from(n));
+            conntrack().set_max_conns(u64::from(n));
             Ok("setting maxconns successful".into())
         }),
-        "dpctl/ct-get-maxconns" => {
-            dp_open(args, 2).map(|_| format!("{}\n", ct.max_conns().min(u64::from(u32::MAX))))
-        }
-        "dpctl/ct-get-nconns" => dp_open(args, 2).map(|_| format!("{}\n", ct.len())),
+        "dpctl/ct-get-maxconns" => dp_open(args, 2).map(|_| {
+            let max = conntrack().max_conns().min(u64::from(u32::MAX));
+            format!("{max}\n")
+        }),
+        "dpctl/ct-get-nconns" => dp_open(args, 2).map(|_| format!("{}\n", conntrack().len())),
         _ => return None,
     })
 }
@@ -236,8 +239,8 @@ mod tests {
 
     #[test]
     fn arguments_and_errors_are_ovs_s() {
-        let ct = Conntrack::default();
-        let run = |m: &str, a: &[&str]| call(m, &strings(a), &ct).unwrap();
+        let ct = Arc::new(Conntrack::default());
+        let run = |m: &str, a: &[&str]| call(m, &strings(a), || Arc::clone(&ct)).unwrap();
         let bad = "ovs-vswitchd: maxconns missing or malformed (Invalid argument)\n";
         assert_eq!(
             run("dpctl/ct-set-maxconns", &["one-bad-dp"]).unwrap_err(),
@@ -288,6 +291,6 @@ mod tests {
             ""
         );
         assert_eq!(run("dpctl/dump-conntrack", &["zone=5"]).unwrap(), "");
-        assert!(call("dpctl/dump-flows", &[], &ct).is_none());
+        assert!(call("dpctl/dump-flows", &[], || Arc::clone(&ct)).is_none());
     }
 }
