@@ -175,9 +175,7 @@ pub fn with_sources(
         .iter()
         .filter_map(|r| {
             let dev = ifname(r.oif)?;
-            // OVS's get_src_addr: the destination's, else the gateway's.
-            let src = src_addr(r.prefix, &dev, addrs)
-                .or_else(|| r.gw.and_then(|g| src_addr(g, &dev, addrs)))?;
+            let src = route_src(r.prefix, r.gw, &dev, addrs)?;
             Some(CachedRoute {
                 prefix: r.prefix,
                 len: r.len,
@@ -189,6 +187,13 @@ pub fn with_sources(
             })
         })
         .collect()
+}
+
+/// A route's source address, as OVS's `ovs_router_insert__` finds it:
+/// `dev`'s address whose subnet holds the destination `dst`, else the one
+/// whose subnet holds the gateway `gw`.
+pub fn route_src(dst: IpAddr, gw: Option<IpAddr>, dev: &str, addrs: &[IfAddr]) -> Option<IpAddr> {
+    src_addr(dst, dev, addrs).or_else(|| gw.and_then(|g| src_addr(g, dev, addrs)))
 }
 
 /// The address of `dev` whose subnet holds `dst`, the longest prefix

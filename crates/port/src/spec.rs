@@ -138,8 +138,9 @@ impl UnderlayAddr {
     }
 }
 
-/// Takes `tag=`, `trunks=` and `vlan_mode=` out of a port spec's options.
-fn split_vlan(s: &str) -> Result<(String, Option<sluice_bridge::PortVlan>), String> {
+/// Takes `tag=`, `trunks=` and `vlan_mode=` out of a port spec's options
+/// (a `patch:PEER` spec's too, which `sluice vswitchd` reads itself).
+pub fn split_vlan(s: &str) -> Result<(String, Option<sluice_bridge::PortVlan>), String> {
     let (kind, _) = s.split_once(':').unwrap_or((s, ""));
     let mut opts = Vec::new();
     let mut rest = Vec::new();

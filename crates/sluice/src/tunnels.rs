@@ -175,12 +175,7 @@ pub fn command(cmd: &str, args: &[&str], t: Option<&Tunnels>) -> Result<String, 
             // IP MAC`) a device's bridge or interface name.
             let port = match at.parse::<u32>() {
                 Ok(p) => p,
-                Err(_) => t
-                    .devices()
-                    .iter()
-                    .find(|d| d.bridge == *at || d.name == *at)
-                    .map(|d| d.port)
-                    .ok_or_else(|| {
+                Err(_) => device_port(t, at).ok_or_else(|| {
                         format!("'{at}' is neither a port number nor a bridge with a tunnel device")
                     })?,
             };
@@ -233,6 +228,15 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
         }
     }
     s
+}
+
+/// The datapath port of the device `at` names (its bridge's name or its
+/// own, as `tnl/neigh/set BRIDGE` names it).
+fn device_port(t: &Tunnels, at: &str) -> Option<u32> {
+    t.devices()
+        .iter()
+        .find(|d| d.bridge == at || d.name == at)
+        .map(|d| d.port)
 }
 
 /// A route given by hand (`ovs-appctl ovs/route/add PREFIX/LEN DEV
@@ -311,13 +315,12 @@ impl Manual {
                 let _ = t.route_add(r.prefix, r.len, r.gw);
             }
         }
-        let devices = t.devices();
         for (at, ip, mac) in &self.neighbours {
             if t.neighbour(*ip).is_some_and(|n| n.mac == *mac) {
                 continue;
             }
-            if let Some(d) = devices.iter().find(|d| d.bridge == *at || d.name == *at) {
-                let _ = t.set_neighbour(d.port, *ip, *mac);
+            if let Some(port) = device_port(t, at) {
+                let _ = t.set_neighbour(port, *ip, *mac);
             }
         }
     }

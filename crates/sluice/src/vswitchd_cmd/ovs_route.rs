@@ -50,9 +50,7 @@ pub(super) fn parse_add(args: &[String], addrs: &[IfAddr]) -> Result<UserRoute, 
     if let Some(a) = rest.get(1) {
         pkt_mark = mark(a).ok_or("Invalid pkt_mark")?;
     }
-    let src = kernel_net::src_addr(ip, dev, addrs)
-        .or_else(|| gw.and_then(|g| kernel_net::src_addr(g, dev, addrs)))
-        .ok_or("Error while inserting route.")?;
+    let src = kernel_net::route_src(ip, gw, dev, addrs).ok_or("Error while inserting route.")?;
     Ok(UserRoute {
         prefix: mask_prefix(ip, len),
         len,

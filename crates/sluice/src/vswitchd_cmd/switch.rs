@@ -85,19 +85,14 @@ struct PatchEnd {
     peer: String,
 }
 
-/// A patch port's spec after `patch:`: its peer and its VLAN mode
-/// (`PEER[,tag=N][,trunks=A;B][,vlan_mode=M]`; none: a trunk of every
-/// VLAN).
-fn patch_spec(rest: &str) -> Result<(String, sluice_bridge::PortVlan), String> {
-    let mut parts = rest.split(',');
-    let peer = parts.next().unwrap_or_default().to_string();
-    let opts: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
-    let vlan = if opts.is_empty() {
-        sluice_bridge::PortVlan::default()
-    } else {
-        sluice_bridge::PortVlan::parse(&opts)?
-    };
-    Ok((peer, vlan))
+/// A patch port's spec (`patch:PEER[,tag=N][,trunks=A;B][,vlan_mode=M]`):
+/// its peer and its VLAN mode (none: a trunk of every VLAN).
+fn patch_spec(spec: &str) -> Option<Result<(String, sluice_bridge::PortVlan), String>> {
+    spec.strip_prefix("patch:")?;
+    Some(sluice_port::spec::split_vlan(spec).map(|(plain, vlan)| {
+        let peer = plain.strip_prefix("patch:").unwrap_or(&plain).to_string();
+        (peer, vlan.unwrap_or_default())
+    }))
 }
 
 /// The switch as the reconciler sees it: one datapath, its bridges, each
@@ -360,11 +355,11 @@ impl Switch for SluiceSwitch {
         name: &str,
         spec: &str,
     ) -> Result<(), String> {
-        if let Some(rest) = spec.strip_prefix("patch:") {
+        if let Some(patch) = patch_spec(spec) {
             let Some(c) = self.control_of(bridge) else {
                 return Err(format!("no bridge {bridge}"));
             };
-            let (peer, vlan) = patch_spec(rest)?;
+            let (peer, vlan) = patch?;
             c.set_port_vlan(ofport, vlan);
             self.patches.insert(
                 name.to_string(),
@@ -407,14 +402,18 @@ impl Switch for SluiceSwitch {
         old: &str,
         new: &str,
     ) -> Result<(), String> {
-        match (old.strip_prefix("patch:"), new.strip_prefix("patch:")) {
+        match (patch_spec(old), patch_spec(new)) {
             (None, None) => {}
-            // The same peer: its VLAN mode changed.
-            (Some(o), Some(n)) if patch_spec(o)?.0 == patch_spec(n)?.0 => {
+            (Some(o), Some(n)) => {
+                let ((old_peer, _), (peer, vlan)) = (o?, n?);
+                if old_peer != peer {
+                    return Err("a patch port's peer changes by making it again".into());
+                }
+                // The same peer: its VLAN mode changed.
                 let c = self
                     .control_of(bridge)
                     .ok_or_else(|| format!("no bridge {bridge}"))?;
-                c.set_port_vlan(ofport, patch_spec(n)?.1);
+                c.set_port_vlan(ofport, vlan);
                 return Ok(());
             }
             _ => return Err("a patch port's peer changes by making it again".into()),
