@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_vswitchd, Db};
+use support::ovs::{as_ovs_vswitchd, db_and_switch, require_ovs_tools, start_vswitchd, Db};
 use support::*;
 
 /// The `ovs-vsctl` words that add patch port `name` to `br`, its peer
@@ -352,17 +352,12 @@ fn a_bundle_of_flows_is_applied_all_or_nothing() {
 /// frames do not reach it; back on 10, they do.
 #[test]
 fn a_patch_ports_vlan_mode_is_normals() {
-    require_ovs_tools(&[]);
-    let db = Db::start();
-    let sw = Host::new("vpv", None);
+    let (db, sw) = db_and_switch("vpv");
     let h1 = Host::new("vpv1", Some("10.78.0.1/24"));
     let h2 = Host::new("vpv2", Some("10.78.0.2/24"));
     for h in [&h1, &h2] {
         sh(&format!("ip link set {} netns {}", h.root_if, sw.ns));
     }
-    let bin = as_ovs_vswitchd(db.run());
-    let out = start_vswitchd(&db, &sw.ns, &bin);
-    assert!(out.status.success(), "start: {}", stderr(&out));
     let id = std::process::id() % 10000;
     let (a, b) = (format!("wa{id}"), format!("wb{id}"));
     let (pa, pb) = (format!("qa{id}"), format!("qb{id}"));

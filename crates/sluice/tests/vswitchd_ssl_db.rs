@@ -7,7 +7,7 @@ mod support;
 
 use std::process::Command;
 
-use support::ovs::{as_ovs_vswitchd, require_ovs_tools, Db};
+use support::ovs::{as_ovs_vswitchd, require_ovs_tools, start_daemon_on, Db};
 use support::*;
 
 #[test]
@@ -30,23 +30,11 @@ fn the_database_over_tls() {
         ],
     );
     let bin = as_ovs_vswitchd(db.run());
+    let bin_name = bin.to_str().expect("a UTF-8 path");
     let start = |key: &str, cert: &str| {
-        Command::new("ip")
-            .args(["netns", "exec", &sw.ns])
-            .arg(&bin)
-            .arg(format!("ssl:127.0.0.1:{port}"))
-            .args(["-p", &f(key), "-c", &f(cert), "-C", &f("ca.pem")])
-            .args([
-                "--pidfile",
-                "--detach",
-                "--no-chdir",
-                "--log-file",
-                "-vconsole:off",
-            ])
-            .env("OVS_RUNDIR", db.run())
-            .env("OVS_LOGDIR", db.run())
-            .output()
-            .unwrap()
+        let (key, cert, ca) = (f(key), f(cert), f("ca.pem"));
+        let daemon = [bin_name, "-p", &key, "-c", &cert, "-C", &ca];
+        start_daemon_on(&db, &sw.ns, &daemon, &format!("ssl:127.0.0.1:{port}"))
     };
     // Without the files: refused at once, saying which.
     let bare = Command::new("ip")

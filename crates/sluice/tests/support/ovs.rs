@@ -181,10 +181,21 @@ pub fn start_vswitchd(db: &Db, ns: &str, bin: &Path) -> Output {
 /// Starts `daemon` (a command line: Open vSwitch's `ovs-vswitchd`, or
 /// Sluice's) in namespace `ns` on `db`, as ovs-ctl starts ovs-vswitchd.
 pub fn start_daemon(db: &Db, ns: &str, daemon: &[&str]) -> Output {
+    start_daemon_on(
+        db,
+        ns,
+        daemon,
+        &format!("unix:{}/db.sock", db.run().display()),
+    )
+}
+
+/// [`start_daemon`] with the database named `database` (`ssl:IP:PORT`,
+/// ...) in place of `db`'s unix socket.
+pub fn start_daemon_on(db: &Db, ns: &str, daemon: &[&str], database: &str) -> Output {
     Command::new("ip")
         .args(["netns", "exec", ns])
         .args(daemon)
-        .arg(format!("unix:{}/db.sock", db.run().display()))
+        .arg(database)
         .args([
             "--pidfile",
             "--detach",
