@@ -34,6 +34,12 @@ pub enum RuleSetKind {
     /// port to the second's port 1, `in_port=1,actions=output:2` there
     /// (the sink is the second bridge's port 2).
     PatchForward,
+    /// `table-forward`: patch-forward's two rules in one bridge,
+    /// `in_port=1,actions=resubmit(,1)` and in table 1
+    /// `in_port=1,actions=output:2`: the same lookups and rules without
+    /// the crossing (what the crossing adds is patch-forward's cost over
+    /// this one's).
+    TableForward,
     /// Routes by destination prefix (/8, /12, /16, /20, /24), longest first.
     L3,
     /// Prefixes combined with L4 protocol and ports: several masks.
@@ -101,6 +107,7 @@ impl RuleSetKind {
         match self {
             RuleSetKind::PortForward => "port-forward".into(),
             RuleSetKind::PatchForward => "patch-forward".into(),
+            RuleSetKind::TableForward => "table-forward".into(),
             RuleSetKind::L3 => "l3".into(),
             RuleSetKind::L3L4 => "l3l4".into(),
             RuleSetKind::Routes(n) => format!("routes:{n}"),
@@ -283,6 +290,9 @@ impl RuleSetKind {
         match self {
             RuleSetKind::PortForward => "in_port=1,actions=output:2\n".to_string(),
             RuleSetKind::PatchForward => "in_port=1,actions=output:3\n".to_string(),
+            RuleSetKind::TableForward => {
+                "in_port=1,actions=resubmit(,1)\ntable=1,in_port=1,actions=output:2\n".to_string()
+            }
             RuleSetKind::L3 => {
                 let mut s = String::new();
                 // Longest prefix first by priority; a few specific routes per length.
@@ -386,6 +396,7 @@ impl std::str::FromStr for RuleSetKind {
             .into_iter()
             .chain([
                 RuleSetKind::PatchForward,
+                RuleSetKind::TableForward,
                 RuleSetKind::SelectGroup,
                 RuleSetKind::Meter,
                 RuleSetKind::VxlanEncap,
@@ -395,7 +406,7 @@ impl std::str::FromStr for RuleSetKind {
             ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, patch-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, patch-forward, table-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
             })
     }
 }

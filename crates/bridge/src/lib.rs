@@ -7,7 +7,7 @@
 #![warn(missing_docs)]
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
 
 pub mod macs;
@@ -26,6 +26,9 @@ pub struct Bridge {
     pub macs: MacTable,
     ports: RwLock<HashMap<u32, PortVlan>>,
     mirrors: RwLock<std::sync::Arc<Mirrors>>,
+    /// Whether `mirrors` has any (read on every translation without the
+    /// lock: most bridges have none).
+    any_mirrors: AtomicBool,
     /// Moves when a port's VLAN mode or the mirrors change.
     ports_version: AtomicU64,
     /// The clock MAC ages are counted on (ms since the bridge was made).
@@ -38,6 +41,7 @@ impl Default for Bridge {
             macs: MacTable::default(),
             ports: RwLock::default(),
             mirrors: RwLock::default(),
+            any_mirrors: AtomicBool::new(false),
             ports_version: AtomicU64::new(0),
             origin: std::time::Instant::now(),
         }
@@ -88,8 +92,17 @@ impl Bridge {
 
     /// Sets the bridge's mirrors (every cached decision is made again).
     pub fn set_mirrors(&self, mirrors: Mirrors) {
+        let any = !mirrors.is_empty();
         *self.mirrors.write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(mirrors);
+        self.any_mirrors.store(any, Ordering::Release);
         self.ports_version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether the bridge has mirrors (no lock taken: a translation asks
+    /// this first, and the mirrors only when there are some).
+    #[inline]
+    pub fn has_mirrors(&self) -> bool {
+        self.any_mirrors.load(Ordering::Acquire)
     }
 
     /// The bridge's mirrors.

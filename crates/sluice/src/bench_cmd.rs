@@ -147,7 +147,8 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
 #[derive(Args)]
 pub struct BenchArgs {
     /// Rule sets to measure: port-forward, patch-forward (the same across
-    /// two bridges joined by a patch port), l3, l3l4, select-group (port
+    /// two bridges joined by a patch port), table-forward (patch-forward's
+    /// two rules in two tables of one bridge), l3, l3l4, select-group (port
     /// forwarding through a select group of two buckets), meter (through
     /// a meter no traffic reaches), vxlan-encap and vxlan-decap (into and
     /// out of a VXLAN port, VNI 42, over an underlay port with an

@@ -96,7 +96,10 @@ impl Ord for Ranked {
 }
 
 /// One lookup's trie walks, made when first needed.
-type TrieMemo<'a> = [Option<TrieMatch<'a, Ranked>>; N_PREFIX];
+/// The tries' answers of one lookup, by slot, made as a gate first asks
+/// (filled in order: a lookup that asks none writes only its length, and
+/// a table without gates never touches the rest of it).
+type TrieMemo<'a> = ArrayVec<(usize, TrieMatch<'a, Ranked>), N_PREFIX>;
 
 type MaskId = [u64; KEY_WORDS];
 
@@ -480,7 +483,7 @@ impl TableIndex {
     /// [`TableIndex::lookup`] among the ordinary rules.
     fn lookup_hard(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
         let mut best: Option<&Arc<Rule>> = None;
-        let mut memo: TrieMemo = Default::default();
+        let mut memo = TrieMemo::new();
         // Subtables answered from the trie's rules, without their walk.
         let mut answered = ArrayVec::<(usize, RuleId), 8>::new();
         for (i, st) in self.probe.iter().enumerate() {
@@ -493,9 +496,14 @@ impl TableIndex {
                 // address: the trie says whether any has its prefix, and
                 // if none has, which bits prove it (those the walk inside
                 // would un-wildcard).
-                let m = memo[g.slot].get_or_insert_with(|| {
-                    self.tries[g.slot].lookup(g.region.left(bytemuck::bytes_of(key)))
-                });
+                let m = match memo.iter().position(|(slot, _)| *slot == g.slot) {
+                    Some(i) => &memo[i].1,
+                    None => {
+                        let m = self.tries[g.slot].lookup(g.region.left(bytemuck::bytes_of(key)));
+                        memo.push((g.slot, m));
+                        &memo[memo.len() - 1].1
+                    }
+                };
                 if !lens_has(m.matched, g.plen) {
                     let bits = top(u32::from(m.proof[g.plen as usize]));
                     g.region

@@ -64,7 +64,7 @@ impl<'a> Probe<'a> {
     fn new(b: &'a [u8]) -> Self {
         let n = b.len().min(16);
         let mut head = [0u8; 16];
-        head[..n].copy_from_slice(&b[..n]);
+        copy_short(&mut head[..n], &b[..n]);
         Probe {
             head: addr(u128::from_be_bytes(head)),
             tail: b.get(16..).unwrap_or_default(),
@@ -85,6 +85,36 @@ impl SplitKey {
                 (Some(_), true) => Ordering::Greater,
                 (Some(r), false) => r.0[..].cmp(p.tail),
             })
+    }
+}
+
+/// `dst.copy_from_slice(src)` for the few bytes of a key region, in
+/// fixed-size moves: a lookup's keys are a handful of bytes, for which a
+/// call to `memcpy` (what a copy of a length not known at compile time
+/// becomes) costs more than the copy.
+#[inline]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len();
+    assert_eq!(n, src.len(), "copy_short: lengths differ");
+    if n > 16 {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let mut i = 0;
+    for w in [8, 4, 2, 1] {
+        if n - i >= w {
+            match w {
+                8 => dst[i..i + 8].copy_from_slice(&src[i..i + 8]),
+                4 => dst[i..i + 4].copy_from_slice(&src[i..i + 4]),
+                2 => dst[i..i + 2].copy_from_slice(&src[i..i + 2]),
+                _ => dst[i] = src[i],
+            }
+            i += w;
+        }
+    }
+    if i < n {
+        // 9 to 16 bytes: the last eight once more.
+        dst[n - 8..].copy_from_slice(&src[n - 8..]);
     }
 }
 
@@ -178,6 +208,32 @@ impl Region {
             key.try_extend_from_slice(&bytes[self.off..self.off + self.len])
                 .expect("regions fit in a key");
         }
+    }
+
+    /// [`Region::push_key`] of `bytes & mask` (a lookup's key, masked
+    /// region by region: no masked copy of the whole key made). Returns
+    /// the bytes appended as a big-endian number when there are at most
+    /// 16 of them (what a probe's head is made of, kept in a register: a
+    /// read of the bytes just written, narrower than the reads, would
+    /// wait for the stores).
+    #[inline]
+    fn push_key_masked(&self, bytes: &[u8], mask: &[u8], key: &mut LevelKey) -> Option<u128> {
+        if self.is_prefix() {
+            let v = self.value(bytes) & self.value(mask);
+            self.push_value(v, key);
+            return Some(v);
+        }
+        let (b, m) = (
+            &bytes[self.off..self.off + self.len],
+            &mask[self.off..self.off + self.len],
+        );
+        let mut v = 0u128;
+        for (b, m) in b.iter().zip(m) {
+            let x = b & m;
+            key.push(x);
+            v = v << 8 | u128::from(x);
+        }
+        (self.len <= 16).then_some(v)
     }
 
     /// Appends address `v` (a number, as [`Region::value`] reads it) as
@@ -527,15 +583,27 @@ impl Subtable {
     /// The best rule matching `key` here, OR-ing into `wc` the bits that
     /// show which of this subtable's rules the key misses.
     pub(super) fn lookup(&self, key: &FlowKey, wc: &mut FlowKey) -> Option<&Arc<Rule>> {
-        let k = key.masked(&self.mask);
-        let kb = bytemuck::bytes_of(&k);
+        let kb = bytemuck::bytes_of(key);
         let mb = bytemuck::bytes_of(&self.mask);
         let mut prev = &self.root;
         let mut lk = LevelKey::new();
+        // The level key's first 16 bytes as a number, built as the
+        // regions are appended (`None` once a region is too long for it).
+        let mut head = Some(0u128);
         for (j, r) in self.regions.iter().enumerate() {
             let at = lk.len();
-            r.push_key(kb, &mut lk);
-            let p = Probe::new(&lk);
+            let v = r.push_key_masked(kb, mb, &mut lk);
+            head = head.zip(v).map(|(h, v)| match at {
+                0..16 if r.len > 0 => h | (v << (128 - r.bits())) >> (8 * at),
+                _ => h,
+            });
+            let p = match head {
+                Some(h) => Probe {
+                    head: addr(h),
+                    tail: lk.get(16..).unwrap_or_default(),
+                },
+                None => Probe::new(&lk),
+            };
             let g = self.levels[j].get_by(|x| x.cmp_probe(&p));
             if g.map_or(0, |g| g.count) < prev.count {
                 self.explain(j, &lk[..at], kb, mb, wc);
@@ -551,6 +619,7 @@ impl Subtable {
     /// down to the first where the closest value of those rules differs
     /// (those values are the level-`j` keys that extend `pre`, ordered as
     /// numbers: the closest are the neighbours of the key's own).
+    /// (`kb` is the key unmasked.)
     fn explain(&self, j: usize, pre: &[u8], kb: &[u8], mb: &[u8], wc: &mut FlowKey) {
         let r = &self.regions[j];
         let w = bytemuck::bytes_of_mut(wc);
@@ -561,7 +630,7 @@ impl Subtable {
             return;
         }
         let level = &self.levels[j];
-        let x = r.value(kb);
+        let x = r.value(kb) & r.value(mb);
         let probe = |v: u128| {
             let mut k = LevelKey::new();
             k.try_extend_from_slice(pre).expect("regions fit in a key");
@@ -603,6 +672,14 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// `copy_short` copies as `copy_from_slice` does, at every length.
+        #[test]
+        fn short_copies_copy(src in prop::collection::vec(any::<u8>(), 0..40)) {
+            let mut dst = vec![0xa5u8; src.len()];
+            copy_short(&mut dst, &src);
+            prop_assert_eq!(dst, src);
+        }
+
         /// A key orders against bytes as against the key they make, and
         /// keys of one length order as their bytes do (past 16 bytes too).
         #[test]

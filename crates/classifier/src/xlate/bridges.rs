@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use sluice_conntrack::CtResult;
-use sluice_packet::tunnel::TunnelMeta;
+use sluice_packet::key::TUN_WORDS;
+use sluice_packet::FlowKey;
 
 pub use crate::patch::{dp_port, split_dp_port, PatchPort, LOCAL, MAX_BRIDGES};
 use crate::table::RuleSet;
@@ -60,6 +60,36 @@ impl BridgeView {
         }
         v
     }
+}
+
+/// The bits of the pipeline's own fields, which a patch crossing clears
+/// for the peer bridge and puts back after (as OVS's `patch_port_output`):
+/// the input port, metadata, registers, the action set's output, the
+/// tunnel's fields and the connection tracking state.
+pub(super) fn crossing_bits() -> &'static FlowKey {
+    static BITS: std::sync::OnceLock<FlowKey> = std::sync::OnceLock::new();
+    BITS.get_or_init(|| {
+        let mut m = FlowKey {
+            in_port: !0,
+            metadata: !0,
+            regs: [!0; sluice_packet::key::N_REGS],
+            actset_output: !0,
+            ct_state: !0,
+            ct_zone: !0,
+            ct_mark: !0,
+            ct_label: [!0; 2],
+            ct_nw_proto: !0,
+            ct_tp_src: !0,
+            ct_tp_dst: !0,
+            ct_nw_src: !0,
+            ct_nw_dst: !0,
+            ct_ipv6_src: [!0; 16],
+            ct_ipv6_dst: [!0; 16],
+            ..FlowKey::default()
+        };
+        m.words_mut()[TUN_WORDS].fill(!0);
+        m
+    })
 }
 
 impl<'a> Ctx<'a, '_> {
@@ -137,6 +167,9 @@ impl<'a> Ctx<'a, '_> {
     /// flow and this bridge's state are back (as ofproto-dpif's
     /// `patch_port_output`). A recirculation the peer needs (`ct` with a
     /// table) is finished there, resuming in the peer bridge.
+    // (Not inlined: its copies of the flow would make every output's
+    // stack frame as large.)
+    #[inline(never)]
     pub(super) fn patch_output(&mut self, patch: PatchPort) {
         // Another bridge's table 0: a deepening resubmit, as OVS's
         // xlate_table_action counts it.
@@ -150,8 +183,7 @@ impl<'a> Ctx<'a, '_> {
         // (and none for what its patch port receives, as OVS's
         // patch_port_output mirrors no ingress).
         let saved_mirrored = std::mem::take(&mut self.mirrored);
-        let original = self.flow;
-        self.in_copy(|cx| {
+        self.in_copy_with(|cx, original| {
             if !cx.enter_bridge(patch.peer) {
                 cx.note(
                     cx.depth,
@@ -161,13 +193,18 @@ impl<'a> Ctx<'a, '_> {
                 return;
             }
             cx.bridge_heading();
-            let f = &mut cx.flow;
-            f.in_port = patch.peer_port;
-            f.metadata = 0;
-            f.regs = [0; sluice_packet::key::N_REGS];
-            f.actset_output = 0;
-            TunnelMeta::default().write_key(f);
-            CtResult::default().write_key(f);
+            // The pipeline's fields as a packet arriving on the peer port
+            // has them (whole words written: the table's lookup reads them
+            // right after).
+            let pipeline = crossing_bits();
+            let entry = FlowKey {
+                in_port: patch.peer_port,
+                ..FlowKey::default()
+            };
+            let w = cx.flow.words_mut();
+            for ((w, p), e) in w.iter_mut().zip(pipeline.words()).zip(entry.words()) {
+                *w = (*w & !p) | *e;
+            }
             cx.action_set.clear();
             cx.depth += 1;
             cx.deep += 1;
@@ -178,13 +215,10 @@ impl<'a> Ctx<'a, '_> {
             cx.depth -= 1;
             // The pipeline's own fields go back with the flow; only the
             // packet's headers are what the peer may have changed.
-            let f = &mut cx.flow;
-            f.in_port = original.in_port;
-            f.metadata = original.metadata;
-            f.regs = original.regs;
-            f.actset_output = original.actset_output;
-            TunnelMeta::of_key(&original).write_key(f);
-            CtResult::of_key(&original).write_key(f);
+            let w = cx.flow.words_mut();
+            for ((w, p), o) in w.iter_mut().zip(pipeline.words()).zip(original.words()) {
+                *w = (*w & !p) | (o & p);
+            }
         });
         self.env = saved_env;
         (self.running, self.running_ix) = saved_running;

@@ -286,3 +286,30 @@ fn a_meter_of_the_peer_bridge_is_held_by_the_translation() {
         a => panic!("{a:?}"),
     }
 }
+
+/// The bits a crossing clears and puts back are exactly the pipeline's
+/// fields as the tunnel's and the connection tracker's own writers see
+/// them: in_port, metadata, registers, actset_output, every tunnel field
+/// and every field of a `ct` result.
+#[test]
+fn a_crossing_clears_the_pipeline_fields_and_no_other() {
+    let mut k = FlowKey::default();
+    k.words_mut().fill(!0);
+    k.nw_frag = 0;
+    sluice_packet::tunnel::TunnelMeta::default().write_key(&mut k);
+    sluice_conntrack::CtResult::default().write_key(&mut k);
+    k.in_port = 0;
+    k.metadata = 0;
+    k.regs = [0; sluice_packet::key::N_REGS];
+    k.actset_output = 0;
+    let mut cleared = FlowKey::default();
+    for (c, w) in cleared.words_mut().iter_mut().zip(k.words()) {
+        *c = !w;
+    }
+    // (nw_frag was not set: it is the packet's.)
+    cleared.nw_frag = 0;
+    let want = bridges::crossing_bits();
+    for (i, (a, b)) in cleared.words().iter().zip(want.words()).enumerate() {
+        assert_eq!(a, b, "word {i}");
+    }
+}

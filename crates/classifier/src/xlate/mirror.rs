@@ -17,6 +17,9 @@ impl Ctx<'_, '_> {
     /// The mirrors that take what the input port receives (at the start
     /// of a first pass, or on entering a bridge through a patch port).
     pub(super) fn mirror_ingress(&mut self) {
+        if !self.env.rules.bridge().has_mirrors() {
+            return;
+        }
         let ms = self.env.rules.bridge().mirrors();
         if ms.is_empty() {
             return;
@@ -28,6 +31,9 @@ impl Ctx<'_, '_> {
     /// After an output to the current bridge's port `port`: the mirrors
     /// that take what it sends.
     pub(super) fn mirror_egress(&mut self, port: u32) {
+        if !self.env.rules.bridge().has_mirrors() {
+            return;
+        }
         let ms = self.env.rules.bridge().mirrors();
         if ms.is_empty() {
             return;

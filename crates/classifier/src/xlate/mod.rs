@@ -454,6 +454,21 @@ fn merged_bits() -> &'static FlowKey {
     })
 }
 
+/// The bits of a copy's written fields that stay marked written after it
+/// ([`Ctx::in_copy`]): all but the tags' and the pipeline's fields.
+fn copy_dirty_bits() -> &'static FlowKey {
+    static BITS: std::sync::OnceLock<FlowKey> = std::sync::OnceLock::new();
+    BITS.get_or_init(|| {
+        let mut m = FlowKey::default();
+        m.words_mut().fill(!0);
+        m.vlan_tci = [0; 2];
+        m.vlan_tpid = [0; 2];
+        m.metadata = 0;
+        m.regs = [0; sluice_packet::key::N_REGS];
+        m
+    })
+}
+
 fn has_ct_restore(acts: &[DpAction]) -> bool {
     acts.iter().any(|a| match a {
         DpAction::CtRestore(_) => true,
@@ -486,8 +501,13 @@ impl Ctx<'_, '_> {
         } else {
             // The tables also see the action set's output
             // (`actset_output`).
+            // (Written only when it differs: a narrow store there makes
+            // the word reads of the flow after it wait.)
             let before = self.flow.actset_output;
-            self.flow.actset_output = self.actset_output();
+            let now = self.actset_output();
+            if now != before {
+                self.flow.actset_output = now;
+            }
             let found = if self.flow.nw_frag & FRAG_ANY != 0
                 && rules.modes().frag_handling == FragHandling::Normal
             {
@@ -500,7 +520,9 @@ impl Ctx<'_, '_> {
             } else {
                 rules.lookup(t, &self.flow, &mut wc)
             };
-            self.flow.actset_output = before;
+            if now != before {
+                self.flow.actset_output = before;
+            }
             found
         };
         self.merge_wc(&wc);
@@ -536,7 +558,6 @@ impl Ctx<'_, '_> {
             }
         }
         self.out.rules.push(Arc::clone(rule));
-        let rule = Arc::clone(rule);
         let outer = (self.running, self.running_ix);
         let miss = rule.priority == 0 && rule.matcher.mask == FlowKey::default();
         self.running = (t, rule.cookie, miss);
@@ -861,17 +882,28 @@ impl Ctx<'_, '_> {
     /// output sets them back. A recirculation `run` leaves unfinished is
     /// refused (false).
     fn in_copy(&mut self, run: impl FnOnce(&mut Self)) -> bool {
-        let (flow, dirty, origin, set, stale, ct_written) = (
+        self.in_copy_with(|cx, _| run(cx))
+    }
+
+    /// [`Ctx::in_copy`], `run` given the flow as it was before it (the
+    /// one put back after).
+    fn in_copy_with(&mut self, run: impl FnOnce(&mut Self, &FlowKey)) -> bool {
+        let (flow, dirty, origin, stale, ct_written) = (
             self.flow,
             self.dirty,
             self.vlan_origin,
-            self.action_set.clone(),
             self.stale,
             self.ct_written,
         );
+        // (An empty action set, most often, is taken rather than copied.)
+        let set = if self.action_set.is_empty() {
+            Vec::new()
+        } else {
+            self.action_set.clone()
+        };
         let frozen = self.frozen.is_some();
         let start = self.out.actions.len();
-        run(self);
+        run(self, &flow);
         // The copy's connection tracking (OVN's logical patches are
         // `clone(ct_clear, ..., resubmit)`): the packet's own state comes
         // back, and addresses a NAT rewrote are set back at the next
@@ -896,33 +928,55 @@ impl Ctx<'_, '_> {
             return false;
         }
         // What the copy changed, bit by bit (nothing, most often: one
-        // comparison then).
-        let same = bytemuck::bytes_of(&self.flow) == bytemuck::bytes_of(&flow);
-        let mut xor = FlowKey::default();
-        let mut changed = dirty;
-        if !same {
-            let (a, b) = (bytemuck::bytes_of(&self.flow), bytemuck::bytes_of(&flow));
-            for ((c, x), y) in bytemuck::bytes_of_mut(&mut xor).iter_mut().zip(a).zip(b) {
+        // comparison then, and nothing to put back).
+        let same = self.flow == flow;
+        let xor = (!same).then(|| {
+            let mut xor = FlowKey::default();
+            for ((c, x), y) in xor
+                .words_mut()
+                .iter_mut()
+                .zip(self.flow.words())
+                .zip(flow.words())
+            {
                 *c = x ^ y;
             }
-            changed.or_assign(&xor);
-        }
-        // Tags go back through their own commit; the pipeline's fields
-        // are not the packet's.
-        changed.vlan_tci = [0; 2];
-        changed.vlan_tpid = [0; 2];
-        changed.metadata = 0;
-        changed.regs = [0; sluice_packet::key::N_REGS];
-        // Setting a field back writes the packet's own value: the
-        // decision reads every bit of each field the copy changed.
-        for f in crate::fields::all_fields().filter(|_| !same) {
-            if f.writable && !f.is_pipeline() && (f.get)(&xor) != 0 {
-                let mut wc = self.out.wc;
-                (f.put)(&mut wc, (f.get)(&self.out.wc) | f.full_mask());
-                self.out.wc = wc;
+            xor
+        });
+        // The fields written before, and those the copy changed; but the
+        // tags, which go back through their own commit, and the
+        // pipeline's fields, which are not the packet's (whole words
+        // written: a commit reads them next).
+        let kept = copy_dirty_bits();
+        let w = self.dirty.words_mut();
+        match &xor {
+            None => {
+                for ((d, s), k) in w.iter_mut().zip(dirty.words()).zip(kept.words()) {
+                    *d = s & k;
+                }
+            }
+            Some(x) => {
+                for (((d, s), x), k) in w
+                    .iter_mut()
+                    .zip(dirty.words())
+                    .zip(x.words())
+                    .zip(kept.words())
+                {
+                    *d = (s | x) & k;
+                }
             }
         }
-        self.flow = flow;
+        if let Some(xor) = &xor {
+            // Setting a field back writes the packet's own value: the
+            // decision reads every bit of each field the copy changed.
+            for f in crate::fields::all_fields() {
+                if f.writable && !f.is_pipeline() && (f.get)(xor) != 0 {
+                    let mut wc = self.out.wc;
+                    (f.put)(&mut wc, (f.get)(&self.out.wc) | f.full_mask());
+                    self.out.wc = wc;
+                }
+            }
+            self.flow = flow;
+        }
         self.ct_written = ct_written;
         if tracked {
             self.restore_ct();
@@ -935,12 +989,11 @@ impl Ctx<'_, '_> {
                     continue;
                 };
                 if self.present(f, f.prereq) {
-                    (f.put)(&mut changed, f.full_mask());
+                    (f.put)(&mut self.dirty, f.full_mask());
                     self.unwc_read(f, f.full_mask());
                 }
             }
         }
-        self.dirty = changed;
         self.vlan_origin = origin;
         self.vlans_touched = true;
         self.action_set = set;
