@@ -220,10 +220,14 @@ pub fn neigh_show(t: Option<&Tunnels>) -> String {
     if let Some(t) = t {
         let devices = t.devices();
         for (ip, n) in t.neighbours() {
-            let at = match devices.iter().find(|d| d.port == n.ofport) {
-                Some(d) => d.bridge.clone(),
-                None => format!("port {}", n.ofport),
-            };
+            // By bridge, as OVS names them (a neighbour learned on a port
+            // that is no longer a device: by the bridge it is in).
+            let bridge = |p: u32| sluice_classifier::xlate::split_dp_port(p).0;
+            let at = devices
+                .iter()
+                .find(|d| d.port == n.ofport)
+                .or_else(|| devices.iter().find(|d| bridge(d.port) == bridge(n.ofport)))
+                .map_or_else(|| format!("port {}", n.ofport), |d| d.bridge.clone());
             s += &format!("{:<32} {:<18} {at}\n", ip.to_string(), fmt_mac(&n.mac));
         }
     }

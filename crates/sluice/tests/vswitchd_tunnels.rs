@@ -7,7 +7,9 @@
 //! from the namespace's kernel table, the next hop is found by ARP
 //! through `br-phy`. Sluice to Sluice (Geneve, then the same port turned
 //! VXLAN at run time), and Sluice to Open vSwitch 3.1's own
-//! `ovs-vswitchd` (Geneve, then VXLAN). Needs root.
+//! `ovs-vswitchd` (Geneve, then VXLAN; and with the underlay in a VLAN:
+//! the address on an internal port of `br-phy` tagged 20, the uplink a
+//! trunk, as OVS-DPDK deployments set their tunnel endpoint). Needs root.
 
 mod support;
 
@@ -37,6 +39,22 @@ impl Chassis {
     /// br-int (the VM, tunnel port `tun0` of `kind` to `remote`) and
     /// br-phy (`uplink`, address `addr` in the kernel).
     fn configure(&self, daemon: Option<&str>, uplink: &str, addr: &str, kind: &str, remote: &str) {
+        self.configure_in(daemon, uplink, addr, kind, remote, false);
+    }
+
+    /// [`Chassis::configure`], with `vlan` the underlay address on
+    /// internal port `vl20` of `br-phy`, tagged 20 (the uplink stays a
+    /// trunk of every VLAN), as OVS-DPDK deployments set their tunnel
+    /// endpoint.
+    fn configure_in(
+        &self,
+        daemon: Option<&str>,
+        uplink: &str,
+        addr: &str,
+        kind: &str,
+        remote: &str,
+        vlan: bool,
+    ) {
         let out = match daemon {
             None => {
                 let bin = as_ovs_vswitchd(self.db.run());
@@ -66,8 +84,28 @@ impl Chassis {
             ],
         );
         db.add_br("br-phy", &["--", "add-port", "br-phy", uplink]);
-        self.sw.exec(&format!("ip addr add {addr} dev br-phy"));
-        self.sw.exec("ip link set br-phy up");
+        let dev = if vlan {
+            db.vsctl(&[
+                "add-port",
+                "br-phy",
+                "vl20",
+                "tag=20",
+                "--",
+                "set",
+                "interface",
+                "vl20",
+                "type=internal",
+            ]);
+            assert_eq!(db.get("Interface", "vl20", "error"), "[]");
+            wait_for("vl20 in the kernel", 10, || {
+                self.sw.exec_status("ip link show vl20").status.success()
+            });
+            "vl20"
+        } else {
+            "br-phy"
+        };
+        self.sw.exec(&format!("ip addr add {addr} dev {dev}"));
+        self.sw.exec(&format!("ip link set {dev} up"));
         assert_eq!(db.get("Interface", "tun0", "error"), "[]");
     }
 
@@ -129,12 +167,14 @@ fn vms_ping(a: &Chassis, b: &Chassis) {
             for cmd in [
                 &["ovs/route/show"][..],
                 &["tnl/neigh/show"],
-                &["tnl/ports/show"],
+                &["tnl/ports/show", "-v"],
                 &["dpctl/dump-flows"],
             ] {
                 what += &format!("{name} {cmd:?}:\n{}\n", stdout(&c.db.appctl(cmd)));
             }
             what += &c.sw.exec("ip -br addr");
+            what += &c.sw.exec("ip -br link");
+            what += &c.sw.exec("ip neigh");
         }
         panic!("the VMs do not reach each other:\n{what}");
     }
@@ -254,6 +294,51 @@ fn geneve_between_sluice_and_open_vswitch_through_br_phy() {
     assert!(a
         .appctl(&["dpctl/dump-flows"])
         .contains("tnl_push(tnl_port(vxlan_sys_4789),header("));
+    a.log_is_clean();
+    for c in [&a, &b] {
+        assert!(c.db.appctl(&["exit"]).status.success());
+    }
+}
+
+#[test]
+fn vxlan_between_sluice_and_open_vswitch_with_the_underlay_in_a_vlan() {
+    let (a, b, ua, ub) = two_chassis("tv");
+    a.configure_in(None, &ua, "172.31.85.1/24", "vxlan", "172.31.85.2", true);
+    b.configure_in(
+        Some("/usr/sbin/ovs-vswitchd"),
+        &ub,
+        "172.31.85.2/24",
+        "vxlan",
+        "172.31.85.1",
+        true,
+    );
+    // Open vSwitch's side takes only frames in VLAN 20 to its tunnel
+    // endpoint: the VMs reach each other only if Sluice's encapsulated
+    // frames leave tagged, and Sluice's pops what comes in tagged.
+    vms_ping(&a, &b);
+    let flows = a.appctl(&["dpctl/dump-flows"]);
+    assert!(
+        flows.contains("tnl_push(tnl_port(vxlan_sys_4789),header(")
+            && flows.contains("vlan(vid=20,pcp=0)"),
+        "{flows}"
+    );
+    assert!(flows.contains("tnl_pop(vxlan_sys_4789)"), "{flows}");
+    // Each side learned the other's address through the tagged port,
+    // named as OVS names it.
+    let ours = a.appctl(&["tnl/neigh/show"]);
+    let theirs = b.appctl(&["tnl/neigh/show"]);
+    let line = |t: &str, ip: &str| {
+        t.lines()
+            .find(|l| l.starts_with(ip))
+            .map(|l| l.split_whitespace().last().unwrap_or("").to_string())
+    };
+    let (o, t) = (line(&ours, "172.31.85.2 "), line(&theirs, "172.31.85.1 "));
+    assert!(o.is_some() && o == t, "ours:\n{ours}\ntheirs:\n{theirs}");
+    // Geneve the same way.
+    for c in [&a, &b] {
+        c.db.vsctl(&["set", "interface", "tun0", "type=geneve"]);
+    }
+    vms_ping(&a, &b);
     a.log_is_clean();
     for c in [&a, &b] {
         assert!(c.db.appctl(&["exit"]).status.success());

@@ -246,9 +246,11 @@ fn tnl_push(h: &TnlHeader, port: u32) -> String {
         }
         fmt_mac(&m)
     };
-    let eth_type = be16(12);
+    // (After the VLAN tags the underlay's bridge gave it, if any.)
+    let ip = h.ip_at();
+    let eth_type = be16(ip - 2);
     let v6 = eth_type == ETH_IPV6;
-    let l4 = if v6 { 14 + 40 } else { 14 + 20 };
+    let l4 = if v6 { ip + 40 } else { ip + 20 };
     let udp_dst = if h.kind == TunnelKind::Gre {
         0
     } else {
@@ -268,6 +270,19 @@ fn tnl_push(h: &TnlHeader, port: u32) -> String {
         mac(0),
         mac(6),
     );
+    // Tags print as OVS prints a flow's (`vlan(vid=..,pcp=..)`; OVS itself
+    // pushes them with its own action after the header).
+    for (tpid, tci) in h.vlans() {
+        if tpid != 0x8100 {
+            s += &format!(
+                "vlan(tpid={tpid:#06x},vid={},pcp={}),",
+                tci & 0xfff,
+                tci >> 13
+            );
+        } else {
+            s += &format!("vlan(vid={},pcp={}),", tci & 0xfff, tci >> 13);
+        }
+    }
     if v6 {
         let addr = |at: usize| {
             let mut a = [0u8; 16];
@@ -276,25 +291,25 @@ fn tnl_push(h: &TnlHeader, port: u32) -> String {
             }
             std::net::Ipv6Addr::from(a).to_string()
         };
-        let flow = be32(14);
+        let flow = be32(ip);
         s += &format!(
             "ipv6(src={},dst={},label={},proto={},tclass={:#x},hlimit={}),",
-            addr(14 + 8),
-            addr(14 + 24),
+            addr(ip + 8),
+            addr(ip + 24),
             flow & 0xfffff,
-            b.get(14 + 6).copied().unwrap_or(0),
+            b.get(ip + 6).copied().unwrap_or(0),
             (flow >> 20) & 0xff,
-            b.get(14 + 7).copied().unwrap_or(0),
+            b.get(ip + 7).copied().unwrap_or(0),
         );
     } else {
         s += &format!(
             "ipv4(src={},dst={},proto={},tos={},ttl={},frag={:#x}),",
-            fmt_ipv4(be32(14 + 12)),
-            fmt_ipv4(be32(14 + 16)),
-            b.get(14 + 9).copied().unwrap_or(0),
-            cx(b.get(14 + 1).copied().unwrap_or(0).into()),
-            b.get(14 + 8).copied().unwrap_or(0),
-            be16(14 + 6),
+            fmt_ipv4(be32(ip + 12)),
+            fmt_ipv4(be32(ip + 16)),
+            b.get(ip + 9).copied().unwrap_or(0),
+            cx(b.get(ip + 1).copied().unwrap_or(0).into()),
+            b.get(ip + 8).copied().unwrap_or(0),
+            be16(ip + 6),
         );
     }
     let udp = |s: &mut String| {

@@ -88,30 +88,46 @@ impl Ctx<'_, '_> {
         (self.running, self.running_ix) = running;
         (self.action_set, self.stale) = (set, stale);
         (self.out.wc, self.out.learn, self.out.outputs) = (wc, learn, outputs);
-        if frozen || acts.iter().any(|a| !matches!(a, DpAction::Output(_))) {
+        // Each output gets the header as the VLAN actions before it leave
+        // it (NORMAL tags the packet for a trunk uplink when the device is
+        // an access port of a VLAN: OVS-DPDK's tunnel endpoint on a
+        // tagged internal port); anything else would act on the
+        // encapsulated packet in ways a header cannot hold.
+        let mut pushes = Vec::new();
+        let mut h = Some(Arc::clone(&header));
+        for a in &acts {
+            h = match (a, h) {
+                (DpAction::Output(p), Some(h)) => {
+                    pushes.push((Arc::clone(&h), *p));
+                    Some(h)
+                }
+                (DpAction::PushVlan { tpid, tci }, Some(h)) => {
+                    h.with_vlan(*tpid, *tci).map(Arc::new)
+                }
+                (DpAction::PopVlan, Some(h)) => h.without_vlan().map(Arc::new),
+                (DpAction::SetVlanTci(tci), Some(h)) => h.with_vlan_tci(*tci).map(Arc::new),
+                _ => None,
+            };
+        }
+        if frozen || h.is_none() {
             // Rewrites, recirculation or the controller in the
             // underlay's bridge would act on the encapsulated packet.
             self.note(
                 self.depth,
                 &format!(
-                    ">> bridge \"{}\": actions other than outputs on an encapsulated packet are not supported (only outputs, as NORMAL gives)",
+                    ">> bridge \"{}\": actions other than outputs and VLAN tags on an encapsulated packet are not supported (only what NORMAL gives)",
                     dev.bridge
                 ),
             );
             self.reason = Some(XlateDrop::TunnelEgress);
             return;
         }
-        if acts.is_empty() {
+        if pushes.is_empty() {
             self.reason = reason.or(Some(XlateDrop::NoOutput));
         }
-        for a in acts {
-            if let DpAction::Output(p) = a {
-                self.push(DpAction::TnlOutput {
-                    header: Arc::clone(&header),
-                    port: p,
-                });
-                self.out.outputs += 1;
-            }
+        for (header, port) in pushes {
+            self.push(DpAction::TnlOutput { header, port });
+            self.out.outputs += 1;
         }
     }
 

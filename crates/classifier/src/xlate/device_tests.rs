@@ -170,11 +170,45 @@ fn a_tunnel_packet_to_the_device_is_decapsulated_instead_of_output() {
 
 #[test]
 fn rewrites_of_the_encapsulated_packet_are_refused_by_name() {
-    let (r0b, othersb, tb) =
-        setup("in_port=LOCAL,actions=mod_vlan_vid:5,output:1\nin_port=1,actions=LOCAL\n");
+    let (r0b, othersb, tb) = setup(
+        "in_port=LOCAL,actions=mod_dl_dst:02:00:00:00:00:99,output:1\nin_port=1,actions=LOCAL\n",
+    );
     run(&r0b, &othersb, &arp_reply());
     assert!(tb.neighbour(IpAddr::from(PEER_IP.to_be_bytes())).is_some());
     let out = run(&r0b, &othersb, &tcp_key());
     assert_eq!(out.drop, Some(XlateDrop::TunnelEgress));
     assert!(out.actions.is_empty());
+}
+
+/// A VLAN tag the underlay's bridge gives the encapsulated packet (the
+/// device an access port, the uplink a trunk) goes into the pushed
+/// header; an output after the tag is stripped gets the header as it
+/// was.
+#[test]
+fn a_vlan_on_the_uplink_is_part_of_the_pushed_header() {
+    let (r0b, othersb, _) = setup(
+        "in_port=LOCAL,actions=mod_vlan_vid:5,output:1,strip_vlan,output:1\nin_port=1,actions=LOCAL\n",
+    );
+    run(&r0b, &othersb, &arp_reply());
+    let out = run(&r0b, &othersb, &tcp_key());
+    let [DpAction::TnlOutput {
+        header: tagged,
+        port: p1,
+    }, DpAction::TnlOutput {
+        header: plain,
+        port: p3,
+    }] = out.actions.as_slice()
+    else {
+        panic!("{:?}", out.actions);
+    };
+    assert_eq!(
+        (*p1, *p3),
+        (dp_port(1, 1), dp_port(1, 1)),
+        "{:?}",
+        out.actions
+    );
+    assert_eq!(tagged.vlans().collect::<Vec<_>>(), [(0x8100, 5)]);
+    assert_eq!(plain.vlans().count(), 0);
+    assert_eq!(tagged.len(), plain.len() + 4);
+    assert_eq!(tagged.ip_dst(), plain.ip_dst());
 }

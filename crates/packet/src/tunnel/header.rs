@@ -20,8 +20,13 @@ use crate::wire::{be16 as get16, be32 as get32, put16, put32};
 use crate::Packet;
 
 /// The longest outer header built: Geneve over IPv6 with every option
-/// Sluice sends (70 + 48 bytes).
-pub const MAX_HEADER_LEN: usize = 70 + tlv::MAX_OPTS_LEN;
+/// Sluice sends (70 + 48 bytes), in two VLAN tags (8).
+pub const MAX_HEADER_LEN: usize = 70 + tlv::MAX_OPTS_LEN + 2 * VLAN_TAG_LEN;
+
+/// An 802.1Q tag's length.
+const VLAN_TAG_LEN: usize = 4;
+/// The VLAN tags an outer header may carry (as a packet's key holds).
+pub const MAX_HEADER_VLANS: usize = 2;
 
 /// The EtherType GRE and Geneve carry for an Ethernet frame.
 pub const ETH_TYPE_TEB: u16 = 0x6558;
@@ -82,6 +87,8 @@ pub struct HeaderParams {
 pub struct TnlHeader {
     bytes: [u8; MAX_HEADER_LEN],
     len: u8,
+    /// Where the IP header starts: after Ethernet and its VLAN tags.
+    ip_at: u8,
     /// Where the UDP or GRE header starts: after IPv4 or IPv6.
     l4_at: u8,
     /// IPv4: the ones-complement sum of the header as built (total length
@@ -103,7 +110,8 @@ impl std::fmt::Debug for TnlHeader {
     }
 }
 
-/// Outer Ethernet, then IP.
+/// Outer Ethernet, then IP (as a header is built: a VLAN tag added after
+/// moves it, [`TnlHeader::with_vlan`]).
 const IP_AT: usize = ETH_HEADER_LEN;
 /// IPv4 and IPv6 header lengths.
 const IPV4_LEN: usize = 20;
@@ -196,6 +204,7 @@ impl TnlHeader {
             ip_sum,
             bytes: b,
             len: len as u8,
+            ip_at: IP_AT as u8,
             l4_at: l4 as u8,
             kind: p.kind,
             csum: p.csum,
@@ -219,17 +228,70 @@ impl TnlHeader {
 
     /// Whether the outer header is IPv6.
     pub fn is_ipv6(&self) -> bool {
-        usize::from(self.l4_at) == IP_AT + IPV6_LEN
+        self.l4_at - self.ip_at == IPV6_LEN as u8
+    }
+
+    /// Where the outer IP header starts (after its VLAN tags).
+    pub fn ip_at(&self) -> usize {
+        usize::from(self.ip_at)
+    }
+
+    /// Its VLAN tags, outermost first: (TPID, TCI).
+    pub fn vlans(&self) -> impl Iterator<Item = (u16, u16)> + '_ {
+        (ETH_HEADER_LEN - 2..self.ip_at() - 2)
+            .step_by(VLAN_TAG_LEN)
+            .map(|at| (get16(&self.bytes, at), get16(&self.bytes, at + 2)))
+    }
+
+    /// The header with a VLAN tag pushed outside those it has (the
+    /// underlay's bridge sends the encapsulated packet into a VLAN, as a
+    /// `push_vlan` before the output); `None` past two tags.
+    pub fn with_vlan(&self, tpid: u16, tci: u16) -> Option<TnlHeader> {
+        if self.vlans().count() >= MAX_HEADER_VLANS {
+            return None;
+        }
+        let mut h = self.clone();
+        let (at, len) = (ETH_HEADER_LEN - 2, self.len());
+        h.bytes[at + VLAN_TAG_LEN..len + VLAN_TAG_LEN].copy_from_slice(&self.bytes[at..len]);
+        put16(&mut h.bytes, at, tpid);
+        put16(&mut h.bytes, at + 2, tci);
+        h.len += VLAN_TAG_LEN as u8;
+        h.ip_at += VLAN_TAG_LEN as u8;
+        h.l4_at += VLAN_TAG_LEN as u8;
+        Some(h)
+    }
+
+    /// The header with its outermost VLAN tag taken off (`pop_vlan`);
+    /// `None` when it has none.
+    pub fn without_vlan(&self) -> Option<TnlHeader> {
+        self.vlans().next()?;
+        let mut h = self.clone();
+        let (at, len) = (ETH_HEADER_LEN - 2, self.len());
+        h.bytes[at..len - VLAN_TAG_LEN].copy_from_slice(&self.bytes[at + VLAN_TAG_LEN..len]);
+        h.bytes[len - VLAN_TAG_LEN..len].fill(0);
+        h.len -= VLAN_TAG_LEN as u8;
+        h.ip_at -= VLAN_TAG_LEN as u8;
+        h.l4_at -= VLAN_TAG_LEN as u8;
+        Some(h)
+    }
+
+    /// The header with its outermost VLAN tag's TCI set (`set(vlan(...))`);
+    /// `None` when it has none.
+    pub fn with_vlan_tci(&self, tci: u16) -> Option<TnlHeader> {
+        self.vlans().next()?;
+        let mut h = self.clone();
+        put16(&mut h.bytes, ETH_HEADER_LEN, tci);
+        Some(h)
     }
 
     /// The outer IP destination.
     pub fn ip_dst(&self) -> IpAddr {
-        let b = &self.bytes;
+        let (b, ip) = (&self.bytes, self.ip_at());
         if self.is_ipv6() {
-            let a: [u8; 16] = b[IP_AT + 24..IP_AT + 40].try_into().expect("16 bytes");
+            let a: [u8; 16] = b[ip + 24..ip + 40].try_into().expect("16 bytes");
             IpAddr::from(a)
         } else {
-            IpAddr::from(get32(b, IP_AT + 16).to_be_bytes())
+            IpAddr::from(get32(b, ip + 16).to_be_bytes())
         }
     }
 }
@@ -287,11 +349,11 @@ pub fn push_super(pkt: &mut Packet, h: &TnlHeader, src_port: u16) -> bool {
 #[inline(always)]
 fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> bool {
     let hlen = h.len();
-    let l4 = usize::from(h.l4_at);
+    let (ip, l4) = (h.ip_at(), usize::from(h.l4_at));
     let v6 = h.is_ipv6();
     let total = pkt.len() + hlen;
     // IPv4 counts its header in its length, IPv6 does not.
-    let ip_len = total - if v6 { l4 } else { IP_AT };
+    let ip_len = total - if v6 { l4 } else { ip };
     if ip_len > usize::from(u16::MAX) {
         return false;
     }
@@ -303,10 +365,10 @@ fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> b
     let d = pkt.data_mut();
     d[..hlen].copy_from_slice(h.bytes());
     if v6 {
-        put16(d, IP_AT + 4, ip_len);
+        put16(d, ip + 4, ip_len);
     } else {
-        put16(d, IP_AT + 2, ip_len);
-        put16(d, IP_AT + 10, finish(h.ip_sum + u32::from(ip_len)));
+        put16(d, ip + 2, ip_len);
+        put16(d, ip + 10, finish(h.ip_sum + u32::from(ip_len)));
     }
     match h.kind {
         TunnelKind::Vxlan | TunnelKind::Geneve => {
@@ -316,7 +378,7 @@ fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> b
                 let ps = if v6 {
                     h.ip_sum + u32::from(l4_len)
                 } else {
-                    pseudo_v4(get32(d, IP_AT + 12), get32(d, IP_AT + 16), 17, l4_len)
+                    pseudo_v4(get32(d, ip + 12), get32(d, ip + 16), 17, l4_len)
                 };
                 if partial {
                     put16(d, l4 + 6, !finish(ps));
@@ -334,8 +396,8 @@ fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> b
         }
     }
     let m = &mut pkt.meta;
-    m.n_vlans = 0;
-    m.l3_ofs = IP_AT as u16;
+    m.n_vlans = ((ip - IP_AT) / VLAN_TAG_LEN) as u8;
+    m.l3_ofs = ip as u16;
     m.l3_type = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
     m.l4_ofs = l4 as u16;
     m.l4_proto = h.kind.ip_proto();

@@ -183,12 +183,33 @@ pub(super) fn parse_tuple(
     Ok(())
 }
 
-/// A decimal, or hexadecimal after `0x`, as OVS's `str_to_u8`/`str_to_u16`.
+/// A number as OVS's `str_to_u8`/`str_to_u16` read one: C's `strtol` in
+/// base 0 (leading white space, a sign, hexadecimal after `0x`, octal
+/// after a leading `0`, decimal otherwise), the whole string consumed,
+/// no negative value, in the type's range.
 fn number<T: TryFrom<u64>>(s: &str) -> Option<T> {
-    let n = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok()?,
-        None => s.parse::<u64>().ok()?,
+    let s = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    let (negative, s) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
     };
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (h, 16)
+    } else if s.len() > 1 && s.starts_with('0') {
+        (&s[1..], 8)
+    } else {
+        (s, 10)
+    };
+    // (`from_str_radix` takes a sign of its own: refused here, as strtol
+    // takes one sign only.)
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let n = u64::from_str_radix(digits, radix).ok()?;
+    if negative && n != 0 {
+        return None;
+    }
     T::try_from(n).ok()
 }
 
@@ -203,6 +224,25 @@ mod tests {
     fn tuple(s: &str) -> Result<(FlushTuple, u8, Option<bool>), String> {
         let (mut t, mut p, mut v6) = (FlushTuple::default(), 0, None);
         parse_tuple(s, &mut t, &mut p, &mut v6).map(|()| (t, p, v6))
+    }
+
+    #[test]
+    fn numbers_read_as_strtol_in_base_0() {
+        let n = |s: &str| number::<u16>(s);
+        assert_eq!(n("80"), Some(80));
+        assert_eq!(n("0x50"), Some(80));
+        assert_eq!(n("0X50"), Some(80));
+        assert_eq!(n("0120"), Some(80));
+        assert_eq!(n(" +80"), Some(80));
+        assert_eq!(n("0"), Some(0));
+        assert_eq!(n("-0"), Some(0));
+        for bad in [
+            "", "08", "0x", "80 ", "-1", "+-1", "0x-1", "65536", "8O", "++1",
+        ] {
+            assert_eq!(n(bad), None, "{bad:?}");
+        }
+        assert_eq!(number::<u8>("0377"), Some(255));
+        assert_eq!(number::<u8>("256"), None);
     }
 
     #[test]
