@@ -64,7 +64,7 @@ impl<'a> Probe<'a> {
     fn new(b: &'a [u8]) -> Self {
         let n = b.len().min(16);
         let mut head = [0u8; 16];
-        copy_short(&mut head[..n], &b[..n]);
+        head[..n].copy_from_slice(&b[..n]);
         Probe {
             head: addr(u128::from_be_bytes(head)),
             tail: b.get(16..).unwrap_or_default(),
@@ -85,36 +85,6 @@ impl SplitKey {
                 (Some(_), true) => Ordering::Greater,
                 (Some(r), false) => r.0[..].cmp(p.tail),
             })
-    }
-}
-
-/// `dst.copy_from_slice(src)` for the few bytes of a key region, in
-/// fixed-size moves: a lookup's keys are a handful of bytes, for which a
-/// call to `memcpy` (what a copy of a length not known at compile time
-/// becomes) costs more than the copy.
-#[inline]
-fn copy_short(dst: &mut [u8], src: &[u8]) {
-    let n = dst.len();
-    assert_eq!(n, src.len(), "copy_short: lengths differ");
-    if n > 16 {
-        dst.copy_from_slice(src);
-        return;
-    }
-    let mut i = 0;
-    for w in [8, 4, 2, 1] {
-        if n - i >= w {
-            match w {
-                8 => dst[i..i + 8].copy_from_slice(&src[i..i + 8]),
-                4 => dst[i..i + 4].copy_from_slice(&src[i..i + 4]),
-                2 => dst[i..i + 2].copy_from_slice(&src[i..i + 2]),
-                _ => dst[i] = src[i],
-            }
-            i += w;
-        }
-    }
-    if i < n {
-        // 9 to 16 bytes: the last eight once more.
-        dst[n - 8..].copy_from_slice(&src[n - 8..]);
     }
 }
 
@@ -197,27 +167,17 @@ impl Region {
         }
     }
 
-    /// Appends the region of `bytes` to a level key: as they are, but a
-    /// host-order address as big-endian, so that keys order addresses as
-    /// numbers (a group's next addresses are then neighbours among the
-    /// next level's keys).
-    fn push_key(&self, bytes: &[u8], key: &mut LevelKey) {
-        if self.is_prefix() {
-            self.push_value(self.value(bytes), key);
-        } else {
-            key.try_extend_from_slice(&bytes[self.off..self.off + self.len])
-                .expect("regions fit in a key");
-        }
-    }
-
-    /// [`Region::push_key`] of `bytes & mask` (a lookup's key, masked
-    /// region by region: no masked copy of the whole key made). Returns
-    /// the bytes appended as a big-endian number when there are at most
-    /// 16 of them (what a probe's head is made of, kept in a register: a
-    /// read of the bytes just written, narrower than the reads, would
-    /// wait for the stores).
+    /// Appends the region of `bytes & mask` to a level key: as they are,
+    /// but a host-order address as big-endian, so that keys order
+    /// addresses as numbers (a group's next addresses are then neighbours
+    /// among the next level's keys). A lookup's key is masked region by
+    /// region this way (no masked copy of the whole key made). Returns the
+    /// bytes appended as a big-endian number when there are at most 16 of
+    /// them (what a probe's head is made of, kept in a register: a read of
+    /// the bytes just written, narrower than the reads, would wait for the
+    /// stores).
     #[inline]
-    fn push_key_masked(&self, bytes: &[u8], mask: &[u8], key: &mut LevelKey) -> Option<u128> {
+    fn push_key(&self, bytes: &[u8], mask: &[u8], key: &mut LevelKey) -> Option<u128> {
         if self.is_prefix() {
             let v = self.value(bytes) & self.value(mask);
             self.push_value(v, key);
@@ -464,7 +424,7 @@ impl Subtable {
             ends: ArrayVec::new(),
         };
         for r in self.regions.iter() {
-            r.push_key(vb, &mut keys.bytes);
+            r.push_key(vb, bytemuck::bytes_of(&self.mask), &mut keys.bytes);
             keys.ends.push(keys.bytes.len() as u8);
         }
         keys
@@ -592,7 +552,7 @@ impl Subtable {
         let mut head = Some(0u128);
         for (j, r) in self.regions.iter().enumerate() {
             let at = lk.len();
-            let v = r.push_key_masked(kb, mb, &mut lk);
+            let v = r.push_key(kb, mb, &mut lk);
             head = head.zip(v).map(|(h, v)| match at {
                 0..16 if r.len > 0 => h | (v << (128 - r.bits())) >> (8 * at),
                 _ => h,
@@ -672,14 +632,6 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// `copy_short` copies as `copy_from_slice` does, at every length.
-        #[test]
-        fn short_copies_copy(src in prop::collection::vec(any::<u8>(), 0..40)) {
-            let mut dst = vec![0xa5u8; src.len()];
-            copy_short(&mut dst, &src);
-            prop_assert_eq!(dst, src);
-        }
-
         /// A key orders against bytes as against the key they make, and
         /// keys of one length order as their bytes do (past 16 bytes too).
         #[test]

@@ -946,24 +946,9 @@ impl Ctx<'_, '_> {
         // tags, which go back through their own commit, and the
         // pipeline's fields, which are not the packet's (whole words
         // written: a commit reads them next).
-        let kept = copy_dirty_bits();
-        let w = self.dirty.words_mut();
-        match &xor {
-            None => {
-                for ((d, s), k) in w.iter_mut().zip(dirty.words()).zip(kept.words()) {
-                    *d = s & k;
-                }
-            }
-            Some(x) => {
-                for (((d, s), x), k) in w
-                    .iter_mut()
-                    .zip(dirty.words())
-                    .zip(x.words())
-                    .zip(kept.words())
-                {
-                    *d = (s | x) & k;
-                }
-            }
+        let (kept, x) = (copy_dirty_bits().words(), xor.as_ref().map(FlowKey::words));
+        for (i, d) in self.dirty.words_mut().iter_mut().enumerate() {
+            *d = (dirty.words()[i] | x.map_or(0, |x| x[i])) & kept[i];
         }
         if let Some(xor) = &xor {
             // Setting a field back writes the packet's own value: the
