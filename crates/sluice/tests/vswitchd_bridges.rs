@@ -28,6 +28,34 @@ fn patch_port(br: &str, name: &str, peer: &str) -> Vec<String> {
     .to_vec()
 }
 
+/// Bridges `a` and `b`, h1's port on `a` (with `h1_opts`, e.g. `tag=10`)
+/// and h2's on `b`, joined by patch ports `pa` (on `a`, with `pa_opts` on
+/// its Port row) and `pb`: two `ovs-vsctl` transactions.
+fn patched_bridges(
+    db: &Db,
+    (a, b): (&str, &str),
+    (pa, pb): (&str, &str),
+    (h1, h2): (&Host, &Host),
+    h1_opts: &[&str],
+    pa_opts: &[&str],
+) {
+    for br in [a, b] {
+        db.add_br(br, &[]);
+    }
+    let mut ports = vec!["add-port", a, &h1.root_if];
+    ports.extend(h1_opts);
+    ports.extend(["--", "add-port", b, &h2.root_if]);
+    db.vsctl(&ports);
+    let mut both = patch_port(a, pa, pb);
+    if !pa_opts.is_empty() {
+        both.extend(["--", "set", "port", pa].map(String::from));
+        both.extend(pa_opts.iter().map(|o| o.to_string()));
+    }
+    both.push("--".into());
+    both.extend(patch_port(b, pb, pa));
+    db.vsctl(&both.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
 /// `ovs-ofctl dump-flows BR`'s n_packets of its rule holding `what`.
 fn n_packets(db: &Db, br: &str, what: &str) -> u64 {
     let flows = stdout(&db.tool("ovs-ofctl", &["dump-flows", br]));
@@ -57,22 +85,7 @@ fn two_bridges_joined_by_patch_ports_forward_in_one_pass() {
     let id = std::process::id() % 10000;
     let (a, b) = (format!("va{id}"), format!("vb{id}"));
     let (pa, pb) = (format!("pa{id}"), format!("pb{id}"));
-    for br in [&a, &b] {
-        db.add_br(br, &[]);
-    }
-    db.vsctl(&[
-        "add-port",
-        &a,
-        &h1.root_if,
-        "--",
-        "add-port",
-        &b,
-        &h2.root_if,
-    ]);
-    let mut both = patch_port(&a, &pa, &pb);
-    both.push("--".into());
-    both.extend(patch_port(&b, &pb, &pa));
-    db.vsctl(&both.iter().map(String::as_str).collect::<Vec<_>>());
+    patched_bridges(&db, (&a, &b), (&pa, &pb), (&h1, &h2), &[], &[]);
     // Each bridge numbers its own ports from 1.
     let of = |i: &str| db.get("Interface", i, "ofport");
     let mut na = [of(&h1.root_if), of(&pa)];
@@ -361,23 +374,14 @@ fn a_patch_ports_vlan_mode_is_normals() {
     let id = std::process::id() % 10000;
     let (a, b) = (format!("wa{id}"), format!("wb{id}"));
     let (pa, pb) = (format!("qa{id}"), format!("qb{id}"));
-    for br in [&a, &b] {
-        db.add_br(br, &[]);
-    }
-    db.vsctl(&[
-        "add-port",
-        &a,
-        &h1.root_if,
-        "tag=10",
-        "--",
-        "add-port",
-        &b,
-        &h2.root_if,
-    ]);
-    let mut both = patch_port(&a, &pa, &pb);
-    both.extend(["--", "set", "port", &pa, "tag=10", "--"].map(String::from));
-    both.extend(patch_port(&b, &pb, &pa));
-    db.vsctl(&both.iter().map(String::as_str).collect::<Vec<_>>());
+    patched_bridges(
+        &db,
+        (&a, &b),
+        (&pa, &pb),
+        (&h1, &h2),
+        &["tag=10"],
+        &["tag=10"],
+    );
     assert_eq!(db.get("Interface", &pa, "error"), "[]");
     h1.ping("10.78.0.2");
     db.vsctl(&["set", "port", &pa, "tag=20"]);
