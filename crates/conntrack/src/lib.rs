@@ -28,6 +28,7 @@ use sluice_packet::meta::PacketMeta;
 use sluice_packet::wire::l4::proto;
 
 mod flush;
+mod held;
 pub mod ipf;
 pub mod nat;
 mod prefetch;
@@ -38,6 +39,7 @@ mod track;
 pub mod tuple;
 
 pub use flush::{FlushMatch, FlushTuple};
+pub use held::Batch;
 pub use nat::{Nat, NatAlone, NatKind};
 pub use prefetch::Prepared;
 
@@ -49,7 +51,7 @@ use timeouts::Timeout;
 use tuple::Tuple;
 
 /// Shards of the table.
-const SHARDS: usize = 64;
+pub(crate) const SHARDS: usize = 64;
 
 /// One shard of the table.
 #[derive(Debug, Default)]
@@ -421,8 +423,9 @@ pub struct Conntrack {
     default_limit: AtomicU32,
     /// Held by a commit with NAT, which looks at the shards of its
     /// candidate reply tuples while it holds its own: the one thread at a
-    /// time that may hold two shards (every other holds one and waits
-    /// for none while it does), so no two wait for each other.
+    /// time that may wait for a shard while it holds another (every other
+    /// holds one, or a batch several taken with `try_lock`, and waits for
+    /// none while it does: [`Batch`]), so no two wait for each other.
     nat_lock: Mutex<()>,
     /// `ct(commit,nat)` on a new connection as the kernel does it
     /// ([`NatAlone::Kernel`]) rather than as OVS 3.1.

@@ -4,10 +4,10 @@ use super::*;
 use sluice_packet::extract::extract;
 use sluice_packet::key::{CS_ESTABLISHED, CS_INVALID, CS_NEW, CS_RELATED, CS_REPLY_DIR};
 
-const A: [u8; 4] = [10, 0, 0, 1];
-const B: [u8; 4] = [10, 0, 0, 2];
+pub(crate) const A: [u8; 4] = [10, 0, 0, 1];
+pub(crate) const B: [u8; 4] = [10, 0, 0, 2];
 
-fn ipv4(src: [u8; 4], dst: [u8; 4], p: u8, l4: &[u8]) -> Vec<u8> {
+pub(crate) fn ipv4(src: [u8; 4], dst: [u8; 4], p: u8, l4: &[u8]) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
     let len = (20 + l4.len()) as u16;
     f.extend_from_slice(&[
@@ -30,7 +30,7 @@ fn ipv4(src: [u8; 4], dst: [u8; 4], p: u8, l4: &[u8]) -> Vec<u8> {
     with_checksums(f)
 }
 
-fn tcp(
+pub(crate) fn tcp(
     src: [u8; 4],
     dst: [u8; 4],
     ports: (u16, u16),
@@ -50,7 +50,7 @@ fn tcp(
     ipv4(src, dst, 6, &t)
 }
 
-fn udp(src: [u8; 4], dst: [u8; 4], ports: (u16, u16)) -> Vec<u8> {
+pub(crate) fn udp(src: [u8; 4], dst: [u8; 4], ports: (u16, u16)) -> Vec<u8> {
     let mut t = Vec::new();
     t.extend_from_slice(&ports.0.to_be_bytes());
     t.extend_from_slice(&ports.1.to_be_bytes());
@@ -74,7 +74,7 @@ fn run(ct: &Conntrack, frame: &[u8], req: &CtRequest, now_ms: u64) -> CtResult {
     ct.process(&mut f, &meta, &key, &CtResult::default(), req, now_ms)
 }
 
-const COMMIT: CtRequest = CtRequest {
+pub(crate) const COMMIT: CtRequest = CtRequest {
     zone: 0,
     commit: true,
     force: false,
@@ -82,7 +82,7 @@ const COMMIT: CtRequest = CtRequest {
     label: None,
     nat: None,
 };
-const LOOK: CtRequest = CtRequest {
+pub(crate) const LOOK: CtRequest = CtRequest {
     zone: 0,
     commit: false,
     force: false,
@@ -343,7 +343,7 @@ fn run_nat(
 }
 
 /// A frame's IPv4 header and L4 checksums are right.
-fn checksums_hold(f: &[u8]) -> bool {
+pub(crate) fn checksums_hold(f: &[u8]) -> bool {
     use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, sum};
     let ip = &f[14..34];
     let l4 = &f[34..];
@@ -357,7 +357,7 @@ fn checksums_hold(f: &[u8]) -> bool {
 }
 
 /// Fills a frame's checksums in (IPv4 header, TCP/UDP/ICMP).
-fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
+pub(crate) fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
     use sluice_packet::wire::checksum::{checksum, finish, pseudo_v4, sum};
     f[24..26].copy_from_slice(&[0, 0]);
     let c = checksum(&f[14..34]);
@@ -384,11 +384,11 @@ fn with_checksums(mut f: Vec<u8>) -> Vec<u8> {
     f
 }
 
-const S: [u8; 4] = [192, 0, 2, 1];
-const C: [u8; 4] = [10, 0, 0, 3];
+pub(crate) const S: [u8; 4] = [192, 0, 2, 1];
+pub(crate) const C: [u8; 4] = [10, 0, 0, 3];
 
 /// `ct(commit,nat(src|dst=ADDR[:PORT]))` over IPv4 (port 0: none).
-fn nat_to(kind: NatKind, addr: [u8; 4], port: u16) -> CtRequest {
+pub(crate) fn nat_to(kind: NatKind, addr: [u8; 4], port: u16) -> CtRequest {
     let mut min = [0; 16];
     min[..4].copy_from_slice(&addr);
     CtRequest {
@@ -405,18 +405,18 @@ fn nat_to(kind: NatKind, addr: [u8; 4], port: u16) -> CtRequest {
 
 /// `base` with a bare `nat`: a committed connection's translation
 /// applied (and, committing, OVS 3.1's reply tuple for a new one).
-fn bare_nat(base: CtRequest) -> CtRequest {
+pub(crate) fn bare_nat(base: CtRequest) -> CtRequest {
     CtRequest {
         nat: Some(Nat::default()),
         ..base
     }
 }
 
-fn snat() -> CtRequest {
+pub(crate) fn snat() -> CtRequest {
     nat_to(NatKind::Src, S, 0)
 }
 
-fn ports(f: &[u8]) -> (u16, u16) {
+pub(crate) fn ports(f: &[u8]) -> (u16, u16) {
     (
         u16::from_be_bytes([f[34], f[35]]),
         u16::from_be_bytes([f[36], f[37]]),

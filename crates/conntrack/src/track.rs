@@ -11,13 +11,14 @@ use sluice_packet::key::{
 };
 use sluice_packet::meta::PacketMeta;
 
+use crate::held::{One, Shards};
 use crate::nat::{self, NatKind};
 use crate::prefetch::Prepared;
 use crate::tcp::{self, TcpConn, Update};
 use crate::tuple::{self, Parsed, Tuple};
 use crate::{
-    exec, handle_nat, icmp, split, translate_packet, Conn, ConnNat, Conntrack, CtRequest, CtResult,
-    CtTuple, Dir, Found, Hit, PacketAt, ProtoState,
+    exec, handle_nat, icmp, split, translate_packet, Batch, Conn, ConnNat, Conntrack, CtRequest,
+    CtResult, CtTuple, Dir, Found, Hit, PacketAt, ProtoState,
 };
 
 impl Conntrack {
@@ -36,8 +37,7 @@ impl Conntrack {
         req: &CtRequest,
         now_ms: u64,
     ) -> CtResult {
-        let p = self.prepare(data, meta, key, req.zone);
-        self.track_prepared(data, meta, prev, req, now_ms, &p)
+        self.batch().process(data, meta, key, prev, req, now_ms)
     }
 
     /// Tracks a packet read by [`Conntrack::prepare`] (in `req.zone`, its
@@ -51,221 +51,255 @@ impl Conntrack {
         now_ms: u64,
         p: &Prepared,
     ) -> CtResult {
-        let mut r = CtResult {
-            zone: req.zone,
-            ..CtResult::default()
-        };
-        let mut st = if prev.state != 0 && prev.zone == req.zone {
-            prev.state
-        } else {
-            0
-        };
-        let (tuple, seg, dir, related) = match p.parsed {
-            Parsed::NotIp => return r,
-            Parsed::Invalid => {
-                self.stats.invalid.fetch_add(1, Ordering::Relaxed);
-                r.state = CS_TRACKED | CS_INVALID;
-                return r;
-            }
-            // An error travels against the packet it quotes.
-            Parsed::Related(quoted) => (quoted.reverse(), None, Dir::Any, true),
-            Parsed::Conn {
-                tuple,
-                tcp,
-                icmp_reply,
-            } => {
-                let dir = match (icmp(tuple.proto), icmp_reply) {
-                    (false, _) => Dir::Any,
-                    (true, false) => Dir::Orig,
-                    (true, true) => Dir::Reply,
-                };
-                (tuple, tcp, dir, false)
-            }
-            Parsed::Other(t) => (t, None, Dir::Any, false),
-        };
-        let pkt = PacketAt {
-            l3: meta.l3().unwrap_or(0),
-            l4: meta.l4().unwrap_or(0),
-            v6: tuple.v6,
-        };
-        // Translated already (by an earlier ct in this zone): its tuple
-        // is the other direction's, reversed.
-        let natted = st & (CS_SRC_NAT | CS_DST_NAT) != 0;
-        let (lt, ldir) = if natted {
-            (tuple.reverse(), dir.flip())
-        } else {
-            (tuple, dir)
-        };
-        let hash = p.hash.unwrap_or_else(|| lt.shard_hash());
-        let home = Self::index_of(hash);
-        let mut g = self.lock(home);
-        // What tracking the packet through a connection found did to it.
-        let mut track = |h: Hit, c: &mut Conn| -> Found {
-            let h = Hit {
-                reply: h.reply ^ natted,
-                ..h
-            };
-            if h.alias && c.expires_ms <= now_ms {
-                return Found::Orphan;
-            }
-            let stale = c.expires_ms <= now_ms;
-            // `force`: a committed connection seen from its reply side
-            // goes, and the packet starts a new one.
-            let forced = req.force && req.commit && h.reply && !h.alias;
-            if stale || forced {
-                return Found::Gone { key: h.key, stale };
-            }
-            if related {
-                st |= CS_RELATED;
-                if h.reply {
-                    st |= CS_REPLY_DIR;
-                }
-            } else {
-                let update = match (&mut c.state, seg) {
-                    (ProtoState::Tcp(t), Some(s)) => t.update(&s, h.reply),
-                    // As OVS 3.1's other_conn_update and icmp_conn_update:
-                    // until a reply is seen, every packet of the
-                    // connection is `+new` (established only from the
-                    // reply on).
-                    (ProtoState::Other { replied, multiple }, _) => {
-                        if h.reply {
-                            *replied = true;
-                        } else {
-                            *multiple = true;
-                        }
-                        if *replied {
-                            Update::Valid
-                        } else {
-                            Update::ValidNew
-                        }
-                    }
-                    (ProtoState::Icmp { replied }, _) => {
-                        if h.reply {
-                            *replied = true;
-                        }
-                        if *replied {
-                            Update::Valid
-                        } else {
-                            Update::ValidNew
-                        }
-                    }
-                    (ProtoState::Tcp(_), None) => Update::Invalid,
-                };
-                match update {
-                    Update::Valid => {
-                        c.expires_ms = now_ms + self.policies.ms(c.orig.zone, c.timeout());
-                        st = (st | CS_ESTABLISHED) & !CS_NEW;
-                        if h.reply {
-                            st |= CS_REPLY_DIR;
-                        }
-                    }
-                    Update::ValidNew => {
-                        c.expires_ms = now_ms + self.policies.ms(c.orig.zone, c.timeout());
-                        st |= CS_NEW;
-                    }
-                    Update::Invalid => st = CS_INVALID,
-                    // Reopened: gone, the packet a new connection's.
-                    Update::Reopen => {
-                        return Found::Gone {
-                            key: h.key,
-                            stale: false,
-                        }
-                    }
-                }
-            }
-            if req.nat.is_some() {
-                handle_nat(data, &pkt, c, h.reply, related, &mut st);
-            }
-            exec(c, req);
-            r.mark = c.mark;
-            r.label = split(c.label);
-            r.tuple = CtTuple::of(&c.orig);
-            Found::Live
-        };
-        let found = match g.find(&lt, hash, ldir, &mut track) {
-            Ok(f) => Some(f),
-            Err(None) => None,
-            // A translated reply: its connection is in its own shard.
-            Err(Some(h)) => {
-                let i = Self::index(&h.key);
-                if i != home {
-                    drop(g);
-                    g = self.lock(i);
-                }
-                Some(match g.conns.get_mut(&h.key) {
-                    Some(c) => track(h, c),
-                    None => Found::Orphan,
-                })
-            }
-        };
-        let mut gone_alias = None;
-        let mut live = false;
-        match found {
-            Some(Found::Live) => live = true,
-            Some(Found::Orphan) => {
-                // A reply tuple whose connection is gone: as OVS
-                // ("missing parent conn"), invalid.
-                drop(g);
-                self.stats.invalid.fetch_add(1, Ordering::Relaxed);
-                r.state = st | CS_TRACKED | CS_INVALID;
-                return r;
-            }
-            Some(Found::Gone { key, stale }) => {
-                // Past its deadline (a miss), dropped by force, or
-                // reopened.
-                if let Some(c) = g.conns.remove(&key) {
-                    self.gone(key.zone, 1);
-                    if stale {
-                        self.stats.expired.fetch_add(1, Ordering::Relaxed);
-                    }
-                    gone_alias = c.nat.map(|n| n.reply);
-                }
-            }
-            None => {}
-        }
-        let mut create = false;
-        if !live {
-            if related {
-                // No new connection from an error.
-                st = CS_INVALID;
-            } else {
-                create = true;
-            }
-        }
-        drop(g);
-        if let Some(a) = gone_alias {
-            self.remove_alias(&a);
-        }
-        if create {
-            // The connection's tuple, committed or not (OVS: the lookup
-            // key when there is no connection).
-            r.tuple = CtTuple::of(&tuple);
-            let icmp_reply = icmp(tuple.proto) && dir == Dir::Reply;
-            let valid = match seg {
-                Some(s) => tcp::valid_new(&s),
-                None => !icmp_reply,
-            };
-            if !valid {
-                st = CS_INVALID;
-            } else {
-                st = CS_NEW;
-                if req.commit {
-                    if let Some((mark, label)) =
-                        self.commit(data, &pkt, tuple, seg, req, now_ms, &mut st)
-                    {
-                        r.mark = mark;
-                        r.label = split(label);
-                    }
-                }
-            }
-        }
-        if st & CS_INVALID != 0 {
-            self.stats.invalid.fetch_add(1, Ordering::Relaxed);
-        }
-        r.state = CS_TRACKED | st;
-        r
+        track_in(&mut One::new(self), data, meta, prev, req, now_ms, p)
     }
+}
 
+impl Batch<'_> {
+    /// [`Conntrack::track_prepared`], the shards it locks kept (but
+    /// before a commit or an alias's removal, which lock shards
+    /// themselves).
+    pub fn track_prepared(
+        &mut self,
+        data: &mut [u8],
+        meta: &PacketMeta,
+        prev: &CtResult,
+        req: &CtRequest,
+        now_ms: u64,
+        p: &Prepared,
+    ) -> CtResult {
+        track_in(self, data, meta, prev, req, now_ms, p)
+    }
+}
+
+/// Tracks a packet read by [`Conntrack::prepare`], its shards locked
+/// through `held` (one at a time, or a batch's).
+#[inline(always)]
+fn track_in<'a>(
+    held: &mut impl Shards<'a>,
+    data: &mut [u8],
+    meta: &PacketMeta,
+    prev: &CtResult,
+    req: &CtRequest,
+    now_ms: u64,
+    p: &Prepared,
+) -> CtResult {
+    let ct = held.tracker();
+    let mut r = CtResult {
+        zone: req.zone,
+        ..CtResult::default()
+    };
+    let mut st = if prev.state != 0 && prev.zone == req.zone {
+        prev.state
+    } else {
+        0
+    };
+    let (tuple, seg, dir, related) = match p.parsed {
+        Parsed::NotIp => return r,
+        Parsed::Invalid => {
+            ct.stats.invalid.fetch_add(1, Ordering::Relaxed);
+            r.state = CS_TRACKED | CS_INVALID;
+            return r;
+        }
+        // An error travels against the packet it quotes.
+        Parsed::Related(quoted) => (quoted.reverse(), None, Dir::Any, true),
+        Parsed::Conn {
+            tuple,
+            tcp,
+            icmp_reply,
+        } => {
+            let dir = match (icmp(tuple.proto), icmp_reply) {
+                (false, _) => Dir::Any,
+                (true, false) => Dir::Orig,
+                (true, true) => Dir::Reply,
+            };
+            (tuple, tcp, dir, false)
+        }
+        Parsed::Other(t) => (t, None, Dir::Any, false),
+    };
+    let pkt = PacketAt {
+        l3: meta.l3().unwrap_or(0),
+        l4: meta.l4().unwrap_or(0),
+        v6: tuple.v6,
+    };
+    // Translated already (by an earlier ct in this zone): its tuple
+    // is the other direction's, reversed.
+    let natted = st & (CS_SRC_NAT | CS_DST_NAT) != 0;
+    let (lt, ldir) = if natted {
+        (tuple.reverse(), dir.flip())
+    } else {
+        (tuple, dir)
+    };
+    let hash = p.hash.unwrap_or_else(|| lt.shard_hash());
+    let home = Conntrack::index_of(hash);
+    // The shard the connection is in (its reply's alias may be in
+    // another).
+    let mut at = home;
+    // What tracking the packet through a connection found did to it.
+    let mut track = |h: Hit, c: &mut Conn| -> Found {
+        let h = Hit {
+            reply: h.reply ^ natted,
+            ..h
+        };
+        if h.alias && c.expires_ms <= now_ms {
+            return Found::Orphan;
+        }
+        let stale = c.expires_ms <= now_ms;
+        // `force`: a committed connection seen from its reply side
+        // goes, and the packet starts a new one.
+        let forced = req.force && req.commit && h.reply && !h.alias;
+        if stale || forced {
+            return Found::Gone { key: h.key, stale };
+        }
+        if related {
+            st |= CS_RELATED;
+            if h.reply {
+                st |= CS_REPLY_DIR;
+            }
+        } else {
+            let update = match (&mut c.state, seg) {
+                (ProtoState::Tcp(t), Some(s)) => t.update(&s, h.reply),
+                // As OVS 3.1's other_conn_update and icmp_conn_update:
+                // until a reply is seen, every packet of the
+                // connection is `+new` (established only from the
+                // reply on).
+                (ProtoState::Other { replied, multiple }, _) => {
+                    if h.reply {
+                        *replied = true;
+                    } else {
+                        *multiple = true;
+                    }
+                    if *replied {
+                        Update::Valid
+                    } else {
+                        Update::ValidNew
+                    }
+                }
+                (ProtoState::Icmp { replied }, _) => {
+                    if h.reply {
+                        *replied = true;
+                    }
+                    if *replied {
+                        Update::Valid
+                    } else {
+                        Update::ValidNew
+                    }
+                }
+                (ProtoState::Tcp(_), None) => Update::Invalid,
+            };
+            match update {
+                Update::Valid => {
+                    c.expires_ms = now_ms + ct.policies.ms(c.orig.zone, c.timeout());
+                    st = (st | CS_ESTABLISHED) & !CS_NEW;
+                    if h.reply {
+                        st |= CS_REPLY_DIR;
+                    }
+                }
+                Update::ValidNew => {
+                    c.expires_ms = now_ms + ct.policies.ms(c.orig.zone, c.timeout());
+                    st |= CS_NEW;
+                }
+                Update::Invalid => st = CS_INVALID,
+                // Reopened: gone, the packet a new connection's.
+                Update::Reopen => {
+                    return Found::Gone {
+                        key: h.key,
+                        stale: false,
+                    }
+                }
+            }
+        }
+        if req.nat.is_some() {
+            handle_nat(data, &pkt, c, h.reply, related, &mut st);
+        }
+        exec(c, req);
+        r.mark = c.mark;
+        r.label = split(c.label);
+        r.tuple = CtTuple::of(&c.orig);
+        Found::Live
+    };
+    let found = match held.shard(home).find(&lt, hash, ldir, &mut track) {
+        Ok(f) => Some(f),
+        Err(None) => None,
+        // A translated reply: its connection is in its own shard.
+        Err(Some(h)) => {
+            at = Conntrack::index(&h.key);
+            Some(match held.shard(at).conns.get_mut(&h.key) {
+                Some(c) => track(h, c),
+                None => Found::Orphan,
+            })
+        }
+    };
+    let mut gone_alias = None;
+    let mut live = false;
+    match found {
+        Some(Found::Live) => live = true,
+        Some(Found::Orphan) => {
+            // A reply tuple whose connection is gone: as OVS
+            // ("missing parent conn"), invalid.
+            ct.stats.invalid.fetch_add(1, Ordering::Relaxed);
+            r.state = st | CS_TRACKED | CS_INVALID;
+            return r;
+        }
+        Some(Found::Gone { key, stale }) => {
+            // Past its deadline (a miss), dropped by force, or
+            // reopened.
+            if let Some(c) = held.shard(at).conns.remove(&key) {
+                ct.gone(key.zone, 1);
+                if stale {
+                    ct.stats.expired.fetch_add(1, Ordering::Relaxed);
+                }
+                gone_alias = c.nat.map(|n| n.reply);
+            }
+        }
+        None => {}
+    }
+    let mut create = false;
+    if !live {
+        if related {
+            // No new connection from an error.
+            st = CS_INVALID;
+        } else {
+            create = true;
+        }
+    }
+    if gone_alias.is_some() || create {
+        // Both lock shards themselves.
+        held.release();
+    }
+    if let Some(a) = gone_alias {
+        ct.remove_alias(&a);
+    }
+    if create {
+        // The connection's tuple, committed or not (OVS: the lookup
+        // key when there is no connection).
+        r.tuple = CtTuple::of(&tuple);
+        let icmp_reply = icmp(tuple.proto) && dir == Dir::Reply;
+        let valid = match seg {
+            Some(s) => tcp::valid_new(&s),
+            None => !icmp_reply,
+        };
+        if !valid {
+            st = CS_INVALID;
+        } else {
+            st = CS_NEW;
+            if req.commit {
+                if let Some((mark, label)) = ct.commit(data, &pkt, tuple, seg, req, now_ms, &mut st)
+                {
+                    r.mark = mark;
+                    r.label = split(label);
+                }
+            }
+        }
+    }
+    if st & CS_INVALID != 0 {
+        ct.stats.invalid.fetch_add(1, Ordering::Relaxed);
+    }
+    r.state = CS_TRACKED | st;
+    r
+}
+
+impl Conntrack {
     /// Adds a new connection for `tuple` (translating the packet if
     /// `req` has NAT); its mark and label, or `None` when it could not
     /// be added (table or zone full, NAT exhausted, or another PMD added

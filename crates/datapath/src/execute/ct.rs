@@ -46,6 +46,8 @@ pub(super) fn track(
         pkts_done(step, cx, now_ms);
         return;
     }
+    // The shards the packets look in, each locked once for all of them.
+    let mut batch = ct.batch();
     for &i in pkts {
         let bit = 1u32 << i;
         if f.skip & bit != 0 {
@@ -73,6 +75,8 @@ pub(super) fn track(
                 acts: &acts[ai + 1..],
                 drop,
             };
+            // Holding and reassembling lock shards themselves.
+            batch.release();
             if crate::fragments::hold(ct, p, &frag, req, now_ms, &rest, &mut cx.recirc.released) {
                 if let Some(p) = cx.slots[i as usize].take() {
                     cx.pool.free(p);
@@ -87,7 +91,7 @@ pub(super) fn track(
         before_nat(req, p);
         let r = if !retuple {
             let meta = p.meta;
-            ct.process(
+            batch.process(
                 p.data_mut(),
                 &meta,
                 &cx.keys[i as usize],
@@ -99,7 +103,7 @@ pub(super) fn track(
             let mut meta = p.meta;
             let mut key = FlowKey::default();
             match sluice_packet::extract::extract(p.data(), meta.in_port, &mut meta, &mut key) {
-                Ok(()) => ct.process(p.data_mut(), &meta, &key, &prev, req, now_ms),
+                Ok(()) => batch.process(p.data_mut(), &meta, &key, &prev, req, now_ms),
                 Err(_) => CtResult {
                     zone: req.zone,
                     ..CtResult::default()
@@ -108,6 +112,7 @@ pub(super) fn track(
         };
         tracked(i, r, is_last, cx, f);
     }
+    std::mem::drop(batch);
     pkts_done(step, cx, now_ms);
 }
 
@@ -154,7 +159,7 @@ fn prev_state(cx: &Ctx<'_>, i: u8) -> CtResult {
 /// The `ct` action on packets none of which is a fragment and whose
 /// keys are what the tracker reads, in three passes: each read and its
 /// group of the tracker's index prefetched; the connections the groups
-/// name prefetched; each tracked.
+/// name prefetched; each tracked (each shard locked once for all).
 fn track_batch(
     req: &CtRequest,
     is_last: bool,
@@ -179,6 +184,7 @@ fn track_batch(
     for p in &prep[..pkts.len()] {
         ct.prefetch_entry(p);
     }
+    let mut batch = ct.batch();
     for (n, &i) in pkts.iter().enumerate() {
         if f.skip & (1u32 << i) != 0 {
             continue;
@@ -188,7 +194,7 @@ fn track_batch(
             continue;
         };
         let meta = p.meta;
-        let r = ct.track_prepared(p.data_mut(), &meta, &prev, req, now_ms, &prep[n]);
+        let r = batch.track_prepared(p.data_mut(), &meta, &prev, req, now_ms, &prep[n]);
         tracked(i, r, is_last, cx, f);
     }
 }
