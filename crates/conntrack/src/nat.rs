@@ -332,20 +332,31 @@ impl Ip {
     /// with one, ICMPv6), as OVS's `packet_set_ipv4_addr` and
     /// `packet_set_ipv6_addr` do (the L4 header must be whole).
     fn set_addr(&self, b: &mut [u8], src: bool, new: &[u8; 16]) {
-        let n = if self.v6 { 16 } else { 4 };
-        let at = self.l3 + if self.v6 { 8 } else { 12 } + if src { 0 } else { n };
-        let old: [u8; 16] = {
-            let mut o = [0; 16];
-            o[..n].copy_from_slice(&b[at..at + n]);
-            o
+        // Each family with its address length known (no call to
+        // `memcmp` or `memcpy` for a 4-byte address).
+        if self.v6 {
+            self.set_addr_n::<16>(b, src, new);
+        } else {
+            self.set_addr_n::<4>(b, src, new);
+        }
+    }
+
+    #[inline(always)]
+    fn set_addr_n<const N: usize>(&self, b: &mut [u8], src: bool, new: &[u8; 16]) {
+        let at = self.l3 + if self.v6 { 8 } else { 12 } + if src { 0 } else { N };
+        let Some(old) = b.get(at..at + N).and_then(|o| <[u8; N]>::try_from(o).ok()) else {
+            return;
         };
-        let fix = |c: u16| update_bytes(c, &old[..n], &new[..n]);
+        let Ok(new) = <[u8; N]>::try_from(&new[..N]) else {
+            return;
+        };
+        let fix = |c: u16| update_bytes(c, &old, &new);
         let l4_csum = self.l4_csum_at();
         // The same address again (a connection committed with `nat` and no
         // range, as OVN's `ct_commit_nat`, translates to itself): OVS
         // rewrites it all the same, which changes no byte unless a
         // checksum it updates is 0xffff (the update leaves 0x0000 then).
-        if old[..n] == new[..n]
+        if old == new
             && l4_csum.is_none_or(|c| be16(b, c) != 0xffff)
             && (self.v6 || be16(b, self.l3 + 10) != 0xffff)
         {
@@ -364,14 +375,11 @@ impl Ip {
             None => {}
         }
         if !self.v6 {
-            let c = update32(
-                be16(b, self.l3 + 10),
-                u32::from_be_bytes(old[..4].try_into().expect("4 bytes")),
-                u32::from_be_bytes(new[..4].try_into().expect("4 bytes")),
-            );
+            let word = |a: &[u8; N]| u32::from_be_bytes([a[0], a[1], a[2], a[3]]);
+            let c = update32(be16(b, self.l3 + 10), word(&old), word(&new));
             put16(b, self.l3 + 10, c);
         }
-        b[at..at + n].copy_from_slice(&new[..n]);
+        b[at..at + N].copy_from_slice(&new);
     }
 
     /// Where the L4 checksum an address is in sits (TCP, UDP, ICMPv6),
