@@ -15,13 +15,18 @@ pub(crate) struct Recirculated {
     /// its pass ends); false when the packet already has a fate (another
     /// output, or another copy carries it).
     pub fate: bool,
-    /// Its tunnel metadata (zero: it came from no tunnel): the next pass's
-    /// key holds it.
-    pub tun: TunnelMeta,
+    /// Where its tunnel metadata is in the queue's `cur_tun` when its
+    /// pass runs ([`NO_TUN`]: it came from no tunnel): the next pass's key
+    /// holds it. (Set by [`RecircQueue::push`]: most recirculated packets
+    /// have none, and 96 bytes less to move each time one is queued.)
+    pub tun: u16,
     /// Its connection tracking state (a `ct` action's result, or what
     /// its key had): the next pass's key holds it.
     pub ct: CtResult,
 }
+
+/// [`Recirculated::tun`] of a packet from no tunnel.
+pub(crate) const NO_TUN: u16 = u16::MAX;
 
 /// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
 #[derive(Debug)]
@@ -30,6 +35,11 @@ pub(crate) struct RecircQueue {
     pub next: Vec<Recirculated>,
     /// The pass being run.
     pub cur: Vec<Recirculated>,
+    /// The tunnel metadata of the packets in `next` that have some, and
+    /// of those in `cur` (swapped with them; `cur_tun` cleared when the
+    /// pass is done).
+    pub next_tun: Vec<TunnelMeta>,
+    pub cur_tun: Vec<TunnelMeta>,
     /// Scratch for one action list's run: the connection tracking state
     /// a `ct` (or `ct_clear`) gave each packet of the batch, valid where
     /// `ct_set` has its bit (kept here so that a run without `ct` costs
@@ -56,14 +66,28 @@ impl RecircQueue {
     /// packets when buckets recirculate copies).
     pub const CAP: usize = 4 * BATCH_SIZE;
 
-    /// Queues a copy of packet `i` for the next pass; it carries the
-    /// packet's fate unless an earlier copy does or `counted` has the
-    /// packet. The packet back when the queue is full.
+    /// Queues a copy of packet `i` for the next pass, with its tunnel
+    /// metadata if it has any; it carries the packet's fate unless an
+    /// earlier copy does or `counted` has the packet. The packet back
+    /// when the queue is full.
     #[inline]
-    pub(crate) fn push(&mut self, i: u8, counted: u32, mut r: Recirculated) -> Result<(), Packet> {
+    pub(crate) fn push(
+        &mut self,
+        i: u8,
+        counted: u32,
+        mut r: Recirculated,
+        tun: Option<TunnelMeta>,
+    ) -> Result<(), Packet> {
         if self.next.len() >= Self::CAP {
             return Err(r.pkt);
         }
+        r.tun = match tun {
+            Some(t) => {
+                self.next_tun.push(t);
+                (self.next_tun.len() - 1) as u16
+            }
+            None => NO_TUN,
+        };
         let bit = 1u32 << i;
         r.fate = (self.carried | counted) & bit == 0;
         if r.fate {
@@ -78,6 +102,8 @@ impl RecircQueue {
         RecircQueue {
             next: Vec::with_capacity(Self::CAP),
             cur: Vec::with_capacity(Self::CAP),
+            next_tun: Vec::with_capacity(Self::CAP),
+            cur_tun: Vec::with_capacity(Self::CAP),
             ct: [CtResult::default(); BATCH_SIZE],
             ct_set: 0,
             carried: 0,

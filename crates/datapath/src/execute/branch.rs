@@ -182,10 +182,11 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
             pkt: p,
             id,
             fate: false,
-            tun: TunnelMeta::of_key(&cx.keys[i as usize]),
+            tun: crate::recirc_queue::NO_TUN,
             ct,
         };
-        if let Err(p) = cx.recirc.push(i, cx.counted, r) {
+        let tun = TunnelMeta::in_key(&cx.keys[i as usize]);
+        if let Err(p) = cx.recirc.push(i, cx.counted, r, tun) {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }

@@ -9,6 +9,7 @@ use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
 
 use super::{copy_packets, Ctx, Fates, Recirculated};
 use crate::output::OutputStage;
+use crate::recirc_queue::NO_TUN;
 use crate::stats::DpStats;
 
 /// A final `tnl_pop`: two passes (as `tnl_output`), every packet popped
@@ -50,10 +51,10 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
             pkt: p,
             id: 0,
             fate: false,
-            tun: tuns[i as usize],
+            tun: NO_TUN,
             ct: CtResult::NONE,
         };
-        if let Err(p) = cx.recirc.push(i, cx.counted, r) {
+        if let Err(p) = cx.recirc.push(i, cx.counted, r, Some(tuns[i as usize])) {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }
@@ -91,10 +92,10 @@ pub(super) fn pop_copies(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>
             pkt: p,
             id: 0,
             fate: false,
-            tun,
+            tun: NO_TUN,
             ct: CtResult::NONE,
         };
-        if let Err(p) = cx.recirc.push(i, cx.counted, r) {
+        if let Err(p) = cx.recirc.push(i, cx.counted, r, Some(tun)) {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }

@@ -200,7 +200,7 @@ pub(crate) struct Pipeline {
     recirc_ids: [u32; BATCH_SIZE],
     /// The tunnel metadata of the recirculated packets (zero for those
     /// from no tunnel).
-    recirc_tun: [sluice_packet::tunnel::TunnelMeta; BATCH_SIZE],
+    recirc_tun: [u16; BATCH_SIZE],
     /// Their connection tracking state.
     recirc_ct: [sluice_conntrack::CtResult; BATCH_SIZE],
     /// Packets of the batch whose fate is counted already (recirculated
@@ -245,7 +245,7 @@ impl Pipeline {
             recirc: RecircQueue::new(),
             in_recirc: false,
             recirc_ids: [0; BATCH_SIZE],
-            recirc_tun: [Default::default(); BATCH_SIZE],
+            recirc_tun: [crate::recirc_queue::NO_TUN; BATCH_SIZE],
             recirc_ct: [Default::default(); BATCH_SIZE],
             counted: 0,
             packet_ins: PacketInQueue {
@@ -306,6 +306,7 @@ impl Pipeline {
         while !self.recirc.next.is_empty() {
             depth += 1;
             std::mem::swap(&mut self.recirc.cur, &mut self.recirc.next);
+            std::mem::swap(&mut self.recirc.cur_tun, &mut self.recirc.next_tun);
             if depth > crate::MAX_RECIRC_DEPTH {
                 for r in self.recirc.cur.drain(..) {
                     if r.fate {
@@ -313,6 +314,7 @@ impl Pipeline {
                     }
                     pool.free(r.pkt);
                 }
+                self.recirc.cur_tun.clear();
                 continue;
             }
             while !self.recirc.cur.is_empty() {
@@ -334,6 +336,7 @@ impl Pipeline {
                 self.in_recirc = false;
                 self.counted = 0;
             }
+            self.recirc.cur_tun.clear();
         }
     }
 
@@ -490,7 +493,10 @@ impl Pipeline {
                 // The pass is part of the key (and makes it not short).
                 Ok(_) if self.in_recirc => {
                     key.recirc_id = self.recirc_ids[i];
-                    self.recirc_tun[i].write_key(key);
+                    // (Extraction left the tunnel words zero.)
+                    if let Some(t) = self.recirc.cur_tun.get(usize::from(self.recirc_tun[i])) {
+                        t.write_key(key);
+                    }
                     self.recirc_ct[i].write_key(key);
                     Ok(KeyShape::Unknown)
                 }

@@ -113,6 +113,16 @@ impl TunnelMeta {
         }
     }
 
+    /// The metadata a flow key holds, or `None` when it holds none (every
+    /// tunnel word zero: what extraction leaves).
+    #[inline]
+    pub fn in_key(k: &crate::FlowKey) -> Option<Self> {
+        let any = k.words()[crate::key::TUN_WORDS]
+            .iter()
+            .fold(0, |a, w| a | w);
+        (any != 0).then(|| TunnelMeta::of_key(k))
+    }
+
     /// Writes the metadata into a flow key's tunnel fields, as whole
     /// words (a key is read word by word right after: narrow stores there
     /// would make those reads wait).
