@@ -17,7 +17,7 @@ use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
 
 use crate::output::OutputStage;
 use crate::packet_in::PacketInQueue;
-pub(crate) use crate::recirc_queue::{RecircQueue, Recirculated};
+pub(crate) use crate::recirc_queue::RecircQueue;
 use crate::stats::{DpStats, DropReason};
 
 mod branch;

@@ -66,22 +66,28 @@ impl RecircQueue {
     /// packets when buckets recirculate copies).
     pub const CAP: usize = 4 * BATCH_SIZE;
 
-    /// Queues a copy of packet `i` for the next pass, with its tunnel
-    /// metadata if it has any; it carries the packet's fate unless an
-    /// earlier copy does or `counted` has the packet. The packet back
-    /// when the queue is full.
+    /// Queues a copy of packet `i` for the next pass `id`, with its
+    /// connection tracking state (`None`: the one a `ct` of this run gave
+    /// it, in `self.ct`) and tunnel metadata (if it has any); it
+    /// carries the packet's fate unless an earlier copy does or `counted`
+    /// has the packet. The packet back when the queue is full. (Made
+    /// here from its parts, in place: a whole `Recirculated` built by
+    /// the caller and then moved is read back in wide loads from narrow
+    /// stores, which wait.)
     #[inline]
     pub(crate) fn push(
         &mut self,
         i: u8,
         counted: u32,
-        mut r: Recirculated,
+        pkt: Packet,
+        id: u32,
+        ct: Option<&CtResult>,
         tun: Option<TunnelMeta>,
     ) -> Result<(), Packet> {
         if self.next.len() >= Self::CAP {
-            return Err(r.pkt);
+            return Err(pkt);
         }
-        r.tun = match tun {
+        let tun = match tun {
             Some(t) => {
                 self.next_tun.push(t);
                 (self.next_tun.len() - 1) as u16
@@ -89,12 +95,18 @@ impl RecircQueue {
             None => NO_TUN,
         };
         let bit = 1u32 << i;
-        r.fate = (self.carried | counted) & bit == 0;
-        if r.fate {
+        let fate = (self.carried | counted) & bit == 0;
+        if fate {
             self.carried |= bit;
             self.carrier[i as usize] = self.next.len() as u16;
         }
-        self.next.push(r);
+        self.next.push(Recirculated {
+            pkt,
+            id,
+            fate,
+            tun,
+            ct: *ct.unwrap_or(&self.ct[i as usize]),
+        });
         Ok(())
     }
 

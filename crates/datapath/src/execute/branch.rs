@@ -9,7 +9,7 @@ use sluice_conntrack::CtResult;
 use sluice_packet::tunnel::TunnelMeta;
 use sluice_packet::{Packet, BATCH_SIZE};
 
-use super::{check_len, copy_packets, execute, keeps_packet, Ctx, Fates, Recirculated, Step};
+use super::{check_len, copy_packets, execute, keeps_packet, Ctx, Fates, Step};
 use crate::stats::DropReason;
 
 /// A select group chosen per packet: each variant's packets run its
@@ -173,20 +173,10 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
         // The next pass's cache hash, from this one's.
         p.meta.hash = sluice_packet::hash::recirc_hash(cx.hashes[i as usize], id);
         p.meta.has_hash = true;
-        let ct = if cx.recirc.ct_set & bit != 0 {
-            cx.recirc.ct[i as usize]
-        } else {
-            CtResult::of_key(&cx.keys[i as usize])
-        };
-        let r = Recirculated {
-            pkt: p,
-            id,
-            fate: false,
-            tun: crate::recirc_queue::NO_TUN,
-            ct,
-        };
+        // The state a `ct` of this run gave it, or what its key had.
+        let of_key = (cx.recirc.ct_set & bit == 0).then(|| CtResult::of_key(&cx.keys[i as usize]));
         let tun = TunnelMeta::in_key(&cx.keys[i as usize]);
-        if let Err(p) = cx.recirc.push(i, cx.counted, r, tun) {
+        if let Err(p) = cx.recirc.push(i, cx.counted, p, id, of_key.as_ref(), tun) {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }

@@ -7,9 +7,8 @@ use sluice_conntrack::CtResult;
 use sluice_packet::tunnel::{self, PopError, TunnelMeta};
 use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
 
-use super::{copy_packets, Ctx, Fates, Recirculated};
+use super::{copy_packets, Ctx, Fates};
 use crate::output::OutputStage;
-use crate::recirc_queue::NO_TUN;
 use crate::stats::DpStats;
 
 /// A final `tnl_pop`: two passes (as `tnl_output`), every packet popped
@@ -47,14 +46,11 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
             cx.pool.free(p);
             continue;
         }
-        let r = Recirculated {
-            pkt: p,
-            id: 0,
-            fate: false,
-            tun: NO_TUN,
-            ct: CtResult::NONE,
-        };
-        if let Err(p) = cx.recirc.push(i, cx.counted, r, Some(tuns[i as usize])) {
+        let tun = Some(tuns[i as usize]);
+        if let Err(p) = cx
+            .recirc
+            .push(i, cx.counted, p, 0, Some(&CtResult::NONE), tun)
+        {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }
@@ -88,14 +84,10 @@ pub(super) fn pop_copies(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>
             continue;
         };
         p.meta.in_port = port;
-        let r = Recirculated {
-            pkt: p,
-            id: 0,
-            fate: false,
-            tun: NO_TUN,
-            ct: CtResult::NONE,
-        };
-        if let Err(p) = cx.recirc.push(i, cx.counted, r, Some(tun)) {
+        if let Err(p) = cx
+            .recirc
+            .push(i, cx.counted, p, 0, Some(&CtResult::NONE), Some(tun))
+        {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }
