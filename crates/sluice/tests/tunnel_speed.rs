@@ -5,7 +5,9 @@
 //! (Linux 6.17 on) a 64 KB TCP super-frame crosses the tunnel whole in
 //! both directions (one outer header pushed, one popped), so TCP keeps
 //! the plain forward's speed. The same through Geneve with Sluice at both
-//! ends of the tunnel and a router between them. Alone in its test binary
+//! ends of the tunnel and a router between them; and TCP through the
+//! connection tracker (a stateful firewall: `ct(commit)` one way, `+est`
+//! back), whose super-frames are tracked whole. Alone in its test binary
 //! (and its two tests one after the other): the floor is measured with no
 //! other test running. Needs root.
 
@@ -169,4 +171,61 @@ fn geneve_tcp_between_two_sluice_tunnel_ends_keeps_super_frames_whole() {
     let back = iperf3_gbps(&b, &a, "192.168.74.1");
     eprintln!("Geneve TCP, Sluice at both ends: {there:.2} Gbit/s a to b, {back:.2} b to a");
     check(&sw.stop(), &[2, 3], "Geneve TCP", (there, back));
+}
+
+/// TCP through a stateful firewall (`ct(commit)` from a, only `+trk+est`
+/// back) between a veth and a tap, the veths' offloads on: every
+/// super-frame tracked whole (none cut), each direction at the floor,
+/// and nothing dropped as invalid.
+#[test]
+fn tcp_through_the_connection_tracker_keeps_super_frames_whole() {
+    require_root_and(&["ip", "iperf3", "ethtool"]);
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    let id = std::process::id() % 10000;
+    let tap = format!("s{id}fwt");
+    let a = Host::with_offloads("tfa", Some("192.168.75.1/24"));
+    let sw = Sluice::start(
+        None,
+        "arp,in_port=1,actions=output:2\narp,in_port=2,actions=output:1\n\
+         ip,in_port=1,actions=ct(commit),output:2\nip,in_port=2,actions=ct(table=1)\n\
+         table=1,ct_state=+trk+est,ip,actions=output:1\n",
+        &[
+            &format!("1=afpacket:{}", a.root_if),
+            &format!("2=tap:{tap}"),
+        ],
+    );
+    let far = Host::adopt("tff", &tap, Some("192.168.75.2/24"));
+    wait_for("a first ping answer through the firewall", 15, || {
+        a.exec_status("ping -c 1 -W 1 192.168.75.2")
+            .status
+            .success()
+    });
+    // From the far side nothing new gets in (its echo request is a
+    // connection of its own, +new).
+    assert!(!far
+        .exec_status("ping -c 1 -W 1 192.168.75.1")
+        .status
+        .success());
+    let there = iperf3_gbps(&a, &far, "192.168.75.2");
+    // iperf3 -R: the far side sends, on the connection a opened.
+    far.exec("iperf3 -s -1 -D");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let out = a.exec("timeout 30 iperf3 -c 192.168.75.2 -t 1 -R -J");
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let back = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e9;
+    eprintln!("TCP through the firewall: {there:.2} Gbit/s a to far, {back:.2} back");
+    let report = sw.stop();
+    assert_balanced(&report);
+    let dp = &report["datapath"];
+    assert_eq!(dp["gso segmented"], 0, "super-frames were cut: {report}");
+    assert_eq!(dp["offload failures"], 0, "{report}");
+    let t = port(&report, 2);
+    assert!(t["tx_gso_packets"].as_u64().unwrap() > 1000, "{t}");
+    assert!(
+        there >= FLOOR_GBPS && back >= FLOOR_GBPS,
+        "TCP through the firewall {there:.2} Gbit/s there, {back:.2} back (floor {FLOOR_GBPS})"
+    );
 }
