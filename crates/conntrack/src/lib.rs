@@ -45,7 +45,7 @@ pub use nat::{Nat, NatAlone, NatKind};
 pub use prefetch::Prepared;
 pub use result::{CtResult, CtTuple};
 
-use prefetch::{ShardSlot, PREFETCH_FROM};
+use prefetch::{Published, ShardSlot, PREFETCH_FROM};
 
 use table::Table;
 use tcp::TcpConn;
@@ -285,6 +285,8 @@ pub struct Conntrack {
     /// How far [`Conntrack::warp`] moved the clock on, ms.
     warped_ms: AtomicU64,
     shards: Box<[ShardSlot]>,
+    /// What each shard published for PMDs to prefetch by, side by side.
+    published: Box<[Published]>,
     conns: AtomicU64,
     max_conns: AtomicU64,
     /// [`Conntrack::prefetch_pays`] from this many connections on.
@@ -314,10 +316,12 @@ pub struct Conntrack {
 
 impl Default for Conntrack {
     fn default() -> Self {
+        let (shards, published): (Vec<_>, Vec<_>) = (0..SHARDS).map(|_| ShardSlot::new()).unzip();
         Conntrack {
             origin: std::time::Instant::now(),
             warped_ms: AtomicU64::new(0),
-            shards: (0..SHARDS).map(|_| ShardSlot::default()).collect(),
+            shards: shards.into(),
+            published: published.into(),
             conns: AtomicU64::new(0),
             max_conns: AtomicU64::new(DEFAULT_MAX_CONNS),
             prefetch_from: AtomicU64::new(PREFETCH_FROM),

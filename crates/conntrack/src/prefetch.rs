@@ -3,48 +3,59 @@
 //! its group of the shard's index prefetched, then the connections the
 //! group's tags name, then each tracked ([`Conntrack::track_prepared`]).
 //! PMDs read the indexes without the shards' locks, through what each
-//! shard publishes ([`ShardSlot`]).
+//! shard publishes ([`Published`]: all shards' in a few cache lines, so
+//! that finding where to prefetch costs no miss of its own).
 
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sluice_packet::key::FlowKey;
 use sluice_packet::meta::PacketMeta;
 
-use crate::table::{Groups, Table};
+use crate::table::{Groups, Table, View};
 use crate::tuple::{self, Parsed};
 use crate::{Conn, Conntrack, Shard};
 
 /// Connections past which a batch prefetches ([`Conntrack::prefetch_pays`]).
 pub(crate) const PREFETCH_FROM: u64 = 8192;
 
-/// A shard and what a PMD may read of it without its lock: where its
-/// connections' groups and entries are, to prefetch them for a batch.
+/// A shard and the indexes it published.
 #[derive(Debug)]
 pub(crate) struct ShardSlot {
     pub(crate) shard: Mutex<Shard>,
-    /// The connections' index as last published ([`Conntrack::publish`]).
-    groups: AtomicPtr<Groups>,
-    /// Where the connections' entries start, as last published (read only
-    /// to compute prefetch addresses: it may be stale).
-    entries: AtomicPtr<u8>,
-    /// Every index `groups` has pointed to, kept until the tracker goes:
-    /// a PMD may be reading the tags of one the shard has replaced. The
+    /// Every index the shard published, kept until the tracker goes: a
+    /// PMD may be reading the tags of one the shard has replaced. The
     /// indexes double as they grow, so this is less than the current one
     /// again (8-byte slots; no connection is kept).
     kept: Mutex<Vec<Arc<Groups>>>,
 }
 
-impl Default for ShardSlot {
-    fn default() -> Self {
+/// What a PMD may read of a shard without its lock: where its
+/// connections' groups and entries are, to prefetch them for a batch.
+#[derive(Debug)]
+#[repr(align(16))]
+pub(crate) struct Published {
+    /// The connections' index as last published ([`Groups::packed`]).
+    index: AtomicU64,
+    /// Where the connections' entries start, as last published (read only
+    /// to compute prefetch addresses: it may be stale).
+    entries: AtomicPtr<u8>,
+}
+
+impl ShardSlot {
+    /// An empty shard and what it publishes.
+    pub(crate) fn new() -> (ShardSlot, Published) {
         let shard = Shard::default();
         let g = Arc::clone(shard.conns.groups());
-        ShardSlot {
-            groups: AtomicPtr::new(Arc::as_ptr(&g).cast_mut()),
+        let published = Published {
+            index: AtomicU64::new(g.packed()),
             entries: AtomicPtr::new(shard.conns.entries_ptr().cast_mut()),
+        };
+        let slot = ShardSlot {
             shard: Mutex::new(shard),
             kept: Mutex::new(vec![g]),
-        }
+        };
+        (slot, published)
     }
 }
 
@@ -109,17 +120,17 @@ impl Conntrack {
     /// The index of the shard `p`'s connection would be in, as published
     /// (without the shard's lock).
     #[inline]
-    fn published(&self, hash: u64) -> (&Groups, *const u8) {
-        let slot = &self.shards[Self::index_of(hash)];
-        let g = slot.groups.load(Ordering::Acquire);
-        // SAFETY: `g` was stored (Release, after the `Arc` it points into
-        // was pushed to `slot.kept`) by `ShardSlot::default` or
-        // `Conntrack::publish`, and `kept` drops nothing before the
-        // tracker itself goes: the `Groups` lives as long as `&self`.
-        // Its slots are atomics, read here while the shard's holder may
-        // write them.
-        let groups = unsafe { &*g };
-        (groups, slot.entries.load(Ordering::Relaxed).cast_const())
+    fn published(&self, hash: u64) -> (View<'_>, *const u8) {
+        let p = &self.published[Self::index_of(hash)];
+        let w = p.index.load(Ordering::Acquire);
+        // SAFETY: `w` is `Groups::packed` of an index stored (Release,
+        // after its `Arc` was pushed to the shard's `kept`) by
+        // `ShardSlot::new` or `Conntrack::publish`, and `kept` drops
+        // nothing before the tracker itself goes: the `Groups` lives as
+        // long as `&self`. Its slots are atomics, read here while the
+        // shard's holder may write them.
+        let groups = unsafe { View::of(w) };
+        (groups, p.entries.load(Ordering::Relaxed).cast_const())
     }
 
     /// Hints that `p`'s lookup will read its group of the index soon (the
@@ -153,17 +164,20 @@ impl Conntrack {
     /// Makes the shard's index and entries what PMDs prefetch (after a
     /// connection was added: the table may have grown).
     pub(crate) fn publish(&self, i: usize, s: &Shard) {
-        let slot = &self.shards[i];
+        let published = &self.published[i];
         let g = s.conns.groups();
-        let p = Arc::as_ptr(g).cast_mut();
-        if slot.groups.load(Ordering::Relaxed) != p {
-            slot.kept
+        let w = g.packed();
+        // (A replaced index is kept, so its address is never another's.)
+        if published.index.load(Ordering::Relaxed) != w {
+            self.shards[i]
+                .kept
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(Arc::clone(g));
-            slot.groups.store(p, Ordering::Release);
+            published.index.store(w, Ordering::Release);
         }
-        slot.entries
+        published
+            .entries
             .store(s.conns.entries_ptr().cast_mut(), Ordering::Relaxed);
     }
 }

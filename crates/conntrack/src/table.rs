@@ -54,18 +54,34 @@ pub(crate) struct Groups {
     g: Box<[Group]>,
 }
 
-impl Groups {
-    fn new(n: usize) -> Groups {
-        debug_assert!(n.is_power_of_two());
-        Groups {
-            mask: n - 1,
-            g: (0..n).map(|_| Group::default()).collect(),
-        }
+/// An index as a reader without the shard's lock sees it: to prefetch a
+/// batch's groups and entries ([`View::prefetch`], [`View::candidates`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View<'a> {
+    g: &'a [Group],
+}
+
+const _: () = assert!(std::mem::align_of::<Group>() == 64);
+
+impl<'a> View<'a> {
+    /// The index `w` names.
+    ///
+    /// # Safety
+    /// `w` is [`Groups::packed`] of a `Groups` that lives for `'a`.
+    #[inline]
+    pub(crate) unsafe fn of(w: u64) -> View<'a> {
+        let n = 1usize << (w & 63);
+        let at = (w & !63) as usize as *const Group;
+        // SAFETY: as the caller promises, `at` is the start of the `n`
+        // groups of an index that lives for `'a` (a `Group` is 64-byte
+        // aligned, so its low 6 bits held only the log2 of `n`).
+        let g = unsafe { std::slice::from_raw_parts(at, n) };
+        View { g }
     }
 
     #[inline]
     fn home(&self, hash: u64) -> usize {
-        hash as usize & self.mask
+        hash as usize & (self.g.len() - 1)
     }
 
     /// Hints that the group of `hash` will be read soon.
@@ -85,6 +101,35 @@ impl Groups {
                 f(g.idx[s].load(Relaxed));
             }
         }
+    }
+}
+
+impl Groups {
+    fn new(n: usize) -> Groups {
+        debug_assert!(n.is_power_of_two());
+        Groups {
+            mask: n - 1,
+            g: (0..n).map(|_| Group::default()).collect(),
+        }
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        hash as usize & self.mask
+    }
+
+    /// The index in one word, for readers without the shard's lock
+    /// ([`View::of`]): its groups' address (64-byte aligned) with the
+    /// log2 of their count in the low bits, so that no reader pairs one
+    /// index's address with another's size.
+    pub(crate) fn packed(&self) -> u64 {
+        self.g.as_ptr() as u64 | u64::from(self.g.len().trailing_zeros())
+    }
+
+    /// The index as a reader sees it.
+    #[cfg(test)]
+    pub(crate) fn view(&self) -> View<'_> {
+        View { g: &self.g }
     }
 
     /// Puts entry `i` of `hash` in the first free slot from its home on.
@@ -333,6 +378,30 @@ mod tests {
         }
     }
 
+    /// The packed word names the same groups as the index itself, for
+    /// every size an index has on the way up.
+    #[test]
+    fn a_packed_index_is_the_index() {
+        let mut tb = Table::default();
+        for n in 0..5000 {
+            tb.insert(t(n), n);
+            if n.is_power_of_two() || n == 4999 {
+                let g = tb.groups();
+                // SAFETY: `g` lives through the loop body.
+                let v = unsafe { View::of(g.packed()) };
+                assert_eq!(v.g.len(), g.g.len());
+                assert!(std::ptr::eq(v.g.as_ptr(), g.g.as_ptr()));
+                for m in 0..=n {
+                    let h = t(m).shard_hash();
+                    let (mut a, mut b) = (Vec::new(), Vec::new());
+                    v.candidates(h, |i| a.push(i));
+                    g.view().candidates(h, |i| b.push(i));
+                    assert_eq!(a, b);
+                }
+            }
+        }
+    }
+
     #[test]
     fn candidates_name_the_entry() {
         let mut tb = Table::default();
@@ -342,7 +411,7 @@ mod tests {
         for n in 0..1000 {
             let h = t(n).shard_hash();
             let mut seen = Vec::new();
-            tb.groups().candidates(h, |i| seen.push(i));
+            tb.groups().view().candidates(h, |i| seen.push(i));
             // In its home group unless that overflowed.
             let i = tb.find(h, &t(n)).unwrap() as u32;
             let home = tb.groups().home(h);
