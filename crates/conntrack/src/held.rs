@@ -147,7 +147,7 @@ impl<'a> Batch<'a> {
             self.n += 1;
             self.held |= bit;
         }
-        match self.guards[usize::from(self.at[i]) % HELD].as_deref_mut() {
+        match self.guards[usize::from(self.at[i])].as_deref_mut() {
             Some(s) => s,
             None => unreachable!("a held shard has its guard"),
         }

@@ -37,7 +37,8 @@ impl Conntrack {
         req: &CtRequest,
         now_ms: u64,
     ) -> CtResult {
-        self.batch().process(data, meta, key, prev, req, now_ms)
+        let p = self.prepare(data, meta, key, req.zone);
+        self.track_prepared(data, meta, prev, req, now_ms, &p)
     }
 
     /// Tracks a packet read by [`Conntrack::prepare`] (in `req.zone`, its

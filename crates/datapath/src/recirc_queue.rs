@@ -25,8 +25,11 @@ pub(crate) struct Recirculated {
     pub ct: CtResult,
 }
 
-/// [`Recirculated::tun`] of a packet from no tunnel.
+/// [`Recirculated::tun`] of a packet from no tunnel (past any index a
+/// queue of [`RecircQueue::CAP`] gives: looking it up finds nothing).
 pub(crate) const NO_TUN: u16 = u16::MAX;
+
+const _: () = assert!(RecircQueue::CAP < NO_TUN as usize);
 
 /// Packets waiting for their next pass (bounded: see [`RecircQueue::CAP`]).
 #[derive(Debug)]
@@ -71,9 +74,8 @@ impl RecircQueue {
     /// it, in `self.ct`) and tunnel metadata (if it has any); it
     /// carries the packet's fate unless an earlier copy does or `counted`
     /// has the packet. The packet back when the queue is full. (Made
-    /// here from its parts, in place: a whole `Recirculated` built by
-    /// the caller and then moved is read back in wide loads from narrow
-    /// stores, which wait.)
+    /// here from its parts: the ct state is copied once, from where the
+    /// `ct` action left it.)
     #[inline]
     pub(crate) fn push(
         &mut self,

@@ -112,6 +112,7 @@ pub(super) fn track(
         };
         tracked(i, r, is_last, cx, f);
     }
+    // The shards let go as soon as the packets are tracked.
     std::mem::drop(batch);
     pkts_done(step, cx, now_ms);
 }

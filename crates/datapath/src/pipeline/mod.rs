@@ -198,8 +198,8 @@ pub(crate) struct Pipeline {
     /// recirculation ids of its packets.
     in_recirc: bool,
     recirc_ids: [u32; BATCH_SIZE],
-    /// The tunnel metadata of the recirculated packets (zero for those
-    /// from no tunnel).
+    /// Where the recirculated packets' tunnel metadata is in
+    /// `recirc.cur_tun` (`NO_TUN` for those from no tunnel).
     recirc_tun: [u16; BATCH_SIZE],
     /// Their connection tracking state.
     recirc_ct: [sluice_conntrack::CtResult; BATCH_SIZE],
