@@ -4,10 +4,17 @@
 //! `EVENT_IDX`). The ring is used as a transmit queue (every available
 //! chain read out) and as a receive queue (frames written in). Nothing
 //! may panic or touch memory outside the guest's, and what the device
-//! tells the guest (its used index) must be what it did.
+//! tells the guest (its used index) must be what it did; a chain that
+//! `read_single` reads whole reads the same through `read_chain`. A third pass
+//! writes frames the burst's way (a chain reserved whole for a frame
+//! first, `reserve_single`, then written) beside the general way on a
+//! copy of the same memory: the two memories stay the same.
 
 use sluice_port::vhost::guest::GuestMap;
-use sluice_port::vhost::ring::{chain_len, read_chain, write_frame, MAX_HDR_LEN};
+use sluice_port::vhost::ring::{
+    chain_len, read_chain, read_single, reserve_single, write_frame, write_single, NetHdr,
+    MAX_HDR_LEN,
+};
 use sluice_port::vhost::split::{RingAddrs, SplitRing};
 
 /// Where the model guest's memory starts (below it: nothing mapped).
@@ -54,8 +61,8 @@ pub fn run(data: &[u8]) {
             let before = r.next_used();
             if as_receive {
                 let frame = vec![0x5a; 60 + 97 * usize::from(taken % 23)];
-                let hdr = [0u8; MAX_HDR_LEN];
-                match write_frame(&mut r, &mut avail, &hdr[..hdr_len], &frame, mergeable) {
+                let hdr = NetHdr::new(&image[..image.len().min(MAX_HDR_LEN)], hdr_len);
+                match write_frame(&mut r, &mut avail, hdr, &frame, mergeable) {
                     Ok(true) => r.consume(&avail),
                     Ok(false) | Err(_) => {
                         // Nothing taken, nothing used.
@@ -74,9 +81,20 @@ pub fn run(data: &[u8]) {
                 let len = (len as usize).saturating_sub(hdr_len).min(1 << 20);
                 let mut hdr = [0u8; MAX_HDR_LEN];
                 let mut buf = vec![0u8; len];
+                let (mut h1, mut b1) = ([0u8; MAX_HDR_LEN], vec![0u8; len]);
+                let single = read_single(&r, head, &mut h1[..hdr_len], &mut b1);
                 match read_chain(&r, head, &mut hdr[..hdr_len], &mut buf) {
-                    Ok(n) => assert!(n <= len),
-                    Err(_) => break,
+                    Ok(n) => {
+                        assert!(n <= len);
+                        // A chain read whole the short way reads the same.
+                        if let Some(m) = single {
+                            assert_eq!((m, &h1, &b1[..m]), (n, &hdr, &buf[..n]));
+                        }
+                    }
+                    Err(_) => {
+                        assert_eq!(single, None, "a chain one way refuses, the other reads");
+                        break;
+                    }
                 }
                 r.push_used(head, 0);
             }
@@ -84,5 +102,53 @@ pub fn run(data: &[u8]) {
             let _ = r.wants_interrupt();
             assert_eq!(used_idx(r.map()), r.next_used());
         }
+    }
+    single_beside_general(image, hdr_len, mergeable, event_idx);
+}
+
+/// Frames written with `reserve_single` + `write_single` wherever a chain
+/// takes one whole (else with `write_frame`) into one copy of the guest's
+/// memory, and with `write_frame` alone into another: the same bytes, the
+/// same used entries.
+fn single_beside_general(image: &[u8], hdr_len: usize, mergeable: bool, event_idx: bool) {
+    let maps = [(); 2].map(|_| {
+        let map = GuestMap::anonymous(&[(BASE, MEM)]).expect("anonymous memory");
+        assert!(map.write(BASE, image));
+        map
+    });
+    let [a, b] = maps;
+    let (mut ra, mut rb) = (ring(a, event_idx), ring(b, event_idx));
+    let hdr = NetHdr::new(&image[..image.len().min(MAX_HDR_LEN)], hdr_len);
+    for taken in 0..4 * SIZE {
+        let (Ok(mut aa), Ok(mut ab)) = (ra.avail(), rb.avail()) else {
+            break;
+        };
+        let frame = vec![0xa5; 60 + 97 * usize::from(taken % 23)];
+        let general = write_frame(&mut rb, &mut ab, hdr, &frame, mergeable);
+        match reserve_single(&ra, &mut aa, hdr_len + frame.len()) {
+            Some(slot) => {
+                assert_eq!(write_single(&mut ra, slot, hdr, &frame), Ok(()));
+                assert_eq!(
+                    general,
+                    Ok(true),
+                    "a chain taken whole is one the general way takes"
+                );
+            }
+            None => assert_eq!(
+                write_frame(&mut ra, &mut aa, hdr, &frame, mergeable),
+                general
+            ),
+        }
+        if general != Ok(true) {
+            break;
+        }
+        ra.consume(&aa);
+        rb.consume(&ab);
+        ra.publish();
+        rb.publish();
+        assert_eq!(ra.next_used(), rb.next_used());
+        let (mut ma, mut mb) = (vec![0u8; MEM], vec![0u8; MEM]);
+        assert!(ra.map().read(BASE, &mut ma) && rb.map().read(BASE, &mut mb));
+        assert!(ma == mb, "the two ways wrote different bytes");
     }
 }

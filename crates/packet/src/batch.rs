@@ -179,6 +179,28 @@ impl PacketBatch {
         self.pkts.clear();
     }
 
+    /// Frees the first `n` packets (every one when the batch holds
+    /// fewer) to `pool` in one go; the others move to the front, in order.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub fn free_front(&mut self, n: usize, pool: &mut PacketPool) {
+        let n = n.min(self.pkts.len());
+        if n == 0 {
+            return;
+        }
+        pool.recycle(&self.pkts[..n]);
+        let rest = self.pkts.len() - n;
+        // SAFETY: the first `n` packets' frames are back in the pool and
+        // the packets are forgotten (a Packet has no destructor): the
+        // `rest` after them move down over them (`copy` allows overlap)
+        // and the length then counts only those, each owned once.
+        unsafe {
+            let p = self.pkts.as_mut_ptr();
+            std::ptr::copy(p.add(n), p, rest);
+            self.pkts.set_len(rest);
+        }
+    }
+
     /// Frees every packet to `pool`.
     #[inline]
     pub fn free_all(&mut self, pool: &mut PacketPool) {
@@ -341,6 +363,24 @@ mod tests {
         assert_eq!(b.as_slice()[0].data()[0], 112);
         a.free_all(&mut pool);
         b.free_all(&mut pool);
+        assert_eq!(pool.available(), 64);
+    }
+
+    #[test]
+    fn free_front_frees_the_first_and_keeps_the_rest_in_order() {
+        let mut pool = PacketPool::new(64, 256).unwrap();
+        let mut b = PacketBatch::new();
+        for i in 0..10u8 {
+            b.push(pool.alloc_from(&[i; 20]).unwrap()).unwrap();
+        }
+        b.free_front(0, &mut pool);
+        assert_eq!((b.len(), pool.available()), (10, 54));
+        b.free_front(3, &mut pool);
+        assert_eq!((b.len(), pool.available()), (7, 57));
+        let firsts: Vec<u8> = b.as_slice().iter().map(|p| p.data()[0]).collect();
+        assert_eq!(firsts, [3, 4, 5, 6, 7, 8, 9]);
+        b.free_front(100, &mut pool);
+        assert!(b.is_empty());
         assert_eq!(pool.available(), 64);
     }
 

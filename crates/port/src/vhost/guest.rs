@@ -107,7 +107,7 @@ impl GuestMap {
         // memory. The guest may write the bytes meanwhile (it breaks its
         // own frame, as with any device): plain bytes have no invalid
         // values, and they are read once, never checked then re-read.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        unsafe { copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
         true
     }
 
@@ -121,7 +121,34 @@ impl GuestMap {
         // SAFETY: as in `read`: the range was checked to lie in a mapped
         // region; guest memory is writable shared memory, and `src` is
         // ours, so they do not overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        unsafe { copy_bytes(src.as_ptr(), dst, src.len()) };
+        true
+    }
+
+    /// Writes a virtio-net header of `len` bytes (10 or 12) at `gpa` as
+    /// two stores: `lo` into bytes 0..8, the low `len - 8` bytes of `hi`
+    /// after it, little-endian. False (nothing written) when the range is
+    /// not all in the guest's memory or `len` is neither.
+    #[inline]
+    pub fn write_header(&self, gpa: u64, lo: u64, hi: u32, len: usize) -> bool {
+        if len != 10 && len != 12 {
+            return false;
+        }
+        let Some(dst) = self.host(gpa, len) else {
+            return false;
+        };
+        // SAFETY: `host` checked that the `len` bytes at `dst` lie in a
+        // region this map keeps mapped (writable shared memory); the
+        // stores are unaligned ones of 8 and then 2 or 4 bytes, all
+        // inside those `len` bytes.
+        unsafe {
+            std::ptr::write_unaligned(dst.cast::<u64>(), lo.to_le());
+            if len == 12 {
+                std::ptr::write_unaligned(dst.add(8).cast::<u32>(), hi.to_le());
+            } else {
+                std::ptr::write_unaligned(dst.add(8).cast::<u16>(), (hi as u16).to_le());
+            }
+        }
         true
     }
 
@@ -134,6 +161,65 @@ impl GuestMap {
             sluice_packet::prefetch::read_addr(p);
             sluice_packet::prefetch::read_addr(p.wrapping_add(64));
         }
+    }
+
+    /// Asks for the lines of the first bytes (up to 192) at `gpa` to be
+    /// made writable here before they are written: a guest's receive
+    /// buffer was last written by the guest's core, and a store to it
+    /// otherwise waits for the line in the store buffer, every later
+    /// store behind it. Only mapped addresses are asked for.
+    #[inline]
+    pub fn prefetch_write(&self, gpa: u64, len: usize) {
+        let len = len.min(192);
+        if let Some(p) = self.host(gpa, len) {
+            let end = p.wrapping_add(len);
+            let mut line = (p as usize & !63) as *const u8;
+            while (line as usize) < end as usize {
+                sluice_packet::prefetch::write_addr(line);
+                line = line.wrapping_add(64);
+            }
+        }
+    }
+}
+
+/// Copies `n` bytes from `src` to `dst`. Frames are mostly short: up to
+/// 128 bytes this is two overlapping fixed-size moves, inlined, instead of
+/// a call to the C library's `memcpy` (as the pool copies frames).
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `n` bytes, and the two
+/// ranges must not overlap.
+#[inline(always)]
+unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
+    // SAFETY: the caller's promise, passed on; each arm's moves stay
+    // within the `n` bytes (`W <= n <= 2W`).
+    unsafe {
+        match n {
+            8..=15 => copy_two_overlapping::<8>(src, dst, n),
+            16..=31 => copy_two_overlapping::<16>(src, dst, n),
+            32..=64 => copy_two_overlapping::<32>(src, dst, n),
+            65..=128 => copy_two_overlapping::<64>(src, dst, n),
+            _ => std::ptr::copy_nonoverlapping(src, dst, n),
+        }
+    }
+}
+
+/// The first and the last `W` bytes of the `n` at `src` to `dst`.
+///
+/// # Safety
+/// As [`copy_bytes`], and `W <= n <= 2 * W`.
+#[inline(always)]
+unsafe fn copy_two_overlapping<const W: usize>(src: *const u8, dst: *mut u8, n: usize) {
+    debug_assert!((W..=2 * W).contains(&n));
+    // SAFETY: `0..W` and `n - W..n` lie within the `n` bytes both ranges
+    // hold (the caller's promise); unaligned moves of plain bytes. Both
+    // loads come first: the ranges do not overlap, so no store changes
+    // what the second load reads.
+    unsafe {
+        let a = std::ptr::read_unaligned(src.cast::<[u8; W]>());
+        let b = std::ptr::read_unaligned(src.add(n - W).cast::<[u8; W]>());
+        std::ptr::write_unaligned(dst.cast::<[u8; W]>(), a);
+        std::ptr::write_unaligned(dst.add(n - W).cast::<[u8; W]>(), b);
     }
 }
 
@@ -167,6 +253,28 @@ mod tests {
     }
 
     #[test]
+    fn copies_of_every_short_length_are_exact() {
+        let m = two_regions();
+        let src: Vec<u8> = (0..300u16).map(|i| (i * 7 + 1) as u8).collect();
+        for n in 0..=260 {
+            assert!(m.write(0x10000, &[0u8; 300]));
+            assert!(m.write(0x10001, &src[..n]));
+            let mut back = [0xffu8; 300];
+            m._mem.read_slice(&mut back, GuestAddress(0x10000)).unwrap();
+            assert_eq!(back[0], 0, "nothing before, at length {n}");
+            assert_eq!(&back[1..=n], &src[..n], "length {n}");
+            assert!(
+                back[n + 1..].iter().all(|&b| b == 0),
+                "nothing after, at length {n}"
+            );
+            let mut got = vec![0xeeu8; n + 1];
+            assert!(m.read(0x10001, &mut got[..n]));
+            assert_eq!(&got[..n], &src[..n]);
+            assert_eq!(got[n], 0xee);
+        }
+    }
+
+    #[test]
     fn reads_and_writes_land_where_vm_memory_sees_them() {
         let m = two_regions();
         assert!(m.write(0x10ff0, b"0123456789abcdefXYZ"));
@@ -180,6 +288,21 @@ mod tests {
         // Outside: nothing happens.
         assert!(!m.write(0x1ffe, b"abc"));
         assert!(!m.read(0x5000, &mut got));
+        // A header as two stores: its bytes little-endian, nothing past it.
+        assert!(m.write(0x10100, &[0xee; 16]));
+        assert!(m.write_header(0x10100, 0x0807_0605_0403_0201, 0x0c0b_0a09, 12));
+        let mut h = [0u8; 14];
+        assert!(m.read(0x10100, &mut h));
+        assert_eq!(h, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 0xee, 0xee]);
+        assert!(m.write_header(0x10100, 0, 0xffff_0d0c, 10));
+        assert!(m.read(0x10100, &mut h));
+        assert_eq!(h, [0, 0, 0, 0, 0, 0, 0, 0, 12, 13, 11, 12, 0xee, 0xee]);
+        assert!(!m.write_header(0x1ff8, 0, 0, 12), "past the region's end");
+        assert!(!m.write_header(0x10100, 0, 0, 11), "not a header's length");
+        assert!(m.read(0x1ff8, &mut h[..8]));
+        assert_eq!(h[..8], [0; 8], "nothing written");
+        m.prefetch_write(0x10ff0, 76);
+        m.prefetch_write(0x1ff0, 4096);
         m.prefetch(0x5000, 64);
         m.prefetch(0x1000, 4096);
     }

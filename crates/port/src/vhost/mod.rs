@@ -24,6 +24,7 @@
 mod conn;
 pub(crate) mod device;
 pub mod guest;
+pub mod net_hdr;
 pub mod ring;
 pub mod split;
 
@@ -40,7 +41,10 @@ use sluice_packet::{Packet, PacketBatch, PacketPool};
 
 use self::conn::Mode;
 use self::device::{Shared, Vq};
-use self::ring::{chain_len, read_chain, write_frame, ChainError, MAX_HDR_LEN};
+use self::ring::{
+    chain_len, read_chain, read_single, reserve_single, write_frame, write_single, ChainError,
+    NetHdr, Slot, MAX_HDR_LEN,
+};
 use self::split::{Avail, SplitRing};
 use crate::egress::{EgressQueue, PriorityClass};
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
@@ -398,6 +402,11 @@ impl Io {
     /// Writes `batch`'s frames into the guest's buffers, from its front,
     /// read in place; those written (or dropped: too big, a guest fault)
     /// leave the batch, the others stay in it in order. How many left.
+    ///
+    /// In runs: the chains of as many frames as single buffers hold are
+    /// taken first (descriptors read, the buffers' lines asked for), then
+    /// the frames written (`ring::reserve_single`); a frame that spans
+    /// buffers or meets a fault goes the general way on its own.
     fn write_batch(
         &mut self,
         shared: &Shared,
@@ -413,24 +422,30 @@ impl Io {
         let Some(mut w) = ToGuest::start(self, shared, vq, pool) else {
             return 0;
         };
-        let mut left = batch.unload();
+        let pkts = batch.as_slice();
         let mut n = 0;
-        while let Some(pkt) = left.front() {
-            match w.write(pkt) {
-                Wrote::Done => {
-                    left.free(w.pool);
-                    n += 1;
+        'frames: while n < pkts.len() {
+            let run = w.reserve_run(&pkts[n..]);
+            if run.is_empty() {
+                match w.write(&pkts[n]) {
+                    Wrote::Done => n += 1,
+                    Wrote::NoRoom => break,
+                    Wrote::Fault => {
+                        n += 1;
+                        break;
+                    }
                 }
-                Wrote::NoRoom => break,
-                Wrote::Fault => {
-                    left.free(w.pool);
-                    n += 1;
-                    break;
+                continue;
+            }
+            for (&slot, pkt) in run.iter().zip(&pkts[n..]) {
+                n += 1;
+                if let Wrote::Fault = w.write_single(slot, pkt) {
+                    break 'frames;
                 }
             }
         }
-        drop(left);
         w.finish();
+        batch.free_front(n, pool);
         n
     }
 
@@ -492,6 +507,41 @@ impl<'a> ToGuest<'a> {
         }
     }
 
+    /// Takes the chains of a run of frames from the front of `pkts` that
+    /// each fit one receive buffer: empty when the first does not.
+    #[inline]
+    fn reserve_run(&mut self, pkts: &[Packet]) -> ArrayVec<Slot, BATCH_SIZE> {
+        let mut run = ArrayVec::new();
+        let hdr_len = self.vq.hdr_len;
+        let ring = self.vq.ring.as_ref().expect("a live queue has a ring");
+        for pkt in pkts.iter().take(BATCH_SIZE) {
+            match reserve_single(ring, &mut self.avail, hdr_len + pkt.len()) {
+                Some(slot) => run.push(slot),
+                None => break,
+            }
+        }
+        run
+    }
+
+    /// Writes `pkt` into the buffer `slot` reserved for it.
+    #[inline]
+    fn write_single(&mut self, slot: Slot, pkt: &Packet) -> Wrote {
+        let hdr = net_hdr_of(pkt, self.vq.hdr_len);
+        let ring = self.vq.ring.as_mut().expect("a live queue has a ring");
+        match write_single(ring, slot, hdr, pkt.data()) {
+            Ok(()) => {
+                count_sent(&mut self.io.stats, pkt);
+                Wrote::Done
+            }
+            Err(e) => {
+                self.io.stats.tx_drop(PortDrop::GuestFault, 1);
+                self.fault = Some(e);
+                Wrote::Fault
+            }
+        }
+    }
+
+    /// Writes `pkt` into as many of the guest's buffers as it takes.
     #[inline]
     fn write(&mut self, pkt: &Packet) -> Wrote {
         if self.avail.is_empty() {
@@ -499,25 +549,11 @@ impl<'a> ToGuest<'a> {
         }
         let (hdr_len, mergeable) = (self.vq.hdr_len, self.vq.mergeable);
         let ring = self.vq.ring.as_mut().expect("a live queue has a ring");
-        // The offload requests the guest accepted go with the frame (the
-        // datapath carried out the others).
-        let mut hdr = [0u8; MAX_HDR_LEN];
-        if pkt.meta.offload.pending() {
-            hdr[..VNET_HDR_LEN].copy_from_slice(&vnet_hdr_of(pkt));
-        }
+        let hdr = net_hdr_of(pkt, hdr_len);
         let stats = &mut self.io.stats;
-        match write_frame(
-            ring,
-            &mut self.avail,
-            &hdr[..hdr_len],
-            pkt.data(),
-            mergeable,
-        ) {
+        match write_frame(ring, &mut self.avail, hdr, pkt.data(), mergeable) {
             Ok(true) => {
-                stats.tx_packets += 1;
-                stats.tx_gso_packets += u64::from(pkt.meta.offload.gso() != 0);
-                stats.tx_bytes += pkt.len() as u64;
-                stats.tx_copied += 1;
+                count_sent(stats, pkt);
                 Wrote::Done
             }
             Ok(false) => Wrote::NoRoom,
@@ -545,6 +581,27 @@ impl<'a> ToGuest<'a> {
     }
 }
 
+/// The virtio-net header of a frame for the guest: the offload requests
+/// the guest accepted go with the frame (the datapath carried out the
+/// others).
+#[inline]
+fn net_hdr_of(pkt: &Packet, hdr_len: usize) -> NetHdr {
+    if pkt.meta.offload.pending() {
+        NetHdr::new(&vnet_hdr_of(pkt), hdr_len)
+    } else {
+        NetHdr::zero(hdr_len)
+    }
+}
+
+/// Counts `pkt` sent into the guest's buffers.
+#[inline]
+fn count_sent(stats: &mut PortStats, pkt: &Packet) {
+    stats.tx_packets += 1;
+    stats.tx_gso_packets += u64::from(pkt.meta.offload.gso() != 0);
+    stats.tx_bytes += pkt.len() as u64;
+    stats.tx_copied += 1;
+}
+
 /// Copies the transmit chain at `head` out of the guest into a pool
 /// frame: a regular one, or a big one for a frame that does not fit.
 /// `Ok(None)`: no frame free (the chain stays for later).
@@ -558,6 +615,10 @@ fn read_from_guest(
         return Ok(None);
     };
     pkt.set_len(pool.max_packet_len());
+    if let Some(got) = read_single(ring, head, hdr, pkt.data_mut()) {
+        pkt.set_len(got);
+        return Ok(Some(pkt));
+    }
     match read_chain(ring, head, hdr, pkt.data_mut()) {
         Ok(got) => {
             pkt.set_len(got);

@@ -11,6 +11,7 @@
 
 use arrayvec::ArrayVec;
 
+pub use super::net_hdr::NetHdr;
 pub use super::split::ChainError;
 use super::split::{Avail, SplitRing};
 
@@ -82,6 +83,24 @@ pub fn read_chain(
     Ok(n)
 }
 
+/// Reads the transmit chain at `head` when it is one readable buffer
+/// holding a header and a frame that fits `buf` (as drivers lay out
+/// frames that fit their buffers): the header into `hdr`, the frame into
+/// `buf`; its length. `None` for any other chain, nothing counted: the
+/// caller then reads it with [`read_chain`], which takes every other
+/// layout and names every fault.
+#[inline]
+pub fn read_single(ring: &SplitRing, head: u16, hdr: &mut [u8], buf: &mut [u8]) -> Option<usize> {
+    let d = ring.single(head)?;
+    let len = (d.len as usize).checked_sub(hdr.len())?;
+    if d.write || len > buf.len() {
+        return None;
+    }
+    let map = ring.map();
+    let at = d.addr.wrapping_add(hdr.len() as u64);
+    (map.read(d.addr, hdr) && map.read(at, &mut buf[..len])).then_some(len)
+}
+
 /// Writes `hdr` then `frame` into the guest's receive chains taken from
 /// `avail`, as many as it takes when `mergeable` (the header's
 /// `num_buffers`, bytes 10..12, is set to their count), else into one,
@@ -92,7 +111,7 @@ pub fn read_chain(
 pub fn write_frame(
     ring: &mut SplitRing,
     avail: &mut Avail,
-    hdr: &[u8],
+    hdr: NetHdr,
     frame: &[u8],
     mergeable: bool,
 ) -> Result<bool, ChainError> {
@@ -125,12 +144,8 @@ pub fn write_frame(
         }
         heads.push(head);
     }
-    let mut h = [0u8; MAX_HDR_LEN];
-    h[..hdr.len()].copy_from_slice(hdr);
-    if hdr.len() == MAX_HDR_LEN {
-        h[10..12].copy_from_slice(&(heads.len() as u16).to_le_bytes());
-    }
-    let hdr = &h[..hdr.len()];
+    let hdr = hdr.with_num_buffers(heads.len() as u16);
+    let hdr_len = hdr.len();
     let mut done = 0usize;
     let mut pushed = 0u16;
     let mut fault = None;
@@ -152,11 +167,25 @@ pub fn write_frame(
             };
             let mut addr = d.addr;
             let mut left = d.len as usize;
+            if done == 0 && left >= hdr_len {
+                // The whole header in the first buffer (as every driver
+                // lays it out): two stores.
+                let (lo, hi) = hdr.words();
+                if !ring.map().write_header(addr, lo, hi, hdr_len) {
+                    fault = Some(ChainError::BadAddress(addr));
+                    break 'chains;
+                }
+                done = hdr_len;
+                left -= hdr_len;
+                addr = addr.wrapping_add(hdr_len as u64);
+            }
             while left > 0 && done < total as usize {
-                let src = if done < hdr.len() {
-                    &hdr[done..]
+                let bytes;
+                let src = if done < hdr_len {
+                    bytes = hdr.to_bytes();
+                    &bytes[done..hdr_len]
                 } else {
-                    &frame[done - hdr.len()..]
+                    &frame[done - hdr_len..]
                 };
                 let take = left.min(src.len());
                 if !ring.map().write(addr, &src[..take]) {
@@ -181,6 +210,64 @@ pub fn write_frame(
         return Err(e);
     }
     Ok(true)
+}
+
+/// A receive chain taken for one frame that its single buffer holds
+/// whole with its header ([`reserve_single`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    head: u16,
+    /// The buffer's guest address.
+    addr: u64,
+}
+
+/// Takes the next available chain for a frame of `len` bytes (header
+/// included) when that chain is one writable buffer of at least `len`
+/// bytes inside the guest's memory (every driver's receive buffers, for
+/// frames up to their size), and asks for the buffer's first lines to be
+/// made writable here. `None`, taking nothing, for any other chain, none
+/// available, or a fault: [`write_frame`] then writes the frame, spanning
+/// buffers, dropping it or naming the fault.
+///
+/// A burst reserves the slots of a run of frames first, then writes them
+/// ([`write_single`]): the buffers' lines, last written by the guest's
+/// core, are then on their way together instead of one frame's stores
+/// waiting for them while the next frame's descriptors wait behind.
+#[inline]
+pub fn reserve_single(ring: &SplitRing, avail: &mut Avail, len: usize) -> Option<Slot> {
+    let mut a = *avail;
+    let head = ring.next_head(&mut a)?.ok()?;
+    let d = ring.single(head)?;
+    if !d.write || (d.len as usize) < len || ring.map().host(d.addr, len).is_none() {
+        return None;
+    }
+    ring.map().prefetch_write(d.addr, len);
+    *avail = a;
+    Some(Slot { head, addr: d.addr })
+}
+
+/// Writes `hdr` (its `num_buffers` 1) and `frame` into the buffer of
+/// `slot` and adds its used entry, as [`write_frame`] would have for the
+/// same chain. `slot` must have been reserved from this ring and
+/// `frame` be no longer than reserved for; an address outside the
+/// guest's memory is an error all the same.
+#[inline]
+pub fn write_single(
+    ring: &mut SplitRing,
+    slot: Slot,
+    hdr: NetHdr,
+    frame: &[u8],
+) -> Result<(), ChainError> {
+    let hdr = hdr.with_num_buffers(1);
+    let (lo, hi) = hdr.words();
+    let at = slot.addr.wrapping_add(hdr.len() as u64);
+    // The map is the ring's for its life: what `reserve_single` found
+    // inside the guest's memory still is; checked again all the same.
+    if !ring.map().write_header(slot.addr, lo, hi, hdr.len()) || !ring.map().write(at, frame) {
+        return Err(ChainError::BadAddress(slot.addr));
+    }
+    ring.push_used(slot.head, (hdr.len() + frame.len()) as u32);
+    Ok(())
 }
 
 #[cfg(test)]
@@ -374,17 +461,22 @@ mod tests {
             // Two descriptors a chain: at most 8 chains in a table of 16.
             sizes in proptest::collection::vec(1usize..2048, 1..=8),
             mergeable in any::<bool>(),
+            // The header's bytes, and a legacy 10-byte one (no MRG_RXBUF).
+            hdr_bytes in proptest::array::uniform12(any::<u8>()),
+            short in any::<bool>(),
         ) {
             let mut g = Guest::new();
             let mut heads = Vec::new();
             for s in &sizes {
+                // The first buffer may be shorter than the header.
                 heads.push(g.chain_of(&vec![0u8; *s], &[*s / 3], WRITE, false));
             }
-            let hdr = [0u8; MAX_HDR_LEN];
+            let hdr_len = if short && !mergeable { 10 } else { MAX_HDR_LEN };
+            let hdr = NetHdr::new(&hdr_bytes, hdr_len);
             let room: usize = if mergeable { sizes.iter().sum() } else { sizes[0] };
             let mut avail = g.ring.avail().unwrap();
-            let got = write_frame(&mut g.ring, &mut avail, &hdr, &frame, mergeable);
-            let need = frame.len() + MAX_HDR_LEN;
+            let got = write_frame(&mut g.ring, &mut avail, hdr, &frame, mergeable);
+            let need = frame.len() + hdr_len;
             if need > room {
                 if mergeable {
                     prop_assert_eq!(got, Ok(false));
@@ -407,9 +499,12 @@ mod tests {
                 prop_assert_eq!(id, heads[usize::from(k)]);
                 bytes.extend(g.written(id, l));
             }
-            prop_assert_eq!(&bytes[MAX_HDR_LEN..], &frame[..]);
-            let n = u16::from_le_bytes([bytes[10], bytes[11]]);
-            prop_assert_eq!(n, used);
+            prop_assert_eq!(&bytes[hdr_len..], &frame[..]);
+            prop_assert_eq!(&bytes[..10], &hdr_bytes[..10]);
+            if hdr_len == MAX_HDR_LEN {
+                let n = u16::from_le_bytes([bytes[10], bytes[11]]);
+                prop_assert_eq!(n, used);
+            }
         }
 
         /// Whatever a guest writes in its ring, reading and writing
@@ -451,7 +546,7 @@ mod tests {
             let frame = vec![0xabu8; 3000];
             for _ in 0..heads.len() {
                 if let Ok(mut avail) = g2.ring.avail() {
-                    if let Ok(true) = write_frame(&mut g2.ring, &mut avail, &[0u8; 12], &frame, true) {
+                    if let Ok(true) = write_frame(&mut g2.ring, &mut avail, NetHdr::zero(12), &frame, true) {
                         g2.ring.consume(&avail);
                     }
                 }
@@ -476,7 +571,7 @@ mod tests {
         for n in 0..3u8 {
             let frame = vec![n; 60];
             assert_eq!(
-                write_frame(&mut g.ring, &mut avail, &[0u8; 12], &frame, true),
+                write_frame(&mut g.ring, &mut avail, NetHdr::zero(12), &frame, true),
                 Ok(true)
             );
         }
@@ -621,7 +716,7 @@ mod tests {
         let mut g = Guest::new();
         g.chain_of(&[0u8; 2048], &[], 0, false);
         let mut avail = g.ring.avail().unwrap();
-        let r = write_frame(&mut g.ring, &mut avail, &[0u8; 12], &[1u8; 60], true);
+        let r = write_frame(&mut g.ring, &mut avail, NetHdr::zero(12), &[1u8; 60], true);
         assert_eq!(r, Err(ChainError::WrongDirection));
         assert_eq!(avail.len(), 1);
         assert_eq!(g.ring.next_used(), 0);

@@ -299,7 +299,27 @@ impl SplitRing {
     /// The first descriptor of the chain at `head`, for a prefetch.
     #[inline]
     pub fn first(&self, head: u16) -> Option<Desc> {
-        self.chain(head).next().and_then(Result::ok)
+        self.single(head)
+            .or_else(|| self.chain(head).next().and_then(Result::ok))
+    }
+
+    /// The chain at `head` when it is a single direct descriptor (no
+    /// `next`, no indirect table), as receive rings hold them; `None` for
+    /// any other chain, and for a fault (which the caller's general path
+    /// meets again and names).
+    #[inline]
+    pub fn single(&self, head: u16) -> Option<Desc> {
+        if head >= self.size {
+            return None;
+        }
+        // SAFETY: `head < size`: inside the ring's table, which `new`
+        // checked lies in the map this ring keeps alive.
+        let (addr, len, flags, _) = unsafe { load_desc(self.desc, head) };
+        (flags & (NEXT | INDIRECT) == 0).then_some(Desc {
+            addr,
+            len,
+            write: flags & WRITE != 0,
+        })
     }
 
     /// Adds a used entry (written to the guest's ring, and seen by it, at
@@ -384,42 +404,55 @@ pub struct Chain<'a> {
     indirect: bool,
 }
 
+/// Descriptor `i` of the table at `table` as (address, length, flags,
+/// next), read once.
+///
+/// # Safety
+/// `i` must be inside a table that lies in guest memory mapped for as
+/// long as the call lasts: the ring's own (checked in `SplitRing::new`)
+/// or an indirect one checked by `GuestMap::host`.
+#[inline]
+unsafe fn load_desc(table: *const u8, i: u16) -> (u64, u32, u16, u16) {
+    let p = table.wrapping_add(16 * usize::from(i));
+    let (a, b) = if (p as usize).is_multiple_of(8) {
+        // SAFETY: the caller's promise (descriptor `i` lies in mapped
+        // guest memory); 8-aligned. Volatile: the guest may write it;
+        // each field is read once and used from the copy.
+        unsafe {
+            (
+                std::ptr::read_volatile(p.cast::<u64>()),
+                std::ptr::read_volatile(p.add(8).cast::<u64>()),
+            )
+        }
+    } else {
+        let mut d = [0u8; 16];
+        for (k, b) in d.iter_mut().enumerate() {
+            // SAFETY: as above, byte by byte for a table the guest
+            // did not align (an indirect one).
+            *b = unsafe { std::ptr::read_volatile(p.add(k)) };
+        }
+        (
+            u64::from_ne_bytes(d[..8].try_into().expect("8 bytes")),
+            u64::from_ne_bytes(d[8..].try_into().expect("8 bytes")),
+        )
+    };
+    let b = u64::from_le(b);
+    (
+        u64::from_le(a),
+        b as u32,
+        (b >> 32) as u16,
+        (b >> 48) as u16,
+    )
+}
+
 impl Chain<'_> {
     /// Descriptor `i` of the current table (`i < table_len`).
     #[inline]
     fn load(&self, i: u16) -> (u64, u32, u16, u16) {
-        let p = self.table.wrapping_add(16 * usize::from(i));
-        let (a, b) = if (p as usize).is_multiple_of(8) {
-            // SAFETY: `i < table_len`, and the table (the ring's, checked
-            // in `SplitRing::new`, or an indirect one checked by
-            // `GuestMap::host`) lies in a mapping the map keeps alive;
-            // 8-aligned. Volatile: the guest may write it; each field is
-            // read once and used from the copy.
-            unsafe {
-                (
-                    std::ptr::read_volatile(p.cast::<u64>()),
-                    std::ptr::read_volatile(p.add(8).cast::<u64>()),
-                )
-            }
-        } else {
-            let mut d = [0u8; 16];
-            for (k, b) in d.iter_mut().enumerate() {
-                // SAFETY: as above, byte by byte for a table the guest
-                // did not align.
-                *b = unsafe { std::ptr::read_volatile(p.add(k)) };
-            }
-            (
-                u64::from_ne_bytes(d[..8].try_into().expect("8 bytes")),
-                u64::from_ne_bytes(d[8..].try_into().expect("8 bytes")),
-            )
-        };
-        let b = u64::from_le(b);
-        (
-            u64::from_le(a),
-            b as u32,
-            (b >> 32) as u16,
-            (b >> 48) as u16,
-        )
+        // SAFETY: callers pass `i < table_len` of the current table: the
+        // ring's (checked in `SplitRing::new`) or an indirect one that
+        // `GuestMap::host` found inside the map this chain borrows.
+        unsafe { load_desc(self.table, i) }
     }
 
     fn fail(&mut self, e: ChainError) -> Option<Result<Desc, ChainError>> {
