@@ -121,6 +121,23 @@ struct rte_mbuf *sl_copy_in(struct rte_mempool *mp, const uint8_t *src, uint16_t
     return b;
 }
 
+/* n fresh mbufs from mp, in one take from the pool, holding copies of the
+ * lens[i] bytes at srcs[i], into out[0..n]. 0, or negative (nothing taken)
+ * when the pool has fewer than n free; every lens[i] must fit the data
+ * room (the caller checks). */
+int sl_copy_in_bulk(struct rte_mempool *mp, const uint8_t *const *srcs, const uint16_t *lens,
+                    struct rte_mbuf **out, unsigned n) {
+    int rc = rte_pktmbuf_alloc_bulk(mp, out, n);
+    if (rc != 0) return rc;
+    for (unsigned i = 0; i < n; i++) {
+        struct rte_mbuf *b = out[i];
+        b->data_len = lens[i];
+        b->pkt_len = lens[i];
+        rte_memcpy(rte_pktmbuf_mtod(b, uint8_t *), srcs[i], lens[i]);
+    }
+    return 0;
+}
+
 /* Frees a pool none of whose mbufs is in use (a start that failed). */
 void sl_pool_free(struct rte_mempool *mp) { rte_mempool_free(mp); }
 

@@ -37,4 +37,11 @@ extern "C" {
     pub(super) fn sl_free_mbufs(m: *const *mut Mbuf, n: u32);
     pub(super) fn sl_copy_out(m: *mut Mbuf, dst: *mut u8, cap: u32) -> u32;
     pub(super) fn sl_copy_in(mp: *mut Mempool, src: *const u8, len: u16) -> *mut Mbuf;
+    pub(super) fn sl_copy_in_bulk(
+        mp: *mut Mempool,
+        srcs: *const *const u8,
+        lens: *const u16,
+        out: *mut *mut Mbuf,
+        n: u32,
+    ) -> c_int;
 }

@@ -346,32 +346,75 @@ impl Port for DpdkPort {
         register_thread();
         let mut m = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
         let (mut k, mut bytes) = (0, 0u64);
-        let (mut too_big, mut nomem, mut copied) = (0u64, 0u64, 0u64);
+        let (mut too_big, mut nomem) = (0u64, 0u64);
+        // Pool frames (from ports that copy, as vhost-user) are copied into
+        // mbufs taken from the pool in one go, after this pass; `at` says
+        // where each goes among the mbufs sent.
+        let mut srcs = [std::ptr::null::<u8>(); BATCH_SIZE];
+        let mut lens = [0u16; BATCH_SIZE];
+        let mut at = [0u8; BATCH_SIZE];
+        let mut c = 0;
         for p in batch.as_slice() {
-            m[k] = match PacketPool::external_parts(p) {
+            match PacketPool::external_parts(p) {
                 // SAFETY: an external packet of a DPDK port is a plain mbuf
                 // we own (the pool forgets it below: it is the device's).
-                Some((buf, off, len)) => unsafe { mbuf::for_tx(buf, off, len) },
+                Some((buf, off, len)) => m[k] = unsafe { mbuf::for_tx(buf, off, len) },
                 None if p.len() > MBUF_DATA_ROOM => {
                     too_big += 1;
                     continue;
                 }
                 None => {
-                    // SAFETY: mp is valid; the packet's bytes are readable.
-                    let c = unsafe { sl_copy_in(self.mp, p.data().as_ptr(), p.len() as u16) };
-                    if c.is_null() {
-                        nomem += 1;
-                        continue;
-                    }
-                    copied += 1;
-                    c
+                    (srcs[c], lens[c], at[c]) = (p.data().as_ptr(), p.len() as u16, k as u8);
+                    c += 1;
                 }
-            };
+            }
             bytes += p.len() as u64;
             k += 1;
         }
+        let mut copied = c as u64;
+        if c > 0 {
+            let mut fresh = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
+            // SAFETY: mp is valid; srcs/lens hold c readable packets' bytes
+            // (the batch still owns them) of at most the data room; fresh
+            // has room for c mbufs.
+            let rc = unsafe {
+                sl_copy_in_bulk(
+                    self.mp,
+                    srcs.as_ptr(),
+                    lens.as_ptr(),
+                    fresh.as_mut_ptr(),
+                    c as u32,
+                )
+            };
+            for i in 0..c {
+                m[usize::from(at[i])] = if rc == 0 {
+                    fresh[i]
+                } else {
+                    // Fewer free mbufs than frames: as many as there are.
+                    // SAFETY: as above, one packet.
+                    let one = unsafe { sl_copy_in(self.mp, srcs[i], lens[i]) };
+                    if one.is_null() {
+                        nomem += 1;
+                        copied -= 1;
+                        bytes -= u64::from(lens[i]);
+                    }
+                    one
+                };
+            }
+            if rc != 0 {
+                // Those without an mbuf leave the list, the rest in order.
+                let mut w = 0;
+                for r in 0..k {
+                    if !m[r].is_null() {
+                        m[w] = m[r];
+                        w += 1;
+                    }
+                }
+                k = w;
+            }
+        }
         // Externals are the device's now, frames were copied: forget and free.
-        if k == n && copied == 0 {
+        if k == n && c == 0 {
             pool.release_sent_external(batch);
         } else {
             pool.release_sent(batch);

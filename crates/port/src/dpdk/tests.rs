@@ -230,6 +230,83 @@ fn packets_cross_to_and_from_other_ports_with_one_counted_copy() {
 }
 
 #[test]
+fn pool_frames_and_mbufs_mixed_in_a_batch_go_out_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = udp_frames(32);
+    let input = pcap_file(&dir, "in.pcap", &frames[..16]);
+    let output = dir.path().join("out.pcap").display().to_string();
+    let mut rx = DpdkPort::open("in", &format!("net_pcap13,rx_pcap={input}")).unwrap();
+    let mut tx = DpdkPort::open("out", &format!("net_pcap14,tx_pcap={output}")).unwrap();
+    let mut pool = PacketPool::new(64, 2048).unwrap();
+    rx.attach_pool(&mut pool).unwrap();
+    let mut mbufs = rx_all(&mut rx, &mut pool, 16).into_iter();
+    // Even places: received mbufs (sent in place); odd: pool frames
+    // (copied into mbufs taken in one go).
+    let mut b = PacketBatch::new();
+    let mut want = Vec::new();
+    for (i, f) in frames[16..].iter().enumerate() {
+        let m = mbufs.next().unwrap();
+        want.push(m.data().to_vec());
+        b.push(m).unwrap();
+        if i % 3 != 2 {
+            want.push(f.clone());
+            b.push(pool.alloc_from(f).unwrap()).unwrap();
+        }
+    }
+    let n = b.len();
+    assert_eq!(tx.tx_burst(&mut pool, &mut b), n);
+    let s = tx.stats();
+    assert_eq!((s.tx_packets, s.tx_copied), (n as u64, (n - 16) as u64));
+    pool.return_external();
+    assert_eq!(pool.available(), pool.capacity());
+    drop(tx);
+    assert_eq!(read_pcap(&output), want);
+}
+
+#[test]
+fn pool_frames_beyond_the_free_mbufs_are_counted_drops_the_rest_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let frames = udp_frames(1500);
+    let input = pcap_file(&dir, "in.pcap", &frames);
+    let output = dir.path().join("out.pcap").display().to_string();
+    // One port, both ways, on a small mempool: what it receives and holds
+    // leaves fewer mbufs than a batch of pool frames needs.
+    let mut port = DpdkPort::open_queues(
+        "both",
+        &format!("net_pcap15,rx_pcap={input},tx_pcap={output}"),
+        1,
+        Some(1000),
+    )
+    .unwrap()
+    .remove(0);
+    let mut pool = PacketPool::new(64, 2048).unwrap();
+    port.attach_pool(&mut pool).unwrap();
+    let mut held = rx_all(&mut port, &mut pool, frames.len());
+    assert!(port.mbufs_free() < 5, "the mempool ran dry");
+    for p in held.drain(..10) {
+        pool.free(p);
+    }
+    pool.return_external();
+    let free = port.mbufs_free() as usize;
+    assert!(free > 0 && free < 32, "{free} mbufs free");
+    let mut b = PacketBatch::new();
+    for f in &frames[..32] {
+        b.push(pool.alloc_from(f).unwrap()).unwrap();
+    }
+    assert_eq!(port.tx_burst(&mut pool, &mut b), free);
+    let s = port.stats();
+    assert_eq!(s.tx_packets, free as u64);
+    assert_eq!(s.tx_dropped_by(PortDrop::NoBuffer), (32 - free) as u64);
+    for p in held {
+        pool.free(p);
+    }
+    pool.return_external();
+    assert_eq!(pool.available(), pool.capacity());
+    drop(port);
+    assert_eq!(read_pcap(&output), frames[..free].to_vec());
+}
+
+#[test]
 fn when_mbufs_run_out_receiving_stops_counted_and_nothing_leaks() {
     let dir = tempfile::tempdir().unwrap();
     let frames = udp_frames(3000);

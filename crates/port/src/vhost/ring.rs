@@ -3,7 +3,11 @@
 //! A guest's transmit chain holds a virtio-net header and one frame, read
 //! out in one copy into a pool frame ([`read_chain`]); a frame for the
 //! guest is written, header first, into one or (with `MRG_RXBUF`) several
-//! receive chains ([`write_frame`]). Every guest address is checked by
+//! receive chains ([`write_frame`]). The common shape, one buffer per
+//! chain, has a short way each direction: [`read_single`], and
+//! [`reserve_single`] then [`write_single`] (a burst's chains taken and
+//! their lines asked for before any frame is written); anything else
+//! takes the general way. Every guest address is checked by
 //! [`GuestMap`](super::guest::GuestMap) before a byte moves, so a
 //! descriptor pointing outside the guest's memory is an error here, never
 //! a read or write elsewhere; a looping chain is an error too
