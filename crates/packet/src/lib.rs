@@ -15,6 +15,7 @@
 
 pub mod batch;
 pub mod build;
+pub mod copy;
 pub mod encap;
 pub mod extract;
 pub mod hash;

@@ -43,6 +43,26 @@ pub fn write_addr<T>(addr: *const T) {
     let _ = addr;
 }
 
+/// Hints that the `n` bytes from `addr` on will be written soon: one
+/// [`write_addr`] per 64-byte line they touch, the first and the last
+/// included however `addr` is aligned.
+#[inline(always)]
+pub fn write_lines(addr: *const u8, n: usize) {
+    if n == 0 {
+        return;
+    }
+    let first = addr as usize & !63;
+    let last = (addr as usize).wrapping_add(n - 1) & !63;
+    let mut line = first;
+    loop {
+        write_addr(line as *const u8);
+        if line >= last {
+            break;
+        }
+        line += 64;
+    }
+}
+
 /// Hints that `value` (its first cache line) will be read soon.
 #[inline(always)]
 pub fn read<T>(value: &T) {
@@ -76,6 +96,9 @@ mod tests {
         write_addr(&v[5]);
         write_addr(std::ptr::null::<u8>());
         write_addr(usize::MAX as *const u8);
+        write_lines(v.as_ptr().cast::<u8>().wrapping_add(3), 200);
+        write_lines(std::ptr::null::<u8>(), 0);
+        write_lines(usize::MAX as *const u8, 1);
         assert!(v.iter().all(|&x| x == 7));
     }
 }

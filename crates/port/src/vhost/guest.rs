@@ -107,7 +107,7 @@ impl GuestMap {
         // memory. The guest may write the bytes meanwhile (it breaks its
         // own frame, as with any device): plain bytes have no invalid
         // values, and they are read once, never checked then re-read.
-        unsafe { copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
+        unsafe { sluice_packet::copy::copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
         true
     }
 
@@ -121,7 +121,7 @@ impl GuestMap {
         // SAFETY: as in `read`: the range was checked to lie in a mapped
         // region; guest memory is writable shared memory, and `src` is
         // ours, so they do not overlap.
-        unsafe { copy_bytes(src.as_ptr(), dst, src.len()) };
+        unsafe { sluice_packet::copy::copy_bytes(src.as_ptr(), dst, src.len()) };
         true
     }
 
@@ -161,65 +161,6 @@ impl GuestMap {
             sluice_packet::prefetch::read_addr(p);
             sluice_packet::prefetch::read_addr(p.wrapping_add(64));
         }
-    }
-
-    /// Asks for the lines of the first bytes (up to 192) at `gpa` to be
-    /// made writable here before they are written: a guest's receive
-    /// buffer was last written by the guest's core, and a store to it
-    /// otherwise waits for the line in the store buffer, every later
-    /// store behind it. Only mapped addresses are asked for.
-    #[inline]
-    pub fn prefetch_write(&self, gpa: u64, len: usize) {
-        let len = len.min(192);
-        if let Some(p) = self.host(gpa, len) {
-            let end = p.wrapping_add(len);
-            let mut line = (p as usize & !63) as *const u8;
-            while (line as usize) < end as usize {
-                sluice_packet::prefetch::write_addr(line);
-                line = line.wrapping_add(64);
-            }
-        }
-    }
-}
-
-/// Copies `n` bytes from `src` to `dst`. Frames are mostly short: up to
-/// 128 bytes this is two overlapping fixed-size moves, inlined, instead of
-/// a call to the C library's `memcpy` (as the pool copies frames).
-///
-/// # Safety
-/// `src` must be readable and `dst` writable for `n` bytes, and the two
-/// ranges must not overlap.
-#[inline(always)]
-unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY: the caller's promise, passed on; each arm's moves stay
-    // within the `n` bytes (`W <= n <= 2W`).
-    unsafe {
-        match n {
-            8..=15 => copy_two_overlapping::<8>(src, dst, n),
-            16..=31 => copy_two_overlapping::<16>(src, dst, n),
-            32..=64 => copy_two_overlapping::<32>(src, dst, n),
-            65..=128 => copy_two_overlapping::<64>(src, dst, n),
-            _ => std::ptr::copy_nonoverlapping(src, dst, n),
-        }
-    }
-}
-
-/// The first and the last `W` bytes of the `n` at `src` to `dst`.
-///
-/// # Safety
-/// As [`copy_bytes`], and `W <= n <= 2 * W`.
-#[inline(always)]
-unsafe fn copy_two_overlapping<const W: usize>(src: *const u8, dst: *mut u8, n: usize) {
-    debug_assert!((W..=2 * W).contains(&n));
-    // SAFETY: `0..W` and `n - W..n` lie within the `n` bytes both ranges
-    // hold (the caller's promise); unaligned moves of plain bytes. Both
-    // loads come first: the ranges do not overlap, so no store changes
-    // what the second load reads.
-    unsafe {
-        let a = std::ptr::read_unaligned(src.cast::<[u8; W]>());
-        let b = std::ptr::read_unaligned(src.add(n - W).cast::<[u8; W]>());
-        std::ptr::write_unaligned(dst.cast::<[u8; W]>(), a);
-        std::ptr::write_unaligned(dst.add(n - W).cast::<[u8; W]>(), b);
     }
 }
 
@@ -301,8 +242,6 @@ mod tests {
         assert!(!m.write_header(0x10100, 0, 0, 11), "not a header's length");
         assert!(m.read(0x1ff8, &mut h[..8]));
         assert_eq!(h[..8], [0; 8], "nothing written");
-        m.prefetch_write(0x10ff0, 76);
-        m.prefetch_write(0x1ff0, 4096);
         m.prefetch(0x5000, 64);
         m.prefetch(0x1000, 4096);
     }

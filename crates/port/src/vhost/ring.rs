@@ -242,10 +242,15 @@ pub fn reserve_single(ring: &SplitRing, avail: &mut Avail, len: usize) -> Option
     let mut a = *avail;
     let head = ring.next_head(&mut a)?.ok()?;
     let d = ring.single(head)?;
-    if !d.write || (d.len as usize) < len || ring.map().host(d.addr, len).is_none() {
+    if !d.write || (d.len as usize) < len {
         return None;
     }
-    ring.map().prefetch_write(d.addr, len);
+    let buf = ring.map().host(d.addr, len)?;
+    // The buffer was last written by the guest's core: a store to it
+    // would otherwise wait for its line in the store buffer, every later
+    // store behind it. The first lines (a header and a short frame) are
+    // what a burst of small frames waits for.
+    sluice_packet::prefetch::write_lines(buf, len.min(192));
     *avail = a;
     Some(Slot { head, addr: d.addr })
 }
