@@ -21,6 +21,12 @@ ovs_work=
 ovs_new_taps=
 vsctl() { ovs-vsctl --db="unix:$ovs_work/db.sock" --timeout=60 "$@"; }
 appctl() { ovs-appctl -t "$ovs_work/ovs-vswitchd.ctl" "$@"; }
+# The PMD thread's "avg processing cycles per packet" since its stats were
+# last cleared (dpif-netdev/pmd-stats-show), rounded.
+ovs_pmd_cycles() {
+  appctl dpif-netdev/pmd-stats-show | awk '/pmd thread/ {p=1} /main thread/ {p=0}
+    p && /avg processing cycles per packet:/ {c=$6} END {printf "%.0f", c}'
+}
 ovs_init() {
   ovs_work=$1
   export OVS_RUNDIR=$ovs_work OVS_DBDIR=$ovs_work OVS_LOGDIR=$ovs_work OVS_SYSCONFDIR=$ovs_work
