@@ -265,7 +265,7 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
     // (summed once: a packet an earlier tracker verified, changed since
     // only in ways that keep them right, is `csum_ok`).
     if !meta.offload.needs_csum()
-        && !meta.csum_ok
+        && meta.csum_ok == 0
         && !checksums_hold(b, meta.l3().unwrap_or(0), l4, v6, key.nw_proto)
     {
         return Parsed::Invalid;

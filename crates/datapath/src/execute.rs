@@ -40,7 +40,7 @@ pub fn apply(pkt: &mut Packet, a: &DpAction) {
             DpAction::PushVlan { .. } | DpAction::PopVlan | DpAction::SetVlanTci(_)
         )
     {
-        pkt.meta.csum_ok = false;
+        pkt.meta.csum_ok = 0;
     }
     match *a {
         DpAction::SetEthSrc(m) => rewrite::set_eth_src(pkt, m),

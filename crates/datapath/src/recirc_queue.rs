@@ -96,6 +96,42 @@ impl RecircQueue {
             }
             None => NO_TUN,
         };
+        self.push_at(i, counted, pkt, id, ct, tun)
+    }
+
+    /// A place in `next_tun` for the tunnel metadata of a packet about to
+    /// be queued, for its pop to write there in place, and its index for
+    /// [`Self::push_at`]. A place whose packet is not queued after all is
+    /// given back with [`Self::unreserve_tun`] (or left unused until the
+    /// pass ends).
+    #[inline]
+    pub(crate) fn reserve_tun(&mut self) -> (u16, &mut TunnelMeta) {
+        self.next_tun.push(TunnelMeta::default());
+        let at = self.next_tun.len() - 1;
+        (at as u16, &mut self.next_tun[at])
+    }
+
+    /// Gives back the last place [`Self::reserve_tun`] gave.
+    #[inline]
+    pub(crate) fn unreserve_tun(&mut self) {
+        self.next_tun.pop();
+    }
+
+    /// [`Self::push`] with the tunnel metadata already in `next_tun` at
+    /// `tun` ([`NO_TUN`]: none).
+    #[inline]
+    pub(crate) fn push_at(
+        &mut self,
+        i: u8,
+        counted: u32,
+        pkt: Packet,
+        id: u32,
+        ct: Option<&CtResult>,
+        tun: u16,
+    ) -> Result<(), Packet> {
+        if self.next.len() >= Self::CAP {
+            return Err(pkt);
+        }
         let bit = 1u32 << i;
         let fate = (self.carried | counted) & bit == 0;
         if fate {

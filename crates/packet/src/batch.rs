@@ -171,6 +171,21 @@ impl PacketBatch {
         }
     }
 
+    /// A cursor that appends packets with the length kept in a register
+    /// and written back once, when the cursor goes (a port's rx loop: each
+    /// packet is written once, where it stays, and no store of the length
+    /// per packet sits between one packet's stores and the next's).
+    #[inline]
+    pub fn fill(&mut self) -> Fill<'_> {
+        let len = self.pkts.len();
+        let room = usize::from(self.room).min(BATCH_SIZE);
+        Fill {
+            batch: self,
+            len,
+            room,
+        }
+    }
+
     /// Empties the batch without freeing: for the pool, once it has seen
     /// every packet ([`PacketPool::release_sent`]).
     #[inline]
@@ -315,6 +330,82 @@ impl Drop for Unload<'_> {
     }
 }
 
+/// Appends to a batch, its length written back when dropped
+/// ([`PacketBatch::fill`]).
+pub struct Fill<'b> {
+    batch: &'b mut PacketBatch,
+    len: usize,
+    room: usize,
+}
+
+impl Fill<'_> {
+    /// Appends a packet, returning it in place for its metadata; gives it
+    /// back if the batch is full.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub fn push(&mut self, pkt: Packet) -> Result<&mut Packet, Packet> {
+        if self.len >= self.room {
+            return Err(pkt);
+        }
+        // SAFETY: len < room <= BATCH_SIZE, the array's capacity; the slot
+        // is past the batch's recorded length, so nothing reads or drops
+        // it until Drop records it (after it is written).
+        unsafe {
+            let slot = self.batch.pkts.as_mut_ptr().add(self.len);
+            slot.write(pkt);
+            self.len += 1;
+            Ok(&mut *slot)
+        }
+    }
+
+    /// Appends the packet `write` writes into the next slot; `false`,
+    /// calling nothing, when the batch is full.
+    ///
+    /// # Safety
+    /// `write` writes a whole valid packet into the slot it is given.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn push_with(&mut self, write: impl FnOnce(*mut Packet)) -> bool {
+        if self.len >= self.room {
+            return false;
+        }
+        // SAFETY: as in push: the slot is inside the array and past the
+        // recorded length; the caller's write makes it a packet before
+        // the length counts it.
+        unsafe { write(self.batch.pkts.as_mut_ptr().add(self.len)) };
+        self.len += 1;
+        true
+    }
+
+    /// Whether the batch takes no more.
+    #[inline(always)]
+    pub fn is_full(&self) -> bool {
+        self.len >= self.room
+    }
+
+    /// Packets in the batch so far.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the batch is still empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Fill<'_> {
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        // SAFETY: every slot below len was written by push (or was in the
+        // batch before), and len <= BATCH_SIZE.
+        unsafe { self.batch.pkts.set_len(self.len) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,6 +524,33 @@ mod tests {
         let extra = pool.alloc().unwrap();
         let back = b.push(extra).unwrap_err();
         pool.free(back);
+        b.free_all(&mut pool);
+        assert_eq!(pool.available(), 40);
+    }
+
+    #[test]
+    fn a_fill_appends_in_order_and_the_batch_counts_them_when_it_ends() {
+        let mut pool = PacketPool::new(40, 256).unwrap();
+        let mut b = PacketBatch::with_room(5);
+        b.push(pool.alloc().unwrap()).unwrap();
+        let first = b.as_slice()[0].frame_index();
+        let mut frames = vec![first];
+        {
+            let mut f = b.fill();
+            assert_eq!(f.len(), 1);
+            while !f.is_full() {
+                let p = pool.alloc().unwrap();
+                frames.push(p.frame_index());
+                f.push(p).unwrap().meta.in_port = 3;
+            }
+            let extra = pool.alloc().unwrap();
+            let back = f.push(extra).unwrap_err();
+            pool.free(back);
+        }
+        assert_eq!(b.len(), 5);
+        let got: Vec<u32> = b.as_slice().iter().map(|p| p.frame_index()).collect();
+        assert_eq!(got, frames);
+        assert!(b.as_slice()[1..].iter().all(|p| p.meta.in_port == 3));
         b.free_all(&mut pool);
         assert_eq!(pool.available(), 40);
     }

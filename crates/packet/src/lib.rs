@@ -34,7 +34,7 @@ pub mod rewrite;
 pub mod tunnel;
 pub mod wire;
 
-pub use batch::{PacketBatch, Unload, BATCH_SIZE};
+pub use batch::{Fill, PacketBatch, Unload, BATCH_SIZE};
 pub use key::FlowKey;
 pub use meta::PacketMeta;
 pub use pool::{Packet, PacketPool};

@@ -7,20 +7,25 @@ pub const NO_OFFSET: u16 = u16::MAX;
 /// offered one, and the layer offsets the flow-key extraction found, so that
 /// later stages (actions, header rewrites) do not parse again (seed 001).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)] // laid out as PacketMeta::rx_words writes it
 pub struct PacketMeta {
     /// OpenFlow port number the packet arrived on.
     pub in_port: u32,
     /// A hash the receiving port computed (RSS or the kernel's skb hash).
     /// Used as the packet's flow hash when `has_hash` is set.
     pub hash: u32,
-    /// Whether `hash` is valid.
-    pub has_hash: bool,
-    /// The IP and L4 checksums were found right (by the connection
-    /// tracker), and every change since kept them right: a later tracker
-    /// of this packet does not sum them again. Any rewrite that is not
-    /// known to keep them clears it, as do tunnel headers pushed or
-    /// popped.
-    pub csum_ok: bool,
+    /// Whether `hash` is valid: 1, else 0. (A byte, not a `bool`: a
+    /// `bool` here would be the tag of an `Option<Packet>`, and a packet
+    /// taken out of one would be copied in pieces around that byte into
+    /// a temporary, whose wide reloads the core cannot forward from those
+    /// pieces; the pointer at the packet's start is the tag instead.)
+    pub has_hash: u8,
+    /// 1 when the IP and L4 checksums were found right (by the connection
+    /// tracker) and every change since kept them right, else 0: a later
+    /// tracker of this packet does not sum them again. Any rewrite that
+    /// is not known to keep them clears it, as do tunnel headers pushed
+    /// or popped. (A byte for the reason `has_hash` is.)
+    pub csum_ok: u8,
     /// Offset of the L3 header (after Ethernet and VLAN tags).
     pub l3_ofs: u16,
     /// Offset of the L4 header (after IP options / IPv6 extension headers);
@@ -32,15 +37,15 @@ pub struct PacketMeta {
     pub l4_proto: u8,
     /// EtherType of the L3 header at `l3_ofs` (0 when none).
     pub l3_type: u16,
+    /// What the sender left for the hardware to do (a virtio-net header's
+    /// checksum and segmentation requests); [`Offload::NONE`] for a
+    /// complete frame. Fits the padding the fields around it leave.
+    pub offload: Offload,
     /// When the packet was received, in ns since the Unix epoch, as the
     /// port knows it (a capture's own timestamp for pcap input; 0 when the
     /// port does not say). Output captures reuse it, so replaying a capture
     /// gives byte-identical output files.
     pub rx_ts_ns: u64,
-    /// What the sender left for the hardware to do (a virtio-net header's
-    /// checksum and segmentation requests); [`Offload::NONE`] for a
-    /// complete frame. Fits the padding the fields above leave.
-    pub offload: Offload,
 }
 
 /// Work a packet still needs before it is valid on the wire, as a
@@ -48,14 +53,15 @@ pub struct PacketMeta {
 /// receives such packets from the kernel): an L4 checksum to complete and
 /// a super-frame to cut into segments of `gso_size` payload bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)] // 6 bytes, inside PacketMeta's layout
 pub struct Offload {
-    /// [`Offload::NEEDS_CSUM`], [`Offload::ECN`] and a GSO kind
-    /// ([`Offload::GSO_MASK`]).
-    pub flags: u8,
     /// Payload bytes per segment (GSO packets only).
     pub gso_size: u16,
     /// Where the checksummed bytes start, from the start of the frame.
     pub csum_start: u16,
+    /// [`Offload::NEEDS_CSUM`], [`Offload::ECN`] and a GSO kind
+    /// ([`Offload::GSO_MASK`]).
+    pub flags: u8,
     /// Where the checksum goes, from `csum_start` (16 for TCP, 6 for UDP).
     pub csum_offset: u8,
 }
@@ -175,16 +181,25 @@ impl OffloadMask {
 }
 
 // The offload state and `csum_ok` ride in the padding: a packet's metadata
-// stays 32 bytes.
-const _: () = assert!(std::mem::size_of::<PacketMeta>() == 32);
+// stays 32 bytes, laid out as `rx_words` writes it.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<PacketMeta>() == 32 && size_of::<Offload>() == 6);
+    assert!(offset_of!(PacketMeta, in_port) == 0 && offset_of!(PacketMeta, hash) == 4);
+    assert!(offset_of!(PacketMeta, has_hash) == 8 && offset_of!(PacketMeta, csum_ok) == 9);
+    assert!(offset_of!(PacketMeta, l3_ofs) == 10 && offset_of!(PacketMeta, l4_ofs) == 12);
+    assert!(offset_of!(PacketMeta, n_vlans) == 14 && offset_of!(PacketMeta, l4_proto) == 15);
+    assert!(offset_of!(PacketMeta, l3_type) == 16 && offset_of!(PacketMeta, offload) == 18);
+    assert!(offset_of!(PacketMeta, rx_ts_ns) == 24);
+};
 
 impl Default for PacketMeta {
     fn default() -> Self {
         PacketMeta {
             in_port: 0,
             hash: 0,
-            has_hash: false,
-            csum_ok: false,
+            has_hash: 0,
+            csum_ok: 0,
             l3_ofs: NO_OFFSET,
             l4_ofs: NO_OFFSET,
             n_vlans: 0,
@@ -197,6 +212,26 @@ impl Default for PacketMeta {
 }
 
 impl PacketMeta {
+    /// The metadata of a packet just received on `in_port` with `hash` (a
+    /// device's RSS hash, if it gave one), as the four little-endian words
+    /// of its layout: what [`PacketMeta::default`] with those fields set
+    /// holds, for a receive loop that writes a packet as whole words (see
+    /// the layout asserted above; a test compares the two).
+    #[inline(always)]
+    pub const fn rx_words(in_port: u32, hash: Option<u32>) -> [u64; 4] {
+        let (hash, has) = match hash {
+            Some(h) => (h as u64, 1u64),
+            None => (0, 0),
+        };
+        let ofs = NO_OFFSET as u64;
+        [
+            in_port as u64 | hash << 32,
+            has | ofs << 16 | ofs << 32,
+            0,
+            0,
+        ]
+    }
+
     /// Offset of the L3 header, if found.
     #[inline]
     pub fn l3(&self) -> Option<usize> {

@@ -132,7 +132,7 @@ pub fn advertise(pkt: &mut Packet, mac: [u8; 6], ip: [u8; 16]) -> bool {
     let ps = pseudo_v6(&ip, &asker, proto::ICMPV6, (ADVERT_LEN - 40) as u32);
     let c = finish(sum(ps, &d[msg..end]));
     put16(d, msg + 2, c);
-    pkt.meta.has_hash = false;
+    pkt.meta.has_hash = 0;
     true
 }
 

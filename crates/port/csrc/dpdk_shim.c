@@ -80,6 +80,7 @@ _Static_assert(offsetof(struct rte_mbuf, nb_segs) == 20, "rte_mbuf layout");
 _Static_assert(offsetof(struct rte_mbuf, ol_flags) == 24, "rte_mbuf layout");
 _Static_assert(offsetof(struct rte_mbuf, pkt_len) == 36, "rte_mbuf layout");
 _Static_assert(offsetof(struct rte_mbuf, data_len) == 40, "rte_mbuf layout");
+_Static_assert(offsetof(struct rte_mbuf, vlan_tci) == 42, "rte_mbuf layout");
 _Static_assert(offsetof(struct rte_mbuf, hash) == 44, "rte_mbuf layout");
 _Static_assert(offsetof(struct rte_mbuf, buf_len) == 54, "rte_mbuf layout");
 _Static_assert(sizeof(struct rte_mbuf) == 128, "rte_mbuf layout");

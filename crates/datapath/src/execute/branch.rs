@@ -172,7 +172,7 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
         };
         // The next pass's cache hash, from this one's.
         p.meta.hash = sluice_packet::hash::recirc_hash(cx.hashes[i as usize], id);
-        p.meta.has_hash = true;
+        p.meta.has_hash = 1;
         // The state a `ct` of this run gave it, or what its key had.
         let of_key = (cx.recirc.ct_set & bit == 0).then(|| CtResult::of_key(&cx.keys[i as usize]));
         let tun = TunnelMeta::in_key(&cx.keys[i as usize]);

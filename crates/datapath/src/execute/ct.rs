@@ -134,7 +134,7 @@ fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
         // (or taken as right before), and the tracker's own rewrites
         // (NAT) keep them so. A partial checksum was not summed.
         if r.state & CS_TRACKED != 0 && r.state & CS_INVALID == 0 && !p.meta.offload.needs_csum() {
-            p.meta.csum_ok = true;
+            p.meta.csum_ok = 1;
         }
     }
     cx.recirc.ct[i as usize] = r;

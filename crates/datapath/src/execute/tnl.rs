@@ -4,17 +4,20 @@
 
 use sluice_classifier::tunnel::Receivers as TnlReceivers;
 use sluice_conntrack::CtResult;
-use sluice_packet::tunnel::{self, PopError, TunnelMeta};
+use sluice_packet::tunnel::{self, PopError};
 use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
 
 use super::{copy_packets, Ctx, Fates};
 use crate::output::OutputStage;
+use crate::recirc_queue::NO_TUN;
 use crate::stats::DpStats;
 
 /// A final `tnl_pop`: two passes (as `tnl_output`), every packet popped
 /// where it lies, then all moved to the recirculation queue.
 pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fates) {
-    let mut tuns = [TunnelMeta::default(); BATCH_SIZE];
+    // Where each popped packet's tunnel metadata went in the queue: each
+    // pop writes it there in place, never copied while just written.
+    let mut tun_at = [NO_TUN; BATCH_SIZE];
     let mut ready = 0u32;
     for &i in pkts {
         let bit = 1u32 << i;
@@ -24,18 +27,21 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
         if f.skip & bit != 0 {
             continue;
         }
-        match tunnel::pop(p, receivers.kind, &receivers.tlv) {
-            Ok(m) => match receivers.lookup(&m) {
-                Some(port) => {
-                    tuns[i as usize] = m;
-                    p.meta.in_port = port;
-                    ready |= bit;
-                }
-                None => f.tnl_port |= bit,
-            },
+        let (at, m) = cx.recirc.reserve_tun();
+        let port =
+            tunnel::pop_into(p, receivers.kind, &receivers.tlv, m).map(|()| receivers.lookup(m));
+        match port {
+            Ok(Some(port)) => {
+                tun_at[i as usize] = at;
+                p.meta.in_port = port;
+                ready |= bit;
+                continue;
+            }
+            Ok(None) => f.tnl_port |= bit,
             Err(PopError::BadHeader) => f.tnl_header |= bit,
             Err(PopError::BadChecksum) => f.tnl_csum |= bit,
         }
+        cx.recirc.unreserve_tun();
     }
     for &i in pkts {
         let bit = 1u32 << i;
@@ -46,11 +52,14 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
             cx.pool.free(p);
             continue;
         }
-        let tun = Some(tuns[i as usize]);
-        if let Err(p) = cx
-            .recirc
-            .push(i, cx.counted, p, 0, Some(&CtResult::NONE), tun)
-        {
+        if let Err(p) = cx.recirc.push_at(
+            i,
+            cx.counted,
+            p,
+            0,
+            Some(&CtResult::NONE),
+            tun_at[i as usize],
+        ) {
             cx.pool.free(p);
             f.recirc_full |= bit;
         }

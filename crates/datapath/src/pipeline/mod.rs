@@ -528,7 +528,7 @@ impl Pipeline {
         for (i, pkt) in batch.as_slice().iter().enumerate() {
             let meta = &pkt.meta;
             let is_short = short & (1 << i) != 0;
-            let hash = if meta.has_hash {
+            let hash = if meta.has_hash != 0 {
                 meta.hash
             } else if is_short {
                 self.keys[i].hash_short()

@@ -16,7 +16,7 @@ use std::ptr::NonNull;
 
 use super::{Packet, PacketPool};
 use crate::meta::PacketMeta;
-use crate::PacketBatch;
+use crate::{Fill, PacketBatch};
 
 /// The frame number of a packet in an external buffer.
 pub const EXTERNAL_FRAME: u32 = u32::MAX;
@@ -133,6 +133,24 @@ impl PacketPool {
         batch.as_mut_slice().last_mut()
     }
 
+    /// A receive burst's adoption of external buffers into `batch`, for
+    /// packets arriving on `in_port` ([`AdoptRun`]): each packet written
+    /// once, as whole words, the batch's length and the pool's count
+    /// written back when the run ends.
+    #[inline(always)]
+    pub fn adopt_run<'a>(&'a mut self, batch: &'a mut PacketBatch, in_port: u32) -> AdoptRun<'a> {
+        debug_assert!(self.takes_external());
+        let fill = batch.fill();
+        AdoptRun {
+            start: fill.len(),
+            fill,
+            pool_id: self.id,
+            pool: self,
+            in_port,
+            copies: 0,
+        }
+    }
+
     /// Whether `pkt` sits in an external buffer.
     #[inline(always)]
     pub fn is_external(pkt: &Packet) -> bool {
@@ -202,6 +220,83 @@ impl PacketPool {
     /// flight in the datapath, or freed and waiting (0 when nothing leaks).
     pub fn external_in_use(&self) -> u64 {
         self.external.adopted - self.external.returned - self.external.pending.len() as u64
+    }
+}
+
+/// Adopts a receive burst's external buffers ([`PacketPool::adopt_run`]).
+pub struct AdoptRun<'a> {
+    pool: &'a mut PacketPool,
+    fill: Fill<'a>,
+    pool_id: u32,
+    in_port: u32,
+    /// Batch length at the start, and packets of the pool's own pushed:
+    /// the rest were adopted.
+    start: usize,
+    copies: usize,
+}
+
+impl AdoptRun<'_> {
+    /// [`PacketPool::adopt_external`] at the end of the batch, with the
+    /// run's input port and `hash` (a device's RSS hash, if it gave one);
+    /// `false`, adopting nothing, when the batch is full.
+    ///
+    /// # Safety
+    /// As [`PacketPool::adopt_external`].
+    #[inline(always)]
+    pub unsafe fn adopt(
+        &mut self,
+        buf: NonNull<u8>,
+        buf_len: u32,
+        data_off: u32,
+        len: u32,
+        hash: Option<u32>,
+    ) -> bool {
+        debug_assert!(data_off as u64 + len as u64 <= buf_len as u64);
+        let (pool_id, meta) = (self.pool_id, PacketMeta::rx_words(self.in_port, hash));
+        // SAFETY: the words make the packet adopt_external makes (the
+        // caller's promises are its), written into a free slot.
+        unsafe {
+            self.fill.push_with(|slot| {
+                Packet::write_words(
+                    slot,
+                    buf,
+                    buf_len,
+                    data_off,
+                    len,
+                    EXTERNAL_FRAME,
+                    pool_id,
+                    meta,
+                )
+            })
+        }
+    }
+
+    /// Appends a packet of the pool's own (a buffer the port copied),
+    /// returning it for its metadata; gives it back if the batch is full.
+    #[inline]
+    pub fn push(&mut self, pkt: Packet) -> Result<&mut Packet, Packet> {
+        let r = self.fill.push(pkt);
+        self.copies += usize::from(r.is_ok());
+        r
+    }
+
+    /// The pool (to take a frame for a copy).
+    #[inline]
+    pub fn pool(&mut self) -> &mut PacketPool {
+        self.pool
+    }
+
+    /// Whether the batch takes no more.
+    #[inline(always)]
+    pub fn is_full(&self) -> bool {
+        self.fill.is_full()
+    }
+}
+
+impl Drop for AdoptRun<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        self.pool.external.adopted += (self.fill.len() - self.start - self.copies) as u64;
     }
 }
 
@@ -306,5 +401,75 @@ mod tests {
         pool.free(pkt);
         pool.return_external();
         assert_eq!(pool.external_in_use(), 0);
+    }
+
+    #[test]
+    fn a_run_adopts_as_adopt_external_does_beside_copies_and_stops_when_full() {
+        let mut bufs = vec![[0u8; 512]; 40];
+        let mut pool = PacketPool::new(4, 256).unwrap();
+        pool.set_external_return(record);
+        let mut batch = PacketBatch::with_room(30);
+        batch.push(pool.alloc().unwrap()).unwrap();
+        let mut taken = 0;
+        {
+            let mut run = pool.adopt_run(&mut batch, 7);
+            for (i, b) in bufs.iter_mut().enumerate() {
+                b[64 + i] = i as u8;
+                let buf = NonNull::new(b.as_mut_ptr()).unwrap();
+                let hash = (i % 2 == 0).then_some(0xdead_0000 | i as u32);
+                if i == 3 {
+                    // A frame of the pool's own (a copy) among them.
+                    let c = run.pool().alloc_from(&[9; 60]).unwrap();
+                    assert!(run.push(c).is_ok());
+                    continue;
+                }
+                // SAFETY: the buffers outlive the packets; nothing else
+                // uses them until they are given back.
+                if !unsafe { run.adopt(buf, 512, 64 + i as u32, 60, hash) } {
+                    assert!(run.is_full());
+                    break;
+                }
+                taken += 1;
+            }
+        }
+        assert_eq!(batch.len(), 30, "as far as the batch has room");
+        assert_eq!(taken, 28);
+        assert_eq!(pool.external_in_use(), 28, "copies are not adopted");
+        for (k, p) in batch.as_slice().iter().enumerate().skip(1) {
+            let i = k - 1;
+            if i == 3 {
+                assert!(!PacketPool::is_external(p));
+                continue;
+            }
+            // SAFETY: as above (a twin of what the run wrote, not kept).
+            let mut want = unsafe {
+                pool.adopt_external(
+                    NonNull::new(bufs[i].as_mut_ptr()).unwrap(),
+                    512,
+                    64 + i as u32,
+                    60,
+                )
+            };
+            want.meta.in_port = 7;
+            if i % 2 == 0 {
+                want.meta.hash = 0xdead_0000 | i as u32;
+                want.meta.has_hash = 1;
+            }
+            assert_eq!(p.meta, want.meta, "packet {i}");
+            assert_eq!(
+                PacketPool::external_parts(p),
+                PacketPool::external_parts(&want)
+            );
+            assert_eq!(p.data()[0], i as u8, "the buffer's bytes, in place");
+            pool.release_sent_external(&mut {
+                let mut b = PacketBatch::new();
+                b.push(want).unwrap();
+                b
+            });
+        }
+        batch.free_all(&mut pool);
+        pool.return_external();
+        assert_eq!(pool.external_in_use(), 0);
+        assert_eq!(pool.available(), 4);
     }
 }

@@ -21,7 +21,7 @@ use std::ptr::NonNull;
 use crate::meta::PacketMeta;
 
 mod external;
-pub use external::{ReturnBuffers, EXTERNAL_FRAME, RETURN_BATCH};
+pub use external::{AdoptRun, ReturnBuffers, EXTERNAL_FRAME, RETURN_BATCH};
 
 /// Bytes reserved in front of the data of a fresh frame, for pushed headers.
 pub const HEADROOM: usize = 128;
@@ -300,12 +300,36 @@ impl PacketPool {
     pub fn alloc_bulk(&mut self, batch: &mut crate::PacketBatch, n: usize) -> usize {
         let k = n.min(batch.remaining()).min(self.free.len());
         let rest = self.free.len() - k;
-        // The frames `alloc` would hand out, in the same order.
-        for i in (rest..rest + k).rev() {
-            let pkt = self.fresh_packet(self.free[i]);
-            let pushed = batch.push(pkt);
-            debug_assert!(pushed.is_ok(), "room was checked");
+        let meta = PacketMeta::rx_words(0, None);
+        let mut fill = batch.fill();
+        // The frames `alloc` would hand out, in the same order, each packet
+        // written as whole words.
+        for &frame in self.free[rest..rest + k].iter().rev() {
+            let off = self.fresh_data_offset(frame);
+            // SAFETY: frame is below the region's frame count, so the
+            // pointer is inside the region (as in empty_packet); the frame
+            // is free and becomes the packet's; data_off + 0 fits it.
+            let pushed = unsafe {
+                let ptr = self
+                    .base
+                    .as_ptr()
+                    .add(frame as usize * self.frame_size as usize);
+                fill.push_with(|slot| {
+                    Packet::write_words(
+                        slot,
+                        NonNull::new_unchecked(ptr),
+                        self.frame_size,
+                        off,
+                        0,
+                        frame,
+                        self.id,
+                        meta,
+                    )
+                })
+            };
+            debug_assert!(pushed, "room was checked");
         }
+        drop(fill);
         self.free.truncate(rest);
         k
     }
@@ -473,15 +497,65 @@ impl std::fmt::Debug for PacketPool {
 /// (the memory stays valid, the frame is just never reused); the datapath
 /// always frees explicitly, and debug builds catch leaks in tests through
 /// [`PacketPool::available`].
+#[repr(C)] // laid out as Packet::write_words writes it
 pub struct Packet {
     frame_ptr: NonNull<u8>,
     frame_size: u32,
-    frame: u32,
-    pool_id: u32,
     data_off: u32,
     len: u32,
+    frame: u32,
+    pool_id: u32,
     /// Metadata carried with the packet through the pipeline.
     pub meta: PacketMeta,
+}
+
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<Packet>() == 64);
+    assert!(offset_of!(Packet, frame_ptr) == 0 && offset_of!(Packet, frame_size) == 8);
+    assert!(offset_of!(Packet, data_off) == 12 && offset_of!(Packet, len) == 16);
+    assert!(offset_of!(Packet, frame) == 20 && offset_of!(Packet, pool_id) == 24);
+    assert!(offset_of!(Packet, meta) == 32);
+};
+
+impl Packet {
+    /// Writes a packet into `slot` as eight word stores (a receive loop's
+    /// packet: the fields one by one are twice as many stores, and a
+    /// burst's loop is bound by its stores), the metadata given as
+    /// [`PacketMeta::rx_words`] makes it.
+    ///
+    /// # Safety
+    /// `slot` is valid for a write of a `Packet` and holds none that is
+    /// still owned (it is overwritten, not dropped); the arguments make a
+    /// valid packet (`data_off + len <= frame_size`, the frame owned by
+    /// the packet written).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) unsafe fn write_words(
+        slot: *mut Packet,
+        frame_ptr: NonNull<u8>,
+        frame_size: u32,
+        data_off: u32,
+        len: u32,
+        frame: u32,
+        pool_id: u32,
+        meta: [u64; 4],
+    ) {
+        let w = |lo: u32, hi: u32| u64::from(lo) | u64::from(hi) << 32;
+        // SAFETY: slot is valid for 64 bytes (the caller); the layout is
+        // the one asserted above, so each word lands on the fields named
+        // and every byte written is a valid value of its field (the
+        // pointer stored as a pointer, keeping its provenance; meta's
+        // bools 0 or 1 as rx_words makes them; the padding at 28 any).
+        unsafe {
+            std::ptr::addr_of_mut!((*slot).frame_ptr).write(frame_ptr);
+            let words = slot.cast::<u64>();
+            words.add(1).write(w(frame_size, data_off));
+            words.add(2).write(w(len, frame));
+            words.add(3).write(u64::from(pool_id));
+            words.add(4).cast::<[u64; 4]>().write(meta);
+        }
+    }
 }
 
 // SAFETY: a Packet is the only handle to its frame; sending it to another

@@ -401,8 +401,8 @@ fn push_with(pkt: &mut Packet, h: &TnlHeader, src_port: u16, partial: bool) -> b
     m.l3_type = if v6 { ethertype::IPV6 } else { ethertype::IPV4 };
     m.l4_ofs = l4 as u16;
     m.l4_proto = h.kind.ip_proto();
-    m.has_hash = false;
-    m.csum_ok = false;
+    m.has_hash = 0;
+    m.csum_ok = 0;
     true
 }
 
@@ -440,6 +440,24 @@ pub enum PopError {
 /// Ethernet frame, unparsed. Returns what they said; Geneve options
 /// through `map` (a critical one it does not map is a bad header).
 pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMeta, PopError> {
+    let mut meta = TunnelMeta::default();
+    pop_into(pkt, kind, map, &mut meta)?;
+    Ok(meta)
+}
+
+/// [`pop`], what the headers said written into `meta` (every field; on
+/// an error, some). The datapath's form: the metadata goes where it is
+/// kept, field by field, and is not copied while its stores are still
+/// in flight (a 96-byte copy of a struct just written field by field
+/// reads across those stores, which the core cannot forward: it waits
+/// for them, a third of a decapsulation's pop).
+#[inline]
+pub fn pop_into(
+    pkt: &mut Packet,
+    kind: TunnelKind,
+    map: &TlvMap,
+    meta: &mut TunnelMeta,
+) -> Result<(), PopError> {
     let l3 = pkt.meta.l3().ok_or(PopError::BadHeader)?;
     // A frame another host's stack made on this machine (a veth peer) may
     // come with its inner checksum left to complete: its outer checksums
@@ -447,9 +465,10 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMet
     // the kernel trusts such frames likewise).
     let local = pkt.meta.offload.needs_csum();
     let d = pkt.data();
-    let (mut meta, l4, end) = match pkt.meta.l3_type {
-        ethertype::IPV4 => outer_ipv4(d, l3, kind, local)?,
-        ethertype::IPV6 => outer_ipv6(d, l3, kind)?,
+    *meta = TunnelMeta::default();
+    let (l4, end) = match pkt.meta.l3_type {
+        ethertype::IPV4 => outer_ipv4(d, l3, kind, local, meta)?,
+        ethertype::IPV6 => outer_ipv6(d, l3, kind, meta)?,
         _ => return Err(PopError::BadHeader),
     };
     let inner = match kind {
@@ -564,21 +583,22 @@ pub fn pop(pkt: &mut Packet, kind: TunnelKind, map: &TlvMap) -> Result<TunnelMet
     m.l4_ofs = NO_OFFSET;
     m.l3_type = 0;
     m.l4_proto = 0;
-    m.has_hash = false;
-    m.csum_ok = false;
+    m.has_hash = 0;
+    m.csum_ok = 0;
     m.offload = offload;
-    Ok(meta)
+    Ok(())
 }
 
 /// Checks an outer IPv4 header at `l3` carrying `kind`: the metadata it
-/// gives, where its payload starts and ends.
+/// gives (into `meta`, zeroed), where its payload starts and ends.
 #[inline]
 fn outer_ipv4(
     d: &[u8],
     l3: usize,
     kind: TunnelKind,
     local: bool,
-) -> Result<(TunnelMeta, usize, usize), PopError> {
+    meta: &mut TunnelMeta,
+) -> Result<(usize, usize), PopError> {
     if d.len() < l3 + IPV4_LEN || d[l3] >> 4 != 4 {
         return Err(PopError::BadHeader);
     }
@@ -594,19 +614,14 @@ fn outer_ipv4(
     if frag & (FLAG_MF | FRAG_OFFSET_MASK) != 0 || d[l3 + 9] != kind.ip_proto() {
         return Err(PopError::BadHeader);
     }
-    let meta = TunnelMeta {
-        src: get32(d, l3 + 12),
-        dst: get32(d, l3 + 16),
-        tos: d[l3 + 1],
-        ttl: d[l3 + 8],
-        flags: if frag & FLAG_DF != 0 {
-            TUN_FLAG_DONT_FRAGMENT
-        } else {
-            0
-        },
-        ..TunnelMeta::default()
-    };
-    Ok((meta, l3 + ihl, l3 + ip_len))
+    meta.src = get32(d, l3 + 12);
+    meta.dst = get32(d, l3 + 16);
+    meta.tos = d[l3 + 1];
+    meta.ttl = d[l3 + 8];
+    if frag & FLAG_DF != 0 {
+        meta.flags = TUN_FLAG_DONT_FRAGMENT;
+    }
+    Ok((l3 + ihl, l3 + ip_len))
 }
 
 /// [`outer_ipv4`] for IPv6: the tunnel header must follow the IPv6
@@ -616,7 +631,8 @@ fn outer_ipv6(
     d: &[u8],
     l3: usize,
     kind: TunnelKind,
-) -> Result<(TunnelMeta, usize, usize), PopError> {
+    meta: &mut TunnelMeta,
+) -> Result<(usize, usize), PopError> {
     if d.len() < l3 + IPV6_LEN || d[l3] >> 4 != 6 {
         return Err(PopError::BadHeader);
     }
@@ -624,14 +640,11 @@ fn outer_ipv6(
     if d.len() < end || d[l3 + 6] != kind.ip_proto() {
         return Err(PopError::BadHeader);
     }
-    let mut meta = TunnelMeta {
-        tos: (get16(d, l3) >> 4) as u8,
-        ttl: d[l3 + 7],
-        ..TunnelMeta::default()
-    };
+    meta.tos = (get16(d, l3) >> 4) as u8;
+    meta.ttl = d[l3 + 7];
     meta.ipv6_src.copy_from_slice(&d[l3 + 8..l3 + 24]);
     meta.ipv6_dst.copy_from_slice(&d[l3 + 24..l3 + 40]);
-    Ok((meta, l3 + IPV6_LEN, end))
+    Ok((l3 + IPV6_LEN, end))
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@ pub mod header;
 pub mod tlv;
 
 pub use config::{Endpoint, TunnelConfig, TunnelKey};
-pub use header::{pop, push, push_super, udp_src_port, HeaderParams, PopError, TnlHeader};
+pub use header::{
+    pop, pop_into, push, push_super, udp_src_port, HeaderParams, PopError, TnlHeader,
+};
 pub use tlv::{GeneveOpts, TlvEntry, TlvError, TlvMap};
 
 /// The tunnel protocols.

@@ -119,7 +119,7 @@ fn cross_a_veth_pair(tag: &str, vnet: bool) {
         let mut b = PacketBatch::new();
         rx.rx_burst(&mut pool, &mut b, 2);
         for p in b.drain() {
-            assert!(!p.meta.has_hash, "TPACKET_V2 slots carry no hash");
+            assert!(p.meta.has_hash == 0, "TPACKET_V2 slots carry no hash");
             got.push(p.data().to_vec());
             pool.free(p);
         }

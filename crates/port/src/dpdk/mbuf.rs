@@ -13,8 +13,11 @@ const NB_SEGS: usize = 20;
 const OL_FLAGS: usize = 24;
 const PKT_LEN: usize = 36;
 const DATA_LEN: usize = 40;
+const VLAN_TCI: usize = 42;
 const HASH_RSS: usize = 44;
 const BUF_LEN: usize = 54;
+// pkt_len, data_len and vlan_tci are one word (for_tx writes them so).
+const _: () = assert!(DATA_LEN == PKT_LEN + 4 && VLAN_TCI == DATA_LEN + 2);
 /// `sizeof(struct rte_mbuf)`: a direct mbuf without private area has its
 /// buffer right after the header.
 pub(super) const HEADER: usize = 128;
@@ -98,9 +101,11 @@ pub(super) unsafe fn for_tx(buf: NonNull<u8>, data_off: u32, len: u32) -> *mut M
     unsafe {
         let m = buf.as_ptr().sub(HEADER).cast::<Mbuf>();
         set_field(m, DATA_OFF, data_off as u16);
-        set_field(m, DATA_LEN, len as u16);
-        set_field(m, PKT_LEN, len);
         set_field(m, OL_FLAGS, 0u64);
+        // pkt_len, data_len and vlan_tci (its tag to insert, read only
+        // with a VLAN offload flag, which the flags above clear) as one
+        // store: a burst's loop is bound by its stores.
+        set_field(m, PKT_LEN, u64::from(len) | u64::from(len as u16) << 32);
         m
     }
 }

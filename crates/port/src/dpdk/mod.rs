@@ -38,7 +38,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use sluice_packet::{PacketBatch, PacketPool, BATCH_SIZE};
+use sluice_packet::{Packet, PacketBatch, PacketPool, BATCH_SIZE};
 
 use crate::{Port, PortCaps, PortDrop, PortError, PortStats, RxStatus};
 pub use eal::DpdkMemory;
@@ -96,6 +96,35 @@ pub struct DpdkPort {
     queue: u16,
     mp: *mut Mempool,
     stats: PortStats,
+    scratch: Box<Scratch>,
+}
+
+/// A burst's arrays, kept with the queue: no burst clears them first (a
+/// burst reads only the entries it wrote).
+struct Scratch {
+    /// Received mbufs.
+    rx: [*mut Mbuf; BATCH_SIZE],
+    /// mbufs to send.
+    tx: [*mut Mbuf; BATCH_SIZE],
+    /// Pool frames to copy into fresh mbufs: their bytes, lengths, where
+    /// each goes among those sent, and the mbufs taken for them.
+    srcs: [*const u8; BATCH_SIZE],
+    lens: [u16; BATCH_SIZE],
+    at: [u8; BATCH_SIZE],
+    fresh: [*mut Mbuf; BATCH_SIZE],
+}
+
+impl Scratch {
+    fn new() -> Box<Self> {
+        Box::new(Scratch {
+            rx: [std::ptr::null_mut(); BATCH_SIZE],
+            tx: [std::ptr::null_mut(); BATCH_SIZE],
+            srcs: [std::ptr::null(); BATCH_SIZE],
+            lens: [0; BATCH_SIZE],
+            at: [0; BATCH_SIZE],
+            fresh: [std::ptr::null_mut(); BATCH_SIZE],
+        })
+    }
 }
 
 // SAFETY: the mempool pointers are used only by the thread that polls the
@@ -224,6 +253,7 @@ impl DpdkPort {
                 queue: q as u16,
                 mp,
                 stats: PortStats::default(),
+                scratch: Scratch::new(),
             })
             .collect())
     }
@@ -239,17 +269,16 @@ impl DpdkPort {
     /// loop stays small.
     #[cold]
     #[inline(never)]
-    fn copy_in<'b>(
-        &mut self,
+    fn copy_in(
+        stats: &mut PortStats,
         pool: &mut PacketPool,
-        batch: &'b mut PacketBatch,
         m: *mut Mbuf,
         len: u32,
-    ) -> Option<&'b mut sluice_packet::Packet> {
+    ) -> Option<Packet> {
         let Some(mut p) = pool.alloc_for(len as usize) else {
             // SAFETY: m came from rx and is ours; dst is null with cap 0.
             unsafe { sl_copy_out(m, std::ptr::null_mut(), 0) };
-            self.stats.rx_drop(PortDrop::NoBuffer, 1);
+            stats.rx_drop(PortDrop::NoBuffer, 1);
             return None;
         };
         let cap = p.len() + p.tailroom();
@@ -258,17 +287,13 @@ impl DpdkPort {
         // is ours and freed by the call.
         let len = unsafe { sl_copy_out(m, p.data_mut().as_mut_ptr(), cap as u32) };
         if len == 0 {
-            self.stats.rx_drop(PortDrop::TooBig, 1);
+            stats.rx_drop(PortDrop::TooBig, 1);
             pool.free(p);
             return None;
         }
         p.set_len(len as usize);
-        self.stats.rx_copied += 1;
-        if let Err(p) = batch.push(p) {
-            pool.free(p); // not reached: rx asks for no more than the batch holds
-            return None;
-        }
-        batch.as_mut_slice().last_mut()
+        stats.rx_copied += 1;
+        Some(p)
     }
 }
 
@@ -307,32 +332,44 @@ impl Port for DpdkPort {
         if want == 0 {
             return RxStatus::Idle;
         }
-        let mut m = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
+        let m = &mut self.scratch.rx;
         // SAFETY: m has room for want <= BATCH_SIZE mbufs.
         let n =
             unsafe { sl_rx_burst(self.dev.port, self.queue, m.as_mut_ptr(), want as u16) } as usize;
         let (mut got, mut bytes) = (0, 0u64);
+        let mut run = pool.adopt_run(batch, in_port);
         for &mb in &m[..n] {
             // SAFETY: rx_burst filled the first n entries with mbufs that
             // are ours now.
             let v = unsafe { mbuf::rx_view(mb) };
-            let p = match v.buf {
+            let ok = match v.buf {
                 // SAFETY: a plain mbuf just received: its buffer is buf_len
                 // bytes, the data inside it, and it is ours until the packet
                 // is sent or freed (then given back by return_mbufs,
-                // registered above). want <= room, so the batch takes it.
-                Some(buf) => unsafe {
-                    pool.adopt_external_into(batch, buf, v.buf_len, v.data_off, v.len)
+                // registered above). n <= want, so the batch takes it.
+                Some(buf) => unsafe { run.adopt(buf, v.buf_len, v.data_off, v.len, v.hash) },
+                None => match Self::copy_in(&mut self.stats, run.pool(), mb, v.len) {
+                    Some(p) => match run.push(p) {
+                        Ok(p) => {
+                            p.meta.in_port = in_port;
+                            p.meta.hash = v.hash.unwrap_or(0);
+                            p.meta.has_hash = u8::from(v.hash.is_some());
+                            true
+                        }
+                        Err(p) => {
+                            run.pool().free(p); // not reached: n <= room
+                            false
+                        }
+                    },
+                    None => false,
                 },
-                None => self.copy_in(pool, batch, mb, v.len),
             };
-            let Some(p) = p else { continue };
-            p.meta.in_port = in_port;
-            p.meta.hash = v.hash.unwrap_or(0);
-            p.meta.has_hash = v.hash.is_some();
-            bytes += u64::from(v.len);
-            got += 1;
+            if ok {
+                bytes += u64::from(v.len);
+                got += 1;
+            }
         }
+        drop(run);
         self.stats.rx_packets += got as u64;
         self.stats.rx_bytes += bytes;
         RxStatus::of_burst(got, false)
@@ -344,15 +381,19 @@ impl Port for DpdkPort {
             return 0;
         }
         register_thread();
-        let mut m = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
+        let Scratch {
+            tx: m,
+            srcs,
+            lens,
+            at,
+            fresh,
+            ..
+        } = &mut *self.scratch;
         let (mut k, mut bytes) = (0, 0u64);
         let (mut too_big, mut nomem) = (0u64, 0u64);
         // Pool frames (from ports that copy, as vhost-user) are copied into
         // mbufs taken from the pool in one go, after this pass; `at` says
         // where each goes among the mbufs sent.
-        let mut srcs = [std::ptr::null::<u8>(); BATCH_SIZE];
-        let mut lens = [0u16; BATCH_SIZE];
-        let mut at = [0u8; BATCH_SIZE];
         let mut c = 0;
         for p in batch.as_slice() {
             match PacketPool::external_parts(p) {
@@ -373,7 +414,6 @@ impl Port for DpdkPort {
         }
         let mut copied = c as u64;
         if c > 0 {
-            let mut fresh = [std::ptr::null_mut::<Mbuf>(); BATCH_SIZE];
             // SAFETY: mp is valid; srcs/lens hold c readable packets' bytes
             // (the batch still owns them) of at most the data room; fresh
             // has room for c mbufs.
