@@ -13,7 +13,7 @@ use sluice_classifier::{RuleSet, XlateDrop};
 use sluice_conntrack::CtResult;
 use sluice_packet::encap;
 use sluice_packet::rewrite::{self, PortField};
-use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
+use sluice_packet::{FlowKey, Packet, PacketPool, Slots, BATCH_SIZE};
 
 use crate::output::OutputStage;
 use crate::packet_in::PacketInQueue;
@@ -187,7 +187,7 @@ pub(crate) fn has_destination(acts: &[DpAction]) -> bool {
 /// packets of `counted` (a recirculated pass's copies whose received
 /// packet has its fate already) are not counted again.
 pub(crate) struct Ctx<'a> {
-    pub slots: &'a mut [Option<Packet>; BATCH_SIZE],
+    pub slots: &'a mut Slots,
     pub pool: &'a mut PacketPool,
     pub out: &'a mut OutputStage,
     pub stats: &'a mut DpStats,
@@ -236,9 +236,8 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
     if let [DpAction::Output(ofport)] = acts {
         if let Some(idx) = cx.out.index_of(*ofport) {
             for &i in pkts {
-                if let Some(p) = cx.slots[i as usize].take() {
-                    cx.out.enqueue(idx, p, cx.pool, cx.stats, cx.now_us);
-                }
+                cx.out
+                    .enqueue_slot(idx, cx.slots, i as usize, cx.pool, cx.stats, cx.now_us);
             }
             cx.stats.forwarded += uncounted(pkts);
             return;
@@ -247,7 +246,7 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
     let Some(last) = acts.iter().rposition(sends) else {
         let reason = DropReason::Xlate(drop.unwrap_or(XlateDrop::NoOutput));
         for &i in pkts {
-            if let Some(p) = cx.slots[i as usize].take() {
+            if let Some(p) = cx.slots.take(i as usize) {
                 cx.pool.free(p);
             }
         }
@@ -332,7 +331,7 @@ pub(crate) fn execute(acts: &[DpAction], drop: Option<XlateDrop>, pkts: &[u8], c
                     if f.skip & (1u32 << i) != 0 {
                         continue;
                     }
-                    if let Some(p) = cx.slots[i as usize].as_mut() {
+                    if let Some(p) = cx.slots.get_mut(i as usize) {
                         apply(p, set);
                     }
                 }
@@ -351,10 +350,24 @@ fn output(ofport: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fat
         if f.skip & bit != 0 {
             continue;
         }
-        let slot = &mut cx.slots[i as usize];
+        if let (true, Some(idx)) = (is_last, idx) {
+            if cx
+                .out
+                .enqueue_slot(idx, cx.slots, i as usize, cx.pool, cx.stats, cx.now_us)
+            {
+                f.sent |= bit;
+            } else {
+                cx.stats.copy_failures += 1;
+                f.no_buf |= bit;
+            }
+            continue;
+        }
         let pkt = match (is_last, idx) {
-            (true, _) => slot.take(),
-            (false, Some(_)) => slot.as_ref().and_then(|p| cx.pool.clone_packet(p)),
+            (true, _) => cx.slots.take(i as usize),
+            (false, Some(_)) => cx
+                .slots
+                .get(i as usize)
+                .and_then(|p| cx.pool.clone_packet(p)),
             (false, None) => None,
         };
         match (pkt, idx) {
@@ -378,7 +391,7 @@ fn meter(m: &sluice_classifier::meter::Meter, pkts: &[u8], cx: &mut Ctx<'_>, f: 
     let mut lens = ArrayVec::<usize, BATCH_SIZE>::new();
     let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
     for &i in pkts {
-        if let Some(p) = cx.slots[i as usize].as_ref() {
+        if let Some(p) = cx.slots.get(i as usize) {
             lens.push(p.len());
             who.push(i);
         }
@@ -386,13 +399,13 @@ fn meter(m: &sluice_classifier::meter::Meter, pkts: &[u8], cx: &mut Ctx<'_>, f: 
     let v = m.apply(cx.now_us, &lens);
     for (k, &i) in who.iter().enumerate() {
         if v.drop & (1 << k) != 0 {
-            if let Some(p) = cx.slots[i as usize].take() {
+            if let Some(p) = cx.slots.take(i as usize) {
                 cx.pool.free(p);
             }
             f.metered |= 1 << i;
             f.skip |= 1 << i;
         } else if v.remark & (1 << k) != 0 {
-            if let Some(p) = cx.slots[i as usize].as_mut() {
+            if let Some(p) = cx.slots.get_mut(i as usize) {
                 rewrite::map_dscp(p, |d| raise_drop_precedence(d, v.prec_level));
             }
         }
@@ -404,16 +417,18 @@ fn meter(m: &sluice_classifier::meter::Meter, pkts: &[u8], cx: &mut Ctx<'_>, f: 
 /// counted as a copy failure).
 fn copy_packets(
     which: impl Iterator<Item = u8>,
-    slots: &[Option<Packet>; BATCH_SIZE],
-    copies: &mut [Option<Packet>; BATCH_SIZE],
+    slots: &Slots,
+    copies: &mut Slots,
     pool: &mut PacketPool,
     stats: &mut DpStats,
 ) -> u32 {
     let mut failed = 0u32;
     for i in which {
-        if let Some(p) = slots[i as usize].as_ref() {
+        if let Some(p) = slots.get(i as usize) {
             match pool.clone_packet(p) {
-                Some(c) => copies[i as usize] = Some(c),
+                Some(c) => {
+                    let _ = copies.put(i as usize, c);
+                }
                 None => {
                     stats.copy_failures += 1;
                     failed |= 1 << i;

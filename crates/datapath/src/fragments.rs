@@ -24,7 +24,7 @@ use sluice_conntrack::ipf::{Frag, HeldFrag};
 use sluice_conntrack::{Conntrack, CtRequest, CtResult};
 use sluice_packet::key::CS_INVALID;
 use sluice_packet::tunnel::TunnelMeta;
-use sluice_packet::{FlowKey, Packet, PacketPool, BATCH_SIZE};
+use sluice_packet::{FlowKey, Packet, PacketPool, Slots, BATCH_SIZE};
 
 use crate::execute::{execute, Ctx, RecircQueue};
 use crate::output::OutputStage;
@@ -162,7 +162,7 @@ pub(crate) fn purge(ct: &Conntrack, all: bool, stats: &mut DpStats) {
 /// Where the released fragments run: the pipeline's scratch, free once
 /// its batch's flows are done.
 pub(crate) struct Scratch<'a> {
-    pub slots: &'a mut [Option<Packet>; BATCH_SIZE],
+    pub slots: &'a mut Slots,
     pub keys: &'a mut [FlowKey; BATCH_SIZE],
     pub hashes: &'a mut [u32; BATCH_SIZE],
     pub pool: &'a mut PacketPool,
@@ -211,7 +211,7 @@ pub(crate) fn run_released(s: &mut Scratch<'_>) {
                     rel.tun.write_key(key);
                     key.recirc_id = rel.recirc_id;
                     s.hashes[k] = key.hash();
-                    s.slots[k] = Some(p);
+                    let _ = s.slots.put(k, p);
                     if !f.fate {
                         counted |= 1 << k;
                     }

@@ -9,7 +9,7 @@
 
 use sluice_packet::meta::OffloadMask;
 use sluice_packet::offload::{self, Segmenter};
-use sluice_packet::{Packet, PacketBatch, PacketPool, Unload};
+use sluice_packet::{Packet, PacketBatch, PacketPool, Slots, Unload};
 use sluice_port::{Port, PortCaps};
 
 use crate::autobatch::{KickModel, TxFlush};
@@ -168,6 +168,30 @@ impl OutputStage {
         let _ = self.ports[idx].txq.push(pkt);
         stats.output_copies += 1;
         self.send_if_worth(idx, pool, stats);
+    }
+
+    /// Queues slot `i`'s packet for port `idx`, as [`OutputStage::enqueue`]
+    /// does, moving it straight from the slot's memory (see [`Slots`]).
+    /// False when the slot is empty.
+    #[inline]
+    pub fn enqueue_slot(
+        &mut self,
+        idx: usize,
+        slots: &mut Slots,
+        i: usize,
+        pool: &mut PacketPool,
+        stats: &mut DpStats,
+        now_us: u64,
+    ) -> bool {
+        if slots.is_empty_at(i) {
+            return false;
+        }
+        self.make_room(idx, pool, stats, now_us);
+        let moved = slots.move_to(i, &mut self.ports[idx].txq);
+        debug_assert!(moved, "a packet to move and room for it");
+        stats.output_copies += 1;
+        self.send_if_worth(idx, pool, stats);
+        true
     }
 
     /// Sends port `idx`'s batch if it holds what `auto` waits for.

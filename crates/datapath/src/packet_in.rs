@@ -9,7 +9,7 @@ use std::sync::Arc;
 use arrayvec::ArrayVec;
 use sluice_classifier::dpaction::{PacketInAction, PacketInReason};
 use sluice_classifier::RuleSet;
-use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
+use sluice_packet::{PacketPool, Slots, BATCH_SIZE};
 
 use crate::output::OutputStage;
 use crate::stats::DpStats;
@@ -97,7 +97,7 @@ fn meter_packet_ins(
     id: u32,
     pkts: &[u8],
     skip: u32,
-    slots: &[Option<Packet>; BATCH_SIZE],
+    slots: &Slots,
     now_us: u64,
 ) -> u32 {
     let Some(m) = rules.meter(id) else {
@@ -107,7 +107,7 @@ fn meter_packet_ins(
     let mut who = ArrayVec::<u8, BATCH_SIZE>::new();
     for &i in pkts {
         if skip & (1 << i) == 0 {
-            if let Some(p) = slots[i as usize].as_ref() {
+            if let Some(p) = slots.get(i as usize) {
                 lens.push(p.len());
                 who.push(i);
             }
@@ -142,7 +142,7 @@ pub(crate) fn controller(
     pkts: &[u8],
     skip: u32,
     is_last: bool,
-    slots: &mut [Option<Packet>; BATCH_SIZE],
+    slots: &mut Slots,
     pool: &mut PacketPool,
     out: &OutputStage,
     stats: &mut DpStats,
@@ -161,7 +161,7 @@ pub(crate) fn controller(
         // packet is dropped for its TTL.
         if is_last {
             for &i in pkts {
-                if let Some(p) = slots[i as usize].take() {
+                if let Some(p) = slots.take(i as usize) {
                     pool.free(p);
                 }
             }
@@ -189,8 +189,7 @@ pub(crate) fn controller(
             continue;
         }
         let bit = 1u32 << i;
-        let slot = &mut slots[i as usize];
-        if let Some(p) = slot.as_ref() {
+        if let Some(p) = slots.get(i as usize) {
             let in_port = p.meta.in_port;
             if out
                 .index_of(in_port)
@@ -243,7 +242,7 @@ pub(crate) fn controller(
             }
         }
         if is_last {
-            if let Some(p) = slot.take() {
+            if let Some(p) = slots.take(i as usize) {
                 pool.free(p);
             }
         }

@@ -3,29 +3,68 @@
 
 use sluice_conntrack::CtResult;
 use sluice_packet::tunnel::TunnelMeta;
-use sluice_packet::{Packet, BATCH_SIZE};
+use sluice_packet::{Packet, Slots, BATCH_SIZE};
 
-/// A packet (or copy) a `recirc` action sends through the datapath again.
+/// Packets (or copies) a `recirc` action sends through the datapath
+/// again, kept as columns: a packet queued is one 64-byte move and a few
+/// small stores. (As one 144-byte record per packet it was built field
+/// by field on the stack and then copied whole, and the core cannot
+/// forward a wide load from several narrower stores: it waited for them,
+/// a tenth of a decapsulation's cycles.)
 #[derive(Debug)]
-pub(crate) struct Recirculated {
-    pub pkt: Packet,
-    /// Its recirculation id.
-    pub id: u32,
+pub(crate) struct Queued {
+    pub pkts: Vec<Packet>,
+    /// Each one's recirculation id.
+    pub ids: Vec<u32>,
     /// Whether this copy's fate is the received packet's (counted when
     /// its pass ends); false when the packet already has a fate (another
     /// output, or another copy carries it).
-    pub fate: bool,
+    pub fates: Vec<bool>,
     /// Where its tunnel metadata is in the queue's `cur_tun` when its
     /// pass runs ([`NO_TUN`]: it came from no tunnel): the next pass's key
-    /// holds it. (Set by [`RecircQueue::push`]: most recirculated packets
-    /// have none, and 96 bytes less to move each time one is queued.)
-    pub tun: u16,
+    /// holds it. (Most recirculated packets have none: 96 bytes less to
+    /// move each time one is queued.)
+    pub tuns: Vec<u16>,
     /// Its connection tracking state (a `ct` action's result, or what
     /// its key had): the next pass's key holds it.
-    pub ct: CtResult,
+    pub cts: Vec<CtResult>,
 }
 
-/// [`Recirculated::tun`] of a packet from no tunnel (past any index a
+impl Queued {
+    fn with_capacity(n: usize) -> Self {
+        Queued {
+            pkts: Vec::with_capacity(n),
+            ids: Vec::with_capacity(n),
+            fates: Vec::with_capacity(n),
+            tuns: Vec::with_capacity(n),
+            cts: Vec::with_capacity(n),
+        }
+    }
+
+    /// Packets queued.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.pkts.len()
+    }
+
+    /// Whether none is queued.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.pkts.is_empty()
+    }
+
+    /// Forgets the first `n` entries' columns but the packets (taken
+    /// from `pkts` by the caller).
+    #[inline]
+    pub fn drop_front_info(&mut self, n: usize) {
+        self.ids.drain(..n);
+        self.fates.drain(..n);
+        self.tuns.drain(..n);
+        self.cts.drain(..n);
+    }
+}
+
+/// [`Queued::tuns`] of a packet from no tunnel (past any index a
 /// queue of [`RecircQueue::CAP`] gives: looking it up finds nothing).
 pub(crate) const NO_TUN: u16 = u16::MAX;
 
@@ -35,9 +74,9 @@ const _: () = assert!(RecircQueue::CAP < NO_TUN as usize);
 #[derive(Debug)]
 pub(crate) struct RecircQueue {
     /// Waiting for the next pass.
-    pub next: Vec<Recirculated>,
+    pub next: Queued,
     /// The pass being run.
-    pub cur: Vec<Recirculated>,
+    pub cur: Queued,
     /// The tunnel metadata of the packets in `next` that have some, and
     /// of those in `cur` (swapped with them; `cur_tun` cleared when the
     /// pass is done).
@@ -89,21 +128,30 @@ impl RecircQueue {
         if self.next.len() >= Self::CAP {
             return Err(pkt);
         }
-        let tun = match tun {
+        let tun = self.tun_index(tun);
+        self.next.pkts.push(pkt);
+        self.record(i, counted, id, ct, tun);
+        Ok(())
+    }
+
+    /// Where `tun` goes in `next_tun` for a packet about to be queued
+    /// ([`NO_TUN`] for none).
+    #[inline]
+    pub(crate) fn tun_index(&mut self, tun: Option<TunnelMeta>) -> u16 {
+        match tun {
             Some(t) => {
                 self.next_tun.push(t);
                 (self.next_tun.len() - 1) as u16
             }
             None => NO_TUN,
-        };
-        self.push_at(i, counted, pkt, id, ct, tun)
+        }
     }
 
     /// A place in `next_tun` for the tunnel metadata of a packet about to
-    /// be queued, for its pop to write there in place, and its index for
-    /// [`Self::push_at`]. A place whose packet is not queued after all is
-    /// given back with [`Self::unreserve_tun`] (or left unused until the
-    /// pass ends).
+    /// be queued, written there in place (a tunnel pop's), and its index
+    /// for [`Self::push_slot`]. A place whose packet is not queued after
+    /// all is given back with [`Self::unreserve_tun`] (or left unused
+    /// until the pass ends).
     #[inline]
     pub(crate) fn reserve_tun(&mut self) -> (u16, &mut TunnelMeta) {
         self.next_tun.push(TunnelMeta::default());
@@ -117,41 +165,50 @@ impl RecircQueue {
         self.next_tun.pop();
     }
 
-    /// [`Self::push`] with the tunnel metadata already in `next_tun` at
-    /// `tun` ([`NO_TUN`]: none).
+    /// Queues slot `i`'s packet for the next pass `id`, as [`Self::push`]
+    /// does, with its tunnel metadata already in `next_tun` at `tun`
+    /// ([`NO_TUN`]: none), moving the packet straight from the slot's
+    /// memory into the queue. False, moving nothing, when the queue is
+    /// full or the slot empty.
     #[inline]
-    pub(crate) fn push_at(
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn push_slot(
         &mut self,
         i: u8,
         counted: u32,
-        pkt: Packet,
+        slots: &mut Slots,
         id: u32,
         ct: Option<&CtResult>,
         tun: u16,
-    ) -> Result<(), Packet> {
-        if self.next.len() >= Self::CAP {
-            return Err(pkt);
+    ) -> bool {
+        if self.next.len() >= Self::CAP || !slots.move_to_vec(i as usize, &mut self.next.pkts) {
+            return false;
         }
+        self.record(i, counted, id, ct, tun);
+        true
+    }
+
+    /// The columns of the packet just queued (the last in `next.pkts`).
+    #[inline]
+    fn record(&mut self, i: u8, counted: u32, id: u32, ct: Option<&CtResult>, tun: u16) {
         let bit = 1u32 << i;
         let fate = (self.carried | counted) & bit == 0;
+        let at = self.next.pkts.len() - 1;
         if fate {
             self.carried |= bit;
-            self.carrier[i as usize] = self.next.len() as u16;
+            self.carrier[i as usize] = at as u16;
         }
-        self.next.push(Recirculated {
-            pkt,
-            id,
-            fate,
-            tun,
-            ct: *ct.unwrap_or(&self.ct[i as usize]),
-        });
-        Ok(())
+        let n = &mut self.next;
+        n.ids.push(id);
+        n.fates.push(fate);
+        n.tuns.push(tun);
+        n.cts.push(*ct.unwrap_or(&self.ct[i as usize]));
     }
 
     pub fn new() -> Self {
         RecircQueue {
-            next: Vec::with_capacity(Self::CAP),
-            cur: Vec::with_capacity(Self::CAP),
+            next: Queued::with_capacity(Self::CAP),
+            cur: Queued::with_capacity(Self::CAP),
             next_tun: Vec::with_capacity(Self::CAP),
             cur_tun: Vec::with_capacity(Self::CAP),
             ct: [CtResult::default(); BATCH_SIZE],

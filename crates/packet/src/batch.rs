@@ -134,6 +134,28 @@ impl PacketBatch {
         }
     }
 
+    /// Moves the first `n` packets of `src` to the end of this batch, in
+    /// order, as far as there is room (one block copy, as [`Self::append`]);
+    /// the rest of `src` moves down. Returns how many moved.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub fn append_from_vec(&mut self, src: &mut Vec<Packet>, n: usize) -> usize {
+        let n = n.min(src.len()).min(self.remaining());
+        let (len, rest) = (self.pkts.len(), src.len() - n);
+        // SAFETY: as in `append`: `len + n` fits this batch, the `n`
+        // packets copied out of `src` are forgotten there by shrinking its
+        // length (after its `rest` move down over them), so each packet is
+        // owned once; nothing is dropped.
+        unsafe {
+            let p = src.as_mut_ptr();
+            std::ptr::copy_nonoverlapping(p, self.pkts.as_mut_ptr().add(len), n);
+            std::ptr::copy(p.add(n), p, rest);
+            src.set_len(rest);
+            self.pkts.set_len(len + n);
+        }
+        n
+    }
+
     /// Removes and yields every packet, in order.
     #[inline]
     pub fn drain(&mut self) -> arrayvec::Drain<'_, Packet, BATCH_SIZE> {
@@ -183,6 +205,25 @@ impl PacketBatch {
             batch: self,
             len,
             room,
+        }
+    }
+
+    /// Appends the packet at `src` by copying it (the caller's move).
+    ///
+    /// # Safety
+    /// `src` points to a packet that the caller gives up: it is never
+    /// used again from there; the batch is not full.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn push_raw(&mut self, src: *const Packet) {
+        let at = self.pkts.len();
+        debug_assert!(at < usize::from(self.room));
+        // SAFETY: at < room <= capacity (the caller checked the batch is
+        // not full); src is a packet the caller hands over, and it cannot
+        // be inside this batch past its length.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.pkts.as_mut_ptr().add(at), 1);
+            self.pkts.set_len(at + 1);
         }
     }
 

@@ -31,6 +31,8 @@ pub mod pool;
 #[allow(unsafe_code)]
 pub mod prefetch;
 pub mod rewrite;
+#[allow(unsafe_code)]
+pub mod slots;
 pub mod tunnel;
 pub mod wire;
 
@@ -38,3 +40,4 @@ pub use batch::{Fill, PacketBatch, Unload, BATCH_SIZE};
 pub use key::FlowKey;
 pub use meta::PacketMeta;
 pub use pool::{Packet, PacketPool};
+pub use slots::Slots;

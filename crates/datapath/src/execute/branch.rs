@@ -7,7 +7,7 @@ use sluice_classifier::dpaction::{DpAction, Select as SelectAction};
 use sluice_classifier::XlateDrop;
 use sluice_conntrack::CtResult;
 use sluice_packet::tunnel::TunnelMeta;
-use sluice_packet::{Packet, BATCH_SIZE};
+use sluice_packet::{Slots, BATCH_SIZE};
 
 use super::{check_len, copy_packets, execute, keeps_packet, Ctx, Fates, Step};
 use crate::stats::DropReason;
@@ -30,7 +30,7 @@ pub(super) fn select(sel: &SelectAction, drop: Option<XlateDrop>, pkts: &[u8], c
                 todo &= !(1 << i);
                 group[n] = i;
                 n += 1;
-                bytes += cx.slots[i as usize].as_ref().map_or(0, |p| p.len() as u64);
+                bytes += cx.slots.get(i as usize).map_or(0, |p| p.len() as u64);
             }
         }
         let list = match sel.variants.get(v as usize) {
@@ -38,7 +38,7 @@ pub(super) fn select(sel: &SelectAction, drop: Option<XlateDrop>, pkts: &[u8], c
             Some((_, list)) if !matches!(**list, [DpAction::Select(_)]) => list,
             _ => {
                 for &i in &group[..n] {
-                    if let Some(p) = cx.slots[i as usize].take() {
+                    if let Some(p) = cx.slots.take(i as usize) {
                         cx.pool.free(p);
                     }
                     if cx.counted & (1 << i) == 0 {
@@ -80,7 +80,7 @@ pub(super) fn check_pkt_len(
         if f.skip & (1u32 << i) != 0 {
             continue;
         }
-        if let Some(p) = cx.slots[i as usize].as_ref() {
+        if let Some(p) = cx.slots.get(i as usize) {
             if check_len(p) > usize::from(len) {
                 big.push(i);
             } else {
@@ -91,14 +91,14 @@ pub(super) fn check_pkt_len(
     // Last: the packets themselves, their fates the branches'.
     // Otherwise copies, whose fates are not counted (their
     // packets go on with the actions after this one).
-    let mut copies: [Option<Packet>; BATCH_SIZE];
+    let mut copies: Slots;
     let (targets, branch_counted) = if is_last {
         for &i in big.iter().chain(&small) {
             f.branched |= 1 << i;
         }
         (&mut *cx.slots, cx.counted)
     } else {
-        copies = std::array::from_fn(|_| None);
+        copies = Slots::new();
         let which = big.iter().chain(&small).copied();
         f.no_buf |= copy_packets(which, cx.slots, &mut copies, cx.pool, cx.stats);
         (&mut copies, u32::MAX)
@@ -159,23 +159,43 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
             continue;
         }
         let bit = 1u32 << i;
-        let slot = &mut cx.slots[i as usize];
-        let pkt = if is_last {
-            slot.take()
-        } else {
-            slot.as_ref().and_then(|p| cx.pool.clone_packet(p))
-        };
-        let Some(mut p) = pkt else {
+        // The next pass's cache hash, from this one's.
+        let hash = sluice_packet::hash::recirc_hash(cx.hashes[i as usize], id);
+        // The state a `ct` of this run gave it, or what its key had.
+        let of_key = (cx.recirc.ct_set & bit == 0).then(|| CtResult::of_key(&cx.keys[i as usize]));
+        let tun = TunnelMeta::in_key(&cx.keys[i as usize]);
+        if is_last {
+            // Moved from its slot to the queue in one copy.
+            let Some(p) = cx.slots.get_mut(i as usize) else {
+                cx.stats.copy_failures += 1;
+                f.no_buf |= bit;
+                continue;
+            };
+            p.meta.hash = hash;
+            p.meta.has_hash = 1;
+            let tun = cx.recirc.tun_index(tun);
+            if !cx
+                .recirc
+                .push_slot(i, cx.counted, cx.slots, id, of_key.as_ref(), tun)
+            {
+                if let Some(p) = cx.slots.take(i as usize) {
+                    cx.pool.free(p);
+                }
+                f.recirc_full |= bit;
+            }
+            continue;
+        }
+        let Some(mut p) = cx
+            .slots
+            .get(i as usize)
+            .and_then(|p| cx.pool.clone_packet(p))
+        else {
             cx.stats.copy_failures += 1;
             f.no_buf |= bit;
             continue;
         };
-        // The next pass's cache hash, from this one's.
-        p.meta.hash = sluice_packet::hash::recirc_hash(cx.hashes[i as usize], id);
+        p.meta.hash = hash;
         p.meta.has_hash = 1;
-        // The state a `ct` of this run gave it, or what its key had.
-        let of_key = (cx.recirc.ct_set & bit == 0).then(|| CtResult::of_key(&cx.keys[i as usize]));
-        let tun = TunnelMeta::in_key(&cx.keys[i as usize]);
         if let Err(p) = cx.recirc.push(i, cx.counted, p, id, of_key.as_ref(), tun) {
             cx.pool.free(p);
             f.recirc_full |= bit;

@@ -54,7 +54,7 @@ pub(super) fn track(
             continue;
         }
         let prev = prev_state(cx, i);
-        let Some(p) = cx.slots[i as usize].as_mut() else {
+        let Some(p) = cx.slots.get_mut(i as usize) else {
             continue;
         };
         if cx.keys[i as usize].nw_frag & FRAG_ANY != 0 {
@@ -78,7 +78,7 @@ pub(super) fn track(
             // Holding and reassembling lock shards themselves.
             batch.release();
             if crate::fragments::hold(ct, p, &frag, req, now_ms, &rest, &mut cx.recirc.released) {
-                if let Some(p) = cx.slots[i as usize].take() {
+                if let Some(p) = cx.slots.take(i as usize) {
                     cx.pool.free(p);
                 }
                 f.skip |= bit;
@@ -129,7 +129,7 @@ fn before_nat(req: &CtRequest, p: &mut sluice_packet::Packet) {
 /// next pass.
 fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
     let bit = 1u32 << i;
-    if let Some(p) = cx.slots[i as usize].as_mut() {
+    if let Some(p) = cx.slots.get_mut(i as usize) {
         // Tracked and not invalid: its checksums were summed and right
         // (or taken as right before), and the tracker's own rewrites
         // (NAT) keep them so. A partial checksum was not summed.
@@ -140,7 +140,7 @@ fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
     cx.recirc.ct[i as usize] = r;
     cx.recirc.ct_set |= bit;
     if is_last {
-        if let Some(p) = cx.slots[i as usize].take() {
+        if let Some(p) = cx.slots.take(i as usize) {
             cx.pool.free(p);
         }
         f.ct_end |= bit;
@@ -175,7 +175,7 @@ fn track_batch(
         if f.skip & (1u32 << i) != 0 {
             continue;
         }
-        let Some(p) = cx.slots[i as usize].as_mut() else {
+        let Some(p) = cx.slots.get_mut(i as usize) else {
             continue;
         };
         before_nat(req, p);
@@ -191,7 +191,7 @@ fn track_batch(
             continue;
         }
         let prev = prev_state(cx, i);
-        let Some(p) = cx.slots[i as usize].as_mut() else {
+        let Some(p) = cx.slots.get_mut(i as usize) else {
             continue;
         };
         let meta = p.meta;

@@ -68,7 +68,7 @@ impl Fates {
             if cx.recirc.carried & bit != 0 {
                 if (f.sent | f.to_ctl) & bit != 0 {
                     // Its fate is here after all: the copy's is not.
-                    cx.recirc.next[cx.recirc.carrier[i as usize] as usize].fate = false;
+                    cx.recirc.next.fates[cx.recirc.carrier[i as usize] as usize] = false;
                 } else {
                     continue;
                 }
@@ -113,7 +113,7 @@ impl Fates {
                 cx.stats.dropped[DropReason::Xlate(why).index()] += 1;
             }
             debug_assert!(
-                cx.slots[i as usize].is_none(),
+                cx.slots.is_empty_at(i as usize),
                 "every packet leaves the batch"
             );
         }

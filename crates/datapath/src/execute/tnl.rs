@@ -5,7 +5,7 @@
 use sluice_classifier::tunnel::Receivers as TnlReceivers;
 use sluice_conntrack::CtResult;
 use sluice_packet::tunnel::{self, PopError};
-use sluice_packet::{Packet, PacketPool, BATCH_SIZE};
+use sluice_packet::{Packet, PacketPool, Slots, BATCH_SIZE};
 
 use super::{copy_packets, Ctx, Fates};
 use crate::output::OutputStage;
@@ -21,7 +21,7 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
     let mut ready = 0u32;
     for &i in pkts {
         let bit = 1u32 << i;
-        let Some(p) = cx.slots[i as usize].as_mut() else {
+        let Some(p) = cx.slots.get_mut(i as usize) else {
             continue;
         };
         if f.skip & bit != 0 {
@@ -45,23 +45,26 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
     }
     for &i in pkts {
         let bit = 1u32 << i;
-        let Some(p) = cx.slots[i as usize].take() else {
-            continue;
-        };
-        if ready & bit == 0 {
-            cx.pool.free(p);
+        if cx.slots.is_empty_at(i as usize) {
             continue;
         }
-        if let Err(p) = cx.recirc.push_at(
-            i,
-            cx.counted,
-            p,
-            0,
-            Some(&CtResult::NONE),
-            tun_at[i as usize],
-        ) {
-            cx.pool.free(p);
+        if ready & bit != 0
+            && cx.recirc.push_slot(
+                i,
+                cx.counted,
+                cx.slots,
+                0,
+                Some(&CtResult::NONE),
+                tun_at[i as usize],
+            )
+        {
+            continue;
+        }
+        if ready & bit != 0 {
             f.recirc_full |= bit;
+        }
+        if let Some(p) = cx.slots.take(i as usize) {
+            cx.pool.free(p);
         }
     }
 }
@@ -73,8 +76,9 @@ pub(super) fn pop_copies(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>
             continue;
         }
         let bit = 1u32 << i;
-        let copy = cx.slots[i as usize]
-            .as_ref()
+        let copy = cx
+            .slots
+            .get(i as usize)
             .and_then(|p| cx.pool.clone_packet(p));
         let Some(mut p) = copy else {
             cx.stats.copy_failures += 1;
@@ -155,7 +159,7 @@ fn tnl_output(
     is_last: bool,
     pkts: &[u8],
     metered: u32,
-    slots: &mut [Option<Packet>; BATCH_SIZE],
+    slots: &mut Slots,
     pool: &mut PacketPool,
     out: &mut OutputStage,
     stats: &mut DpStats,
@@ -164,11 +168,11 @@ fn tnl_output(
 ) -> Pushed {
     let mut o = Pushed::default();
     let mtu = out.ports[idx].mtu;
-    let mut copies: [Option<Packet>; BATCH_SIZE];
-    let held: &mut [Option<Packet>; BATCH_SIZE] = if is_last {
+    let mut copies: Slots;
+    let held: &mut Slots = if is_last {
         slots
     } else {
-        copies = std::array::from_fn(|_| None);
+        copies = Slots::new();
         let which = pkts.iter().copied().filter(|&i| metered & (1 << i) == 0);
         o.no_buf |= copy_packets(which, slots, &mut copies, pool, stats);
         &mut copies
@@ -177,7 +181,7 @@ fn tnl_output(
     // did not bring into the cache: ask for them all first, so that the
     // header stores do not wait for them one by one.
     for &i in pkts {
-        if let Some(p) = held[i as usize].as_ref() {
+        if let Some(p) = held.get(i as usize) {
             sluice_packet::prefetch::read_addr(p.data().as_ptr().wrapping_sub(header.len()));
         }
     }
@@ -187,12 +191,12 @@ fn tnl_output(
         if metered & bit != 0 {
             continue;
         }
-        let Some(p) = held[i as usize].as_mut() else {
+        let Some(p) = held.get_mut(i as usize) else {
             continue;
         };
         let sport = tunnel::udp_src_port(hashes[i as usize]);
         if p.meta.offload.pending() {
-            let p = held[i as usize].take().expect("checked");
+            let p = held.take(i as usize).expect("checked");
             match encap_offloaded(p, header, sport, idx, pool, out, stats, now_us) {
                 Encap::Sent => o.sent |= bit,
                 Encap::TooLong => o.long |= bit,
@@ -210,7 +214,7 @@ fn tnl_output(
         if metered & (1 << i) != 0 {
             continue;
         }
-        if let Some(p) = held[i as usize].take() {
+        if let Some(p) = held.take(i as usize) {
             if ready & (1 << i) != 0 {
                 out.enqueue(idx, p, pool, stats, now_us);
                 o.sent |= 1 << i;

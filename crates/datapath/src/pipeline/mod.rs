@@ -34,7 +34,7 @@ use sluice_classifier::megaflow::FlowRef;
 use sluice_classifier::{Translation, XlateDrop, XlateEnv};
 use sluice_packet::batch::set_bits;
 use sluice_packet::extract::{extract_with_shape, vlan_limit, KeyShape};
-use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, BATCH_SIZE};
+use sluice_packet::{FlowKey, Packet, PacketBatch, PacketPool, Slots, BATCH_SIZE};
 
 use crate::cascade::{cref, fref, CacheConfig, Caches};
 use crate::execute::{execute, Ctx, RecircQueue};
@@ -147,7 +147,7 @@ pub(crate) struct Pipeline {
     found: [Option<FlowRef>; BATCH_SIZE],
     /// SMC candidates (megaflow slot indexes) of the packets.
     smc_idx: [u32; BATCH_SIZE],
-    slots: [Option<Packet>; BATCH_SIZE],
+    slots: Slots,
     /// Index into `groups` of each packet.
     group_of: [u8; BATCH_SIZE],
     temps: Vec<TempFlow>,
@@ -223,7 +223,7 @@ impl Pipeline {
             targets: [Target::NONE; BATCH_SIZE],
             found: [None; BATCH_SIZE],
             smc_idx: [0; BATCH_SIZE],
-            slots: std::array::from_fn(|_| None),
+            slots: Slots::new(),
             group_of: [0; BATCH_SIZE],
             temps: (0..BATCH_SIZE).map(|_| TempFlow::default()).collect(),
             n_temps: 0,
@@ -308,12 +308,15 @@ impl Pipeline {
             std::mem::swap(&mut self.recirc.cur, &mut self.recirc.next);
             std::mem::swap(&mut self.recirc.cur_tun, &mut self.recirc.next_tun);
             if depth > crate::MAX_RECIRC_DEPTH {
-                for r in self.recirc.cur.drain(..) {
-                    if r.fate {
+                let cur = &mut self.recirc.cur;
+                for (p, fate) in cur.pkts.drain(..).zip(cur.fates.iter()) {
+                    if *fate {
                         stats.dropped[DropReason::RecircLimit.index()] += 1;
                     }
-                    pool.free(r.pkt);
+                    pool.free(p);
                 }
+                let n = cur.ids.len();
+                cur.drop_front_info(n);
                 self.recirc.cur_tun.clear();
                 continue;
             }
@@ -321,15 +324,17 @@ impl Pipeline {
                 let mut batch = PacketBatch::new();
                 let n = self.recirc.cur.len().min(BATCH_SIZE);
                 self.counted = 0;
-                for (k, r) in self.recirc.cur.drain(..n).enumerate() {
-                    self.recirc_ids[k] = r.id;
-                    self.recirc_tun[k] = r.tun;
-                    self.recirc_ct[k] = r.ct;
-                    if !r.fate {
+                let cur = &mut self.recirc.cur;
+                self.recirc_ids[..n].copy_from_slice(&cur.ids[..n]);
+                self.recirc_tun[..n].copy_from_slice(&cur.tuns[..n]);
+                self.recirc_ct[..n].copy_from_slice(&cur.cts[..n]);
+                for (k, &fate) in cur.fates[..n].iter().enumerate() {
+                    if !fate {
                         self.counted |= 1 << k;
                     }
-                    let _ = batch.push(r.pkt);
                 }
+                batch.append_from_vec(&mut cur.pkts, n);
+                cur.drop_front_info(n);
                 stats.recirculations += n as u64;
                 self.in_recirc = true;
                 self.pass(&mut batch, env, epoch, pool, out, stats, now_us, now_cycles);
@@ -446,7 +451,7 @@ impl Pipeline {
         for r in &self.caches.xlate.rules {
             r.credit(1, len, now_us);
         }
-        self.slots[0] = Some(pkt);
+        let _ = self.slots.put(0, pkt);
         let hash = [key.hash()];
         let mut cx = Ctx {
             slots: &mut self.slots,
@@ -467,7 +472,7 @@ impl Pipeline {
             &[0],
             &mut cx,
         );
-        if let Some(p) = self.slots[0].take() {
+        if let Some(p) = self.slots.take(0) {
             pool.free(p);
         }
         if !self.recirc.released.is_empty() {
@@ -704,7 +709,7 @@ impl Pipeline {
                     }
                     pool.free(p);
                 } else {
-                    self.slots[i] = Some(p);
+                    let _ = self.slots.put(i, p);
                 }
             }
             let mut cx = Ctx {
