@@ -128,16 +128,22 @@ fn before_nat(req: &CtRequest, p: &mut sluice_packet::Packet) {
 /// What tracking packet `i` gave it: kept for the actions after and the
 /// next pass.
 fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
+    cx.recirc.ct[i as usize] = r;
+    tracked_in_place(i, is_last, cx, f);
+}
+
+/// [`tracked`] with the result already in `cx.recirc.ct[i]`.
+fn tracked_in_place(i: u8, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
     let bit = 1u32 << i;
+    let state = cx.recirc.ct[i as usize].state;
     if let Some(p) = cx.slots.get_mut(i as usize) {
         // Tracked and not invalid: its checksums were summed and right
         // (or taken as right before), and the tracker's own rewrites
         // (NAT) keep them so. A partial checksum was not summed.
-        if r.state & CS_TRACKED != 0 && r.state & CS_INVALID == 0 && !p.meta.offload.needs_csum() {
+        if state & CS_TRACKED != 0 && state & CS_INVALID == 0 && !p.meta.offload.needs_csum() {
             p.meta.csum_ok = 1;
         }
     }
-    cx.recirc.ct[i as usize] = r;
     cx.recirc.ct_set |= bit;
     if is_last {
         if let Some(p) = cx.slots.take(i as usize) {
@@ -195,8 +201,9 @@ fn track_batch(
             continue;
         };
         let meta = p.meta;
-        let r = batch.track_prepared(p.data_mut(), &meta, &prev, req, now_ms, &prep[n]);
-        tracked(i, r, is_last, cx, f);
+        let out = &mut cx.recirc.ct[i as usize];
+        batch.track_prepared_into(p.data_mut(), &meta, &prev, req, now_ms, &prep[n], out);
+        tracked_in_place(i, is_last, cx, f);
     }
 }
 
