@@ -170,6 +170,9 @@ impl RecircQueue {
     /// ([`NO_TUN`]: none), moving the packet straight from the slot's
     /// memory into the queue. False, moving nothing, when the queue is
     /// full or the slot empty.
+    /// With `hash`, the queued packet's cache hash for that pass is set
+    /// once it is in the queue (set in the slot just before, the stores
+    /// would still be in flight when the move reads the packet whole).
     #[inline]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn push_slot(
@@ -180,9 +183,14 @@ impl RecircQueue {
         id: u32,
         ct: Option<&CtResult>,
         tun: u16,
+        hash: Option<u32>,
     ) -> bool {
         if self.next.len() >= Self::CAP || !slots.move_to_vec(i as usize, &mut self.next.pkts) {
             return false;
+        }
+        if let (Some(h), Some(p)) = (hash, self.next.pkts.last_mut()) {
+            p.meta.hash = h;
+            p.meta.has_hash = 1;
         }
         self.record(i, counted, id, ct, tun);
         true

@@ -166,18 +166,21 @@ pub(super) fn recirculate(id: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>,
         let tun = TunnelMeta::in_key(&cx.keys[i as usize]);
         if is_last {
             // Moved from its slot to the queue in one copy.
-            let Some(p) = cx.slots.get_mut(i as usize) else {
+            if cx.slots.is_empty_at(i as usize) {
                 cx.stats.copy_failures += 1;
                 f.no_buf |= bit;
                 continue;
-            };
-            p.meta.hash = hash;
-            p.meta.has_hash = 1;
+            }
             let tun = cx.recirc.tun_index(tun);
-            if !cx
-                .recirc
-                .push_slot(i, cx.counted, cx.slots, id, of_key.as_ref(), tun)
-            {
+            if !cx.recirc.push_slot(
+                i,
+                cx.counted,
+                cx.slots,
+                id,
+                of_key.as_ref(),
+                tun,
+                Some(hash),
+            ) {
                 if let Some(p) = cx.slots.take(i as usize) {
                     cx.pool.free(p);
                 }

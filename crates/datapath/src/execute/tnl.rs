@@ -56,6 +56,7 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
                 0,
                 Some(&CtResult::NONE),
                 tun_at[i as usize],
+                None,
             )
         {
             continue;
