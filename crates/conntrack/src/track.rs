@@ -81,7 +81,7 @@ impl Batch<'_> {
         p: &Prepared,
     ) -> CtResult {
         let mut r = CtResult::default();
-        track_in(self, data, meta, prev, req, now_ms, p, &mut r);
+        self.track_prepared_into(data, meta, prev, req, now_ms, p, &mut r);
         r
     }
 
