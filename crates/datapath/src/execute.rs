@@ -350,36 +350,33 @@ fn output(ofport: u32, is_last: bool, pkts: &[u8], cx: &mut Ctx<'_>, f: &mut Fat
         if f.skip & bit != 0 {
             continue;
         }
-        if let (true, Some(idx)) = (is_last, idx) {
-            if cx
+        let sent = match (is_last, idx) {
+            // The packet itself, moved from its slot.
+            (true, Some(idx)) => cx
                 .out
-                .enqueue_slot(idx, cx.slots, i as usize, cx.pool, cx.stats, cx.now_us)
-            {
-                f.sent |= bit;
-            } else {
-                cx.stats.copy_failures += 1;
-                f.no_buf |= bit;
+                .enqueue_slot(idx, cx.slots, i as usize, cx.pool, cx.stats, cx.now_us),
+            (false, Some(idx)) => {
+                let copy = cx
+                    .slots
+                    .get(i as usize)
+                    .and_then(|p| cx.pool.clone_packet(p));
+                copy.map(|p| cx.out.enqueue(idx, p, cx.pool, cx.stats, cx.now_us))
+                    .is_some()
             }
-            continue;
-        }
-        let pkt = match (is_last, idx) {
-            (true, _) => cx.slots.take(i as usize),
-            (false, Some(_)) => cx
-                .slots
-                .get(i as usize)
-                .and_then(|p| cx.pool.clone_packet(p)),
-            (false, None) => None,
+            (true, None) => match cx.slots.take(i as usize) {
+                Some(p) => {
+                    cx.pool.free(p);
+                    continue;
+                }
+                None => false,
+            },
+            (false, None) => false,
         };
-        match (pkt, idx) {
-            (Some(p), Some(idx)) => {
-                cx.out.enqueue(idx, p, cx.pool, cx.stats, cx.now_us);
-                f.sent |= bit;
-            }
-            (Some(p), None) => cx.pool.free(p),
-            (None, _) => {
-                cx.stats.copy_failures += 1;
-                f.no_buf |= bit;
-            }
+        if sent {
+            f.sent |= bit;
+        } else {
+            cx.stats.copy_failures += 1;
+            f.no_buf |= bit;
         }
     }
 }

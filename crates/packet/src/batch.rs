@@ -308,19 +308,11 @@ impl Unload<'_> {
         if self.next >= self.len || dst.is_full() {
             return false;
         }
-        let at = dst.pkts.len();
         // SAFETY: `next < len` holds a packet owned here (see `front`);
-        // `dst` has room at `at`, and `dst` is not this batch (both are
-        // borrowed mutably). The packet is copied once and, by advancing
-        // `next`, never read from here again: `dst` alone owns it.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.batch.pkts.as_ptr().add(self.next),
-                dst.pkts.as_mut_ptr().add(at),
-                1,
-            );
-            dst.pkts.set_len(at + 1);
-        }
+        // `dst` has room, and `dst` is not this batch (both are borrowed
+        // mutably). The packet is copied once and, by advancing `next`,
+        // never read from here again: `dst` alone owns it.
+        unsafe { dst.push_raw(self.batch.pkts.as_ptr().add(self.next)) };
         self.next += 1;
         true
     }

@@ -45,9 +45,7 @@ pub(super) fn pop_all(receivers: &TnlReceivers, pkts: &[u8], cx: &mut Ctx<'_>, f
     }
     for &i in pkts {
         let bit = 1u32 << i;
-        if cx.slots.is_empty_at(i as usize) {
-            continue;
-        }
+        // (A ready packet is in its slot: the pop left it there.)
         if ready & bit != 0
             && cx.recirc.push_slot(
                 i,

@@ -144,7 +144,6 @@ impl PacketPool {
         AdoptRun {
             start: fill.len(),
             fill,
-            pool_id: self.id,
             pool: self,
             in_port,
             copies: 0,
@@ -227,7 +226,6 @@ impl PacketPool {
 pub struct AdoptRun<'a> {
     pool: &'a mut PacketPool,
     fill: Fill<'a>,
-    pool_id: u32,
     in_port: u32,
     /// Batch length at the start, and packets of the pool's own pushed:
     /// the rest were adopted.
@@ -252,7 +250,7 @@ impl AdoptRun<'_> {
         hash: Option<u32>,
     ) -> bool {
         debug_assert!(data_off as u64 + len as u64 <= buf_len as u64);
-        let (pool_id, meta) = (self.pool_id, PacketMeta::rx_words(self.in_port, hash));
+        let (pool_id, meta) = (self.pool.id, PacketMeta::rx_words(self.in_port, hash));
         // SAFETY: the words make the packet adopt_external makes (the
         // caller's promises are its), written into a free slot.
         unsafe {
@@ -271,13 +269,24 @@ impl AdoptRun<'_> {
         }
     }
 
-    /// Appends a packet of the pool's own (a buffer the port copied),
-    /// returning it for its metadata; gives it back if the batch is full.
+    /// Appends a packet of the pool's own (a buffer the port copied) with
+    /// the run's input port and `hash`, as [`Self::adopt`] makes them;
+    /// `false`, the packet freed, when the batch is full.
     #[inline]
-    pub fn push(&mut self, pkt: Packet) -> Result<&mut Packet, Packet> {
-        let r = self.fill.push(pkt);
-        self.copies += usize::from(r.is_ok());
-        r
+    pub fn push(&mut self, mut pkt: Packet, hash: Option<u32>) -> bool {
+        pkt.meta.in_port = self.in_port;
+        pkt.meta.hash = hash.unwrap_or(0);
+        pkt.meta.has_hash = u8::from(hash.is_some());
+        match self.fill.push(pkt) {
+            Ok(_) => {
+                self.copies += 1;
+                true
+            }
+            Err(pkt) => {
+                self.pool.free(pkt);
+                false
+            }
+        }
     }
 
     /// The pool (to take a frame for a copy).
@@ -420,7 +429,7 @@ mod tests {
                 if i == 3 {
                     // A frame of the pool's own (a copy) among them.
                     let c = run.pool().alloc_from(&[9; 60]).unwrap();
-                    assert!(run.push(c).is_ok());
+                    assert!(run.push(c, None));
                     continue;
                 }
                 // SAFETY: the buffers outlive the packets; nothing else

@@ -306,25 +306,12 @@ impl PacketPool {
         // written as whole words.
         for &frame in self.free[rest..rest + k].iter().rev() {
             let off = self.fresh_data_offset(frame);
-            // SAFETY: frame is below the region's frame count, so the
-            // pointer is inside the region (as in empty_packet); the frame
-            // is free and becomes the packet's; data_off + 0 fits it.
+            let ptr = frame_ptr(self.base, self.frame_size, frame);
+            // SAFETY: the frame is free and becomes the packet's, inside
+            // the region; data_off + 0 fits it.
             let pushed = unsafe {
-                let ptr = self
-                    .base
-                    .as_ptr()
-                    .add(frame as usize * self.frame_size as usize);
                 fill.push_with(|slot| {
-                    Packet::write_words(
-                        slot,
-                        NonNull::new_unchecked(ptr),
-                        self.frame_size,
-                        off,
-                        0,
-                        frame,
-                        self.id,
-                        meta,
-                    )
+                    Packet::write_words(slot, ptr, self.frame_size, off, 0, frame, self.id, meta)
                 })
             };
             debug_assert!(pushed, "room was checked");
@@ -352,12 +339,8 @@ impl PacketPool {
         frame: u32,
         data_off: u32,
     ) -> Packet {
-        // SAFETY: callers pass an index below their region's frame count,
-        // so the offset stays inside the region.
-        let ptr = unsafe { base.as_ptr().add(index as usize * size as usize) };
         Packet {
-            // SAFETY: ptr is derived from a non-null base by an in-bounds offset.
-            frame_ptr: unsafe { NonNull::new_unchecked(ptr) },
+            frame_ptr: frame_ptr(base, size, index),
             frame_size: size,
             frame,
             pool_id: self.id,
@@ -489,6 +472,16 @@ impl std::fmt::Debug for PacketPool {
             .field("free", &self.free.len())
             .finish()
     }
+}
+
+/// Frame `index` of the region at `base` (frames of `size` bytes). Callers
+/// pass an index below their region's frame count.
+#[inline(always)]
+fn frame_ptr(base: NonNull<u8>, size: u32, index: u32) -> NonNull<u8> {
+    // SAFETY: the index is below the region's frame count (callers), so
+    // the offset stays inside the region, and a non-null base moved
+    // inside its allocation stays non-null.
+    unsafe { NonNull::new_unchecked(base.as_ptr().add(index as usize * size as usize)) }
 }
 
 /// One packet: exclusive owner of one pool frame, plus metadata.

@@ -348,19 +348,9 @@ impl Port for DpdkPort {
                 // is sent or freed (then given back by return_mbufs,
                 // registered above). n <= want, so the batch takes it.
                 Some(buf) => unsafe { run.adopt(buf, v.buf_len, v.data_off, v.len, v.hash) },
+                // (The batch takes it: n <= room.)
                 None => match Self::copy_in(&mut self.stats, run.pool(), mb, v.len) {
-                    Some(p) => match run.push(p) {
-                        Ok(p) => {
-                            p.meta.in_port = in_port;
-                            p.meta.hash = v.hash.unwrap_or(0);
-                            p.meta.has_hash = u8::from(v.hash.is_some());
-                            true
-                        }
-                        Err(p) => {
-                            run.pool().free(p); // not reached: n <= room
-                            false
-                        }
-                    },
+                    Some(p) => run.push(p, v.hash),
                     None => false,
                 },
             };
