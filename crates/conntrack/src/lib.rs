@@ -155,6 +155,13 @@ impl Shard {
 
     /// Whether `t` is a connection's original tuple or reply tuple here.
     fn probe(&self, t: &Tuple) -> bool {
+        // An ICMP query's tuple is only ever a connection's original one:
+        // OVS's reply keys carry the reply's type, so a request never
+        // meets another connection's reply (pings both ways with one id
+        // are two connections).
+        if icmp(t.proto) {
+            return self.conns.contains_key(t);
+        }
         self.conns.contains_key(t)
             || self.aliases.contains_key(t)
             || self
@@ -167,9 +174,13 @@ impl Shard {
     /// (what a NAT reply tuple must not be): as OVS, an expired
     /// connection holds its tuples until swept if it is translated.
     fn holds(&self, t: &Tuple, now_ms: u64) -> bool {
-        self.conns
-            .get(t)
-            .is_some_and(|c| c.nat.is_some() || c.expires_ms > now_ms)
+        // (An ICMP reply tuple is never a connection's original one: see
+        // `probe`.)
+        (!icmp(t.proto)
+            && self
+                .conns
+                .get(t)
+                .is_some_and(|c| c.nat.is_some() || c.expires_ms > now_ms))
             || self.aliases.contains_key(t)
             || self
                 .conns

@@ -188,6 +188,42 @@ fn udp_and_icmp_pseudo_connections_and_related_errors() {
     assert_eq!(ct.len(), 2);
 }
 
+/// Pings both ways with one ICMP id (as OVN's compare found): two
+/// connections, as in OVS, whose keys carry the ICMP type (a request's
+/// is not the other connection's reply key, a reply's type).
+#[test]
+fn echo_requests_both_ways_with_one_id_are_two_connections() {
+    let ct = Conntrack::default();
+    assert_eq!(
+        run(&ct, &icmp(B, A, 8, 12036, &[]), &COMMIT, 0).state,
+        TRK | CS_NEW
+    );
+    assert_eq!(
+        run(&ct, &icmp(A, B, 0, 12036, &[]), &LOOK, 1).state,
+        TRK | CS_ESTABLISHED | CS_REPLY_DIR
+    );
+    // A's own request with the same id: new, and committed.
+    assert_eq!(
+        run(&ct, &icmp(A, B, 8, 12036, &[]), &COMMIT, 2).state,
+        TRK | CS_NEW
+    );
+    assert_eq!(ct.len(), 2);
+    // B's reply to it: that connection's reply.
+    assert_eq!(
+        run(&ct, &icmp(B, A, 0, 12036, &[]), &LOOK, 3).state,
+        TRK | CS_ESTABLISHED | CS_REPLY_DIR
+    );
+    // Each side's next request: its own connection's, established.
+    assert_eq!(
+        run(&ct, &icmp(B, A, 8, 12036, &[]), &LOOK, 4).state,
+        TRK | CS_ESTABLISHED
+    );
+    assert_eq!(
+        run(&ct, &icmp(A, B, 8, 12036, &[]), &LOOK, 4).state,
+        TRK | CS_ESTABLISHED
+    );
+}
+
 #[test]
 fn zones_marks_labels_expiry_and_flush() {
     let ct = Conntrack::default();
