@@ -24,7 +24,7 @@ use crate::{Conntrack, CtRequest, CtResult, Shard, SHARDS};
 const _: () = assert!(SHARDS <= 64, "a Batch's masks have a bit per shard");
 
 /// A batch's way to the tracker: [`Batch::process`] and
-/// [`Batch::track_prepared`] as [`Conntrack`]'s, the shards they lock
+/// [`Batch::track_prepared_into`] as [`Conntrack`]'s, the shards they lock
 /// kept locked (up to eight, then all let go and the count starts
 /// again) until the `Batch` is dropped or [`Batch::release`]d. Tracking
 /// in batch order is unchanged; only the locks are taken fewer times.
@@ -178,8 +178,28 @@ impl<'a> Batch<'a> {
         req: &CtRequest,
         now_ms: u64,
     ) -> CtResult {
+        let mut r = CtResult::default();
+        self.process_into(data, meta, key, prev, req, now_ms, &mut r);
+        r
+    }
+
+    /// [`Batch::process`], the result written into `out` where the
+    /// caller keeps it (as [`Batch::track_prepared_into`], and for the
+    /// same reason).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn process_into(
+        &mut self,
+        data: &mut [u8],
+        meta: &PacketMeta,
+        key: &FlowKey,
+        prev: &CtResult,
+        req: &CtRequest,
+        now_ms: u64,
+        out: &mut CtResult,
+    ) {
         let p = self.ct.prepare(data, meta, key, req.zone);
-        self.track_prepared(data, meta, prev, req, now_ms, &p)
+        self.track_prepared_into(data, meta, prev, req, now_ms, &p, out);
     }
 }
 

@@ -62,7 +62,7 @@ impl ShardSlot {
 /// A packet read for tracking ([`Conntrack::prepare`]): what a batch
 /// computes for each of its packets, prefetching their connections
 /// ([`Conntrack::prefetch_group`], [`Conntrack::prefetch_entry`]),
-/// before it tracks any ([`Conntrack::track`]).
+/// before it tracks any ([`Conntrack::track_prepared`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Prepared {
     pub(crate) parsed: Parsed,
@@ -105,8 +105,24 @@ impl Conntrack {
     /// counted yet.
     #[inline]
     pub fn prepare(&self, data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Prepared {
-        let parsed = tuple::parse(data, meta, key, zone);
-        let hash = match parsed {
+        let mut p = Prepared::NONE;
+        self.prepare_into(data, meta, key, zone, &mut p);
+        p
+    }
+
+    /// [`Conntrack::prepare`] into `out`, where the caller keeps it (a
+    /// batch's array: returned and copied there, the copy read it whole
+    /// right after the narrower stores that made it, and waited).
+    pub fn prepare_into(
+        &self,
+        data: &[u8],
+        meta: &PacketMeta,
+        key: &FlowKey,
+        zone: u16,
+        out: &mut Prepared,
+    ) {
+        tuple::parse_into(data, meta, key, zone, &mut out.parsed);
+        out.hash = match &out.parsed {
             // Both directions hash alike: the packet's own tuple's hash is
             // the lookup's whichever way (and whether translated) it goes.
             Parsed::Conn { tuple, .. } | Parsed::Other(tuple) | Parsed::Related(tuple) => {
@@ -114,7 +130,6 @@ impl Conntrack {
             }
             Parsed::NotIp | Parsed::Invalid => None,
         };
-        Prepared { parsed, hash }
     }
 
     /// The index of the shard `p`'s connection would be in, as published

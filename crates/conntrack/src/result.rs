@@ -46,28 +46,43 @@ pub struct CtTuple {
 }
 
 impl CtTuple {
-    /// As OVS's `write_ct_md` fills it from a connection key: ports, or
-    /// for ICMP the type (a query's request type) and code (0).
-    pub(crate) fn of(t: &Tuple) -> CtTuple {
+    /// No tuple, as `Default` gives it (a constant: see
+    /// [`CtResult::NONE`]).
+    pub const NONE: CtTuple = CtTuple {
+        proto: 0,
+        tp_src: 0,
+        tp_dst: 0,
+        nw_src: 0,
+        nw_dst: 0,
+        ipv6_src: [0; 16],
+        ipv6_dst: [0; 16],
+    };
+
+    /// Sets it from a connection key, as OVS's `write_ct_md` fills it:
+    /// ports, or for ICMP the type (a query's request type) and code
+    /// (0). Field by field where it is kept: built in a temporary, the
+    /// copy out read the addresses whole right after narrower stores
+    /// into them, and waited for those.
+    pub(crate) fn set_of(&mut self, t: &Tuple) {
         let (tp_src, tp_dst) = match t.proto {
             proto::ICMP | proto::ICMPV6 => (t.dport, 0),
             proto::TCP | proto::UDP | proto::SCTP => (t.sport, t.dport),
             _ => (0, 0),
         };
-        let mut c = CtTuple {
-            proto: t.proto,
-            tp_src,
-            tp_dst,
-            ..CtTuple::default()
-        };
+        self.proto = t.proto;
+        self.tp_src = tp_src;
+        self.tp_dst = tp_dst;
         if t.v6 {
-            c.ipv6_src = t.src;
-            c.ipv6_dst = t.dst;
+            self.nw_src = 0;
+            self.nw_dst = 0;
+            self.ipv6_src = t.src;
+            self.ipv6_dst = t.dst;
         } else {
-            c.nw_src = u32::from_be_bytes(t.src[..4].try_into().expect("4 bytes"));
-            c.nw_dst = u32::from_be_bytes(t.dst[..4].try_into().expect("4 bytes"));
+            self.nw_src = u32::from_be_bytes(t.src[..4].try_into().expect("4 bytes"));
+            self.nw_dst = u32::from_be_bytes(t.dst[..4].try_into().expect("4 bytes"));
+            self.ipv6_src = [0; 16];
+            self.ipv6_dst = [0; 16];
         }
-        c
     }
 }
 
@@ -79,15 +94,7 @@ impl CtResult {
         zone: 0,
         mark: 0,
         label: [0; 2],
-        tuple: CtTuple {
-            proto: 0,
-            tp_src: 0,
-            tp_dst: 0,
-            nw_src: 0,
-            nw_dst: 0,
-            ipv6_src: [0; 16],
-            ipv6_dst: [0; 16],
-        },
+        tuple: CtTuple::NONE,
     };
 
     /// The state a flow key holds.

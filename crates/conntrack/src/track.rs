@@ -18,7 +18,7 @@ use crate::tcp::{self, TcpConn, Update};
 use crate::tuple::{self, Parsed, Tuple};
 use crate::{
     exec, handle_nat, icmp, split, translate_packet, Batch, Conn, ConnNat, Conntrack, CtRequest,
-    CtResult, CtTuple, Dir, Found, Hit, PacketAt, ProtoState,
+    CtResult, Dir, Found, Hit, PacketAt, ProtoState,
 };
 
 impl Conntrack {
@@ -70,23 +70,8 @@ impl Conntrack {
 impl Batch<'_> {
     /// [`Conntrack::track_prepared`], the shards it locks kept (but
     /// before a commit or an alias's removal, which lock shards
-    /// themselves).
-    pub fn track_prepared(
-        &mut self,
-        data: &mut [u8],
-        meta: &PacketMeta,
-        prev: &CtResult,
-        req: &CtRequest,
-        now_ms: u64,
-        p: &Prepared,
-    ) -> CtResult {
-        let mut r = CtResult::default();
-        self.track_prepared_into(data, meta, prev, req, now_ms, p, &mut r);
-        r
-    }
-
-    /// [`Batch::track_prepared`], the result written into `out` field by
-    /// field where the caller keeps it. (Returned by value, the result
+    /// themselves), the result written into `out` field by field where
+    /// the caller keeps it. (Returned by value, the result
     /// was built in a temporary by narrow stores and copied out whole
     /// right after: the copy's wide loads waited for those stores, a
     /// tenth of a tracked packet's time.)
@@ -121,10 +106,11 @@ fn track_in<'a>(
     r: &mut CtResult,
 ) {
     let ct = held.tracker();
-    *r = CtResult {
-        zone: req.zone,
-        ..CtResult::default()
-    };
+    // Cleared in place, then the zone: a result built in a temporary
+    // and copied was read whole right after its narrower stores, and
+    // the copy waited for them.
+    *r = CtResult::NONE;
+    r.zone = req.zone;
     let mut st = if prev.state != 0 && prev.zone == req.zone {
         prev.state
     } else {
@@ -251,7 +237,7 @@ fn track_in<'a>(
         exec(c, req);
         r.mark = c.mark;
         r.label = split(c.label);
-        r.tuple = CtTuple::of(&c.orig);
+        r.tuple.set_of(&c.orig);
         Found::Live
     };
     let found = match held.shard(home).find(&lt, hash, ldir, &mut track) {
@@ -309,7 +295,7 @@ fn track_in<'a>(
     if create {
         // The connection's tuple, committed or not (OVS: the lookup
         // key when there is no connection).
-        r.tuple = CtTuple::of(&tuple);
+        r.tuple.set_of(&tuple);
         let icmp_reply = icmp(tuple.proto) && dir == Dir::Reply;
         let valid = match seg {
             Some(s) => tcp::valid_new(&s),

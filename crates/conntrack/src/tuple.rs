@@ -238,30 +238,49 @@ fn v4(a: u32) -> [u8; 16] {
 /// options, the ICMP id, an ICMP error's quoted header), its bytes.
 #[inline]
 pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed {
+    let mut p = Parsed::NotIp;
+    parse_into(data, meta, key, zone, &mut p);
+    p
+}
+
+/// [`parse`] into `out`, where the caller keeps it: each way out writes
+/// its result there (returned, the result was made in a temporary by
+/// narrow stores, a TCP segment's fields, and copied out whole right
+/// after: the copy waited for them).
+#[inline]
+pub fn parse_into(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16, out: &mut Parsed) {
     let v6 = match key.dl_type {
         ethertype::IPV4 => false,
         ethertype::IPV6 => true,
-        _ => return Parsed::NotIp,
+        _ => {
+            *out = Parsed::NotIp;
+            return;
+        }
     };
     if key.nw_frag & FRAG_ANY != 0 {
-        return Parsed::Invalid;
+        *out = Parsed::Invalid;
+        return;
     }
     let (src, dst) = if v6 {
         (key.ipv6_src, key.ipv6_dst)
     } else {
         (v4(key.nw_src), v4(key.nw_dst))
     };
-    let base = Tuple {
+    // Each arm's tuple made whole where it goes (a tuple of no ports
+    // built first and then copied with its ports set was read back
+    // right after the narrower stores that made it, and waited).
+    let tuple = |sport: u16, dport: u16| Tuple {
         zone,
         proto: key.nw_proto,
         v6,
         src,
         dst,
-        sport: 0,
-        dport: 0,
+        sport,
+        dport,
     };
     let Some(l4) = meta.l4() else {
-        return Parsed::Invalid;
+        *out = Parsed::Invalid;
+        return;
     };
     let b = data;
     // A partial checksum (offloaded, to be completed on the way out) is
@@ -272,16 +291,19 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
         && meta.csum_ok == 0
         && !checksums_hold(b, meta.l3().unwrap_or(0), l4, v6, key.nw_proto)
     {
-        return Parsed::Invalid;
+        *out = Parsed::Invalid;
+        return;
     }
     match key.nw_proto {
         proto::TCP => {
             let Some(off_flags) = be16(b, l4 + 12) else {
-                return Parsed::Invalid;
+                *out = Parsed::Invalid;
+                return;
             };
             let hlen = usize::from(off_flags >> 12) * 4;
             if hlen < 20 || b.len() < l4 + hlen {
-                return Parsed::Invalid;
+                *out = Parsed::Invalid;
+                return;
             }
             let l3 = meta.l3().unwrap_or(0);
             let ip_end = if v6 {
@@ -298,61 +320,53 @@ pub fn parse(data: &[u8], meta: &PacketMeta, key: &FlowKey, zone: u16) -> Parsed
                 len,
                 wscale: wscale(&b[l4 + 20..l4 + hlen]),
             };
-            Parsed::Conn {
-                tuple: Tuple {
-                    sport: key.tp_src,
-                    dport: key.tp_dst,
-                    ..base
-                },
+            *out = Parsed::Conn {
+                tuple: tuple(key.tp_src, key.tp_dst),
                 tcp: Some(seg),
                 icmp_reply: false,
-            }
+            };
         }
         // OVS 3.1's tracker reads no SCTP header: an SCTP association is
         // tracked by its addresses alone (ports 0), as any other protocol.
-        proto::SCTP => Parsed::Other(base),
+        proto::SCTP => *out = Parsed::Other(tuple(0, 0)),
         proto::UDP => {
             if b.len() < l4 + 8 {
-                return Parsed::Invalid;
+                *out = Parsed::Invalid;
+                return;
             }
-            Parsed::Conn {
-                tuple: Tuple {
-                    sport: key.tp_src,
-                    dport: key.tp_dst,
-                    ..base
-                },
+            *out = Parsed::Conn {
+                tuple: tuple(key.tp_src, key.tp_dst),
                 tcp: None,
                 icmp_reply: false,
-            }
+            };
         }
         proto::ICMP | proto::ICMPV6 => {
             let ty = key.tp_src as u8;
             if b.len() < l4 + 8 {
-                return Parsed::Invalid;
+                *out = Parsed::Invalid;
+                return;
             }
             if let Some((request, reply)) = query_of(key.nw_proto, ty) {
                 let id = be16(b, l4 + 4).unwrap_or(0);
-                return Parsed::Conn {
-                    tuple: Tuple {
-                        sport: id,
-                        dport: u16::from(request),
-                        ..base
-                    },
+                *out = Parsed::Conn {
+                    tuple: tuple(id, u16::from(request)),
                     tcp: None,
                     icmp_reply: reply,
                 };
+                return;
             }
             if is_icmp_error(key.nw_proto, ty) {
-                return match quoted(b, l4 + 8, v6, zone) {
+                *out = match quoted(b, l4 + 8, v6, zone) {
                     Some(t) => Parsed::Related(t),
                     None => Parsed::Invalid,
                 };
+                return;
             }
             // Neither a query nor an error (ND, router messages...): as
             // OVS, nothing to track.
-            Parsed::Invalid
+            *out = Parsed::Invalid;
         }
-        _ => Parsed::Other(base),
+        _ => *out = Parsed::Other(tuple(0, 0)),
     }
 }
 

@@ -32,17 +32,19 @@ pub(super) fn track(
     // MACs and TTL before the ct do not make it parse the packet again).
     let retuple = cx.recirc.reparse || !acts[..ai].iter().all(keeps_tuple);
     // Several packets, none a fragment, their keys what the tracker
-    // reads, and a table too large for the caches: all read first and
-    // their connections prefetched, then tracked (the lookups overlap
-    // their DRAM misses).
+    // reads: all read first, then tracked. With a table too large for
+    // the caches their connections are prefetched between (the lookups
+    // overlap their DRAM misses); with a small one the two passes still
+    // pay, as a packet's reading is done (its stores retired) before
+    // its tracking reads it back.
     if !retuple
-        && ct.prefetch_pays()
         && pkts.len() > 1
         && pkts
             .iter()
             .all(|&i| cx.keys[i as usize].nw_frag & FRAG_ANY == 0)
     {
-        track_batch(req, is_last, pkts, cx, f, now_ms);
+        let prefetch = ct.prefetch_pays();
+        track_batch(req, is_last, prefetch, pkts, cx, f, now_ms);
         pkts_done(step, cx, now_ms);
         return;
     }
@@ -89,28 +91,35 @@ pub(super) fn track(
             }
         }
         before_nat(req, p);
-        let r = if !retuple {
+        // The result written where it is kept (not returned and copied:
+        // a copy read right after the stores that made it waits for
+        // them).
+        let out = &mut cx.recirc.ct[i as usize];
+        if !retuple {
             let meta = p.meta;
-            batch.process(
+            batch.process_into(
                 p.data_mut(),
                 &meta,
                 &cx.keys[i as usize],
                 &prev,
                 req,
                 now_ms,
-            )
+                out,
+            );
         } else {
             let mut meta = p.meta;
             let mut key = FlowKey::default();
             match sluice_packet::extract::extract(p.data(), meta.in_port, &mut meta, &mut key) {
-                Ok(()) => batch.process(p.data_mut(), &meta, &key, &prev, req, now_ms),
-                Err(_) => CtResult {
-                    zone: req.zone,
-                    ..CtResult::default()
-                },
+                Ok(()) => batch.process_into(p.data_mut(), &meta, &key, &prev, req, now_ms, out),
+                Err(_) => {
+                    *out = CtResult {
+                        zone: req.zone,
+                        ..CtResult::NONE
+                    }
+                }
             }
-        };
-        tracked(i, r, is_last, cx, f);
+        }
+        tracked_in_place(i, is_last, cx, f);
     }
     // The shards let go as soon as the packets are tracked.
     std::mem::drop(batch);
@@ -125,14 +134,8 @@ fn before_nat(req: &CtRequest, p: &mut sluice_packet::Packet) {
     }
 }
 
-/// What tracking packet `i` gave it: kept for the actions after and the
-/// next pass.
-fn tracked(i: u8, r: CtResult, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
-    cx.recirc.ct[i as usize] = r;
-    tracked_in_place(i, is_last, cx, f);
-}
-
-/// [`tracked`] with the result already in `cx.recirc.ct[i]`.
+/// What tracking packet `i` gave it (its result in `cx.recirc.ct[i]`):
+/// kept for the actions after and the next pass.
 fn tracked_in_place(i: u8, is_last: bool, cx: &mut Ctx<'_>, f: &mut Fates) {
     let bit = 1u32 << i;
     let state = cx.recirc.ct[i as usize].state;
@@ -164,12 +167,14 @@ fn prev_state(cx: &Ctx<'_>, i: u8) -> CtResult {
 }
 
 /// The `ct` action on packets none of which is a fragment and whose
-/// keys are what the tracker reads, in three passes: each read and its
-/// group of the tracker's index prefetched; the connections the groups
-/// name prefetched; each tracked (each shard locked once for all).
+/// keys are what the tracker reads, in three passes: each read (and,
+/// with `prefetch`, its group of the tracker's index prefetched); the
+/// connections the groups name prefetched (with `prefetch`); each
+/// tracked (each shard locked once for all).
 fn track_batch(
     req: &CtRequest,
     is_last: bool,
+    prefetch: bool,
     pkts: &[u8],
     cx: &mut Ctx<'_>,
     f: &mut Fates,
@@ -185,11 +190,21 @@ fn track_batch(
             continue;
         };
         before_nat(req, p);
-        prep[n] = ct.prepare(p.data(), &p.meta, &cx.keys[i as usize], req.zone);
-        ct.prefetch_group(&prep[n]);
+        ct.prepare_into(
+            p.data(),
+            &p.meta,
+            &cx.keys[i as usize],
+            req.zone,
+            &mut prep[n],
+        );
+        if prefetch {
+            ct.prefetch_group(&prep[n]);
+        }
     }
-    for p in &prep[..pkts.len()] {
-        ct.prefetch_entry(p);
+    if prefetch {
+        for p in &prep[..pkts.len()] {
+            ct.prefetch_entry(p);
+        }
     }
     let mut batch = ct.batch();
     for (n, &i) in pkts.iter().enumerate() {
