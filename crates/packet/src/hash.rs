@@ -4,7 +4,10 @@
 //! murmur3 64-bit finaliser so that every input bit reaches the low bits
 //! that cache indexes and signatures use.
 
-use crate::key::{CT_WORDS, DP_WORDS, KEY_WORDS, TUN_WIDE_WORDS, WIDE_WORDS};
+use crate::key::{
+    CT_WORDS, DP_WORDS, KEY_WORDS, RECIRC_WORD, SHORT_KEY_WORDS, TUN_WIDE_WORDS, TUN_WORDS,
+    WIDE_WORDS,
+};
 
 /// Hashes `words` with `basis`.
 #[inline]
@@ -70,6 +73,27 @@ pub fn recirc_hash(pass_hash: u32, recirc_id: u32) -> u32 {
 pub fn hash_short_key_words(w: &[u64; KEY_WORDS]) -> u32 {
     fmix64(short_acc(w)) as u32
 }
+
+/// [`hash_key_words`] of a key whose words past the first
+/// [`SHORT_KEY_WORDS`] are zero but for the pass id's word, the metadata
+/// word and the narrow tunnel words ([`TUN_WORDS`] before
+/// [`TUN_WIDE_WORDS`]), and not all of those zero: a packet out of an
+/// IPv4 tunnel without options (its key has the tunnel's family) whose
+/// inner headers are short. The same value, folding only the pairs
+/// those words are in (a zero pair's fold is a constant the compiler
+/// works out): 4 multiplies instead of 9, and 26 words not read.
+#[inline]
+pub fn hash_tunnel_key_words(w: &[u64; KEY_WORDS]) -> u32 {
+    let mut acc = short_acc(w);
+    for i in (SHORT_KEY_WORDS..TUN_WIDE_WORDS.start).step_by(2) {
+        let read = i == RECIRC_WORD & !1 || i >= TUN_WORDS.start - 1;
+        let (a, b) = if read { (w[i], w[i + 1]) } else { (0, 0) };
+        acc = acc.wrapping_add(fold_mul(a ^ SECRET[i], b ^ SECRET[i + 1]));
+    }
+    fmix64(acc) as u32
+}
+
+const _: () = assert!(SHORT_KEY_WORDS.is_multiple_of(2) && TUN_WORDS.start % 2 == 1);
 
 /// The sum of the folds of the first three word pairs.
 #[inline(always)]
@@ -243,6 +267,31 @@ mod tests {
                 hash64_key_masked::<{ TUN_WIDE_WORDS.start }>(&key, &mask)
             };
             prop_assert_eq!(h.hash(&key), want);
+        }
+    }
+
+    proptest! {
+        /// A key out of a narrow tunnel (bits only in the short words,
+        /// the pass id's word, the metadata and the narrow tunnel words)
+        /// hashes the same by the tunnel path as by the whole key's.
+        #[test]
+        fn tunnel_hash_is_the_whole_keys(
+            w in proptest::array::uniform32(any::<u64>()),
+            zero in any::<u32>(),
+        ) {
+            let mut key = [0u64; KEY_WORDS];
+            let words = (0..SHORT_KEY_WORDS)
+                .chain([RECIRC_WORD])
+                .chain(TUN_WORDS.start - 1..TUN_WIDE_WORDS.start);
+            for (n, i) in words.enumerate() {
+                // (Some left zero: a zero tunnel id, no pass id.)
+                if zero >> n & 1 == 0 {
+                    key[i] = w[n];
+                }
+            }
+            // (An IPv4 tunnel's key always has its family.)
+            key[TUN_WIDE_WORDS.start - 1] |= 4 << 32;
+            prop_assert_eq!(hash_tunnel_key_words(&key), hash_key_words(&key));
         }
     }
 

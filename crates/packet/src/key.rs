@@ -32,6 +32,9 @@ pub const N_REGS: usize = 16;
 /// *short* key, which compares and hashes on these words alone.
 pub const SHORT_KEY_WORDS: usize = 6;
 
+/// The key word that holds `recirc_id` (see [`FlowKey::hash_tunnel`]).
+pub const RECIRC_WORD: usize = std::mem::offset_of!(FlowKey, recirc_id) / 8;
+
 /// `tun_flags`: an OAM frame (Geneve's O bit; OVS's `FLOW_TNL_F_OAM`, the
 /// one flag the `tun_flags` field shows).
 pub const TUN_FLAG_OAM: u16 = 1;
@@ -431,6 +434,23 @@ impl FlowKey {
     pub fn hash_short(&self) -> u32 {
         debug_assert!(self.is_short());
         crate::hash::hash_short_key_words(self.words())
+    }
+
+    /// [`FlowKey::hash`] of a key out of an IPv4 tunnel without options
+    /// whose inner headers are short (its only other words with bits: the
+    /// pass id's, the metadata and the narrow tunnel words), without
+    /// reading the zero words (the same value).
+    #[inline]
+    pub fn hash_tunnel(&self) -> u32 {
+        debug_assert!({
+            let w = self.words();
+            let narrow = |i: usize| (TUN_WORDS.start - 1..TUN_WIDE_WORDS.start).contains(&i);
+            let others_zero = (SHORT_KEY_WORDS..DP_WORDS)
+                .filter(|&i| i != RECIRC_WORD && !narrow(i))
+                .all(|i| w[i] == 0);
+            others_zero && self.tun_family == 4
+        });
+        crate::hash::hash_tunnel_key_words(self.words())
     }
 
     /// The hash of the whole key.

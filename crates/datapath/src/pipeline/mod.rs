@@ -488,6 +488,9 @@ impl Pipeline {
     fn extract(&mut self, batch: &mut PacketBatch, stats: &mut DpStats) -> u32 {
         let mut todo = 0u32;
         let mut short = 0u32;
+        // Keys out of an IPv4 tunnel without options, their inner headers
+        // short and no connection state: hashed by those words alone.
+        let mut tun_short = 0u32;
         let mut bytes = 0u64;
         for (i, pkt) in batch.as_mut_slice().iter_mut().enumerate() {
             bytes += pkt.len() as u64;
@@ -496,11 +499,19 @@ impl Pipeline {
             let shape = extract_with_shape(data, meta.in_port, self.vlans, meta, key);
             let shape = match shape {
                 // The pass is part of the key (and makes it not short).
-                Ok(_) if self.in_recirc => {
+                Ok(inner) if self.in_recirc => {
                     key.recirc_id = self.recirc_ids[i];
                     // (Extraction left the tunnel words zero.)
                     if let Some(t) = self.recirc.cur_tun.get(usize::from(self.recirc_tun[i])) {
                         t.write_key(key);
+                        if inner == KeyShape::Short
+                            && t.opts.present == 0
+                            && !t.is_ipv6()
+                            && t.dst != 0
+                            && self.recirc_ct[i] == sluice_conntrack::CtResult::NONE
+                        {
+                            tun_short |= 1 << i;
+                        }
                     }
                     self.recirc_ct[i].write_key(key);
                     Ok(KeyShape::Unknown)
@@ -537,6 +548,8 @@ impl Pipeline {
                 meta.hash
             } else if is_short {
                 self.keys[i].hash_short()
+            } else if tun_short & (1 << i) != 0 {
+                self.keys[i].hash_tunnel()
             } else {
                 self.keys[i].hash()
             };
