@@ -145,9 +145,16 @@ impl XdpSender {
             batch_size: batch.clamp(1, 256),
             ..TestRun::default()
         };
-        bpf(BPF_PROG_TEST_RUN, &mut attr)
-            .map(|_| ())
-            .map_err(|e| format!("sending through XDP (BPF_PROG_TEST_RUN, live frames): {e}"))
+        bpf(BPF_PROG_TEST_RUN, &mut attr).map(|_| ()).map_err(|e| {
+            let why = if e.raw_os_error() == Some(libc::EPERM) {
+                " (this kernel refuses XDP live frames to this process: they need Linux 5.18 \
+                     or later and root, and a kernel in lockdown may refuse them even so: \
+                     see dmesg and /sys/kernel/security/lockdown)"
+            } else {
+                ""
+            };
+            format!("sending through XDP (BPF_PROG_TEST_RUN, live frames): {e}{why}")
+        })
     }
 }
 

@@ -618,10 +618,20 @@ fn xdp_send_reaches_an_afxdp_port_as_distinct_flows() {
             &format!("2=pcap:tx={}", out.display()),
         ],
     );
-    let sent = a.exec(&format!(
+    let run = a.exec_status(&format!(
         "{} xdp-send eth0 --flows 10 --count 300 --burst 100 --seconds 0",
         sluice_bin()
     ));
+    let err = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() && err.contains("this kernel refuses XDP live frames") {
+        // (Seen on a 6.18 VM kernel locked down from its configuration:
+        // the program loads, its test run is refused with EPERM even to
+        // root.)
+        eprintln!("skipped: {}", err.trim());
+        return;
+    }
+    assert!(run.status.success(), "xdp-send failed: {err}");
+    let sent = String::from_utf8_lossy(&run.stdout).into_owned();
     assert!(sent.starts_with("300 frames out of eth0"), "{sent}");
     // "rx packets: N, bytes: B, dropped: D (...)" of port 1.
     let seen = |dump: &str| -> u64 {
