@@ -30,7 +30,9 @@ The frames go out through the device's XDP transmit (ndo_xdp_xmit). On a veth
 its peer must take XDP frames: an XDP program attached to it (AF_XDP sockets
 attach one) or GRO on (ethtool -K PEER gro on), else the kernel drops them.
 Count what arrived on the peer's side (its rx_packets); the rate printed is
-what was handed to the device. Needs root (CAP_BPF, CAP_NET_ADMIN), Linux 5.18+.";
+what was handed to the device. Needs root (CAP_BPF, CAP_NET_ADMIN), Linux 5.18+;
+a kernel in lockdown may refuse it even so (the error says so: check dmesg and
+/sys/kernel/security/lockdown).";
 
 /// `sluice xdp-send` arguments.
 #[derive(Args)]
