@@ -504,9 +504,10 @@ impl Pipeline {
                     // (Extraction left the tunnel words zero.)
                     if let Some(t) = self.recirc.cur_tun.get(usize::from(self.recirc_tun[i])) {
                         t.write_key(key);
+                        // (An outer IPv4 destination: family 4, as
+                        // `write_key` sets it, never an IPv6 tunnel.)
                         if inner == KeyShape::Short
                             && t.opts.present == 0
-                            && !t.is_ipv6()
                             && t.dst != 0
                             && self.recirc_ct[i] == sluice_conntrack::CtResult::NONE
                         {
