@@ -153,20 +153,21 @@ impl Shard {
         Err(None)
     }
 
-    /// Whether `t` is a connection's original tuple or reply tuple here.
-    fn probe(&self, t: &Tuple) -> bool {
+    /// Whether `t` is a connection's original tuple or reply tuple here;
+    /// `hash` is `t.shard_hash()` (its reverse's as well).
+    fn probe(&self, t: &Tuple, hash: u64) -> bool {
         // An ICMP query's tuple is only ever a connection's original one:
         // OVS's reply keys carry the reply's type, so a request never
         // meets another connection's reply (pings both ways with one id
         // are two connections).
         if icmp(t.proto) {
-            return self.conns.contains_key(t);
+            return self.conns.get_h(hash, t).is_some();
         }
-        self.conns.contains_key(t)
-            || self.aliases.contains_key(t)
+        self.conns.get_h(hash, t).is_some()
+            || self.aliases.get_h(hash, t).is_some()
             || self
                 .conns
-                .get(&t.reverse())
+                .get_h(hash, &t.reverse())
                 .is_some_and(|c| c.nat.is_none())
     }
 

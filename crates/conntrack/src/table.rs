@@ -284,11 +284,43 @@ impl<V> Table<V> {
         None
     }
 
+    /// Adds `key`, whose hash is `hash`, known not to be here (the
+    /// caller looked under the same lock): [`Table::insert`] without its
+    /// lookup.
+    ///
+    /// Then asks for the next entry's lines to write: entries are added
+    /// at the end, each into memory no one touched lately, and the
+    /// store of a whole entry into lines not in the cache sat in the
+    /// store buffer until the next locked instruction (the counters
+    /// after a commit, the shard's unlock) waited for all of it, about
+    /// a DRAM round trip per new connection. With 64 shards the next
+    /// entry of this one comes many connections later: time for the
+    /// lines to arrive.
+    pub(crate) fn insert_absent(&mut self, hash: u64, key: Tuple, val: V) {
+        debug_assert!(self.find(hash, &key).is_none());
+        if (self.entries.len() + 1) * 2 > self.groups.g.len() * SLOTS {
+            self.grow();
+        }
+        let i = u32::try_from(self.entries.len()).expect("conntrack table under 2^32 entries");
+        self.entries.push(Entry { hash, key, val });
+        self.groups.place(hash, i);
+        let next = self.entries.spare_capacity_mut();
+        if let Some(e) = next.first() {
+            sluice_packet::prefetch::write_lines(e.as_ptr().cast(), Self::ENTRY_BYTES);
+        }
+    }
+
     /// A new index twice as large (readers of the old one may go on
     /// reading it: it is not changed again).
     fn grow(&mut self) {
         let g = Groups::new(self.groups.g.len() * 2);
+        // Each entry's hash is in its own line, 192 bytes from the
+        // last: read a few entries ahead.
+        const AHEAD: usize = 4;
         for (i, e) in self.entries.iter().enumerate() {
+            if let Some(a) = self.entries.get(i + AHEAD) {
+                sluice_packet::prefetch::read(&a.hash);
+            }
             g.place(e.hash, i as u32);
         }
         self.groups = Arc::new(g);
@@ -461,6 +493,9 @@ mod tests {
     #[derive(Debug, Clone)]
     enum Op {
         Insert(u32, u32),
+        /// [`Table::insert_absent`] when the key is not there (else as
+        /// `Insert`).
+        Add(u32, u32),
         Remove(u32),
         Retain(u32),
     }
@@ -468,6 +503,7 @@ mod tests {
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             (0u32..300, any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            (0u32..300, any::<u32>()).prop_map(|(k, v)| Op::Add(k, v)),
             (0u32..300).prop_map(Op::Remove),
             (2u32..5).prop_map(Op::Retain),
         ]
@@ -483,6 +519,11 @@ mod tests {
             for o in ops {
                 match o {
                     Op::Insert(k, v) => prop_assert_eq!(tb.insert(t(k), v), m.insert(k, v)),
+                    Op::Add(k, v) if !m.contains_key(&k) => {
+                        tb.insert_absent(t(k).shard_hash(), t(k), v);
+                        m.insert(k, v);
+                    }
+                    Op::Add(k, v) => prop_assert_eq!(tb.insert(t(k), v), m.insert(k, v)),
                     Op::Remove(k) => prop_assert_eq!(tb.remove(&t(k)), m.remove(&k)),
                     Op::Retain(d) => {
                         tb.retain(|_, v| *v % d != 0);

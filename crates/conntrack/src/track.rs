@@ -18,7 +18,7 @@ use crate::tcp::{self, TcpConn, Update};
 use crate::tuple::{self, Parsed, Tuple};
 use crate::{
     exec, handle_nat, icmp, split, translate_packet, Batch, Conn, ConnNat, Conntrack, CtRequest,
-    CtResult, Dir, Found, Hit, PacketAt, ProtoState,
+    CtResult, Dir, Found, Hit, PacketAt, ProtoState, Shard,
 };
 
 impl Conntrack {
@@ -285,8 +285,13 @@ fn track_in<'a>(
             create = true;
         }
     }
-    if gone_alias.is_some() || create {
-        // Both lock shards themselves.
+    // A commit without NAT changes only the home shard, which the
+    // lookup above holds (`at` is `home` whenever nothing was found, or
+    // the connection found was gone from there): it commits under that
+    // lock. A translating commit and an alias's removal lock shards
+    // themselves, holding nothing else.
+    let in_home = gone_alias.is_none() && req.nat.is_none();
+    if gone_alias.is_some() || (create && req.commit && !in_home) {
         held.release();
     }
     if let Some(a) = gone_alias {
@@ -306,8 +311,20 @@ fn track_in<'a>(
         } else {
             st = CS_NEW;
             if req.commit {
-                if let Some((mark, label)) = ct.commit(data, &pkt, tuple, seg, req, now_ms, &mut st)
-                {
+                // (`hash` is `lt`'s: a tuple's reverse hashes alike.)
+                let made = if in_home {
+                    if ct.room_for(tuple.zone) {
+                        let shard = held.shard(home);
+                        ct.commit_in(
+                            shard, home, data, &pkt, tuple, hash, seg, req, now_ms, &mut st,
+                        )
+                    } else {
+                        None
+                    }
+                } else {
+                    ct.commit(data, &pkt, tuple, hash, seg, req, now_ms, &mut st)
+                };
+                if let Some((mark, label)) = made {
                     r.mark = mark;
                     r.label = split(label);
                 }
@@ -321,7 +338,24 @@ fn track_in<'a>(
 }
 
 impl Conntrack {
-    /// Adds a new connection for `tuple` (translating the packet if
+    /// Whether the table and `zone` may hold one more connection (if
+    /// not, counted: as OVS, the packet is still new, just not
+    /// committed).
+    fn room_for(&self, zone: u16) -> bool {
+        let limit = self.zone_limit(zone);
+        if self.conns.load(Ordering::Relaxed) >= self.max_conns.load(Ordering::Relaxed) {
+            self.stats.full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        if limit != 0 && self.zone(zone).count.load(Ordering::Relaxed) >= limit {
+            self.stats.zone_full.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Adds a new connection for `tuple`, whose [`Tuple::shard_hash`] is
+    /// `hash` (translating the packet if
     /// `req` has NAT); its mark and label, or `None` when it could not
     /// be added (table or zone full, NAT exhausted, or another PMD added
     /// it first).
@@ -331,27 +365,43 @@ impl Conntrack {
         data: &mut [u8],
         pkt: &PacketAt,
         tuple: Tuple,
+        hash: u64,
         seg: Option<tuple::TcpSeg>,
         req: &CtRequest,
         now_ms: u64,
         st: &mut u8,
     ) -> Option<(u32, u128)> {
-        let limit = self.zone_limit(tuple.zone);
-        if self.conns.load(Ordering::Relaxed) >= self.max_conns.load(Ordering::Relaxed) {
-            // As OVS: still new, just not committed.
-            self.stats.full.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
-        if limit != 0 && self.zone(tuple.zone).count.load(Ordering::Relaxed) >= limit {
-            self.stats.zone_full.fetch_add(1, Ordering::Relaxed);
+        if !self.room_for(tuple.zone) {
             return None;
         }
         let _nat = req
             .nat
             .map(|_| self.nat_lock.lock().unwrap_or_else(|e| e.into_inner()));
-        let home = Self::index(&tuple);
+        let home = Self::index_of(hash);
         let mut g = self.lock(home);
-        if g.probe(&tuple) {
+        self.commit_in(&mut g, home, data, pkt, tuple, hash, seg, req, now_ms, st)
+    }
+
+    /// [`Conntrack::commit`] with `tuple`'s shard, `home`, locked by the
+    /// caller as `g` (and `nat_lock` when `req` has NAT: the reply tuple
+    /// it picks is checked in other shards, locked one at a time).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn commit_in(
+        &self,
+        g: &mut Shard,
+        home: usize,
+        data: &mut [u8],
+        pkt: &PacketAt,
+        tuple: Tuple,
+        hash: u64,
+        seg: Option<tuple::TcpSeg>,
+        req: &CtRequest,
+        now_ms: u64,
+        st: &mut u8,
+    ) -> Option<(u32, u128)> {
+        debug_assert_eq!(hash, tuple.shard_hash());
+        debug_assert_eq!(home, Self::index_of(hash));
+        if g.probe(&tuple, hash) {
             return None;
         }
         let state = match seg {
@@ -405,8 +455,9 @@ impl Conntrack {
         }
         exec(&mut c, req);
         let out = (c.mark, c.label);
-        g.conns.insert(tuple, c);
-        self.publish(home, &g);
+        // Not there: `probe` said so under this lock.
+        g.conns.insert_absent(hash, tuple, c);
+        self.publish(home, g);
         self.conns.fetch_add(1, Ordering::Relaxed);
         self.zone(tuple.zone).count.fetch_add(1, Ordering::Relaxed);
         self.stats.committed.fetch_add(1, Ordering::Relaxed);
