@@ -303,7 +303,7 @@ pub fn io_floor(frames: &Frames, packets: u64) -> f64 {
 /// Formats results as a table like seed 004's.
 pub fn table(results: &[BenchResult]) -> String {
     let mut o = format!(
-        "{:<13} {:<14} {:>8} {:<15} {:>4} {:>7} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>9}\n",
+        "{:<14} {:<14} {:>8} {:<15} {:>4} {:>7} {:>10} {:>6} {:>6} {:>6} {:>8} {:>10} {:>9}\n",
         "rules",
         "profile",
         "flows",
@@ -320,7 +320,7 @@ pub fn table(results: &[BenchResult]) -> String {
     );
     for r in results {
         o += &format!(
-            "{:<13} {:<14} {:>8} {:<15} {:>4} {:>7.2} {:>10.0} {:>6.1} {:>6.1} {:>6.1} {:>8.2} {:>10.1} {:>9}\n",
+            "{:<14} {:<14} {:>8} {:<15} {:>4} {:>7.2} {:>10.0} {:>6.1} {:>6.1} {:>6.1} {:>8.2} {:>10.1} {:>9}\n",
             r.rules.name(),
             r.profile,
             r.flows,

@@ -160,6 +160,26 @@ pub fn flow_frame(i: u64, size: usize) -> Vec<u8> {
     .build()
 }
 
+/// The reply to flow `i` ([`flow_frame`]): its addresses and ports
+/// swapped, `size` bytes.
+pub fn reply_frame(i: u64, size: usize) -> Vec<u8> {
+    let f = flow_frame(i, size);
+    let ip = |o: usize| [f[o], f[o + 1], f[o + 2], f[o + 3]];
+    let port = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
+    let payload_len = size.saturating_sub(14 + 20 + 8);
+    Frame::ipv4(
+        ip(30),
+        ip(26),
+        L4::Udp {
+            src: port(36),
+            dst: port(34),
+        },
+    )
+    .payload(&vec![0u8; payload_len])
+    .min_len(size)
+    .build()
+}
+
 /// `packets` frames over `flows` flows picked by `dist`.
 pub fn flows_profile(
     flows: u64,

@@ -74,6 +74,12 @@ pub enum RuleSetKind {
     /// 2026-12-06 Sluice took a UDP connection's second packet as
     /// established, unlike OVS.)
     CtFirewall,
+    /// `ct-established`: `ct-firewall`'s rules, the traffic's flows in
+    /// pairs, each odd flow the reply of the even one before it
+    /// ([`with_replies`]): every connection is answered, so after each
+    /// one's first two packets every packet is `+est` (as OVS tracks UDP
+    /// too). The established packet's cost, against `port-forward`'s.
+    CtEstablished,
     /// `normal`: one rule, `priority=0,actions=NORMAL` (OVS's default
     /// bridge); each flow of the traffic from its own source MAC
     /// ([`with_flow_macs`]), flooded to port 2 (no destination is ever
@@ -93,6 +99,29 @@ pub fn with_flow_macs(frames: &Frames) -> Frames {
             f[6..12].copy_from_slice(&[0x02, 0x00, ip[0], ip[1], ip[2], ip[3]]);
         }
         out.push(&f, frames.timestamp(i));
+    }
+    out
+}
+
+/// The profile's flows in pairs ([`crate::profile::flow_frame`]'s: flow
+/// `i` from 10.0.0.0/8 plus `i`): each frame of an odd flow becomes the
+/// reply of the even flow before it, its addresses and ports swapped, so
+/// that a connection tracker sees both directions of every connection.
+/// Frames of other shapes pass as they are.
+pub fn with_replies(frames: &Frames) -> Frames {
+    let mut out = Frames::new();
+    for i in 0..frames.len() {
+        let f = frames.get(i);
+        let is_flow = f.len() >= 34 && f[12..14] == [0x08, 0x00] && f[26] == 0x0a;
+        let flow = u64::from(u32::from_be_bytes([0, f[27], f[28], f[29]]));
+        if is_flow && flow % 2 == 1 {
+            out.push(
+                &crate::profile::reply_frame(flow - 1, f.len()),
+                frames.timestamp(i),
+            );
+        } else {
+            out.push(f, frames.timestamp(i));
+        }
     }
     out
 }
@@ -117,6 +146,7 @@ impl RuleSetKind {
             RuleSetKind::VxlanEncap => "vxlan-encap".into(),
             RuleSetKind::VxlanDecap => "vxlan-decap".into(),
             RuleSetKind::CtFirewall => "ct-firewall".into(),
+            RuleSetKind::CtEstablished => "ct-established".into(),
             RuleSetKind::Normal => "normal".into(),
         }
     }
@@ -174,6 +204,9 @@ impl RuleSetKind {
     pub fn traffic(self, frames: &Frames) -> Result<Frames, String> {
         if self == RuleSetKind::Normal {
             return Ok(with_flow_macs(frames));
+        }
+        if self == RuleSetKind::CtEstablished {
+            return Ok(with_replies(frames));
         }
         if self != RuleSetKind::VxlanDecap {
             return Ok(frames.clone());
@@ -336,7 +369,7 @@ impl RuleSetKind {
             RuleSetKind::Meter => "in_port=1,actions=meter:1,output:2\n".to_string(),
             RuleSetKind::VxlanEncap => "in_port=1,actions=output:10\n".to_string(),
             RuleSetKind::VxlanDecap => "in_port=10,actions=output:2\n".to_string(),
-            RuleSetKind::CtFirewall => "\
+            RuleSetKind::CtFirewall | RuleSetKind::CtEstablished => "\
 table=0,priority=100,ip,in_port=1,actions=ct(table=1,zone=1)
 table=0,priority=0,actions=drop
 table=1,priority=100,ct_state=+trk+new,ip,actions=ct(commit,zone=1),output:2
@@ -402,11 +435,12 @@ impl std::str::FromStr for RuleSetKind {
                 RuleSetKind::VxlanEncap,
                 RuleSetKind::VxlanDecap,
                 RuleSetKind::CtFirewall,
+                RuleSetKind::CtEstablished,
                 RuleSetKind::Normal,
             ])
             .find(|k| k.name() == s)
             .ok_or_else(|| {
-                format!("'{s}': expected port-forward, patch-forward, table-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, normal, routes:N or prefixes:N")
+                format!("'{s}': expected port-forward, patch-forward, table-forward, l3, l3l4, select-group, meter, vxlan-encap, vxlan-decap, ct-firewall, ct-established, normal, routes:N or prefixes:N")
             })
     }
 }
@@ -422,6 +456,32 @@ mod tests {
             let specs = parse_flow_file(&k.flows(), Some(&k.name())).unwrap();
             assert!(!specs.is_empty());
             assert_eq!(k.name().parse::<RuleSetKind>().unwrap(), k);
+        }
+    }
+
+    #[test]
+    fn ct_established_traffic_is_connections_both_ways() {
+        use crate::profile::{flow_frame, flows_profile, Distribution};
+        let k: RuleSetKind = "ct-established".parse().unwrap();
+        assert_eq!(k.flows(), RuleSetKind::CtFirewall.flows());
+        let frames = k
+            .traffic(&flows_profile(8, Distribution::RoundRobin, 16, 64, 1))
+            .unwrap();
+        assert_eq!(frames.len(), 16);
+        for i in 0..16 {
+            let f = frames.get(i);
+            assert_eq!(f.len(), 64);
+            let flow = (i % 8) as u64;
+            if flow.is_multiple_of(2) {
+                assert_eq!(f, &flow_frame(flow, 64)[..]);
+            } else {
+                // The addresses and ports of the flow before, swapped.
+                let fwd = flow_frame(flow - 1, 64);
+                assert_eq!(f[26..30], fwd[30..34]);
+                assert_eq!(f[30..34], fwd[26..30]);
+                assert_eq!(f[34..36], fwd[36..38]);
+                assert_eq!(f[36..38], fwd[34..36]);
+            }
         }
     }
 

@@ -20,7 +20,7 @@ pub struct GenArgs {
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
     /// Write a benchmark rule set instead of traffic: port-forward, l3, l3l4,
-    /// ct-firewall, normal, routes:N (N-1 host routes the traffic misses,
+    /// ct-firewall, ct-established, normal, routes:N (N-1 host routes the traffic misses,
     /// and a catch-all) or prefixes:N (N-1 routes the traffic hits over 20
     /// prefix lengths).
     #[arg(long, value_name = "KIND")]
@@ -53,6 +53,11 @@ pub struct GenArgs {
     /// the normal rule set: NORMAL learns one MAC per flow.
     #[arg(long)]
     macs: bool,
+    /// Flows in pairs, each odd flow the reply of the even one before it
+    /// (addresses and ports swapped): connections answered both ways, for
+    /// the ct-established rule set.
+    #[arg(long)]
+    replies: bool,
 }
 
 fn profile_frames(a: &GenArgs) -> Result<Frames, String> {
@@ -117,6 +122,9 @@ pub fn gen(a: GenArgs) -> Result<(), String> {
     if a.macs {
         frames = sluice_bench::rules::with_flow_macs(&frames);
     }
+    if a.replies {
+        frames = sluice_bench::rules::with_replies(&frames);
+    }
     let f = std::fs::File::create(&a.output).map_err(err)?;
     let mut w = PcapWriter::new(std::io::BufWriter::new(f)).map_err(err)?;
     for i in 0..frames.len() {
@@ -154,7 +162,9 @@ pub struct BenchArgs {
     /// out of a VXLAN port, VNI 42, over an underlay port with an
     /// address), ct-firewall (every packet through the connection tracker,
     /// committed while new: the profiles' UDP is never replied to, so
-    /// every packet is new, as OVS tracks it), normal (OVS's
+    /// every packet is new, as OVS tracks it), ct-established (the same
+    /// rules, the flows in pairs that answer each other: every packet
+    /// after a connection's first two is established), normal (OVS's
     /// default bridge: MAC learning, each flow from its own MAC),
     /// routes:N, prefixes:N.
     #[arg(long, value_delimiter = ',', default_value = "port-forward,l3,l3l4")]
