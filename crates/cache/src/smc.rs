@@ -3,8 +3,8 @@
 //! A large way-associative table that maps a packet's hash to a megaflow
 //! slot index: the hash picks a bucket of four ways, its top 16 bits are
 //! the signature compared in each way. An entry is 6 bytes (signature and
-//! 32-bit index), so a million entries cost 6 MiB where the EMC's full
-//! keys would cost 128 MiB. A signature hit is only a candidate: the
+//! 32-bit index) in a bucket of 32 (24 and padding), so a million entries
+//! cost 8 MiB where the EMC's full keys would cost 128 MiB. A signature hit is only a candidate: the
 //! caller checks that the megaflow at that index is alive, current and
 //! matches the key under its mask before using it. A wrong candidate costs
 //! a compare, never a wrong decision.
@@ -15,12 +15,20 @@ pub const DEFAULT_ENTRIES: usize = 1 << 20;
 pub const WAYS: usize = 4;
 const EMPTY: u32 = u32::MAX;
 
+/// A bucket: 24 bytes padded to 32, so that none straddles two cache
+/// lines. (At 24, a third of them did: a lookup that missed read only the
+/// signatures, in the first line, and the insert after it then waited
+/// for the second line's indexes, which nothing had prefetched: about
+/// 95 cycles a new flow in a burst of them.)
 #[derive(Clone, Copy)]
-#[repr(C, align(8))]
+#[repr(C, align(32))]
 struct Bucket {
     sig: [u16; WAYS],
     idx: [u32; WAYS],
 }
+
+const _: () =
+    assert!(std::mem::size_of::<Bucket>() == 32 && 64 % std::mem::align_of::<Bucket>() == 0);
 
 /// A signature match cache.
 pub struct Smc {
@@ -176,9 +184,12 @@ mod tests {
     }
 
     #[test]
-    fn default_geometry_is_six_mib() {
+    fn default_geometry_is_eight_mib_of_whole_buckets() {
         let smc = Smc::new(DEFAULT_ENTRIES, true);
         assert_eq!(smc.capacity(), 1 << 20);
-        assert_eq!(std::mem::size_of::<Bucket>(), 24);
+        assert_eq!(std::mem::size_of::<Bucket>(), 32);
+        assert_eq!(smc.buckets.len() * std::mem::size_of::<Bucket>(), 8 << 20);
+        // No bucket straddles two cache lines.
+        assert_eq!(smc.buckets.as_ptr() as usize % 32, 0);
     }
 }

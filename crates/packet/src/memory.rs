@@ -1,4 +1,4 @@
-//! Large per-thread tables (the SMC's 6 MiB, the megaflow slots, the
+//! Large per-thread tables (the SMC's 8 MiB, the megaflow slots, the
 //! packet pool) are read at random: with 4 KiB pages nearly every lookup
 //! also misses the TLB, and a table that grows takes a page fault per 4 KiB
 //! it touches. Transparent huge pages (2 MiB) fix both where the kernel
