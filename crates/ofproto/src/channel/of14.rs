@@ -125,6 +125,7 @@ impl<S: Conn> Session<S> {
                             return fail(self, OfError::BUNDLE_OUT_OF_BUNDLES, frame);
                         }
                         self.bundles.0.insert(id, Open::new(flags));
+                        tracing::debug!(target: "openflow", "{}: bundle {id} opened", self.peer);
                         reply(self, bundle_ctrl::OPEN_REPLY)
                     }
                     bundle_ctrl::CLOSE_REQUEST => match self.bundles.0.get_mut(&id) {
@@ -140,7 +141,17 @@ impl<S: Conn> Session<S> {
                         None => fail(self, OfError::BUNDLE_BAD_ID, frame),
                         Some(b) if b.flags != flags => fail(self, OfError::BUNDLE_BAD_FLAGS, frame),
                         Some(b) => {
-                            if self.commit(b, frame)? {
+                            let t = std::time::Instant::now();
+                            let n = b.flow_mods.len() + b.others.len();
+                            let done = self.commit(b, frame)?;
+                            tracing::debug!(
+                                target: "openflow",
+                                "{}: bundle {id} of {n} messages {} in {} us",
+                                self.peer,
+                                if done { "committed" } else { "refused" },
+                                t.elapsed().as_micros()
+                            );
+                            if done {
                                 reply(self, bundle_ctrl::COMMIT_REPLY)
                             } else {
                                 Ok(())
