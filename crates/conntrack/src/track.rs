@@ -315,8 +315,14 @@ fn track_in<'a>(
                 let made = if in_home {
                     if ct.room_for(tuple.zone) {
                         let shard = held.shard(home);
+                        // Not translated before: the lookup above, under
+                        // this same lock, looked for `tuple` as the
+                        // commit's check would (as an original tuple, an
+                        // alias, a plain reply) and found nothing (or a
+                        // connection it removed).
+                        let looked = !natted;
                         ct.commit_in(
-                            shard, home, data, &pkt, tuple, hash, seg, req, now_ms, &mut st,
+                            shard, home, looked, data, &pkt, tuple, hash, seg, req, now_ms, &mut st,
                         )
                     } else {
                         None
@@ -379,17 +385,23 @@ impl Conntrack {
             .map(|_| self.nat_lock.lock().unwrap_or_else(|e| e.into_inner()));
         let home = Self::index_of(hash);
         let mut g = self.lock(home);
-        self.commit_in(&mut g, home, data, pkt, tuple, hash, seg, req, now_ms, st)
+        self.commit_in(
+            &mut g, home, false, data, pkt, tuple, hash, seg, req, now_ms, st,
+        )
     }
 
     /// [`Conntrack::commit`] with `tuple`'s shard, `home`, locked by the
     /// caller as `g` (and `nat_lock` when `req` has NAT: the reply tuple
     /// it picks is checked in other shards, locked one at a time).
+    /// `looked`: the caller looked for `tuple` under this lock as
+    /// [`Shard::probe`] would and found nothing, so the check is not
+    /// made again.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_in(
         &self,
         g: &mut Shard,
         home: usize,
+        looked: bool,
         data: &mut [u8],
         pkt: &PacketAt,
         tuple: Tuple,
@@ -401,7 +413,11 @@ impl Conntrack {
     ) -> Option<(u32, u128)> {
         debug_assert_eq!(hash, tuple.shard_hash());
         debug_assert_eq!(home, Self::index_of(hash));
-        if g.probe(&tuple, hash) {
+        debug_assert!(
+            !looked || !g.probe(&tuple, hash),
+            "looked for and yet there"
+        );
+        if !looked && g.probe(&tuple, hash) {
             return None;
         }
         let state = match seg {
