@@ -139,6 +139,19 @@ impl FlowPicker {
 /// so that flows spread over destination prefixes and ports (and so over
 /// the benchmark rule sets' masks), padded to `size` bytes.
 pub fn flow_frame(i: u64, size: usize) -> Vec<u8> {
+    let (src, dst, sport, dport) = flow_tuple(i);
+    udp_frame(src, dst, sport, dport, size)
+}
+
+/// The reply to flow `i` ([`flow_frame`]): its addresses and ports
+/// swapped, `size` bytes.
+pub fn reply_frame(i: u64, size: usize) -> Vec<u8> {
+    let (src, dst, sport, dport) = flow_tuple(i);
+    udp_frame(dst, src, dport, sport, size)
+}
+
+/// Flow `i`'s addresses and ports: source, destination.
+fn flow_tuple(i: u64) -> ([u8; 4], [u8; 4], u16, u16) {
     let i32 = i as u32;
     let src = (0x0a00_0000u32 | (i32 & 0x00ff_ffff)).to_be_bytes();
     // Knuth's multiplicative hash spreads destinations across 20.0.0.0/8.
@@ -146,6 +159,11 @@ pub fn flow_frame(i: u64, size: usize) -> Vec<u8> {
     const DPORTS: [u16; 8] = [53, 80, 443, 8080, 5000, 123, 22, 4789];
     let sport = 1024 + (i % 60_000) as u16;
     let dport = DPORTS[((i >> 3) % 8) as usize];
+    (src, dst, sport, dport)
+}
+
+/// A UDP/IPv4 frame of zeros padded to `size` bytes.
+fn udp_frame(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, size: usize) -> Vec<u8> {
     let payload_len = size.saturating_sub(14 + 20 + 8);
     Frame::ipv4(
         src,
@@ -153,26 +171,6 @@ pub fn flow_frame(i: u64, size: usize) -> Vec<u8> {
         L4::Udp {
             src: sport,
             dst: dport,
-        },
-    )
-    .payload(&vec![0u8; payload_len])
-    .min_len(size)
-    .build()
-}
-
-/// The reply to flow `i` ([`flow_frame`]): its addresses and ports
-/// swapped, `size` bytes.
-pub fn reply_frame(i: u64, size: usize) -> Vec<u8> {
-    let f = flow_frame(i, size);
-    let ip = |o: usize| [f[o], f[o + 1], f[o + 2], f[o + 3]];
-    let port = |o: usize| u16::from_be_bytes([f[o], f[o + 1]]);
-    let payload_len = size.saturating_sub(14 + 20 + 8);
-    Frame::ipv4(
-        ip(30),
-        ip(26),
-        L4::Udp {
-            src: port(36),
-            dst: port(34),
         },
     )
     .payload(&vec![0u8; payload_len])

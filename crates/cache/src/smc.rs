@@ -4,10 +4,10 @@
 //! slot index: the hash picks a bucket of four ways, its top 16 bits are
 //! the signature compared in each way. An entry is 6 bytes (signature and
 //! 32-bit index) in a bucket of 32 (24 and padding), so a million entries
-//! cost 8 MiB where the EMC's full keys would cost 128 MiB. A signature hit is only a candidate: the
-//! caller checks that the megaflow at that index is alive, current and
-//! matches the key under its mask before using it. A wrong candidate costs
-//! a compare, never a wrong decision.
+//! cost 8 MiB where the EMC's full keys would cost 128 MiB. A signature
+//! hit is only a candidate: the caller checks that the megaflow at that
+//! index is alive, current and matches the key under its mask before
+//! using it. A wrong candidate costs a compare, never a wrong decision.
 
 /// Default number of entries (OVS's `SMC_ENTRIES`, 1 << 20).
 pub const DEFAULT_ENTRIES: usize = 1 << 20;

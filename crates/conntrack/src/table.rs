@@ -273,14 +273,7 @@ impl<V> Table<V> {
         if let Some(i) = self.find(hash, &key) {
             return Some(std::mem::replace(&mut self.entries[i].val, val));
         }
-        // At most half the slots taken: a group overflows rarely (2 % of
-        // them at half, a Poisson tail).
-        if (self.entries.len() + 1) * 2 > self.groups.g.len() * SLOTS {
-            self.grow();
-        }
-        let i = u32::try_from(self.entries.len()).expect("conntrack table under 2^32 entries");
-        self.entries.push(Entry { hash, key, val });
-        self.groups.place(hash, i);
+        self.insert_absent(hash, key, val);
         None
     }
 
@@ -298,6 +291,8 @@ impl<V> Table<V> {
     /// lines to arrive.
     pub(crate) fn insert_absent(&mut self, hash: u64, key: Tuple, val: V) {
         debug_assert!(self.find(hash, &key).is_none());
+        // At most half the slots taken: a group overflows rarely (2 % of
+        // them at half, a Poisson tail).
         if (self.entries.len() + 1) * 2 > self.groups.g.len() * SLOTS {
             self.grow();
         }

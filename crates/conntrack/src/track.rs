@@ -313,20 +313,16 @@ fn track_in<'a>(
             if req.commit {
                 // (`hash` is `lt`'s: a tuple's reverse hashes alike.)
                 let made = if in_home {
-                    if ct.room_for(tuple.zone) {
-                        let shard = held.shard(home);
-                        // Not translated before: the lookup above, under
-                        // this same lock, looked for `tuple` as the
-                        // commit's check would (as an original tuple, an
-                        // alias, a plain reply) and found nothing (or a
-                        // connection it removed).
-                        let looked = !natted;
-                        ct.commit_in(
-                            shard, home, looked, data, &pkt, tuple, hash, seg, req, now_ms, &mut st,
-                        )
-                    } else {
-                        None
-                    }
+                    let shard = held.shard(home);
+                    // Not translated before: the lookup above, under this
+                    // same lock, looked for `tuple` as the commit's check
+                    // would (as an original tuple, an alias, a plain
+                    // reply) and found nothing (or a connection it
+                    // removed).
+                    let looked = !natted;
+                    ct.commit_in(
+                        shard, home, looked, data, &pkt, tuple, hash, seg, req, now_ms, &mut st,
+                    )
                 } else {
                     ct.commit(data, &pkt, tuple, hash, seg, req, now_ms, &mut st)
                 };
@@ -361,8 +357,7 @@ impl Conntrack {
     }
 
     /// Adds a new connection for `tuple`, whose [`Tuple::shard_hash`] is
-    /// `hash` (translating the packet if
-    /// `req` has NAT); its mark and label, or `None` when it could not
+    /// `hash` (translating the packet if `req` has NAT); its mark and label, or `None` when it could not
     /// be added (table or zone full, NAT exhausted, or another PMD added
     /// it first).
     #[allow(clippy::too_many_arguments)]
@@ -377,9 +372,6 @@ impl Conntrack {
         now_ms: u64,
         st: &mut u8,
     ) -> Option<(u32, u128)> {
-        if !self.room_for(tuple.zone) {
-            return None;
-        }
         let _nat = req
             .nat
             .map(|_| self.nat_lock.lock().unwrap_or_else(|e| e.into_inner()));
@@ -391,9 +383,10 @@ impl Conntrack {
     }
 
     /// [`Conntrack::commit`] with `tuple`'s shard, `home`, locked by the
-    /// caller as `g` (and `nat_lock` when `req` has NAT: the reply tuple
-    /// it picks is checked in other shards, locked one at a time).
-    /// `looked`: the caller looked for `tuple` under this lock as
+    /// caller as `g`, and `nat_lock` when `req` has NAT (the reply tuple
+    /// it picks is checked in other shards, locked one at a time). The
+    /// table's and the zone's limits are checked first (a refusal
+    /// counted, the packet still new). `looked`: the caller looked for `tuple` under this lock as
     /// [`Shard::probe`] would and found nothing, so the check is not
     /// made again.
     #[allow(clippy::too_many_arguments)]
@@ -413,6 +406,9 @@ impl Conntrack {
     ) -> Option<(u32, u128)> {
         debug_assert_eq!(hash, tuple.shard_hash());
         debug_assert_eq!(home, Self::index_of(hash));
+        if !self.room_for(tuple.zone) {
+            return None;
+        }
         debug_assert!(
             !looked || !g.probe(&tuple, hash),
             "looked for and yet there"
