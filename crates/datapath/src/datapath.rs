@@ -34,10 +34,13 @@ macro_rules! xenv {
 mod bridges;
 mod config;
 mod controller;
+mod idle;
 mod learning;
 mod observe;
 
-pub use config::{DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
+pub use config::{
+    DatapathConfig, DpError, PortConfig, PortReport, RxqLoad, DEFAULT_SLEEP_AFTER_US,
+};
 
 /// Size of a big frame: a 64 KiB GSO super-frame with its headers and headroom.
 pub const BIG_FRAME_SIZE: usize = 1 << 17;
@@ -114,6 +117,8 @@ pub struct Datapath {
     /// This iteration leaves the ports that can wait unread (the upcall
     /// budget is spent, or misses wait for it).
     sources_wait: bool,
+    /// [`DatapathConfig::sleep_after_us`].
+    sleep_after_us: u32,
 }
 
 impl Datapath {
@@ -163,6 +168,7 @@ impl Datapath {
             perf: None,
             perf_log_us: crate::perf::LOG_THRESHOLD_US,
             sources_wait: false,
+            sleep_after_us: cfg.sleep_after_us,
         };
         dp.pipeline.packet_ins.pad_short = cfg.pad_short_frames;
         dp.pipeline.packet_ins.max_len = cfg.packet_in_max_len;

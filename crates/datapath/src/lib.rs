@@ -30,7 +30,9 @@ mod upcall_queue;
 
 pub use autobatch::TxFlush;
 pub use cascade::CacheConfig;
-pub use datapath::{Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad};
+pub use datapath::{
+    Datapath, DatapathConfig, DpError, PortConfig, PortReport, RxqLoad, DEFAULT_SLEEP_AFTER_US,
+};
 pub use output::{BatchWaits, RxQueue};
 pub use packet_in::PacketIn;
 pub use probe::{CacheLevel, CacheProbe};

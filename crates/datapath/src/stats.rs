@@ -233,6 +233,11 @@ pub struct DpStats {
     pub processing_cycles: u64,
     /// `idle cycles`: cycles spent in iterations that received nothing.
     pub idle_cycles: u64,
+    /// `sleeps`: times the thread, idle, slept in `poll(2)` until a port
+    /// had something or a command came (in neither cycle count).
+    pub sleeps: u64,
+    /// Microseconds it slept.
+    pub sleep_us: u64,
     /// GSO super-frames cut into segments in software, for ports that take
     /// no offload requests (each then counts as its segments in
     /// `output_copies`).
@@ -302,6 +307,8 @@ impl DpStats {
             iterations,
             processing_cycles,
             idle_cycles,
+            sleeps,
+            sleep_us,
             gso_segmented,
             gso_segments,
             gso_encapsulated,
@@ -348,6 +355,8 @@ impl DpStats {
         self.iterations += iterations;
         self.processing_cycles += processing_cycles;
         self.idle_cycles += idle_cycles;
+        self.sleeps += sleeps;
+        self.sleep_us += sleep_us;
     }
 
     /// Counts a batch of `n` (1 to 32) in `sizes`.

@@ -488,6 +488,12 @@ impl AfXdpPort {
 }
 
 impl Port for AfXdpPort {
+    /// The XSK socket: `poll` says readable while its rx ring holds
+    /// descriptors.
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.live.as_ref().map(|l| l.fd.as_raw_fd())
+    }
+
     fn mtu(&self) -> Option<u32> {
         Some(self.mtu)
     }

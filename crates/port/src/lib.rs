@@ -396,6 +396,16 @@ pub trait Port: Send {
         in_port: u32,
     ) -> RxStatus;
 
+    /// A file descriptor that `poll(2)` reports readable (`POLLIN`) when
+    /// [`rx_burst`](Self::rx_burst) would find something, so that an idle
+    /// PMD thread can sleep in the kernel until traffic comes instead of
+    /// polling (a socket or a tap device). `None` (the default: DPDK,
+    /// vhost-user, files, frames in memory): the port has to be polled,
+    /// and a PMD that reads it never sleeps.
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+
     /// Binds the port to the datapath's packet pool, once, when it joins the
     /// datapath (AF_XDP registers the pool as its UMEM here).
     fn attach_pool(&mut self, _pool: &mut PacketPool) -> Result<(), PortError> {

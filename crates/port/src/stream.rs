@@ -197,6 +197,18 @@ impl StreamPort {
 }
 
 impl Port for StreamPort {
+    /// The connection, or while there is none the listener (a peer
+    /// connecting makes it readable); a port that connects out and is not
+    /// connected has none (it tries again every 100 ms).
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        match (&self.conn, &self.mode) {
+            (Some(c), _) => Some(c.as_raw_fd()),
+            (None, Mode::Listen(l, _)) => Some(l.as_raw_fd()),
+            (None, Mode::Connect { .. }) => None,
+        }
+    }
+
     fn name(&self) -> &str {
         &self.name
     }

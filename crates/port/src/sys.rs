@@ -397,6 +397,47 @@ pub fn poll(fds: &[(RawFd, i16)], timeout_ms: i32) -> io::Result<Vec<i16>> {
     Ok(p.iter().map(|x| x.revents).collect())
 }
 
+/// An `eventfd(2)`: one thread wakes another that sleeps in [`poll`] on
+/// it (a PMD thread woken for a command).
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    /// A non-blocking eventfd, closed on exec.
+    pub fn new() -> io::Result<Self> {
+        // SAFETY: eventfd takes no pointers; a valid descriptor it returns
+        // is ours alone.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd was just opened and nothing else owns it.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the descriptor readable (adds 1 to its counter).
+    pub fn notify(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live local buffer. A full counter
+        // (EAGAIN) means it is readable already.
+        let _ = unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Reads the counter back to 0 (not readable again until notified).
+    pub fn drain(&self) {
+        let mut b = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a live local buffer; EAGAIN
+        // (nothing to read) is fine.
+        let _ = unsafe { libc::read(self.0.as_raw_fd(), b.as_mut_ptr().cast(), b.len()) };
+    }
+}
+
+impl AsRawFd for EventFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 /// Pins the calling thread to CPU `cpu` (a PMD thread owns its core, as
 /// OVS's `pmd-cpu-mask` threads do).
 pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
@@ -459,6 +500,23 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_eventfd_wakes_a_poll_once_per_notify() {
+        let e = super::EventFd::new().unwrap();
+        let fd = e.as_raw_fd();
+        assert_eq!(super::poll(&[(fd, libc::POLLIN)], 0).unwrap(), [0]);
+        e.notify();
+        e.notify();
+        assert_eq!(
+            super::poll(&[(fd, libc::POLLIN)], 1000).unwrap(),
+            [libc::POLLIN]
+        );
+        e.drain();
+        assert_eq!(super::poll(&[(fd, libc::POLLIN)], 0).unwrap(), [0]);
+        // Draining an empty one does not block.
+        e.drain();
+    }
+
     #[test]
     fn poll_says_which_descriptor_is_ready() {
         use std::io::Write;

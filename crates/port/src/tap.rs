@@ -260,6 +260,10 @@ impl TapPort {
 }
 
 impl Port for TapPort {
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.dev.as_raw_fd())
+    }
+
     fn mtu(&self) -> Option<u32> {
         Some(self.mtu)
     }

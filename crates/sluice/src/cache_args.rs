@@ -65,6 +65,15 @@ pub(crate) struct CacheArgs {
     /// OVS; 'sluice ctl set pmd-perf-metrics=true' turns them on later.
     #[arg(long)]
     pmd_perf_metrics: bool,
+    /// Microseconds a PMD thread polls with nothing received before it
+    /// sleeps in poll(2), woken by the first packet or command (default
+    /// 200; 0: it never sleeps). Only a PMD whose ports all have a
+    /// descriptor to wait on sleeps (tap, afpacket, afxdp, stream), as
+    /// Open vSwitch reads such ports from a thread that sleeps; one that
+    /// reads a DPDK, vhost-user or file port always polls. pmd-stats counts
+    /// the sleeps.
+    #[arg(long, value_name = "US")]
+    pmd_sleep_after: Option<u32>,
 }
 
 /// How packets are read and rewritten where Open vSwitch has a setting
@@ -228,6 +237,9 @@ impl CacheArgs {
         }
         if let Some(n) = self.mask_limit {
             c.megaflow.max_masks = n;
+        }
+        if let Some(us) = self.pmd_sleep_after {
+            config.datapath.sleep_after_us = us;
         }
         if self.pmd_perf_metrics {
             config.datapath.perf_metrics = true;

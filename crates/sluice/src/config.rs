@@ -36,6 +36,7 @@
 //!
 //! tx_flush_interval = "auto"    # µs an output batch may wait, or auto (the default)
 //! pmd_perf_metrics = false      # pmd-perf-show's histograms and logs (OVS's pmd-perf-metrics)
+//! pmd_sleep_after = 200         # µs an idle PMD polls before it sleeps (kernel ports only; 0: never)
 //!
 //! [openflow]                   # an OpenFlow 1.3 channel (see `sluice run --help`)
 //! controllers = ["tcp:192.0.2.10:6653"]
@@ -226,6 +227,7 @@ struct FileDatapath {
     mask_limit: Option<usize>,
     tx_flush_interval: Option<FlushValue>,
     pmd_perf_metrics: Option<bool>,
+    pmd_sleep_after: Option<u32>,
 }
 
 fn resolve(base: &Path, p: PathBuf) -> PathBuf {
@@ -410,6 +412,9 @@ impl Config {
             }
             if let Some(on) = d.pmd_perf_metrics {
                 cfg.datapath.perf_metrics = on;
+            }
+            if let Some(us) = d.pmd_sleep_after {
+                cfg.datapath.sleep_after_us = us;
             }
             if let Some(n) = d.mask_limit {
                 c.megaflow.max_masks = n;

@@ -26,7 +26,7 @@ mod ofproto;
 mod routes;
 mod rxq;
 
-use crate::pmd::{Placement, PmdCommand};
+use crate::pmd::{Placement, PmdCommand, PmdSender};
 use crate::report::merge_ports;
 use crate::rxq_assign::deal;
 
@@ -106,7 +106,7 @@ pub struct Control {
 }
 
 /// Every PMD's placement and the way to send it commands.
-type PmdSenders = Vec<(Placement, Sender<PmdCommand>)>;
+type PmdSenders = Vec<(Placement, PmdSender)>;
 
 /// A port change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +200,7 @@ impl Control {
     /// Control state for datapath threads running `rules`.
     pub fn new(
         rules: RuleSet,
-        pmds: Vec<(Placement, Sender<PmdCommand>)>,
+        pmds: Vec<(Placement, PmdSender)>,
         start: Instant,
         n_rxq: Option<usize>,
     ) -> Self {

@@ -18,6 +18,7 @@ pub mod metrics_http;
 pub mod perf_show;
 pub mod pmd;
 pub mod pmd_show;
+pub mod pmd_sleep;
 pub mod report;
 pub mod runner;
 pub mod rxq_assign;

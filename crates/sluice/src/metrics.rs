@@ -209,6 +209,18 @@ impl Families {
         )?;
         self.per_pmd(
             enc,
+            "pmd_sleeps",
+            "Times an idle PMD slept in poll(2) until a packet or a command came (pmd-stats-show: sleeps)",
+            |s| s.sleeps,
+        )?;
+        self.per_pmd(
+            enc,
+            "pmd_sleep_microseconds",
+            "Microseconds PMDs slept (in neither cycle count)",
+            |s| s.sleep_us,
+        )?;
+        self.per_pmd(
+            enc,
             "pmd_iterations",
             "Poll loop iterations (pmd-stats-show: iterations)",
             |s| s.iterations,

@@ -200,6 +200,8 @@ fn diff(now: &DpStats, base: &DpStats) -> DpStats {
     sub(&mut d.sent_batches, base.sent_batches);
     sub(&mut d.processing_cycles, base.processing_cycles);
     sub(&mut d.idle_cycles, base.idle_cycles);
+    sub(&mut d.sleeps, base.sleeps);
+    sub(&mut d.sleep_us, base.sleep_us);
     for (a, b) in d.rx_batch_sizes.iter_mut().zip(&base.rx_batch_sizes) {
         sub(a, *b);
     }

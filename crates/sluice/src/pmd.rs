@@ -19,6 +19,8 @@ use sluice_datapath::{Datapath, DpStats, PacketIn, PortConfig, PortReport, RxQue
 use sluice_ofproto::hub::PinBatch;
 use sluice_port::Port;
 
+use crate::pmd_sleep::{Sleeper, Wake, MAX_SLEEP};
+
 /// A point-in-time copy of a PMD's counters.
 #[derive(Debug, Clone)]
 pub struct PmdSnapshot {
@@ -233,8 +235,25 @@ pub struct PmdHandle {
     /// Where it runs.
     pub placement: Placement,
     /// Where to send commands.
-    pub commands: Sender<PmdCommand>,
+    pub commands: PmdSender,
     join: JoinHandle<Result<Datapath, String>>,
+}
+
+/// Where commands for a PMD thread go: its channel, and what wakes it if
+/// it sleeps ([`crate::pmd_sleep`]).
+#[derive(Clone)]
+pub struct PmdSender {
+    tx: Sender<PmdCommand>,
+    wake: Arc<Wake>,
+}
+
+impl PmdSender {
+    /// Sends `cmd` (as [`Sender::send`]), waking the thread if it sleeps.
+    pub fn send(&self, cmd: PmdCommand) -> Result<(), mpsc::SendError<PmdCommand>> {
+        self.tx.send(cmd)?;
+        self.wake.sent();
+        Ok(())
+    }
 }
 
 impl PmdHandle {
@@ -390,6 +409,10 @@ pub fn spawn(
     packet_ins: Option<mpsc::SyncSender<PinBatch>>,
 ) -> Result<PmdHandle, String> {
     let (tx, rx): (Sender<PmdCommand>, Receiver<PmdCommand>) = mpsc::channel();
+    let wake = Arc::new(
+        Wake::new().map_err(|e| format!("{placement}: cannot make its wake-up eventfd: {e}"))?,
+    );
+    let mut sleeper = Sleeper::new(Arc::clone(&wake), MAX_SLEEP);
     let (built_tx, built_rx) = mpsc::channel::<Result<(), String>>();
     let deadline = limits.duration.map(|d| start + d);
     let max_packets = limits.packets;
@@ -428,10 +451,12 @@ pub fn spawn(
             let mut pins_since: Option<u64> = None;
             let (back_tx, back_rx) = mpsc::sync_channel::<Vec<PacketIn>>(PIN_RETURNS);
             let mut spare_batches: Vec<Vec<PacketIn>> = Vec::new();
+            // A command the sleeper found waiting.
+            let mut found: Option<PmdCommand> = None;
             'poll: loop {
                 // Commands first: a change is in force before any packet
                 // of this iteration is looked at.
-                while let Ok(cmd) = rx.try_recv() {
+                while let Some(cmd) = found.take().or_else(|| rx.try_recv().ok()) {
                     if !handle(&mut dp, cmd, placement, now_us(), &mut live) {
                         break 'poll;
                     }
@@ -455,7 +480,7 @@ pub fn spawn(
                     dp.set_rx_budget(Some(k as usize));
                     k
                 });
-                dp.poll_once_clocked(&clock);
+                let received = dp.poll_once_clocked(&clock);
                 if let Some(k) = reserved.filter(|&k| k > 0) {
                     let unused = dp.rx_budget() as u64;
                     if unused > 0 {
@@ -517,6 +542,9 @@ pub fn spawn(
                         dp.charge_packet_ins(sluice_datapath::cycles::now().wrapping_sub(t0));
                     }
                 }
+                // Nothing came and nothing waits: perhaps sleep.
+                let idle = received == 0 && pending_pins.is_none();
+                found = sleeper.after(&mut dp, idle, now_us(), deadline, &rx);
             }
             if live.inputs_left {
                 shared.busy.fetch_sub(1, Ordering::AcqRel);
@@ -529,7 +557,7 @@ pub fn spawn(
         .map_err(|e| format!("{placement}: cannot start the thread: {e}"))?;
     let handle = PmdHandle {
         placement,
-        commands: tx,
+        commands: PmdSender { tx, wake },
         join,
     };
     match built_rx.recv() {

@@ -316,6 +316,14 @@ pub fn text(s: &RunSummary) -> String {
         st.processing_cycles,
         st.processing_cycles as f64 * 100.0 / total
     );
+    if st.sleeps > 0 {
+        let _ = writeln!(
+            o,
+            "  sleeps: {} ({:.3} s asleep)",
+            st.sleeps,
+            st.sleep_us as f64 / 1e6
+        );
+    }
     let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
     if s.per_pmd.len() > 1 {
         for (placement, p) in s.per_pmd {

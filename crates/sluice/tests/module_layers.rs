@@ -15,6 +15,7 @@ const ORDER: &[&str] = &[
     "cpu",
     "workload",
     "rxq_assign",
+    "pmd_sleep",
     "pmd",
     "auto_lb",
     "config",

@@ -58,7 +58,19 @@ pub struct DatapathConfig {
     /// Keep PMD performance metrics ([`crate::perf`], OVS's
     /// `pmd-perf-metrics`; off, as OVS).
     pub perf_metrics: bool,
+    /// Microseconds with nothing received after which a PMD thread whose
+    /// ports all have a file descriptor to wait on (tap, AF_PACKET,
+    /// AF_XDP, stream sockets: [`sluice_port::Port::rx_fd`]) sleeps in
+    /// `poll(2)` until one is readable or a command comes, as Open
+    /// vSwitch's main thread polls such ports. 0: it never sleeps. A PMD
+    /// with a DPDK, vhost-user or file port always polls.
+    pub sleep_after_us: u32,
 }
+
+/// [`DatapathConfig::sleep_after_us`]'s default: long enough that a busy
+/// port's gaps (a TCP stream's, a request and its answer) never put the
+/// thread to sleep, short enough that a quiet switch is asleep at once.
+pub const DEFAULT_SLEEP_AFTER_US: u32 = 200;
 
 impl DatapathConfig {
     /// Misses that may wait for the upcall budget at once: the pool's
@@ -84,6 +96,7 @@ impl Default for DatapathConfig {
             pad_short_frames: false,
             packet_in_max_len: false,
             perf_metrics: false,
+            sleep_after_us: DEFAULT_SLEEP_AFTER_US,
         }
     }
 }

@@ -493,6 +493,12 @@ impl AfPacketPort {
 }
 
 impl Port for AfPacketPort {
+    /// The socket: with a TPACKET_V2 ring `poll` says readable while the
+    /// slot the kernel filled last is still the reader's.
+    fn rx_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.fd.as_raw_fd())
+    }
+
     fn mtu(&self) -> Option<u32> {
         Some(self.mtu)
     }

@@ -11,14 +11,16 @@ pub(super) const START_ONLY: &[&str] = &[
     "emc-insert-inv-prob",
     "smc-enable",
     "vlan-limit",
+    "pmd-sleep-after",
 ];
 
 /// The switch's configuration from `Open_vSwitch:other_config`, as
 /// ovs-vswitchd reads these keys: `pmd-cpu-mask` (hex: a PMD thread on
 /// each CPU set), `emc-insert-inv-prob`, `smc-enable`, `vlan-limit`,
 /// `tx-flush-interval` (µs; absent: Sluice's `auto`),
-/// `pmd-perf-metrics`. Returns what was applied and what was not, for the
-/// log.
+/// `pmd-perf-metrics`, and Sluice's own `pmd-sleep-after` (µs an idle PMD
+/// that reads only kernel ports polls before it sleeps; 0: never sleeps).
+/// Returns what was applied and what was not, for the log.
 pub fn apply_other_config(
     cfg: &mut crate::config::Config,
     oc: &BTreeMap<String, String>,
@@ -59,6 +61,11 @@ pub fn apply_other_config(
                 cfg.datapath.perf_metrics = v == "true";
                 Ok(())
             }
+            // Sluice's own (OVS polls such ports from its main thread).
+            "pmd-sleep-after" => v
+                .parse::<u32>()
+                .map(|us| cfg.datapath.sleep_after_us = us)
+                .map_err(|_| format!("'{v}' is not a number of µs")),
             _ => continue,
         };
         notes.push(match r {
@@ -83,13 +90,15 @@ mod tests {
             ("vlan-limit", "2"),
             ("tx-flush-interval", "50"),
             ("pmd-perf-metrics", "true"),
+            ("pmd-sleep-after", "0"),
             ("hw-offload", "true"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let notes = apply_other_config(&mut cfg, &oc);
-        assert_eq!(notes.len(), 6, "{notes:?}");
+        assert_eq!(notes.len(), 7, "{notes:?}");
+        assert_eq!(cfg.datapath.sleep_after_us, 0);
         assert_eq!(cfg.pmd_cores, vec![0]);
         assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 0);
         assert!(!cfg.datapath.cache.smc_enabled);
