@@ -544,7 +544,7 @@ pub fn spawn(
                 }
                 // Nothing came and nothing waits: perhaps sleep.
                 let idle = received == 0 && pending_pins.is_none();
-                found = sleeper.after(&mut dp, idle, now_us(), deadline, &rx);
+                found = sleeper.after(&mut dp, idle, now_us, deadline, &rx);
             }
             if live.inputs_left {
                 shared.busy.fetch_sub(1, Ordering::AcqRel);

@@ -80,7 +80,8 @@ impl Sleeper {
     }
 
     /// After each poll iteration: `idle` says it received nothing and
-    /// the thread holds nothing of its own (packet-ins to hand over).
+    /// the thread holds nothing of its own (packet-ins to hand over);
+    /// `now_us` reads the switch clock (only when idle).
     /// Sleeps when the datapath has been idle long enough and can be
     /// waited for, at most until `deadline`. A command found on the way
     /// (taken from `commands` to see whether one waits) is returned, to be
@@ -89,7 +90,7 @@ impl Sleeper {
         &mut self,
         dp: &mut Datapath,
         idle: bool,
-        now_us: u64,
+        now_us: impl FnOnce() -> u64,
         deadline: Option<Instant>,
         commands: &Receiver<C>,
     ) -> Option<C> {
@@ -98,8 +99,12 @@ impl Sleeper {
             return None;
         }
         let after = u64::from(dp.sleep_after_us());
+        if after == 0 {
+            return None;
+        }
+        let now_us = now_us();
         let since = *self.idle_since.get_or_insert(now_us);
-        if after == 0 || now_us.saturating_sub(since) < after || !dp.rx_wait_fds(&mut self.fds) {
+        if now_us.saturating_sub(since) < after || !dp.rx_wait_fds(&mut self.fds) {
             return None;
         }
         let mut timeout = self.max;
@@ -171,12 +176,12 @@ mod tests {
         let (mut s, _wake) = sleeper(Duration::from_millis(30));
         let (_tx, rx) = mpsc::channel::<()>();
         // Not idle, or not idle long enough: no sleep.
-        s.after(&mut dp, false, 0, None, &rx);
-        s.after(&mut dp, true, 1_000, None, &rx);
-        s.after(&mut dp, true, 1_100, None, &rx);
+        s.after(&mut dp, false, || 0, None, &rx);
+        s.after(&mut dp, true, || 1_000, None, &rx);
+        s.after(&mut dp, true, || 1_100, None, &rx);
         assert_eq!(dp.stats().sleeps, 0);
         let t = Instant::now();
-        s.after(&mut dp, true, 1_300, None, &rx);
+        s.after(&mut dp, true, || 1_300, None, &rx);
         assert_eq!(dp.stats().sleeps, 1);
         assert!(
             t.elapsed() >= Duration::from_millis(25),
@@ -184,10 +189,10 @@ mod tests {
             t.elapsed()
         );
         // Still idle: sleeps again at once.
-        s.after(&mut dp, true, 1_301, None, &rx);
+        s.after(&mut dp, true, || 1_301, None, &rx);
         assert_eq!(dp.stats().sleeps, 2);
         // A deadline shortens it; one passed already, no sleep.
-        s.after(&mut dp, true, 1_302, Some(Instant::now()), &rx);
+        s.after(&mut dp, true, || 1_302, Some(Instant::now()), &rx);
         assert_eq!(dp.stats().sleeps, 2);
         // sleep_after_us 0: never.
         let cfg = DatapathConfig {
@@ -195,8 +200,8 @@ mod tests {
             ..Default::default()
         };
         let mut never = Datapath::new(cfg, Arc::new(RuleSet::new())).unwrap();
-        s.after(&mut never, true, 10_000, None, &rx);
-        s.after(&mut never, true, 90_000, None, &rx);
+        s.after(&mut never, true, || 10_000, None, &rx);
+        s.after(&mut never, true, || 90_000, None, &rx);
         assert_eq!(never.stats().sleeps, 0);
     }
 
@@ -206,7 +211,7 @@ mod tests {
         let (mut dp, mut peer) = datapath(dir.path());
         let (mut s, wake) = sleeper(Duration::from_secs(20));
         let (tx, rx) = mpsc::channel::<u32>();
-        s.after(&mut dp, true, 0, None, &rx);
+        s.after(&mut dp, true, || 0, None, &rx);
         // A command sent while it sleeps.
         let w = Arc::clone(&wake);
         let sender = std::thread::spawn(move || {
@@ -216,7 +221,7 @@ mod tests {
             tx
         });
         let t = Instant::now();
-        assert_eq!(s.after(&mut dp, true, 1_000, None, &rx), None);
+        assert_eq!(s.after(&mut dp, true, || 1_000, None, &rx), None);
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert_eq!(rx.try_recv(), Ok(7));
         let tx = sender.join().unwrap();
@@ -224,7 +229,7 @@ mod tests {
         tx.send(8).unwrap();
         wake.sent();
         let before = dp.stats().sleeps;
-        assert_eq!(s.after(&mut dp, true, 2_000, None, &rx), Some(8));
+        assert_eq!(s.after(&mut dp, true, || 2_000, None, &rx), Some(8));
         assert_eq!(dp.stats().sleeps, before);
         // A frame from the peer (2-byte length, then 60 bytes).
         let writer = std::thread::spawn(move || {
@@ -235,7 +240,7 @@ mod tests {
             peer
         });
         let t = Instant::now();
-        s.after(&mut dp, true, 3_000, None, &rx);
+        s.after(&mut dp, true, || 3_000, None, &rx);
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         let _peer = writer.join().unwrap();
         dp.poll_once(4_000);
@@ -252,8 +257,8 @@ mod tests {
         dp.add_port(2, Box::new(replay)).unwrap();
         let (mut s, _wake) = sleeper(Duration::from_secs(20));
         let (_tx, rx) = mpsc::channel::<()>();
-        s.after(&mut dp, true, 0, None, &rx);
-        s.after(&mut dp, true, 100_000, None, &rx);
+        s.after(&mut dp, true, || 0, None, &rx);
+        s.after(&mut dp, true, || 100_000, None, &rx);
         assert_eq!(dp.stats().sleeps, 0);
     }
 }
