@@ -6,7 +6,9 @@
 //! top of every poll iteration (before any packet of that iteration is
 //! classified) and answers on the reply channel each command carries. So
 //! when a `SetRules` is answered, the new rules are in force: every packet
-//! the thread processes afterwards is forwarded by them.
+//! the thread processes afterwards is forwarded by them. A thread that
+//! sleeps while its ports are idle ([`crate::pmd_sleep`]) is woken by the
+//! command ([`PmdSender::send`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
