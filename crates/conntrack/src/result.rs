@@ -23,6 +23,12 @@ pub struct CtResult {
     /// The original direction's tuple of the packet's connection (of the
     /// packet itself when it has none).
     pub tuple: CtTuple,
+    /// The tracker had no connection for the packet (it may have
+    /// committed one for it just now): the first packet of a connection,
+    /// or one never committed. Not a `ct_*` field; the datapath leaves
+    /// such a packet's next pass out of its exact-match and signature
+    /// caches (nothing of this connection's can be in them yet).
+    pub unseen: bool,
 }
 
 /// A connection's original direction as the `ct_nw_src`... fields show
@@ -95,6 +101,7 @@ impl CtResult {
         mark: 0,
         label: [0; 2],
         tuple: CtTuple::NONE,
+        unseen: false,
     };
 
     /// The state a flow key holds.
@@ -113,6 +120,7 @@ impl CtResult {
                 ipv6_src: k.ct_ipv6_src,
                 ipv6_dst: k.ct_ipv6_dst,
             },
+            unseen: false,
         }
     }
 

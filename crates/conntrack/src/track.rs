@@ -277,6 +277,7 @@ fn track_in<'a>(
         None => {}
     }
     let mut create = false;
+    r.unseen = !live;
     if !live {
         if related {
             // No new connection from an error.

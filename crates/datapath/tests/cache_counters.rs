@@ -425,3 +425,28 @@ fn flood_of_masks_is_bounded_and_counted() {
     assert_eq!(st.rx_packets, st.forwarded + st.dropped_total());
     assert_eq!(sent.lock().unwrap().len() as u64, st.forwarded);
 }
+
+#[test]
+fn a_connections_first_packet_leaves_its_tracked_pass_out_of_the_exact_caches() {
+    // Pass 1 is keyed by the packet; pass 2 by the pass and the state the
+    // tracker gave it, which for a connection it did not know is a key no
+    // later packet has: neither looked up in the EMC and SMC nor put there.
+    let text = "table=0,priority=100,ip,in_port=1,actions=ct(table=1,zone=1)\n\
+                table=1,ct_state=+trk+new,ip,actions=ct(commit,zone=1),output:2\n\
+                table=1,ct_state=+trk+est,ip,actions=output:2\n";
+    let other = Frame::ipv4([10, 0, 0, 9], [10, 0, 0, 2], L4::Udp { src: 1, dst: 2 }).build();
+    // `other` makes the megaflows (its upcalls cache both its passes).
+    let (dp, sent) = one_by_one(text, ALWAYS_EMC, vec![other.clone(), udp()]);
+    assert_eq!(sent.lock().unwrap().len(), 2);
+    let (_, _, emc, smc) = dp.cache_occupancy();
+    assert_eq!((emc, smc), (3, 3), "the new connection's pass 1 only");
+    assert_eq!(dp.stats().megaflow_hits, 2);
+    // Then the connection is known (an unreplied UDP one stays +new, as
+    // in OVS): its next packets' second pass is cached and hit.
+    let (dp, sent) = one_by_one(text, ALWAYS_EMC, vec![other, udp(), udp(), udp()]);
+    assert_eq!(sent.lock().unwrap().len(), 4);
+    let (_, _, emc, smc) = dp.cache_occupancy();
+    assert_eq!((emc, smc), (4, 4));
+    // The second packet's first pass, the third's both.
+    assert_eq!(dp.stats().emc_hits, 3);
+}

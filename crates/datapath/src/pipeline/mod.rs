@@ -143,6 +143,14 @@ pub(crate) struct Pipeline {
     /// Packets whose keys are short ([`FlowKey::is_short`]): hashed and
     /// looked up in the EMC on their first words.
     short: u32,
+    /// Packets the exact-match and signature caches are left out for: a
+    /// pass after a `ct` that found no connection for the packet
+    /// ([`sluice_conntrack::CtResult::unseen`]). Its key (the pass, the
+    /// state the tracker gave) cannot be in them, and a later packet of a
+    /// connection committed now has another state: a lookup would be a
+    /// miss (a cache line from memory, for each of the two caches) and an
+    /// insert an entry nothing reads. Connection setups pay both.
+    uncached: u32,
     targets: [Target; BATCH_SIZE],
     found: [Option<FlowRef>; BATCH_SIZE],
     /// SMC candidates (megaflow slot indexes) of the packets.
@@ -220,6 +228,7 @@ impl Pipeline {
             keys: [FlowKey::default(); BATCH_SIZE],
             hashes: [0; BATCH_SIZE],
             short: 0,
+            uncached: 0,
             targets: [Target::NONE; BATCH_SIZE],
             found: [None; BATCH_SIZE],
             smc_idx: [0; BATCH_SIZE],
@@ -491,6 +500,7 @@ impl Pipeline {
         // Keys out of an IPv4 tunnel without options, their inner headers
         // short and no connection state: hashed by those words alone.
         let mut tun_short = 0u32;
+        let mut uncached = 0u32;
         let mut bytes = 0u64;
         for (i, pkt) in batch.as_mut_slice().iter_mut().enumerate() {
             bytes += pkt.len() as u64;
@@ -515,6 +525,9 @@ impl Pipeline {
                         }
                     }
                     self.recirc_ct[i].write_key(key);
+                    if self.recirc_ct[i].unseen {
+                        uncached |= 1 << i;
+                    }
                     Ok(KeyShape::Unknown)
                 }
                 s => s,
@@ -538,6 +551,7 @@ impl Pipeline {
             }
         }
         self.short = short;
+        self.uncached = uncached;
         // Hashing in a second pass reads keys whose stores have settled (a
         // key read right after its field-by-field stores stalls) and lets
         // the multiplies of many keys overlap.
@@ -555,7 +569,7 @@ impl Pipeline {
                 self.keys[i].hash()
             };
             self.hashes[i] = hash;
-            if emc {
+            if emc && uncached & (1 << i) == 0 {
                 if is_short {
                     self.caches.emc.prefetch_short(hash);
                 } else {
@@ -578,12 +592,12 @@ impl Pipeline {
         stats: &mut DpStats,
     ) -> u32 {
         if !self.caches.emc.enabled() {
-            for i in set_bits(todo) {
+            for i in set_bits(todo & !self.uncached) {
                 self.caches.smc.prefetch(self.hashes[i]);
             }
             return todo;
         }
-        for i in set_bits(todo) {
+        for i in set_bits(todo & !self.uncached) {
             let (key, hash) = (&self.keys[i], self.hashes[i]);
             let hit = if self.short & (1 << i) != 0 {
                 self.caches.emc.lookup_short(key, hash)
@@ -617,7 +631,7 @@ impl Pipeline {
         }
         // Candidates first, fetching their megaflows, then verification.
         let mut candidates = 0u32;
-        for i in set_bits(todo) {
+        for i in set_bits(todo & !self.uncached) {
             if let Some(idx) = self.caches.smc.lookup(self.hashes[i]) {
                 self.caches.megaflows.prefetch_slot(idx);
                 self.smc_idx[i] = idx;
@@ -667,10 +681,12 @@ impl Pipeline {
                 self.targets[i] = Target::mega(r);
                 stats.megaflow_hits += 1;
                 left &= !(1 << i);
-                self.caches.smc.insert(self.hashes[i], r.idx);
-                self.caches
-                    .emc
-                    .probabilistic_insert(&self.keys[i], self.hashes[i], cref(r));
+                if self.uncached & (1 << i) == 0 {
+                    self.caches.smc.insert(self.hashes[i], r.idx);
+                    self.caches
+                        .emc
+                        .probabilistic_insert(&self.keys[i], self.hashes[i], cref(r));
+                }
             }
         }
         left
