@@ -64,6 +64,13 @@ pub struct Sleeper {
     /// µs (switch clock) since when nothing came, if nothing has.
     idle_since: Option<u64>,
     fds: Vec<RawFd>,
+    /// The descriptors of the last sleep: when they change, `quiet` goes.
+    last: Vec<RawFd>,
+    /// Descriptors that woke the thread with an error and nothing to read
+    /// (a packet socket whose interface went down reports it until read):
+    /// left out of its sleeps until something comes or the ports change,
+    /// their ports then read every [`MAX_SLEEP`] instead of spinning.
+    quiet: Vec<RawFd>,
     polled: Vec<(RawFd, i16)>,
 }
 
@@ -75,6 +82,8 @@ impl Sleeper {
             max,
             idle_since: None,
             fds: Vec::new(),
+            last: Vec::new(),
+            quiet: Vec::new(),
             polled: Vec::new(),
         }
     }
@@ -96,6 +105,7 @@ impl Sleeper {
     ) -> Option<C> {
         if !idle || !dp.quiescent() {
             self.idle_since = None;
+            self.quiet.clear();
             return None;
         }
         let after = u64::from(dp.sleep_after_us());
@@ -120,17 +130,35 @@ impl Sleeper {
             self.wake.asleep.store(false, Ordering::Relaxed);
             return Some(c);
         }
+        if self.fds != self.last {
+            self.quiet.clear();
+            self.last.clone_from(&self.fds);
+        }
         self.polled.clear();
-        self.polled
-            .extend(self.fds.iter().map(|&fd| (fd, libc::POLLIN)));
+        self.polled.extend(
+            self.fds
+                .iter()
+                .filter(|fd| !self.quiet.contains(fd))
+                .map(|&fd| (fd, libc::POLLIN)),
+        );
         self.polled.push((self.wake.fd.as_raw_fd(), libc::POLLIN));
         // Whole milliseconds, rounded up: never short of a deadline.
         let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
         let t0 = Instant::now();
         let woken = sluice_port::sys::poll(&self.polled, ms);
         self.wake.asleep.store(false, Ordering::Relaxed);
-        if woken.is_ok_and(|r| r.last().is_some_and(|&e| e != 0)) {
-            self.wake.fd.drain();
+        if let Ok(events) = woken {
+            let (ports, wake) = events.split_at(events.len() - 1);
+            if wake[0] != 0 {
+                self.wake.fd.drain();
+            }
+            for (&e, &(fd, _)) in ports.iter().zip(&self.polled) {
+                if e & libc::POLLIN == 0
+                    && e & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+                {
+                    self.quiet.push(fd);
+                }
+            }
         }
         dp.note_sleep(t0.elapsed().as_micros() as u64);
         // Still idle: if nothing comes, the next iteration sleeps again.
@@ -260,5 +288,66 @@ mod tests {
         s.after(&mut dp, true, || 0, None, &rx);
         s.after(&mut dp, true, || 100_000, None, &rx);
         assert_eq!(dp.stats().sleeps, 0);
+    }
+
+    /// A port whose descriptor reports a hang-up and never data (a pipe
+    /// whose writer is gone), as a packet socket whose interface went
+    /// down reports an error.
+    struct HungUp(std::os::fd::OwnedFd);
+
+    impl sluice_port::Port for HungUp {
+        fn name(&self) -> &str {
+            "hung-up"
+        }
+        fn caps(&self) -> sluice_port::PortCaps {
+            sluice_port::PortCaps {
+                rx: true,
+                tx: true,
+                ..Default::default()
+            }
+        }
+        fn rx_burst(
+            &mut self,
+            _pool: &mut sluice_packet::PacketPool,
+            _batch: &mut sluice_packet::PacketBatch,
+            _in_port: u32,
+        ) -> sluice_port::RxStatus {
+            sluice_port::RxStatus::Idle
+        }
+        fn tx_burst(
+            &mut self,
+            pool: &mut sluice_packet::PacketPool,
+            batch: &mut sluice_packet::PacketBatch,
+        ) -> usize {
+            batch.free_all(pool);
+            0
+        }
+        fn stats(&self) -> sluice_port::PortStats {
+            sluice_port::PortStats::default()
+        }
+        fn rx_fd(&self) -> Option<RawFd> {
+            Some(self.0.as_raw_fd())
+        }
+    }
+
+    #[test]
+    fn a_descriptor_that_only_reports_an_error_is_left_out_of_the_next_sleeps() {
+        let (r, w) = std::io::pipe().unwrap();
+        drop(w);
+        let mut dp = Datapath::new(DatapathConfig::default(), Arc::new(RuleSet::new())).unwrap();
+        dp.add_port(1, Box::new(HungUp(r.into()))).unwrap();
+        let max = Duration::from_millis(40);
+        let (mut s, _wake) = sleeper(max);
+        let (_tx, rx) = mpsc::channel::<()>();
+        s.after(&mut dp, true, || 0, None, &rx);
+        // Woken at once by the hang-up...
+        let t = Instant::now();
+        s.after(&mut dp, true, || 1_000, None, &rx);
+        assert!(t.elapsed() < max / 2, "{:?}", t.elapsed());
+        // ...then it sleeps its whole time instead of spinning.
+        let t = Instant::now();
+        s.after(&mut dp, true, || 2_000, None, &rx);
+        assert!(t.elapsed() >= max / 2, "{:?}", t.elapsed());
+        assert_eq!(dp.stats().sleeps, 2);
     }
 }
