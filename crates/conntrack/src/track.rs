@@ -358,9 +358,9 @@ impl Conntrack {
     }
 
     /// Adds a new connection for `tuple`, whose [`Tuple::shard_hash`] is
-    /// `hash` (translating the packet if `req` has NAT); its mark and label, or `None` when it could not
-    /// be added (table or zone full, NAT exhausted, or another PMD added
-    /// it first).
+    /// `hash` (translating the packet if `req` has NAT); its mark and
+    /// label, or `None` when it could not be added (table or zone full,
+    /// NAT exhausted, or another PMD added it first).
     #[allow(clippy::too_many_arguments)]
     fn commit(
         &self,
@@ -387,9 +387,9 @@ impl Conntrack {
     /// caller as `g`, and `nat_lock` when `req` has NAT (the reply tuple
     /// it picks is checked in other shards, locked one at a time). The
     /// table's and the zone's limits are checked first (a refusal
-    /// counted, the packet still new). `looked`: the caller looked for `tuple` under this lock as
-    /// [`Shard::probe`] would and found nothing, so the check is not
-    /// made again.
+    /// counted, the packet still new). `looked`: the caller looked for
+    /// `tuple` under this lock as [`Shard::probe`] would and found
+    /// nothing, so the check is not made again.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn commit_in(
         &self,

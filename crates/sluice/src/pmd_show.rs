@@ -57,11 +57,8 @@ pub fn pmd_stats(s: &PmdSnapshot) -> String {
             st.processing_cycles as f64 * 100.0 / total
         ),
     );
-    if st.sleeps > 0 {
-        line(
-            "sleeps",
-            format!("{} ({:.3} s asleep)", st.sleeps, st.sleep_us as f64 / 1e6),
-        );
+    if let Some(t) = crate::report::sleeps_text(st) {
+        line("sleeps", t);
     }
     line("cycles/pkt", format!("{:.1}", st.cycles_per_packet()));
     line("dropped", st.dropped_total().to_string());

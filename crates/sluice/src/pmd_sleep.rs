@@ -103,7 +103,7 @@ impl Sleeper {
         deadline: Option<Instant>,
         commands: &Receiver<C>,
     ) -> Option<C> {
-        if !idle || !dp.quiescent() {
+        if !idle {
             self.idle_since = None;
             self.quiet.clear();
             return None;
@@ -114,7 +114,10 @@ impl Sleeper {
         }
         let now_us = now_us();
         let since = *self.idle_since.get_or_insert(now_us);
-        if now_us.saturating_sub(since) < after || !dp.rx_wait_fds(&mut self.fds) {
+        // The rest only once idle long enough (a polling PMD's idle
+        // iterations stop at the clock).
+        if now_us.saturating_sub(since) < after || !dp.quiescent() || !dp.rx_wait_fds(&mut self.fds)
+        {
             return None;
         }
         let mut timeout = self.max;

@@ -177,6 +177,12 @@ pub fn port_text(p: &PortReport) -> String {
     o
 }
 
+/// The `sleeps` line's value (`pmd-stats` and the report), for a PMD
+/// that slept at all.
+pub fn sleeps_text(st: &DpStats) -> Option<String> {
+    (st.sleeps > 0).then(|| format!("{} ({:.3} s asleep)", st.sleeps, st.sleep_us as f64 / 1e6))
+}
+
 /// The human-readable report.
 pub fn text(s: &RunSummary) -> String {
     let st = s.stats;
@@ -316,13 +322,8 @@ pub fn text(s: &RunSummary) -> String {
         st.processing_cycles,
         st.processing_cycles as f64 * 100.0 / total
     );
-    if st.sleeps > 0 {
-        let _ = writeln!(
-            o,
-            "  sleeps: {} ({:.3} s asleep)",
-            st.sleeps,
-            st.sleep_us as f64 / 1e6
-        );
+    if let Some(t) = sleeps_text(st) {
+        let _ = writeln!(o, "  sleeps: {t}");
     }
     let _ = writeln!(o, "  cycles/pkt: {:.1}", st.cycles_per_packet());
     if s.per_pmd.len() > 1 {
