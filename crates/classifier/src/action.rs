@@ -583,6 +583,16 @@ pub fn fields_written(actions: &[Action]) -> impl Iterator<Item = &'static Field
     })
 }
 
+/// Whether an action list tracks connections (a `ct`, in its
+/// write-actions or a clone too).
+pub fn tracks_connections(actions: &[Action]) -> bool {
+    actions.iter().any(|a| match a {
+        Action::Ct(_) => true,
+        Action::WriteActions(set) | Action::Clone(set) => tracks_connections(set),
+        _ => false,
+    })
+}
+
 /// The meters an action list sends its packets through (`meter:N`).
 pub fn meters_of(actions: &[Action]) -> impl Iterator<Item = u32> + '_ {
     actions.iter().filter_map(|a| match a {

@@ -32,6 +32,7 @@ mod held;
 pub mod ipf;
 pub mod nat;
 mod prefetch;
+mod ready;
 mod result;
 mod table;
 pub mod tcp;
@@ -43,6 +44,7 @@ pub use flush::{FlushMatch, FlushTuple};
 pub use held::Batch;
 pub use nat::{Nat, NatAlone, NatKind};
 pub use prefetch::Prepared;
+pub use ready::DEFAULT_PREALLOC;
 pub use result::{CtResult, CtTuple};
 
 use prefetch::{Published, ShardSlot, PREFETCH_FROM};
@@ -122,17 +124,34 @@ impl Shard {
         dir: Dir,
         track: &mut dyn FnMut(Hit, &mut Conn) -> Found,
     ) -> Result<Found, Option<Hit>> {
-        if dir != Dir::Reply {
-            if let Some(c) = self.conns.get_mut_h(hash, t) {
-                let h = Hit {
-                    key: *t,
-                    reply: false,
-                    alias: false,
-                };
-                return Ok(track(h, c));
-            }
+        let orig = |c: &mut Conn, track: &mut dyn FnMut(Hit, &mut Conn) -> Found| {
+            let h = Hit {
+                key: *t,
+                reply: false,
+                alias: false,
+            };
+            track(h, c)
+        };
+        if dir == Dir::Orig {
+            return match self.conns.get_mut_h(hash, t) {
+                Some(c) => Ok(orig(c, track)),
+                None => Err(None),
+            };
         }
-        if dir != Dir::Orig {
+        // Either way (or a reply): the tuple as an original one and as
+        // a reply (its reverse, untranslated) in one walk of the group;
+        // the original first, then a translated reply's alias, then the
+        // reverse, as three lookups would.
+        let r = t.reverse();
+        let back = if dir == Dir::Any {
+            match self.conns.find_either(hash, t, &r, |c| c.nat.is_none()) {
+                Ok(i) => return Ok(orig(self.conns.val_mut(i), track)),
+                Err(back) => back,
+            }
+        } else {
+            None
+        };
+        if !self.aliases.is_empty() {
             if let Some(k) = self.aliases.get_h(hash, t) {
                 return Err(Some(Hit {
                     key: *k,
@@ -140,15 +159,21 @@ impl Shard {
                     alias: true,
                 }));
             }
-            let r = t.reverse();
-            if let Some(c) = self.conns.get_mut_h(hash, &r).filter(|c| c.nat.is_none()) {
-                let h = Hit {
-                    key: r,
-                    reply: true,
-                    alias: false,
-                };
-                return Ok(track(h, c));
-            }
+        }
+        let back = match dir {
+            Dir::Any => back,
+            _ => self
+                .conns
+                .position(hash, &r)
+                .filter(|&i| self.conns.val_mut(i).nat.is_none()),
+        };
+        if let Some(i) = back {
+            let h = Hit {
+                key: r,
+                reply: true,
+                alias: false,
+            };
+            return Ok(track(h, self.conns.val_mut(i)));
         }
         Err(None)
     }
@@ -322,6 +347,14 @@ pub struct Conntrack {
     ipf: ipf::Ipf,
     /// Timeout policies by zone.
     policies: timeouts::Policies,
+    /// Connections to make memory ready for ([`Conntrack::set_prealloc`]).
+    prealloc: AtomicU64,
+    /// Whether a rule tracks connections (memory is made ready then).
+    ready_wanted: std::sync::atomic::AtomicBool,
+    /// Connections memory was made ready for.
+    readied: AtomicU64,
+    /// Held while memory is made ready.
+    readying: Mutex<()>,
     /// Counters.
     pub stats: CtStats,
 }
@@ -343,6 +376,10 @@ impl Default for Conntrack {
             nat_alone_kernel: std::sync::atomic::AtomicBool::new(false),
             ipf: ipf::Ipf::default(),
             policies: timeouts::Policies::default(),
+            prealloc: AtomicU64::new(0),
+            ready_wanted: std::sync::atomic::AtomicBool::new(false),
+            readied: AtomicU64::new(0),
+            readying: Mutex::new(()),
             stats: CtStats::default(),
         }
     }

@@ -18,6 +18,7 @@
 //! worst stale, and the tracker keeps each group array it published for
 //! as long as it lives.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -243,6 +244,64 @@ impl<V> Table<V> {
         }
     }
 
+    /// One walk of `hash`'s groups for a packet's tuple `key` and its
+    /// reverse `rev` (both hash alike, so both live along the same
+    /// groups): `Ok(i)` when entry `i` holds `key`, else `Err` of the
+    /// entry holding `rev` whose value `take_rev` accepts, if any. The
+    /// same answers as a lookup of `key` and then one of `rev`, in one
+    /// pass over the tags (a reply packet's lookup read its group twice).
+    #[inline]
+    pub(crate) fn find_either(
+        &self,
+        hash: u64,
+        key: &Tuple,
+        rev: &Tuple,
+        take_rev: impl Fn(&V) -> bool,
+    ) -> Result<usize, Option<usize>> {
+        let t = tag(hash);
+        let mut at = self.groups.home(hash);
+        let mut back = None;
+        loop {
+            let g = &self.groups.g[at];
+            for s in 0..SLOTS {
+                if g.tags[s].load(Relaxed) == t {
+                    let i = g.idx[s].load(Relaxed) as usize;
+                    let e = &self.entries[i];
+                    if e.key == *key {
+                        return Ok(i);
+                    }
+                    if back.is_none() && e.key == *rev && take_rev(&e.val) {
+                        back = Some(i);
+                    }
+                }
+            }
+            if g.over.load(Relaxed) == 0 {
+                return Err(back);
+            }
+            at = (at + 1) & self.groups.mask;
+        }
+    }
+
+    /// The entry number of `key` (whose hash is `hash`), for
+    /// [`Table::val_mut`].
+    #[inline]
+    pub(crate) fn position(&self, hash: u64, key: &Tuple) -> Option<usize> {
+        self.find(hash, key)
+    }
+
+    /// Entry `i`'s value (a number [`Table::find_either`] or
+    /// [`Table::position`] gave).
+    #[inline]
+    pub(crate) fn val_mut(&mut self, i: usize) -> &mut V {
+        &mut self.entries[i].val
+    }
+
+    /// Whether the table holds nothing.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// `key`'s value, `hash` being `key.shard_hash()`.
     #[inline]
     pub(crate) fn get_h(&self, hash: u64, key: &Tuple) -> Option<&V> {
@@ -305,10 +364,37 @@ impl<V> Table<V> {
         }
     }
 
+    /// Room for `n` entries without growing: the entries' memory
+    /// reserved and each of its pages written once (the kernel finds and
+    /// clears them now, not under a PMD's insert), the index large
+    /// enough to hold them at most half full ([`crate::ready`]).
+    pub(crate) fn make_ready(&mut self, n: usize) {
+        if n > self.entries.capacity() {
+            self.entries.reserve_exact(n - self.entries.len());
+            let per_page = (4096 / Self::ENTRY_BYTES).max(1);
+            for e in self
+                .entries
+                .spare_capacity_mut()
+                .iter_mut()
+                .step_by(per_page)
+            {
+                *e = MaybeUninit::zeroed();
+            }
+        }
+        let groups = (n * 2).div_ceil(SLOTS).next_power_of_two();
+        if groups > self.groups.g.len() {
+            self.index_into(Groups::new(groups));
+        }
+    }
+
     /// A new index twice as large (readers of the old one may go on
     /// reading it: it is not changed again).
     fn grow(&mut self) {
-        let g = Groups::new(self.groups.g.len() * 2);
+        self.index_into(Groups::new(self.groups.g.len() * 2));
+    }
+
+    /// Every entry placed in `g`, which becomes the index.
+    fn index_into(&mut self, g: Groups) {
         // Each entry's hash is in its own line, 192 bytes from the
         // last: read a few entries ahead.
         const AHEAD: usize = 4;
@@ -403,6 +489,70 @@ mod tests {
         for n in 0..50_000 {
             assert_eq!(tb.get(&t(n)).is_some(), n % 2 == 0, "{n}");
         }
+    }
+
+    /// One walk for a tuple and its reverse answers as two lookups
+    /// would: the tuple itself first, else its reverse if the value
+    /// passes, whatever the order they were added in.
+    #[test]
+    fn find_either_is_two_lookups_in_one() {
+        let mut tb = Table::default();
+        for n in 0..2000u32 {
+            match n % 4 {
+                0 => {
+                    tb.insert(t(n), n);
+                }
+                1 => {
+                    tb.insert(t(n).reverse(), n);
+                }
+                2 => {
+                    tb.insert(t(n).reverse(), n);
+                    tb.insert(t(n), n + 1);
+                }
+                _ => {}
+            }
+        }
+        for n in 0..2000u32 {
+            let (k, r) = (t(n), t(n).reverse());
+            let h = k.shard_hash();
+            for odd_only in [false, true] {
+                let take = |v: &u32| !odd_only || v % 2 == 1;
+                let want = match tb.position(h, &k) {
+                    Some(i) => Ok(i),
+                    None => Err(tb.position(h, &r).filter(|&i| take(&tb.entries[i].val))),
+                };
+                assert_eq!(tb.find_either(h, &k, &r, take), want, "{n}");
+            }
+        }
+    }
+
+    /// A table made ready for `n` entries takes `n` without growing
+    /// (neither its entries' memory nor its index is replaced), then
+    /// grows past them as before.
+    #[test]
+    fn ready_for_n_takes_n_without_growing() {
+        let mut tb = Table::default();
+        tb.insert(t(0), 0);
+        tb.make_ready(3000);
+        let (cap, groups) = (tb.entries.capacity(), Arc::clone(tb.groups()));
+        let at = tb.entries_ptr();
+        assert!(cap >= 3000);
+        for n in 1..3000 {
+            tb.insert(t(n), n);
+        }
+        assert_eq!(tb.entries.capacity(), cap);
+        assert_eq!(tb.entries_ptr(), at);
+        assert!(Arc::ptr_eq(tb.groups(), &groups));
+        for n in 3000..7000 {
+            tb.insert(t(n), n);
+        }
+        for n in 0..7000 {
+            assert_eq!(tb.get(&t(n)), Some(&n));
+        }
+        // Made ready for fewer than it holds: nothing changes.
+        let at = tb.entries_ptr();
+        tb.make_ready(100);
+        assert_eq!(tb.entries_ptr(), at);
     }
 
     /// The packed word names the same groups as the index itself, for

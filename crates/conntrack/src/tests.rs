@@ -66,7 +66,7 @@ fn icmp(src: [u8; 4], dst: [u8; 4], ty: u8, id: u16, quoted: &[u8]) -> Vec<u8> {
     ipv4(src, dst, 1, &t)
 }
 
-fn run(ct: &Conntrack, frame: &[u8], req: &CtRequest, now_ms: u64) -> CtResult {
+pub(crate) fn run(ct: &Conntrack, frame: &[u8], req: &CtRequest, now_ms: u64) -> CtResult {
     let mut meta = PacketMeta::default();
     let mut key = FlowKey::default();
     extract(frame, 1, &mut meta, &mut key).unwrap();

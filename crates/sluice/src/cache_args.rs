@@ -74,6 +74,15 @@ pub(crate) struct CacheArgs {
     /// the sleeps.
     #[arg(long, value_name = "US")]
     pmd_sleep_after: Option<u32>,
+    /// Connections the connection tracker has memory ready for, made
+    /// ready when the first rule or group with a ct action is installed
+    /// (default 131072: about 27 MB, 208 bytes a connection). A burst of
+    /// new connections then takes no memory from the kernel in the PMD
+    /// (each page the kernel finds and clears there cost the PMD more
+    /// than tracking the connections on it). Past it the tables grow as
+    /// connections come; 0 makes none ready ahead.
+    #[arg(long, value_name = "N")]
+    ct_prealloc: Option<u64>,
 }
 
 /// How packets are read and rewritten where Open vSwitch has a setting
@@ -240,6 +249,9 @@ impl CacheArgs {
         }
         if let Some(us) = self.pmd_sleep_after {
             config.datapath.sleep_after_us = us;
+        }
+        if let Some(n) = self.ct_prealloc {
+            config.ct_prealloc = Some(n);
         }
         if self.pmd_perf_metrics {
             config.datapath.perf_metrics = true;

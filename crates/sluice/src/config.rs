@@ -37,6 +37,7 @@
 //! tx_flush_interval = "auto"    # µs an output batch may wait, or auto (the default)
 //! pmd_perf_metrics = false      # pmd-perf-show's histograms and logs (OVS's pmd-perf-metrics)
 //! pmd_sleep_after = 200         # µs an idle PMD polls before it sleeps (kernel ports only; 0: never)
+//! ct_prealloc = 131072          # connections whose memory is ready once a rule tracks (0: grow as they come)
 //!
 //! [openflow]                   # an OpenFlow 1.3 channel (see `sluice run --help`)
 //! controllers = ["tcp:192.0.2.10:6653"]
@@ -109,6 +110,10 @@ pub struct Config {
     pub select_hash: SelectHash,
     /// What `ct(commit,nat)` does to a new connection (`--ct-nat-alone`).
     pub ct_nat_alone: sluice_conntrack::NatAlone,
+    /// Connections the tracker has memory ready for once a rule tracks
+    /// connections (`--ct-prealloc`; `None`:
+    /// [`sluice_conntrack::DEFAULT_PREALLOC`]).
+    pub ct_prealloc: Option<u64>,
     /// NORMAL's MAC aging time, s (`--mac-aging-time`; `None`: 300).
     pub mac_aging_time: Option<u64>,
     /// NORMAL's MAC table size (`--mac-table-size`; `None`: 8192).
@@ -228,6 +233,7 @@ struct FileDatapath {
     tx_flush_interval: Option<FlushValue>,
     pmd_perf_metrics: Option<bool>,
     pmd_sleep_after: Option<u32>,
+    ct_prealloc: Option<u64>,
 }
 
 fn resolve(base: &Path, p: PathBuf) -> PathBuf {
@@ -416,6 +422,9 @@ impl Config {
             if let Some(us) = d.pmd_sleep_after {
                 cfg.datapath.sleep_after_us = us;
             }
+            if let Some(n) = d.ct_prealloc {
+                cfg.ct_prealloc = Some(n);
+            }
             if let Some(n) = d.mask_limit {
                 c.megaflow.max_masks = n;
             }
@@ -496,12 +505,13 @@ mod tests {
     #[test]
     fn toml_config() {
         let cfg = Config::from_toml(
-            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nupcall_share = 20\npacket_in_share = 30\nemc_insert_inv_prob = 1\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
+            "flows = \"r.flows\"\n[datapath]\npool_frames = 1024\nsmc = false\nmegaflows = false\nupcall_share = 20\npacket_in_share = 30\nemc_insert_inv_prob = 1\nct_prealloc = 4096\n[[ports]]\nnumber = 1\nspec = \"pcap:rx=in.pcap\"\n[[ports]]\nnumber = 2\nspec = \"null\"\n",
             Path::new("/cfg"),
         )
         .unwrap();
         assert_eq!(cfg.flows, Some(PathBuf::from("/cfg/r.flows")));
         assert_eq!(cfg.datapath.pool_frames, 1024);
+        assert_eq!(cfg.ct_prealloc, Some(4096));
         assert!(!cfg.datapath.cache.smc_enabled);
         assert!(!cfg.datapath.cache.megaflows);
         assert_eq!(cfg.datapath.cache.upcall_share_pct, 20);

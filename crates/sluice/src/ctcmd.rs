@@ -58,14 +58,16 @@ pub fn command(cmd: &str, args: &[&str], ct: &Conntrack) -> Result<String, Strin
             let get =
                 |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
             out += &format!(
-                "Committed: {}, expired: {}, invalid packets: {}, commits refused: {} (table full), {} (zone limit), {} (NAT exhausted)\nTranslated (NAT reply tuples held): {}\n",
+                "Committed: {}, expired: {}, invalid packets: {}, commits refused: {} (table full), {} (zone limit), {} (NAT exhausted)\nTranslated (NAT reply tuples held): {}\nMemory ready for: {} connections (ct-prealloc {})\n",
                 get(&s.committed),
                 get(&s.expired),
                 get(&s.invalid),
                 get(&s.full),
                 get(&s.zone_full),
                 get(&s.nat_exhausted),
-                ct.nat_reply_tuples()
+                ct.nat_reply_tuples(),
+                ct.ready_for(),
+                ct.prealloc()
             );
             Ok(out)
         }

@@ -321,6 +321,12 @@ pub fn run_ports(
             warnings.push(format!("the rules name port {p}, which is not configured: outputs to it are skipped and counted as 'output to missing port'"));
         }
     }
+    // Memory for connections, ready before a PMD tracks any (now if a
+    // rule already tracks connections, else when the first one comes).
+    rules.conntrack().set_prealloc(
+        cfg.ct_prealloc
+            .unwrap_or(sluice_conntrack::DEFAULT_PREALLOC),
+    );
     let control_rules = rules.clone();
     let rules = Arc::new(rules);
     let endless = ports

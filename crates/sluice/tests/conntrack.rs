@@ -316,6 +316,11 @@ print(n)
     ));
     assert_eq!(got.trim(), N.to_string(), "connections through SNAT");
     let stats = sw.ctl(&["conntrack-stats"]);
+    // Its rules track connections: the default's memory was made ready.
+    assert!(
+        stats.contains("Memory ready for: 131072 connections (ct-prealloc 131072)"),
+        "{stats}"
+    );
     let held = |stats: &str| -> u64 {
         stats
             .lines()

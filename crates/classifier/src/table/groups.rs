@@ -78,6 +78,12 @@ impl RuleSet {
             return Err(GroupError::Exists);
         }
         self.check_group(&g)?;
+        if g.buckets
+            .iter()
+            .any(|b| crate::action::tracks_connections(&b.actions))
+        {
+            self.conntrack.make_ready();
+        }
         self.groups.insert(g.id, Arc::new(g));
         self.version += 1;
         Ok(())
@@ -90,6 +96,12 @@ impl RuleSet {
             return Err(GroupError::Unknown);
         }
         self.check_group(&g)?;
+        if g.buckets
+            .iter()
+            .any(|b| crate::action::tracks_connections(&b.actions))
+        {
+            self.conntrack.make_ready();
+        }
         self.groups.insert(g.id, Arc::new(g));
         self.version += 1;
         Ok(())

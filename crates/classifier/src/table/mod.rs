@@ -570,6 +570,10 @@ impl RuleSet {
     /// priority and match if there is one (OpenFlow's "identical").
     fn put(&mut self, rule: Arc<Rule>) {
         let t = rule.table as usize;
+        if crate::action::tracks_connections(&rule.actions) {
+            // Memory for connections before any packet needs it.
+            self.conntrack.make_ready();
+        }
         if self.tables.len() <= t {
             self.tables.resize_with(t + 1, TableIndex::default);
         }

@@ -220,3 +220,42 @@ fn delete_all_of_a_table_empties_it_and_keeps_the_accounting() {
     assert_eq!((gone.len(), set.len()), (1, 1));
     assert!(set.lookup(0, &key, &mut FlowKey::default()).is_some());
 }
+
+/// The first rule or group that tracks connections makes the tracker's
+/// memory ready (for as many connections as the switch set); rules that
+/// do not leave it alone.
+#[test]
+fn a_rule_or_group_that_tracks_makes_conntrack_memory_ready() {
+    use crate::group::{Bucket, Group, GroupType, GROUP_ANY, PORT_ANY};
+    let mut r = RuleSet::new();
+    r.conntrack().set_prealloc(64 * 50);
+    r.add(&spec("priority=1,actions=output:2"), 0);
+    r.add(&spec("priority=2,ip,actions=clone(output:3)"), 0);
+    assert_eq!(r.conntrack().ready_for(), 0);
+    r.add(&spec("priority=3,ip,actions=clone(ct(table=1,zone=5))"), 0);
+    assert_eq!(r.conntrack().ready_for(), 3200);
+
+    let mut g = RuleSet::new();
+    g.conntrack().set_prealloc(64 * 50);
+    let group = |id: u32, acts: &str| Group {
+        id,
+        kind: GroupType::Select,
+        buckets: vec![Bucket {
+            weight: 1,
+            watch_port: PORT_ANY,
+            watch_group: GROUP_ANY,
+            actions: spec(&format!("actions={acts}")).actions.to_vec(),
+            counter: Arc::new(Rule::counter()),
+        }],
+        of_buckets: None,
+        counter: Arc::new(Rule::counter()),
+        created_us: 0,
+        slots: Default::default(),
+        selection: Default::default(),
+    };
+    g.add_group(group(1, "output:2")).unwrap();
+    assert_eq!(g.conntrack().ready_for(), 0);
+    g.add_group(group(2, "ct(commit,table=2,zone=3,nat(dst=10.0.0.2))"))
+        .unwrap();
+    assert_eq!(g.conntrack().ready_for(), 3200);
+}

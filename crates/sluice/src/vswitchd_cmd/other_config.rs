@@ -12,6 +12,7 @@ pub(super) const START_ONLY: &[&str] = &[
     "smc-enable",
     "vlan-limit",
     "pmd-sleep-after",
+    "ct-prealloc",
 ];
 
 /// The switch's configuration from `Open_vSwitch:other_config`, as
@@ -19,7 +20,8 @@ pub(super) const START_ONLY: &[&str] = &[
 /// each CPU set), `emc-insert-inv-prob`, `smc-enable`, `vlan-limit`,
 /// `tx-flush-interval` (µs; absent: Sluice's `auto`),
 /// `pmd-perf-metrics`, and Sluice's own `pmd-sleep-after` (µs an idle PMD
-/// that reads only kernel ports polls before it sleeps; 0: never sleeps).
+/// that reads only kernel ports polls before it sleeps; 0: never sleeps)
+/// and `ct-prealloc` (connections the tracker has memory ready for).
 /// Returns what was applied and what was not, for the log.
 pub fn apply_other_config(
     cfg: &mut crate::config::Config,
@@ -66,6 +68,10 @@ pub fn apply_other_config(
                 .parse::<u32>()
                 .map(|us| cfg.datapath.sleep_after_us = us)
                 .map_err(|_| format!("'{v}' is not a number of µs")),
+            "ct-prealloc" => v
+                .parse::<u64>()
+                .map(|n| cfg.ct_prealloc = Some(n))
+                .map_err(|_| format!("'{v}' is not a number of connections")),
             _ => continue,
         };
         notes.push(match r {
@@ -91,14 +97,16 @@ mod tests {
             ("tx-flush-interval", "50"),
             ("pmd-perf-metrics", "true"),
             ("pmd-sleep-after", "0"),
+            ("ct-prealloc", "4096"),
             ("hw-offload", "true"),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let notes = apply_other_config(&mut cfg, &oc);
-        assert_eq!(notes.len(), 7, "{notes:?}");
+        assert_eq!(notes.len(), 8, "{notes:?}");
         assert_eq!(cfg.datapath.sleep_after_us, 0);
+        assert_eq!(cfg.ct_prealloc, Some(4096));
         assert_eq!(cfg.pmd_cores, vec![0]);
         assert_eq!(cfg.datapath.cache.emc_insert_inv_prob, 0);
         assert!(!cfg.datapath.cache.smc_enabled);
