@@ -331,7 +331,7 @@ impl MegaflowTable {
                     .flow
                     .as_ref()
                     .expect("indexed slots hold flows");
-                key.matches(&f.matcher.value, &f.matcher.mask)
+                key.matches_dp(&f.matcher.value, &f.matcher.mask)
             })
             .copied()
     }

@@ -325,6 +325,25 @@ impl FlowKey {
         }
     }
 
+    /// [`FlowKey::matches`] for a megaflow's mask, which never reads the
+    /// registers ([`REG_WORDS`]): the words past the narrow ones are
+    /// compared only up to [`DP_WORDS`] (a mask with connection tracking
+    /// state compared 8 words of registers and looked at them first).
+    #[inline]
+    pub fn matches_dp(&self, value: &FlowKey, mask: &FlowKey) -> bool {
+        debug_assert!(mask.words()[REG_WORDS].iter().all(|&w| w == 0));
+        let m = mask.words();
+        if m[TUN_WIDE_WORDS.start..DP_WORDS]
+            .iter()
+            .fold(0, |a, &w| a | w)
+            != 0
+        {
+            self.matches_n::<DP_WORDS>(value, mask)
+        } else {
+            self.matches_n::<{ TUN_WIDE_WORDS.start }>(value, mask)
+        }
+    }
+
     /// Whether a mask has bits past the narrow words: in the wide words
     /// ([`WIDE_WORDS`]: wide tunnel fields, connection tracking state) or
     /// the registers (which rules may match, megaflows never).
@@ -543,6 +562,33 @@ mod tests {
         k.nw_dst = 0x0a00_0205;
         assert!(!k.matches(&value, &mask));
         assert_eq!(k.hash_masked(&mask), k.masked(&mask).hash());
+    }
+
+    proptest::proptest! {
+        /// A megaflow's match (no register bits in its mask) answers as
+        /// the general one, whichever words the mask and the key differ in.
+        #[test]
+        fn matches_dp_is_matches_without_registers(
+            k in proptest::collection::vec(proptest::prelude::any::<u64>(), KEY_WORDS),
+            m in proptest::collection::vec(proptest::prelude::any::<u64>(), KEY_WORDS),
+            narrow in proptest::prelude::any::<bool>(),
+            flip in 0..KEY_WORDS,
+            bit in 0..64u32,
+        ) {
+            let mut key = FlowKey::default();
+            let mut mask = FlowKey::default();
+            key.words_mut().copy_from_slice(&k);
+            mask.words_mut().copy_from_slice(&m);
+            mask.words_mut()[REG_WORDS].fill(0);
+            if narrow {
+                mask.words_mut()[TUN_WIDE_WORDS.start..].fill(0);
+            }
+            let value = key.masked(&mask);
+            proptest::prop_assert!(key.matches_dp(&value, &mask));
+            let mut other = key;
+            other.words_mut()[flip] ^= 1 << bit;
+            proptest::prop_assert_eq!(other.matches_dp(&value, &mask), other.matches(&value, &mask));
+        }
     }
 
     #[test]

@@ -643,7 +643,7 @@ impl Pipeline {
             let Some((r, f)) = self.caches.megaflows.get_slot(self.smc_idx[i]) else {
                 continue;
             };
-            if !self.keys[i].matches(&f.matcher.value, &f.matcher.mask) {
+            if !self.keys[i].matches_dp(&f.matcher.value, &f.matcher.mask) {
                 continue;
             }
             if self.caches.fresh(r, env, epoch, stats) {
