@@ -124,33 +124,28 @@ impl Shard {
         dir: Dir,
         track: &mut dyn FnMut(Hit, &mut Conn) -> Found,
     ) -> Result<Found, Option<Hit>> {
-        let orig = |c: &mut Conn, track: &mut dyn FnMut(Hit, &mut Conn) -> Found| {
-            let h = Hit {
-                key: *t,
-                reply: false,
-                alias: false,
-            };
-            track(h, c)
+        let hit = |key, reply| Hit {
+            key,
+            reply,
+            alias: false,
         };
         if dir == Dir::Orig {
             return match self.conns.get_mut_h(hash, t) {
-                Some(c) => Ok(orig(c, track)),
+                Some(c) => Ok(track(hit(*t, false), c)),
                 None => Err(None),
             };
         }
-        // Either way (or a reply): the tuple as an original one and as
-        // a reply (its reverse, untranslated) in one walk of the group;
-        // the original first, then a translated reply's alias, then the
-        // reverse, as three lookups would.
+        // The tuple as an original one, then a translated reply's alias,
+        // then the reverse (untranslated): as three lookups would, the
+        // first and the last in one walk of the group when either way.
         let r = t.reverse();
-        let back = if dir == Dir::Any {
+        let mut back = None;
+        if dir == Dir::Any {
             match self.conns.find_either(hash, t, &r, |c| c.nat.is_none()) {
-                Ok(i) => return Ok(orig(self.conns.val_mut(i), track)),
-                Err(back) => back,
+                Ok(i) => return Ok(track(hit(*t, false), self.conns.val_mut(i))),
+                Err(b) => back = b,
             }
-        } else {
-            None
-        };
+        }
         if !self.aliases.is_empty() {
             if let Some(k) = self.aliases.get_h(hash, t) {
                 return Err(Some(Hit {
@@ -160,20 +155,14 @@ impl Shard {
                 }));
             }
         }
-        let back = match dir {
-            Dir::Any => back,
-            _ => self
-                .conns
-                .position(hash, &r)
-                .filter(|&i| self.conns.val_mut(i).nat.is_none()),
-        };
+        if dir == Dir::Reply {
+            back = self.conns.find(hash, &r);
+        }
         if let Some(i) = back {
-            let h = Hit {
-                key: r,
-                reply: true,
-                alias: false,
-            };
-            return Ok(track(h, self.conns.val_mut(i)));
+            let c = self.conns.val_mut(i);
+            if c.nat.is_none() {
+                return Ok(track(hit(r, true), c));
+            }
         }
         Err(None)
     }

@@ -224,7 +224,7 @@ impl<V> Table<V> {
 
     /// The entry number of `key` (whose hash is `hash`).
     #[inline]
-    fn find(&self, hash: u64, key: &Tuple) -> Option<usize> {
+    pub(crate) fn find(&self, hash: u64, key: &Tuple) -> Option<usize> {
         let t = tag(hash);
         let mut at = self.groups.home(hash);
         loop {
@@ -282,15 +282,8 @@ impl<V> Table<V> {
         }
     }
 
-    /// The entry number of `key` (whose hash is `hash`), for
-    /// [`Table::val_mut`].
-    #[inline]
-    pub(crate) fn position(&self, hash: u64, key: &Tuple) -> Option<usize> {
-        self.find(hash, key)
-    }
-
     /// Entry `i`'s value (a number [`Table::find_either`] or
-    /// [`Table::position`] gave).
+    /// [`Table::find`] gave).
     #[inline]
     pub(crate) fn val_mut(&mut self, i: usize) -> &mut V {
         &mut self.entries[i].val
@@ -517,9 +510,9 @@ mod tests {
             let h = k.shard_hash();
             for odd_only in [false, true] {
                 let take = |v: &u32| !odd_only || v % 2 == 1;
-                let want = match tb.position(h, &k) {
+                let want = match tb.find(h, &k) {
                     Some(i) => Ok(i),
-                    None => Err(tb.position(h, &r).filter(|&i| take(&tb.entries[i].val))),
+                    None => Err(tb.find(h, &r).filter(|&i| take(&tb.entries[i].val))),
                 };
                 assert_eq!(tb.find_either(h, &k, &r, take), want, "{n}");
             }

@@ -78,6 +78,13 @@ impl RuleSet {
             return Err(GroupError::Exists);
         }
         self.check_group(&g)?;
+        self.put_group(g);
+        Ok(())
+    }
+
+    /// Puts checked group `g` in place (a new version), the tracker's
+    /// memory made ready first if its buckets track connections.
+    fn put_group(&mut self, g: Group) {
         if g.buckets
             .iter()
             .any(|b| crate::action::tracks_connections(&b.actions))
@@ -86,7 +93,6 @@ impl RuleSet {
         }
         self.groups.insert(g.id, Arc::new(g));
         self.version += 1;
-        Ok(())
     }
 
     /// Replaces group `g.id`'s type and buckets (GROUP_MOD MODIFY); its
@@ -96,14 +102,7 @@ impl RuleSet {
             return Err(GroupError::Unknown);
         }
         self.check_group(&g)?;
-        if g.buckets
-            .iter()
-            .any(|b| crate::action::tracks_connections(&b.actions))
-        {
-            self.conntrack.make_ready();
-        }
-        self.groups.insert(g.id, Arc::new(g));
-        self.version += 1;
+        self.put_group(g);
         Ok(())
     }
 
